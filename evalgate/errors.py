@@ -1,0 +1,116 @@
+"""evalgate's exceptions: one tree, one exit code per branch.
+
+    EvalgateError                 base; never raised itself
+    ├── UsageError           (2)  bad flags, settings, files or data: the user must change an input
+    │   ├── ContextError          the eval context cannot be derived (a missing or contradictory input)
+    │   ├── ThresholdsError       thresholds.json is malformed
+    │   ├── DatasetError          GSM8K files missing, altered or unreadable
+    │   └── ArtifactError         a result file is malformed, or would overwrite another run
+    ├── EndpointError        (3)  the engine cannot be used as configured
+    │   ├── NotReadyError         the endpoint did not become ready before its deadline
+    │   └── ProbeError            the pre-flight request was rejected (or would truncate, with --strict)
+    ├── EvalFailedError      (4)  the eval started but could not finish: no score can be trusted
+    └── AbortedError         (6)  stopped by SIGINT or SIGTERM
+
+A score below its threshold is not an exception: it is a verdict (exit 1). Every message says what
+happened, with the numbers, and what to do next. The engine's own words are kept verbatim.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of the `evalgate` command. Stable: CI scripts branch on them."""
+
+    PASS = 0
+    """The gate passed (run, verify) or the runs are equivalent (compare)."""
+    FAIL = 1
+    """A score is below its threshold (run, verify) or a regression was found (compare)."""
+    USAGE = 2
+    """Bad flags, settings, thresholds, result files or dataset: fix the input."""
+    ENDPOINT = 3
+    """The endpoint never became ready, or the pre-flight probe was rejected."""
+    EVAL = 4
+    """The eval started but could not finish (requests failed, harness error)."""
+    INCONCLUSIVE = 5
+    """Too few samples to decide (verify, compare)."""
+    ABORTED = 6
+    """Stopped by SIGINT or SIGTERM; artifacts say how far it got."""
+
+
+class EvalgateError(Exception):
+    """Base of every error evalgate raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+    stage: str = "settings"
+
+    def __init__(self, message: str, *, stage: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if stage is not None:
+            self.stage = stage
+
+
+class UsageError(EvalgateError):
+    """An input is wrong: a flag, a setting, a file. The message names it and its value."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ContextError(UsageError):
+    """The eval context cannot be derived from the inputs given."""
+
+    stage = "context"
+
+
+class ThresholdsError(UsageError):
+    """thresholds.json does not match its schema."""
+
+    stage = "thresholds"
+
+
+class DatasetError(UsageError):
+    """The GSM8K files are missing, altered or unreadable."""
+
+    stage = "dataset"
+
+
+class ArtifactError(UsageError):
+    """A result artifact is malformed, or writing it would destroy another run's evidence."""
+
+    stage = "artifacts"
+
+
+class EndpointError(EvalgateError):
+    """The engine cannot be used as configured."""
+
+    exit_code = ExitCode.ENDPOINT
+    stage = "readiness"
+
+
+class NotReadyError(EndpointError):
+    """The endpoint did not become ready before its deadline."""
+
+    stage = "readiness"
+
+
+class ProbeError(EndpointError):
+    """The pre-flight request was rejected, or would truncate under --strict."""
+
+    stage = "probe"
+
+
+class EvalFailedError(EvalgateError):
+    """The eval could not finish; no score from it can be trusted."""
+
+    exit_code = ExitCode.EVAL
+    stage = "eval"
+
+
+class AbortedError(EvalgateError):
+    """Stopped by a signal."""
+
+    exit_code = ExitCode.ABORTED
+    stage = "eval"

@@ -1,0 +1,147 @@
+"""The model's native maximum length, derived from its config.json the way vLLM 0.32 does.
+
+The rules (vLLM's ``derive_max_model_len_and_key`` and ``_get_and_verify_max_len``):
+
+1. read the text config: a multimodal model's nested ``text_config``, else the config itself;
+2. take the smallest of the length keys present, except that ``model_max_length``, when set,
+   wins outright;
+3. multiply by the rope scaling ``factor`` unless the rope type already describes the scaled
+   length (su, longrope, llama3, yarn, deepseek_yarn, deepseek_llama_scaling), and never for
+   gemma3 models;
+4. cap by ``model_max_length`` of a tokenizer_config.json beside the config.
+
+Where vLLM would fall back to 2048 because no key is present, evalgate reports "unknown" instead:
+the served limit, or an explicit override, must then decide.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import ContextError
+
+log = logging.getLogger(__name__)
+
+LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+ROPE_TYPES_ALREADY_SCALED = frozenset(
+    {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
+)
+NEVER_SCALED_MODEL_TYPES = frozenset({"gemma3", "gemma3_text"})
+
+
+@dataclass(frozen=True)
+class NativeLength:
+    """The native maximum and how it was found (one line per step, for --explain)."""
+
+    value: int | None
+    source: str
+    steps: tuple[str, ...]
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of a config that describes the language model."""
+    nested = config.get("text_config")
+    return nested if isinstance(nested, dict) else config
+
+
+def _rope_scaling(config: dict[str, Any]) -> dict[str, Any] | None:
+    for key in ("rope_scaling", "rope_parameters"):
+        value = config.get(key)
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def native_max_len(
+    config: dict[str, Any], tokenizer_config: dict[str, Any] | None = None, *, name: str = ""
+) -> NativeLength:
+    """Apply vLLM's rules to a parsed config.json (and tokenizer_config.json, when present)."""
+    where = f"{name}: " if name else ""
+    text = text_config(config)
+    steps: list[str] = []
+    if text is not config:
+        steps.append(f"{where}read the nested text_config")
+    present = {
+        key: text[key]
+        for key in LENGTH_KEYS
+        if isinstance(text.get(key), int | float) and not isinstance(text.get(key), bool)
+    }
+    if not present:
+        steps.append(f"{where}no length key ({', '.join(LENGTH_KEYS)}) present")
+        return NativeLength(None, f"{where}no length key", tuple(steps))
+    key = min(present, key=lambda k: present[k])
+    length = float(present[key])
+    if "model_max_length" in present:
+        key, length = "model_max_length", float(present["model_max_length"])
+        steps.append(f"{where}model_max_length={int(length)} wins outright")
+    else:
+        steps.append(f"{where}smallest length key: {key}={int(length)}")
+
+    scaling = _rope_scaling(text)
+    model_type = str(text.get("model_type", config.get("model_type", "")))
+    if scaling is not None and "factor" in scaling:
+        rope_type = str(scaling.get("rope_type", scaling.get("type", "")))
+        factor = float(scaling["factor"])
+        if model_type in NEVER_SCALED_MODEL_TYPES:
+            steps.append(f"{where}rope factor {factor:g} ignored for {model_type}")
+        elif rope_type in ROPE_TYPES_ALREADY_SCALED:
+            steps.append(f"{where}rope type {rope_type}: length already scaled, factor ignored")
+        else:
+            length *= factor
+            steps.append(f"{where}rope type {rope_type or '?'} x{factor:g} -> {int(length)}")
+    source = f"{where}config {key}"
+
+    if tokenizer_config is not None:
+        cap = tokenizer_config.get("model_max_length")
+        if isinstance(cap, int | float) and not isinstance(cap, bool) and cap < length:
+            length = float(cap)
+            source = f"{where}tokenizer_config model_max_length"
+            steps.append(f"{where}tokenizer_config model_max_length caps it at {int(cap)}")
+    return NativeLength(int(length), source, tuple(steps))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ContextError(
+            f"Cannot read the model config {path}: {exc.strerror}. "
+            "Pass --model-config with the model's config.json or its directory."
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise ContextError(
+            f"The model config {path} is not valid JSON (line {exc.lineno}: {exc.msg}). "
+            "Pass the model's own config.json."
+        ) from exc
+    if not isinstance(data, dict):
+        raise ContextError(f"The model config {path} holds a JSON {type(data).__name__}, "
+                           "not an object. Pass the model's own config.json.")
+    return data
+
+
+def load_native_max_len(path: Path) -> NativeLength:
+    """Read config.json (a file, or a model directory holding one) and derive the maximum."""
+    config_path = path / "config.json" if path.is_dir() else path
+    if not config_path.exists():
+        raise ContextError(
+            f"No model config at {config_path}. Pass --model-config (or MODEL_PATH) with the "
+            "model's config.json or the directory that holds it."
+        )
+    config = _read_json(config_path)
+    tokenizer_path = config_path.parent / "tokenizer_config.json"
+    tokenizer = _read_json(tokenizer_path) if tokenizer_path.exists() else None
+    return native_max_len(config, tokenizer, name=config_path.name)

@@ -1,0 +1,194 @@
+"""evalgate's settings: one model, read from flags, then the environment, then defaults.
+
+Every field is a command-line flag (``--isl``) and an environment variable (``EVALGATE_ISL``);
+the benchmark harness's own names (``ISL``, ``OSL``, ``MODEL``, ``MODEL_PATH``,
+``EVAL_MAX_MODEL_LEN``, ``OPENAI_API_KEY``, ...) are accepted too. The field docstrings are the
+documentation: the README's settings table is generated from them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _env(name: str, *extra: str) -> AliasChoices:
+    """Accept a field's own EVALGATE_ variable, its field name, and the benchmark's names."""
+    return AliasChoices(name, f"EVALGATE_{name.upper()}", *extra)
+
+
+class Settings(BaseSettings):
+    """Everything an evalgate command can be told."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="EVALGATE_",
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        extra="ignore",
+        frozen=True,
+    )
+
+    # -- the endpoint ------------------------------------------------------------------------
+    base_url: str | None = Field(None, validation_alias=_env("base_url", "OPENAI_BASE_URL"))
+    """OpenAI-compatible endpoint the eval talks to, ending in /v1 (the router's, in a
+    disaggregated job). Env: EVALGATE_BASE_URL, OPENAI_BASE_URL."""
+
+    model: str | None = Field(None, validation_alias=_env("model", "MODEL"))
+    """Served model name sent in every request, and the key for thresholds. Env: MODEL."""
+
+    api_key: SecretStr | None = Field(
+        None, validation_alias=_env("api_key", "OPENAI_API_KEY"), repr=False
+    )
+    """Bearer token for the endpoint. Never printed or stored. Env: OPENAI_API_KEY."""
+
+    api: Literal["chat", "completions"] = "chat"
+    """Which API the eval uses: chat (the benchmark harness's protocol: chat template, 5-shot
+    as turns) or completions (lm-eval's standard 5-shot gsm8k prompt)."""
+
+    worker_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=_env("worker_urls", "WORKER_URLS")
+    )
+    """Prefill/decode worker URLs (…/v1) whose /v1/models limits also clamp the context.
+    Repeatable flag; comma-separated in the environment."""
+
+    # -- the eval context --------------------------------------------------------------------
+    isl: int | None = Field(None, ge=1, validation_alias=_env("isl", "ISL"))
+    """Benchmark input sequence length in tokens. Env: ISL."""
+
+    osl: int | None = Field(None, ge=1, validation_alias=_env("osl", "OSL"))
+    """Benchmark output sequence length in tokens. Env: OSL."""
+
+    context_margin: int = Field(256, ge=0)
+    """Tokens added to ISL + OSL for the eval context."""
+
+    model_config_path: Path | None = Field(
+        None, validation_alias=_env("model_config_path", "EVALGATE_MODEL_CONFIG", "MODEL_PATH")
+    )
+    """The model's config.json, or its directory; gives the native maximum length.
+    Flag: --model-config. Env: EVALGATE_MODEL_CONFIG, MODEL_PATH."""
+
+    served_max_model_len: int | None = Field(None, ge=1)
+    """The --max-model-len the engines serve, when /v1/models cannot tell (TensorRT-LLM)."""
+
+    server_config: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Engine server-argument strings holding --max-model-len N (as benchmark scripts keep
+    them). Repeatable flag; one string in EVALGATE_SERVER_CONFIG."""
+
+    prefill_server_config: str | None = Field(
+        None, validation_alias=_env("prefill_server_config", "PREFILL_SERVER_CONFIG")
+    )
+    """The prefill workers' server arguments. Env: PREFILL_SERVER_CONFIG."""
+
+    decode_server_config: str | None = Field(
+        None, validation_alias=_env("decode_server_config", "DECODE_SERVER_CONFIG")
+    )
+    """The decode workers' server arguments. Env: DECODE_SERVER_CONFIG."""
+
+    eval_max_model_len: int | None = Field(
+        None, ge=1, validation_alias=_env("eval_max_model_len", "EVAL_MAX_MODEL_LEN")
+    )
+    """Explicit eval context, overriding the derivation (still clamped to what is served).
+    Env: EVAL_MAX_MODEL_LEN."""
+
+    max_tokens: int | None = Field(None, ge=1)
+    """Force the output budget instead of deriving it (the probe still checks it)."""
+
+    max_tokens_cap: int = Field(16384, ge=1)
+    """Upper bound on the derived output budget."""
+
+    budget_policy: Literal["fit", "harness"] = "fit"
+    """fit: served context minus the longest eval prompt. harness: the benchmark harness's rule
+    (ctx - 4096 when ctx > 4096, else ctx / 2), both capped at max_tokens_cap."""
+
+    # -- readiness and the probe -------------------------------------------------------------
+    ready_timeout: float = Field(600.0, ge=0)
+    """Seconds to wait for the endpoint to answer /v1/models before giving up."""
+
+    retry_wait_min: float = Field(1.0, ge=0)
+    """First backoff wait in seconds between retries of a retryable failure."""
+
+    retry_wait_max: float = Field(10.0, ge=0)
+    """Longest backoff wait in seconds."""
+
+    strict: bool = False
+    """Treat a budget that would truncate answers (prompt + budget > served) as an error."""
+
+    # -- the eval ----------------------------------------------------------------------------
+    num_concurrent: int = Field(64, ge=1)
+    """Requests in flight during the eval."""
+
+    limit: int | None = Field(None, ge=1)
+    """Evaluate only the first N questions (for smoke tests; too small to gate on)."""
+
+    timeout: float = Field(1800.0, gt=0)
+    """Seconds one request may take."""
+
+    max_attempts: int = Field(5, ge=1)
+    """Attempts per request for retryable failures (connection errors, 408, 429, 5xx)."""
+
+    max_failed_requests: int = Field(0, ge=0)
+    """Requests allowed to fail for good before the run is an error (0: any failure is)."""
+
+    max_truncated_rate: float = Field(1.0, ge=0, le=1)
+    """Share of answers that may end by length or come back empty before the run fails
+    (1.0: report only)."""
+
+    dataset_dir: Path | None = None
+    """Folder with GSM8K test.jsonl and train.jsonl to use instead of the copy evalgate ships."""
+
+    dataset_hub: bool = False
+    """Load openai/gsm8k from the Hugging Face hub instead of the shipped copy."""
+
+    # -- the gate and its evidence -----------------------------------------------------------
+    thresholds: Path | None = None
+    """thresholds.json to gate on (default: the one evalgate ships)."""
+
+    output_dir: Path = Path("evalgate-results")
+    """Where result.json, samples.jsonl and lm-eval's raw results are written."""
+
+    overwrite: bool = False
+    """Replace a result already in output_dir (otherwise that is an error)."""
+
+    # -- labels recorded in the result -------------------------------------------------------
+    model_prefix: str | None = Field(None, validation_alias=_env("model_prefix", "MODEL_PREFIX"))
+    """Model family key for thresholds (dsr1, gptoss, ...). Env: MODEL_PREFIX."""
+
+    hardware: str | None = Field(None, validation_alias=_env("hardware", "RUNNER_TYPE"))
+    """Hardware label (b200, mi355x, ...). Env: RUNNER_TYPE."""
+
+    framework: str | None = Field(None, validation_alias=_env("framework", "FRAMEWORK"))
+    """Engine label (vllm, sglang, trt, ...). Env: FRAMEWORK."""
+
+    precision: str | None = Field(None, validation_alias=_env("precision", "PRECISION"))
+    """Weight precision label (fp8, fp4, ...). Env: PRECISION."""
+
+    kv_cache_dtype: str | None = Field(
+        None, validation_alias=_env("kv_cache_dtype", "KV_CACHE_DTYPE")
+    )
+    """KV-cache dtype label (auto, fp8, ...). Env: KV_CACHE_DTYPE."""
+
+    @field_validator("worker_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        """In the environment, several URLs are separated by commas."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("server_config", mode="before")
+    @classmethod
+    def _one_config(cls, value: Any) -> Any:
+        """In the environment, the variable holds one server-argument string."""
+        if isinstance(value, str):
+            return [value] if value.strip() else []
+        return value
+
+    @field_validator("base_url", "model", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value

@@ -1,0 +1,123 @@
+"""What an engine's error answer says, whichever engine sent it.
+
+Bodies understood (REFERENCE: vLLM, SGLang, TensorRT-LLM, vllm-router):
+
+- vLLM 0.32 nested: ``{"error": {"message", "type", "param", "code": 400}}``; newer releases put a
+  string such as ``"context_length_exceeded"`` in ``code``;
+- the flat form of older vLLM, SGLang and trtllm-serve: ``{"object": "error", "message", ...}``;
+- FastAPI's ``{"detail": ...}``;
+- vllm-router's ``text/plain`` 500 that wraps a worker's error:
+  ``Request processing failed: Prefill server error 400 Bad Request: {engine json}``;
+- anything else: the text itself.
+
+Pure functions only: the HTTP happens elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_WRAPPED_STATUS = re.compile(r"\berror (\d{3})\b", re.IGNORECASE)
+_ROUTER_BUSY = ("circuits open", "circuit open", "no available", "no healthy")
+MAX_MESSAGE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class EngineError:
+    """An engine's error answer, reduced to what a person needs."""
+
+    status: int
+    """HTTP status the client saw."""
+    message: str
+    """The engine's own words, verbatim (trimmed to MAX_MESSAGE_CHARS)."""
+    type: str | None = None
+    code: str | int | None = None
+    param: str | None = None
+    wrapped_status: int | None = None
+    """The worker's status when a router wrapped its error in a 500."""
+
+    @property
+    def effective_status(self) -> int:
+        """The status that decides: the worker's, when a router wrapped it."""
+        return self.wrapped_status or self.status
+
+    @property
+    def retryable(self) -> bool:
+        """Can the same request succeed later? Only overload and outages, never a 4xx."""
+        status = self.effective_status
+        return status in (408, 429) or 500 <= status < 600
+
+    @property
+    def router_busy(self) -> bool:
+        """A router with no healthy worker yet ("all circuits open", "No available ...")."""
+        return any(word in self.message.lower() for word in _ROUTER_BUSY)
+
+    def describe(self) -> str:
+        """One line: status and the engine's words."""
+        wrapped = f" (worker said {self.wrapped_status})" if self.wrapped_status else ""
+        return f"HTTP {self.status}{wrapped}: {self.message}"
+
+
+def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
+    inner = obj.get("error")
+    if isinstance(inner, dict) and "message" in inner:
+        obj = inner
+    elif isinstance(inner, str) and "message" not in obj:
+        return EngineError(status, inner[:MAX_MESSAGE_CHARS])
+    if "message" in obj:
+        code = obj.get("code")
+        return EngineError(
+            status=status,
+            message=str(obj["message"])[:MAX_MESSAGE_CHARS],
+            type=obj.get("type") if isinstance(obj.get("type"), str) else None,
+            code=code if isinstance(code, str | int) and not isinstance(code, bool) else None,
+            param=str(obj["param"]) if obj.get("param") is not None else None,
+        )
+    detail = obj.get("detail")
+    if detail is not None:
+        text = detail if isinstance(detail, str) else json.dumps(detail)
+        return EngineError(status, text[:MAX_MESSAGE_CHARS])
+    return None
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return None
+
+
+def parse_error(status: int, body: str) -> EngineError:
+    """Turn a status and body into an EngineError, keeping the engine's words."""
+    text = body.strip()
+    parsed = _loads(text)
+    if isinstance(parsed, dict):
+        found = _from_object(status, parsed)
+        if found is not None:
+            return found
+    brace = text.find("{")
+    if brace > 0:
+        inner = _loads(text[brace:])
+        if isinstance(inner, dict):
+            found = _from_object(status, inner)
+            if found is not None:
+                match = _WRAPPED_STATUS.search(text[:brace])
+                wrapped = int(match.group(1)) if match else None
+                return EngineError(
+                    status=status,
+                    message=found.message,
+                    type=found.type,
+                    code=found.code,
+                    param=found.param,
+                    wrapped_status=wrapped,
+                )
+    match = _WRAPPED_STATUS.search(text)
+    wrapped = int(match.group(1)) if match and status >= 500 else None
+    return EngineError(
+        status,
+        text[:MAX_MESSAGE_CHARS] or f"(empty body, HTTP {status})",
+        wrapped_status=wrapped if wrapped and wrapped < 500 else None,
+    )

@@ -1,0 +1,43 @@
+"""Fixtures that start the real local engine stack once per test session.
+
+`engine_single` and `engine_pd` install the stack if needed (scripts/engine-setup), start their
+topology (scripts/engine-up) and stop it at the end of the session (scripts/engine-down).
+Set EVALGATE_SKIP_ENGINE=1 to skip these tests; without it, a stack that cannot be installed or
+started is a test error, never a skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from . import stack
+
+
+@pytest.fixture(scope="session")
+def engine_installed() -> None:
+    reason = stack.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    stack.setup()
+
+
+def _running(topology: str) -> Iterator[stack.EngineStack]:
+    running = stack.up(topology)
+    try:
+        yield running
+    finally:
+        stack.down(topology)
+
+
+@pytest.fixture(scope="session")
+def engine_single(engine_installed: None) -> Iterator[stack.EngineStack]:
+    """One vLLM engine (max-model-len 2048) behind vllm-router in plain mode."""
+    yield from _running("single")
+
+
+@pytest.fixture(scope="session")
+def engine_pd(engine_installed: None) -> Iterator[stack.EngineStack]:
+    """A prefill engine (2048) and a decode engine (1024) behind vllm-router in PD mode."""
+    yield from _running("pd")

@@ -1,0 +1,142 @@
+"""Drive the real local engine stack (vLLM on the CPU behind vllm-router) from tests.
+
+The work is done by the scripts in `scripts/`; this module runs them and reads their answer:
+
+    engine-setup        install once into ~/.cache/evalgate/engine (cached: seconds afterwards)
+    engine-up TOPOLOGY  start `single` or `pd`, print KEY=VALUE lines with the URLs
+    engine-down TOPOLOGY
+
+Standard library only, so that it works in any interpreter that has pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib import error, request
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SKIP_VARIABLE = "EVALGATE_SKIP_ENGINE"
+
+SETUP_TIMEOUT = 3600.0  # a fresh install downloads and installs ~4 GB
+UP_TIMEOUT = 900.0  # engine-up has its own, shorter deadlines; this one only guards against a hang
+DOWN_TIMEOUT = 120.0
+
+
+class EngineStackError(RuntimeError):
+    """A script of the engine stack failed; the message carries the end of its output."""
+
+
+@dataclass(frozen=True)
+class EngineStack:
+    """A running stack, as engine-up described it. URLs are OpenAI base URLs ending in /v1."""
+
+    topology: str  # "single" or "pd"
+    run_dir: Path  # pids and logs
+    model: str  # served model name
+    router_url: str
+    engine_url: str | None = None  # single
+    engine_max_model_len: int | None = None
+    prefill_url: str | None = None  # pd
+    prefill_max_model_len: int | None = None
+    decode_url: str | None = None
+    decode_max_model_len: int | None = None
+
+    @property
+    def router_max_model_len(self) -> int:
+        """What the router's /v1/models reports: its only engine's, or the (first) prefill's."""
+        value = self.engine_max_model_len if self.topology == "single" else self.prefill_max_model_len
+        assert value is not None
+        return value
+
+
+def skip_reason() -> str | None:
+    """Why the engine tests should be skipped, or None to run them."""
+    if os.environ.get(SKIP_VARIABLE) == "1":
+        return f"{SKIP_VARIABLE}=1: the real engine stack is not set up"
+    return None
+
+
+def _run(script: str, *args: str, timeout: float) -> str:
+    """Run scripts/SCRIPT and return its stdout; raise EngineStackError on any failure."""
+    command = [str(SCRIPTS / script), *args]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise EngineStackError(f"{shlex.join(command)} did not finish within {timeout:.0f} s") from exc
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.splitlines()[-60:])
+        raise EngineStackError(f"{shlex.join(command)} failed with exit code {done.returncode}:\n{tail}")
+    return done.stdout
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """Read engine-up's KEY=VALUE lines (values shell-quoted with printf %q)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key] = "".join(shlex.split(value))
+    return values
+
+
+def setup() -> None:
+    """Install the stack, or find it installed (engine-setup is idempotent)."""
+    _run("engine-setup", timeout=SETUP_TIMEOUT)
+
+
+def up(topology: str) -> EngineStack:
+    """Start TOPOLOGY and wait until its router serves; engine-up stops it again on failure."""
+    env = parse_env(_run("engine-up", topology, timeout=UP_TIMEOUT))
+
+    def length(key: str) -> int | None:
+        return int(env[key]) if key in env else None
+
+    return EngineStack(
+        topology=env["TOPOLOGY"],
+        run_dir=Path(env["RUN_DIR"]),
+        model=env["SERVED_MODEL_NAME"],
+        router_url=env["ROUTER_URL"],
+        engine_url=env.get("ENGINE_URL"),
+        engine_max_model_len=length("ENGINE_MAX_MODEL_LEN"),
+        prefill_url=env.get("PREFILL_URL"),
+        prefill_max_model_len=length("PREFILL_MAX_MODEL_LEN"),
+        decode_url=env.get("DECODE_URL"),
+        decode_max_model_len=length("DECODE_MAX_MODEL_LEN"),
+    )
+
+
+def down(topology: str) -> None:
+    """Stop TOPOLOGY: SIGTERM, then SIGKILL after a deadline, to every process group it started."""
+    _run("engine-down", topology, timeout=DOWN_TIMEOUT)
+
+
+# --- HTTP, for the tests ---------------------------------------------------------------------
+
+
+def server_root(base_url: str) -> str:
+    """`http://host:port` from a base URL `http://host:port/v1` (/tokenize is not under /v1)."""
+    return base_url.removesuffix("/").removesuffix("/v1")
+
+
+def http_json(url: str, body: Any = None, timeout: float = 120.0) -> tuple[int, Any]:
+    """GET (or POST `body` as JSON) and return the status and the decoded JSON answer.
+
+    An HTTP error status is returned, not raised: a 4xx with a JSON body is an answer to check.
+    """
+    data = None if body is None else json.dumps(body).encode()
+    req = request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with request.urlopen(req, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw)
+        except ValueError:
+            return exc.code, raw.decode(errors="replace")
