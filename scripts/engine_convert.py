@@ -13,12 +13,11 @@ GGUF file), and that model is saved in bfloat16 with the tokenizer and its chat 
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, LlamaConfig, LlamaForCausalLM
 
 
 def convert(gguf: Path, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:
@@ -35,10 +34,10 @@ def convert(gguf: Path, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:
     if not tokenizer.chat_template:
         raise SystemExit(f"{gguf} carries no chat template; the chat endpoint would not work")
 
-    config = copy.deepcopy(source.config)
-    del config.quantization_config
-    config.dtype = dtype
-    model = LlamaForCausalLM(config)
+    settings = source.config.to_dict()
+    settings.pop("quantization_config", None)
+    settings["dtype"] = dtype
+    model = LlamaForCausalLM(LlamaConfig.from_dict(settings))
     # strict: every weight must be matched, or the served model would be silently wrong.
     model.load_state_dict(source.state_dict(), strict=True)
     model.to(dtype).save_pretrained(out)

@@ -1,0 +1,121 @@
+"""thresholds.json: read it, check it against its schema, and find the floor for one run.
+
+Resolution, first match wins:
+
+1. overrides whose every ``match`` key equals the run's label (the one with most keys first;
+   between equals, the later entry in the file);
+2. ``models[<exact served model name>]``;
+3. ``models[<prefix>]``: the run's model_prefix label, else the longest key the model name
+   starts with;
+4. ``default``.
+
+The format is the benchmark harness's (``{"default": {"gsm8k": 0.90}, "models": {...}}``) plus
+optional ``overrides`` keyed by hardware, precision, framework and KV-cache dtype.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import ThresholdsError
+from evalgate.schemas import validation_errors
+
+TASK_KEY = "gsm8k"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A validated thresholds file."""
+
+    data: dict[str, Any]
+    path: str
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The threshold that applies to one run, and which entry gave it."""
+
+    value: float
+    matched: str
+    file: str
+
+
+def default_path() -> Path:
+    """The thresholds.json evalgate ships."""
+    return Path(str(resources.files("evalgate") / "thresholds.json"))
+
+
+def parse_thresholds(data: Any, path: str) -> Thresholds:
+    """Validate parsed JSON; errors name the JSON path of the bad value."""
+    problems = validation_errors("thresholds", data)
+    if problems:
+        raise ThresholdsError(
+            f"{path} is not a valid thresholds file: "
+            + "; ".join(problems[:5])
+            + ". Thresholds are numbers in (0, 1], e.g. {\"default\": {\"gsm8k\": 0.90}}."
+        )
+    return Thresholds(data=data, path=path)
+
+
+def load_thresholds(path: Path | None = None) -> Thresholds:
+    """Read and validate thresholds.json (the shipped one when path is None)."""
+    target = path or default_path()
+    try:
+        text = target.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ThresholdsError(
+            f"Cannot read thresholds file {target}: {exc.strerror}. Pass --thresholds with an "
+            "existing file, or leave it out to use the shipped one."
+        ) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ThresholdsError(
+            f"{target} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
+        ) from exc
+    return parse_thresholds(data, str(target))
+
+
+def resolve_floor(
+    thresholds: Thresholds,
+    model: str | None,
+    labels: Mapping[str, Any] | None = None,
+    task: str = TASK_KEY,
+) -> Floor:
+    """The floor for one run's task, by the rules in this module's docstring."""
+    labels = dict(labels or {})
+    labels.setdefault("model", model)
+    data = thresholds.data
+    overrides = [
+        (index, entry)
+        for index, entry in enumerate(data.get("overrides", []))
+        if task in entry["thresholds"]
+        and all(labels.get(key) == want for key, want in entry["match"].items())
+    ]
+    if overrides:
+        index, entry = max(overrides, key=lambda pair: (len(pair[1]["match"]), pair[0]))
+        matched = ",".join(f"{k}={v}" for k, v in sorted(entry["match"].items()))
+        return Floor(float(entry["thresholds"][task]), f"override[{index}]:{matched}", thresholds.path)
+
+    models: dict[str, dict[str, float]] = data.get("models", {})
+    if model is not None and task in models.get(model, {}):
+        return Floor(float(models[model][task]), f"model:{model}", thresholds.path)
+    prefix = labels.get("model_prefix")
+    if isinstance(prefix, str) and task in models.get(prefix, {}):
+        return Floor(float(models[prefix][task]), f"prefix:{prefix}", thresholds.path)
+    if model is not None:
+        starts = [key for key in models if model.startswith(key) and task in models[key]]
+        if starts:
+            key = max(starts, key=len)
+            return Floor(float(models[key][task]), f"prefix:{key}", thresholds.path)
+    if task not in data["default"]:
+        raise ThresholdsError(
+            f"{thresholds.path} has no threshold for task {task!r} for model {model!r}: add "
+            f"\"{task}\" to \"default\"."
+        )
+    return Floor(float(data["default"][task]), "default", thresholds.path)
