@@ -17,7 +17,7 @@ from types import ModuleType
 from evalgate._version import __version__
 from evalgate.errors import EvalgateError, ExitCode
 
-SUBCOMMANDS = ("run", "context", "probe", "verify", "compare", "hook")
+SUBCOMMANDS = ("run", "context", "probe")
 
 EPILOG = """exit codes:
   0  pass (run, verify) / equivalent (compare)
@@ -64,8 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _configure_logging(verbose: int) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s" if verbose == 0 else
-                                           "%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.setFormatter(
+        logging.Formatter(
+            "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
+        )
+    )
     root = logging.getLogger("evalgate")
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -1,14 +1,14 @@
 """evalgate's exceptions: one tree, one exit code per branch.
 
     EvalgateError                 base; never raised itself
-    ├── UsageError           (2)  bad flags, settings, files or data: the user must change an input
-    │   ├── ContextError          the eval context cannot be derived (a missing or contradictory input)
+    ├── UsageError           (2)  bad flags, settings, files or data: change an input
+    │   ├── ContextError          the eval context cannot be derived from the inputs
     │   ├── ThresholdsError       thresholds.json is malformed
     │   ├── DatasetError          GSM8K files missing, altered or unreadable
     │   └── ArtifactError         a result file is malformed, or would overwrite another run
     ├── EndpointError        (3)  the engine cannot be used as configured
     │   ├── NotReadyError         the endpoint did not become ready before its deadline
-    │   └── ProbeError            the pre-flight request was rejected (or would truncate, with --strict)
+    │   └── ProbeError            the pre-flight request was rejected (or truncates, --strict)
     ├── EvalFailedError      (4)  the eval started but could not finish: no score can be trusted
     └── AbortedError         (6)  stopped by SIGINT or SIGTERM
 
@@ -19,6 +19,7 @@ happened, with the numbers, and what to do next. The engine's own words are kept
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -100,6 +101,8 @@ class ProbeError(EndpointError):
     """The pre-flight request was rejected, or would truncate under --strict."""
 
     stage = "probe"
+    engine_error: Any = None
+    """The engine's parsed answer (evalgate.wire.EngineError) when it rejected the request."""
 
 
 class EvalFailedError(EvalgateError):

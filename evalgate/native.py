@@ -128,8 +128,10 @@ def _read_json(path: Path) -> dict[str, Any]:
             "Pass the model's own config.json."
         ) from exc
     if not isinstance(data, dict):
-        raise ContextError(f"The model config {path} holds a JSON {type(data).__name__}, "
-                           "not an object. Pass the model's own config.json.")
+        raise ContextError(
+            f"The model config {path} holds a JSON {type(data).__name__}, "
+            "not an object. Pass the model's own config.json."
+        )
     return data
 
 

@@ -59,7 +59,9 @@ def build_prompt(
         messages.append({"role": "user", "content": _question(spec, doc)})
         return Prompt(doc_id, tuple(messages), None)
     text = "".join(f"{_question(spec, shot)} {_answer(spec, shot)}\n\n" for shot in shots)
-    return Prompt(doc_id, None, (str(description) if description else "") + text + _question(spec, doc))
+    return Prompt(
+        doc_id, None, (str(description) if description else "") + text + _question(spec, doc)
+    )
 
 
 def build_prompts(

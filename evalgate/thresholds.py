@@ -57,7 +57,7 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
         raise ThresholdsError(
             f"{path} is not a valid thresholds file: "
             + "; ".join(problems[:5])
-            + ". Thresholds are numbers in (0, 1], e.g. {\"default\": {\"gsm8k\": 0.90}}."
+            + '. Thresholds are numbers in (0, 1], e.g. {"default": {"gsm8k": 0.90}}.'
         )
     return Thresholds(data=data, path=path)
 
@@ -100,7 +100,9 @@ def resolve_floor(
     if overrides:
         index, entry = max(overrides, key=lambda pair: (len(pair[1]["match"]), pair[0]))
         matched = ",".join(f"{k}={v}" for k, v in sorted(entry["match"].items()))
-        return Floor(float(entry["thresholds"][task]), f"override[{index}]:{matched}", thresholds.path)
+        return Floor(
+            float(entry["thresholds"][task]), f"override[{index}]:{matched}", thresholds.path
+        )
 
     models: dict[str, dict[str, float]] = data.get("models", {})
     if model is not None and task in models.get(model, {}):
@@ -116,6 +118,6 @@ def resolve_floor(
     if task not in data["default"]:
         raise ThresholdsError(
             f"{thresholds.path} has no threshold for task {task!r} for model {model!r}: add "
-            f"\"{task}\" to \"default\"."
+            f'"{task}" to "default".'
         )
     return Floor(float(data["default"][task]), "default", thresholds.path)

@@ -1,0 +1,155 @@
+"""Sending the eval's generation requests: retries only where waiting can help.
+
+lm-eval's own client retries every exception, HTTP 400 included, and then loses the whole run.
+Here a request is retried (exponential backoff, bounded attempts) only on connection errors,
+timeouts, 408, 429, 5xx and malformed answers; any other status is the engine's verdict on the
+request and is raised as fatal at once, with the engine's own message.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import openai
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from evalgate.endpoint import api_root
+from evalgate.wire import EngineError, parse_error
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer from the engine."""
+
+    text: str
+    finish_reason: str | None
+    completion_tokens: int | None
+    attempts: int
+
+
+class RequestFailed(Exception):
+    """A request that got no answer: `fatal` when retrying cannot help (a 4xx)."""
+
+    def __init__(self, error: EngineError, *, fatal: bool, attempts: int) -> None:
+        super().__init__(error.describe())
+        self.error = error
+        self.fatal = fatal
+        self.attempts = attempts
+
+
+class MalformedAnswer(Exception):
+    """A 200 whose body is not a completion."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APIStatusError):
+        return parse_error(exc.status_code, exc.response.text).retryable
+    return isinstance(exc, openai.APIConnectionError | MalformedAnswer)
+
+
+def _as_engine_error(exc: BaseException) -> EngineError:
+    if isinstance(exc, openai.APIStatusError):
+        return parse_error(exc.status_code, exc.response.text)
+    if isinstance(exc, openai.APITimeoutError):
+        return EngineError(0, "request timed out (--timeout)")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        detail = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+        return EngineError(0, f"connection failed ({detail})")
+    return EngineError(200, f"malformed answer: {exc}")
+
+
+def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None]:
+    """Text, finish_reason and completion_tokens from a parsed JSON answer."""
+    try:
+        choice = raw["choices"][0]
+        content = choice["message"]["content"] if api == "chat" else choice["text"]
+        usage = raw.get("usage") or {}
+    except (KeyError, IndexError, TypeError) as exc:
+        raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return (
+        content if isinstance(content, str) else "",
+        choice.get("finish_reason"),
+        tokens if isinstance(tokens, int) else None,
+    )
+
+
+class EvalClient:
+    """Async generation requests against one endpoint, with evalgate's retry policy."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        api: str,
+        timeout: float,
+        attempts: int,
+        wait_min: float,
+        wait_max: float,
+        max_connections: int,
+    ) -> None:
+        self.api = api
+        self.attempts = attempts
+        self.wait_min = wait_min
+        self.wait_max = wait_max
+        self.retried = 0
+        limits = httpx2.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        self._client = openai.AsyncOpenAI(
+            base_url=api_root(base_url),
+            api_key=api_key or "EMPTY",
+            timeout=timeout,
+            max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout),
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def _send(self, body: dict[str, Any]) -> tuple[str, str | None, int | None]:
+        path = "/chat/completions" if self.api == "chat" else "/completions"
+        try:
+            raw = await self._client.post(path, body=body, cast_to=object)
+        except ValueError as exc:  # a 200 whose body is not JSON
+            raise MalformedAnswer(f"body is not JSON ({exc})") from exc
+        return parse_completion(raw, self.api)
+
+    def _count_retry(self, state: RetryCallState) -> None:
+        self.retried += 1
+        error = state.outcome.exception() if state.outcome else None
+        log.debug("retry %d after %s", state.attempt_number, error)
+
+    async def complete(self, body: dict[str, Any]) -> Completion:
+        """One request, retried as the policy allows; raises RequestFailed."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=self.wait_min, min=self.wait_min, max=self.wait_max),
+            before_sleep=self._count_retry,
+            reraise=True,
+        )
+        attempt = 0
+        try:
+            async for attempt_state in retrying:
+                attempt = attempt_state.retry_state.attempt_number
+                with attempt_state:
+                    text, finish, tokens = await self._send(body)
+        except (openai.APIError, MalformedAnswer) as exc:
+            raise RequestFailed(
+                _as_engine_error(exc), fatal=not _retryable(exc), attempts=attempt
+            ) from exc
+        return Completion(text, finish, tokens, attempt)

@@ -1,0 +1,85 @@
+"""The eval's journal: every answer appended as it arrives, so nothing done is lost.
+
+``journal.jsonl`` in the output folder starts with a header line holding the run's fingerprint
+(engine version, served limits, model, and the protocol: task file, data set, API, budget,
+question count). Each further line is one answered request, keyed by the sha256 of its body.
+A Ctrl-C or SIGTERM leaves every answer received so far on disk; a rerun with the same
+fingerprint (``--resume``) sends only the requests not yet answered. A journal whose fingerprint
+differs is never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import IO, Any
+
+log = logging.getLogger(__name__)
+JOURNAL_NAME = "journal.jsonl"
+
+
+def body_key(body: dict[str, Any]) -> str:
+    """A stable key for a request body."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Answers recorded under the same fingerprint, by body key ({} if none or different)."""
+    if not path.is_file():
+        return {}
+    answers: dict[str, dict[str, Any]] = {}
+    with path.open(encoding="utf-8") as handle:
+        header = handle.readline()
+        try:
+            recorded = json.loads(header).get("fingerprint")
+        except (json.JSONDecodeError, AttributeError):
+            recorded = None
+        if recorded != fingerprint:
+            log.warning("journal %s is from another engine or protocol: not reused", path)
+            return {}
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                break  # a line cut by a crash ends the usable journal
+            if isinstance(record, dict) and isinstance(record.get("key"), str):
+                answers[record["key"]] = record
+    return answers
+
+
+class Journal:
+    """Append-only writer; each record is flushed before the next request is counted done."""
+
+    def __init__(self, path: Path, fingerprint: dict[str, Any], kept: dict[str, dict[str, Any]]):
+        self.path = path
+        self._handle: IO[str] = path.open("w", encoding="utf-8")
+        self._write({"fingerprint": fingerprint})
+        for record in kept.values():
+            self._write(record)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._handle.flush()
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._write(record)
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    """Every answer line of a journal (for the samples of an interrupted run)."""
+    if not path.is_file():
+        return []
+    found = []
+    with path.open(encoding="utf-8") as handle:
+        handle.readline()
+        for line in handle:
+            try:
+                found.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return found

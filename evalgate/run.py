@@ -1,0 +1,272 @@
+"""One gate run, stage by stage: thresholds, data, readiness, context, probe, eval, verdict.
+
+Whatever happens, result.json is written last, atomically, with the stage reached and why it
+stopped. Errors are recorded and returned, never printed: the CLI decides what to show.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalgate import artifacts, journal, preflight
+from evalgate.client import EvalClient
+from evalgate.dataset import Dataset, load_dataset
+from evalgate.errors import AbortedError, EvalgateError, ExitCode, ProbeError
+from evalgate.lm import GateLM, Progress
+from evalgate.probe import ProbeOutcome
+from evalgate.prompts import build_prompts
+from evalgate.record import Evidence, context_document
+from evalgate.settings import Settings
+from evalgate.task import FEWSHOT_SEED, TaskSpec, load_task
+from evalgate.thresholds import Floor, load_thresholds, resolve_floor
+from evalgate.verdict import decide
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run decided, where its evidence is, and the error that stopped it (if any)."""
+
+    exit_code: int
+    status: str
+    reason: str
+    result_path: Path | None
+    document: dict[str, Any]
+    error: EvalgateError | None
+
+
+def _fingerprint(
+    settings: Settings, evidence: Evidence, spec: TaskSpec, dataset: Dataset, questions: int
+) -> dict[str, Any]:
+    engine = (evidence.endpoint or {}).get("engine", {})
+    context = evidence.context or {}
+    return {
+        "model": settings.model,
+        "engine_version": engine.get("version"),
+        "served": context.get("served"),
+        "api": settings.api,
+        "task_sha256": spec.sha256,
+        "dataset_sha256": dataset.sha256,
+        "max_tokens": context.get("max_tokens"),
+        "questions": questions,
+    }
+
+
+class GateRun:
+    """The stages of one `evalgate run`, sharing what each establishes."""
+
+    def __init__(self, settings: Settings, *, progress: Progress | None, resume: bool) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.resume = resume
+        self.evidence = Evidence(settings)
+        self.out = settings.output_dir
+        self.prepared = False
+
+    def execute(self) -> tuple[str, str, int]:
+        s = self.settings
+        ev = self.evidence
+        artifacts.prepare_output_dir(self.out, overwrite=s.overwrite, resume=self.resume)
+        self.prepared = True
+        preflight.require(s, "base_url", "model")
+
+        ev.enter("thresholds")
+        floor = resolve_floor(load_thresholds(s.thresholds), s.model, _labels(s))
+        ev.threshold = {"value": floor.value, "matched": floor.matched, "file": floor.file}
+
+        ev.enter("dataset")
+        dataset = load_dataset(s.dataset_dir, hub=s.dataset_hub)
+        spec = load_task(s.api)
+        prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
+
+        ev.set_endpoint(None, None)
+        context, longest, engine = preflight.derive(s, prompts, ev.enter)
+        if engine is not None:
+            ev.set_endpoint(engine.owned_by, engine.version)
+        ev.context = context_document(context)
+        ev.warnings += context.warnings
+
+        ev.enter("probe")
+        ev.probe = {"outcome": "rejected", "max_tokens": context.max_tokens,
+                    "prompt_tokens": context.prompt_tokens.value if context.prompt_tokens
+                    else None, "doc_id": longest.doc_id}
+        try:
+            ev.probe = _probe_document(preflight.probe(s, context, longest, spec.stop))
+        except ProbeError as exc:
+            if exc.engine_error is not None:
+                ev.probe |= {"status_code": exc.engine_error.status,
+                             "engine_message": exc.engine_error.message}
+            raise
+
+        ev.enter("eval")
+        return self._eval(
+            spec, dataset, len(prompts), context.max_tokens, floor, preflight.api_key(s)
+        )
+
+    def _eval(
+        self,
+        spec: TaskSpec,
+        dataset: Dataset,
+        questions: int,
+        max_tokens: int,
+        floor: Floor,
+        api_key: str | None,
+    ) -> tuple[str, str, int]:
+        from evalgate.harness import lm_eval_version, run_eval
+
+        s = self.settings
+        ev = self.evidence
+        ev.eval = {
+            "task": spec.name,
+            "task_version": spec.version,
+            "task_sha256": spec.sha256,
+            "api": s.api,
+            "num_fewshot": spec.num_fewshot,
+            "fewshot_seed": FEWSHOT_SEED,
+            "limit": s.limit,
+            "num_concurrent": s.num_concurrent,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "questions": questions,
+            "lm_eval_version": lm_eval_version(),
+            "dataset": dataset.describe(),
+            "requests": {"total": 0, "completed": 0, "failed": 0, "truncated": 0, "empty": 0},
+        }
+        fingerprint = _fingerprint(s, ev, spec, dataset, questions)
+        journal_path = self.out / journal.JOURNAL_NAME
+        kept = journal.read_journal(journal_path, fingerprint) if self.resume else {}
+        if kept:
+            log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
+        self.journal = journal.Journal(journal_path, fingerprint, kept)
+        assert s.base_url is not None and s.model is not None
+
+        def client() -> EvalClient:
+            return EvalClient(
+                base_url=s.base_url or "",
+                api_key=api_key,
+                api=s.api,
+                timeout=s.timeout,
+                attempts=s.max_attempts,
+                wait_min=s.retry_wait_min,
+                wait_max=s.retry_wait_max,
+                max_connections=s.num_concurrent,
+            )
+
+        self.lm = GateLM(
+            client_factory=client,
+            model=s.model,
+            api=s.api,
+            max_tokens=max_tokens,
+            num_concurrent=s.num_concurrent,
+            max_failed=s.max_failed_requests,
+            journal=self.journal,
+            resumed=kept,
+            progress=self.progress,
+        )
+        try:
+            result = run_eval(spec, dataset, self.lm, s.limit)
+        finally:
+            self.journal.close()
+            ev.eval["requests"] = self.lm.tally.as_dict()
+        ev.scores = list(result.scores)
+        artifacts.write_jsonl(self.out / artifacts.SAMPLES_NAME, result.samples)
+        artifacts.write_json(self.out / artifacts.RAW_NAME, result.raw)
+        ev.files = {
+            "samples": artifacts.SAMPLES_NAME,
+            "lm_eval_results": artifacts.RAW_NAME,
+            "journal": journal.JOURNAL_NAME,
+        }
+
+        ev.enter("gate")
+        tally = self.lm.tally
+        if tally.failed:
+            ev.warnings.append(
+                f"{tally.failed} request(s) failed and were scored as wrong "
+                f"(allowed by --max-failed-requests {s.max_failed_requests})"
+            )
+        verdict = decide(ev.scores, floor.value)
+        ev.verdict = verdict
+        truncated_rate = (tally.truncated + tally.empty) / max(tally.total, 1)
+        if tally.truncated or tally.empty:
+            ev.warnings.append(
+                f"{tally.truncated} answer(s) ended by length and {tally.empty} "
+                f"came back empty ({truncated_rate:.1%} of {tally.total})"
+            )
+        if truncated_rate > s.max_truncated_rate:
+            return (
+                "fail",
+                f"{truncated_rate:.1%} of answers were truncated or empty, over "
+                f"--max-truncated-rate {s.max_truncated_rate:.1%}",
+                int(ExitCode.FAIL),
+            )
+        ev.enter("done")
+        if verdict.passed:
+            return "pass", verdict.reason, int(ExitCode.PASS)
+        return "fail", verdict.reason, int(ExitCode.FAIL)
+
+    def partial_samples(self) -> None:
+        """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
+        lm = getattr(self, "lm", None)
+        if lm is None or not lm.tally.answers:
+            return
+        records = [
+            {"doc_id": doc_id, "question": "", "target": "", **answer, "filters": {}}
+            for doc_id, answer in sorted(lm.tally.answers.items())
+        ]
+        artifacts.write_jsonl(self.out / artifacts.SAMPLES_NAME, records)
+        self.evidence.files.setdefault("samples", artifacts.SAMPLES_NAME)
+        self.evidence.files.setdefault("journal", journal.JOURNAL_NAME)
+
+
+def _labels(settings: Settings) -> dict[str, Any]:
+    return {
+        "model_prefix": settings.model_prefix,
+        "hardware": settings.hardware,
+        "framework": settings.framework,
+        "precision": settings.precision,
+        "kv_cache_dtype": settings.kv_cache_dtype,
+    }
+
+
+def _probe_document(outcome: ProbeOutcome) -> dict[str, Any]:
+    return {
+        "outcome": outcome.outcome,
+        "status_code": 200,
+        "engine_message": None,
+        "latency_s": round(outcome.latency_s, 3),
+        "prompt_tokens": outcome.prompt_tokens,
+        "max_tokens": outcome.max_tokens,
+        "doc_id": outcome.doc_id,
+    }
+
+
+def run_gate(
+    settings: Settings, *, progress: Progress | None = None, resume: bool = False
+) -> RunOutcome:
+    """Run every stage; write result.json whatever happens; never raise EvalgateError."""
+    run = GateRun(settings, progress=progress, resume=resume)
+    error: EvalgateError | None = None
+    try:
+        status, reason, code = run.execute()
+    except EvalgateError as exc:
+        error = exc
+        exc.stage = run.evidence.stage if run.evidence.stage != "settings" else exc.stage
+        status = "aborted" if isinstance(exc, AbortedError) else "error"
+        reason, code = exc.message, int(exc.exit_code)
+    except KeyboardInterrupt:
+        error = AbortedError("interrupted by a signal", stage=run.evidence.stage)
+        status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
+    if error is not None:
+        run.partial_samples()
+    document = run.evidence.document(status=status, reason=reason, exit_code=code, error=error)
+    path: Path | None = None
+    if run.prepared:  # never write into a folder whose earlier result we refused to bury
+        try:
+            path = artifacts.write_result(settings.output_dir, document)
+        except (EvalgateError, OSError) as exc:
+            log.error("could not write the result: %s", exc)
+    return RunOutcome(code, status, reason, path, document, error)
