@@ -10,6 +10,7 @@ different folders share nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -69,10 +70,8 @@ def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
     existing = folder / RESULT_NAME
     if existing.exists() and not overwrite:
         status = "unreadable"
-        try:
+        with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
             status = str(json.loads(existing.read_text(encoding="utf-8")).get("status"))
-        except (OSError, json.JSONDecodeError, AttributeError):
-            pass
         if not (resume and status in ("aborted", "error", "running")):
             raise ArtifactError(
                 f"{existing} already holds a result (status {status}). Choose another "

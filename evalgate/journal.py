@@ -52,7 +52,9 @@ def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, dict[str,
 class Journal:
     """Append-only writer; each record is flushed before the next request is counted done."""
 
-    def __init__(self, path: Path, fingerprint: dict[str, Any], kept: dict[str, dict[str, Any]]):
+    def __init__(
+        self, path: Path, fingerprint: dict[str, Any], kept: dict[str, dict[str, Any]]
+    ) -> None:
         self.path = path
         self._handle: IO[str] = path.open("w", encoding="utf-8")
         self._write({"fingerprint": fingerprint})

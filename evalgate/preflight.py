@@ -48,6 +48,12 @@ def require(settings: Settings, *names: str) -> None:
         )
 
 
+def endpoint(settings: Settings) -> tuple[str, str]:
+    """The base URL and model name, which every request needs."""
+    require(settings, "base_url", "model")
+    return str(settings.base_url), str(settings.model)
+
+
 def derive(
     settings: Settings,
     prompts: Sequence[Prompt],
@@ -85,10 +91,9 @@ def probe(
     settings: Settings, context: EvalContext, prompt: Prompt, stop: list[str]
 ) -> ProbeOutcome:
     """The pre-flight request at the real budget."""
-    require(settings, "base_url", "model")
-    assert settings.base_url is not None and settings.model is not None
+    base_url, model = endpoint(settings)
     with openai.OpenAI(
-        base_url=api_root(settings.base_url),
+        base_url=api_root(base_url),
         api_key=api_key(settings) or "EMPTY",
         max_retries=0,
         timeout=min(settings.timeout, PROBE_TIMEOUT),
@@ -97,7 +102,7 @@ def probe(
             client,
             prompt,
             context,
-            model=settings.model,
+            model=model,
             api=settings.api,
             stop=stop,
             strict=settings.strict,

@@ -91,30 +91,33 @@ class GateRun:
         ev.warnings += context.warnings
 
         ev.enter("probe")
-        ev.probe = {"outcome": "rejected", "max_tokens": context.max_tokens,
-                    "prompt_tokens": context.prompt_tokens.value if context.prompt_tokens
-                    else None, "doc_id": longest.doc_id}
+        ev.probe = {
+            "outcome": "rejected",
+            "max_tokens": context.max_tokens,
+            "prompt_tokens": context.prompt_tokens.value if context.prompt_tokens else None,
+            "doc_id": longest.doc_id,
+        }
         try:
             ev.probe = _probe_document(preflight.probe(s, context, longest, spec.stop))
         except ProbeError as exc:
             if exc.engine_error is not None:
-                ev.probe |= {"status_code": exc.engine_error.status,
-                             "engine_message": exc.engine_error.message}
+                ev.probe |= {
+                    "status_code": exc.engine_error.status,
+                    "engine_message": exc.engine_error.message,
+                }
             raise
 
         ev.enter("eval")
         return self._eval(
-            spec, dataset, len(prompts), context.max_tokens, floor, preflight.api_key(s)
+            spec=spec,
+            dataset=dataset,
+            questions=len(prompts),
+            max_tokens=context.max_tokens,
+            floor=floor,
         )
 
     def _eval(
-        self,
-        spec: TaskSpec,
-        dataset: Dataset,
-        questions: int,
-        max_tokens: int,
-        floor: Floor,
-        api_key: str | None,
+        self, *, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int, floor: Floor
     ) -> tuple[str, str, int]:
         from evalgate.harness import lm_eval_version, run_eval
 
@@ -142,12 +145,12 @@ class GateRun:
         if kept:
             log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
         self.journal = journal.Journal(journal_path, fingerprint, kept)
-        assert s.base_url is not None and s.model is not None
+        base_url, model = preflight.endpoint(s)
 
         def client() -> EvalClient:
             return EvalClient(
-                base_url=s.base_url or "",
-                api_key=api_key,
+                base_url=base_url,
+                api_key=preflight.api_key(s),
                 api=s.api,
                 timeout=s.timeout,
                 attempts=s.max_attempts,
@@ -158,7 +161,7 @@ class GateRun:
 
         self.lm = GateLM(
             client_factory=client,
-            model=s.model,
+            model=model,
             api=s.api,
             max_tokens=max_tokens,
             num_concurrent=s.num_concurrent,
@@ -267,6 +270,6 @@ def run_gate(
     if run.prepared:  # never write into a folder whose earlier result we refused to bury
         try:
             path = artifacts.write_result(settings.output_dir, document)
-        except (EvalgateError, OSError) as exc:
-            log.error("could not write the result: %s", exc)
+        except (EvalgateError, OSError):
+            log.exception("could not write the result to %s", settings.output_dir)
     return RunOutcome(code, status, reason, path, document, error)
