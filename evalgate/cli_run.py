@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print result.json to stdout")
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
+def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
     """SIGTERM from a scheduler: stop like Ctrl-C, so the result is still written."""
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
@@ -53,6 +53,8 @@ def progress_printer() -> Callable[[int, int], None]:
     step = {"next": 0}
 
     def log_line(done: int, total: int) -> None:
+        if done <= 1:  # a new eval (the hook runs several)
+            step["next"] = 0
         if done >= step["next"] or done == total:
             print(f"gsm8k: {done}/{total} answered", file=sys.stderr, flush=True)
             step["next"] = done + max(total // 10, 1)
@@ -64,7 +66,7 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.run import run_gate
 
     settings = flags.settings_from_args(args)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, terminate_as_interrupt)
     try:
         outcome = run_gate(settings, progress=progress_printer(), resume=args.resume)
     finally:

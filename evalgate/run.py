@@ -13,11 +13,12 @@ from typing import Any
 
 from evalgate import artifacts, journal, preflight
 from evalgate.client import EvalClient
+from evalgate.context import EvalContext
 from evalgate.dataset import Dataset, load_dataset
 from evalgate.errors import AbortedError, EvalgateError, ExitCode, ProbeError
 from evalgate.lm import GateLM, Progress
 from evalgate.probe import ProbeOutcome
-from evalgate.prompts import build_prompts
+from evalgate.prompts import Prompt, build_prompts
 from evalgate.record import Evidence, context_document
 from evalgate.settings import Settings
 from evalgate.task import FEWSHOT_SEED, TaskSpec, load_task
@@ -37,6 +38,18 @@ class RunOutcome:
     result_path: Path | None
     document: dict[str, Any]
     error: EvalgateError | None
+    checked: Checked | None = None
+    """The endpoint, context and probe this run established, for reuse by the next run."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What readiness, context and probe established; valid while the same engine serves."""
+
+    context: EvalContext
+    endpoint: dict[str, Any] | None
+    context_document: dict[str, Any]
+    probe_document: dict[str, Any]
 
 
 def _fingerprint(
@@ -59,11 +72,21 @@ def _fingerprint(
 class GateRun:
     """The stages of one `evalgate run`, sharing what each establishes."""
 
-    def __init__(self, settings: Settings, *, progress: Progress | None, resume: bool) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        progress: Progress | None,
+        resume: bool,
+        prior: Checked | None,
+        topology: dict[str, Any] | None,
+    ) -> None:
         self.settings = settings
+        self.prior = prior
+        self.checked: Checked | None = None
         self.progress = progress
         self.resume = resume
-        self.evidence = Evidence(settings)
+        self.evidence = Evidence(settings, topology=topology)
         self.out = settings.output_dir
         self.prepared = False
 
@@ -83,6 +106,29 @@ class GateRun:
         spec = load_task(s.api)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
 
+        context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
+        ev.enter("eval")
+        return self._eval(
+            spec=spec,
+            dataset=dataset,
+            questions=len(prompts),
+            max_tokens=context.max_tokens,
+            floor=floor,
+        )
+
+    def _reuse(self, prior: Checked) -> EvalContext:
+        """Another concurrency against the same live engine: no second probe."""
+        ev = self.evidence
+        ev.endpoint = prior.endpoint
+        ev.context = prior.context_document
+        ev.probe = prior.probe_document
+        ev.warnings += prior.context.warnings
+        return prior.context
+
+    def _check(self, spec: TaskSpec, prompts: list[Prompt]) -> EvalContext:
+        """Readiness, context and probe."""
+        s = self.settings
+        ev = self.evidence
         ev.set_endpoint(None, None)
         context, longest, engine = preflight.derive(s, prompts, ev.enter)
         if engine is not None:
@@ -106,15 +152,8 @@ class GateRun:
                     "engine_message": exc.engine_error.message,
                 }
             raise
-
-        ev.enter("eval")
-        return self._eval(
-            spec=spec,
-            dataset=dataset,
-            questions=len(prompts),
-            max_tokens=context.max_tokens,
-            floor=floor,
-        )
+        self.checked = Checked(context, ev.endpoint, ev.context, ev.probe)
+        return context
 
     def _eval(
         self, *, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int, floor: Floor
@@ -248,10 +287,18 @@ def _probe_document(outcome: ProbeOutcome) -> dict[str, Any]:
 
 
 def run_gate(
-    settings: Settings, *, progress: Progress | None = None, resume: bool = False
+    settings: Settings,
+    *,
+    progress: Progress | None = None,
+    resume: bool = False,
+    prior: Checked | None = None,
+    topology: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """Run every stage; write result.json whatever happens; never raise EvalgateError."""
-    run = GateRun(settings, progress=progress, resume=resume)
+    """Run every stage; write result.json whatever happens; never raise EvalgateError.
+
+    `prior` skips readiness, context and probe, reusing what an earlier run against the same
+    live engine established; `topology` is recorded among the result's labels."""
+    run = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
     error: EvalgateError | None = None
     try:
         status, reason, code = run.execute()
@@ -272,4 +319,4 @@ def run_gate(
             path = artifacts.write_result(settings.output_dir, document)
         except (EvalgateError, OSError):
             log.exception("could not write the result to %s", settings.output_dir)
-    return RunOutcome(code, status, reason, path, document, error)
+    return RunOutcome(code, status, reason, path, document, error, run.checked or prior)

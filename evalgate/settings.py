@@ -32,9 +32,11 @@ class Settings(BaseSettings):
     )
 
     # -- the endpoint ------------------------------------------------------------------------
-    base_url: str | None = Field(None, validation_alias=_env("base_url", "OPENAI_BASE_URL"))
+    base_url: str | None = Field(
+        None, validation_alias=_env("base_url", "ROUTER_URL", "OPENAI_BASE_URL")
+    )
     """OpenAI-compatible endpoint the eval talks to, ending in /v1 (the router's, in a
-    disaggregated job). Env: EVALGATE_BASE_URL, OPENAI_BASE_URL."""
+    disaggregated job). Env: EVALGATE_BASE_URL, ROUTER_URL, OPENAI_BASE_URL."""
 
     model: str | None = Field(None, validation_alias=_env("model", "MODEL"))
     """Served model name sent in every request, and the key for thresholds. Env: MODEL."""
