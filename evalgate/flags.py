@@ -74,6 +74,7 @@ def _help(field: str) -> str:
     default = info.get_default(call_default_factory=True)
     if default not in (None, [], False) and not isinstance(default, SecretStr):
         text += f" (default: {default})"
+    text += " [env: " + ", ".join(env_names(field)) + "]"
     return text.replace("%", "%%")
 
 
@@ -123,3 +124,25 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             value = "<hidden>" if field == "api_key" else error.get("input")
             problems.append(f"{shown} = {value!r}: {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
+
+
+def env_names(field: str) -> list[str]:
+    """Environment variables that set a field, in the order they are looked up."""
+    info = Settings.model_fields[field]
+    alias = info.validation_alias
+    if alias is None:
+        return [f"EVALGATE_{field.upper()}"]
+    choices = getattr(alias, "choices", [alias])
+    return [str(c) for c in choices if str(c).isupper()]
+
+
+def settings_table() -> str:
+    """The README's settings table, generated from the field docstrings."""
+    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
+    for field, info in Settings.model_fields.items():
+        default = info.get_default(call_default_factory=True)
+        shown = "" if default in (None, []) else f"`{default}`"
+        text = " ".join((info.description or "").split()).replace("|", "\\|")
+        env = ", ".join(f"`{name}`" for name in env_names(field))
+        rows.append(f"| `{flag_name(field)}` | {env} | {shown} | {text} |")
+    return "\n".join(rows) + "\n"

@@ -36,15 +36,15 @@ class Settings(BaseSettings):
         None, validation_alias=_env("base_url", "ROUTER_URL", "OPENAI_BASE_URL")
     )
     """OpenAI-compatible endpoint the eval talks to, ending in /v1 (the router's, in a
-    disaggregated job). Env: EVALGATE_BASE_URL, ROUTER_URL, OPENAI_BASE_URL."""
+    disaggregated job)."""
 
     model: str | None = Field(None, validation_alias=_env("model", "MODEL"))
-    """Served model name sent in every request, and the key for thresholds. Env: MODEL."""
+    """Served model name sent in every request, and the key for thresholds."""
 
     api_key: SecretStr | None = Field(
         None, validation_alias=_env("api_key", "OPENAI_API_KEY"), repr=False
     )
-    """Bearer token for the endpoint. Never printed or stored. Env: OPENAI_API_KEY."""
+    """Bearer token for the endpoint. Never printed or stored."""
 
     api: Literal["chat", "completions"] = "chat"
     """Which API the eval uses: chat (the benchmark harness's protocol: chat template, 5-shot
@@ -58,10 +58,10 @@ class Settings(BaseSettings):
 
     # -- the eval context --------------------------------------------------------------------
     isl: int | None = Field(None, ge=1, validation_alias=_env("isl", "ISL"))
-    """Benchmark input sequence length in tokens. Env: ISL."""
+    """Benchmark input sequence length in tokens."""
 
     osl: int | None = Field(None, ge=1, validation_alias=_env("osl", "OSL"))
-    """Benchmark output sequence length in tokens. Env: OSL."""
+    """Benchmark output sequence length in tokens."""
 
     context_margin: int = Field(256, ge=0)
     """Tokens added to ISL + OSL for the eval context."""
@@ -70,7 +70,7 @@ class Settings(BaseSettings):
         None, validation_alias=_env("model_config_path", "EVALGATE_MODEL_CONFIG", "MODEL_PATH")
     )
     """The model's config.json, or its directory; gives the native maximum length.
-    Flag: --model-config. Env: EVALGATE_MODEL_CONFIG, MODEL_PATH."""
+   """
 
     served_max_model_len: int | None = Field(None, ge=1)
     """The --max-model-len the engines serve, when /v1/models cannot tell (TensorRT-LLM)."""
@@ -82,18 +82,17 @@ class Settings(BaseSettings):
     prefill_server_config: str | None = Field(
         None, validation_alias=_env("prefill_server_config", "PREFILL_SERVER_CONFIG")
     )
-    """The prefill workers' server arguments. Env: PREFILL_SERVER_CONFIG."""
+    """The prefill workers' server arguments."""
 
     decode_server_config: str | None = Field(
         None, validation_alias=_env("decode_server_config", "DECODE_SERVER_CONFIG")
     )
-    """The decode workers' server arguments. Env: DECODE_SERVER_CONFIG."""
+    """The decode workers' server arguments."""
 
     eval_max_model_len: int | None = Field(
         None, ge=1, validation_alias=_env("eval_max_model_len", "EVAL_MAX_MODEL_LEN")
     )
-    """Explicit eval context, overriding the derivation (still clamped to what is served).
-    Env: EVAL_MAX_MODEL_LEN."""
+    """Explicit eval context, overriding the derivation (still clamped to what is served)."""
 
     max_tokens: int | None = Field(None, ge=1)
     """Force the output budget instead of deriving it (the probe still checks it)."""
@@ -156,21 +155,21 @@ class Settings(BaseSettings):
 
     # -- labels recorded in the result -------------------------------------------------------
     model_prefix: str | None = Field(None, validation_alias=_env("model_prefix", "MODEL_PREFIX"))
-    """Model family key for thresholds (dsr1, gptoss, ...). Env: MODEL_PREFIX."""
+    """Model family key for thresholds (dsr1, gptoss, ...)."""
 
     hardware: str | None = Field(None, validation_alias=_env("hardware", "RUNNER_TYPE"))
-    """Hardware label (b200, mi355x, ...). Env: RUNNER_TYPE."""
+    """Hardware label (b200, mi355x, ...)."""
 
     framework: str | None = Field(None, validation_alias=_env("framework", "FRAMEWORK"))
-    """Engine label (vllm, sglang, trt, ...). Env: FRAMEWORK."""
+    """Engine label (vllm, sglang, trt, ...)."""
 
     precision: str | None = Field(None, validation_alias=_env("precision", "PRECISION"))
-    """Weight precision label (fp8, fp4, ...). Env: PRECISION."""
+    """Weight precision label (fp8, fp4, ...)."""
 
     kv_cache_dtype: str | None = Field(
         None, validation_alias=_env("kv_cache_dtype", "KV_CACHE_DTYPE")
     )
-    """KV-cache dtype label (auto, fp8, ...). Env: KV_CACHE_DTYPE."""
+    """KV-cache dtype label (auto, fp8, ...)."""
 
     @field_validator("worker_urls", mode="before")
     @classmethod
