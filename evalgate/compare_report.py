@@ -69,9 +69,16 @@ def _short(text: str) -> str:
     return flat if len(flat) <= _QUESTION_CHARS else flat[: _QUESTION_CHARS - 3] + "..."
 
 
-def _flip_heading(f: FilterComparison, flips: int) -> str:
-    shown = min(flips, len(f.flips))
-    return f"Flipped questions, {f.filter} ({shown} of {len(f.flips)}, lost first)"
+def _flip_sections(c: Comparison, flips: int) -> list[tuple[FilterComparison, str, str | None]]:
+    """(filter, heading, name of an earlier filter with the very same flips, if any)."""
+    sections: list[tuple[FilterComparison, str, str | None]] = []
+    for f in c.filters if flips > 0 else ():
+        if f.flips:
+            same = next((e.filter for e, _, _ in sections if e.flips == f.flips), None)
+            shown = min(flips, len(f.flips))
+            heading = f"Flipped questions, {f.filter} ({shown} of {len(f.flips)}, lost first)"
+            sections.append((f, f"Flipped questions, {f.filter}" if same else heading, same))
+    return sections
 
 
 def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
@@ -100,14 +107,16 @@ def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
         lines += [f"  {d.describe()}" for d in c.drift]
     if c.warnings:
         lines += ["", *(f"warning: {w}" for w in c.warnings)]
-    for f in c.filters:
-        if flips > 0 and f.flips:
-            lines += ["", f"{_flip_heading(f, flips)}:"]
-            lines += [
-                f"  doc_id {x.doc_id:<5} {x.change:<6}  target {x.target}  baseline "
-                f"{x.baseline_answer}  candidate {x.candidate_answer}\n      {_short(x.question)}"
-                for x in f.flips[:flips]
-            ]
+    for f, heading, same in _flip_sections(c, flips):
+        if same:
+            lines += ["", f"{heading}: the same as {same}."]
+            continue
+        lines += ["", f"{heading}:"]
+        lines += [
+            f"  doc_id {x.doc_id:<5} {x.change:<6}  target {x.target}  baseline "
+            f"{x.baseline_answer}  candidate {x.candidate_answer}\n      {_short(x.question)}"
+            for x in f.flips[:flips]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -139,20 +148,22 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
         lines += [f"- {_cell(d.describe())}" for d in c.drift]
     if c.warnings:
         lines += ["", *(f"> warning: {_cell(w)}" for w in c.warnings)]
-    for f in c.filters:
-        if flips > 0 and f.flips:
-            lines += [
-                "",
-                f"### {_flip_heading(f, flips)}",
-                "",
-                "| doc_id | change | target | baseline | candidate | question |",
-                "|--:|---|---|---|---|---|",
-            ]
-            lines += [
-                f"| {x.doc_id} | {x.change} | {_cell(x.target)} | {_cell(x.baseline_answer)} | "
-                f"{_cell(x.candidate_answer)} | {_cell(_short(x.question))} |"
-                for x in f.flips[:flips]
-            ]
+    for f, heading, same in _flip_sections(c, flips):
+        if same:
+            lines += ["", f"### {heading}", "", f"The same as {same}."]
+            continue
+        lines += [
+            "",
+            f"### {heading}",
+            "",
+            "| doc_id | change | target | baseline | candidate | question |",
+            "|--:|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {x.doc_id} | {x.change} | {_cell(x.target)} | {_cell(x.baseline_answer)} | "
+            f"{_cell(x.candidate_answer)} | {_cell(_short(x.question))} |"
+            for x in f.flips[:flips]
+        ]
     return "\n".join(lines) + "\n"
 
 
