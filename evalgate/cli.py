@@ -17,7 +17,7 @@ from types import ModuleType
 from evalgate._version import __version__
 from evalgate.errors import EvalgateError, ExitCode
 
-SUBCOMMANDS = ("run", "context", "probe", "hook")
+SUBCOMMANDS = ("run", "context", "probe", "hook", "compare")
 
 EPILOG = """exit codes:
   0  pass (run, verify) / equivalent (compare)

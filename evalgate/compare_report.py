@@ -53,10 +53,10 @@ def _row(f: FilterComparison) -> tuple[str, ...]:
     )
 
 
-def _margin(comparison: Comparison) -> str:
+def _margin(comparison: Comparison, code: str = "") -> str:
     return (
-        f"--max-drop {comparison.max_drop:g} ({comparison.max_drop * 100:.1f} points); exact "
-        "McNemar test, Tango 95% score interval"
+        f"{code}--max-drop {comparison.max_drop:g}{code} ({comparison.max_drop * 100:.1f} points); "
+        "exact McNemar test, Tango 95% score interval"
     )
 
 
@@ -136,7 +136,7 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
     if c.changed:
         lines.append(f"Changed: {_cell(_changes(c.changed))}.")
     lines += [
-        f"Margin: `{_margin(c)}`.",
+        f"Margin: {_margin(c, '`')}.",
         "",
         "| " + " | ".join(HEADERS) + " |",
         "|---|" + "--:|" * (len(HEADERS) - 2) + "---|",
