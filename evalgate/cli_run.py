@@ -80,6 +80,8 @@ def command(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     if not args.json:
         print(f"{outcome.status.upper()}: {outcome.reason}")
+        if outcome.comparison:
+            print(outcome.comparison)
     if outcome.result_path is not None:
         print(f"result: {outcome.result_path}", file=sys.stderr)
     return outcome.exit_code

@@ -55,6 +55,8 @@ EVAL = (
     "thresholds",
     "output_dir",
     "overwrite",
+    "baseline",
+    "max_drop",
     "model_prefix",
     "hardware",
     "framework",

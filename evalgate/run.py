@@ -40,6 +40,8 @@ class RunOutcome:
     error: EvalgateError | None
     checked: Checked | None = None
     """The endpoint, context and probe this run established, for reuse by the next run."""
+    comparison: str | None = None
+    """With --baseline: the comparison report, as text."""
 
 
 @dataclass(frozen=True)
@@ -319,4 +321,25 @@ def run_gate(
             path = artifacts.write_result(settings.output_dir, document)
         except (EvalgateError, OSError):
             log.exception("could not write the result to %s", settings.output_dir)
-    return RunOutcome(code, status, reason, path, document, error, run.checked or prior)
+    outcome = RunOutcome(code, status, reason, path, document, error, run.checked or prior)
+    if settings.baseline is not None and path is not None and status in ("pass", "fail"):
+        return _with_comparison(outcome, settings)
+    return outcome
+
+
+def _with_comparison(outcome: RunOutcome, settings: Settings) -> RunOutcome:
+    """Compare the finished run with --baseline; the worse of gate and comparison decides."""
+    from dataclasses import replace
+
+    from evalgate.compare import compare_runs
+    from evalgate.compare_report import comparison_document, render_text
+
+    baseline = settings.baseline or Path()
+    try:
+        comparison = compare_runs(baseline, settings.output_dir, max_drop=settings.max_drop)
+    except EvalgateError as exc:
+        text = f"comparison with {baseline} refused: {exc.message}"
+        return replace(outcome, comparison=text, exit_code=outcome.exit_code or int(exc.exit_code))
+    artifacts.write_json(settings.output_dir / "comparison.json", comparison_document(comparison))
+    code = outcome.exit_code or int(comparison.exit_code)
+    return replace(outcome, comparison=render_text(comparison), exit_code=code)

@@ -153,6 +153,13 @@ class Settings(BaseSettings):
     overwrite: bool = False
     """Replace a result already in output_dir (otherwise that is an error)."""
 
+    baseline: Path | None = None
+    """An earlier run's folder: after the gate, compare this run with it question by question
+    (the `evalgate compare` report is printed and saved as comparison.json)."""
+
+    max_drop: float = Field(0.02, ge=0, lt=1)
+    """With --baseline: the accuracy drop (as a fraction) still called equivalent."""
+
     # -- labels recorded in the result -------------------------------------------------------
     model_prefix: str | None = Field(None, validation_alias=_env("model_prefix", "MODEL_PREFIX"))
     """Model family key for thresholds (dsr1, gptoss, ...)."""
