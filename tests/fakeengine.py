@@ -1,0 +1,1410 @@
+"""A fake OpenAI-compatible inference engine on 127.0.0.1, for the loopback tests and benchmarks.
+
+`FakeEngine` is a real HTTP server (stdlib `ThreadingHTTPServer`, port 0, daemon threads) that
+speaks vLLM 0.32.0's wire formats, answers GSM8K questions right or wrong on demand, counts every
+attempt and injects faults. Shapes, messages and length rules were read from the vLLM 0.32.0
+source (`vllm/renderers/params.py`, `entrypoints/serve/utils/api_utils.py`,
+`sampling_params.py`, `entrypoints/openai/*/protocol.py`) and agree with REFERENCE.md §1.
+
+    behaviour = EngineBehaviour(max_model_len=2048, accuracy=0.9)
+    with FakeEngine(behaviour) as engine:
+        client = openai.OpenAI(base_url=engine.url, api_key="none", max_retries=0)
+        engine.behaviour.faults.append(Fault("router_busy", times=3))   # switchable at run time
+        ...
+        assert max(engine.attempts_by_question.values()) <= 3            # no retry storm
+
+Endpoints: `GET /v1/models`, `GET /version`, `GET /health`, `POST /tokenize`,
+`POST /v1/chat/completions`, `POST /v1/completions` (streaming or not); anything else 404/405.
+
+Tokens, one rule for `/tokenize`, `usage`, `max_tokens` and the length rules: every match of
+`\\w+|[^\\w\\s]` is a token (a run of letters, digits and underscores, or any single other
+non-space character). A chat prompt counts its messages' contents plus 4 per message plus 2 for
+the generation prompt (`count_chat_tokens`); a completions prompt is its text (`count_tokens`),
+or its length when given as token ids.
+
+Length rules, dialects "vllm" and "vllm-flat" (vLLM 0.32.0), in vLLM's order, P prompt tokens,
+M = `max_completion_tokens` or `max_tokens`, N = `max_model_len`:
+  1. M > N: 400 `max_tokens=M cannot be greater than max_model_len=N. Please request fewer output
+     tokens. (parameter=max_tokens, value=M)`;
+  2. P > N: 400 `This model's maximum context length is N tokens. However, your prompt contains at
+     least N+1 input tokens, ...` (vLLM tokenizes with truncation to N+1 tokens, hence "at least");
+  3. budget = min(N - P, M or N - P) < 1 (so P == N): 400 `max_tokens must be at least 1, got 0.`;
+  4. otherwise 200, the output cut at the budget with finish_reason "length".
+Dialect "sglang": 400 `The input (P tokens) is longer than the model's context length (N tokens).`
+when P >= N, and `Requested token count exceeds ...` when P + M >= N. Error bodies: "vllm" nested
+`{"error": {"message", "type", "param", "code"}}`, "vllm-flat" and "sglang" flat
+`{"object": "error", "message", "type", "param", "code"}`.
+
+Answers: the question is the text after the last "Question:" up to "\\nAnswer:" in the last user
+message (chat) or the prompt (completions). A question of the GSM8K test file gets its worked
+reference answer ending `#### <number>` when answered right, `#### <number + 1>` when wrong; any
+other prompt gets `#### 0`. The i-th test question (0-based) is answered right when
+ceil((i+1)·accuracy) > ceil(i·accuracy), so the first n questions get exactly
+ceil(n·accuracy) right answers (`expected_right`), the same in every run.
+
+Faults (`Fault`, in `EngineBehaviour.faults`; the first that matches a request applies):
+  "reset" accept, then reset the connection; "close" close it without an answer; "hang" send
+  nothing until `FakeEngine.release()` (then answer normally) or `stop()`; "delay" wait
+  `delay_s`, then answer; "error" status (500) with the dialect's error body; "router_busy"
+  vllm-router's 503 text/plain `all circuits open`; "router_wrapped" vllm-router's 500
+  text/plain `Request processing failed: Prefill server error 400 Bad Request: {json}`;
+  "malformed_json" 200 with a cut JSON body (or first SSE event); "empty_content" and
+  "null_content" 200 with "" or null; "length" the answer cut to `tokens` (default half) with
+  finish_reason "length"; "die_mid_stream" send the first `tokens` (default 1) SSE events, or
+  half the body, then close. Refused connections: `unused_port()`, `refused_url()`, or a
+  stopped engine. `/v1/models` variants are settings: `listed_model`, `list_max_model_len`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import re
+import socket
+import struct
+import threading
+import time
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from functools import lru_cache
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+GSM8K_TEST = REPO_ROOT / "evalgate" / "data" / "gsm8k" / "test.jsonl"
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+GENERATION_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH})
+
+Dialect = Literal["vllm", "vllm-flat", "sglang"]
+Action = Literal[
+    "reset",
+    "close",
+    "hang",
+    "delay",
+    "error",
+    "router_busy",
+    "router_wrapped",
+    "malformed_json",
+    "empty_content",
+    "null_content",
+    "length",
+    "die_mid_stream",
+]
+ACTIONS: frozenset[str] = frozenset(get_args(Action))
+Json = dict[str, Any]
+
+UNKNOWN_REPLY = "#### 0"
+FILLER = "Let me check that step again."
+"""Reasoning padding (7 tokens) for `reply_tokens` and `ignore_eos`."""
+
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    422: "UnprocessableEntityError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
+_DEFAULT_STATUS: dict[str, int] = {"error": 500, "router_busy": 503, "router_wrapped": 400}
+_DEFAULT_MESSAGE: dict[str, str] = {"router_busy": "all circuits open"}
+
+
+# --- tokens ------------------------------------------------------------------------------------
+
+TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]")
+TOKENS_PER_MESSAGE = 4
+GENERATION_PROMPT_TOKENS = 2
+
+
+def tokenize(text: str) -> list[str]:
+    """The tokens of `text`: every match of TOKEN_PATTERN."""
+    return TOKEN_PATTERN.findall(text)
+
+
+def count_tokens(text: str) -> int:
+    """How many tokens `text` holds."""
+    return sum(1 for _ in TOKEN_PATTERN.finditer(text))
+
+
+def message_text(content: object) -> str:
+    """A chat message's text: the string itself, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def count_chat_tokens(
+    messages: Sequence[Mapping[str, object]], *, add_generation_prompt: bool = True
+) -> int:
+    """Tokens of a chat prompt: contents, plus 4 per message, plus 2 for the generation prompt."""
+    total = sum(count_tokens(message_text(m.get("content"))) + TOKENS_PER_MESSAGE for m in messages)
+    return total + (GENERATION_PROMPT_TOKENS if add_generation_prompt else 0)
+
+
+def truncate_tokens(text: str, limit: int) -> str:
+    """The prefix of `text` that ends with its `limit`-th token (all of it when shorter)."""
+    if limit <= 0:
+        return ""
+    for number, match in enumerate(TOKEN_PATTERN.finditer(text), start=1):
+        if number == limit:
+            return text[: match.end()]
+    return text
+
+
+def token_ids(text: str) -> list[int]:
+    """Stable ids for the tokens of `text`, for `/tokenize`."""
+    return [zlib.crc32(t.encode()) % 50_000 + 100 for t in tokenize(text)]
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` split into streaming pieces, one token each with the whitespace before it."""
+    pieces: list[str] = []
+    start = 0
+    for match in TOKEN_PATTERN.finditer(text):
+        pieces.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        if pieces:
+            pieces[-1] += text[start:]
+        else:
+            pieces.append(text[start:])
+    return pieces
+
+
+# --- GSM8K -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gsm8kDoc:
+    """One question of the GSM8K test file."""
+
+    index: int
+    question: str
+    answer: str
+    """The reference worked answer, ending `#### <number>`."""
+
+    @property
+    def number(self) -> str:
+        """The reference final number, as written (may hold commas: "2,125")."""
+        return self.answer.rsplit("####", 1)[1].strip()
+
+
+@lru_cache(maxsize=4)
+def load_gsm8k(path: Path = GSM8K_TEST) -> dict[str, Gsm8kDoc]:
+    """The test file's questions, keyed by their stripped text."""
+    docs: dict[str, Gsm8kDoc] = {}
+    with path.open(encoding="utf-8") as lines:
+        for index, line in enumerate(lines):
+            row = json.loads(line)
+            docs[row["question"].strip()] = Gsm8kDoc(index, row["question"], row["answer"])
+    return docs
+
+
+def find_question(text: str) -> str | None:
+    """The question asked last in `text`: after the last "Question:", up to "\\nAnswer:"."""
+    start = text.rfind("Question:")
+    if start < 0:
+        return None
+    rest = text[start + len("Question:") :]
+    end = rest.find("\nAnswer:")
+    return (rest if end < 0 else rest[:end]).strip()
+
+
+def wrong_number(number: str) -> str:
+    """The reference number plus one: a wrong answer both lm-eval filters read as wrong."""
+    plain = number.replace(",", "")
+    try:
+        return str(int(plain) + 1)
+    except ValueError:
+        try:
+            return str(Decimal(plain) + 1)
+        except InvalidOperation:
+            return number + "1"
+
+
+_CALCULATOR = re.compile(r"<<[^>]*>>")
+
+
+def worked_answer(doc: Gsm8kDoc, *, right: bool, min_tokens: int = 0) -> str:
+    """The reference reasoning (calculator marks removed), padded with FILLER lines up to
+    `min_tokens` tokens, ending `#### <number>` (right) or `#### <number + 1>` (wrong)."""
+    steps = [
+        line for line in _CALCULATOR.sub("", doc.answer).splitlines() if not line.startswith("####")
+    ]
+    final = f"#### {doc.number if right else wrong_number(doc.number)}"
+    used = count_tokens("\n".join([*steps, final]))
+    while used < min_tokens:
+        steps.append(FILLER)
+        used += count_tokens(FILLER)
+    return "\n".join([*steps, final])
+
+
+def answered_right(index: int, accuracy: float) -> bool:
+    """Is the `index`-th (0-based) test question answered right at this accuracy?"""
+    share = Fraction(min(max(accuracy, 0.0), 1.0)).limit_denominator(1_000_000)
+    return math.ceil((index + 1) * share) > math.ceil(index * share)
+
+
+def expected_right(count: int, accuracy: float) -> int:
+    """How many of the first `count` test questions are answered right: ceil(count·accuracy)."""
+    share = Fraction(min(max(accuracy, 0.0), 1.0)).limit_denominator(1_000_000)
+    return math.ceil(count * share)
+
+
+def stable_fraction(text: str) -> float:
+    """A number in [0, 1) fixed by `text` (CRC-32), for `Fault.share`."""
+    return zlib.crc32(text.encode()) / 2**32
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Fault:
+    """One injected misbehaviour and the requests it hits (every given condition must hold).
+
+    Switch faults at run time by editing `engine.behaviour.faults`; each keeps its own counters
+    (guarded by the engine's lock), and `rearm()` starts them and its clock again.
+    """
+
+    action: Action
+    paths: Collection[str] = GENERATION_PATHS
+    """Endpoints it can hit; add "/v1/models" etc. for connection and status faults there."""
+    questions: Collection[str] | None = None
+    """Only requests asking one of these GSM8K questions (text, stripped)."""
+    share: float | None = None
+    """Only the questions whose `stable_fraction` is below this share (deterministic)."""
+    nth: Collection[int] | None = None
+    """Only the n-th of the requests that pass the conditions above (1-based)."""
+    times: int | None = None
+    """Fire at most this often (`times=3`: the first three requests)."""
+    times_per_question: int | None = None
+    """Fire at most this often per question (1: each question fails once, then succeeds)."""
+    seconds: float | None = None
+    """Only during this many seconds after `armed_at` (creation or `rearm()`)."""
+    status: int | None = None
+    """HTTP status: "error" 500, "router_busy" 503; the worker's status for "router_wrapped"."""
+    message: str | None = None
+    """Error text (defaults: "injected fault", "all circuits open" for "router_busy")."""
+    delay_s: float = 0.0
+    """For "delay"."""
+    tokens: int | None = None
+    """"length": tokens kept (default half); "die_mid_stream": SSE events sent (default 1)."""
+    armed_at: float = field(default_factory=time.monotonic)
+    seen: int = 0
+    hits: int = 0
+    hits_by_question: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown fault action {self.action!r}; use one of {sorted(ACTIONS)}")
+        self.paths = frozenset(self.paths)
+        if self.questions is not None:
+            self.questions = frozenset(q.strip() for q in self.questions)
+        if self.nth is not None:
+            self.nth = frozenset(self.nth)
+
+    @property
+    def http_status(self) -> int:
+        return self.status or _DEFAULT_STATUS.get(self.action, 500)
+
+    @property
+    def text(self) -> str:
+        return self.message or _DEFAULT_MESSAGE.get(self.action, "injected fault")
+
+    def rearm(self) -> None:
+        """Forget what this fault has seen and restart its `seconds` clock."""
+        self.armed_at = time.monotonic()
+        self.seen = self.hits = 0
+        self.hits_by_question.clear()
+
+    def _admit(self, path: str, question: str | None, now: float) -> bool:
+        """Does this fault hit the request? Counts it. Call under the engine's lock."""
+        eligible = (
+            path in self.paths
+            and (self.questions is None or question in self.questions)
+            and (
+                self.share is None
+                or (question is not None and stable_fraction(question) < self.share)
+            )
+            and (self.seconds is None or now - self.armed_at < self.seconds)
+        )
+        if not eligible:
+            return False
+        self.seen += 1
+        key = question or ""
+        fires = (
+            (self.nth is None or self.seen in self.nth)
+            and (self.times is None or self.hits < self.times)
+            and (
+                self.times_per_question is None
+                or self.hits_by_question[key] < self.times_per_question
+            )
+        )
+        if fires:
+            self.hits += 1
+            self.hits_by_question[key] += 1
+        return fires
+
+
+@dataclass
+class EngineBehaviour:
+    """What the fake engine serves and how it misbehaves; every field can change at run time."""
+
+    model: str = "fake-model"
+    max_model_len: int = 4096
+    dialect: Dialect = "vllm"
+    owned_by: str | None = None
+    """`/v1/models` owned_by; None: "sglang" for that dialect, else "vllm"."""
+    version: str | None = "0.32.0"
+    """`GET /version`; None answers 404 (SGLang, TRT-LLM; vllm-router answers 405)."""
+    listed_model: str | None = None
+    """The model id `/v1/models` reports, when it is not the served one."""
+    list_max_model_len: bool = True
+    """False: `/v1/models` carries no max_model_len (trtllm-serve)."""
+    healthy: bool = True
+    """False: `GET /health` answers 503."""
+    accuracy: float = 1.0
+    wrong_questions: Collection[str] = frozenset()
+    """Questions always answered wrong, whatever the accuracy."""
+    reply_tokens: int = 0
+    """Pad each worked answer with reasoning to at least this many tokens ("####" stays last)."""
+    trailer: str = ""
+    """Text the model goes on with after its answer, e.g. "\\n\\nQuestion: ..." for `stop`."""
+    latency_s: float = 0.0
+    """Time each accepted generation request takes inside its concurrency slot."""
+    max_concurrency: int | None = None
+    """Generation requests processed at once; the rest queue (a change applies as soon as a
+    request ends)."""
+    router_wraps_errors: bool = False
+    """Generation 4xx answers come back as vllm-router's wrapped 500 text."""
+    faults: list[Fault] = field(default_factory=list)
+    dataset: Path = GSM8K_TEST
+
+    def docs(self) -> dict[str, Gsm8kDoc]:
+        return load_gsm8k(self.dataset)
+
+    def is_right(self, question: str | None) -> bool:
+        """Does the engine answer this question right? False for unknown questions."""
+        doc = self.docs().get(question.strip()) if question else None
+        if doc is None:
+            return False
+        if doc.question.strip() in {q.strip() for q in self.wrong_questions}:
+            return False
+        return answered_right(doc.index, self.accuracy)
+
+    def reply(self, question: str | None) -> str:
+        """The whole answer the model writes (before stop strings and token limits)."""
+        doc = self.docs().get(question.strip()) if question else None
+        if doc is None:
+            return UNKNOWN_REPLY + self.trailer
+        answer = worked_answer(doc, right=self.is_right(question), min_tokens=self.reply_tokens)
+        return answer + self.trailer
+
+    @property
+    def served_by(self) -> str:
+        return self.owned_by or ("sglang" if self.dialect == "sglang" else "vllm")
+
+
+@dataclass
+class RequestRecord:
+    """One request as the engine saw it (fields after `received_at` are set when it ends)."""
+
+    seq: int
+    method: str
+    path: str
+    body: Json | None
+    questions: tuple[str, ...]
+    stream: bool
+    received_at: float
+    status: int | None = None
+    """HTTP status, set as the status line goes out (before the client can read it); None when
+    none went out (reset, close, hung until stop)."""
+    fault: str | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    finished_at: float | None = None
+
+    @property
+    def question(self) -> str | None:
+        return self.questions[0] if self.questions else None
+
+
+# --- generation: the pure part -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An error answer: status, the engine's message and its `param`."""
+
+    status: int
+    message: str
+    param: str | None = None
+
+    @property
+    def type(self) -> str:
+        return _ERROR_TYPES.get(self.status, HTTPStatus(self.status).phrase.replace(" ", ""))
+
+
+@dataclass(frozen=True)
+class Choice:
+    text: str | None
+    finish_reason: str
+    stop_reason: str | None
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    prompt_tokens: int
+    choices: tuple[Choice, ...]
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.choices)
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    text: str
+    """Where the question is looked for."""
+    tokens: int
+    pretokenized: bool = False
+
+
+def error_body(dialect: Dialect, rejection: Rejection) -> Json:
+    """The dialect's error body."""
+    info = {
+        "message": rejection.message,
+        "type": rejection.type,
+        "param": rejection.param,
+        "code": rejection.status,
+    }
+    if dialect == "vllm":
+        return {"error": info}
+    return {"object": "error", **info}
+
+
+def router_wrapped_text(status: int, body: Json) -> str:
+    """vllm-router's 500 text around a worker's error answer."""
+    phrase = HTTPStatus(status).phrase
+    return f"Request processing failed: Prefill server error {status} {phrase}: {_dumps(body)}"
+
+
+def apply_length_rules(
+    dialect: Dialect,
+    max_model_len: int,
+    prompt_tokens: int,
+    max_tokens: int | None,
+    *,
+    param: str = "max_tokens",
+    pretokenized: bool = False,
+) -> int | Rejection:
+    """The output budget the engine grants, or its rejection (see the module docstring)."""
+    n, p = max_model_len, prompt_tokens
+    if dialect == "sglang":
+        return _sglang_length_rules(n, p, max_tokens)
+    if max_tokens is not None and max_tokens > n:
+        return Rejection(
+            400,
+            f"{param}={max_tokens} cannot be greater than max_model_len={n}. Please request "
+            f"fewer output tokens. (parameter={param}, value={max_tokens})",
+            param,
+        )
+    if p > n:
+        counted = p if pretokenized else n + 1
+        qualifier = "at least " if counted == n + 1 else ""
+        return Rejection(
+            400,
+            f"This model's maximum context length is {n} tokens. However, your prompt contains "
+            f"{qualifier}{counted} input tokens, which exceeds this limit even without any "
+            "output tokens. Please reduce the length of the input prompt. "
+            f"(parameter=input_tokens, value={counted})",
+            "input_tokens",
+        )
+    budget = n - p if max_tokens is None else min(n - p, max_tokens)
+    if budget < 1:
+        return Rejection(
+            400,
+            f"max_tokens must be at least 1, got {budget}. (parameter=max_tokens, value={budget})",
+            "max_tokens",
+        )
+    return budget
+
+
+def _sglang_length_rules(n: int, p: int, max_tokens: int | None) -> int | Rejection:
+    if p >= n:
+        return Rejection(
+            400, f"The input ({p} tokens) is longer than the model's context length ({n} tokens)."
+        )
+    if max_tokens is not None and p + max_tokens >= n:
+        return Rejection(
+            400,
+            "Requested token count exceeds the model's maximum context length of "
+            f"{n} tokens. You requested a total of {p + max_tokens} tokens: {p} tokens from "
+            f"the input messages and {max_tokens} tokens for the completion. Please reduce "
+            "the number of tokens in the input messages or the completion to fit within "
+            "the limit.",
+        )
+    return max_tokens if max_tokens is not None else n - p
+
+
+def _prompts(path: str, body: Json) -> list[_Prompt] | Rejection:
+    if path == CHAT_PATH:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return Rejection(400, "messages: Field required (a list of messages)", "messages")
+        users = [m for m in messages if m.get("role") == "user"]
+        text = message_text(users[-1].get("content")) if users else ""
+        return [_Prompt(text, count_chat_tokens(messages))]
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return [_Prompt(prompt, count_tokens(prompt))]
+    if isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
+        return [_Prompt("", len(prompt), pretokenized=True)]
+    if isinstance(prompt, list) and prompt:
+        found: list[_Prompt] = []
+        for item in prompt:
+            if isinstance(item, str):
+                found.append(_Prompt(item, count_tokens(item)))
+            elif isinstance(item, list):
+                found.append(_Prompt("", len(item), pretokenized=True))
+        return found
+    return Rejection(400, "prompt: Field required (a string, strings or token ids)", "prompt")
+
+
+def _output_limit(path: str, body: Json) -> tuple[int | None, str]:
+    if path == CHAT_PATH and body.get("max_completion_tokens") is not None:
+        return int(body["max_completion_tokens"]), "max_completion_tokens"
+    value = body.get("max_tokens")
+    return (int(value) if value is not None else None), "max_tokens"
+
+
+def _stops(body: Json) -> list[str]:
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    return [s for s in stop or [] if isinstance(s, str) and s]
+
+
+def _generate(text: str, budget: int, stops: Sequence[str], *, ignore_eos: bool) -> Choice:
+    missing = budget + 1 - count_tokens(text)
+    if ignore_eos and missing > 0:
+        text += (" " + FILLER) * math.ceil(missing / count_tokens(FILLER))
+    stop_reason = None
+    hits = [(text.find(s), s) for s in stops if s in text]
+    if hits:
+        at, stop_reason = min(hits)
+        text = text[:at]
+    if count_tokens(text) > budget:
+        return Choice(truncate_tokens(text, budget), "length", None, budget)
+    return Choice(text, "stop", stop_reason, count_tokens(text))
+
+
+def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Completion | Rejection:
+    """What the engine answers a generation request: its completion, or its rejection."""
+    model = body.get("model")
+    if model not in (None, "", behaviour.model):
+        return Rejection(
+            404,
+            f"The model `{model}` does not exist. Valid aliases: {behaviour.model}.",
+            "model",
+        )
+    prompts = _prompts(path, body)
+    if isinstance(prompts, Rejection):
+        return prompts
+    try:
+        limit, param = _output_limit(path, body)
+    except (TypeError, ValueError):
+        return Rejection(400, "max_tokens: Input should be a valid integer", "max_tokens")
+    budgets: list[int] = []
+    for prompt in prompts:
+        verdict = apply_length_rules(
+            behaviour.dialect,
+            behaviour.max_model_len,
+            prompt.tokens,
+            limit,
+            param=param,
+            pretokenized=prompt.pretokenized,
+        )
+        if isinstance(verdict, Rejection):
+            return verdict
+        budgets.append(verdict)
+    lead = "" if path == CHAT_PATH else " "
+    choices = tuple(
+        _generate(
+            lead + behaviour.reply(find_question(prompt.text)),
+            budget,
+            _stops(body),
+            ignore_eos=bool(body.get("ignore_eos")),
+        )
+        for prompt, budget in zip(prompts, budgets, strict=True)
+    )
+    return Completion(sum(p.tokens for p in prompts), choices)
+
+
+def request_questions(path: str, body: Json | None) -> tuple[str, ...]:
+    """The GSM8K questions a generation request asks (one per prompt)."""
+    if body is None or path not in GENERATION_PATHS:
+        return ()
+    prompts = _prompts(path, body)
+    if isinstance(prompts, Rejection):
+        return ()
+    return tuple(q for p in prompts if (q := find_question(p.text)) is not None)
+
+
+def _apply_content_fault(completion: Completion, fault: Fault | None) -> Completion:
+    if fault is None or fault.action not in ("empty_content", "null_content", "length"):
+        return completion
+    changed: list[Choice] = []
+    for choice in completion.choices:
+        if fault.action == "empty_content":
+            changed.append(Choice("", "stop", None, 0))
+        elif fault.action == "null_content":
+            changed.append(Choice(None, "stop", None, 0))
+        else:
+            text = choice.text or ""
+            keep = fault.tokens if fault.tokens is not None else max(1, count_tokens(text) // 2)
+            cut = truncate_tokens(text, keep)
+            changed.append(Choice(cut, "length", None, count_tokens(cut)))
+    return Completion(completion.prompt_tokens, tuple(changed))
+
+
+# --- generation: the wire shapes (vLLM 0.32.0 protocol classes) ---------------------------------
+
+
+def _usage(completion: Completion, *, details: bool = True) -> Json:
+    usage: Json = {
+        "prompt_tokens": completion.prompt_tokens,
+        "total_tokens": completion.prompt_tokens + completion.completion_tokens,
+        "completion_tokens": completion.completion_tokens,
+    }
+    if details:
+        usage |= {"prompt_tokens_details": None, "completion_tokens_details": None}
+    return usage
+
+
+def chat_response(model: str, completion: Completion) -> Json:
+    """A `chat.completion` object."""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": index,
+                "message": {
+                    "role": "assistant",
+                    "content": choice.text,
+                    "refusal": None,
+                    "annotations": None,
+                    "audio": None,
+                    "function_call": None,
+                    "reasoning": None,
+                },
+                "logprobs": None,
+                "finish_reason": choice.finish_reason,
+                "stop_reason": choice.stop_reason,
+                "token_ids": None,
+            }
+            for index, choice in enumerate(completion.choices)
+        ],
+        "service_tier": None,
+        "system_fingerprint": None,
+        "usage": _usage(completion),
+        "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "kv_transfer_params": None,
+    }
+
+
+def completions_response(model: str, completion: Completion) -> Json:
+    """A `text_completion` object."""
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": index,
+                "text": choice.text,
+                "logprobs": None,
+                "finish_reason": choice.finish_reason,
+                "stop_reason": choice.stop_reason,
+                "token_ids": None,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+            }
+            for index, choice in enumerate(completion.choices)
+        ],
+        "service_tier": None,
+        "system_fingerprint": None,
+        "usage": _usage(completion),
+        "kv_transfer_params": None,
+    }
+
+
+def stream_events(
+    path: str, model: str, completion: Completion, *, include_usage: bool
+) -> list[Json]:
+    """The SSE events of a streamed answer, before `data: [DONE]`: for chat a role chunk, then
+    one chunk per token, the last carrying finish_reason; then the usage chunk when asked."""
+    chat = path == CHAT_PATH
+    head: Json = {
+        "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+    }
+    events: list[Json] = []
+    for index, choice in enumerate(completion.choices):
+        if chat:
+            role: Json = {"index": index, "delta": {"role": "assistant", "content": ""}}
+            role |= {"logprobs": None, "finish_reason": None}
+            events.append({**head, "choices": [role]})
+        contents: list[str | None] = [None] if choice.text is None else [*_pieces(choice.text)]
+        for number, piece in enumerate(contents or [""], start=1):
+            last = number >= len(contents)
+            finish = choice.finish_reason if last else None
+            item: Json = {"index": index}
+            if chat:
+                item |= {"delta": {"content": piece}, "logprobs": None, "finish_reason": finish}
+                if last:
+                    item["stop_reason"] = choice.stop_reason
+            else:
+                item |= {"text": piece, "logprobs": None, "finish_reason": finish}
+                item["stop_reason"] = choice.stop_reason if last else None
+            events.append({**head, "choices": [item]})
+    if include_usage:
+        events.append({**head, "choices": [], "usage": _usage(completion, details=False)})
+    return events
+
+
+def models_body(behaviour: EngineBehaviour) -> Json:
+    """`GET /v1/models`."""
+    now = int(time.time())
+    card: Json = {
+        "id": behaviour.listed_model or behaviour.model,
+        "object": "model",
+        "created": now,
+        "owned_by": behaviour.served_by,
+        "root": behaviour.model,
+        "parent": None,
+        "max_model_len": behaviour.max_model_len,
+        "permission": [
+            {
+                "id": f"modelperm-{uuid.uuid4().hex}",
+                "object": "model_permission",
+                "created": now,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }
+    if not behaviour.list_max_model_len:
+        del card["max_model_len"]
+    return {"object": "list", "data": [card]}
+
+
+def tokenize_body(behaviour: EngineBehaviour, body: Json) -> Json | Rejection:
+    """`POST /tokenize` with a prompt or chat messages (no length limit, as vLLM)."""
+    model = body.get("model")
+    if model not in (None, "", behaviour.model):
+        message = f"The model `{model}` does not exist. Valid aliases: {behaviour.model}."
+        return Rejection(404, message, "model")
+    if isinstance(body.get("messages"), list):
+        messages = [m for m in body["messages"] if isinstance(m, dict)]
+        ids: list[int] = []
+        for turn in messages:
+            ids += [1, 2, 3, *token_ids(message_text(turn.get("content"))), 4]
+        if body.get("add_generation_prompt", True):
+            ids += [1, 2]
+    elif isinstance(body.get("prompt"), str):
+        ids = token_ids(body["prompt"])
+    else:
+        return Rejection(400, "prompt or messages: Field required", "prompt")
+    return {
+        "count": len(ids),
+        "max_model_len": behaviour.max_model_len,
+        "tokens": ids,
+        "token_strs": None,
+    }
+
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- network helpers ---------------------------------------------------------------------------
+
+
+def unused_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (just now): connecting is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def refused_url() -> str:
+    """An OpenAI base URL whose connections are refused."""
+    return f"http://127.0.0.1:{unused_port()}/v1"
+
+
+# --- the server --------------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self, engine: FakeEngine, port: int) -> None:
+        self.engine = engine
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One daemon thread per connection, tracked so that stop() can end it."""
+        thread = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name=f"fakeengine-{self.server_address[1]}-conn",
+            daemon=True,
+        )
+        self.engine._track(request, thread)
+        thread.start()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.engine._untrack(request, threading.current_thread())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    _record: RequestRecord | None = None
+
+    def version_string(self) -> str:
+        return "uvicorn"
+
+    def log_message(self, format: str, *args: object) -> None:
+        logger.debug("%s %s", self.address_string(), format % args)
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        if self._record is not None:  # recorded before the client can read the answer
+            self._record.status = code
+        super().send_response(code, message)
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    # -- the request cycle
+
+    def _serve(self, method: str) -> None:
+        engine = self.server.engine
+        path = urlsplit(self.path).path
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        body, problem = _parse_object(raw) if method == "POST" else (None, None)
+        record = engine._receive(
+            method, path, body, request_questions(path, body), bool(body and body.get("stream"))
+        )
+        self._record = record
+        try:
+            self._route(record, method, path, body, problem)
+        except OSError:  # the client went away, or a fault closed the socket
+            self.close_connection = True
+        finally:
+            self._record = None
+            engine._finish(record)
+
+    def _route(
+        self, record: RequestRecord, method: str, path: str, body: Json | None, problem: str | None
+    ) -> None:
+        routes = {"/v1/models": "GET", "/version": "GET", "/health": "GET", "/tokenize": "POST"}
+        routes |= dict.fromkeys(GENERATION_PATHS, "POST")
+        if path not in routes:
+            self._send_json(404, {"detail": "Not Found"})
+            return
+        if routes[path] != method:
+            self._send_json(405, {"detail": "Method Not Allowed"})
+            return
+        fault = self.server.engine._pick_fault(path, record.question)
+        if fault is not None:
+            record.fault = fault.action
+            if not self._before(fault):
+                return
+        if method == "GET":
+            self._answer_get(path, fault)
+        elif body is None:
+            self._send_rejection(Rejection(400, problem or "a JSON object body is required"), path)
+        elif path == "/tokenize":
+            answer = tokenize_body(self.server.engine.behaviour, body)
+            if isinstance(answer, Rejection):
+                self._send_rejection(answer, path)
+            else:
+                self._send_json(200, answer, fault)
+        else:
+            self._answer_generation(record, path, body, fault)
+
+    def _answer_get(self, path: str, fault: Fault | None) -> None:
+        behaviour = self.server.engine.behaviour
+        if path == "/health":
+            self._send(200 if behaviour.healthy else 503, b"", "application/json")
+        elif path == "/v1/models":
+            self._send_json(200, models_body(behaviour), fault)
+        elif behaviour.version is None:
+            self._send_json(404, {"detail": "Not Found"}, fault)
+        else:
+            self._send_json(200, {"version": behaviour.version}, fault)
+
+    def _before(self, fault: Fault) -> bool:
+        """Apply a fault that acts before the engine works; False when the request is done."""
+        engine = self.server.engine
+        action = fault.action
+        if action in ("reset", "close"):
+            if action == "reset":  # SO_LINGER 0: closing sends RST
+                linger = struct.pack("ii", 1, 0)
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                self.connection.close()
+            self.close_connection = True
+            return False
+        if action in ("hang", "delay"):
+            stopped = engine._hang() if action == "hang" else engine._sleep(fault.delay_s)
+            self.close_connection = self.close_connection or stopped
+            return not stopped
+        if action in ("error", "router_busy", "router_wrapped"):
+            self._send_fault_status(fault)
+            return False
+        return True
+
+    def _send_fault_status(self, fault: Fault) -> None:
+        plain = "text/plain; charset=utf-8"
+        status, dialect = fault.http_status, self.server.engine.behaviour.dialect
+        if fault.action == "router_busy":
+            self._send(status, fault.text.encode(), plain)
+            return
+        body = error_body(dialect, Rejection(status, fault.text))
+        if fault.action == "router_wrapped":
+            self._send(500, router_wrapped_text(status, body).encode(), plain)
+        else:
+            self._send_json(status, body)
+
+    def _answer_generation(
+        self, record: RequestRecord, path: str, body: Json, fault: Fault | None
+    ) -> None:
+        engine = self.server.engine
+        behaviour = engine.behaviour
+        plan = plan_completion(behaviour, path, body)
+        if isinstance(plan, Rejection):
+            self._send_rejection(plan, path)
+            return
+        if not engine._acquire_slot():
+            self.close_connection = True
+            return
+        try:
+            if engine._sleep(behaviour.latency_s):
+                self.close_connection = True
+                return
+        finally:
+            engine._release_slot()
+        plan = _apply_content_fault(plan, fault)
+        record.finish_reason = plan.choices[0].finish_reason if plan.choices else None
+        record.completion_tokens = plan.completion_tokens
+        model = behaviour.model
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            usage = bool(isinstance(options, dict) and options.get("include_usage"))
+            self._send_stream(stream_events(path, model, plan, include_usage=usage), fault)
+        elif path == CHAT_PATH:
+            self._send_json(200, chat_response(model, plan), fault)
+        else:
+            self._send_json(200, completions_response(model, plan), fault)
+
+    # -- writing
+
+    def _send(self, status: int, data: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_json(self, status: int, obj: Json, fault: Fault | None = None) -> None:
+        data = _dumps(obj).encode()
+        action = fault.action if fault is not None else None
+        if action == "malformed_json":
+            data = data[: len(data) // 2]
+        if action != "die_mid_stream":
+            self._send(status, data, "application/json")
+            return
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self._abort()
+
+    def _send_rejection(self, rejection: Rejection, path: str) -> None:
+        behaviour = self.server.engine.behaviour
+        body = error_body(behaviour.dialect, rejection)
+        if behaviour.router_wraps_errors and path in GENERATION_PATHS and rejection.status < 500:
+            text = router_wrapped_text(rejection.status, body)
+            self._send(500, text.encode(), "text/plain; charset=utf-8")
+        else:
+            self._send_json(rejection.status, body)
+
+    def _send_stream(self, events: list[Json], fault: Fault | None) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        action = fault.action if fault is not None else None
+        die_after = (
+            (fault.tokens or 1) if fault is not None and action == "die_mid_stream" else None
+        )
+        for number, event in enumerate(events):
+            if die_after is not None and number >= die_after:
+                self._abort()
+                return
+            data = _dumps(event)
+            if action == "malformed_json" and number == 0:
+                data = data[: len(data) // 2]
+            self._write_chunk(f"data: {data}\n\n")
+        self._write_chunk("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _write_chunk(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def _abort(self) -> None:
+        """Drop the connection in the middle of an answer."""
+        self.close_connection = True
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _parse_object(raw: bytes) -> tuple[Json | None, str | None]:
+    try:
+        parsed = json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, f"JSON decode error: {exc}"
+    if not isinstance(parsed, dict):
+        return None, "a JSON object body is required"
+    return parsed, None
+
+
+class FakeEngine:
+    """A running fake engine on 127.0.0.1. Use as a context manager, or call stop().
+
+    `FakeEngine(behaviour, **overrides)` sets `overrides` on the behaviour (a new default one
+    when None). `start=False` only reserves a port; `start()` serves it, again after `stop()`.
+    """
+
+    def __init__(
+        self,
+        behaviour: EngineBehaviour | None = None,
+        *,
+        port: int = 0,
+        start: bool = True,
+        **overrides: object,
+    ) -> None:
+        self.behaviour = behaviour if behaviour is not None else EngineBehaviour()
+        for name, value in overrides.items():
+            if not hasattr(self.behaviour, name):
+                raise TypeError(f"EngineBehaviour has no setting {name!r}")
+            setattr(self.behaviour, name, value)
+        self._cond = threading.Condition(threading.RLock())
+        self._log: list[RequestRecord] = []
+        self._attempts: Counter[str] = Counter()
+        self._in_flight = self._peak_in_flight = 0
+        self._active = self._peak_active = 0
+        self._hanging = 0
+        self._releases = 0
+        self._stopping = False
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._server: _Server | None = None
+        self._serving: threading.Thread | None = None
+        self._port = port if port or start else unused_port()
+        if start:
+            self.start()
+
+    # -- life cycle
+
+    def start(self) -> FakeEngine:
+        """Serve (again, on the same port after stop())."""
+        with self._cond:
+            if self._server is not None:
+                return self
+            self._stopping = False
+            self._server = _Server(self, self._port)
+            self._port = self._server.server_address[1]
+            self._serving = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.02},
+                name=f"fakeengine-{self._port}",
+                daemon=True,
+            )
+            self._serving.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving: close the port and every open connection, and wake every waiting
+        handler (hung, delayed, queued), then wait up to `timeout` for the handlers to end."""
+        with self._cond:
+            server, serving = self._server, self._serving
+            if server is None or serving is None:
+                return
+            self._stopping = True
+            self._cond.notify_all()
+        server.shutdown()
+        server.server_close()
+        serving.join(timeout)
+        with self._cond:
+            connections = dict(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + timeout
+        for thread in connections.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._cond:
+            self._server = self._serving = None
+
+    def __enter__(self) -> FakeEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL, ending in /v1."""
+        return f"{self.root_url}/v1"
+
+    # -- control
+
+    def release(self) -> None:
+        """Let every request hung by a "hang" fault go on and answer."""
+        with self._cond:
+            self._releases += 1
+            self._cond.notify_all()
+
+    def inject(self, fault: Fault) -> Fault:
+        """Add a fault while running (same as appending to behaviour.faults)."""
+        self.behaviour.faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        """Forget the request log and counters (the faults keep theirs)."""
+        with self._cond:
+            self._log.clear()
+            self._attempts.clear()
+            self._peak_in_flight = self._in_flight
+            self._peak_active = self._active
+
+    def wait_until(self, predicate: Callable[[FakeEngine], bool], timeout: float = 5.0) -> bool:
+        """Wait (without polling) until predicate(engine) holds; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self), timeout)
+
+    # -- what happened
+
+    @property
+    def log(self) -> list[RequestRecord]:
+        """Every request, all paths, in arrival order."""
+        with self._cond:
+            return list(self._log)
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """The generation requests (chat and completions), in arrival order."""
+        with self._cond:
+            return [r for r in self._log if r.path in GENERATION_PATHS]
+
+    @property
+    def total(self) -> int:
+        return len(self.requests)
+
+    @property
+    def status_counts(self) -> Counter[int | None]:
+        """Generation requests by the status sent (None: ended without an answer)."""
+        return Counter(
+            r.status for r in self.requests if r.status is not None or r.finished_at is not None
+        )
+
+    @property
+    def attempts_by_question(self) -> Counter[str]:
+        """How often each GSM8K question was asked (stripped text)."""
+        with self._cond:
+            return Counter(self._attempts)
+
+    def attempts(self, question: str) -> int:
+        with self._cond:
+            return self._attempts[question.strip()]
+
+    @property
+    def in_flight(self) -> int:
+        """Generation requests received and not finished."""
+        with self._cond:
+            return self._in_flight
+
+    @property
+    def peak_in_flight(self) -> int:
+        with self._cond:
+            return self._peak_in_flight
+
+    @property
+    def active(self) -> int:
+        """Generation requests holding a concurrency slot now."""
+        with self._cond:
+            return self._active
+
+    @property
+    def peak_active(self) -> int:
+        with self._cond:
+            return self._peak_active
+
+    @property
+    def hanging(self) -> int:
+        """Requests held by a "hang" fault now."""
+        with self._cond:
+            return self._hanging
+
+    # -- used by the handlers
+
+    def _track(self, connection: socket.socket, thread: threading.Thread) -> None:
+        with self._cond:
+            self._connections[connection] = thread
+
+    def _untrack(self, connection: socket.socket, thread: threading.Thread) -> None:
+        with self._cond:
+            if self._connections.get(connection) is thread:
+                del self._connections[connection]
+            self._cond.notify_all()
+
+    def _receive(
+        self,
+        method: str,
+        path: str,
+        body: Json | None,
+        questions: tuple[str, ...],
+        stream: bool,
+    ) -> RequestRecord:
+        with self._cond:
+            record = RequestRecord(
+                len(self._log) + 1, method, path, body, questions, stream, time.monotonic()
+            )
+            self._log.append(record)
+            if path in GENERATION_PATHS:
+                self._in_flight += 1
+                self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+                self._attempts.update(questions)
+            self._cond.notify_all()
+            return record
+
+    def _finish(self, record: RequestRecord) -> None:
+        with self._cond:
+            record.finished_at = time.monotonic()
+            if record.path in GENERATION_PATHS:
+                self._in_flight -= 1
+            self._cond.notify_all()
+
+    def _pick_fault(self, path: str, question: str | None) -> Fault | None:
+        with self._cond:
+            now = time.monotonic()
+            for fault in list(self.behaviour.faults):
+                if fault._admit(path, question, now):
+                    return fault
+            return None
+
+    def _hang(self) -> bool:
+        """Hold until release() or stop(); True when stopped."""
+        with self._cond:
+            releases = self._releases
+            self._hanging += 1
+            self._cond.notify_all()
+            try:
+                self._cond.wait_for(lambda: self._stopping or self._releases != releases)
+            finally:
+                self._hanging -= 1
+                self._cond.notify_all()
+            return self._stopping
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait `seconds` unless stopped first; True when stopped."""
+        with self._cond:
+            if seconds <= 0:
+                return self._stopping
+            return self._cond.wait_for(lambda: self._stopping, timeout=seconds)
+
+    def _acquire_slot(self) -> bool:
+        """Queue for a concurrency slot; False when stopped first."""
+
+        def free() -> bool:
+            cap = self.behaviour.max_concurrency
+            return self._stopping or cap is None or self._active < cap
+
+        with self._cond:
+            self._cond.wait_for(free)
+            if self._stopping:
+                return False
+            self._active += 1
+            self._peak_active = max(self._peak_active, self._active)
+            self._cond.notify_all()
+            return True
+
+    def _release_slot(self) -> None:
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+
+def iter_sse(lines: Iterator[bytes]) -> Iterator[str]:
+    """The `data:` payloads of an SSE byte stream (for tests reading streams with urllib)."""
+    for line in lines:
+        text = line.decode().rstrip("\r\n")
+        if text.startswith("data: "):
+            yield text[len("data: ") :]
