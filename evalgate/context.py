@@ -19,8 +19,10 @@ from evalgate.errors import ContextError
 
 # Server arguments that set the served context, by engine: vLLM, SGLang, TensorRT-LLM.
 _SERVED_LEN_FLAG = re.compile(
-    r"--(?:max[-_]model[-_]len|context[-_]length|max[-_]seq[-_]len)(?:=|\s+)(\d+)\b"
+    r"--(?:max[-_]model[-_]len|context[-_]length|max[-_]seq[-_]len)(?:=|\s+)(\d+)([kKmM]?)\b"
 )
+# vLLM reads "32k" as 32000 and "32K" as 32768 (human_readable_int).
+_SUFFIX = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
 MIN_USEFUL_BUDGET = 256
 """lm-eval's own default for gsm8k answers; a smaller budget truncates typical answers."""
 
@@ -65,7 +67,10 @@ class EvalContext:
 
 def served_limits_from_args(args: str, source: str) -> list[Limit]:
     """The --max-model-len (or --context-length, --max_seq_len) values in a server-args string."""
-    return [Limit(int(m.group(1)), source) for m in _SERVED_LEN_FLAG.finditer(args)]
+    return [
+        Limit(int(m.group(1)) * _SUFFIX[m.group(2)], source)
+        for m in _SERVED_LEN_FLAG.finditer(args)
+    ]
 
 
 def derive_max_model_len(
@@ -213,10 +218,14 @@ def derive_context(
         warnings=tuple(warnings),
     )
     if result.truncation_risk and result.prompt_tokens is not None:
-        bound = result.served_min.value if result.served_min else ctx
+        bound = (
+            f"the served limit {result.served_min.value}"
+            if result.served_min
+            else f"the eval context {ctx}"
+        )
         note = (
             f"longest prompt {result.prompt_tokens.value} + max_tokens {budget} = "
-            f"{result.prompt_tokens.value + budget} exceeds the served limit {bound}: "
+            f"{result.prompt_tokens.value + budget} exceeds {bound}: "
             "answers may be cut silently at the limit"
         )
         result = EvalContext(**{**result.__dict__, "warnings": (*result.warnings, note)})

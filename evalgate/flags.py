@@ -119,12 +119,17 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     try:
         return Settings(**given)
     except ValidationError as exc:
+        by_name = {name: field for field in Settings.model_fields for name in env_names(field)}
         problems = []
         for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "?"
-            shown = flag_name(field) if field in Settings.model_fields else field
+            name = str(error["loc"][0]) if error["loc"] else "?"
+            field = name if name in Settings.model_fields else by_name.get(name)
+            if field is None:
+                problems.append(f"{name}: {error['msg']}")
+                continue
             value = "<hidden>" if field == "api_key" else error.get("input")
-            problems.append(f"{shown} = {value!r}: {error['msg']}")
+            where = " or ".join([flag_name(field), *env_names(field)])
+            problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
 
 

@@ -16,13 +16,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate import artifacts
 from evalgate.errors import ExitCode, UsageError
-from evalgate.lm import Progress
 from evalgate.run import Checked, RunOutcome, run_gate
 from evalgate.settings import Settings
+
+if TYPE_CHECKING:
+    from evalgate.lm import Progress
 
 HOOK_SUMMARY = "hook.json"
 META_NAME = "meta_env.json"

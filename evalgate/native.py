@@ -8,7 +8,9 @@ The rules (vLLM's ``derive_max_model_len_and_key`` and ``_get_and_verify_max_len
 3. multiply by the rope scaling ``factor`` unless the rope type already describes the scaled
    length (su, longrope, llama3, yarn, deepseek_yarn, deepseek_llama_scaling), and never for
    gemma3 models;
-4. cap by ``model_max_length`` of a tokenizer_config.json beside the config.
+4. a tokenizer_config.json ``model_max_length`` is only noted: vLLM 0.32 applies it to pooling
+   models alone (``ModelConfig.get_and_verify_max_len``), never to the generative models gated
+   here (DeepSeek-R1 publishes 16384 there and is served at 163840).
 
 Where vLLM would fall back to 2048 because no key is present, evalgate reports "unknown" instead:
 the served limit, or an explicit override, must then decide.
@@ -108,9 +110,10 @@ def native_max_len(
     if tokenizer_config is not None:
         cap = tokenizer_config.get("model_max_length")
         if isinstance(cap, int | float) and not isinstance(cap, bool) and cap < length:
-            length = float(cap)
-            source = f"{where}tokenizer_config model_max_length"
-            steps.append(f"{where}tokenizer_config model_max_length caps it at {int(cap)}")
+            steps.append(
+                f"{where}tokenizer_config model_max_length {int(cap)} ignored, as vLLM does "
+                "for generative models"
+            )
     return NativeLength(int(length), source, tuple(steps))
 
 

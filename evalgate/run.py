@@ -9,14 +9,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate import artifacts, journal, preflight
 from evalgate.client import EvalClient
 from evalgate.context import EvalContext
 from evalgate.dataset import Dataset, load_dataset
 from evalgate.errors import AbortedError, EvalgateError, ExitCode, ProbeError
-from evalgate.lm import GateLM, Progress
 from evalgate.probe import ProbeOutcome
 from evalgate.prompts import Prompt, build_prompts
 from evalgate.record import Evidence, context_document
@@ -24,6 +23,9 @@ from evalgate.settings import Settings
 from evalgate.task import FEWSHOT_SEED, TaskSpec, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 from evalgate.verdict import decide
+
+if TYPE_CHECKING:  # lm-eval loads only when an eval starts, after the probe
+    from evalgate.lm import Progress
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,7 @@ class GateRun:
         self, *, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int, floor: Floor
     ) -> tuple[str, str, int]:
         from evalgate.harness import lm_eval_version, run_eval
+        from evalgate.lm import GateLM
 
         s = self.settings
         ev = self.evidence

@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, AliasGenerator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def _env(name: str, *extra: str) -> AliasChoices:
-    """Accept a field's own EVALGATE_ variable, its field name, and the benchmark's names."""
-    return AliasChoices(name, f"EVALGATE_{name.upper()}", *extra)
+    """A field's own EVALGATE_ variable first, then the benchmark harness's names. (Keyword
+    arguments use the field name: populate_by_name.)"""
+    return AliasChoices(f"EVALGATE_{name.upper()}", *extra)
 
 
 class Settings(BaseSettings):
@@ -25,6 +26,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix="EVALGATE_",
+        case_sensitive=True,  # API_KEY or isl in the environment are not evalgate's
+        # Fields without benchmark names are read from EVALGATE_<FIELD> (upper case).
+        alias_generator=AliasGenerator(validation_alias=_env),
         populate_by_name=True,
         use_attribute_docstrings=True,
         extra="ignore",

@@ -158,7 +158,7 @@ def test_bad_thresholds_are_a_usage_error_naming_the_json_path(
     engine, cli, tmp_path, default, path
 ):
     thresholds = tmp_path / "thresholds.json"
-    thresholds.write_text('{"default": {"gsm8k": %s}}' % default)
+    thresholds.write_text(f'{{"default": {{"gsm8k": {default}}}}}')
     result = cli(*_args(engine, tmp_path / "out", "--limit", "5", "--thresholds", str(thresholds)))
     assert result.code == 2
     assert path in result.err

@@ -1,0 +1,356 @@
+"""evalgate.settings and evalgate.flags: flag beats environment beats default, errors name the
+flag and the value, and the API key never shows."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import AliasChoices
+
+from evalgate import flags
+from evalgate.cli import build_parser
+from evalgate.errors import UsageError
+from evalgate.settings import Settings
+
+KEY = "sk-planted-7f3a9c1e-do-not-print"
+
+
+def _settings_env_names() -> set[str]:
+    """Every environment name Settings may read, upper-cased (matching is case-insensitive)."""
+    names = set()
+    for field, info in Settings.model_fields.items():
+        names |= {field.upper(), f"EVALGATE_{field.upper()}"}
+        if isinstance(info.validation_alias, AliasChoices):
+            names |= {str(choice).upper() for choice in info.validation_alias.choices}
+        elif isinstance(info.validation_alias, str):
+            names.add(info.validation_alias.upper())
+    return names
+
+
+ENV_NAMES = _settings_env_names()
+
+
+@pytest.fixture(autouse=True)
+def clean_settings_env(monkeypatch):
+    """Only what a test sets reaches Settings, whatever the developer's shell holds."""
+    for name in list(os.environ):
+        if name.upper() in ENV_NAMES:
+            monkeypatch.delenv(name)
+
+
+PARSER = build_parser()
+
+
+def settings(*argv):
+    return flags.settings_from_args(PARSER.parse_args(["run", *argv]))
+
+
+# -- environment names ----------------------------------------------------------------------
+
+ENV = [
+    # (variable, value, field, parsed value)
+    ("ISL", "8192", "isl", 8192),
+    ("OSL", "1024", "osl", 1024),
+    ("MODEL", "deepseek-ai/DeepSeek-R1-0528", "model", "deepseek-ai/DeepSeek-R1-0528"),
+    ("MODEL_PATH", "/models/dsr1", "model_config_path", Path("/models/dsr1")),
+    ("EVAL_MAX_MODEL_LEN", "9472", "eval_max_model_len", 9472),
+    ("OPENAI_BASE_URL", "http://router:8000/v1", "base_url", "http://router:8000/v1"),
+    ("MODEL_PREFIX", "dsr1", "model_prefix", "dsr1"),
+    ("RUNNER_TYPE", "b200", "hardware", "b200"),
+    ("FRAMEWORK", "sglang", "framework", "sglang"),
+    ("PRECISION", "fp4", "precision", "fp4"),
+    ("KV_CACHE_DTYPE", "fp8", "kv_cache_dtype", "fp8"),
+    (
+        "PREFILL_SERVER_CONFIG",
+        "--max-model-len 9472",
+        "prefill_server_config",
+        "--max-model-len 9472",
+    ),
+    (
+        "DECODE_SERVER_CONFIG",
+        "--max-model-len 4096",
+        "decode_server_config",
+        "--max-model-len 4096",
+    ),
+    ("EVALGATE_ISL", "100", "isl", 100),
+    (
+        "EVALGATE_MODEL_CONFIG",
+        "/models/x/config.json",
+        "model_config_path",
+        Path("/models/x/config.json"),
+    ),
+    ("EVALGATE_NUM_CONCURRENT", "8", "num_concurrent", 8),
+    ("EVALGATE_BUDGET_POLICY", "harness", "budget_policy", "harness"),
+    ("EVALGATE_API", "completions", "api", "completions"),
+    ("EVALGATE_STRICT", "true", "strict", True),
+    ("EVALGATE_DATASET_HUB", "1", "dataset_hub", True),
+    ("EVALGATE_MAX_TRUNCATED_RATE", "0.05", "max_truncated_rate", 0.05),
+    ("EVALGATE_OUTPUT_DIR", "/data/evalgate-out", "output_dir", Path("/data/evalgate-out")),
+    (
+        "EVALGATE_SERVER_CONFIG",
+        "--max-model-len 9472 --tp 8",
+        "server_config",
+        ["--max-model-len 9472 --tp 8"],
+    ),
+    ("EVALGATE_SERVER_CONFIG", "  ", "server_config", []),
+    ("EVALGATE_BASE_URL", "  ", "base_url", None),
+]
+
+
+@pytest.mark.parametrize(("variable", "value", "field", "expected"), ENV)
+def test_environment_names(monkeypatch, variable, value, field, expected):
+    monkeypatch.setenv(variable, value)
+
+    assert getattr(settings(), field) == expected
+
+
+def test_openai_api_key_is_read_and_kept_secret(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+    found = settings()
+
+    assert found.api_key is not None
+    assert found.api_key.get_secret_value() == KEY
+
+
+def test_defaults_with_an_empty_environment():
+    found = settings()
+
+    assert (found.isl, found.osl, found.model, found.api_key) == (None, None, None, None)
+    assert found.api == "chat"
+    assert found.context_margin == 256
+    assert found.budget_policy == "fit"
+    assert found.max_tokens_cap == 16384
+    assert found.num_concurrent == 64
+    assert found.max_attempts == 5
+    assert found.worker_urls == []
+    assert found.output_dir == Path("evalgate-results")
+
+
+# -- precedence -----------------------------------------------------------------------------
+
+PRECEDENCE = [
+    # (case, argv, environment, field, expected)
+    ("flag beats env", ["--isl", "5"], {"ISL": "7"}, "isl", 5),
+    ("env beats default", [], {"ISL": "7"}, "isl", 7),
+    ("default", [], {}, "isl", None),
+    (
+        "flag beats EVALGATE_ env",
+        ["--num-concurrent", "8"],
+        {"EVALGATE_NUM_CONCURRENT": "16"},
+        "num_concurrent",
+        8,
+    ),
+    ("EVALGATE_ env beats default", [], {"EVALGATE_NUM_CONCURRENT": "16"}, "num_concurrent", 16),
+    (
+        "--model-config beats MODEL_PATH",
+        ["--model-config", "/a"],
+        {"MODEL_PATH": "/b"},
+        "model_config_path",
+        Path("/a"),
+    ),
+    (
+        "--no-strict beats EVALGATE_STRICT",
+        ["--no-strict"],
+        {"EVALGATE_STRICT": "true"},
+        "strict",
+        False,
+    ),
+    ("--strict", ["--strict"], {}, "strict", True),
+    ("--api beats EVALGATE_API", ["--api", "chat"], {"EVALGATE_API": "completions"}, "api", "chat"),
+    (
+        "--eval-max-model-len beats EVAL_MAX_MODEL_LEN",
+        ["--eval-max-model-len", "4096"],
+        {"EVAL_MAX_MODEL_LEN": "9472"},
+        "eval_max_model_len",
+        4096,
+    ),
+    (
+        "--worker-url replaces the env list",
+        ["--worker-url", "http://w:1/v1"],
+        {"WORKER_URLS": "http://a:1/v1,http://b:2/v1"},
+        "worker_urls",
+        ["http://w:1/v1"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "field", "expected"),
+    [case[1:] for case in PRECEDENCE],
+    ids=[case[0] for case in PRECEDENCE],
+)
+def test_precedence(monkeypatch, argv, environment, field, expected):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+
+    assert getattr(settings(*argv), field) == expected
+
+
+def test_context_subcommand_reads_flags_and_env(monkeypatch):
+    monkeypatch.setenv("OSL", "1024")
+
+    found = flags.settings_from_args(PARSER.parse_args(["context", "--isl", "5"]))
+
+    assert (found.isl, found.osl) == (5, 1024)
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "field", "expected"),
+    [("EVALGATE_ISL", "ISL", "isl", 100), ("EVALGATE_MODEL", "MODEL", "model", "100")],
+)
+def test_evalgate_variable_beats_the_harness_name(monkeypatch, ours, theirs, field, expected):
+    monkeypatch.setenv(ours, "100")
+    monkeypatch.setenv(theirs, "200")
+
+    assert getattr(settings(), field) == expected
+
+
+def test_evalgate_model_config_beats_model_path(monkeypatch):
+    monkeypatch.setenv("EVALGATE_MODEL_CONFIG", "/ours")
+    monkeypatch.setenv("MODEL_PATH", "/theirs")
+
+    assert settings().model_config_path == Path("/ours")
+
+
+# -- worker URLs ----------------------------------------------------------------------------
+
+WORKERS = [
+    ("WORKER_URLS", "http://prefill:8100/v1,http://decode:8200/v1"),
+    ("WORKER_URLS", " http://prefill:8100/v1 , http://decode:8200/v1 ,"),
+    ("EVALGATE_WORKER_URLS", "http://prefill:8100/v1,http://decode:8200/v1"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value"), WORKERS)
+def test_worker_urls_comma_separated_in_env(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+
+    assert settings().worker_urls == ["http://prefill:8100/v1", "http://decode:8200/v1"]
+
+
+def test_worker_url_flag_is_repeatable():
+    found = settings("--worker-url", "http://p:1/v1", "--worker-url", "http://d:2/v1")
+
+    assert found.worker_urls == ["http://p:1/v1", "http://d:2/v1"]
+
+
+def test_server_config_flag_is_repeatable():
+    found = settings(
+        "--server-config", "--max-model-len 9472", "--server-config=--context-length 4096"
+    )
+
+    assert found.server_config == ["--max-model-len 9472", "--context-length 4096"]
+
+
+# -- invalid values -------------------------------------------------------------------------
+
+INVALID = [
+    # (case, argv, environment, what the message must say)
+    ("ISL not a number", [], {"ISL": "abc"}, ["--isl = 'abc'", "valid integer"]),
+    ("OSL zero", [], {"OSL": "0"}, ["--osl = '0'", "greater than or equal to 1"]),
+    (
+        "--num-concurrent 0",
+        ["--num-concurrent", "0"],
+        {},
+        ["--num-concurrent = 0", "greater than or equal to 1"],
+    ),
+    ("--isl -5", ["--isl", "-5"], {}, ["--isl = -5"]),
+    (
+        "--max-truncated-rate 1.5",
+        ["--max-truncated-rate", "1.5"],
+        {},
+        ["--max-truncated-rate = 1.5", "less than or equal to 1"],
+    ),
+    ("--timeout 0", ["--timeout", "0"], {}, ["--timeout = 0.0", "greater than 0"]),
+    (
+        "budget policy in env",
+        [],
+        {"EVALGATE_BUDGET_POLICY": "greedy"},
+        ["--budget-policy = 'greedy'", "'fit' or 'harness'"],
+    ),
+    ("EVAL_MAX_MODEL_LEN text", [], {"EVAL_MAX_MODEL_LEN": "9k"}, ["--eval-max-model-len = '9k'"]),
+    ("two problems, both listed", ["--osl", "0"], {"ISL": "x"}, ["--isl = 'x'", "--osl = 0"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "says"),
+    [case[1:] for case in INVALID],
+    ids=[case[0] for case in INVALID],
+)
+def test_invalid_value_names_flag_and_value(monkeypatch, argv, environment, says):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+
+    with pytest.raises(UsageError) as caught:
+        settings(*argv)
+
+    message = caught.value.message
+    assert message.startswith("Invalid settings: ")
+    for part in says:
+        assert part in message
+    assert caught.value.exit_code == 2
+
+
+def test_a_bad_flag_choice_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as caught:
+        PARSER.parse_args(["run", "--budget-policy", "greedy"])
+
+    assert caught.value.code == 2
+    assert "invalid choice: 'greedy'" in capsys.readouterr().err
+
+
+# -- the API key never shows ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_api_key_not_in_repr_or_str(monkeypatch, how):
+    if how == "env":
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        found = settings()
+    else:
+        found = settings("--api-key", KEY)
+
+    assert found.api_key.get_secret_value() == KEY
+    assert KEY not in repr(found)
+    assert KEY not in str(found)
+    assert KEY not in found.model_dump_json()
+
+
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_api_key_not_in_a_usage_error(monkeypatch, how):
+    monkeypatch.setenv("ISL", "abc")
+    argv = ["--num-concurrent", "0"]
+    if how == "env":
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    else:
+        argv += ["--api-key", KEY]
+
+    with pytest.raises(UsageError) as caught:
+        settings(*argv)
+
+    assert "--num-concurrent = 0" in caught.value.message
+    assert KEY not in caught.value.message
+    assert KEY not in str(caught.value)
+    assert caught.value.__cause__ is None
+    assert caught.value.__suppress_context__
+
+
+def test_help_never_shows_the_key_from_the_environment(monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+
+    shown = capsys.readouterr().out
+    assert "--api-key" in shown
+    assert KEY not in shown
+
+
+def test_an_unrelated_api_key_variable_is_not_sent(monkeypatch):
+    monkeypatch.setenv("API_KEY", KEY)
+
+    assert settings().api_key is None

@@ -1,0 +1,289 @@
+"""evalgate.thresholds: which floor applies to a run, and what a broken thresholds.json says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalgate.errors import ThresholdsError
+from evalgate.thresholds import default_path, load_thresholds, parse_thresholds, resolve_floor
+
+# -- the shipped file -----------------------------------------------------------------------
+
+# REFERENCE.md §3: the benchmark harness's per-model floors, default 0.90.
+SHIPPED = [
+    ("dsr1", 0.91),
+    ("dsv4", 0.91),
+    ("glm5", 0.94),
+    ("glm5.1", 0.93),
+    ("gptoss", 0.91),
+    ("kimik2.5", 0.90),
+    ("minimaxm2.5", 0.92),
+    ("qwen3.5", 0.94),
+]
+
+
+@pytest.mark.parametrize(("prefix", "floor"), SHIPPED)
+def test_shipped_floor_by_model_prefix(prefix, floor):
+    found = resolve_floor(load_thresholds(), "served-name", {"model_prefix": prefix})
+
+    assert found.value == floor
+    assert found.matched == f"prefix:{prefix}"
+    assert found.file == str(default_path())
+
+
+def test_shipped_file_holds_exactly_the_harness_floors():
+    data = load_thresholds().data
+
+    assert data["default"] == {"gsm8k": 0.90}
+    assert {name: entry["gsm8k"] for name, entry in data["models"].items()} == dict(SHIPPED)
+
+
+def test_shipped_default_for_an_unknown_model():
+    found = resolve_floor(load_thresholds(), "meta-llama/Llama-3.1-8B-Instruct")
+
+    assert (found.value, found.matched) == (0.90, "default")
+
+
+# -- resolution -----------------------------------------------------------------------------
+
+RULES = parse_thresholds(
+    {
+        "default": {"gsm8k": 0.90},
+        "models": {
+            "dsr1": {"gsm8k": 0.91},
+            "glm5": {"gsm8k": 0.94},
+            "glm5.1": {"gsm8k": 0.93},
+            "deepseek-ai/DeepSeek-R1-0528": {"gsm8k": 0.95},
+            "qwen": {"other_task": 0.5},
+        },
+        "overrides": [
+            {"match": {"hardware": "mi355x"}, "thresholds": {"gsm8k": 0.88}},
+            {"match": {"model_prefix": "dsr1", "precision": "fp4"}, "thresholds": {"gsm8k": 0.89}},
+            {
+                "match": {"model_prefix": "dsr1", "precision": "fp4", "hardware": "mi355x"},
+                "thresholds": {"gsm8k": 0.87},
+                "why": "fp4 on mi355x loses a point on dsr1",
+            },
+            {
+                "match": {"framework": "sglang", "kv_cache_dtype": "fp8"},
+                "thresholds": {"gsm8k": 0.86},
+            },
+            {"match": {"hardware": "b200"}, "thresholds": {"gsm8k": 0.85}},
+            {"match": {"hardware": "b200"}, "thresholds": {"gsm8k": 0.84}},
+            {"match": {"hardware": "h100"}, "thresholds": {"other_task": 0.1}},
+            {"match": {"model": "glm5.1-fp8"}, "thresholds": {"gsm8k": 0.80}},
+        ],
+    },
+    "rules.json",
+)
+
+RESOLUTION = [
+    # (case, model, labels, floor, matched)
+    (
+        "exact served model name",
+        "deepseek-ai/DeepSeek-R1-0528",
+        {},
+        0.95,
+        "model:deepseek-ai/DeepSeek-R1-0528",
+    ),
+    (
+        "exact model beats the model_prefix label",
+        "deepseek-ai/DeepSeek-R1-0528",
+        {"model_prefix": "glm5"},
+        0.95,
+        "model:deepseek-ai/DeepSeek-R1-0528",
+    ),
+    ("model_prefix label", "my-served-name", {"model_prefix": "dsr1"}, 0.91, "prefix:dsr1"),
+    (
+        "model_prefix label beats a name prefix",
+        "glm5.1-int4",
+        {"model_prefix": "dsr1"},
+        0.91,
+        "prefix:dsr1",
+    ),
+    ("longest name prefix wins", "glm5.1-int4", {}, 0.93, "prefix:glm5.1"),
+    ("shorter name prefix", "glm5-int4", {}, 0.94, "prefix:glm5"),
+    (
+        "a label without a floor falls through",
+        "glm5-int4",
+        {"model_prefix": "nope"},
+        0.94,
+        "prefix:glm5",
+    ),
+    ("an entry without the task is skipped", "qwen3", {}, 0.90, "default"),
+    ("default", "llama", {}, 0.90, "default"),
+    ("no model at all", None, {}, 0.90, "default"),
+    ("prefix matching is case-sensitive", "DSR1-fp8", {}, 0.90, "default"),
+    ("override by hardware", "llama", {"hardware": "mi355x"}, 0.88, "override[0]:hardware=mi355x"),
+    (
+        "two keys beat one",
+        "x",
+        {"model_prefix": "dsr1", "precision": "fp4", "hardware": "b200"},
+        0.89,
+        "override[1]:model_prefix=dsr1,precision=fp4",
+    ),
+    (
+        "three keys beat two and one",
+        "x",
+        {"model_prefix": "dsr1", "precision": "fp4", "hardware": "mi355x"},
+        0.87,
+        "override[2]:hardware=mi355x,model_prefix=dsr1,precision=fp4",
+    ),
+    (
+        "framework and kv_cache_dtype",
+        "x",
+        {"framework": "sglang", "kv_cache_dtype": "fp8"},
+        0.86,
+        "override[3]:framework=sglang,kv_cache_dtype=fp8",
+    ),
+    (
+        "between equals, the later entry wins",
+        "x",
+        {"hardware": "b200"},
+        0.84,
+        "override[5]:hardware=b200",
+    ),
+    (
+        "every match key must equal",
+        "x",
+        {"framework": "sglang", "kv_cache_dtype": "auto"},
+        0.90,
+        "default",
+    ),
+    (
+        "an override without the task is skipped",
+        "dsr1-fp8",
+        {"hardware": "h100"},
+        0.91,
+        "prefix:dsr1",
+    ),
+    ("override on the model name itself", "glm5.1-fp8", {}, 0.80, "override[7]:model=glm5.1-fp8"),
+    (
+        "an override beats the exact model",
+        "deepseek-ai/DeepSeek-R1-0528",
+        {"hardware": "mi355x"},
+        0.88,
+        "override[0]:hardware=mi355x",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("model", "labels", "floor", "matched"),
+    [case[1:] for case in RESOLUTION],
+    ids=[case[0] for case in RESOLUTION],
+)
+def test_resolve_floor(model, labels, floor, matched):
+    found = resolve_floor(RULES, model, labels)
+
+    assert found.value == floor
+    assert found.matched == matched
+    assert found.file == "rules.json"
+
+
+def test_a_task_with_no_floor_anywhere_is_an_error():
+    with pytest.raises(ThresholdsError) as caught:
+        resolve_floor(RULES, "llama", {}, task="mmlu")
+
+    assert caught.value.message == (
+        "rules.json has no threshold for task 'mmlu' for model 'llama': add \"mmlu\" to "
+        '"default".'
+    )
+
+
+# -- broken files ---------------------------------------------------------------------------
+
+BAD_FILES = [
+    # (case, file text, JSON path and reason the message must name)
+    ("a string", '{"default": {"gsm8k": "0.9"}}', "$.default.gsm8k: '0.9' is not of type 'number'"),
+    (
+        "above 1",
+        '{"default": {"gsm8k": 1.5}}',
+        "$.default.gsm8k: 1.5 is greater than the maximum of 1",
+    ),
+    (
+        "zero",
+        '{"default": {"gsm8k": 0}}',
+        "$.default.gsm8k: 0 is less than or equal to the minimum of 0",
+    ),
+    ("negative", '{"default": {"gsm8k": -0.9}}', "$.default.gsm8k: -0.9 is less than or equal to"),
+    (
+        "a percentage",
+        '{"default": {"gsm8k": 90}}',
+        "$.default.gsm8k: 90 is greater than the maximum of 1",
+    ),
+    ("no default", '{"models": {"dsr1": {"gsm8k": 0.91}}}', "$: 'default' is a required property"),
+    ("empty default", '{"default": {}}', "$.default: {} should be non-empty"),
+    (
+        "unknown top-level key",
+        '{"default": {"gsm8k": 0.9}, "model": {"dsr1": {"gsm8k": 0.91}}}',
+        "$: Additional properties are not allowed ('model' was unexpected)",
+    ),
+    (
+        "a bad model floor",
+        '{"default": {"gsm8k": 0.9}, "models": {"dsr1": {"gsm8k": "high"}}}',
+        "$.models.dsr1.gsm8k: 'high' is not of type 'number'",
+    ),
+    (
+        "an override matching an unknown label",
+        '{"default": {"gsm8k": 0.9}, "overrides": [{"match": {"gpu": "b200"}, '
+        '"thresholds": {"gsm8k": 0.8}}]}',
+        "$.overrides[0].match: Additional properties are not allowed ('gpu' was unexpected)",
+    ),
+    (
+        "an override without thresholds",
+        '{"default": {"gsm8k": 0.9}, "overrides": [{"match": {"hardware": "b200"}}]}',
+        "$.overrides[0]: 'thresholds' is a required property",
+    ),
+    ("a list", "[0.9]", "$: [0.9] is not of type 'object'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"), [case[1:] for case in BAD_FILES], ids=[case[0] for case in BAD_FILES]
+)
+def test_bad_file_names_the_json_path(tmp_path, text, says):
+    path = tmp_path / "thresholds.json"
+    path.write_text(text, encoding="utf-8")
+
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path)
+
+    message = caught.value.message
+    assert message.startswith(f"{path} is not a valid thresholds file: ")
+    assert says in message
+    assert "Thresholds are numbers in (0, 1]" in message
+    assert caught.value.exit_code == 2
+
+
+def test_invalid_json_names_the_file_and_line(tmp_path):
+    path = tmp_path / "thresholds.json"
+    path.write_text('{\n  "default": {"gsm8k": 0.9,}\n}\n', encoding="utf-8")
+
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path)
+
+    assert caught.value.message.startswith(f"{path} is not valid JSON (line 2 column")
+
+
+def test_missing_file_says_what_to_do(tmp_path):
+    path = tmp_path / "nope.json"
+
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path)
+
+    assert caught.value.message == (
+        f"Cannot read thresholds file {path}: No such file or directory. Pass --thresholds "
+        "with an existing file, or leave it out to use the shipped one."
+    )
+
+
+def test_a_valid_file_loads_with_its_path(tmp_path):
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps({"default": {"gsm8k": 1}, "models": {}}), encoding="utf-8")
+
+    found = resolve_floor(load_thresholds(path), "anything")
+
+    assert (found.value, found.file) == (1.0, str(path))
