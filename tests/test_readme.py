@@ -1,0 +1,70 @@
+"""The README is part of the product: its settings table is current and its code runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalgate.flags import settings_table
+from evalgate.schemas import validation_errors
+from tests.fakeengine import EngineBehaviour, FakeEngine
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def test_settings_table_is_generated_from_the_settings_docstrings():
+    table = re.search(r"<!-- settings:start -->\n(.*?)<!-- settings:end -->", README, re.S)
+    assert table is not None
+    assert table.group(1) == settings_table(), (
+        "README settings table is stale: regenerate it from evalgate.flags.settings_table()"
+    )
+
+
+def test_the_two_commands_exist_and_ci_calls_the_test_command():
+    commands = blocks("console")[:2]
+    assert [c.strip() for c in commands] == ["scripts/quickstart", "scripts/test"]
+    for command in commands:
+        assert (ROOT / command.strip()).stat().st_mode & 0o111
+    assert "scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_python_quickstart_runs_against_an_engine(tmp_path, monkeypatch):
+    (code,) = blocks("python")
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        env = {
+            "EVALGATE_BASE_URL": engine.url,
+            "EVALGATE_MODEL": "fake-model",
+            "EVALGATE_OUTPUT_DIR": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=ROOT,
+        )
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout.strip() == "pass 0 strict-match 1.0000, flexible-extract 1.0000 >= "
+        "threshold 0.9000"
+    )
+    document = json.loads((tmp_path / "result.json").read_text())
+    assert validation_errors("result", document) == []
+
+
+@pytest.mark.parametrize("block", [b for b in blocks("json") if '"default"' in b])
+def test_thresholds_example_is_valid(block):
+    assert validation_errors("thresholds", json.loads(block)) == []
