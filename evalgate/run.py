@@ -88,6 +88,7 @@ class GateRun:
         self.settings = settings
         self.prior = prior
         self.checked: Checked | None = None
+        self.dataset: Dataset | None = None
         self.progress = progress
         self.resume = resume
         self.evidence = Evidence(settings, topology=topology)
@@ -106,7 +107,7 @@ class GateRun:
         ev.threshold = {"value": floor.value, "matched": floor.matched, "file": floor.file}
 
         ev.enter("dataset")
-        dataset = load_dataset(s.dataset_dir, hub=s.dataset_hub)
+        dataset = self.dataset = load_dataset(s.dataset_dir, hub=s.dataset_hub)
         spec = load_task(s.api)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
 
@@ -260,8 +261,21 @@ class GateRun:
         lm = getattr(self, "lm", None)
         if lm is None or not lm.tally.answers:
             return
+        from evalgate.harness import reference_answer
+
+        test = self.dataset.test if self.dataset else []
+
+        def doc(doc_id: int) -> dict[str, str]:
+            return test[doc_id] if doc_id < len(test) else {"question": "", "answer": ""}
+
         records = [
-            {"doc_id": doc_id, "question": "", "target": "", **answer, "filters": {}}
+            {
+                "doc_id": doc_id,
+                "question": doc(doc_id)["question"],
+                "target": reference_answer(doc(doc_id)["answer"]),
+                **answer,
+                "filters": {},  # not scored: the eval did not finish
+            }
             for doc_id, answer in sorted(lm.tally.answers.items())
         ]
         artifacts.write_jsonl(self.out / artifacts.SAMPLES_NAME, records)

@@ -64,6 +64,7 @@ import math
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -886,6 +887,12 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, engine: FakeEngine, port: int) -> None:
         self.engine = engine
         super().__init__(("127.0.0.1", port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (an aborted eval does) is normal, not worth a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """One daemon thread per connection, tracked so that stop() can end it."""
