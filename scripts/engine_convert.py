@@ -6,8 +6,9 @@ Run by scripts/engine-setup inside the engine's virtualenv (transformers, gguf, 
 
 transformers can load a GGUF file, but refuses to `save_pretrained` a model loaded that way. So
 the file is loaded fully dequantized, its weights are copied into a plain `LlamaForCausalLM`
-built from the same config (minus the GGUF quantization entry, which would make vLLM look for a
-GGUF file), and that model is saved in bfloat16 with the tokenizer and its chat template.
+built from the same config (minus the `quantization_config` entry naming the GGUF file: the
+saved weights are plain), and that model is saved in bfloat16 with the tokenizer and its chat
+template.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GgufConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 
 def convert(gguf: Path, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:
@@ -53,7 +60,8 @@ def main() -> None:
     start = time.monotonic()
     convert(args.gguf.resolve(), args.out)
     size = sum(f.stat().st_size for f in args.out.iterdir()) / 2**20
-    print(f"converted {args.gguf.name} -> {args.out} ({size:.0f} MiB) in {time.monotonic() - start:.1f} s")
+    seconds = time.monotonic() - start
+    print(f"converted {args.gguf.name} -> {args.out} ({size:.0f} MiB) in {seconds:.1f} s")
 
 
 if __name__ == "__main__":

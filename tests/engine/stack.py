@@ -32,6 +32,10 @@ class EngineStackError(RuntimeError):
     """A script of the engine stack failed; the message carries the end of its output."""
 
 
+class EngineStackTimeout(EngineStackError):
+    """A script of the engine stack did not finish in time and was killed."""
+
+
 @dataclass(frozen=True)
 class EngineStack:
     """A running stack, as engine-up described it. URLs are OpenAI base URLs ending in /v1."""
@@ -50,7 +54,8 @@ class EngineStack:
     @property
     def router_max_model_len(self) -> int:
         """What the router's /v1/models reports: its only engine's, or the (first) prefill's."""
-        value = self.engine_max_model_len if self.topology == "single" else self.prefill_max_model_len
+        single = self.topology == "single"
+        value = self.engine_max_model_len if single else self.prefill_max_model_len
         assert value is not None
         return value
 
@@ -65,13 +70,14 @@ def skip_reason() -> str | None:
 def _run(script: str, *args: str, timeout: float) -> str:
     """Run scripts/SCRIPT and return its stdout; raise EngineStackError on any failure."""
     command = [str(SCRIPTS / script), *args]
+    shown = shlex.join(command)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
-        raise EngineStackError(f"{shlex.join(command)} did not finish within {timeout:.0f} s") from exc
+        raise EngineStackTimeout(f"{shown} did not finish within {timeout:.0f} s") from exc
     if done.returncode != 0:
         tail = "\n".join(done.stderr.splitlines()[-60:])
-        raise EngineStackError(f"{shlex.join(command)} failed with exit code {done.returncode}:\n{tail}")
+        raise EngineStackError(f"{shown} failed with exit code {done.returncode}:\n{tail}")
     return done.stdout
 
 
@@ -92,7 +98,12 @@ def setup() -> None:
 
 def up(topology: str) -> EngineStack:
     """Start TOPOLOGY and wait until its router serves; engine-up stops it again on failure."""
-    env = parse_env(_run("engine-up", topology, timeout=UP_TIMEOUT))
+    try:
+        env = parse_env(_run("engine-up", topology, timeout=UP_TIMEOUT))
+    except EngineStackTimeout:
+        # engine-up stops what it started when it fails, but it gets no chance when killed.
+        down(topology)
+        raise
 
     def length(key: str) -> int | None:
         return int(env[key]) if key in env else None

@@ -40,8 +40,15 @@ def test_pd_router_reports_prefill_length_decode_its_own(engine_pd: EngineStack)
     assert engine_pd.decode_max_model_len == 1024
     assert served_max_model_len(engine_pd.prefill_url, engine_pd.model) == 2048
     assert served_max_model_len(engine_pd.decode_url, engine_pd.model) == 1024
-    # The router shows the prefill's card: the smaller decode limit is invisible through it.
+    # The router shows the prefill's card: the smaller decode limit is invisible through it...
     assert served_max_model_len(engine_pd.router_url, engine_pd.model) == 2048
+    # ...while /tokenize through it is answered by the decode engine.
+    status, body = http_json(
+        f"{server_root(engine_pd.router_url)}/tokenize",
+        {"model": engine_pd.model, "prompt": "Hello"},
+    )
+    assert status == 200, body
+    assert body["max_model_len"] == 1024
 
 
 def test_pd_decode_limit_comes_back_through_router(engine_pd: EngineStack) -> None:
