@@ -39,12 +39,22 @@ _READ_VARS = (
     "GITHUB_ACTIONS",
     "GITHUB_STEP_SUMMARY",
 )
+# The engine stack's own variables (scripts/engine-*) are the test environment's, not evalgate's.
+_STACK_VARS = (
+    "EVALGATE_ENGINE",
+    "EVALGATE_SKIP_ENGINE",
+    "EVALGATE_SINGLE_",
+    "EVALGATE_PD_",
+    "EVALGATE_ROUTER_",
+)
 FAST = ["--retry-wait-min", "0", "--retry-wait-max", "0", "--ready-timeout", "5"]
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
+        if name.startswith(_STACK_VARS):
+            continue
         if name.startswith("EVALGATE_") or name in _READ_VARS:
             monkeypatch.delenv(name, raising=False)
 
