@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import openai
+from typing import TYPE_CHECKING
 
 from evalgate.context import EvalContext
 from evalgate.endpoint import EngineInfo, api_root
 from evalgate.errors import UsageError
 from evalgate.limits import gather_context
-from evalgate.probe import ProbeOutcome, run_probe
 from evalgate.prompts import Prompt, longest_candidates
 from evalgate.readiness import wait_until_ready
 from evalgate.settings import Settings
+
+if TYPE_CHECKING:  # the openai SDK takes a second to import: only the probe needs it
+    from evalgate.probe import ProbeOutcome
 
 PROBE_TIMEOUT = 60.0
 """Seconds the probe waits for its first token (capped by --timeout)."""
@@ -91,6 +92,10 @@ def probe(
     settings: Settings, context: EvalContext, prompt: Prompt, stop: list[str]
 ) -> ProbeOutcome:
     """The pre-flight request at the real budget."""
+    import openai
+
+    from evalgate.probe import run_probe
+
     base_url, model = endpoint(settings)
     with openai.OpenAI(
         base_url=api_root(base_url),

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import ThresholdsError
-from evalgate.schemas import validation_errors
 
 TASK_KEY = "gsm8k"
 
@@ -52,6 +51,8 @@ def default_path() -> Path:
 
 def parse_thresholds(data: Any, path: str) -> Thresholds:
     """Validate parsed JSON; errors name the JSON path of the bad value."""
+    from evalgate.schemas import validation_errors  # jsonschema loads only when needed
+
     problems = validation_errors("thresholds", data)
     if problems:
         raise ThresholdsError(
