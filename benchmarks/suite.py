@@ -1,0 +1,463 @@
+"""evalgate's benchmark suite: what users run today, side by side with evalgate, as ratios.
+
+    scripts/bench              (or: python -m benchmarks.suite [--quick])
+
+Every figure is the median of repeated runs with its min and max; a ratio wherever there is an
+alternative to compare with. Everything runs on this machine against loopback servers
+(tests/fakeengine.py). Rewrites BENCHMARKS.md with the table, the machine and the commit.
+
+1. Time to verdict on a misconfigured budget (every request rejected as vLLM does when
+   max_tokens > max_model_len): `evalgate run` vs the benchmark harness's lm-eval invocation.
+2. Eval overhead on full GSM8K against an engine with a fixed latency and a concurrency cap, so
+   the ideal wall time is known: evalgate and plain lm-eval, each over the ideal.
+3. `evalgate verify` over 10,000 and 100,000 artifacts, `evalgate compare` on full GSM8K.
+4. Start-up of `evalgate --help`, `evalgate context`, `evalgate verify` on one file, and
+   whether any of them imports lm-eval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from benchmarks.bench_compare import write_run
+from benchmarks.bench_verify import generate
+from evalgate.task import load_task
+from tests.fakeengine import EngineBehaviour, FakeEngine
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+EVALGATE = str(BIN / "evalgate")
+LM_EVAL = str(BIN / "lm_eval")
+TIME = shutil.which("time") or "/usr/bin/time"
+
+
+@dataclass
+class Row:
+    """One measured figure."""
+
+    name: str
+    seconds: list[float]
+    goal: str = ""
+    met: bool | None = None
+    ratio: str = ""
+    peak_mb: float | None = None
+    note: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def timed(
+    command: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Wall seconds and peak RSS (MB) of one command, through /usr/bin/time."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        started = time.monotonic()
+        done = subprocess.run(
+            [TIME, "-o", report.name, "-f", "%M", *command],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wall = time.monotonic() - started
+        lines = [x for x in Path(report.name).read_text().split() if x.isdigit()]
+    peak = int(lines[-1]) / 1024 if lines else math.nan
+    return wall, peak, done
+
+
+def repeat(times: int, run: Callable[[int], tuple[float, float]]) -> tuple[list[float], float]:
+    walls, peaks = [], []
+    for index in range(times):
+        wall, peak = run(index)
+        walls.append(wall)
+        peaks.append(peak)
+    return walls, max(peaks)
+
+
+def harness_task(tmp: Path, api: str = "chat") -> Path:
+    """evalgate's task file with absolute data paths, for the plain lm-eval CLI."""
+    folder = tmp / "tasks"
+    folder.mkdir(exist_ok=True)
+    spec = load_task(api)
+    config = dict(spec.config)
+    data = ROOT / "evalgate" / "data" / "gsm8k"
+    config["dataset_kwargs"] = {
+        "data_files": {"train": str(data / "train.jsonl"), "test": str(data / "test.jsonl")}
+    }
+    (folder / f"{spec.name}.yaml").write_text(yaml.safe_dump(config))
+    return folder
+
+
+def lm_eval_command(
+    url: str, tasks: Path, *, max_tokens: int, concurrent: int, out: Path
+) -> list[str]:
+    """The benchmark harness's invocation (REFERENCE §3), on evalgate's task file."""
+    return [
+        LM_EVAL,
+        "run",
+        "--model",
+        "local-chat-completions",
+        "--model_args",
+        f"model=fake-model,base_url={url}/chat/completions,num_concurrent={concurrent},"
+        "max_retries=5,timeout=1800,tokenized_requests=False,tokenizer_backend=none",
+        "--tasks",
+        "gsm8k_evalgate_chat",
+        "--include_path",
+        str(tasks),
+        "--apply_chat_template",
+        "--gen_kwargs",
+        f"max_tokens={max_tokens},temperature=0",
+        "--output_path",
+        str(out),
+    ]
+
+
+def incident(tmp: Path, repeats: int, harness_repeats: int) -> list[Row]:
+    """Served 9472, budget 12288: time until each tool gives up, and requests sent."""
+    rows = []
+    with FakeEngine(EngineBehaviour(max_model_len=9472)) as engine:
+
+        def ours(i: int) -> tuple[float, float]:
+            wall, peak, done = timed(
+                [
+                    EVALGATE,
+                    "run",
+                    "--base-url",
+                    engine.url,
+                    "--model",
+                    "fake-model",
+                    "--isl",
+                    "8192",
+                    "--osl",
+                    "1024",
+                    "--max-tokens",
+                    "12288",
+                    "--output-dir",
+                    str(tmp / f"incident-{i}"),
+                ]
+            )
+            assert done.returncode == 3, done.stderr
+            return wall, peak
+
+        engine.clear()
+        walls, peak = repeat(repeats, ours)
+        sent_ours = engine.total / repeats
+        engine.clear()
+        tasks = harness_task(tmp)
+
+        def theirs(i: int) -> tuple[float, float]:
+            wall, peak, done = timed(
+                lm_eval_command(
+                    engine.url,
+                    tasks,
+                    max_tokens=12288,
+                    concurrent=64,
+                    out=tmp / f"harness-incident-{i}",
+                )
+            )
+            assert done.returncode != 0, "lm-eval reported success against a rejecting server"
+            return wall, peak
+
+        harness_walls, harness_peak = repeat(harness_repeats, theirs)
+        sent_theirs = engine.total / harness_repeats
+    ratio = statistics.median(harness_walls) / statistics.median(walls)
+    rows.append(
+        Row(
+            "misconfigured budget: evalgate run (exit 3 at the probe)",
+            walls,
+            goal="< 3 s, >= 5x faster",
+            met=statistics.median(walls) < 3 and ratio >= 5,
+            ratio=f"{ratio:.1f}x faster",
+            peak_mb=peak,
+            note=f"{sent_ours:.0f} request(s) sent",
+        )
+    )
+    rows.append(
+        Row(
+            "misconfigured budget: lm-eval as the harness runs it",
+            harness_walls,
+            peak_mb=harness_peak,
+            note=f"{sent_theirs:.0f} rejected requests sent",
+        )
+    )
+    return rows
+
+
+def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
+    """Full GSM8K against a 64-slot engine with a fixed latency: wall over the ideal."""
+    concurrency = 64
+    batches = math.ceil(1319 / concurrency)
+    latency = (10.0 if quick else 60.0) / batches
+    ideal = batches * latency
+    behaviour = EngineBehaviour(max_model_len=9472, latency_s=latency, max_concurrency=concurrency)
+    rows = []
+    with FakeEngine(behaviour) as engine:
+
+        def ours(i: int) -> tuple[float, float]:
+            wall, peak, done = timed(
+                [
+                    EVALGATE,
+                    "run",
+                    "--base-url",
+                    engine.url,
+                    "--model",
+                    "fake-model",
+                    "--isl",
+                    "8192",
+                    "--osl",
+                    "1024",
+                    "--num-concurrent",
+                    str(concurrency),
+                    "--output-dir",
+                    str(tmp / f"overhead-{i}"),
+                ]
+            )
+            assert done.returncode == 0, done.stderr
+            return wall, peak
+
+        walls, peak = repeat(repeats, ours)
+        tasks = harness_task(tmp)
+
+        def theirs(i: int) -> tuple[float, float]:
+            wall, peak, done = timed(
+                lm_eval_command(
+                    engine.url,
+                    tasks,
+                    max_tokens=8192,
+                    concurrent=concurrency,
+                    out=tmp / f"harness-overhead-{i}",
+                )
+            )
+            assert done.returncode == 0, done.stderr[-2000:]
+            return wall, peak
+
+        harness_walls, harness_peak = repeat(repeats, theirs)
+    ours_ratio = statistics.median(walls) / ideal
+    theirs_ratio = statistics.median(harness_walls) / ideal
+    rows.append(
+        Row(
+            f"full GSM8K, ideal {ideal:.0f} s: evalgate run",
+            walls,
+            goal="<= 1.10x ideal, no slower than lm-eval",
+            met=ours_ratio <= 1.10 and ours_ratio <= theirs_ratio,
+            ratio=f"{ours_ratio:.3f}x ideal",
+            peak_mb=peak,
+            note="readiness, context, probe, eval, gate, artifacts",
+        )
+    )
+    rows.append(
+        Row(
+            f"full GSM8K, ideal {ideal:.0f} s: plain lm-eval",
+            harness_walls,
+            ratio=f"{theirs_ratio:.3f}x ideal",
+            peak_mb=harness_peak,
+            note="lm-eval CLI, same task, concurrency and budget",
+        )
+    )
+    return rows
+
+
+def verify_and_compare(tmp: Path, repeats: int, quick: bool) -> list[Row]:
+    rows = []
+    for count in (10_000,) if quick else (10_000, 100_000):
+        root = tmp / f"sweep-{count}"
+        generate(root, count, 0.1)
+
+        def run(_: int, root: Path = root) -> tuple[float, float]:
+            wall, peak, done = timed(
+                [EVALGATE, "verify", str(root), "--min-samples", "0", "--no-github"]
+            )
+            assert done.returncode in (0, 1), done.stderr[-2000:]
+            return wall, peak
+
+        walls, peak = repeat(repeats, run)
+        goal = "< 2 s" if count == 10_000 else ""
+        rows.append(
+            Row(
+                f"evalgate verify, {count:,} artifacts",
+                walls,
+                goal=goal,
+                met=statistics.median(walls) < 2 if goal else None,
+                peak_mb=peak,
+                ratio=f"{statistics.median(walls) / count * 1e6:.0f} us/artifact",
+            )
+        )
+    baseline, candidate = tmp / "baseline", tmp / "candidate"
+    write_run(baseline, [True] * 1319)
+    write_run(candidate, [i >= 45 or i < 5 for i in range(1319)])
+
+    def compare(_: int) -> tuple[float, float]:
+        wall, peak, done = timed([EVALGATE, "compare", str(baseline), str(candidate)])
+        assert done.returncode in (0, 1, 5), done.stderr[-2000:]
+        return wall, peak
+
+    walls, peak = repeat(repeats, compare)
+    rows.append(
+        Row(
+            "evalgate compare, full GSM8K (1319 x 2 filters)",
+            walls,
+            goal="< 1 s",
+            met=statistics.median(walls) < 1,
+            peak_mb=peak,
+        )
+    )
+    return rows
+
+
+def startup(tmp: Path, repeats: int) -> list[Row]:
+    one = tmp / "one"
+    generate(one, 1, 0.0)
+    commands = {
+        "evalgate --help": [EVALGATE, "--help"],
+        "evalgate context": [
+            EVALGATE,
+            "context",
+            "--isl",
+            "1024",
+            "--osl",
+            "1024",
+            "--served-max-model-len",
+            "4096",
+        ],
+        "evalgate verify, one file": [
+            EVALGATE,
+            "verify",
+            str(one),
+            "--min-samples",
+            "0",
+            "--no-github",
+        ],
+    }
+    rows = []
+    for name, command in commands.items():
+
+        def run(_: int, command: list[str] = command) -> tuple[float, float]:
+            wall, peak, _done = timed(command)
+            return wall, peak
+
+        walls, peak = repeat(repeats, run)
+        module = [sys.executable, "-X", "importtime", "-m", "evalgate.cli", *command[1:]]
+        imports = subprocess.run(module, capture_output=True, text=True, check=False).stderr
+        loads_lm_eval = "lm_eval" in imports
+        rows.append(
+            Row(
+                f"start-up: {name}",
+                walls,
+                goal="< 0.5 s, no lm-eval",
+                met=statistics.median(walls) < 0.5 and not loads_lm_eval,
+                peak_mb=peak,
+                note="imports lm-eval" if loads_lm_eval else "lm-eval not imported",
+            )
+        )
+    return rows
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {pages:.0f} GiB, Python "
+        f"{platform.python_version()}, {platform.system()} {platform.release()}"
+    )
+
+
+def commit() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "evalgate"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return (done.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def render(rows: list[Row], repeats: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `scripts/bench` (benchmarks/suite.py); do not edit by hand.",
+        "",
+        f"- machine: {machine()}",
+        f"- commit: {commit()}, {stamp}",
+        f"- repeats: {repeats}; times are wall seconds of whole commands, start-up included",
+        "",
+        "| benchmark | median s | min s | max s | ratio | peak MB | goal | met | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        met = "" if r.met is None else ("yes" if r.met else "**no**")
+        peak = "" if r.peak_mb is None else f"{r.peak_mb:.0f}"
+        lines.append(
+            f"| {r.name} | {r.median:.3f} | {min(r.seconds):.3f} | "
+            f"{max(r.seconds):.3f} | {r.ratio} | {peak} | {r.goal} | {met} | "
+            f"{r.note} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer repeats, a 10 s overhead workload, no 100k verify",
+    )
+    parser.add_argument("--only", choices=["incident", "overhead", "verify", "startup"])
+    parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 5
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="evalgate-bench-") as name:
+        tmp = Path(name)
+        if args.only in (None, "startup"):
+            rows += startup(tmp, repeats)
+        if args.only in (None, "incident"):
+            rows += incident(tmp, repeats, 1 if args.quick else 3)
+        if args.only in (None, "verify"):
+            rows += verify_and_compare(tmp, repeats, args.quick)
+        if args.only in (None, "overhead"):
+            rows += overhead(tmp, 1 if args.quick else 3, args.quick)
+    text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)")
+    print(text)
+    if args.only is None:
+        args.output.write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(json.dumps({"note": "--only: BENCHMARKS.md left unchanged"}), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
