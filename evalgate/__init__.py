@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evalgate._version import __version__
-from evalgate.context import EvalContext, Limit, derive_context
 from evalgate.errors import (
     AbortedError,
     ArtifactError,
@@ -27,18 +26,21 @@ from evalgate.errors import (
     ThresholdsError,
     UsageError,
 )
-from evalgate.native import NativeLength, load_native_max_len, native_max_len
-from evalgate.settings import Settings
-from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
-from evalgate.verdict import Check, Score, Verdict, decide
 
 if TYPE_CHECKING:
+    from evalgate.compare import Comparison, compare_runs
+    from evalgate.context import EvalContext, Limit, derive_context
+    from evalgate.native import NativeLength, load_native_max_len, native_max_len
     from evalgate.run import RunOutcome, run_gate
+    from evalgate.settings import Settings
+    from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
+    from evalgate.verdict import Check, Score, Verdict, decide
 
 __all__ = [
     "AbortedError",
     "ArtifactError",
     "Check",
+    "Comparison",
     "ContextError",
     "DatasetError",
     "EndpointError",
@@ -59,6 +61,7 @@ __all__ = [
     "UsageError",
     "Verdict",
     "__version__",
+    "compare_runs",
     "decide",
     "derive_context",
     "load_native_max_len",
@@ -68,7 +71,28 @@ __all__ = [
     "run_gate",
 ]
 
-_LAZY = {"run_gate": "evalgate.run", "RunOutcome": "evalgate.run"}
+# Loaded on first use, so `import evalgate` (and `evalgate verify`) stays light.
+_LAZY = {
+    "Check": "evalgate.verdict",
+    "Comparison": "evalgate.compare",
+    "EvalContext": "evalgate.context",
+    "Floor": "evalgate.thresholds",
+    "Limit": "evalgate.context",
+    "NativeLength": "evalgate.native",
+    "RunOutcome": "evalgate.run",
+    "Score": "evalgate.verdict",
+    "Settings": "evalgate.settings",
+    "Thresholds": "evalgate.thresholds",
+    "Verdict": "evalgate.verdict",
+    "compare_runs": "evalgate.compare",
+    "decide": "evalgate.verdict",
+    "derive_context": "evalgate.context",
+    "load_native_max_len": "evalgate.native",
+    "load_thresholds": "evalgate.thresholds",
+    "native_max_len": "evalgate.native",
+    "resolve_floor": "evalgate.thresholds",
+    "run_gate": "evalgate.run",
+}
 
 
 def __getattr__(name: str) -> Any:

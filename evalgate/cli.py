@@ -17,7 +17,7 @@ from types import ModuleType
 from evalgate._version import __version__
 from evalgate.errors import EvalgateError, ExitCode
 
-SUBCOMMANDS = ("run", "context", "probe", "hook", "compare")
+SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare")
 
 EPILOG = """exit codes:
   0  pass (run, verify) / equivalent (compare)
@@ -34,8 +34,10 @@ def _load(name: str) -> ModuleType:
     return importlib.import_module(f"evalgate.cli_{name}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, every subcommand included."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser. Only the subcommand named in `argv` gets its flags (and their
+    imports); with no argv, every subcommand does (for documentation and tests)."""
+    chosen = next((a for a in argv if a in SUBCOMMANDS), None) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="evalgate",
         description="Accuracy gate for LLM inference benchmarks (GSM8K through lm-eval).",
@@ -56,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.add_arguments(child)
+        if argv is None or name == chosen:
+            module.add_arguments(child)
         child.set_defaults(_command=module.command)
     return parser
 
@@ -77,8 +80,9 @@ def _configure_logging(verbose: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `evalgate` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
     if getattr(args, "_command", None) is None:
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)

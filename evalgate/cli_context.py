@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from evalgate import flags
-
 HELP = (
     "Derive EVAL_MAX_MODEL_LEN (ISL + OSL + margin, capped at the native maximum, clamped to "
     "the smallest served limit) and the output budget. "
@@ -15,6 +13,8 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate import flags  # pydantic loads only for the subcommand being run
+
     flags.add_settings_arguments(parser, (*flags.ENDPOINT, *flags.CONTEXT))
     parser.add_argument(
         "--format",
@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     import sys
 
+    from evalgate import flags
     from evalgate.dataset import load_dataset
     from evalgate.preflight import derive
     from evalgate.prompts import build_prompts

@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 
-from evalgate import flags
 from evalgate.cli_run import progress_printer, terminate_as_interrupt
 
 HELP = (
@@ -17,6 +16,8 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate import flags  # pydantic loads only for the subcommand being run
+
     flags.add_settings_arguments(
         parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE, *flags.EVAL)
     )
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import flags
     from evalgate.hook import parse_concurrencies, run_hook
 
     settings = flags.settings_from_args(args)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from evalgate import flags
-
 HELP = (
     "Wait for the endpoint, derive the context and send one request at the real output "
     "budget with the longest eval prompt; fail in seconds with the engine's own message."
@@ -14,11 +12,14 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate import flags  # pydantic loads only for the subcommand being run
+
     flags.add_settings_arguments(parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE))
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import flags
     from evalgate.dataset import load_dataset
     from evalgate.preflight import derive, probe, require
     from evalgate.prompts import build_prompts

@@ -9,8 +9,6 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
-from evalgate import flags
-
 HELP = (
     "Derive the eval context, probe the real output budget, run GSM8K with lm-eval and gate "
     "the scores on thresholds.json; result.json is written on every path."
@@ -18,6 +16,8 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate import flags  # pydantic loads only for the subcommand being run
+
     flags.add_settings_arguments(
         parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE, *flags.EVAL)
     )
@@ -63,6 +63,7 @@ def progress_printer() -> Callable[[int, int], None]:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import flags
     from evalgate.run import run_gate
 
     settings = flags.settings_from_args(args)

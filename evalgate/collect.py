@@ -10,9 +10,11 @@ Two kinds of artifact are found under each path given:
   without a file, come back as errored runs, and so does a meta_env.json with no results at all
   (the eval failed, was skipped, or was never staged).
 
-Nothing is dropped silently: a file that cannot be read or breaks its format is ``Malformed``
-(path and reason); a ``results*.json`` that is not lm-eval's is listed as ``ignored``. lm-eval
-files inside an evalgate run's folder are that run's evidence and are not counted twice.
+An ``evalgate hook`` summary (``hook.json``) adds the concurrencies it lists as "not run" as
+skipped runs, labelled like their siblings. Nothing is dropped silently: a file that cannot be
+read or breaks its format is a ``Note`` in ``malformed`` (path and reason); a ``results*.json``
+that is not lm-eval's is listed as ``ignored``. lm-eval files and meta_env.json inside an
+evalgate run's folder are that run's evidence and are not counted twice.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
@@ -31,8 +33,21 @@ from evalgate.verdict import GATED_METRIC, Score
 
 RESULT_NAME = "result.json"
 META_NAME = "meta_env.json"
+HOOK_NAME = "hook.json"
 CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
 UNKNOWN = ("", "unknown", "none", "null")
+LABELS = (
+    "model_prefix",
+    "hardware",
+    "framework",
+    "precision",
+    "kv_cache_dtype",
+    "isl",
+    "osl",
+    "concurrency",
+    "topology",
+)
+"""The labels that, with the model, identify a config (result.schema.json's labels)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +60,8 @@ class Found:
     labels: Mapping[str, Any]
     scores: tuple[Score, ...]
     status: str | None = None
-    """evalgate: the run's own status; lm-eval: None, or "error" when the harness says so."""
+    """evalgate: the run's own status, or "skipped" (listed as not run in an `evalgate hook`
+    summary); lm-eval: None, or "error" when the harness says the eval failed."""
     stage: str | None = None
     reason: str | None = None
     failed_on_scores: bool = False
@@ -77,18 +93,49 @@ class _Bad(Exception):
 # -- a compiled schema check: jsonschema's answer for a valid document, 50 times faster ------------
 
 Check = Callable[[Any], bool]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 _NOTES = {"$schema", "$id", "$defs", "$comment", "title", "description", "default", "examples"}
-_KNOWN = {"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-          "minLength", "minItems", "minProperties", "required", "properties",
-          "additionalProperties", "items", "oneOf", "anyOf", "$ref", *_NOTES}
-_TESTS = {"string": "isinstance({v}, str)", "object": "isinstance({v}, dict)",
-          "array": "isinstance({v}, list)", "null": "{v} is None",
-          "boolean": "({v} is True or {v} is False)",
-          "number": "(isinstance({v}, (int, float)) and not isinstance({v}, bool))",
-          "integer": "((isinstance({v}, int) and not isinstance({v}, bool)) or "
-                     "(isinstance({v}, float) and {v}.is_integer()))"}
-_FAILS = {"minimum": "{v} < {b}", "maximum": "{v} > {b}", "exclusiveMinimum": "{v} <= {b}",
-          "exclusiveMaximum": "{v} >= {b}"}
+_KNOWN = {
+    "type",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "minItems",
+    "minProperties",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "oneOf",
+    "anyOf",
+    "$ref",
+    *_NOTES,
+}
+_TESTS = {
+    "string": "isinstance({v}, str)",
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, list)",
+    "null": "{v} is None",
+    "boolean": "({v} is True or {v} is False)",
+    "number": "(isinstance({v}, (int, float)) and not isinstance({v}, bool))",
+    "integer": "((isinstance({v}, int) and not isinstance({v}, bool)) or "
+    "(isinstance({v}, float) and {v}.is_integer()))",
+}
+_FAILS = {
+    "minimum": "{v} < {b}",
+    "maximum": "{v} > {b}",
+    "exclusiveMinimum": "{v} <= {b}",
+    "exclusiveMaximum": "{v} >= {b}",
+}
 
 
 class _Compiler:
@@ -96,7 +143,9 @@ class _Compiler:
     the same keyword semantics as jsonschema's Draft 2020-12, for the keywords in _KNOWN."""
 
     def __init__(self, root: Mapping[str, Any]) -> None:
-        self.root, self.lines, self.names = root, [], {}
+        self.root = root
+        self.lines: list[str] = []
+        self.names: dict[int, str] = {}
         self.consts: dict[str, Any] = {"_MISSING": object()}
         self.counter = 0
 
@@ -111,8 +160,9 @@ class _Compiler:
 
     def function(self, node: Any) -> str:
         """The name of the function that checks `node` (written once per node)."""
-        if id(node) in self.names:
-            return self.names[id(node)]
+        known = self.names.get(id(node))
+        if known is not None:
+            return known
         name = self.names[id(node)] = self.fresh("_check")
         body = self.emit(node, "v", 1)
         self.lines += [f"def {name}(v):", *body, "    return True", ""]
@@ -123,8 +173,8 @@ class _Compiler:
         if isinstance(node, bool):
             return [] if node else [f"{pad}return False"]
         unknown = set(node) - _KNOWN
-        if unknown or not all(isinstance(x, str) for x in node.get("enum", [node.get("const", "")])):
-            raise NotImplementedError(f"schema keywords {sorted(unknown)} or a non-string enum")
+        if unknown:
+            raise NotImplementedError(f"keywords {sorted(unknown)}")
         out = []
         if "$ref" in node:
             ref = node["$ref"]
@@ -132,31 +182,59 @@ class _Compiler:
                 raise NotImplementedError(f"$ref {ref}")
             target = self.function(self.root["$defs"][ref.removeprefix("#/$defs/")])
             out.append(f"{pad}if not {target}({v}): return False")
-        if "type" in node:
-            names = [node["type"]] if isinstance(node["type"], str) else node["type"]
-            test = " or ".join(_TESTS[name] for name in names).format(v=v)
-            out.append(f"{pad}if not ({test}): return False")
-        if "enum" in node or "const" in node:
-            allowed = self.const(frozenset(node.get("enum", [node.get("const")])))
-            out.append(f"{pad}if not (isinstance({v}, str) and {v} in {allowed}): return False")
-        for word, fails in _FAILS.items():
-            if word in node:
-                test = (_TESTS["number"] + " and " + fails).format(v=v, b=repr(node[word]))
-                out.append(f"{pad}if {test}: return False")
-        for word, kind in (("minLength", "str"), ("minItems", "list"), ("minProperties", "dict")):
-            if word in node:
-                out.append(f"{pad}if isinstance({v}, {kind}) and len({v}) < {node[word]}: "
-                           "return False")
+        out += [f"{pad}if {test}: return False" for test in self.scalar(node, v)]
         out += self.object(node, v, depth)
         if "items" in node:
             x = self.fresh("x")
-            out += [f"{pad}if isinstance({v}, list):", f"{pad}    for {x} in {v}:",
-                    *self.emit(node["items"], x, depth + 2), f"{pad}        pass"]
+            out += [
+                f"{pad}if isinstance({v}, list):",
+                f"{pad}    for {x} in {v}:",
+                *self.emit(node["items"], x, depth + 2),
+                f"{pad}        pass",
+            ]
         for word, join, want in (("oneOf", " + ", " != 1"), ("anyOf", " or ", " is False")):
             if word in node:
                 calls = join.join(f"bool({self.function(o)}({v}))" for o in node[word])
                 out.append(f"{pad}if ({calls}){want}: return False")
         return out
+
+    def scalar(self, node: Any, v: str) -> list[str]:
+        """Tests (true when the value fails) for the keywords that need no nesting."""
+        fails = []
+        if "type" in node:
+            names = [node["type"]] if isinstance(node["type"], str) else node["type"]
+            fails.append("not (" + " or ".join(_TESTS[name] for name in names).format(v=v) + ")")
+        if "enum" in node or "const" in node:
+            fails.append(f"not ({self.enum(node.get('enum', [node.get('const')]), v)})")
+        number = _TESTS["number"].format(v=v)
+        fails += [
+            f"{number} and " + test.format(v=v, b=repr(node[word]))
+            for word, test in _FAILS.items()
+            if word in node
+        ]
+        fails += [
+            f"isinstance({v}, {kind}) and len({v}) < {node[word]}"
+            for word, kind in (
+                ("minLength", "str"),
+                ("minItems", "list"),
+                ("minProperties", "dict"),
+            )
+            if word in node
+        ]
+        return fails
+
+    def enum(self, values: list[Any], v: str) -> str:
+        """jsonschema's equality: 1 == 1.0, but True is not 1; no arrays or objects."""
+        if any(isinstance(x, list | dict) for x in values):
+            raise NotImplementedError("enum of arrays or objects")
+        tests = [f"{v} is {x!r}" for x in (None, True, False) if any(y is x for y in values)]
+        strings = frozenset(x for x in values if isinstance(x, str))
+        numbers = frozenset(x for x in values if _number(x))
+        if strings:
+            tests.append(f"(isinstance({v}, str) and {v} in {self.const(strings)})")
+        if numbers:
+            tests.append(f"({_TESTS['number'].format(v=v)} and {v} in {self.const(numbers)})")
+        return " or ".join(tests) or "False"
 
     def object(self, node: Any, v: str, depth: int) -> list[str]:
         pad = "    " * depth
@@ -166,21 +244,30 @@ class _Compiler:
             return []
         out = [f"{pad}if isinstance({v}, dict):"]
         if node.get("required"):
-            out.append(f"{pad}    if not {self.const(frozenset(node['required']))} <= {v}.keys(): "
-                       "return False")
+            out.append(
+                f"{pad}    if not {self.const(frozenset(node['required']))} <= {v}.keys(): "
+                "return False"
+            )
         if extra is False:
-            out.append(f"{pad}    if not {v}.keys() <= {self.const(frozenset(props))}: return False")
+            known = self.const(frozenset(props))
+            out.append(f"{pad}    if not {v}.keys() <= {known}: return False")
         elif extra is not True:
             k, x = self.fresh("k"), self.fresh("x")
-            out += [f"{pad}    for {k}, {x} in {v}.items():",
-                    f"{pad}        if {k} not in {self.const(frozenset(props))}:",
-                    *self.emit(extra, x, depth + 3), f"{pad}            pass"]
+            out += [
+                f"{pad}    for {k}, {x} in {v}.items():",
+                f"{pad}        if {k} not in {self.const(frozenset(props))}:",
+                *self.emit(extra, x, depth + 3),
+                f"{pad}            pass",
+            ]
         for key, sub in props.items():
             x = self.fresh("x")
             body = self.emit(sub, x, depth + 2)
             if body:
-                out += [f"{pad}    {x} = {v}.get({key!r}, _MISSING)",
-                        f"{pad}    if {x} is not _MISSING:", *body]
+                out += [
+                    f"{pad}    {x} = {v}.get({key!r}, _MISSING)",
+                    f"{pad}    if {x} is not _MISSING:",
+                    *body,
+                ]
         return [*out, f"{pad}    pass"]
 
 
@@ -192,8 +279,9 @@ def compile_schema(schema: Mapping[str, Any]) -> Check:
     compiler = _Compiler(schema)
     entry = compiler.function(schema)
     namespace = dict(compiler.consts)
-    # The source is built from evalgate's own schema files (keys through repr()), never input.
-    exec(compile("\n".join(compiler.lines), "<evalgate schema check>", "exec"), namespace)  # noqa: S102
+    # The source is built from evalgate's own schema files (keys go through repr()), never input.
+    code = compile("\n".join(compiler.lines), "<evalgate schema check>", "exec")
+    exec(code, namespace)  # noqa: S102
     check: Check = namespace[entry]
     return check
 
@@ -201,7 +289,8 @@ def compile_schema(schema: Mapping[str, Any]) -> Check:
 @cache
 def _fast_check(name: str) -> Check | None:
     try:
-        return compile_schema(validator(name).schema)
+        schema = validator(name).schema
+        return compile_schema(schema) if isinstance(schema, Mapping) else None
     except NotImplementedError:
         return None
 
@@ -220,7 +309,7 @@ def schema_problems(name: str, document: Any) -> list[str]:
 def _read(path: str) -> Any:
     try:
         with open(path, "rb") as stream:
-            return json.loads(stream.read())
+            return json.loads(stream.read().decode("utf-8"))
     except OSError as exc:
         raise _Bad(f"cannot be read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -252,11 +341,19 @@ def _evalgate(path: str) -> Found:
     )
 
 
-LABELS = ("model_prefix", "hardware", "framework", "precision", "kv_cache_dtype", "isl", "osl",
-          "concurrency", "topology")
+def _evalgate_or_note(path: str) -> Found | Note:
+    try:
+        return _evalgate(path)
+    except _Bad as exc:
+        return Note(path, f"{path} {exc}")
+
+
 _SINGLE = ("tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size")
-_PHASES = tuple(f"{phase}_{key}" for phase in ("prefill", "decode")
-                for key in ("tp", "ep", "dp_attention", "num_workers", "pp", "dcp_size", "pcp_size"))
+_PHASES = tuple(
+    f"{phase}_{key}"
+    for phase in ("prefill", "decode")
+    for key in ("tp", "ep", "dp_attention", "num_workers", *_SINGLE[3:])
+)
 _ONE_BY_DEFAULT = {"pp", "dcp_size", "pcp_size"}
 
 
@@ -350,10 +447,10 @@ def meta_labels(meta: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
 
 
 def lm_eval_scores(doc: Mapping[str, Any]) -> tuple[Score, ...]:
-    """Every metric,filter score in an lm-eval results file; _Bad if the gated ones are broken."""
+    """The exact_match scores (every filter) in an lm-eval results file; _Bad if broken."""
     results = doc.get("results")
     if not isinstance(results, dict):
-        raise _Bad("has no \"results\" object")
+        raise _Bad('has no "results" object')
     counts = doc.get("n-samples") if isinstance(doc.get("n-samples"), dict) else {}
     scores = []
     for task, metrics in results.items():
@@ -365,16 +462,129 @@ def lm_eval_scores(doc: Mapping[str, Any]) -> tuple[Score, ...]:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
                 raise _Bad(f"results.{task}.{key} is {value!r}, not a number in [0, 1]")
-            n = (counts.get(task) or {}).get("effective") if isinstance(counts, dict) else None
+            sizes = counts.get(task) if isinstance(counts, dict) else None
+            n = sizes.get("effective") if isinstance(sizes, dict) else None
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise _Bad(f"n-samples.{task}.effective is {n!r}: the sample size is unknown")
             stderr = metrics.get(f"{metric}_stderr,{flt}")
             ok = isinstance(stderr, int | float) and not isinstance(stderr, bool)
-            scores.append(Score(task, metric, flt, float(value), float(stderr) if ok else None, n))
+            error = float(stderr) if ok and stderr is not None else None
+            scores.append(Score(task, metric, flt, float(value), error, n))
     return tuple(scores)
 
 
-# -- assembling one harness eval set ---------------------------------------------------------------
+# -- one harness eval set: a meta_env.json and the lm-eval results it describes --------------------
+
+Staged = tuple[str, tuple[Score, ...], "str | None"]
+"""(path, scores, model) of one lm-eval results file."""
+
+
+def _lm_run(
+    path: str,
+    model: str | None,
+    labels: Mapping[str, Any],
+    conc: int | None,
+    *,
+    scores: tuple[Score, ...] = (),
+    error: str | None = None,
+) -> Found:
+    return Found(
+        path,
+        "lm-eval",
+        model,
+        {**labels, "concurrency": conc},
+        scores,
+        "error" if error else None,
+        "eval" if error else None,
+        error,
+    )
+
+
+def _single(
+    meta_path: str,
+    model: str | None,
+    labels: Mapping[str, Any],
+    *,
+    exit_code: int | None,
+    runs: list[Staged],
+    files: int,
+) -> list[Found | Note]:
+    conc = labels["concurrency"]
+    if exit_code:
+        failed = f"the harness recorded eval_exit_code = {exit_code} in {meta_path}"
+        paths = [path for path, _, _ in runs] or [meta_path]
+        return [_lm_run(path, model, labels, conc, error=failed) for path in paths]
+    if not files:
+        return [
+            _lm_run(
+                meta_path,
+                model,
+                labels,
+                conc,
+                error=(
+                    "meta_env.json has no lm-eval results*.json beside it: the eval failed, was "
+                    "skipped, or its results were never staged"
+                ),
+            )
+        ]
+    return [_lm_run(path, name, labels, conc, scores=scores) for path, scores, name in runs]
+
+
+def _batch(
+    meta_path: str,
+    model: str | None,
+    labels: Mapping[str, Any],
+    batch: Mapping[str, Any],
+    runs: list[Staged],
+) -> list[Found | Note]:
+    items: list[Found | Note] = []
+    failed = set(batch["failed"] or ())
+    by_conc: dict[int, list[Staged]] = {}
+    for path, scores, name in runs:
+        match = CONC_SUFFIX.search(os.path.basename(path))
+        if match is None:
+            items.append(
+                Note(
+                    path,
+                    f"{path} has no _conc<N> suffix although {meta_path} "
+                    "describes a batch (eval_concs): its concurrency is unknown",
+                )
+            )
+        else:
+            by_conc.setdefault(int(match.group(1)), []).append((path, scores, name))
+    listed = set(batch["eval_concs"]) | set(batch["completed"] or ()) | failed
+    for conc in sorted(listed | set(by_conc)):
+        staged = by_conc.get(conc, [])
+        if conc in failed:
+            items.append(
+                _lm_run(
+                    staged[0][0] if staged else meta_path,
+                    model,
+                    labels,
+                    conc,
+                    error=f"the harness lists concurrency {conc} in "
+                    f"failed_eval_concs of {meta_path}",
+                )
+            )
+        elif not staged:
+            items.append(
+                _lm_run(
+                    meta_path,
+                    model,
+                    labels,
+                    conc,
+                    error=(
+                        f"meta_env.json lists concurrency {conc} but no results*_conc{conc}.json "
+                        "was staged: that eval failed, was skipped, or its results were lost"
+                    ),
+                )
+            )
+        items += [
+            _lm_run(path, name, labels, conc, scores=scores)
+            for path, scores, name in staged
+            if conc not in failed
+        ]
+    return items
 
 
 def _harness_set(meta_path: str, files: list[tuple[str, Any]]) -> list[Found | Note]:
@@ -382,57 +592,20 @@ def _harness_set(meta_path: str, files: list[tuple[str, Any]]) -> list[Found | N
     try:
         model, labels, batch = meta_labels(_read(meta_path))
     except _Bad as exc:
-        unknown = f"; the {len(files)} lm-eval result(s) beside it cannot be identified" if files else ""
-        return [Note(meta_path, f"{meta_path} {exc}{unknown}")]
+        lost = f"; the {len(files)} lm-eval result(s) it describes go unchecked" if files else ""
+        return [Note(meta_path, f"{meta_path} {exc}{lost}")]
     items: list[Found | Note] = []
-    runs: list[tuple[str, tuple[Score, ...], str | None]] = []
+    runs: list[Staged] = []
     for path, doc in files:
         try:
             runs.append((path, lm_eval_scores(doc), model or _text(doc, "model_name")))
         except _Bad as exc:
             items.append(Note(path, f"{path} {exc}"))
-
-    def run(path: str, conc: int | None, scores: tuple[Score, ...] = (), name: str | None = model,
-            error: str | None = None) -> Found:
-        return Found(path, "lm-eval", name, {**labels, "concurrency": conc}, scores,
-                     "error" if error else None, "eval" if error else None, error)
-
     if batch["eval_concs"] is None:
-        code = batch["exit_code"]
-        if code:
-            failed = f"the harness recorded eval_exit_code = {code} in {meta_path}"
-            items += [run(p, labels["concurrency"], error=failed) for p, _, _ in runs]
-            if not runs:
-                items.append(run(meta_path, labels["concurrency"], error=failed))
-        elif not files:
-            items.append(run(meta_path, labels["concurrency"], error=(
-                "meta_env.json has no lm-eval results*.json beside it: the eval failed, was "
-                "skipped, or its results were never staged")))
-        items += [run(p, labels["concurrency"], s, m) for p, s, m in runs]
-        return items
-
-    failed_concs = set(batch["failed"] or ())
-    by_conc: dict[int, list[tuple[str, tuple[Score, ...], str | None]]] = {}
-    for path, scores, name in runs:
-        match = CONC_SUFFIX.search(os.path.basename(path))
-        if match is None:
-            items.append(Note(path, f"{path} has no _conc<N> suffix although {meta_path} "
-                              "describes a batch (eval_concs): its concurrency is unknown"))
-            continue
-        by_conc.setdefault(int(match.group(1)), []).append((path, scores, name))
-    listed = set(batch["eval_concs"]) | set(batch["completed"] or ()) | failed_concs
-    for conc in sorted(listed | set(by_conc)):
-        staged = by_conc.get(conc, [])
-        if conc in failed_concs:
-            items.append(run(staged[0][0] if staged else meta_path, conc, error=(
-                f"the harness lists concurrency {conc} in failed_eval_concs of {meta_path}")))
-        elif not staged:
-            items.append(run(meta_path, conc, error=(
-                f"meta_env.json lists concurrency {conc} but no results*_conc{conc}.json was "
-                "staged: that eval failed, was skipped, or its results were lost")))
-        else:
-            items += [run(p, conc, s, m) for p, s, m in staged]
-    return items
+        return items + _single(
+            meta_path, model, labels, exit_code=batch["exit_code"], runs=runs, files=len(files)
+        )
+    return items + _batch(meta_path, model, labels, batch, runs)
 
 
 def _within_run(folder: str, root: str, run_dirs: set[str]) -> bool:
@@ -441,33 +614,94 @@ def _within_run(folder: str, root: str, run_dirs: set[str]) -> bool:
         if folder in run_dirs:
             return True
         parent = os.path.dirname(folder)
-        if folder == root or parent == folder:
+        if folder in (root, parent):
             return False
         folder = parent
 
 
-def _scan(root: str, out: Collection) -> None:
-    results: list[str] = []
-    metas: dict[str, str] = {}
-    candidates: list[str] = []
-    for folder, _, names in os.walk(root):
-        for name in names:
-            if name == RESULT_NAME:
-                results.append(os.path.join(folder, name))
-            elif name == META_NAME:
-                metas[folder] = os.path.join(folder, name)
-            elif name.startswith("results") and name.endswith(".json"):
-                candidates.append(os.path.join(folder, name))
-    for path in results:
+@dataclass
+class _Tree:
+    """The files under one root that verify reads."""
+
+    results: list[str] = field(default_factory=list)
+    metas: dict[str, str] = field(default_factory=dict)
+    """meta_env.json path by folder."""
+    candidates: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+
+
+def _files(root: str) -> _Tree:
+    tree = _Tree()
+    folders = [root]
+    while folders:
+        folder = folders.pop()
         try:
-            out.found.append(_evalgate(path))
-        except _Bad as exc:
-            out.malformed.append(Note(path, f"{path} {exc}"))
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            raise UsageError(f"Cannot list {folder}: {exc.strerror}.") from exc
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif name == RESULT_NAME:
+                tree.results.append(entry.path)
+            elif name == META_NAME:
+                tree.metas[folder] = entry.path
+            elif name == HOOK_NAME:
+                tree.hooks.append(entry.path)
+            elif name.startswith("results") and name.endswith(".json"):
+                tree.candidates.append(entry.path)
+    return tree
+
+
+def _hook(path: str, found: Sequence[Found]) -> list[Found | Note]:
+    """The runs an `evalgate hook` summary lists as "not run" (an earlier run stopped it)."""
+    try:
+        doc = _read(path)
+    except _Bad as exc:
+        return [Note(path, f"{path} {exc}")]
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        return [Note(path, f'{path} is not an evalgate hook summary: no "runs" list')]
+    folder = os.path.dirname(path) + os.sep
+    sibling = next((f for f in found if f.path.startswith(folder)), None)
+    labels = dict(sibling.labels) if sibling else dict.fromkeys(LABELS)
+    return [
+        Found(
+            path,
+            "evalgate",
+            sibling.model if sibling else None,
+            {**labels, "concurrency": run.get("concurrency")},
+            (),
+            "skipped",
+            None,
+            str(run.get("reason") or "not run"),
+        )
+        for run in runs
+        if run.get("status") == "not run"
+    ]
+
+
+def _add(out: Collection, item: Found | Note) -> None:
+    if isinstance(item, Note):
+        out.malformed.append(item)
+    else:
+        out.found.append(item)
+
+
+def _scan(root: str, out: Collection) -> None:
+    tree = _files(root)
+    results, metas = tree.results, tree.metas
+    for path in results:
+        _add(out, _evalgate_or_note(path))
+    for path in tree.hooks:
+        for item in _hook(path, out.found):
+            _add(out, item)
     run_dirs = {os.path.dirname(path) for path in results}
     sets: dict[str, list[tuple[str, Any]]] = {
         meta: [] for folder, meta in metas.items() if not _within_run(folder, root, run_dirs)
     }
-    for path in candidates:
+    for path in tree.candidates:
         folder = os.path.dirname(path)
         if _within_run(folder, root, run_dirs):
             continue  # the lm-eval output an evalgate run keeps as evidence
@@ -481,28 +715,53 @@ def _scan(root: str, out: Collection) -> None:
             continue
         meta = metas.get(folder) or metas.get(os.path.dirname(folder))
         if meta is None or meta not in sets:
-            out.malformed.append(Note(path, (
-                f"{path} is an lm-eval result with no meta_env.json beside it (or one folder "
-                "up): its config is unknown. Stage the run's meta_env.json with it.")))
+            out.malformed.append(
+                Note(
+                    path,
+                    (
+                        f"{path} is an lm-eval result with no meta_env.json beside it (or one "
+                        "folder up): its config is unknown. Stage the run's meta_env.json "
+                        "with it."
+                    ),
+                )
+            )
             continue
         sets[meta].append((path, doc))
     for meta, files in sets.items():
         for item in _harness_set(meta, files):
-            (out.malformed if isinstance(item, Note) else out.found).append(item)
+            _add(out, item)
+
+
+def _covered(paths: list[str]) -> set[int]:
+    """Indexes of paths already searched as (part of) another path given before or around it."""
+    full = [os.path.abspath(path) for path in paths]
+    return {
+        i
+        for i, path in enumerate(full)
+        for j, other in enumerate(full)
+        if i != j and (path.startswith(other + os.sep) or (path == other and j < i))
+    }
 
 
 def collect(paths: Iterable[str]) -> Collection:
-    """Every result under `paths` (folders, searched recursively, or evalgate result files)."""
+    """Every result under `paths` (folders, searched recursively, or evalgate result files).
+
+    A path inside another one given (or given twice) is searched once.
+    """
     out = Collection()
-    for root in paths:
-        before = len(out.found) + len(out.malformed)
-        if os.path.isdir(root):
-            _scan(os.path.normpath(root), out)
-        elif not os.path.exists(root):
+    roots = list(paths)
+    skip = _covered(roots) if len(roots) > 1 else set()
+    for index, root in enumerate(roots):
+        if not os.path.exists(root):
             raise UsageError(
                 f"{root} does not exist. Pass the folder the sweep's artifacts were downloaded "
                 "to, or an evalgate result.json."
             )
+        if index in skip:
+            continue
+        before = len(out.found) + len(out.malformed)
+        if os.path.isdir(root):
+            _scan(os.path.normpath(root), out)
         elif os.path.basename(root) == META_NAME or re.fullmatch(
             r"results.*\.json", os.path.basename(root)
         ):
@@ -511,10 +770,7 @@ def collect(paths: Iterable[str]) -> Collection:
                 f"meta_env.json and its lm-eval results, not the file."
             )
         else:
-            try:
-                out.found.append(_evalgate(root))
-            except _Bad as exc:
-                out.malformed.append(Note(root, f"{root} {exc}"))
+            _add(out, _evalgate_or_note(root))
         if len(out.found) + len(out.malformed) == before:
             out.empty.append(root)
     return out
