@@ -66,6 +66,14 @@ class ModelCard:
     root: str | None
 
 
+@dataclass(frozen=True)
+class TokenCount:
+    """What /tokenize said."""
+
+    count: int
+    max_model_len: int | None
+
+
 class EngineInfo:
     """Side-door requests to one server, sharing one connection pool."""
 
@@ -135,9 +143,10 @@ class EngineInfo:
         value = data.get("version") if isinstance(data, dict) else None
         return str(value) if value is not None else None
 
-    def count_tokens(self, model: str, prompt: Prompt) -> int | None:
+    def count_tokens(self, model: str, prompt: Prompt) -> TokenCount | None:
         """Tokens of a prompt by the engine's own tokenizer and chat template (POST /tokenize),
-        or None when the server has no such endpoint."""
+        or None when the server has no such endpoint. vLLM also says its max_model_len there;
+        behind a prefill/decode router it is the decode worker that answers."""
         body: dict[str, Any] = {"model": model}
         if prompt.messages is not None:
             body["messages"] = list(prompt.messages)
@@ -149,5 +158,7 @@ class EngineInfo:
         except SideDoorError as exc:
             log.debug("no /tokenize at %s: %s", redact_url(self.url), exc)
             return None
-        count = data.get("count") if isinstance(data, dict) else None
-        return count if isinstance(count, int) else None
+        if not isinstance(data, dict) or not isinstance(data.get("count"), int):
+            return None
+        limit = data.get("max_model_len")
+        return TokenCount(data["count"], limit if isinstance(limit, int) and limit > 0 else None)

@@ -88,8 +88,9 @@ def worker_limits(settings: Settings, api_key: str | None) -> list[Limit]:
 
 def longest_prompt_tokens(
     info: EngineInfo | None, model: str | None, candidates: Sequence[Prompt]
-) -> tuple[Limit, Prompt]:
-    """The longest candidate in the engine's tokens (POST /tokenize), else estimated."""
+) -> tuple[Limit, Prompt, Limit | None]:
+    """The longest candidate in the engine's tokens (POST /tokenize), else estimated; and the
+    max_model_len /tokenize reported, if any."""
     if info is not None and model is not None:
         counted = []
         for prompt in candidates:
@@ -98,10 +99,13 @@ def longest_prompt_tokens(
                 break
             counted.append((count, prompt))
         if counted and len(counted) == len(candidates):
-            count, prompt = max(counted, key=lambda pair: pair[0])
-            return Limit(count, "/tokenize"), prompt
+            count, prompt = max(counted, key=lambda pair: pair[0].count)
+            limits = [c.max_model_len for c, _ in counted if c.max_model_len]
+            told = Limit(min(limits), "/tokenize of the endpoint") if limits else None
+            return Limit(count.count, "/tokenize"), prompt, told
     prompt = max(candidates, key=estimate_tokens)
-    return Limit(estimate_tokens(prompt), "estimate: UTF-8 bytes / 2 + chat-turn overhead"), prompt
+    estimate = Limit(estimate_tokens(prompt), "estimate: UTF-8 bytes / 2 + chat-turn overhead")
+    return estimate, prompt, None
 
 
 def gather_context(
@@ -120,7 +124,11 @@ def gather_context(
         *worker_limits(settings, api_key),
         *configured_limits(settings),
     ]
-    prompt_tokens, longest = longest_prompt_tokens(info, settings.model, candidates)
+    prompt_tokens, longest, told = longest_prompt_tokens(info, settings.model, candidates)
+    if told is not None and all(told.value != limit.value for limit in served):
+        # A prefill/decode router shows the prefill's card on /v1/models, but the decode
+        # answers /tokenize: a limit nobody else reported is the decode's, and it binds.
+        served.append(told)
     context = derive_context(
         isl=settings.isl,
         osl=settings.osl,

@@ -39,5 +39,9 @@ def engine_single(engine_installed: None) -> Iterator[stack.EngineStack]:
 
 @pytest.fixture(scope="session")
 def engine_pd(engine_installed: None) -> Iterator[stack.EngineStack]:
-    """A prefill engine (2048) and a decode engine (1024) behind vllm-router in PD mode."""
+    """A prefill engine (3072) and a decode engine (1536) behind vllm-router in PD mode.
+
+    The router reports the prefill's limit; the decode, which generates, serves less, yet
+    enough for a short GSM8K eval (SmolLM2's 5-shot chat prompts reach ~1200 tokens).
+    """
     yield from _running("pd")

@@ -36,19 +36,19 @@ def test_tokenize_returns_count(engine_single: EngineStack) -> None:
 
 def test_pd_router_reports_prefill_length_decode_its_own(engine_pd: EngineStack) -> None:
     assert engine_pd.prefill_url is not None and engine_pd.decode_url is not None
-    assert engine_pd.router_max_model_len == engine_pd.prefill_max_model_len == 2048
-    assert engine_pd.decode_max_model_len == 1024
-    assert served_max_model_len(engine_pd.prefill_url, engine_pd.model) == 2048
-    assert served_max_model_len(engine_pd.decode_url, engine_pd.model) == 1024
+    assert engine_pd.router_max_model_len == engine_pd.prefill_max_model_len == 3072
+    assert engine_pd.decode_max_model_len == 1536
+    assert served_max_model_len(engine_pd.prefill_url, engine_pd.model) == 3072
+    assert served_max_model_len(engine_pd.decode_url, engine_pd.model) == 1536
     # The router shows the prefill's card: the smaller decode limit is invisible through it...
-    assert served_max_model_len(engine_pd.router_url, engine_pd.model) == 2048
+    assert served_max_model_len(engine_pd.router_url, engine_pd.model) == 3072
     # ...while /tokenize through it is answered by the decode engine.
     status, body = http_json(
         f"{server_root(engine_pd.router_url)}/tokenize",
         {"model": engine_pd.model, "prompt": "Hello"},
     )
     assert status == 200, body
-    assert body["max_model_len"] == 1024
+    assert body["max_model_len"] == 1536
 
 
 def test_pd_decode_limit_comes_back_through_router(engine_pd: EngineStack) -> None:
@@ -57,11 +57,11 @@ def test_pd_decode_limit_comes_back_through_router(engine_pd: EngineStack) -> No
         {
             "model": engine_pd.model,
             "messages": [{"role": "user", "content": "Hi"}],
-            "max_tokens": 1500,
+            "max_tokens": 2000,
         },
     )
     assert status == 400, body
-    assert "cannot be greater than max_model_len=1024" in body["error"]["message"]
+    assert "cannot be greater than max_model_len=1536" in body["error"]["message"]
 
 
 @pytest.mark.parametrize("topology", ["single", "pd"])
