@@ -186,3 +186,20 @@ def test_hook_script_is_shellcheck_clean():
     shellcheck = shutil.which("shellcheck") or "shellcheck"
     done = subprocess.run([shellcheck, str(HOOK)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
+
+
+def test_hook_artifacts_pass_verify_with_an_expected_set(tmp_path, cli):
+    """Only MODEL, ISL, OSL, the router URL and the decode's server arguments: the staged
+    evidence is what `evalgate verify --expect` accepts (full GSM8K, so the score decides)."""
+    stage = tmp_path / "stage"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        done = run_hook(hook_env(engine.url, stage, CONC="32"))
+    assert done.returncode == 0, done.stderr
+    manifest = tmp_path / "expected.json"
+    manifest.write_text(
+        json.dumps([{"model": "fake-model", "isl": 1024, "osl": 512, "concurrency": 32}])
+    )
+    verified = cli("verify", str(stage), "--expect", str(manifest), "--no-github")
+    assert verified.code == 0, verified.text
+    missing = cli("verify", str(stage), "--expect", "2", "--no-github")
+    assert missing.code == 1
