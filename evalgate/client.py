@@ -4,13 +4,21 @@ lm-eval's own client retries every exception, HTTP 400 included, and then loses 
 Here a request is retried (exponential backoff, bounded attempts) only on connection errors,
 timeouts, 408, 429, 5xx and malformed answers; any other status is the engine's verdict on the
 request and is raised as fatal at once, with the engine's own message.
+
+Every attempt has a deadline (--timeout) on the whole answer, not only between bytes: a server
+that trickles a byte now and then cannot hold a request forever. Credentials in the URL
+(``http://user:password@host/v1``) are sent as HTTP basic auth, as before, but taken out of the
+URL, so the HTTP library's request log never shows them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx2
 import openai
@@ -26,6 +34,7 @@ from evalgate.endpoint import api_root
 from evalgate.wire import EngineError, parse_error
 
 log = logging.getLogger(__name__)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -38,11 +47,17 @@ class Completion:
     attempts: int
 
 
+def describe_failure(error: EngineError) -> str:
+    """One line for a failed request: the engine's status and words, or (status 0) what went
+    wrong on the way, since no status came back."""
+    return error.describe() if error.status else f"no answer: {error.message}"
+
+
 class RequestFailed(Exception):
     """A request that got no answer: `fatal` when retrying cannot help (a 4xx)."""
 
     def __init__(self, error: EngineError, *, fatal: bool, attempts: int) -> None:
-        super().__init__(error.describe())
+        super().__init__(describe_failure(error))
         self.error = error
         self.fatal = fatal
         self.attempts = attempts
@@ -52,20 +67,39 @@ class MalformedAnswer(Exception):
     """A 200 whose body is not a completion."""
 
 
+class AnswerTimedOut(Exception):
+    """No complete answer within --timeout (the whole answer, not one read)."""
+
+
+def split_credentials(url: str) -> tuple[str, httpx2.BasicAuth | None]:
+    """The URL without user:password, and those credentials as basic auth (None if absent)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]  # keeps an IPv6 host's brackets and the port
+    auth = httpx2.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), auth
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return parse_error(exc.status_code, exc.response.text).retryable
-    return isinstance(exc, openai.APIConnectionError | MalformedAnswer)
+    return isinstance(exc, openai.APIConnectionError | MalformedAnswer | AnswerTimedOut)
 
 
 def _as_engine_error(exc: BaseException) -> EngineError:
     if isinstance(exc, openai.APIStatusError):
         return parse_error(exc.status_code, exc.response.text)
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError | AnswerTimedOut):
         return EngineError(0, "request timed out (--timeout)")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
-        detail = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+        if cause is None:
+            detail = str(exc)
+        elif str(cause):
+            detail = f"{type(cause).__name__}: {cause}"
+        else:  # httpx says nothing when the peer closes or resets the connection
+            detail = f"{type(cause).__name__}: the connection was closed before an answer"
         return EngineError(0, f"connection failed ({detail})")
     return EngineError(200, f"malformed answer: {exc}")
 
@@ -79,10 +113,13 @@ def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None]:
     except (KeyError, IndexError, TypeError) as exc:
         raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    finish = choice.get("finish_reason")
     return (
-        content if isinstance(content, str) else "",
-        choice.get("finish_reason"),
-        tokens if isinstance(tokens, int) else None,
+        # a JSON escape such as \ud83d alone decodes to a lone surrogate, which no UTF-8
+        # file (journal, samples) can hold: keep the answer, replace the broken character
+        _LONE_SURROGATE.sub("\ufffd", content) if isinstance(content, str) else "",
+        finish if isinstance(finish, str) else None,
+        tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
     )
 
 
@@ -102,6 +139,7 @@ class EvalClient:
         max_connections: int,
     ) -> None:
         self.api = api
+        self.timeout = timeout
         self.attempts = attempts
         self.wait_min = wait_min
         self.wait_max = wait_max
@@ -109,12 +147,13 @@ class EvalClient:
         limits = httpx2.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
+        url, auth = split_credentials(api_root(base_url))
         self._client = openai.AsyncOpenAI(
-            base_url=api_root(base_url),
+            base_url=url,
             api_key=api_key or "EMPTY",
             timeout=timeout,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout),
+            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout, auth=auth),
         )
 
     async def close(self) -> None:
@@ -123,7 +162,11 @@ class EvalClient:
     async def _send(self, body: dict[str, Any]) -> tuple[str, str | None, int | None]:
         path = "/chat/completions" if self.api == "chat" else "/completions"
         try:
-            raw = await self._client.post(path, body=body, cast_to=object)
+            raw = await asyncio.wait_for(
+                self._client.post(path, body=body, cast_to=object), self.timeout
+            )
+        except asyncio.TimeoutError as exc:
+            raise AnswerTimedOut(f"no complete answer within {self.timeout:g} s") from exc
         except ValueError as exc:  # a 200 whose body is not JSON
             raise MalformedAnswer(f"body is not JSON ({exc})") from exc
         return parse_completion(raw, self.api)
@@ -148,7 +191,7 @@ class EvalClient:
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
                     text, finish, tokens = await self._send(body)
-        except (openai.APIError, MalformedAnswer) as exc:
+        except (openai.APIError, MalformedAnswer, AnswerTimedOut) as exc:
             raise RequestFailed(
                 _as_engine_error(exc), fatal=not _retryable(exc), attempts=attempt
             ) from exc

@@ -17,7 +17,7 @@ from typing import Any
 
 from lm_eval.api.model import LM
 
-from evalgate.client import Completion, EvalClient, RequestFailed
+from evalgate.client import Completion, EvalClient, RequestFailed, describe_failure
 from evalgate.errors import EvalFailedError
 from evalgate.journal import Journal, body_key
 
@@ -161,7 +161,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
     def _fail(self, request: Request, failure: RequestFailed) -> None:
         tally = self.tally
         tally.failed += 1
-        message = failure.error.describe()
+        message = describe_failure(failure.error)
         tally.failures.append(f"question {request.doc_id}: {message}")
         tally.answers[request.doc_id] = {
             "response": None,

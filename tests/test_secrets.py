@@ -1,0 +1,432 @@
+"""Secrets: a planted API key or URL password is sent to the engine, and shown nowhere else.
+
+The key comes by --api-key, EVALGATE_API_KEY or OPENAI_API_KEY; the password as user:password in
+--base-url and --worker-url. Each test checks that the fake engine really received it (the
+Authorization header of every request), then searches everything a user or CI could keep:
+stdout, stderr, evalgate's log records, every file in the output folder (artifacts, journal,
+temporary files), the returned outcome, the error and its chained causes, and the output of
+`evalgate context --explain --json` and `evalgate probe --json`. Pass and error paths both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import threading
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from evalgate.client import EvalClient
+from evalgate.flags import env_names
+from evalgate.run import run_gate
+from evalgate.settings import Settings
+from tests import fakeengine
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port
+
+KEY = "sk-evalgate-PLANTED-123"
+USER = "gate"
+PASSWORD = "pw-PLANTED-456"  # noqa: S105  (planted, to be searched for)
+BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+SECRETS = (KEY, PASSWORD, BASIC.split()[1])
+"""What must appear nowhere: the key, the password, and the password as sent (base64)."""
+MODEL = "fake-model"
+LIMIT = 10
+DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
+NOT_PROBE = frozenset(range(2, 100_000))
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch):
+    for field in Settings.model_fields:
+        for name in env_names(field):
+            monkeypatch.delenv(name, raising=False)
+    logger = logging.getLogger("evalgate")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.fixture
+def headers(monkeypatch) -> list[tuple[str, str | None]]:
+    """(path, Authorization header) of every request any fake engine receives."""
+    seen: list[tuple[str, str | None]] = []
+    lock = threading.Lock()
+    serve = fakeengine._Handler._serve
+
+    def spy(handler: Any, method: str) -> None:
+        with lock:
+            seen.append((handler.path, handler.headers.get("Authorization")))
+        serve(handler, method)
+
+    monkeypatch.setattr(fakeengine._Handler, "_serve", spy)
+    return seen
+
+
+@pytest.fixture
+def engine() -> Iterator[FakeEngine]:
+    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, engine: FakeEngine | None = None) -> Iterator[None]:
+    fired = threading.Event()
+
+    def fire() -> None:
+        fired.set()
+        if engine is not None:
+            engine.stop()
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+    assert not fired.is_set(), f"did not finish within {seconds} s"
+
+
+def with_password(url: str) -> str:
+    return url.replace("http://", f"http://{USER}:{PASSWORD}@", 1)
+
+
+def files_text(folder: Path) -> str:
+    """Every file under `folder`, hidden and temporary ones included, as text."""
+    return "\n".join(
+        path.read_bytes().decode("utf-8", "replace")
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    )
+
+
+def assert_nowhere(*texts: str) -> None:
+    for secret in SECRETS:
+        for text in texts:
+            assert secret not in text
+
+
+def common_args(url: str) -> list[str]:
+    return [
+        "--base-url",
+        url,
+        "--model",
+        MODEL,
+        "--isl",
+        "1024",
+        "--osl",
+        "1024",
+        "--limit",
+        str(LIMIT),
+        "--retry-wait-min",
+        "0",
+        "--retry-wait-max",
+        "0",
+        "--ready-timeout",
+        "1",
+        "--timeout",
+        "2",
+        "--max-attempts",
+        "2",
+    ]
+
+
+class Cli:
+    """`evalgate <args>` under a deadline; `out` is a fresh output folder for it."""
+
+    def __init__(self, out: Path, capsys: Any) -> None:
+        self.out = out
+        self._capsys = capsys
+
+    def __call__(self, args: list[str], engine: FakeEngine | None = None) -> tuple[int, str, str]:
+        with deadline(30, engine):
+            code = main(args)
+        captured = self._capsys.readouterr()
+        return code, captured.out, captured.err
+
+
+@pytest.fixture
+def cli(tmp_path, capsys) -> Cli:
+    return Cli(tmp_path / "run", capsys)
+
+
+# -- the key ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["--api-key", "EVALGATE_API_KEY", "OPENAI_API_KEY"])
+def test_a_planted_key_is_sent_and_found_nowhere(engine, headers, cli, monkeypatch, source):
+    out = cli.out
+    args = ["-v", "-v", "run", *common_args(engine.url), "--output-dir", str(out), "--json"]
+    if source == "--api-key":
+        args += ["--api-key", KEY]
+    else:
+        monkeypatch.setenv(source, KEY)
+
+    code, stdout, stderr = cli(args, engine)
+
+    assert code == 0
+    assert json.loads(stdout)["status"] == "pass"
+    paths = {path for path, _ in headers}
+    assert {"/v1/models", "/tokenize", "/v1/chat/completions"} <= paths
+    assert {auth for _, auth in headers} == {f"Bearer {KEY}"}  # every request carried it
+    assert_nowhere(stdout, stderr, files_text(out))
+
+
+FAILURES = [
+    # (case, fault, exit code, stage)
+    (
+        "the probe rejected",
+        lambda: Fault("error", status=400, nth={1}, message="bad request"),
+        3,
+        "probe",
+    ),
+    (
+        "the eval stopped by a 400",
+        lambda: Fault("error", status=400, questions={DOCS[4].question}, message="bad request"),
+        4,
+        "eval",
+    ),
+    ("connections reset in the eval", lambda: Fault("reset", nth=NOT_PROBE), 4, "eval"),
+    (
+        "/v1/models unauthorized",
+        lambda: Fault("error", status=401, paths={"/v1/models"}),
+        3,
+        "readiness",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES])
+def test_no_secret_in_the_errors_of_a_failed_run(engine, headers, cli, case):
+    make_fault, code, stage = case
+    engine.inject(make_fault())
+    out = cli.out
+    url = with_password(engine.url)
+
+    got, stdout, stderr = cli(
+        ["-v", "-v", "run", *common_args(url), "--api-key", KEY, "--output-dir", str(out)],
+        engine,
+    )
+
+    assert got == code
+    assert f"stage: {stage}" in stderr
+    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    assert result["stage"] == stage
+    assert result["endpoint"] is None or result["endpoint"]["base_url"] == engine.url
+    assert headers and {auth for _, auth in headers} == {BASIC}  # user:password wins, as in httpx
+    assert_nowhere(stdout, stderr, files_text(out))
+
+
+def test_no_secret_when_the_endpoint_is_never_ready(cli):
+    url = with_password(f"http://127.0.0.1:{unused_port()}/v1")
+    out = cli.out
+
+    code, stdout, stderr = cli(
+        ["-v", "-v", "run", *common_args(url), "--api-key", KEY, "--output-dir", str(out)]
+    )
+
+    assert code == 3
+    assert "was not ready after" in stderr
+    assert "http://127.0.0.1:" in stderr  # the URL is named, without its password
+    assert_nowhere(stdout, stderr, files_text(out))
+
+
+# -- the library: log records, the outcome, exceptions -----------------------------------------
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["pass", "eval error"])
+def test_no_secret_in_evalgates_logs_outcome_or_exception_chain(
+    engine, headers, tmp_path, caplog, fails
+):
+    if fails:
+        engine.inject(Fault("error", status=400, questions={DOCS[4].question}))
+    caplog.set_level(logging.DEBUG, logger="evalgate")
+    settings = Settings(
+        base_url=with_password(engine.url),
+        worker_urls=[with_password(engine.url)],
+        api_key=KEY,
+        model=MODEL,
+        isl=1024,
+        osl=1024,
+        limit=LIMIT,
+        retry_wait_min=0,
+        retry_wait_max=0,
+        ready_timeout=1,
+        timeout=2,
+        max_attempts=2,
+        output_dir=tmp_path / "run",
+    )
+
+    with deadline(30, engine):
+        outcome = run_gate(settings)
+
+    assert outcome.exit_code == (4 if fails else 0)
+    assert caplog.records  # evalgate did log, at DEBUG
+    chain = "".join(traceback.format_exception(outcome.error)) if outcome.error else ""
+    assert outcome.document["endpoint"]["worker_urls"] == [engine.url]
+    assert_nowhere(
+        caplog.text,
+        repr(outcome),
+        json.dumps(outcome.document),
+        chain,
+        files_text(tmp_path / "run"),
+    )
+    assert KEY not in repr(settings) and KEY not in str(settings)
+
+
+def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers, caplog):
+    """The eval's own requests: httpx2 logs each URL at INFO, so the URL it gets has no
+    password; the credentials go as basic auth, as before."""
+    caplog.set_level(logging.DEBUG)  # every logger: httpx2, httpcore2, openai
+    client = EvalClient(
+        base_url=with_password(engine.url),
+        api_key=KEY,
+        api="chat",
+        timeout=2,
+        attempts=1,
+        wait_min=0,
+        wait_max=0,
+        max_connections=1,
+    )
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": f"Question: {DOCS[0].question}\nAnswer:"}],
+        "max_tokens": 200,
+    }
+
+    async def ask() -> str:
+        try:
+            return (await client.complete(body)).text
+        finally:
+            await client.close()
+
+    with deadline(10, engine):
+        text = asyncio.run(ask())
+
+    assert text.endswith("#### 18")
+    assert headers == [("/v1/chat/completions", BASIC)]
+    assert f"POST {engine.url}/chat/completions" in caplog.text  # logged, without the password
+    assert_nowhere(caplog.text)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="endpoint.py EngineInfo and preflight.py probe hand httpx2 the URL with "
+    "user:password; httpx2 logs it at INFO ('HTTP Request: GET http://user:pw@.../v1/models'), "
+    "so a library user with logging.basicConfig(level=INFO) sees it",
+)
+def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    settings = Settings(
+        base_url=with_password(engine.url),
+        model=MODEL,
+        isl=1024,
+        osl=1024,
+        limit=LIMIT,
+        retry_wait_min=0,
+        retry_wait_max=0,
+        ready_timeout=1,
+        output_dir=tmp_path / "run",
+    )
+
+    with deadline(30, engine):
+        outcome = run_gate(settings)
+
+    assert outcome.exit_code == 0
+    assert_nowhere(caplog.text)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="settings.py: base_url and worker_urls are plain str fields, so repr(Settings) "
+    "(and any traceback or log that shows it) carries user:password",
+)
+def test_the_settings_repr_hides_url_credentials():
+    settings = Settings(base_url=with_password("http://127.0.0.1:8000/v1"), api_key=KEY)
+
+    assert_nowhere(repr(settings), str(settings))
+
+
+# -- the other commands -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case",
+    [("context", ["--explain", "--json"]), ("context", ["--explain"]), ("probe", ["--json"])],
+    ids=["context --explain --json", "context --explain (env)", "probe --json"],
+)
+def test_context_and_probe_output_holds_no_secret(engine, headers, cli, monkeypatch, case):
+    command, extra = case
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    url = with_password(engine.url)
+
+    args = common_args(url)
+    if command == "context":  # no probe there: no --timeout, --max-attempts
+        args = args[: args.index("--timeout")]
+
+    code, stdout, stderr = cli(["-v", "-v", command, *args, "--worker-url", url, *extra], engine)
+
+    assert code == 0
+    assert stdout.strip()
+    if "--json" in extra:
+        # `context --explain --json` prints the steps after the document, on stdout too
+        document, _ = json.JSONDecoder().raw_decode(stdout)
+        served = document["context"]["served"] if command == "probe" else document["served"]
+        assert f"/v1/models of worker {engine.url}" in [s["source"] for s in served]
+    assert headers and {auth for _, auth in headers} == {BASIC}
+    assert_nowhere(stdout, stderr)
+
+
+def test_the_hook_stages_no_secret(engine, headers, cli, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ROUTER_URL", engine.url)
+    stage = cli.out
+
+    code, stdout, stderr = cli(
+        ["hook", *common_args(engine.url)[2:], "--concurrency", "2", "--output-dir", str(stage)],
+        engine,
+    )
+
+    assert code == 0
+    assert {p.name for p in (stage / "conc-2").iterdir()} >= {"result.json", "meta_env.json"}
+    assert {auth for _, auth in headers} == {f"Bearer {KEY}"}
+    assert_nowhere(stdout, stderr, files_text(stage))
+
+
+# -- bad input that holds a secret ---------------------------------------------------------------
+
+
+def test_a_settings_error_does_not_echo_the_secrets(cli, monkeypatch):
+    monkeypatch.setenv("EVALGATE_API_KEY", KEY)
+    url = with_password("http://127.0.0.1:8000/v1")
+
+    code, stdout, stderr = cli(
+        ["run", *common_args(url), "--limit", "0", "--output-dir", str(cli.out)]
+    )
+
+    assert code == 2
+    assert "Invalid settings: --limit = 0" in stderr
+    assert_nowhere(stdout, stderr)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="settings.py has no URL validator (an ftp:// URL waits out --ready-timeout, exit 3); "
+    "when one is added, flags.settings_from_args must redact the URL it echoes",
+)
+def test_a_bad_url_with_a_password_is_a_usage_error_that_hides_it(cli):
+    url = f"ftp://{USER}:{PASSWORD}@127.0.0.1:{unused_port()}/v1"
+
+    code, stdout, stderr = cli(["run", *common_args(url), "--output-dir", str(cli.out)])
+
+    assert code == 2
+    assert "--base-url" in stderr
+    assert_nowhere(stdout, stderr)
