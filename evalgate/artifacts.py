@@ -57,6 +57,10 @@ def read_result(path: Path) -> dict[str, Any]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ArtifactError(f"Cannot read {path}: {exc.strerror}.") from exc
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})."
+        ) from exc
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}).") from exc
     problems = validation_errors("result", document)
@@ -70,7 +74,7 @@ def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
     existing = folder / RESULT_NAME
     if existing.exists() and not overwrite:
         status = "unreadable"
-        with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             status = str(json.loads(existing.read_text(encoding="utf-8")).get("status"))
         if not (resume and status in ("aborted", "error", "running")):
             raise ArtifactError(
@@ -85,6 +89,16 @@ def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
             f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
             "--output-dir."
         ) from exc
+
+
+STALE = (SAMPLES_NAME, RAW_NAME, "comparison.json")
+"""Files a run rewrites; left from an earlier run in the same folder they would mislead."""
+
+
+def clear_stale(folder: Path) -> None:
+    """Remove an earlier run's per-run files (the journal stays: --resume reads it)."""
+    for name in STALE:
+        (folder / name).unlink(missing_ok=True)
 
 
 def write_result(folder: Path, document: dict[str, Any]) -> Path:

@@ -97,6 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("AbortedError: interrupted", file=sys.stderr)
         return int(ExitCode.ABORTED)
+    except Exception as exc:  # never exit 1 ("below threshold") for a crash
+        if args.verbose:
+            logging.getLogger("evalgate").exception("traceback")
+        print(
+            f"InternalError: unexpected {type(exc).__name__}: {exc}. Rerun with -v for the "
+            "traceback, and please report it.",
+            file=sys.stderr,
+        )
+        return int(ExitCode.EVAL)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def command(args: argparse.Namespace) -> int:
         print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
         print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")
     if args.explain:
-        out = sys.stderr if args.format == "env" else sys.stdout
+        out = sys.stdout if args.format == "text" else sys.stderr  # env and JSON stay parseable
         for number, step in enumerate(context.steps, start=1):
             print(f"  {number}. {step}", file=out)
     for warning in context.warnings:

@@ -18,7 +18,6 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx2
 import openai
@@ -30,7 +29,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from evalgate.endpoint import api_root
+from evalgate.endpoint import api_root, split_credentials
 from evalgate.wire import EngineError, parse_error
 
 log = logging.getLogger(__name__)
@@ -69,16 +68,6 @@ class MalformedAnswer(Exception):
 
 class AnswerTimedOut(Exception):
     """No complete answer within --timeout (the whole answer, not one read)."""
-
-
-def split_credentials(url: str) -> tuple[str, httpx2.BasicAuth | None]:
-    """The URL without user:password, and those credentials as basic auth (None if absent)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = parts.netloc.rpartition("@")[2]  # keeps an IPv6 host's brackets and the port
-    auth = httpx2.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), auth
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx2
 
@@ -24,13 +24,18 @@ SIDE_DOOR_TIMEOUT = 30.0
 
 def redact_url(url: str) -> str:
     """The URL without user:password, for logs and artifacts."""
+    return split_credentials(url)[0]
+
+
+def split_credentials(url: str) -> tuple[str, httpx2.BasicAuth | None]:
+    """The URL without user:password, and those credentials as basic auth (None if absent).
+    The HTTP library logs the URLs it requests: credentials must never be in them."""
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        return url, None
+    host = parts.netloc.rpartition("@")[2]  # keeps an IPv6 host's brackets and the port
+    auth = httpx2.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), auth
 
 
 def api_root(url: str) -> str:
@@ -78,9 +83,9 @@ class EngineInfo:
     """Side-door requests to one server, sharing one connection pool."""
 
     def __init__(self, url: str, api_key: str | None, timeout: float = SIDE_DOOR_TIMEOUT) -> None:
-        self.url = api_root(url)
+        self.url, auth = split_credentials(api_root(url))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx2.Client(timeout=timeout, headers=headers)
+        self._client = httpx2.Client(timeout=timeout, headers=headers, auth=auth)
 
     def close(self) -> None:
         self._client.close()
@@ -91,8 +96,17 @@ class EngineInfo:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _json(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
-        response = self._client.request(method, url, json=body)
+    def _json(
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        if timeout is None:
+            response = self._client.request(method, url, json=body)
+        else:
+            response = self._client.request(method, url, json=body, timeout=timeout)
         if response.status_code != 200:
             raise SideDoorError(parse_error(response.status_code, response.text))
         try:
@@ -102,9 +116,9 @@ class EngineInfo:
                 EngineError(response.status_code, f"not JSON: {response.text[:200]!r}")
             ) from exc
 
-    def models(self) -> list[ModelCard]:
-        """GET /v1/models."""
-        data = self._json("GET", f"{self.url}/models")
+    def models(self, timeout: float | None = None) -> list[ModelCard]:
+        """GET /v1/models (`timeout`: seconds for this request, else the client's)."""
+        data = self._json("GET", f"{self.url}/models", timeout=timeout)
         cards = data.get("data") if isinstance(data, dict) else None
         if not isinstance(cards, list):
             raise SideDoorError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
@@ -155,7 +169,7 @@ class EngineInfo:
             body["prompt"] = prompt.text
         try:
             data = self._json("POST", f"{server_root(self.url)}/tokenize", body)
-        except SideDoorError as exc:
+        except (SideDoorError, httpx2.HTTPError) as exc:
             log.debug("no /tokenize at %s: %s", redact_url(self.url), exc)
             return None
         if not isinstance(data, dict) or not isinstance(data.get("count"), int):

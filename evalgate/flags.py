@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from evalgate.endpoint import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
 
@@ -127,10 +128,21 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             if field is None:
                 problems.append(f"{name}: {error['msg']}")
                 continue
-            value = "<hidden>" if field == "api_key" else error.get("input")
+            value = _shown(field, error.get("input"))
             where = " or ".join([flag_name(field), *env_names(field)])
             problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
+
+
+def _shown(field: str, value: Any) -> Any:
+    """A rejected value as the error message may repeat it: never a secret."""
+    if field == "api_key":
+        return "<hidden>"
+    if field == "base_url" and isinstance(value, str):
+        return redact_url(value)
+    if field == "worker_urls" and isinstance(value, list):
+        return [redact_url(v) if isinstance(v, str) else v for v in value]
+    return value
 
 
 def env_names(field: str) -> list[str]:

@@ -30,7 +30,7 @@ def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, dict[str,
     if not path.is_file():
         return {}
     answers: dict[str, dict[str, Any]] = {}
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8", errors="replace") as handle:
         header = handle.readline()
         try:
             recorded = json.loads(header).get("fingerprint")

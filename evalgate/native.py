@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,23 @@ def _rope_scaling(config: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _positive(value: Any, key: str, name: str, minimum: float = 0.0) -> float:
+    """A length or factor from the config: a finite number above `minimum` (a length: at
+    least 1), else a clear error."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+        or value < minimum
+    ):
+        raise ContextError(
+            f"{name or 'The model config'}: {key} is {value!r}, not a positive number. Pass the "
+            "model's own config.json, or set --eval-max-model-len explicitly."
+        )
+    return float(value)
+
+
 def native_max_len(
     config: dict[str, Any], tokenizer_config: dict[str, Any] | None = None, *, name: str = ""
 ) -> NativeLength:
@@ -77,10 +95,10 @@ def native_max_len(
     steps: list[str] = []
     if text is not config:
         steps.append(f"{where}read the nested text_config")
-    present = {
-        key: text[key]
+    present = {  # vLLM skips a key it finds unset; a boolean is not a length either
+        key: _positive(text[key], key, name, minimum=1)
         for key in LENGTH_KEYS
-        if isinstance(text.get(key), int | float) and not isinstance(text.get(key), bool)
+        if text.get(key) is not None and not isinstance(text.get(key), bool)
     }
     if not present:
         steps.append(f"{where}no length key ({', '.join(LENGTH_KEYS)}) present")
@@ -97,7 +115,7 @@ def native_max_len(
     model_type = str(text.get("model_type", config.get("model_type", "")))
     if scaling is not None and "factor" in scaling:
         rope_type = str(scaling.get("rope_type", scaling.get("type", "")))
-        factor = float(scaling["factor"])
+        factor = _positive(scaling["factor"], "rope_scaling.factor", name)
         if model_type in NEVER_SCALED_MODEL_TYPES:
             steps.append(f"{where}rope factor {factor:g} ignored for {model_type}")
         elif rope_type in ROPE_TYPES_ALREADY_SCALED:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evalgate.context import EvalContext
-from evalgate.endpoint import EngineInfo, api_root
+from evalgate.endpoint import EngineInfo, api_root, split_credentials
 from evalgate.errors import UsageError
 from evalgate.limits import gather_context
 from evalgate.prompts import Prompt, longest_candidates
@@ -97,11 +97,14 @@ def probe(
     from evalgate.probe import run_probe
 
     base_url, model = endpoint(settings)
+    url, auth = split_credentials(api_root(base_url))
+    timeout = min(settings.timeout, PROBE_TIMEOUT)
     with openai.OpenAI(
-        base_url=api_root(base_url),
+        base_url=url,
         api_key=api_key(settings) or "EMPTY",
         max_retries=0,
-        timeout=min(settings.timeout, PROBE_TIMEOUT),
+        timeout=timeout,
+        http_client=openai.DefaultHttpxClient(auth=auth, timeout=timeout) if auth else None,
     ) as client:
         return run_probe(
             client,

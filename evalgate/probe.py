@@ -155,6 +155,12 @@ def run_probe(
             f"({type(exc).__name__}: {exc}). Check the endpoint; it answered /v1/models a "
             "moment ago."
         ) from exc
+    except (openai.APIError, ValueError) as exc:
+        raise ProbeError(
+            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
+            f"({type(exc).__name__}: {exc}). Check that --base-url points at the engine or "
+            "router's /v1, and --api matches what it serves."
+        ) from exc
     latency = time.monotonic() - started
     outcome = "truncation_risk" if context.truncation_risk else "ok"
     if outcome == "truncation_risk":

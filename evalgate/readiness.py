@@ -20,7 +20,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from evalgate.endpoint import EngineInfo, ModelCard, SideDoorError, redact_url
+from evalgate.endpoint import SIDE_DOOR_TIMEOUT, EngineInfo, ModelCard, SideDoorError, redact_url
 from evalgate.errors import EndpointError, NotReadyError
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, httpx2.TransportError):
         return True
-    return isinstance(exc, SideDoorError) and exc.error.retryable
+    # A 200 that is not a model list (a server still starting) may become one; a 4xx will not.
+    return isinstance(exc, SideDoorError) and (exc.error.retryable or exc.error.status == 200)
 
 
 def _describe(exc: BaseException | None) -> str:
@@ -52,6 +53,7 @@ def wait_until_ready(
     """Poll /v1/models until it answers and lists `model`; return the model cards."""
     url = redact_url(info.url)
     started = time.monotonic()
+    deadline = started + timeout
 
     def progress(state: RetryCallState) -> None:
         outcome = state.outcome
@@ -68,7 +70,12 @@ def wait_until_ready(
         reraise=True,
     )
     try:
-        cards: list[ModelCard] = retrying(info.models)
+        # Each attempt gets at most the time left, so a hung server cannot outlast the deadline.
+        cards: list[ModelCard] = retrying(
+            lambda: info.models(
+                timeout=max(0.5, min(SIDE_DOOR_TIMEOUT, deadline - time.monotonic()))
+            )
+        )
     except (httpx2.HTTPError, SideDoorError) as exc:
         waited = time.monotonic() - started
         if _retryable(exc):

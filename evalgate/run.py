@@ -15,7 +15,7 @@ from evalgate import artifacts, journal, preflight
 from evalgate.client import EvalClient
 from evalgate.context import EvalContext
 from evalgate.dataset import Dataset, load_dataset
-from evalgate.errors import AbortedError, EvalgateError, ExitCode, ProbeError
+from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
 from evalgate.probe import ProbeOutcome
 from evalgate.prompts import Prompt, build_prompts
 from evalgate.record import Evidence, context_document
@@ -100,6 +100,13 @@ class GateRun:
         ev = self.evidence
         artifacts.prepare_output_dir(self.out, overwrite=s.overwrite, resume=self.resume)
         self.prepared = True
+        # From here on the folder holds this run: an earlier run's files must not outlive it,
+        # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
+        artifacts.clear_stale(self.out)
+        artifacts.write_result(
+            self.out,
+            ev.document(status="running", reason="in progress", exit_code=int(ExitCode.EVAL)),
+        )
         preflight.require(s, "base_url", "model")
 
         ev.enter("thresholds")
@@ -329,15 +336,34 @@ def run_gate(
     except KeyboardInterrupt:
         error = AbortedError("interrupted by a signal", stage=run.evidence.stage)
         status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
+    except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
+        log.debug("unexpected error", exc_info=True)
+        error = EvalFailedError(
+            f"unexpected {type(exc).__name__} at stage {run.evidence.stage}: {exc}. "
+            "Rerun with -v for the traceback, and please report it.",
+            stage=run.evidence.stage,
+        )
+        status, reason, code = "error", error.message, int(ExitCode.EVAL)
     if error is not None:
-        run.partial_samples()
+        try:
+            run.partial_samples()
+        except OSError:
+            log.exception("could not write the samples received so far")
     document = run.evidence.document(status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
     if run.prepared:  # never write into a folder whose earlier result we refused to bury
         try:
             path = artifacts.write_result(settings.output_dir, document)
-        except (EvalgateError, OSError):
+        except (EvalgateError, OSError) as exc:
             log.exception("could not write the result to %s", settings.output_dir)
+            if code in (ExitCode.PASS, ExitCode.FAIL):  # no evidence, no verdict
+                error = EvalFailedError(
+                    f"the {status} verdict could not be recorded: writing "
+                    f"{settings.output_dir / artifacts.RESULT_NAME} failed ({exc}). Free space or "
+                    "choose another --output-dir, and run again.",
+                    stage="artifacts",
+                )
+                status, reason, code = "error", error.message, int(ExitCode.EVAL)
     outcome = RunOutcome(code, status, reason, path, document, error, run.checked or prior)
     if settings.baseline is not None and path is not None and status in ("pass", "fail"):
         return _with_comparison(outcome, settings)

@@ -10,9 +10,26 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, AliasGenerator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from evalgate.endpoint import redact_url
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL with a host and a valid port; the message never repeats a password."""
+    parts = urlsplit(url.strip())
+    shown = redact_url(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{shown!r} has an invalid port; write http://HOST:PORT/v1") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{shown!r} is not an http(s) URL with a host; write http://HOST:PORT/v1")
+    del port
+    return url.strip()
 
 
 def _env(name: str, *extra: str) -> AliasChoices:
@@ -37,7 +54,7 @@ class Settings(BaseSettings):
 
     # -- the endpoint ------------------------------------------------------------------------
     base_url: str | None = Field(
-        None, validation_alias=_env("base_url", "ROUTER_URL", "OPENAI_BASE_URL")
+        None, validation_alias=_env("base_url", "ROUTER_URL", "OPENAI_BASE_URL"), repr=False
     )
     """OpenAI-compatible endpoint the eval talks to, ending in /v1 (the router's, in a
     disaggregated job)."""
@@ -55,7 +72,7 @@ class Settings(BaseSettings):
     as turns) or completions (lm-eval's standard 5-shot gsm8k prompt)."""
 
     worker_urls: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, validation_alias=_env("worker_urls", "WORKER_URLS")
+        default_factory=list, validation_alias=_env("worker_urls", "WORKER_URLS"), repr=False
     )
     """Prefill/decode worker URLs (…/v1) whose /v1/models limits also clamp the context.
     Repeatable flag; comma-separated in the environment."""
@@ -189,6 +206,16 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return check_url(value) if value is not None else None
+
+    @field_validator("worker_urls")
+    @classmethod
+    def _http_urls(cls, value: list[str]) -> list[str]:
+        return [check_url(url) for url in value]
 
     @field_validator("server_config", mode="before")
     @classmethod

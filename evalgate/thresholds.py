@@ -68,6 +68,11 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
     target = path or default_path()
     try:
         text = target.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ThresholdsError(
+            f"{target} is not UTF-8 text ({exc.reason} at byte {exc.start}): pass a JSON "
+            "thresholds file."
+        ) from exc
     except OSError as exc:
         raise ThresholdsError(
             f"Cannot read thresholds file {target}: {exc.strerror}. Pass --thresholds with an "

@@ -105,7 +105,8 @@ def parse_error(status: int, body: str) -> EngineError:
             found = _from_object(status, inner)
             if found is not None:
                 match = _WRAPPED_STATUS.search(text[:brace])
-                wrapped = int(match.group(1)) if match else None
+                # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
+                wrapped = int(match.group(1)) if match and status >= 500 else None
                 return EngineError(
                     status=status,
                     message=found.message,

@@ -358,11 +358,6 @@ def test_a_folder_with_a_result_is_refused(engine, tmp_path, case):
     assert engine.log == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="artifacts.py prepare_output_dir suppresses OSError and JSONDecodeError but not "
-    "UnicodeDecodeError: a binary result.json makes run_gate raise instead of refusing (exit 2)",
-)
 def test_a_folder_with_a_binary_result_is_refused(engine, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -437,11 +432,6 @@ def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) is not terminate_as_interrupt  # restored
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run.py run_gate logs a failed result.json write and still returns the verdict: a "
-    "PASS with exit 0 and no result.json on disk",
-)
 def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monkeypatch):
     write_json = artifacts.write_json
 
@@ -459,11 +449,6 @@ def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monke
     assert outcome.exit_code != 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run.py: an --overwrite run writes nothing to result.json until it ends, so when it is "
-    "killed (SIGKILL, OOM) the folder still shows the earlier run's PASS beside the new journal",
-)
 def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(30, engine):
@@ -516,11 +501,6 @@ def test_a_bad_result_file_is_a_usage_error(tmp_path, capsys, content, says, com
     assert (compare_says or says) in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="artifacts.py read_result catches OSError and JSONDecodeError, not "
-    "UnicodeDecodeError: a binary result.json is a traceback, not a usage error",
-)
 def test_a_binary_result_file_is_a_usage_error(tmp_path):
     (tmp_path / "result.json").write_bytes(b"\xff\xfe\x00garbage")
 

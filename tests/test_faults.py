@@ -669,11 +669,6 @@ def test_too_many_truncated_answers_fail_the_gate_even_when_the_scores_pass(tmp_
 # -- side doors: a glitch on /tokenize or the probe's stream must still leave a result ---------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="readiness.py/endpoint.py: each /v1/models attempt waits SIDE_DOOR_TIMEOUT (30 s) "
-    "whatever --ready-timeout says; the deadline is only checked between attempts",
-)
 def test_a_hung_model_list_is_not_ready_within_the_ready_timeout(engine, tmp_path):
     engine.inject(Fault("hang", paths={"/v1/models"}))
 
@@ -682,24 +677,16 @@ def test_a_hung_model_list_is_not_ready_within_the_ready_timeout(engine, tmp_pat
     assert_error(run, code=3, stage="readiness", says="was not ready after")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="endpoint.py count_tokens catches only SideDoorError, and run_gate only "
-    "EvalgateError: an httpx2.ReadError escapes run_gate and no result.json is written",
-)
 def test_a_reset_on_tokenize_still_leaves_a_result(engine, tmp_path):
     engine.inject(Fault("reset", paths={"/tokenize"}))
 
     run = gate(engine, tmp_path / "run")
 
-    assert run.doc["status"] in ("pass", "error")
+    # No token counts from the engine: the cautious estimate sizes the budget, and says so.
+    assert run.doc["status"] in ("pass", "fail")
+    assert run.doc["context"]["prompt_tokens"]["source"].startswith("estimate")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="probe.py: a 200 whose first SSE event is not JSON raises JSONDecodeError, which "
-    "escapes run_gate: no result.json",
-)
 def test_a_garbled_probe_stream_still_leaves_a_result(engine, tmp_path):
     engine.inject(Fault("malformed_json", nth={1}))
 
@@ -749,11 +736,6 @@ def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, capsys, text, 
     assert engine.log == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="thresholds.py load_thresholds catches OSError and JSONDecodeError, not "
-    "UnicodeDecodeError: a binary file is a traceback and exit 1 (read as 'below threshold')",
-)
 def test_a_binary_thresholds_file_is_a_usage_error(engine, tmp_path, capsys):
     path = tmp_path / "thresholds.json"
     path.write_bytes(b'{"default": {"gsm8k": 0.9}}\xff\xfe')
@@ -901,11 +883,6 @@ BAD_URLS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.py has no URL validator: a malformed --base-url waits out --ready-timeout "
-    "(600 s by default) and ends as 'not ready' (exit 3) instead of a usage error (exit 2)",
-)
 @pytest.mark.parametrize("url", [u for u, _ in BAD_URLS], ids=[why for _, why in BAD_URLS])
 def test_a_malformed_base_url_is_a_usage_error(tmp_path, capsys, url):
     out = tmp_path / "run"
@@ -916,10 +893,6 @@ def test_a_malformed_base_url_is_a_usage_error(tmp_path, capsys, url):
     assert "--base-url" in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.py has no URL validator for --worker-url either (same as --base-url)",
-)
 def test_a_malformed_worker_url_is_a_usage_error(engine, tmp_path, capsys):
     code, _, err = cli(
         [*run_args(engine, tmp_path / "run"), "--worker-url", "decode:8000/v1"], capsys

@@ -18,7 +18,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx2
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -111,12 +110,6 @@ def test_a_routers_500_around_a_workers_400_is_not_retried(status, inner):
         assert not error.retryable
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wire.py parse_error takes an 'error 5xx' before a JSON body as a wrapped status even "
-    "when the answer itself is a 4xx, so that 4xx is retried (the fallback path already "
-    "requires status >= 500)",
-)
 @FAST
 @example(400, 'Prefill server error 503 Service Unavailable: {"message": "x"}')
 @given(
@@ -212,11 +205,6 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="endpoint.py redact_url rebuilds the host from urlsplit().hostname, which drops an "
-    "IPv6 literal's brackets: http://u:p@[::1]:8000/v1 becomes http://::1:8000/v1",
-)
 @FAST
 @example("u", "p", "[::1]", 8000, "/v1")
 @given(secrets, secrets, hosts, ports, paths)
@@ -347,12 +335,6 @@ configs = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="native.py native_max_len applies float()/int() to config values unchecked: a rope "
-    "factor that is not a number (or an infinite/NaN length) raises TypeError, ValueError or "
-    "OverflowError instead of ContextError (exit 2)",
-)
 @FAST
 @example({"max_position_embeddings": 4096, "rope_scaling": {"factor": "x"}})
 @given(configs | st.builds(lambda c: {"text_config": c}, configs))

@@ -317,12 +317,6 @@ def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers,
     assert_nowhere(caplog.text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="endpoint.py EngineInfo and preflight.py probe hand httpx2 the URL with "
-    "user:password; httpx2 logs it at INFO ('HTTP Request: GET http://user:pw@.../v1/models'), "
-    "so a library user with logging.basicConfig(level=INFO) sees it",
-)
 def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     settings = Settings(
@@ -344,11 +338,6 @@ def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
     assert_nowhere(caplog.text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.py: base_url and worker_urls are plain str fields, so repr(Settings) "
-    "(and any traceback or log that shows it) carries user:password",
-)
 def test_the_settings_repr_hides_url_credentials():
     settings = Settings(base_url=with_password("http://127.0.0.1:8000/v1"), api_key=KEY)
 
@@ -417,11 +406,6 @@ def test_a_settings_error_does_not_echo_the_secrets(cli, monkeypatch):
     assert_nowhere(stdout, stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.py has no URL validator (an ftp:// URL waits out --ready-timeout, exit 3); "
-    "when one is added, flags.settings_from_args must redact the URL it echoes",
-)
 def test_a_bad_url_with_a_password_is_a_usage_error_that_hides_it(cli):
     url = f"ftp://{USER}:{PASSWORD}@127.0.0.1:{unused_port()}/v1"
 
