@@ -18,7 +18,7 @@ from evalgate.dataset import Dataset, load_dataset
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
 from evalgate.probe import ProbeOutcome
 from evalgate.prompts import Prompt, build_prompts
-from evalgate.record import Evidence, context_document
+from evalgate.record import Evidence, context_document, labels_document
 from evalgate.settings import Settings
 from evalgate.task import FEWSHOT_SEED, TaskSpec, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
@@ -110,7 +110,7 @@ class GateRun:
         preflight.require(s, "base_url", "model")
 
         ev.enter("thresholds")
-        floor = resolve_floor(load_thresholds(s.thresholds), s.model, _labels(s))
+        floor = resolve_floor(load_thresholds(s.thresholds), s.model, labels_document(s))
         ev.threshold = {"value": floor.value, "matched": floor.matched, "file": floor.file}
 
         ev.enter("dataset")
@@ -288,16 +288,6 @@ class GateRun:
         artifacts.write_jsonl(self.out / artifacts.SAMPLES_NAME, records)
         self.evidence.files.setdefault("samples", artifacts.SAMPLES_NAME)
         self.evidence.files.setdefault("journal", journal.JOURNAL_NAME)
-
-
-def _labels(settings: Settings) -> dict[str, Any]:
-    return {
-        "model_prefix": settings.model_prefix,
-        "hardware": settings.hardware,
-        "framework": settings.framework,
-        "precision": settings.precision,
-        "kv_cache_dtype": settings.kv_cache_dtype,
-    }
 
 
 def _probe_document(outcome: ProbeOutcome) -> dict[str, Any]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,12 +54,39 @@ FAST = ["--retry-wait-min", "0", "--retry-wait-max", "0", "--ready-timeout", "5"
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No evalgate variable from the developer's shell; evalgate's logger as it was (cli.main
+    configures it)."""
+    logger = logging.getLogger("evalgate")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
     for name in list(os.environ):
         if name.startswith(_STACK_VARS):
             continue
         if name.startswith("EVALGATE_") or name in _READ_VARS:
             monkeypatch.delenv(name, raising=False)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, engine: FakeEngine | None = None) -> Iterator[None]:
+    """Fail a test that takes longer than `seconds`; stop the engine then, so that whatever is
+    waiting on it (a hung or delayed request) returns and the test ends."""
+    fired = threading.Event()
+
+    def fire() -> None:
+        fired.set()
+        if engine is not None:
+            engine.stop()
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+    assert not fired.is_set(), f"did not finish within {seconds} s"
 
 
 @pytest.fixture

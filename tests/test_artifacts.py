@@ -12,9 +12,7 @@ The rules (evalgate/artifacts.py, RELIABILITY.md):
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -34,6 +32,7 @@ from evalgate.record import Evidence
 from evalgate.run import run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings
+from tests.conftest import deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
 
 MODEL = "fake-model"
@@ -42,39 +41,10 @@ NOT_PROBE = frozenset(range(2, 100_000))
 ENV_NAMES = {name for field in Settings.model_fields for name in env_names(field)}
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch):
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-    logger = logging.getLogger("evalgate")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved
-
-
 @pytest.fixture
 def engine() -> Iterator[FakeEngine]:
     with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
         yield running
-
-
-@contextlib.contextmanager
-def deadline(seconds: float, engine: FakeEngine | None = None) -> Iterator[None]:
-    fired = threading.Event()
-
-    def fire() -> None:
-        fired.set()
-        if engine is not None:
-            engine.stop()
-
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-    assert not fired.is_set(), f"did not finish within {seconds} s"
 
 
 def settings(engine: FakeEngine, out: Path, **overrides: Any) -> Settings:

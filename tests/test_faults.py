@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import shutil
 import threading
 import time
@@ -31,10 +30,10 @@ import pytest
 from evalgate.cli import main
 from evalgate.client import EvalClient, RequestFailed
 from evalgate.dataset import bundled_dir
-from evalgate.flags import env_names
 from evalgate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings
+from tests.conftest import deadline
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, refused_url
 
 MODEL = "fake-model"
@@ -48,44 +47,10 @@ DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
 # -- fixtures and helpers ---------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch):
-    """No EVALGATE_*/MODEL/OPENAI_API_KEY from the caller's shell; the evalgate logger as found
-    (the CLI reconfigures it on every call)."""
-    for field in Settings.model_fields:
-        for name in env_names(field):
-            monkeypatch.delenv(name, raising=False)
-    logger = logging.getLogger("evalgate")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved
-
-
 @pytest.fixture
 def engine() -> Iterator[FakeEngine]:
     with FakeEngine(EngineBehaviour(accuracy=ACCURACY)) as running:
         yield running
-
-
-@contextlib.contextmanager
-def deadline(seconds: float, engine: FakeEngine | None = None) -> Iterator[None]:
-    """Fail a test that takes longer than `seconds`; stop the engine then, so that whatever is
-    waiting on it (a hung or delayed request) returns and the test ends."""
-    fired = threading.Event()
-
-    def fire() -> None:
-        fired.set()
-        if engine is not None:
-            engine.stop()
-
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-    assert not fired.is_set(), f"did not finish within {seconds} s"
 
 
 @dataclass(frozen=True)

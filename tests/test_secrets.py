@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import threading
@@ -25,10 +24,10 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.client import EvalClient
-from evalgate.flags import env_names
 from evalgate.run import run_gate
 from evalgate.settings import Settings
 from tests import fakeengine
+from tests.conftest import deadline
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port
 
 KEY = "sk-evalgate-PLANTED-123"
@@ -41,17 +40,6 @@ MODEL = "fake-model"
 LIMIT = 10
 DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
 NOT_PROBE = frozenset(range(2, 100_000))
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch):
-    for field in Settings.model_fields:
-        for name in env_names(field):
-            monkeypatch.delenv(name, raising=False)
-    logger = logging.getLogger("evalgate")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 @pytest.fixture
@@ -74,25 +62,6 @@ def headers(monkeypatch) -> list[tuple[str, str | None]]:
 def engine() -> Iterator[FakeEngine]:
     with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
         yield running
-
-
-@contextlib.contextmanager
-def deadline(seconds: float, engine: FakeEngine | None = None) -> Iterator[None]:
-    fired = threading.Event()
-
-    def fire() -> None:
-        fired.set()
-        if engine is not None:
-            engine.stop()
-
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-    assert not fired.is_set(), f"did not finish within {seconds} s"
 
 
 def with_password(url: str) -> str:
