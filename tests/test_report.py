@@ -9,6 +9,7 @@ import pytest
 
 from evalgate import report, verify
 from evalgate.collect import LABELS, Collection, Found, Note
+from evalgate.expect import Expectation, parse_expectation
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verdict import Score
@@ -87,7 +88,7 @@ def test_markdown_escapes_pipes_and_caps_rows(monkeypatch):
 
 
 def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
-    expect = verify.parse_expectation([{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "e")
+    expect = parse_expectation([{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "e")
     result = decide(run(4, 0.92, n=50), run(8, 0.95), run(8, 0.95), expect=expect)
     root = ET.fromstring(report.junit(result))  # noqa: S314 - evalgate's own output
     cases = {case.get("name"): case for case in root.iter("testcase")}
@@ -103,7 +104,7 @@ def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
     [
         decide(empty=("a",)),
         decide(run(4, 0.95), run(8, 0.92, n=50)),
-        decide(run(4, 0.95), expect=verify.Expectation("2", count=2)),
+        decide(run(4, 0.95), expect=Expectation("2", count=2)),
         decide(
             Found(
                 "b/results.json",

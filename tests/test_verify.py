@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalgate import cli, collect, verify
+from evalgate import cli, collect, expect, schemas, verify
 from evalgate.errors import ExitCode, UsageError
 from evalgate.schemas import validation_errors, validator
 from evalgate.thresholds import parse_thresholds
@@ -362,7 +362,7 @@ def mutated_results(draw: st.DrawFn) -> Any:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=mutated_results())
 def test_compiled_check_agrees_with_jsonschema(doc):
-    fast = collect._fast_check("result")
+    fast = schemas._fast_check("result")
     assert fast is not None
     assert fast(doc) == validator("result").is_valid(doc)
 
@@ -371,15 +371,15 @@ def test_compiled_check_agrees_with_jsonschema(doc):
 @given(doc=JSON)
 def test_compiled_check_agrees_on_any_json(doc):
     for name in ("result", "thresholds", "verdict"):
-        fast = collect._fast_check(name)
+        fast = schemas._fast_check(name)
         assert fast is not None, name
         assert fast(doc) == validator(name).is_valid(doc)
 
 
 def test_compiled_check_refuses_keywords_it_does_not_know():
     with pytest.raises(NotImplementedError):
-        collect.compile_schema({"type": "object", "patternProperties": {"^x": True}})
-    assert collect.compile_schema({"type": "string", "minLength": 2})("ab") is True
+        schemas.compile_schema({"type": "object", "patternProperties": {"^x": True}})
+    assert schemas.compile_schema({"type": "string", "minLength": 2})("ab") is True
 
 
 # -- collecting ----------------------------------------------------------------------------------
@@ -781,16 +781,16 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
     ],
 )
 def test_config_key(model, labels, key):
-    assert verify.config_key(model, labels) == key
+    assert expect.config_key(model, labels) == key
 
 
 def test_two_models_under_one_prefix_get_the_model_in_their_key():
     a, b = found(model="org/a", scores=(em(0.95),)), found(model="org/b", scores=(em(0.95),))
-    assert verify._keys([a, b]) == [
+    assert expect.config_keys([a, b]) == [
         "dsr1 b200 conc=64 model=org/a",
         "dsr1 b200 conc=64 model=org/b",
     ]
-    assert verify._keys([a, a]) == ["dsr1 b200 conc=64"] * 2
+    assert expect.config_keys([a, a]) == ["dsr1 b200 conc=64"] * 2
 
 
 # -- the expected set ----------------------------------------------------------------------------
@@ -819,7 +819,7 @@ def test_two_models_under_one_prefix_get_the_model_in_their_key():
     ],
 )
 def test_parse_expectation(data, count, configs):
-    expectation = verify.parse_expectation(data, "m.json")
+    expectation = expect.parse_expectation(data, "m.json")
     assert expectation.count == count
     assert expectation.configs == configs
 
@@ -837,20 +837,20 @@ def test_parse_expectation(data, count, configs):
 )
 def test_parse_expectation_rejects(data, message):
     with pytest.raises(UsageError) as raised:
-        verify.parse_expectation(data, "m.json")
+        expect.parse_expectation(data, "m.json")
     assert message in raised.value.message
 
 
 def test_load_expectation(tmp_path):
-    assert verify.load_expectation("12").count == 12
+    assert expect.load_expectation("12").count == 12
     manifest = tmp_path / "expect.json"
     manifest.write_text(json.dumps([{"concurrency": [1, 2]}]))
-    assert len(verify.load_expectation(str(manifest)).configs) == 2
+    assert len(expect.load_expectation(str(manifest)).configs) == 2
     with pytest.raises(UsageError, match="Cannot read --expect file"):
-        verify.load_expectation(str(tmp_path / "none.json"))
+        expect.load_expectation(str(tmp_path / "none.json"))
     manifest.write_text("[{")
     with pytest.raises(UsageError, match="is not valid JSON"):
-        verify.load_expectation(str(manifest))
+        expect.load_expectation(str(manifest))
 
 
 def _entries(*concs: int) -> list[verify.Entry]:
@@ -869,16 +869,16 @@ def _entries(*concs: int) -> list[verify.Entry]:
 
 
 def test_check_set_duplicates_even_without_an_expectation():
-    [problem] = verify.check_set(_entries(4, 8, 8), None)
+    [problem] = expect.check_set(_entries(4, 8, 8), None)
     assert problem.outcome == "duplicate" and problem.key == "dsr1 conc=8"
     assert "2 results for one config: 8/result.json, 8/result.json" in problem.reason
 
 
 def test_check_set_missing_and_unexpected():
-    expectation = verify.parse_expectation(
+    expectation = expect.parse_expectation(
         [{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "sweep.json"
     )
-    problems = verify.check_set(_entries(4, 8, 32), expectation)
+    problems = expect.check_set(_entries(4, 8, 32), expectation)
     assert [(p.outcome, p.key) for p in problems] == [
         ("missing", "dsr1 conc=16"),
         ("unexpected", "dsr1 conc=32"),
@@ -887,15 +887,15 @@ def test_check_set_missing_and_unexpected():
 
 
 def test_check_set_an_entry_matching_two_configs_is_ambiguous():
-    expectation = verify.parse_expectation([{"model_prefix": "dsr1"}], "e.json")
-    [problem] = verify.check_set(_entries(4, 8), expectation)
+    expectation = expect.parse_expectation([{"model_prefix": "dsr1"}], "e.json")
+    [problem] = expect.check_set(_entries(4, 8), expectation)
     assert problem.outcome == "duplicate"
     assert "matches 2 configs: dsr1 conc=4; dsr1 conc=8" in problem.reason
 
 
 @pytest.mark.parametrize(("count", "outcome"), [(3, None), (4, "missing"), (2, "unexpected")])
 def test_check_set_count(count, outcome):
-    problems = verify.check_set(_entries(1, 2, 3), verify.Expectation(str(count), count=count))
+    problems = expect.check_set(_entries(1, 2, 3), expect.Expectation(str(count), count=count))
     assert [p.outcome for p in problems] == ([outcome] if outcome else [])
     if outcome:
         assert f"expected {count} configs (--expect {count}), found 3" in problems[0].reason
@@ -905,10 +905,10 @@ def test_check_set_matches_topology_as_a_subset():
     entry = verify.Entry(
         "k", "pass", "", "p", "evalgate", "m", {"concurrency": 4, "topology": {"tp": 8, "ep": 1}}
     )
-    ok = verify.parse_expectation([{"topology": {"tp": 8}}], "e")
-    wrong = verify.parse_expectation([{"topology": {"tp": 4}}], "e")
-    assert verify.check_set([entry], ok) == []
-    assert [p.outcome for p in verify.check_set([entry], wrong)] == ["missing", "unexpected"]
+    ok = expect.parse_expectation([{"topology": {"tp": 8}}], "e")
+    wrong = expect.parse_expectation([{"topology": {"tp": 4}}], "e")
+    assert expect.check_set([entry], ok) == []
+    assert [p.outcome for p in expect.check_set([entry], wrong)] == ["missing", "unexpected"]
 
 
 # -- end to end through `evalgate verify` ---------------------------------------------------------
@@ -1327,7 +1327,7 @@ def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
 def test_the_documented_manifest_parses():
     text = (ROOT / "docs" / "verify.md").read_text()
     block = text.split("```json\n")[1].split("```")[0]
-    expectation = verify.parse_expectation(json.loads(block), "docs")
+    expectation = expect.parse_expectation(json.loads(block), "docs")
     assert len(expectation.configs) == 5 + 4
 
 
