@@ -281,6 +281,7 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool) -> list[Row]:
     rows = []
     for count in (10_000,) if quick else (10_000, 100_000):
         root = tmp / f"sweep-{count}"
+        root.mkdir()
         generate(root, count, 0.1)
 
         def run(_: int, root: Path = root) -> tuple[float, float]:
@@ -326,6 +327,7 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool) -> list[Row]:
 
 def startup(tmp: Path, repeats: int) -> list[Row]:
     one = tmp / "one"
+    one.mkdir()
     generate(one, 1, 0.0)
     commands = {
         "evalgate --help": [EVALGATE, "--help"],

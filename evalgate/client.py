@@ -29,7 +29,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from evalgate.endpoint import api_root, split_credentials
+from evalgate.credentials import split_credentials
+from evalgate.endpoint import api_root
 from evalgate.wire import EngineError, parse_error
 
 log = logging.getLogger(__name__)

@@ -10,32 +10,16 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx2
 
 from evalgate.context import Limit
+from evalgate.credentials import redact_url, split_credentials
 from evalgate.prompts import Prompt
 from evalgate.wire import EngineError, parse_error
 
 log = logging.getLogger(__name__)
 SIDE_DOOR_TIMEOUT = 30.0
-
-
-def redact_url(url: str) -> str:
-    """The URL without user:password, for logs and artifacts."""
-    return split_credentials(url)[0]
-
-
-def split_credentials(url: str) -> tuple[str, httpx2.BasicAuth | None]:
-    """The URL without user:password, and those credentials as basic auth (None if absent).
-    The HTTP library logs the URLs it requests: credentials must never be in them."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = parts.netloc.rpartition("@")[2]  # keeps an IPv6 host's brackets and the port
-    auth = httpx2.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), auth
 
 
 def api_root(url: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from evalgate.endpoint import redact_url
+from evalgate.credentials import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
 

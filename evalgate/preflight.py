@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evalgate.context import EvalContext
-from evalgate.endpoint import EngineInfo, api_root, split_credentials
+from evalgate.credentials import split_credentials
+from evalgate.endpoint import EngineInfo, api_root
 from evalgate.errors import UsageError
 from evalgate.limits import gather_context
 from evalgate.prompts import Prompt, longest_candidates

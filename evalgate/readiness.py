@@ -20,7 +20,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from evalgate.endpoint import SIDE_DOOR_TIMEOUT, EngineInfo, ModelCard, SideDoorError, redact_url
+from evalgate.credentials import redact_url
+from evalgate.endpoint import SIDE_DOOR_TIMEOUT, EngineInfo, ModelCard, SideDoorError
 from evalgate.errors import EndpointError, NotReadyError
 
 log = logging.getLogger(__name__)

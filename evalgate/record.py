@@ -15,7 +15,7 @@ from typing import Any
 
 from evalgate._version import __version__
 from evalgate.context import EvalContext, Limit
-from evalgate.endpoint import redact_url
+from evalgate.credentials import redact_url
 from evalgate.settings import Settings
 from evalgate.verdict import Score, Verdict
 

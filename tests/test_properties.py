@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evalgate import artifacts, journal
-from evalgate.client import MalformedAnswer, parse_completion, split_credentials
+from evalgate.client import MalformedAnswer, parse_completion
 from evalgate.context import served_limits_from_args
+from evalgate.credentials import redact_url, split_credentials
 from evalgate.dataset import _read_split
-from evalgate.endpoint import redact_url
 from evalgate.errors import ArtifactError, ContextError, DatasetError, EvalgateError, UsageError
 from evalgate.flags import settings_from_args
 from evalgate.hook import parse_concurrencies

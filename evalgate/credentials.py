@@ -1,0 +1,33 @@
+"""Credentials inside URLs (http://user:password@host/v1): kept out of every log and artifact.
+
+The HTTP library logs the URLs it requests, so a URL with credentials is split before any
+client sees it: the bare URL goes to the client, the credentials go as HTTP basic auth.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    import httpx2
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password, for logs, messages and artifacts."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]  # keeps an IPv6 host's brackets and the port
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def split_credentials(url: str) -> tuple[str, httpx2.BasicAuth | None]:
+    """The URL without user:password, and those credentials as basic auth (None if absent)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    import httpx2  # only a client that sends requests needs it
+
+    auth = httpx2.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    return redact_url(url), auth
