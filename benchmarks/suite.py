@@ -203,6 +203,44 @@ def incident(tmp: Path, repeats: int, harness_repeats: int) -> list[Row]:
     return rows
 
 
+def real_engine_incident(tmp: Path, repeats: int, url: str, model: str) -> list[Row]:
+    """The misconfigured budget against a real engine (scripts/engine-up single)."""
+
+    def ours(i: int) -> tuple[float, float]:
+        wall, peak, done = timed(
+            [
+                EVALGATE,
+                "run",
+                "--base-url",
+                url,
+                "--model",
+                model,
+                "--isl",
+                "8192",
+                "--osl",
+                "1024",
+                "--max-tokens",
+                "12288",
+                "--output-dir",
+                str(tmp / f"engine-incident-{i}"),
+            ]
+        )
+        assert done.returncode == 3, done.stderr
+        return wall, peak
+
+    walls, peak = repeat(repeats, ours)
+    return [
+        Row(
+            "misconfigured budget on the real stack (vLLM CPU + vllm-router): evalgate run",
+            walls,
+            goal="< 3 s",
+            met=statistics.median(walls) < 3,
+            peak_mb=peak,
+            note=f"served by {url.rsplit('//', maxsplit=1)[-1]}",
+        )
+    ]
+
+
 def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
     """Full GSM8K against a 64-slot engine with a fixed latency: wall over the ideal."""
     concurrency = 64
@@ -438,6 +476,12 @@ def main() -> int:
     )
     parser.add_argument("--only", choices=["incident", "overhead", "verify", "startup"])
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument(
+        "--engine-url",
+        help="also time the incident against this real engine "
+        "(e.g. the ROUTER_URL of scripts/engine-up single)",
+    )
+    parser.add_argument("--engine-model", default="smollm2-135m")
     args = parser.parse_args()
     repeats = 3 if args.quick else 5
     rows: list[Row] = []
@@ -447,6 +491,8 @@ def main() -> int:
             rows += startup(tmp, repeats)
         if args.only in (None, "incident"):
             rows += incident(tmp, repeats, 1 if args.quick else 3)
+            if args.engine_url:
+                rows += real_engine_incident(tmp, repeats, args.engine_url, args.engine_model)
         if args.only in (None, "verify"):
             rows += verify_and_compare(tmp, repeats, args.quick)
         if args.only in (None, "overhead"):

@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evalgate.task import FEWSHOT_SEED, TaskSpec
+from evalgate.task import FEWSHOT_SEED, TaskSpec, render
 
 Message = dict[str, str]
 
@@ -37,11 +37,11 @@ class Prompt:
 
 
 def _question(spec: TaskSpec, doc: dict[str, str]) -> str:
-    return str(spec.config["doc_to_text"]).replace("{{question}}", doc["question"])
+    return render(str(spec.config["doc_to_text"]), doc)
 
 
 def _answer(spec: TaskSpec, doc: dict[str, str]) -> str:
-    return str(spec.config["doc_to_target"]).replace("{{answer}}", doc["answer"])
+    return render(str(spec.config["doc_to_target"]), doc)
 
 
 def build_prompt(

@@ -881,6 +881,9 @@ def refused_url() -> str:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # A real engine's listen backlog is in the thousands (uvicorn: 2048); socketserver's 5 would
+    # reset connections whenever a client opens many at once.
+    request_queue_size = 1024
     block_on_close = False
     allow_reuse_address = True
 

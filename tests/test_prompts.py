@@ -182,3 +182,20 @@ def test_longest_candidates_on_the_real_eval(dataset):
     assert len(found) == 3
     assert found[0].chars == max(p.chars for p in prompts)
     assert found[0].chars >= found[1].chars >= found[2].chars
+
+
+def test_task_templates_render_exactly_as_lm_evals_jinja():
+    """evalgate hands lm-eval its templates as plain substitutions (lm-eval would compile the
+    jinja string 22k times a run); they must give the same text for every question."""
+    from lm_eval.utils import apply_template
+
+    from evalgate.dataset import load_dataset
+    from evalgate.task import Template, load_task
+
+    data = load_dataset()
+    for api in ("chat", "completions"):
+        spec = load_task(api)
+        for key in ("doc_to_text", "doc_to_target"):
+            template = Template(str(spec.config[key]))
+            for doc in [*data.test, *data.train[:500]]:
+                assert template(doc) == apply_template(template.text, doc)
