@@ -132,6 +132,25 @@ def lm_eval_command(
     ]
 
 
+def evalgate_run(url: str, model: str, out: Path, *extra: str) -> list[str]:
+    """`evalgate run` as the benchmarks call it: ISL 8192, OSL 1024, into `out`."""
+    return [
+        EVALGATE,
+        "run",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--isl",
+        "8192",
+        "--osl",
+        "1024",
+        "--output-dir",
+        str(out),
+        *extra,
+    ]
+
+
 def incident(tmp: Path, repeats: int, harness_repeats: int) -> list[Row]:
     """Served 9472, budget 12288: time until each tool gives up, and requests sent."""
     rows = []
@@ -139,22 +158,9 @@ def incident(tmp: Path, repeats: int, harness_repeats: int) -> list[Row]:
 
         def ours(i: int) -> tuple[float, float]:
             wall, peak, done = timed(
-                [
-                    EVALGATE,
-                    "run",
-                    "--base-url",
-                    engine.url,
-                    "--model",
-                    "fake-model",
-                    "--isl",
-                    "8192",
-                    "--osl",
-                    "1024",
-                    "--max-tokens",
-                    "12288",
-                    "--output-dir",
-                    str(tmp / f"incident-{i}"),
-                ]
+                evalgate_run(
+                    engine.url, "fake-model", tmp / f"incident-{i}", "--max-tokens", "12288"
+                )
             )
             assert done.returncode == 3, done.stderr
             return wall, peak
@@ -208,22 +214,7 @@ def real_engine_incident(tmp: Path, repeats: int, url: str, model: str) -> list[
 
     def ours(i: int) -> tuple[float, float]:
         wall, peak, done = timed(
-            [
-                EVALGATE,
-                "run",
-                "--base-url",
-                url,
-                "--model",
-                model,
-                "--isl",
-                "8192",
-                "--osl",
-                "1024",
-                "--max-tokens",
-                "12288",
-                "--output-dir",
-                str(tmp / f"engine-incident-{i}"),
-            ]
+            evalgate_run(url, model, tmp / f"engine-incident-{i}", "--max-tokens", "12288")
         )
         assert done.returncode == 3, done.stderr
         return wall, peak
@@ -253,22 +244,13 @@ def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
 
         def ours(i: int) -> tuple[float, float]:
             wall, peak, done = timed(
-                [
-                    EVALGATE,
-                    "run",
-                    "--base-url",
+                evalgate_run(
                     engine.url,
-                    "--model",
                     "fake-model",
-                    "--isl",
-                    "8192",
-                    "--osl",
-                    "1024",
+                    tmp / f"overhead-{i}",
                     "--num-concurrent",
                     str(concurrency),
-                    "--output-dir",
-                    str(tmp / f"overhead-{i}"),
-                ]
+                )
             )
             assert done.returncode == 0, done.stderr
             return wall, peak
