@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalgate.compare import compare_runs
-from evalgate.compare_report import comparison_document, render_text
-from evalgate.dataset import bundled_dir
+from evalgate.compare.comparison import compare_runs
+from evalgate.compare.report import comparison_document, render_text
+from evalgate.tasks.dataset import bundled_dir
 
 # Until `compare` is in evalgate.cli.SUBCOMMANDS, register it for this process only.
 CLI = (

@@ -32,7 +32,7 @@ PREFIXES = ("dsr1", "gptoss", "qwen3.5", "kimik2.5", "glm5", "minimaxm2.5")
 HARDWARE = ("b200", "h200", "mi355x", "gb200")
 STANDALONE = (
     "import argparse, sys\n"
-    "from evalgate import cli_verify\n"
+    "from evalgate.cli import verify as cli_verify\n"
     "parser = argparse.ArgumentParser()\n"
     "cli_verify.add_arguments(parser)\n"
     "sys.exit(cli_verify.command(parser.parse_args(sys.argv[1:])))\n"

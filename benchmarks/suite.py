@@ -37,7 +37,7 @@ import yaml
 
 from benchmarks.bench_compare import write_run
 from benchmarks.bench_verify import generate
-from evalgate.task import load_task
+from evalgate.tasks.spec import load_task
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def harness_task(tmp: Path, api: str = "chat") -> Path:
     folder.mkdir(exist_ok=True)
     spec = load_task(api)
     config = dict(spec.config)
-    data = ROOT / "evalgate" / "data" / "gsm8k"
+    data = ROOT / "evalgate" / "tasks" / "data" / "gsm8k"
     config["dataset_kwargs"] = {
         "data_files": {"train": str(data / "train.jsonl"), "test": str(data / "test.jsonl")}
     }

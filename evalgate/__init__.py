@@ -28,13 +28,13 @@ from evalgate.errors import (
 )
 
 if TYPE_CHECKING:
-    from evalgate.compare import Comparison, compare_runs
-    from evalgate.context import EvalContext, Limit, derive_context
-    from evalgate.native import NativeLength, load_native_max_len, native_max_len
-    from evalgate.run import RunOutcome, run_gate
+    from evalgate.compare.comparison import Comparison, compare_runs
+    from evalgate.gate.context import EvalContext, Limit, derive_context
+    from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
+    from evalgate.gate.run import RunOutcome, run_gate
+    from evalgate.gate.verdict import Check, Score, Verdict, decide
     from evalgate.settings import Settings
     from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
-    from evalgate.verdict import Check, Score, Verdict, decide
 
 __all__ = [
     "AbortedError",
@@ -73,25 +73,25 @@ __all__ = [
 
 # Loaded on first use, so `import evalgate` (and `evalgate verify`) stays light.
 _LAZY = {
-    "Check": "evalgate.verdict",
-    "Comparison": "evalgate.compare",
-    "EvalContext": "evalgate.context",
+    "Check": "evalgate.gate.verdict",
+    "Comparison": "evalgate.compare.comparison",
+    "EvalContext": "evalgate.gate.context",
     "Floor": "evalgate.thresholds",
-    "Limit": "evalgate.context",
-    "NativeLength": "evalgate.native",
-    "RunOutcome": "evalgate.run",
-    "Score": "evalgate.verdict",
+    "Limit": "evalgate.gate.context",
+    "NativeLength": "evalgate.gate.native",
+    "RunOutcome": "evalgate.gate.run",
+    "Score": "evalgate.gate.verdict",
     "Settings": "evalgate.settings",
     "Thresholds": "evalgate.thresholds",
-    "Verdict": "evalgate.verdict",
-    "compare_runs": "evalgate.compare",
-    "decide": "evalgate.verdict",
-    "derive_context": "evalgate.context",
-    "load_native_max_len": "evalgate.native",
+    "Verdict": "evalgate.gate.verdict",
+    "compare_runs": "evalgate.compare.comparison",
+    "decide": "evalgate.gate.verdict",
+    "derive_context": "evalgate.gate.context",
+    "load_native_max_len": "evalgate.gate.native",
     "load_thresholds": "evalgate.thresholds",
-    "native_max_len": "evalgate.native",
+    "native_max_len": "evalgate.gate.native",
     "resolve_floor": "evalgate.thresholds",
-    "run_gate": "evalgate.run",
+    "run_gate": "evalgate.gate.run",
 }
 
 

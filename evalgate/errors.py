@@ -102,7 +102,8 @@ class ProbeError(EndpointError):
 
     stage = "probe"
     engine_error: Any = None
-    """The engine's parsed answer (evalgate.wire.EngineError) when it rejected the request."""
+    """The engine's parsed answer (evalgate.engine.wire.EngineError) when it rejected the
+    request."""
 
 
 class EvalFailedError(EvalgateError):

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, AliasGenerator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from evalgate.credentials import redact_url
+from evalgate.engine.urls import redact_url
 
 
 def check_url(url: str) -> str:

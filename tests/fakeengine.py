@@ -84,7 +84,7 @@ from urllib.parse import urlsplit
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-GSM8K_TEST = REPO_ROOT / "evalgate" / "data" / "gsm8k" / "test.jsonl"
+GSM8K_TEST = REPO_ROOT / "evalgate" / "tasks" / "data" / "gsm8k" / "test.jsonl"
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"

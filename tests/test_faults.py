@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 
 from evalgate.cli import main
-from evalgate.client import EvalClient, RequestFailed
-from evalgate.dataset import bundled_dir
-from evalgate.run import RunOutcome, run_gate
+from evalgate.engine.client import EvalClient, RequestFailed
+from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings
+from evalgate.tasks.dataset import bundled_dir
 from tests.conftest import deadline
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, refused_url
 

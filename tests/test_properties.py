@@ -21,18 +21,18 @@ import httpx2
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from evalgate import artifacts, journal
-from evalgate.client import MalformedAnswer, parse_completion
-from evalgate.context import served_limits_from_args
-from evalgate.credentials import redact_url, split_credentials
-from evalgate.dataset import _read_split
+from evalgate.cli.flags import settings_from_args
+from evalgate.engine.client import MalformedAnswer, parse_completion
+from evalgate.engine.urls import redact_url, split_credentials
+from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
 from evalgate.errors import ArtifactError, ContextError, DatasetError, EvalgateError, UsageError
-from evalgate.flags import settings_from_args
-from evalgate.hook import parse_concurrencies
-from evalgate.native import native_max_len
+from evalgate.evidence import artifacts, journal
+from evalgate.gate.context import served_limits_from_args
+from evalgate.gate.hook import parse_concurrencies
+from evalgate.gate.native import native_max_len
 from evalgate.settings import Settings
+from evalgate.tasks.dataset import _read_split
 from evalgate.thresholds import parse_thresholds, resolve_floor
-from evalgate.wire import MAX_MESSAGE_CHARS, parse_error
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

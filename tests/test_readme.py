@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.flags import settings_table
+from evalgate.cli.flags import settings_table
 from evalgate.schemas import validation_errors
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
@@ -26,7 +26,7 @@ def test_settings_table_is_generated_from_the_settings_docstrings():
     table = re.search(r"<!-- settings:start -->\n(.*?)<!-- settings:end -->", README, re.S)
     assert table is not None
     assert table.group(1) == settings_table(), (
-        "README settings table is stale: regenerate it from evalgate.flags.settings_table()"
+        "README settings table is stale: regenerate it from evalgate.cli.flags.settings_table()"
     )
 
 

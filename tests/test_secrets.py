@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from evalgate.cli import main
-from evalgate.client import EvalClient
-from evalgate.run import run_gate
+from evalgate.engine.client import EvalClient
+from evalgate.gate.run import run_gate
 from evalgate.settings import Settings
 from tests import fakeengine
 from tests.conftest import deadline

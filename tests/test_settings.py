@@ -1,4 +1,4 @@
-"""evalgate.settings and evalgate.flags: flag beats environment beats default, errors name the
+"""evalgate.settings and evalgate.cli.flags: flag beats environment beats default, errors name the
 flag and the value, and the API key never shows."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import AliasChoices
 
-from evalgate import flags
-from evalgate.cli import build_parser
+from evalgate.cli import build_parser, flags
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
 

@@ -1,0 +1,113 @@
+"""The `evalgate` command: arguments in, exit code out. No decisions are made here.
+
+Each subcommand lives in a module ``evalgate.cli.<name>`` exposing ``HELP``,
+``add_arguments(parser)`` and
+``command(args) -> int``; those modules stay light (heavy imports happen inside ``command``), so
+``evalgate --help`` and ``evalgate verify`` start fast and never import lm-eval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from evalgate._version import __version__
+from evalgate.errors import EvalgateError, ExitCode
+
+SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare")
+
+EPILOG = """exit codes:
+  0  pass (run, verify) / equivalent (compare)
+  1  a score below its threshold / a regression
+  2  usage: bad flags, settings, thresholds, result files or data set
+  3  endpoint never ready, or the pre-flight probe was rejected
+  4  the eval started but could not finish
+  5  inconclusive: too few samples to decide (verify, compare)
+  6  aborted by SIGINT or SIGTERM
+"""
+
+
+def _load(name: str) -> ModuleType:
+    return importlib.import_module(f"evalgate.cli.{name}")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser. Only the subcommand named in `argv` gets its flags (and their
+    imports); with no argv, every subcommand does (for documentation and tests)."""
+    chosen = next((a for a in argv if a in SUBCOMMANDS), None) if argv is not None else None
+    parser = argparse.ArgumentParser(
+        prog="evalgate",
+        description="Accuracy gate for LLM inference benchmarks (GSM8K through lm-eval).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output; -v shows tracebacks"
+    )
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        module = _load(name)
+        child = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if argv is None or name == chosen:
+            module.add_arguments(child)
+        child.set_defaults(_command=module.command)
+    return parser
+
+
+def _configure_logging(verbose: int) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter(
+            "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
+        )
+    )
+    root = logging.getLogger("evalgate")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `evalgate` console script."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
+    if getattr(args, "_command", None) is None:
+        parser.print_help(sys.stderr)
+        return int(ExitCode.USAGE)
+    _configure_logging(args.verbose)
+    try:
+        return int(args._command(args))
+    except EvalgateError as exc:
+        if args.verbose:
+            logging.getLogger("evalgate").exception("traceback")
+        print(f"{type(exc).__name__}: {exc.message}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("AbortedError: interrupted", file=sys.stderr)
+        return int(ExitCode.ABORTED)
+    except Exception as exc:  # never exit 1 ("below threshold") for a crash
+        if args.verbose:
+            logging.getLogger("evalgate").exception("traceback")
+        print(
+            f"InternalError: unexpected {type(exc).__name__}: {exc}. Rerun with -v for the "
+            "traceback, and please report it.",
+            file=sys.stderr,
+        )
+        return int(ExitCode.EVAL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""`evalgate compare BASELINE CANDIDATE`: did a change cost accuracy? Arguments in, report out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from evalgate.compare.paired import DEFAULT_MAX_DROP
+
+HELP = (
+    "pair two runs over the same questions and test whether the candidate lost accuracy "
+    "(exit 0 equivalent, 1 regression, 5 inconclusive, 2 protocols differ)"
+)
+DEFAULT_FLIPS = 10
+"""Mirrors evalgate.compare.report.DEFAULT_FLIPS (a test keeps them equal) so that this module
+imports nothing heavy."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `evalgate compare`."""
+    parser.add_argument("baseline", type=Path, help="the reference run: its folder or result.json")
+    parser.add_argument("candidate", type=Path, help="the run after the change: folder or file")
+    parser.add_argument(
+        "--max-drop",
+        type=float,
+        default=DEFAULT_MAX_DROP,
+        metavar="FRACTION",
+        help="the margin: the largest drop in accuracy that still counts as equivalent, as a "
+        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
+    )
+    parser.add_argument(
+        "--allow-protocol-drift",
+        action="store_true",
+        help="compare even when the runs' protocols differ (dataset, task, prompt, few-shot, "
+        "max_tokens, temperature, API, question set); the differences are listed in the report",
+    )
+    parser.add_argument(
+        "--flips",
+        type=int,
+        default=DEFAULT_FLIPS,
+        metavar="N",
+        help=f"list the first N flipped questions per filter (default {DEFAULT_FLIPS}; 0: none)",
+    )
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    form.add_argument("--markdown", action="store_true", help="print the report as Markdown")
+
+
+def command(args: argparse.Namespace) -> int:
+    """Compare, print the report, return the finding's exit code."""
+    from evalgate.compare.comparison import compare_runs
+    from evalgate.compare.report import comparison_document, render_markdown, render_text
+
+    comparison = compare_runs(
+        args.baseline,
+        args.candidate,
+        max_drop=args.max_drop,
+        allow_protocol_drift=args.allow_protocol_drift,
+    )
+    if args.json:
+        text = (
+            json.dumps(
+                comparison_document(comparison, flips=args.flips), indent=2, ensure_ascii=False
+            )
+            + "\n"
+        )
+    elif args.markdown:
+        text = render_markdown(comparison, flips=args.flips)
+    else:
+        text = render_text(comparison, flips=args.flips)
+    print(text, end="")
+    return int(comparison.exit_code)

@@ -1,0 +1,65 @@
+"""`evalgate context`: EVAL_MAX_MODEL_LEN and the output budget, with their sources."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = (
+    "Derive EVAL_MAX_MODEL_LEN (ISL + OSL + margin, capped at the native maximum, clamped to "
+    "the smallest served limit) and the output budget. "
+    'Use as: eval "$(evalgate context --format env ...)"'
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
+
+    flags.add_settings_arguments(parser, (*flags.ENDPOINT, *flags.CONTEXT))
+    parser.add_argument(
+        "--format",
+        choices=["env", "json", "text"],
+        default="env",
+        help="env: KEY=VALUE lines for eval; json: the full derivation; "
+        "text: a readable summary (default: env)",
+    )
+    parser.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="same as --format json"
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print each step and its source (to stderr with --format env)",
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    import sys
+
+    from evalgate.cli import flags
+    from evalgate.evidence.record import context_document
+    from evalgate.gate.preflight import derive
+    from evalgate.tasks.dataset import load_dataset
+    from evalgate.tasks.prompts import build_prompts
+    from evalgate.tasks.spec import load_task
+
+    settings = flags.settings_from_args(args)
+    dataset = load_dataset(settings.dataset_dir, hub=settings.dataset_hub)
+    spec = load_task(settings.api)
+    prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
+    context, _, _ = derive(settings, prompts)
+    document = context_document(context) | {"warnings": list(context.warnings)}
+    if args.format == "json":
+        print(json.dumps(document, indent=2))
+    elif args.format == "env":
+        print(context.as_env(), end="")
+    else:
+        print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
+        print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")
+    if args.explain:
+        out = sys.stdout if args.format == "text" else sys.stderr  # env and JSON stay parseable
+        for number, step in enumerate(context.steps, start=1):
+            print(f"  {number}. {step}", file=out)
+    for warning in context.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0

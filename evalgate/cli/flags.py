@@ -1,0 +1,167 @@
+"""Command-line flags generated from the Settings model, so the two never drift.
+
+Each field becomes ``--field-name`` (a few read better under another name), with its docstring
+as help. Only flags the user actually typed reach Settings, so the precedence is: flag, then
+environment variable, then default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr, ValidationError
+
+from evalgate.engine.urls import redact_url
+from evalgate.errors import UsageError
+from evalgate.settings import Settings
+
+FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
+ENDPOINT = (
+    "base_url",
+    "model",
+    "api_key",
+    "api",
+    "worker_urls",
+    "ready_timeout",
+    "retry_wait_min",
+    "retry_wait_max",
+)
+CONTEXT = (
+    "isl",
+    "osl",
+    "context_margin",
+    "model_config_path",
+    "served_max_model_len",
+    "server_config",
+    "prefill_server_config",
+    "decode_server_config",
+    "eval_max_model_len",
+    "max_tokens",
+    "max_tokens_cap",
+    "budget_policy",
+    "limit",
+    "dataset_dir",
+    "dataset_hub",
+)
+PROBE = ("strict", "max_attempts", "timeout")
+EVAL = (
+    "num_concurrent",
+    "max_failed_requests",
+    "max_truncated_rate",
+    "thresholds",
+    "output_dir",
+    "overwrite",
+    "baseline",
+    "max_drop",
+    "model_prefix",
+    "hardware",
+    "framework",
+    "precision",
+    "kv_cache_dtype",
+)
+
+
+def flag_name(field: str) -> str:
+    """The flag for a settings field."""
+    return "--" + FLAG_NAMES.get(field, field.replace("_", "-"))
+
+
+def _help(field: str) -> str:
+    info = Settings.model_fields[field]
+    text = " ".join((info.description or "").split())
+    default = info.get_default(call_default_factory=True)
+    if default not in (None, [], False) and not isinstance(default, SecretStr):
+        text += f" (default: {default})"
+    text += " [env: " + ", ".join(env_names(field)) + "]"
+    return text.replace("%", "%%")
+
+
+def _base_type(annotation: Any) -> Any:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _base_type(args[0])
+    if origin is typing.Annotated:
+        return _base_type(args[0])
+    return annotation
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser, fields: Iterable[str]) -> None:
+    """Add one flag per settings field; defaults stay in Settings."""
+    for field in fields:
+        annotation = _base_type(Settings.model_fields[field].annotation)
+        kwargs: dict[str, Any] = {"dest": field, "default": argparse.SUPPRESS, "help": _help(field)}
+        origin = typing.get_origin(annotation)
+        if annotation is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif origin is list:
+            kwargs["action"] = "append"
+            kwargs["metavar"] = "VALUE"
+        elif origin is typing.Literal:
+            kwargs["choices"] = list(typing.get_args(annotation))
+        elif annotation in (int, float):
+            kwargs["type"] = annotation
+            kwargs["metavar"] = "N"
+        elif annotation is Path:
+            kwargs["metavar"] = "PATH"
+        else:
+            kwargs["metavar"] = "VALUE"
+        parser.add_argument(flag_name(field), **kwargs)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Settings from the typed flags, the environment and defaults; errors name the flag."""
+    given = {k: v for k, v in vars(args).items() if k in Settings.model_fields}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        by_name = {name: field for field in Settings.model_fields for name in env_names(field)}
+        problems = []
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else "?"
+            field = name if name in Settings.model_fields else by_name.get(name)
+            if field is None:
+                problems.append(f"{name}: {error['msg']}")
+                continue
+            value = _shown(field, error.get("input"))
+            where = " or ".join([flag_name(field), *env_names(field)])
+            problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
+        raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
+
+
+def _shown(field: str, value: Any) -> Any:
+    """A rejected value as the error message may repeat it: never a secret."""
+    if field == "api_key":
+        return "<hidden>"
+    if field == "base_url" and isinstance(value, str):
+        return redact_url(value)
+    if field == "worker_urls" and isinstance(value, list):
+        return [redact_url(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+def env_names(field: str) -> list[str]:
+    """Environment variables that set a field, in the order they are looked up."""
+    info = Settings.model_fields[field]
+    alias = info.validation_alias
+    if alias is None:
+        return [f"EVALGATE_{field.upper()}"]
+    choices = getattr(alias, "choices", [alias])
+    return [str(c) for c in choices if str(c).isupper()]
+
+
+def settings_table() -> str:
+    """The README's settings table, generated from the field docstrings."""
+    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
+    for field, info in Settings.model_fields.items():
+        default = info.get_default(call_default_factory=True)
+        shown = "" if default in (None, []) else f"`{default}`"
+        text = " ".join((info.description or "").split()).replace("|", "\\|")
+        env = ", ".join(f"`{name}`" for name in env_names(field))
+        rows.append(f"| `{flag_name(field)}` | {env} | {shown} | {text} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,54 @@
+"""`evalgate hook`: the node-0 post-benchmark call of a multi-node job."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from evalgate.cli.run import progress_printer, terminate_as_interrupt
+
+HELP = (
+    "Post-benchmark hook for node 0: read the benchmark's environment, probe once, run the "
+    "eval at each concurrency and stage every artifact (also on failure and SIGTERM)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
+
+    flags.add_settings_arguments(
+        parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE, *flags.EVAL)
+    )
+    parser.add_argument(
+        "--concurrency",
+        default=os.environ.get("EVALGATE_CONCURRENCY") or os.environ.get("CONC"),
+        help="concurrencies to evaluate, e.g. 16,64,256; each gets its own result "
+        "(env: EVALGATE_CONCURRENCY, CONC; default: --num-concurrent)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue interrupted runs in the staging folder from their journals",
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    from evalgate.cli import flags
+    from evalgate.gate.hook import parse_concurrencies, run_hook
+
+    settings = flags.settings_from_args(args)
+    concurrencies = (
+        parse_concurrencies(args.concurrency) if args.concurrency else [settings.num_concurrent]
+    )
+    previous = signal.signal(signal.SIGTERM, terminate_as_interrupt)
+    try:
+        outcome = run_hook(settings, concurrencies, resume=args.resume, progress=progress_printer())
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for entry in outcome.summary["runs"]:
+        line = f"conc {entry['concurrency']}: {entry['status'].upper()}: {entry['reason']}"
+        print(line, file=sys.stdout if entry["status"] in ("pass", "fail") else sys.stderr)
+    print(f"staged in {settings.output_dir}", file=sys.stderr)
+    return outcome.exit_code

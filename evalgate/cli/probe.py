@@ -1,0 +1,54 @@
+"""`evalgate probe`: readiness, context and the pre-flight request, without the eval."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = (
+    "Wait for the endpoint, derive the context and send one request at the real output "
+    "budget with the longest eval prompt; fail in seconds with the engine's own message."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
+
+    flags.add_settings_arguments(parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE))
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+
+def command(args: argparse.Namespace) -> int:
+    from evalgate.cli import flags
+    from evalgate.evidence.record import context_document
+    from evalgate.gate.preflight import derive, probe, require
+    from evalgate.tasks.dataset import load_dataset
+    from evalgate.tasks.prompts import build_prompts
+    from evalgate.tasks.spec import load_task
+
+    settings = flags.settings_from_args(args)
+    require(settings, "base_url", "model")
+    dataset = load_dataset(settings.dataset_dir, hub=settings.dataset_hub)
+    spec = load_task(settings.api)
+    prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
+    context, longest, _ = derive(settings, prompts)
+    outcome = probe(settings, context, longest, spec.stop)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "outcome": outcome.outcome,
+                    "latency_s": round(outcome.latency_s, 3),
+                    "max_tokens": outcome.max_tokens,
+                    "prompt_tokens": outcome.prompt_tokens,
+                    "context": context_document(context),
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(
+            f"probe {outcome.outcome}: max_tokens {outcome.max_tokens} accepted with the "
+            f"longest prompt ({outcome.prompt_tokens} tokens) in {outcome.latency_s:.2f} s"
+        )
+    return 0

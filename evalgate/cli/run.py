@@ -1,0 +1,88 @@
+"""`evalgate run`: the whole gate against a live endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+
+HELP = (
+    "Derive the eval context, probe the real output budget, run GSM8K with lm-eval and gate "
+    "the scores on thresholds.json; result.json is written on every path."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
+
+    flags.add_settings_arguments(
+        parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE, *flags.EVAL)
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run in --output-dir from its journal "
+        "(only answers from the same engine and protocol are reused)",
+    )
+    parser.add_argument("--json", action="store_true", help="print result.json to stdout")
+
+
+def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM from a scheduler: stop like Ctrl-C, so the result is still written."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def progress_printer() -> Callable[[int, int], None]:
+    """A bar on a terminal; a line per tenth otherwise (CI logs)."""
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, unit="q", desc="gsm8k", file=sys.stderr)
+
+        def update(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+            if done == total:
+                bar.close()
+
+        return update
+    step = {"next": 0}
+
+    def log_line(done: int, total: int) -> None:
+        if done <= 1:  # a new eval (the hook runs several)
+            step["next"] = 0
+        if done >= step["next"] or done == total:
+            print(f"gsm8k: {done}/{total} answered", file=sys.stderr, flush=True)
+            step["next"] = done + max(total // 10, 1)
+
+    return log_line
+
+
+def command(args: argparse.Namespace) -> int:
+    from evalgate.cli import flags
+    from evalgate.gate.run import run_gate
+
+    settings = flags.settings_from_args(args)
+    previous = signal.signal(signal.SIGTERM, terminate_as_interrupt)
+    try:
+        outcome = run_gate(settings, progress=progress_printer(), resume=args.resume)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.json:
+        print(json.dumps(outcome.document, indent=2))
+    if outcome.error is not None:
+        print(f"{type(outcome.error).__name__}: {outcome.error.message}", file=sys.stderr)
+        print(f"stage: {outcome.document['stage']}", file=sys.stderr)
+    for warning in outcome.document["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    if not args.json:
+        print(f"{outcome.status.upper()}: {outcome.reason}")
+        if outcome.comparison:
+            print(outcome.comparison)
+    if outcome.result_path is not None:
+        print(f"result: {outcome.result_path}", file=sys.stderr)
+    return outcome.exit_code

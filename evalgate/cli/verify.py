@@ -1,0 +1,112 @@
+"""`evalgate verify`: the CI gate over a whole sweep's downloaded artifacts."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+HELP = (
+    "Gate a whole sweep: find every evalgate result.json and harness lm-eval result "
+    "(with its meta_env.json) under RESULTS, gate each on its threshold with its 95% interval, "
+    "and fail on malformed, errored, missing, duplicate or unexpected results, or none at all."
+)
+log = logging.getLogger(__name__)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; give 0 or more")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RESULTS",
+        help="folders to search (recursively) and/or evalgate result.json files",
+    )
+    parser.add_argument(
+        "--thresholds",
+        metavar="FILE",
+        help="thresholds.json (default: $EVALGATE_THRESHOLDS, else the one evalgate ships)",
+    )
+    parser.add_argument(
+        "--expect",
+        metavar="N|FILE",
+        help="the expected set: a number of configs, or a JSON manifest "
+        "(see docs/verify.md); missing, duplicate and unexpected configs fail",
+    )
+    parser.add_argument(
+        "--min-samples",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="questions a run needs before a score whose 95%% interval "
+        "straddles its threshold is decided on its point estimate (default "
+        "1319, the full GSM8K test set; 0: always decide)",
+    )
+    parser.add_argument(
+        "--github",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="append a markdown table to $GITHUB_STEP_SUMMARY and print "
+        "::error annotations (default: on under GitHub Actions)",
+    )
+    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML, one testcase per config")
+    parser.add_argument(
+        "--json", metavar="FILE", help="write the verdict document (verdict.schema.json)"
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the problems and the verdict, not every result",
+    )
+
+
+def _write(path: str, text: str, *, append: bool = False) -> None:
+    from evalgate.errors import ArtifactError
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a" if append else "w", encoding="utf-8") as stream:
+            stream.write(text)
+    except OSError as exc:
+        raise ArtifactError(f"Cannot write {path}: {exc.strerror}. Pass a writable path.") from exc
+
+
+def command(args: argparse.Namespace) -> int:
+    import json
+
+    from evalgate.gate.stats import GSM8K_TEST_SIZE
+    from evalgate.thresholds import load_thresholds
+    from evalgate.verify import report, sweep
+
+    thresholds_path = args.thresholds or os.environ.get("EVALGATE_THRESHOLDS") or None
+    thresholds = load_thresholds(Path(thresholds_path) if thresholds_path else None)
+    expectation = sweep.load_expectation(args.expect) if args.expect is not None else None
+    min_samples = GSM8K_TEST_SIZE if args.min_samples is None else args.min_samples
+    result = sweep.verify(
+        list(args.paths), thresholds, expectation=expectation, min_samples=min_samples
+    )
+
+    sys.stdout.write(report.terminal(result, quiet=args.quiet))
+    github = args.github if args.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
+    if github:
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            _write(summary, report.markdown(result), append=True)
+        else:
+            log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
+        sys.stdout.write(report.workflow_commands(result))
+    if args.junit:
+        _write(args.junit, report.junit(result))
+    if args.json:
+        _write(args.json, json.dumps(report.document(result), indent=2) + "\n")
+    sys.stdout.flush()
+    return result.exit_code

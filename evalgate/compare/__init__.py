@@ -1,0 +1,1 @@
+"""`evalgate compare`: did a change cost accuracy? Two runs paired question by question."""

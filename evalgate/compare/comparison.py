@@ -1,0 +1,296 @@
+"""Did a change cost accuracy? Two runs over the same questions, paired per filter.
+
+    compare_runs(baseline, candidate)       load both runs (evalgate.compare.runs)
+      -> protocol_differences               refuse (UsageError) unless allow_protocol_drift
+      -> pair by doc_id, per filter         a failed request is excluded, and reported
+      -> decide (compare.paired)            EQUIVALENT / INCONCLUSIVE / REGRESSION per filter
+      -> Comparison                         the worst filter decides; render_* and
+                                            comparison_document turn it into output
+
+The statistics and the rule are documented in evalgate.compare.paired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalgate.compare.paired import (
+    ALPHA,
+    DEFAULT_MAX_DROP,
+    Finding,
+    PairedCounts,
+    decide,
+    questions_to_settle,
+)
+from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
+from evalgate.errors import ExitCode, UsageError
+
+GSM8K_QUESTIONS = 1319
+"""The GSM8K test split: no comparison on GSM8K can pair more questions than this."""
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A question answered rightly by one run and wrongly by the other."""
+
+    doc_id: int
+    change: str
+    """'lost' (right in the baseline, wrong in the candidate) or 'gained'."""
+    question: str
+    target: str
+    baseline_answer: str
+    candidate_answer: str
+
+
+@dataclass(frozen=True)
+class FilterComparison:
+    """One filter's paired table, statistics and finding."""
+
+    filter: str
+    counts: PairedCounts
+    finding: Finding
+    p_value: float
+    interval: tuple[float, float]
+    reason: str
+    questions_to_settle: int | None
+    flips: tuple[Flip, ...]
+    """Every flip: the lost ones first, each group by doc_id."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Which run a side of the comparison is."""
+
+    path: str
+    run_id: str
+    model: str | None
+    status: str
+    labels: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The answer of `evalgate compare`: the finding, and everything a reader needs to trust it."""
+
+    baseline: RunInfo
+    candidate: RunInfo
+    max_drop: float
+    finding: Finding
+    reason: str
+    filters: tuple[FilterComparison, ...]
+    drift: tuple[Difference, ...]
+    """Protocol differences let through by allow_protocol_drift (empty otherwise)."""
+    changed: tuple[Difference, ...]
+    """Labels and model that differ: what the user changed."""
+    failed: dict[str, tuple[int, ...]]
+    """doc_ids left out because their request failed, per side."""
+    unpaired: tuple[int, ...]
+    """Shared doc_ids left out because their question differs (only under drift)."""
+    warnings: tuple[str, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 equivalent, 1 regression, 5 inconclusive."""
+        return self.finding.exit_code
+
+
+def points(fraction: float) -> str:
+    """A difference as signed percentage points: -0.0265 -> '-2.65'."""
+    return f"{fraction * 100:+.2f}"
+
+
+def p_text(p_value: float) -> str:
+    """A p-value for people: '1.0', '0.032', '7.9e-08'."""
+    if p_value >= 0.9995:
+        return "1.0"
+    return f"{p_value:.3f}" if p_value >= 0.001 else f"{p_value:.1e}"
+
+
+def _settle_text(needed: int | None, n: int) -> str:
+    if needed is None:
+        return "; no number of questions would settle it at these rates"
+    text = f"; about {needed} paired questions would settle it at these rates (an estimate)"
+    if needed > GSM8K_QUESTIONS:
+        return (
+            f"{text}, more than the {GSM8K_QUESTIONS} GSM8K has: no rerun can settle it. Widen "
+            "--max-drop or accept the uncertainty"
+        )
+    return f"{text}: compare runs of at least {needed} questions" if needed > n else text
+
+
+def _reason(
+    counts: PairedCounts,
+    *,
+    finding: Finding,
+    p_value: float,
+    interval: tuple[float, float],
+    max_drop: float,
+    needed: int | None,
+) -> str:
+    if counts.n == 0:
+        return "no question was answered in both runs"
+    table = (
+        f"{counts.lost} lost, {counts.gained} gained: {points(counts.difference)} points, "
+        f"95% CI [{points(interval[0])}, {points(interval[1])}], McNemar p = {p_text(p_value)}"
+    )
+    margin = f"{max_drop * 100:.1f}-point margin"
+    if finding is Finding.REGRESSION:
+        return f"{table}: a significant drop beyond the {margin}"
+    if finding is Finding.EQUIVALENT:
+        better = p_value < ALPHA and counts.difference > 0
+        return f"{table}: any drop is within the {margin}" + (
+            "; the candidate is significantly better" if better else ""
+        )
+    if counts.difference < -max_drop:
+        why = f"the drop is beyond the {margin} but not significant"
+    else:
+        why = f"a drop beyond the {margin} cannot be ruled out"
+    return f"{table}: {why}{_settle_text(needed, counts.n)}"
+
+
+def _compare_filter(
+    name: str, baseline: Run, candidate: Run, doc_ids: Sequence[int], max_drop: float
+) -> FilterComparison:
+    cells = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}
+    flips: list[Flip] = []
+    for doc_id in doc_ids:
+        was, now = baseline.samples[doc_id], candidate.samples[doc_id]
+        if name not in was.filters or name not in now.filters:
+            continue
+        right = (was.filters[name].correct, now.filters[name].correct)
+        cells[right] += 1
+        if right[0] != right[1]:
+            change = "lost" if right[0] else "gained"
+            answers = (was.filters[name].extracted, now.filters[name].extracted)
+            flips.append(Flip(doc_id, change, was.question, was.target, *answers))
+    counts = PairedCounts(
+        cells[True, True], cells[True, False], cells[False, True], cells[False, False]
+    )
+    finding, p_value, interval = decide(counts, max_drop)
+    needed = questions_to_settle(counts, max_drop) if finding is Finding.INCONCLUSIVE else None
+    flips.sort(key=lambda f: (f.change != "lost", f.doc_id))
+    reason = _reason(
+        counts,
+        finding=finding,
+        p_value=p_value,
+        interval=interval,
+        max_drop=max_drop,
+        needed=needed,
+    )
+    return FilterComparison(name, counts, finding, p_value, interval, reason, needed, tuple(flips))
+
+
+def _info(run: Run) -> RunInfo:
+    result = run.result
+    return RunInfo(
+        path=str(run.path.parent),
+        run_id=result["run_id"],
+        model=result["model"],
+        status=result["status"],
+        labels=dict(result["labels"]),
+    )
+
+
+def _changed(baseline: Run, candidate: Run) -> tuple[Difference, ...]:
+    before = {"model": baseline.result["model"], **baseline.result["labels"]}
+    after = {"model": candidate.result["model"], **candidate.result["labels"]}
+    return tuple(
+        Difference(key, str(before.get(key)), str(after.get(key)))
+        for key in dict.fromkeys([*before, *after])
+        if before.get(key) != after.get(key)
+    )
+
+
+def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]]) -> list[str]:
+    found = [
+        f"the {side} run ended with status {run.result['status']}: its samples may be incomplete"
+        for side, run in (("baseline", baseline), ("candidate", candidate))
+        if run.result["status"] not in ("pass", "fail")
+    ]
+    versions = [run.eval.get("lm_eval_version") for run in (baseline, candidate)]
+    if versions[0] != versions[1]:
+        found.append(
+            f"lm_eval_version differs ({versions[0]} vs {versions[1]}): scoring code "
+            "may differ between the runs"
+        )
+    found += [
+        f"questions left out because their request failed in the {side} run: {len(ids)} "
+        f"({format_doc_ids(ids)})"
+        for side, ids in failed.items()
+        if ids
+    ]
+    return found
+
+
+def compare(
+    baseline: Run,
+    candidate: Run,
+    *,
+    max_drop: float = DEFAULT_MAX_DROP,
+    allow_protocol_drift: bool = False,
+) -> Comparison:
+    """Pair two loaded runs and decide. Raises UsageError when their protocols differ."""
+    if not 0 <= max_drop < 1:
+        raise UsageError(
+            f"--max-drop {max_drop} is not a fraction in [0, 1): 0.02 means two points of accuracy."
+        )
+    drift = protocol_differences(baseline, candidate)
+    if drift and not allow_protocol_drift:
+        raise UsageError(
+            f"The runs {baseline.path.parent} and {candidate.path.parent} were not measured the "
+            "same way, so a difference in score could come from the protocol rather than the "
+            "change: " + "; ".join(d.describe() for d in drift) + ". Rerun one with the "
+            "other's settings, or pass --allow-protocol-drift to compare them anyway.",
+            stage="gate",
+        )
+    shared = sorted(set(baseline.samples) & set(candidate.samples))
+    failed = {
+        side: tuple(i for i in shared if run.samples[i].error is not None)
+        for side, run in (("baseline", baseline), ("candidate", candidate))
+    }
+    unpaired = tuple(
+        i for i in shared if baseline.samples[i].question != candidate.samples[i].question
+    )
+    skip = {*failed["baseline"], *failed["candidate"], *unpaired}
+    names = [f for f in baseline.filters if f in candidate.filters]
+    paired = [i for i in shared if i not in skip]
+    results = tuple(_compare_filter(name, baseline, candidate, paired, max_drop) for name in names)
+    if not results:
+        raise UsageError(
+            f"The runs {baseline.path.parent} and {candidate.path.parent} share no scored "
+            "filter: there is nothing to compare. Compare two runs of the same task."
+        )
+    finding = max((r.finding for r in results), key=lambda f: f.rank)
+    reason = "; ".join(f"{r.filter}: {r.reason}" for r in results if r.finding is finding)
+    return Comparison(
+        baseline=_info(baseline),
+        candidate=_info(candidate),
+        max_drop=max_drop,
+        finding=finding,
+        reason=reason,
+        filters=results,
+        drift=tuple(drift),
+        changed=_changed(baseline, candidate),
+        failed=failed,
+        unpaired=unpaired,
+        warnings=tuple(_warnings(baseline, candidate, failed)),
+    )
+
+
+def compare_runs(
+    baseline: Path,
+    candidate: Path,
+    *,
+    max_drop: float = DEFAULT_MAX_DROP,
+    allow_protocol_drift: bool = False,
+) -> Comparison:
+    """Load two run folders (or result.json files) and compare them. See `compare`."""
+    return compare(
+        load_run(baseline),
+        load_run(candidate),
+        max_drop=max_drop,
+        allow_protocol_drift=allow_protocol_drift,
+    )

@@ -1,0 +1,239 @@
+"""A Comparison for people and for machines: a terminal table, Markdown, and the JSON document.
+
+The JSON document follows schemas/comparison.schema.json. Each form lists the first ``flips``
+flipped questions per filter (the lost ones first), with both runs' answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalgate._version import __version__
+from evalgate.compare.comparison import Comparison, FilterComparison, p_text, points
+from evalgate.compare.paired import ALPHA
+from evalgate.compare.runs import Difference
+
+DEFAULT_FLIPS = 10
+"""Flipped questions listed per filter unless asked otherwise."""
+SCHEMA = "evalgate.comparison/1"
+METHOD = {
+    "test": "exact McNemar: two-sided binomial test of lost vs gained, p = 1/2",
+    "interval": "Tango score interval for a difference of paired proportions, 95%",
+    "rule": "regression: p < alpha and difference < -max_drop; equivalent: interval low end "
+    "> -max_drop; otherwise inconclusive; the worst filter decides",
+}
+HEADERS = (
+    "filter",
+    "n",
+    "baseline",
+    "candidate",
+    "diff (pts)",
+    "95% CI (pts)",
+    "lost",
+    "gained",
+    "McNemar p",
+    "verdict",
+)
+_QUESTION_CHARS = 100
+
+
+def _row(f: FilterComparison) -> tuple[str, ...]:
+    c = f.counts
+    return (
+        f.filter,
+        str(c.n),
+        f"{c.baseline_score * 100:.2f}%",
+        f"{c.candidate_score * 100:.2f}%",
+        points(c.difference),
+        f"[{points(f.interval[0])}, {points(f.interval[1])}]",
+        str(c.lost),
+        str(c.gained),
+        p_text(f.p_value),
+        f.finding.name,
+    )
+
+
+def _margin(comparison: Comparison, code: str = "") -> str:
+    return (
+        f"{code}--max-drop {comparison.max_drop:g}{code} ({comparison.max_drop * 100:.1f} points); "
+        "exact McNemar test, Tango 95% score interval"
+    )
+
+
+def _changes(items: tuple[Difference, ...]) -> str:
+    return "; ".join(f"{d.field} {d.baseline} -> {d.candidate}" for d in items)
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _QUESTION_CHARS else flat[: _QUESTION_CHARS - 3] + "..."
+
+
+def _flip_sections(c: Comparison, flips: int) -> list[tuple[FilterComparison, str, str | None]]:
+    """(filter, heading, name of an earlier filter with the very same flips, if any)."""
+    sections: list[tuple[FilterComparison, str, str | None]] = []
+    for f in c.filters if flips > 0 else ():
+        if f.flips:
+            same = next((e.filter for e, _, _ in sections if e.flips == f.flips), None)
+            shown = min(flips, len(f.flips))
+            heading = f"Flipped questions, {f.filter} ({shown} of {len(f.flips)}, lost first)"
+            sections.append((f, f"Flipped questions, {f.filter}" if same else heading, same))
+    return sections
+
+
+def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
+    """The terminal report: verdict line, runs, table, reasons, warnings, flipped questions."""
+    c = comparison
+    lines = [f"evalgate compare: {c.finding.name} (exit {int(c.exit_code)})"]
+    lines += [
+        f"  baseline   {c.baseline.path}  (run {c.baseline.run_id})",
+        f"  candidate  {c.candidate.path}  (run {c.candidate.run_id})",
+    ]
+    if c.changed:
+        lines.append(f"  changed    {_changes(c.changed)}")
+    lines += [f"  margin     {_margin(c)}", ""]
+    rows = [HEADERS, *(_row(f) for f in c.filters)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
+    for row in rows:
+        cells = [
+            cell.ljust(w) if i in (0, 9) else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    lines.append("")
+    lines += [f"{f.filter}: {f.finding.name}. {f.reason}." for f in c.filters]
+    if c.drift:
+        lines += ["", "protocol differences allowed by --allow-protocol-drift:"]
+        lines += [f"  {d.describe()}" for d in c.drift]
+    if c.warnings:
+        lines += ["", *(f"warning: {w}" for w in c.warnings)]
+    for f, heading, same in _flip_sections(c, flips):
+        if same:
+            lines += ["", f"{heading}: the same as {same}."]
+            continue
+        lines += ["", f"{heading}:"]
+        lines += [
+            f"  doc_id {x.doc_id:<5} {x.change:<6}  target {x.target}  baseline "
+            f"{x.baseline_answer}  candidate {x.candidate_answer}\n      {_short(x.question)}"
+            for x in f.flips[:flips]
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
+    """The same report as Markdown, for a pull request or a job summary."""
+    c = comparison
+    lines = [
+        f"## evalgate compare: {c.finding.name}",
+        "",
+        f"Baseline `{c.baseline.path}` (run `{c.baseline.run_id}`), candidate "
+        f"`{c.candidate.path}` (run `{c.candidate.run_id}`).",
+    ]
+    if c.changed:
+        lines.append(f"Changed: {_cell(_changes(c.changed))}.")
+    lines += [
+        f"Margin: {_margin(c, '`')}.",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|---|" + "--:|" * (len(HEADERS) - 2) + "---|",
+    ]
+    lines += ["| " + " | ".join(_cell(cell) for cell in _row(f)) + " |" for f in c.filters]
+    lines += ["", *(f"- **{f.filter}**: {f.finding.name}. {_cell(f.reason)}." for f in c.filters)]
+    if c.drift:
+        lines += ["", "Protocol differences allowed by `--allow-protocol-drift`:", ""]
+        lines += [f"- {_cell(d.describe())}" for d in c.drift]
+    if c.warnings:
+        lines += ["", *(f"> warning: {_cell(w)}" for w in c.warnings)]
+    for f, heading, same in _flip_sections(c, flips):
+        if same:
+            lines += ["", f"### {heading}", "", f"The same as {same}."]
+            continue
+        lines += [
+            "",
+            f"### {heading}",
+            "",
+            "| doc_id | change | target | baseline | candidate | question |",
+            "|--:|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {x.doc_id} | {x.change} | {_cell(x.target)} | {_cell(x.baseline_answer)} | "
+            f"{_cell(x.candidate_answer)} | {_cell(_short(x.question))} |"
+            for x in f.flips[:flips]
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _difference(d: Difference) -> dict[str, str]:
+    out = {"field": d.field, "baseline": d.baseline, "candidate": d.candidate}
+    return {**out, "detail": d.detail} if d.detail else out
+
+
+def _filter_document(f: FilterComparison, flips: int) -> dict[str, Any]:
+    c = f.counts
+    return {
+        "filter": f.filter,
+        "verdict": f.finding.value,
+        "reason": f.reason,
+        "n": c.n,
+        "baseline_score": c.baseline_score,
+        "candidate_score": c.candidate_score,
+        "difference": c.difference,
+        "ci_low": f.interval[0],
+        "ci_high": f.interval[1],
+        "both_right": c.both_right,
+        "lost": c.lost,
+        "gained": c.gained,
+        "both_wrong": c.both_wrong,
+        "p_value": f.p_value,
+        "questions_to_settle": f.questions_to_settle,
+        "flips_total": len(f.flips),
+        "flips": [
+            {
+                "doc_id": x.doc_id,
+                "change": x.change,
+                "question": x.question,
+                "target": x.target,
+                "baseline_answer": x.baseline_answer,
+                "candidate_answer": x.candidate_answer,
+            }
+            for x in f.flips[: max(flips, 0)]
+        ],
+    }
+
+
+def comparison_document(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> dict[str, Any]:
+    """The machine-readable comparison (schemas/comparison.schema.json)."""
+    c = comparison
+    return {
+        "schema": SCHEMA,
+        "evalgate_version": __version__,
+        "verdict": c.finding.value,
+        "exit_code": int(c.exit_code),
+        "reason": c.reason,
+        "max_drop": c.max_drop,
+        "alpha": ALPHA,
+        "method": dict(METHOD),
+        **{
+            side: {
+                "path": run.path,
+                "run_id": run.run_id,
+                "model": run.model,
+                "status": run.status,
+                "labels": run.labels,
+            }
+            for side, run in (("baseline", c.baseline), ("candidate", c.candidate))
+        },
+        "changed": [_difference(d) for d in c.changed],
+        "protocol_drift": [_difference(d) for d in c.drift],
+        "excluded": {
+            "failed_baseline": list(c.failed["baseline"]),
+            "failed_candidate": list(c.failed["candidate"]),
+            "unpaired": list(c.unpaired),
+        },
+        "filters": [_filter_document(f, flips) for f in c.filters],
+        "warnings": list(c.warnings),
+    }

@@ -1,0 +1,236 @@
+"""A finished run read back from its folder, and what two runs must share to be compared.
+
+A run is a folder holding result.json and samples.jsonl (or the path of that result.json).
+result.json is checked against its schema; each line of samples.jsonl is checked for the fields
+a comparison reads, and a line that fails gets the schema's full diagnosis.
+
+The protocol is what decides which questions are asked and how answers are produced and scored:
+result.json's ``eval`` (task, task_version, task_sha256, api, num_fewshot, fewshot_seed,
+max_tokens, temperature, limit, the data set's sha256 per split), the filters scored, and the
+question set (the doc_ids in samples.jsonl, with their question and reference answer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import ArtifactError
+from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
+from evalgate.schemas import validation_errors
+
+PROTOCOL_FIELDS = (
+    "task",
+    "task_version",
+    "task_sha256",
+    "api",
+    "num_fewshot",
+    "fewshot_seed",
+    "max_tokens",
+    "temperature",
+    "limit",
+)
+_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One filter's reading of one response."""
+
+    extracted: str
+    correct: bool
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One question of a run, as samples.jsonl records it."""
+
+    doc_id: int
+    question: str
+    target: str
+    error: str | None
+    filters: Mapping[str, Answer]
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run's result.json and its samples, keyed by doc_id."""
+
+    path: Path
+    result: dict[str, Any]
+    samples: Mapping[int, Sample]
+
+    @property
+    def eval(self) -> dict[str, Any]:
+        """result.json's eval section (never None for a loaded run)."""
+        section: dict[str, Any] = self.result["eval"]
+        return section
+
+    @cached_property
+    def filters(self) -> tuple[str, ...]:
+        """The filters scored, in the order the samples first name them."""
+        seen: dict[str, None] = {}
+        for sample in self.samples.values():
+            seen.update(dict.fromkeys(sample.filters))
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way two runs' protocols differ."""
+
+    field: str
+    baseline: str
+    candidate: str
+    detail: str = ""
+
+    def describe(self) -> str:
+        """'max_tokens: baseline 1024, candidate 2048'."""
+        text = f"{self.field}: baseline {self.baseline}, candidate {self.candidate}"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+def _sample_or_none(record: Any) -> Sample | None:
+    if not isinstance(record, dict):
+        return None
+    doc_id, filters, error = record.get("doc_id"), record.get("filters"), record.get("error")
+    if not (
+        isinstance(doc_id, int)
+        and not isinstance(doc_id, bool)
+        and doc_id >= 0
+        and isinstance(record.get("question"), str)
+        and isinstance(record.get("target"), str)
+        and (error is None or isinstance(error, str))
+        and isinstance(filters, dict)
+        and all(
+            isinstance(f, dict)
+            and isinstance(f.get("extracted"), str)
+            and isinstance(f.get("correct"), bool)
+            for f in filters.values()
+        )
+    ):
+        return None
+    answers = {name: Answer(f["extracted"], f["correct"]) for name, f in filters.items()}
+    return Sample(doc_id, record["question"], record["target"], error, answers)
+
+
+def read_samples(path: Path) -> dict[int, Sample]:
+    """samples.jsonl by doc_id; a malformed line or a repeated doc_id is an ArtifactError."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ArtifactError(
+            f"Cannot read {path}: {exc.strerror}. A comparison pairs the per-question records "
+            f"of {SAMPLES_NAME}, which evalgate run writes beside {RESULT_NAME}."
+        ) from exc
+    samples: dict[int, Sample] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ArtifactError(f"{path} line {number} is not valid JSON ({exc.msg}).") from exc
+        sample = _sample_or_none(record)
+        if sample is None:
+            problems = validation_errors("sample", record) or ["not a per-question record"]
+            raise ArtifactError(
+                f"{path} line {number} is not a valid evalgate sample: {'; '.join(problems[:5])}."
+            )
+        if sample.doc_id in samples:
+            raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
+        samples[sample.doc_id] = sample
+    return samples
+
+
+def load_run(path: Path) -> Run:
+    """A run from its folder or its result.json; it must have evaluated."""
+    result_path = path / RESULT_NAME if path.is_dir() else path
+    if not result_path.is_file():
+        raise ArtifactError(
+            f"{path} is neither a run folder holding {RESULT_NAME} nor a result file. Pass the "
+            "folder evalgate run wrote (its --output-dir) or the result.json inside it."
+        )
+    result = read_result(result_path)
+    if result.get("eval") is None:
+        raise ArtifactError(
+            f"{result_path} has no eval section: that run stopped at stage {result['stage']} "
+            f"({result['reason']}) before evaluating. Compare two runs that evaluated."
+        )
+    return Run(result_path, result, read_samples(result_path.parent / SAMPLES_NAME))
+
+
+def _show(value: Any) -> str:
+    return "none" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def format_doc_ids(ids: Sequence[int]) -> str:
+    """'doc_id 3, 17, 20, 41, 52, ...': the first few of a list of questions."""
+    listed = ", ".join(str(i) for i in ids[:_SHOWN])
+    return f"doc_id {listed}" + (", ..." if len(ids) > _SHOWN else "")
+
+
+def _eval_differences(base: dict[str, Any], cand: dict[str, Any]) -> list[Difference]:
+    found = [
+        Difference(name, _show(base.get(name)), _show(cand.get(name)))
+        for name in PROTOCOL_FIELDS
+        if base.get(name) != cand.get(name)
+    ]
+    base_sha, cand_sha = base["dataset"]["sha256"], cand["dataset"]["sha256"]
+    found += [
+        Difference(
+            f"dataset.sha256.{split}", _show(base_sha.get(split)), _show(cand_sha.get(split))
+        )
+        for split in sorted(set(base_sha) | set(cand_sha))
+        if base_sha.get(split) != cand_sha.get(split)
+    ]
+    return found
+
+
+def _question_differences(base: Run, cand: Run) -> list[Difference]:
+    found = []
+    only_base = sorted(set(base.samples) - set(cand.samples))
+    only_cand = sorted(set(cand.samples) - set(base.samples))
+    if only_base or only_cand:
+        parts = [
+            f"{len(ids)} only in the {side}: {format_doc_ids(ids)}"
+            for side, ids in (("baseline", only_base), ("candidate", only_cand))
+            if ids
+        ]
+        found.append(
+            Difference(
+                "question set",
+                f"{len(base.samples)} questions",
+                f"{len(cand.samples)} questions",
+                "; ".join(parts),
+            )
+        )
+    shared = sorted(set(base.samples) & set(cand.samples))
+    for name in ("question", "target"):
+        changed = [
+            i for i in shared if getattr(base.samples[i], name) != getattr(cand.samples[i], name)
+        ]
+        if changed:
+            first = changed[0]
+            found.append(
+                Difference(
+                    f"{name} text",
+                    _show(getattr(base.samples[first], name)[:60]),
+                    _show(getattr(cand.samples[first], name)[:60]),
+                    f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}",
+                )
+            )
+    if base.filters and cand.filters and set(base.filters) != set(cand.filters):
+        found.append(Difference("filters", ", ".join(base.filters), ", ".join(cand.filters)))
+    return found
+
+
+def protocol_differences(baseline: Run, candidate: Run) -> list[Difference]:
+    """Every protocol difference between two runs; empty when they are comparable."""
+    return _eval_differences(baseline.eval, candidate.eval) + _question_differences(
+        baseline, candidate
+    )

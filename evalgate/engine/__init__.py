@@ -1,0 +1,1 @@
+"""Everything that talks HTTP to an engine: URLs, readiness, discovery, requests, retries."""

@@ -1,0 +1,162 @@
+"""Talking to an engine's side doors: /v1/models, /tokenize, /version.
+
+These requests tell evalgate what an engine serves (its max_model_len, its version) and how long
+a prompt is in the engine's own tokens. Generation requests go through the openai SDK elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+
+from evalgate.engine.urls import redact_url, split_credentials
+from evalgate.engine.wire import EngineError, parse_error
+from evalgate.gate.context import Limit
+from evalgate.tasks.prompts import Prompt
+
+log = logging.getLogger(__name__)
+SIDE_DOOR_TIMEOUT = 30.0
+
+
+def api_root(url: str) -> str:
+    """The /v1 base, with no trailing slash: what the openai SDK takes."""
+    url = url.rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):
+        if url.endswith(suffix):
+            url = url[: -len(suffix)]
+    return url
+
+
+def server_root(url: str) -> str:
+    """The server's root, where /tokenize, /version and /health live."""
+    url = api_root(url)
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class SideDoorError(Exception):
+    """An answer that is not the expected JSON (kept internal; callers decide what it means)."""
+
+    def __init__(self, error: EngineError) -> None:
+        super().__init__(error.describe())
+        self.error = error
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """One entry of /v1/models."""
+
+    id: str
+    owned_by: str | None
+    max_model_len: int | None
+    root: str | None
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """What /tokenize said."""
+
+    count: int
+    max_model_len: int | None
+
+
+class EngineInfo:
+    """Side-door requests to one server, sharing one connection pool."""
+
+    def __init__(self, url: str, api_key: str | None, timeout: float = SIDE_DOOR_TIMEOUT) -> None:
+        self.url, auth = split_credentials(api_root(url))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx2.Client(timeout=timeout, headers=headers, auth=auth)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> EngineInfo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _json(
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        if timeout is None:
+            response = self._client.request(method, url, json=body)
+        else:
+            response = self._client.request(method, url, json=body, timeout=timeout)
+        if response.status_code != 200:
+            raise SideDoorError(parse_error(response.status_code, response.text))
+        try:
+            return response.json()
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise SideDoorError(
+                EngineError(response.status_code, f"not JSON: {response.text[:200]!r}")
+            ) from exc
+
+    def models(self, timeout: float | None = None) -> list[ModelCard]:
+        """GET /v1/models (`timeout`: seconds for this request, else the client's)."""
+        data = self._json("GET", f"{self.url}/models", timeout=timeout)
+        cards = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(cards, list):
+            raise SideDoorError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
+        found = []
+        for card in cards:
+            if isinstance(card, dict) and isinstance(card.get("id"), str):
+                length = card.get("max_model_len")
+                found.append(
+                    ModelCard(
+                        id=card["id"],
+                        owned_by=card.get("owned_by")
+                        if isinstance(card.get("owned_by"), str)
+                        else None,
+                        max_model_len=length if isinstance(length, int) and length > 0 else None,
+                        root=card.get("root") if isinstance(card.get("root"), str) else None,
+                    )
+                )
+        return found
+
+    def served_limit(self, model: str | None, label: str) -> Limit | None:
+        """max_model_len of the model's card (or the only card), as a Limit from `label`."""
+        cards = self.models()
+        card = next((c for c in cards if c.id == model), None)
+        if card is None and len(cards) == 1:
+            card = cards[0]
+        if card is None or card.max_model_len is None:
+            return None
+        return Limit(card.max_model_len, f"/v1/models of {label}")
+
+    def version(self) -> str | None:
+        """GET /version (vLLM, SGLang); None where the server has none (a router: 405)."""
+        try:
+            data = self._json("GET", f"{server_root(self.url)}/version")
+        except (SideDoorError, httpx2.HTTPError):
+            return None
+        value = data.get("version") if isinstance(data, dict) else None
+        return str(value) if value is not None else None
+
+    def count_tokens(self, model: str, prompt: Prompt) -> TokenCount | None:
+        """Tokens of a prompt by the engine's own tokenizer and chat template (POST /tokenize),
+        or None when the server has no such endpoint. vLLM also says its max_model_len there;
+        behind a prefill/decode router it is the decode worker that answers."""
+        body: dict[str, Any] = {"model": model}
+        if prompt.messages is not None:
+            body["messages"] = list(prompt.messages)
+            body["add_generation_prompt"] = True
+        else:
+            body["prompt"] = prompt.text
+        try:
+            data = self._json("POST", f"{server_root(self.url)}/tokenize", body)
+        except (SideDoorError, httpx2.HTTPError) as exc:
+            log.debug("no /tokenize at %s: %s", redact_url(self.url), exc)
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("count"), int):
+            return None
+        limit = data.get("max_model_len")
+        return TokenCount(data["count"], limit if isinstance(limit, int) and limit > 0 else None)

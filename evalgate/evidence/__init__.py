@@ -1,0 +1,1 @@
+"""The evidence a run leaves: the result document, its files on disk, the answer journal."""

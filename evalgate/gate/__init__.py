@@ -1,0 +1,1 @@
+"""One gate run, its stages in order: thresholds, data, readiness, context, probe, eval, verdict."""

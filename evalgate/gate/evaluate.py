@@ -1,0 +1,134 @@
+"""Running lm-eval in-process on evalgate's task, and reading its answer.
+
+lm-eval is imported here and only here, and only when an eval runs: `evalgate --help`,
+`context`, `probe` and `verify` never pay for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from evalgate.errors import AbortedError, EvalFailedError
+from evalgate.gate.lm import GateLM
+from evalgate.gate.verdict import Score
+from evalgate.tasks.dataset import Dataset
+from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_dir
+
+log = logging.getLogger(__name__)
+_TARGET = re.compile(r"####\s*(.+)\s*$")
+
+
+@dataclass(frozen=True)
+class HarnessResult:
+    """lm-eval's scores, its raw results, and one record per question."""
+
+    scores: tuple[Score, ...]
+    raw: dict[str, Any]
+    samples: list[dict[str, Any]]
+    lm_eval_version: str | None
+
+
+def lm_eval_version() -> str | None:
+    """The installed lm-eval's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lm_eval")
+    except PackageNotFoundError:
+        return None
+
+
+def reference_answer(answer: str) -> str:
+    """The number after '####' in a GSM8K answer."""
+    match = _TARGET.search(answer.strip().splitlines()[-1] if answer.strip() else "")
+    return match.group(1).strip() if match else answer.strip()
+
+
+def _scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, ...]:
+    found = []
+    for key, value in results.get(task, {}).items():
+        if "," not in key or key.startswith(("alias", "name")) or "_stderr" in key:
+            continue
+        metric, flt = key.split(",", 1)
+        if not isinstance(value, int | float):
+            continue
+        stderr = results[task].get(f"{metric}_stderr,{flt}")
+        found.append(
+            Score(
+                task,
+                metric,
+                flt,
+                float(value),
+                float(stderr) if isinstance(stderr, int | float) else None,
+                n,
+            )
+        )
+    return tuple(found)
+
+
+def _samples(task: str, raw_samples: list[dict[str, Any]], lm: GateLM) -> list[dict[str, Any]]:
+    by_doc: dict[int, dict[str, Any]] = {}
+    for record in raw_samples:
+        doc_id = int(record["doc_id"])
+        doc = record.get("doc") or {}
+        entry = by_doc.setdefault(
+            doc_id,
+            {
+                "doc_id": doc_id,
+                "question": str(doc.get("question", "")),
+                "target": reference_answer(str(doc.get("answer", record.get("target", "")))),
+                **lm.tally.answers.get(
+                    doc_id,
+                    {
+                        "response": None,
+                        "finish_reason": None,
+                        "completion_tokens": None,
+                        "error": "no answer recorded",
+                        "prompt_sha256": "",
+                    },
+                ),
+                "filters": {},
+            },
+        )
+        filtered = record.get("filtered_resps") or [""]
+        extracted = filtered[0] if isinstance(filtered, list) else filtered
+        entry["filters"][str(record.get("filter"))] = {
+            "extracted": str(extracted),
+            "correct": float(record.get("exact_match", 0.0)) == 1.0,
+        }
+    return [by_doc[k] for k in sorted(by_doc)]
+
+
+def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) -> HarnessResult:
+    """simple_evaluate on evalgate's task with lm-eval's built-in task index off."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    for name in ("lm-eval", "lm_eval"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        output = simple_evaluate(
+            model=lm,
+            tasks=[lm_eval_config(spec, dataset)],
+            limit=limit,
+            apply_chat_template=spec.api == "chat",
+            fewshot_as_multiturn=True,
+            task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False),
+            fewshot_random_seed=FEWSHOT_SEED,
+            log_samples=True,
+        )
+    except (EvalFailedError, AbortedError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise EvalFailedError(
+            f"lm-eval failed: {type(exc).__name__}: {exc}. Rerun with -v for its traceback."
+        ) from exc
+    if output is None:
+        raise EvalFailedError("lm-eval returned no results (not rank 0?)")
+    n = int(output.get("n-samples", {}).get(spec.name, {}).get("effective", 0))
+    samples = _samples(spec.name, output.get("samples", {}).get(spec.name, []), lm)
+    raw = {key: value for key, value in output.items() if key != "samples"}
+    return HarnessResult(_scores(spec.name, output["results"], n), raw, samples, lm_eval_version())

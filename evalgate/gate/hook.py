@@ -1,0 +1,167 @@
+"""The node-0 post-benchmark hook: the gate at one or more concurrencies, evidence staged.
+
+After the throughput benchmark, inside the same allocation, node 0 calls ``evalgate hook``.
+It reads the benchmark's environment, waits for the router, derives the context and probes
+once, then runs the eval at each concurrency against the same live engine. Every run writes
+its own folder in the staging folder as it goes (``conc-<N>/``: result.json, samples.jsonl,
+meta_env.json for the harness's collector), and ``hook.json`` lists which concurrencies
+completed, so a dropped one is visible to ``evalgate verify --expect``. A SIGTERM from the
+scheduler is recorded as status "aborted" with the answers received so far.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalgate.errors import ExitCode, UsageError
+from evalgate.evidence import artifacts
+from evalgate.gate.run import Checked, RunOutcome, run_gate
+from evalgate.settings import Settings
+
+if TYPE_CHECKING:
+    from evalgate.gate.lm import Progress
+
+HOOK_SUMMARY = "hook.json"
+META_NAME = "meta_env.json"
+_TOPOLOGY_VAR = re.compile(
+    r"^(?:(?:PREFILL|DECODE)_(?:NUM_WORKERS|NODES|TP|EP|DP|DP_ATTN|DP_ATTENTION|GPUS)"
+    r"|TP|EP_SIZE|DP_ATTENTION|IS_MULTINODE)$"
+)
+_SEVERITY = {  # which outcome decides the job's exit code when runs differ
+    int(ExitCode.ABORTED): 6,
+    int(ExitCode.USAGE): 5,
+    int(ExitCode.ENDPOINT): 4,
+    int(ExitCode.EVAL): 3,
+    int(ExitCode.FAIL): 2,
+    int(ExitCode.PASS): 0,
+}
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """Every concurrency's outcome and the job's exit code."""
+
+    exit_code: int
+    runs: dict[int, RunOutcome | None]
+    summary: dict[str, Any]
+
+
+def parse_concurrencies(text: str) -> list[int]:
+    """'16,64,256' (or spaces) -> [16, 64, 256]; a clear error for anything else."""
+    parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values) or len(set(values)) != len(values):
+        raise UsageError(
+            f"--concurrency {text!r} is not a list of distinct positive integers; "
+            "write it as 16,64,256."
+        )
+    return values
+
+
+def topology_from_env(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """Prefill/decode topology labels from the benchmark's variables (PREFILL_TP, ...)."""
+    found: dict[str, Any] = {}
+    for name, value in environ.items():
+        if _TOPOLOGY_VAR.match(name) and len(value) <= 32:
+            key = name.lower()
+            found[key] = int(value) if value.isdigit() else value
+    return found or None
+
+
+def meta_env(
+    settings: Settings, concurrency: int, topology: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The harness's meta_env.json fields, for its collector."""
+    topo = topology or {}
+    return {
+        "framework": settings.framework,
+        "precision": settings.precision,
+        "model": settings.model,
+        "model_prefix": settings.model_prefix,
+        "hardware": settings.hardware,
+        "isl": settings.isl,
+        "osl": settings.osl,
+        "conc": concurrency,
+        "kv_cache_dtype": settings.kv_cache_dtype,
+        "is_multinode": bool(topo.get("prefill_num_workers") or topo.get("is_multinode")),
+        **topo,
+    }
+
+
+def run_hook(
+    settings: Settings,
+    concurrencies: Sequence[int],
+    *,
+    resume: bool = False,
+    environ: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> HookOutcome:
+    """Gate at each concurrency; stage everything under settings.output_dir."""
+    stage = settings.output_dir
+    topology = topology_from_env(os.environ if environ is None else environ)
+    runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
+    prior: Checked | None = None
+    stopped: str | None = None
+    for concurrency in concurrencies:
+        folder = stage / f"conc-{concurrency}"
+        run_settings = settings.model_copy(
+            update={"num_concurrent": concurrency, "output_dir": folder}
+        )
+        artifacts.write_json(folder / META_NAME, meta_env(run_settings, concurrency, topology))
+        outcome = run_gate(
+            run_settings, progress=progress, resume=resume, prior=prior, topology=topology
+        )
+        runs[concurrency] = outcome
+        prior = prior or (outcome.checked if outcome.status in ("pass", "fail") else None)
+        if outcome.status == "aborted" or (outcome.status == "error" and prior is None):
+            stopped = f"{outcome.status} at stage {outcome.document['stage']}: {outcome.reason}"
+            break
+    summary = _summary(stage, runs, stopped)
+    artifacts.write_json(stage / HOOK_SUMMARY, summary)
+    codes = [o.exit_code for o in runs.values() if o is not None]
+    if stopped is not None and any(o is None for o in runs.values()):
+        codes.append(codes[-1])
+    worst = max(codes, key=lambda c: _SEVERITY.get(c, 5)) if codes else int(ExitCode.EVAL)
+    return HookOutcome(worst, runs, summary)
+
+
+def _summary(
+    stage: Path, runs: dict[int, RunOutcome | None], stopped: str | None
+) -> dict[str, Any]:
+    listed = []
+    for concurrency, outcome in runs.items():
+        if outcome is None:
+            listed.append(
+                {
+                    "concurrency": concurrency,
+                    "status": "not run",
+                    "reason": f"not run: an earlier run stopped the hook ({stopped})",
+                }
+            )
+            continue
+        listed.append(
+            {
+                "concurrency": concurrency,
+                "status": outcome.status,
+                "exit_code": outcome.exit_code,
+                "stage": outcome.document["stage"],
+                "reason": outcome.reason,
+                "result": str(outcome.result_path.relative_to(stage))
+                if outcome.result_path
+                else None,
+            }
+        )
+    return {
+        "concurrencies": list(runs),
+        "completed": [r["concurrency"] for r in listed if r["status"] in ("pass", "fail")],
+        "runs": listed,
+        "stopped": stopped,
+    }

@@ -1,0 +1,148 @@
+"""Gathering the numbers the context needs: native maximum, served limits, prompt length.
+
+Every served limit evalgate can find is collected, each with its source: the endpoint's
+/v1/models (a router reports only its first prefill worker's card), each worker URL's
+/v1/models, --served-max-model-len, and --max-model-len inside server-argument strings. The
+smallest wins in the context; all are recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import httpx2
+
+from evalgate.engine.discovery import EngineInfo, SideDoorError
+from evalgate.engine.urls import redact_url
+from evalgate.errors import EndpointError
+from evalgate.gate.context import EvalContext, Limit, derive_context, served_limits_from_args
+from evalgate.gate.native import NativeLength, load_native_max_len
+from evalgate.settings import Settings
+from evalgate.tasks.prompts import Prompt
+
+log = logging.getLogger(__name__)
+TURN_OVERHEAD_TOKENS = 16
+"""Estimate: tokens a chat template may add per turn (role markers, separators)."""
+BYTES_PER_TOKEN = 3
+"""Estimate: the longest 5-shot GSM8K chat prompt (question 314) is 5,186 bytes of text in 12
+turns, 1,749 tokens with SmolLM2's 49k vocabulary and chat template (measured through vLLM's
+/tokenize); the estimate gives 1,937. Larger vocabularies take fewer tokens. Used only where the
+engine has no /tokenize, and recorded as an estimate."""
+
+
+def estimate_tokens(prompt: Prompt) -> int:
+    """A cautious token count with no tokenizer at hand: one token per BYTES_PER_TOKEN UTF-8
+    bytes, plus TURN_OVERHEAD_TOKENS per chat turn. Used only where the engine has no
+    /tokenize; the result records it as an estimate."""
+    if prompt.messages is not None:
+        size = sum(len(m["content"].encode()) for m in prompt.messages)
+        turns = len(prompt.messages) + 1
+    else:
+        size, turns = len((prompt.text or "").encode()), 0
+    return -(-size // BYTES_PER_TOKEN) + turns * TURN_OVERHEAD_TOKENS
+
+
+def native_length(settings: Settings) -> NativeLength | None:
+    """The native maximum from --model-config, if given."""
+    if settings.model_config_path is None:
+        return None
+    return load_native_max_len(settings.model_config_path)
+
+
+def configured_limits(settings: Settings) -> list[Limit]:
+    """Served limits the user stated: the explicit value and server-argument strings."""
+    found: list[Limit] = []
+    if settings.served_max_model_len is not None:
+        found.append(Limit(settings.served_max_model_len, "--served-max-model-len"))
+    strings = [(args, f"--server-config #{i + 1}") for i, args in enumerate(settings.server_config)]
+    if settings.prefill_server_config:
+        strings.append((settings.prefill_server_config, "PREFILL_SERVER_CONFIG"))
+    if settings.decode_server_config:
+        strings.append((settings.decode_server_config, "DECODE_SERVER_CONFIG"))
+    for args, source in strings:
+        limits = served_limits_from_args(args, source)
+        if not limits:
+            log.warning("%s holds no --max-model-len: it does not clamp the context", source)
+        found += limits
+    return found
+
+
+def worker_limits(settings: Settings, api_key: str | None) -> list[Limit]:
+    """/v1/models max_model_len of every --worker-url. A worker that cannot answer is an error:
+    the user named it because its limit matters."""
+    found: list[Limit] = []
+    for url in settings.worker_urls:
+        label = redact_url(url)
+        try:
+            with EngineInfo(url, api_key) as info:
+                limit = info.served_limit(settings.model, f"worker {label}")
+        except (httpx2.HTTPError, SideDoorError) as exc:
+            raise EndpointError(
+                f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "
+                "give its limit with --server-config / --served-max-model-len instead."
+            ) from exc
+        if limit is None:
+            log.warning("worker %s reports no max_model_len", label)
+        else:
+            found.append(limit)
+    return found
+
+
+def longest_prompt_tokens(
+    info: EngineInfo | None, model: str | None, candidates: Sequence[Prompt]
+) -> tuple[Limit, Prompt, Limit | None]:
+    """The longest candidate in the engine's tokens (POST /tokenize), else estimated; and the
+    max_model_len /tokenize reported, if any."""
+    if info is not None and model is not None:
+        counted = []
+        for prompt in candidates:
+            count = info.count_tokens(model, prompt)
+            if count is None:
+                break
+            counted.append((count, prompt))
+        if counted and len(counted) == len(candidates):
+            count, prompt = max(counted, key=lambda pair: pair[0].count)
+            limits = [c.max_model_len for c, _ in counted if c.max_model_len]
+            told = Limit(min(limits), "/tokenize of the endpoint") if limits else None
+            return Limit(count.count, "/tokenize"), prompt, told
+    prompt = max(candidates, key=estimate_tokens)
+    estimate = Limit(estimate_tokens(prompt), "estimate: UTF-8 bytes / 3 + chat-turn overhead")
+    return estimate, prompt, None
+
+
+def gather_context(
+    settings: Settings,
+    *,
+    endpoint_limit: Limit | None,
+    info: EngineInfo | None,
+    candidates: Sequence[Prompt],
+    api_key: str | None,
+) -> tuple[EvalContext, Prompt]:
+    """Everything measured, then the pure derivation. Returns the context and the prompt to
+    probe with (the longest)."""
+    native = native_length(settings)
+    served = [
+        *([endpoint_limit] if endpoint_limit else []),
+        *worker_limits(settings, api_key),
+        *configured_limits(settings),
+    ]
+    prompt_tokens, longest, told = longest_prompt_tokens(info, settings.model, candidates)
+    if told is not None and all(told.value != limit.value for limit in served):
+        # A prefill/decode router shows the prefill's card on /v1/models, but the decode
+        # answers /tokenize: a limit nobody else reported is the decode's, and it binds.
+        served.append(told)
+    context = derive_context(
+        isl=settings.isl,
+        osl=settings.osl,
+        margin=settings.context_margin,
+        native=Limit(native.value, native.source) if native and native.value else None,
+        served=served,
+        override=settings.eval_max_model_len,
+        prompt_tokens=prompt_tokens,
+        policy=settings.budget_policy,
+        cap=settings.max_tokens_cap,
+        forced_max_tokens=settings.max_tokens,
+        native_steps=native.steps if native else (),
+    )
+    return context, longest

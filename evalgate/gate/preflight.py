@@ -1,0 +1,121 @@
+"""Before the eval: wait for the endpoint, derive the context, send the probe.
+
+Shared by `evalgate context`, `evalgate probe` and `evalgate run`, so the three can never
+disagree about a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from evalgate.engine.discovery import EngineInfo, api_root
+from evalgate.engine.readiness import wait_until_ready
+from evalgate.engine.urls import split_credentials
+from evalgate.errors import UsageError
+from evalgate.gate.context import EvalContext
+from evalgate.gate.limits import gather_context
+from evalgate.settings import Settings
+from evalgate.tasks.prompts import Prompt, longest_candidates
+
+if TYPE_CHECKING:  # the openai SDK takes a second to import: only the probe needs it
+    from evalgate.gate.probe import ProbeOutcome
+
+PROBE_TIMEOUT = 60.0
+"""Seconds the probe waits for its first token (capped by --timeout)."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What the endpoint said about itself."""
+
+    owned_by: str | None
+    version: str | None
+
+
+def api_key(settings: Settings) -> str | None:
+    """The secret, for the one place that sends it."""
+    return settings.api_key.get_secret_value() if settings.api_key else None
+
+
+def require(settings: Settings, *names: str) -> None:
+    """Fail with one message naming every missing setting."""
+    missing = [n for n in names if getattr(settings, n) in (None, "", [])]
+    if missing:
+        flags = ", ".join("--" + n.replace("_", "-") for n in missing)
+        raise UsageError(
+            f"Missing {flags}: set the flag(s) or the matching environment variable(s) "
+            "(see --help)."
+        )
+
+
+def endpoint(settings: Settings) -> tuple[str, str]:
+    """The base URL and model name, which every request needs."""
+    require(settings, "base_url", "model")
+    return str(settings.base_url), str(settings.model)
+
+
+def derive(
+    settings: Settings,
+    prompts: Sequence[Prompt],
+    on_stage: Callable[[str], None] = lambda stage: None,
+) -> tuple[EvalContext, Prompt, Engine | None]:
+    """Readiness (when there is an endpoint), then the context and the prompt to probe with."""
+    key = api_key(settings)
+    candidates = longest_candidates(prompts)
+    if settings.base_url is None:
+        on_stage("context")
+        context, longest = gather_context(
+            settings, endpoint_limit=None, info=None, candidates=candidates, api_key=key
+        )
+        return context, longest, None
+    on_stage("readiness")
+    with EngineInfo(settings.base_url, key) as info:
+        cards = wait_until_ready(
+            info,
+            settings.model,
+            timeout=settings.ready_timeout,
+            wait_min=settings.retry_wait_min,
+            wait_max=settings.retry_wait_max,
+        )
+        card = next((c for c in cards if c.id == settings.model), cards[0] if cards else None)
+        engine = Engine(card.owned_by if card else None, info.version())
+        on_stage("context")
+        endpoint_limit = info.served_limit(settings.model, "the endpoint")
+        context, longest = gather_context(
+            settings, endpoint_limit=endpoint_limit, info=info, candidates=candidates, api_key=key
+        )
+    return context, longest, engine
+
+
+def probe(
+    settings: Settings, context: EvalContext, prompt: Prompt, stop: list[str]
+) -> ProbeOutcome:
+    """The pre-flight request at the real budget."""
+    import openai
+
+    from evalgate.gate.probe import run_probe
+
+    base_url, model = endpoint(settings)
+    url, auth = split_credentials(api_root(base_url))
+    timeout = min(settings.timeout, PROBE_TIMEOUT)
+    with openai.OpenAI(
+        base_url=url,
+        api_key=api_key(settings) or "EMPTY",
+        max_retries=0,
+        timeout=timeout,
+        http_client=openai.DefaultHttpxClient(auth=auth, timeout=timeout) if auth else None,
+    ) as client:
+        return run_probe(
+            client,
+            prompt,
+            context,
+            model=model,
+            api=settings.api,
+            stop=stop,
+            strict=settings.strict,
+            attempts=settings.max_attempts,
+            wait_min=settings.retry_wait_min,
+            wait_max=settings.retry_wait_max,
+        )

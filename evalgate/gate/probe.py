@@ -1,0 +1,176 @@
+"""The pre-flight probe: one request exactly as the eval will send it, before the eval.
+
+Same API, model name, stop strings and temperature, the real max_tokens, and the longest eval
+prompt. Streamed, and closed at the first token, so a good budget costs well under a second. A 4xx
+is the engine's answer, not a glitch: it fails at once with the engine's words, the numbers
+evalgate derived, and what to change.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from evalgate.engine.wire import EngineError, parse_error
+from evalgate.errors import ProbeError
+from evalgate.gate.context import EvalContext
+from evalgate.tasks.prompts import Prompt
+
+log = logging.getLogger(__name__)
+_ENGINE_LIMIT = re.compile(
+    r"(?:max_model_len=|maximum context length (?:is|of) |context length \()(\d+)"
+)
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What the probe saw."""
+
+    outcome: str
+    """ok, or truncation_risk (accepted, but prompt + budget exceeds what is served)."""
+    latency_s: float
+    prompt_tokens: int | None
+    max_tokens: int
+    doc_id: int
+
+
+def request_body(
+    prompt: Prompt, *, model: str, max_tokens: int, stop: list[str], api: str
+) -> dict[str, Any]:
+    """The body the eval sends for a prompt (lm-eval's local-*-completions payload)."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0.0}
+    if api == "chat":
+        body["messages"] = list(prompt.messages or ())
+        body["stop"] = stop[:4]  # lm-eval keeps only the first 4 stop strings for chat
+    else:
+        body["prompt"] = prompt.text
+        body["stop"] = stop
+    body["seed"] = 1234
+    return body
+
+
+def engine_error(exc: openai.APIStatusError) -> EngineError:
+    """The engine's answer inside an SDK exception, parsed from the raw body."""
+    return parse_error(exc.status_code, exc.response.text)
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APIConnectionError):
+        return True
+    return isinstance(exc, openai.APIStatusError) and engine_error(exc).retryable
+
+
+def suggest_fix(error: EngineError, context: EvalContext) -> str:
+    """A concrete change, from the engine's limit in its message and what evalgate derived."""
+    match = _ENGINE_LIMIT.search(error.message)
+    engine_limit = int(match.group(1)) if match else None
+    served = context.served_min
+    prompt = context.prompt_tokens.value if context.prompt_tokens else None
+    if engine_limit is not None and (served is None or engine_limit < served.value):
+        believed = f"{served.value} ({served.source})" if served else "unknown"
+        return (
+            f"The engine enforces {engine_limit} tokens, but evalgate was told the served limit "
+            f"is {believed}: a worker behind the router (often the decode) serves less. Pass "
+            f"each worker with --worker-url, its server arguments with --server-config, or "
+            f"--served-max-model-len {engine_limit}."
+        )
+    if context.budget_policy == "forced":
+        fit = context.eval_max_model_len - (prompt or 0)
+        return (
+            f"Drop --max-tokens {context.max_tokens} to let evalgate derive the budget "
+            f"(about {fit} here), or serve a --max-model-len of at least "
+            f"{context.max_tokens + (prompt or 0)}."
+        )
+    return (
+        "Serve a larger --max-model-len, or lower the budget with --max-tokens; "
+        "--explain on `evalgate context` shows each number and its source."
+    )
+
+
+def _numbers(context: EvalContext) -> str:
+    served = ", ".join(f"{s.value} ({s.source})" for s in context.served) or "none known"
+    prompt = (
+        f"{context.prompt_tokens.value} tokens ({context.prompt_tokens.source})"
+        if context.prompt_tokens
+        else "not measured"
+    )
+    return (
+        f"evalgate derived: served limits {served}; EVAL_MAX_MODEL_LEN "
+        f"{context.eval_max_model_len}; max_tokens {context.max_tokens} "
+        f"({context.budget_policy}); longest prompt {prompt}"
+    )
+
+
+def run_probe(
+    client: openai.OpenAI,
+    prompt: Prompt,
+    context: EvalContext,
+    *,
+    model: str,
+    api: str,
+    stop: list[str],
+    strict: bool,
+    attempts: int,
+    wait_min: float,
+    wait_max: float,
+) -> ProbeOutcome:
+    """Send the probe; raise ProbeError on a rejection (or a truncation risk under strict)."""
+    body = request_body(prompt, model=model, max_tokens=context.max_tokens, stop=stop, api=api)
+    started = time.monotonic()
+
+    def send() -> None:
+        if api == "chat":
+            stream: Any = client.chat.completions.create(**body, stream=True)
+        else:
+            stream = client.completions.create(**body, stream=True)
+        with stream:
+            for _chunk in stream:
+                break  # the first event proves the request was accepted
+
+    retrying = Retrying(
+        retry=retry_if_exception(_retryable),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=wait_min, min=wait_min, max=wait_max),
+        reraise=True,
+    )
+    try:
+        retrying(send)
+    except openai.APIStatusError as exc:
+        error = engine_error(exc)
+        rejected = ProbeError(
+            f"The engine rejected the pre-flight request ({error.describe()}). "
+            f"{_numbers(context)}. {suggest_fix(error, context)}"
+        )
+        rejected.engine_error = error
+        raise rejected from exc
+    except openai.APIConnectionError as exc:
+        raise ProbeError(
+            f"The pre-flight request could not reach the engine after {attempts} attempts "
+            f"({type(exc).__name__}: {exc}). Check the endpoint; it answered /v1/models a "
+            "moment ago."
+        ) from exc
+    except (openai.APIError, ValueError) as exc:
+        raise ProbeError(
+            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
+            f"({type(exc).__name__}: {exc}). Check that --base-url points at the engine or "
+            "router's /v1, and --api matches what it serves."
+        ) from exc
+    latency = time.monotonic() - started
+    outcome = "truncation_risk" if context.truncation_risk else "ok"
+    if outcome == "truncation_risk":
+        if strict:
+            raise ProbeError(
+                "The engine accepted the probe, but the longest prompt plus max_tokens exceeds "
+                f"the served limit, so long answers would be cut silently. {_numbers(context)}. "
+                "Lower --max-tokens, or run without --strict to accept it as a warning."
+            )
+        log.warning("probe accepted, but answers may be truncated: %s", _numbers(context))
+    log.info("probe accepted in %.2f s (max_tokens %d)", latency, context.max_tokens)
+    prompt_tokens = context.prompt_tokens.value if context.prompt_tokens else None
+    return ProbeOutcome(outcome, latency, prompt_tokens, context.max_tokens, prompt.doc_id)

@@ -1,0 +1,121 @@
+"""GSM8K: where it comes from, and proof that it is the published data set.
+
+Three sources:
+
+- ``bundled`` (default): the copy evalgate ships (openai/grade-school-math, MIT), for
+  air-gapped compute nodes;
+- ``dir``: a folder with test.jsonl and train.jsonl, e.g. a copy staged on a cluster;
+- ``hub``: ``openai/gsm8k`` (config ``main``) from the Hugging Face hub, loaded by lm-eval.
+
+Local files are checked against the sha256 of the published files before use; the digests go
+into the result, so two runs can prove they saw the same questions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import DatasetError
+
+SPLITS = ("test", "train")
+PUBLISHED_SHA256 = {
+    "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+    "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+}
+HUB_PATH = "openai/gsm8k"
+HUB_NAME = "main"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """GSM8K as evalgate will use it."""
+
+    source: str
+    """bundled, dir or hub."""
+    files: dict[str, Path]
+    """Local split files (also for hub: the bundled copy builds the probe's prompt)."""
+    sha256: dict[str, str]
+    test: list[dict[str, str]]
+    train: list[dict[str, str]]
+
+    def describe(self) -> dict[str, Any]:
+        """What the result records about the data."""
+        where = HUB_PATH if self.source == "hub" else str(self.files["test"].parent)
+        return {"source": self.source, "location": where, "sha256": dict(self.sha256)}
+
+
+def bundled_dir() -> Path:
+    """The folder inside the installed package that holds the shipped copy."""
+    return Path(str(resources.files("evalgate.tasks") / "data" / "gsm8k"))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_split(path: Path) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(
+                    f"{path} line {number} is not JSON ({exc.msg}). Restore the file from "
+                    "the published GSM8K."
+                ) from exc
+            if not (
+                isinstance(row, dict)
+                and isinstance(row.get("question"), str)
+                and isinstance(row.get("answer"), str)
+            ):
+                raise DatasetError(
+                    f"{path} line {number} lacks the string fields question and answer. "
+                    "Restore the file from the published GSM8K."
+                )
+            rows.append({"question": row["question"], "answer": row["answer"]})
+    return rows
+
+
+def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Dataset:
+    """Locate, verify and read GSM8K. Raises DatasetError with the file and what to do."""
+    folder = dataset_dir if dataset_dir is not None else bundled_dir()
+    source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
+    if hub and dataset_dir is not None:
+        raise DatasetError("Give either --dataset-dir or --dataset-hub, not both.")
+    if hub:
+        folder = bundled_dir()
+    files = {split: folder / f"{split}.jsonl" for split in SPLITS}
+    sha256: dict[str, str] = {}
+    for split, path in files.items():
+        if not path.is_file():
+            raise DatasetError(
+                f"GSM8K {split} split not found at {path}. The folder given to --dataset-dir "
+                "must hold test.jsonl and train.jsonl as published."
+            )
+        digest = _sha256(path)
+        if digest != PUBLISHED_SHA256[split]:
+            raise DatasetError(
+                f"{path} has sha256 {digest}, not the published GSM8K {split} split's "
+                f"{PUBLISHED_SHA256[split]}. Scores on altered data cannot be gated: restore "
+                "the file."
+            )
+        sha256[split] = digest
+    return Dataset(
+        source=source,
+        files=files,
+        sha256=sha256,
+        test=_read_split(files["test"]),
+        train=_read_split(files["train"]),
+    )

@@ -1,0 +1,84 @@
+"""The eval's prompts, built without lm-eval, so the probe can send the longest one in seconds.
+
+lm-eval builds each question's context from ``doc_to_text`` and ``num_fewshot`` shots drawn by
+``random.Random(FEWSHOT_SEED).sample(train, k)``, one draw per question in order. This module
+repeats that draw and the rendering (chat turns, or one text prompt with " " after each question
+and a blank line after each shot). A test checks the result against the contexts lm-eval builds;
+the eval itself checks again that no prompt it sends is longer than the one probed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, render
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One eval prompt in the shape the API takes."""
+
+    doc_id: int
+    messages: tuple[Message, ...] | None
+    """Chat turns (chat API)."""
+    text: str | None
+    """One prompt string (completions API)."""
+
+    @property
+    def chars(self) -> int:
+        """Size in characters: what picks the candidates for the longest prompt."""
+        if self.messages is not None:
+            return sum(len(m["content"]) for m in self.messages)
+        return len(self.text or "")
+
+
+def _question(spec: TaskSpec, doc: dict[str, str]) -> str:
+    return render(str(spec.config["doc_to_text"]), doc)
+
+
+def _answer(spec: TaskSpec, doc: dict[str, str]) -> str:
+    return render(str(spec.config["doc_to_target"]), doc)
+
+
+def build_prompt(
+    spec: TaskSpec, doc_id: int, doc: dict[str, str], shots: Sequence[dict[str, str]]
+) -> Prompt:
+    """The prompt lm-eval sends for one question, given its few-shot examples."""
+    description = spec.config.get("description")
+    if spec.api == "chat":
+        messages: list[Message] = []
+        if description:
+            messages.append({"role": "system", "content": str(description)})
+        for shot in shots:
+            messages.append({"role": "user", "content": _question(spec, shot)})
+            messages.append({"role": "assistant", "content": _answer(spec, shot)})
+        messages.append({"role": "user", "content": _question(spec, doc)})
+        return Prompt(doc_id, tuple(messages), None)
+    text = "".join(f"{_question(spec, shot)} {_answer(spec, shot)}\n\n" for shot in shots)
+    return Prompt(
+        doc_id, None, (str(description) if description else "") + text + _question(spec, doc)
+    )
+
+
+def build_prompts(
+    spec: TaskSpec,
+    test: Sequence[dict[str, str]],
+    train: Sequence[dict[str, str]],
+    limit: int | None = None,
+) -> list[Prompt]:
+    """Every prompt of the eval, in lm-eval's order (the first `limit` questions)."""
+    rnd = random.Random(FEWSHOT_SEED)  # noqa: S311 - lm-eval's few-shot draw, not security
+    docs = test[:limit] if limit is not None else test
+    k = spec.num_fewshot
+    pool = list(train)
+    return [build_prompt(spec, i, doc, rnd.sample(pool, k)) for i, doc in enumerate(docs)]
+
+
+def longest_candidates(prompts: Sequence[Prompt], count: int = 3) -> list[Prompt]:
+    """The few longest prompts by characters: the longest in tokens is among them in practice,
+    and the probe measures each with the engine's tokenizer."""
+    return sorted(prompts, key=lambda p: p.chars, reverse=True)[:count]

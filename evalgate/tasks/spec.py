@@ -1,0 +1,100 @@
+"""The GSM8K task lm-eval runs: evalgate's own task files, pointed at the chosen data.
+
+``tasks/gsm8k_evalgate_chat.yaml`` is the benchmark harness's protocol (chat turns),
+``tasks/gsm8k_evalgate_completions.yaml`` lm-eval's standard gsm8k prompt. Both are read here and
+handed to lm-eval as a config dict, with the data set's location filled in; lm-eval's own index
+of 14k built-in task files is never built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalgate.tasks.dataset import HUB_NAME, HUB_PATH, Dataset
+
+FEWSHOT_SEED = 1234
+"""lm-eval's default few-shot seed; evalgate pins it so two runs draw the same shots."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task file, parsed, with its digest for the protocol fingerprint."""
+
+    api: str
+    config: dict[str, Any]
+    sha256: str
+
+    @property
+    def name(self) -> str:
+        return str(self.config["task"])
+
+    @property
+    def num_fewshot(self) -> int:
+        return int(self.config["num_fewshot"])
+
+    @property
+    def stop(self) -> list[str]:
+        return list(self.config["generation_kwargs"]["until"])
+
+    @property
+    def version(self) -> str:
+        return str(self.config.get("metadata", {}).get("version", ""))
+
+
+def tasks_dir() -> Path:
+    """The folder of evalgate's task files inside the installed package."""
+    return Path(str(resources.files("evalgate.tasks")))
+
+
+def load_task(api: str) -> TaskSpec:
+    """Read the task file for an API (chat or completions)."""
+    path = tasks_dir() / f"gsm8k_evalgate_{api}.yaml"
+    raw = path.read_bytes()
+    return TaskSpec(api=api, config=yaml.safe_load(raw), sha256=hashlib.sha256(raw).hexdigest())
+
+
+@dataclass(frozen=True)
+class Template:
+    """A task file's ``{{question}}``/``{{answer}}`` template as a plain function of the doc.
+
+    lm-eval compiles a jinja template from its string on every call (22k compilations for one
+    GSM8K run, seconds of CPU); these templates only substitute fields, so a substitution gives
+    the same text (a test checks it against lm-eval's jinja on every question)."""
+
+    text: str
+
+    def __call__(self, doc: dict[str, Any]) -> str:
+        return render(self.text, doc)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def render(template: str, doc: dict[str, Any]) -> str:
+    """Substitute ``{{question}}`` and ``{{answer}}``."""
+    return template.replace("{{question}}", str(doc["question"])).replace(
+        "{{answer}}", str(doc["answer"])
+    )
+
+
+def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
+    """The config dict given to lm-eval, loading the data from where the Dataset says."""
+    config = dict(spec.config)
+    config["doc_to_text"] = Template(str(spec.config["doc_to_text"]))
+    config["doc_to_target"] = Template(str(spec.config["doc_to_target"]))
+    if dataset.source == "hub":
+        config["dataset_path"] = HUB_PATH
+        config["dataset_name"] = HUB_NAME
+        config.pop("dataset_kwargs", None)
+    else:
+        config["dataset_path"] = "json"
+        config["dataset_kwargs"] = {
+            "data_files": {split: str(path.resolve()) for split, path in dataset.files.items()}
+        }
+    return config

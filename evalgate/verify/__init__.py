@@ -1,0 +1,1 @@
+"""`evalgate verify`: the CI gate over a whole sweep's artifacts."""

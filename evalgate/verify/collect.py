@@ -1,0 +1,321 @@
+"""Finding a sweep's eval results on disk and reading each into one shape (the I/O edge of verify).
+
+Two kinds of artifact are found under each path given:
+
+- evalgate's ``result.json`` (checked against result.schema.json);
+- the benchmark harness's plain lm-eval output: ``results*.json`` holding ``lm_eval_version``,
+  with the run's ``meta_env.json`` in the same folder or the one above it (lm-eval nests its
+  output under the model's name); harness_output.py turns each such set into its evals.
+
+An ``evalgate hook`` summary (``hook.json``) adds the concurrencies it lists as "not run" as
+skipped runs, labelled like their siblings. Nothing is dropped silently: a file that cannot be
+read or breaks its format is a ``Note`` in ``malformed`` (path and reason); a ``results*.json``
+that is not lm-eval's is listed as ``ignored``. lm-eval files and meta_env.json inside an
+evalgate run's folder are that run's evidence and are not counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from evalgate.errors import UsageError
+from evalgate.gate.verdict import Score
+from evalgate.schemas import validation_errors
+from evalgate.verify import harness_output
+
+RESULT_NAME = "result.json"
+META_NAME = "meta_env.json"
+HOOK_NAME = "hook.json"
+LABELS = (
+    "model_prefix",
+    "hardware",
+    "framework",
+    "precision",
+    "kv_cache_dtype",
+    "isl",
+    "osl",
+    "concurrency",
+    "topology",
+)
+"""The labels that, with the model, identify a config (result.schema.json's labels)."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One run to gate, whichever tool wrote it."""
+
+    path: str
+    source: Literal["evalgate", "lm-eval"]
+    model: str | None
+    labels: Mapping[str, Any]
+    scores: tuple[Score, ...]
+    status: str | None = None
+    """evalgate: the run's own status, or "skipped" (listed as not run in an `evalgate hook`
+    summary); lm-eval: None, or "error" when the harness says the eval failed."""
+    stage: str | None = None
+    reason: str | None = None
+    failed_on_scores: bool = False
+    """evalgate: the run's own checks failed (so the recorded "fail" is about scores)."""
+
+
+@dataclass(frozen=True)
+class Note:
+    """A file that is not a usable result, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class Collection:
+    """Everything found under the paths given."""
+
+    found: list[Found] = field(default_factory=list)
+    malformed: list[Note] = field(default_factory=list)
+    ignored: list[Note] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
+
+
+class _Bad(Exception):
+    """A file breaks its format; the message says how."""
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def _read(path: str) -> Any:
+    try:
+        with open(path, "rb") as stream:
+            return json.loads(stream.read().decode("utf-8"))
+    except OSError as exc:
+        raise _Bad(f"cannot be read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise _Bad(f"is not UTF-8 text: {exc.reason}") from exc
+    except json.JSONDecodeError as exc:
+        raise _Bad(f"is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from exc
+
+
+def _evalgate(path: str) -> Found:
+    doc = _read(path)
+    problems = validation_errors("result", doc)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise _Bad("does not match result.schema.json: " + "; ".join(problems[:3]) + more)
+    labels = doc["labels"]
+    return Found(
+        path=path,
+        source="evalgate",
+        model=doc["model"],
+        labels={key: labels.get(key) for key in LABELS},
+        scores=tuple(
+            Score(s["task"], s["metric"], s["filter"], float(s["value"]), s["stderr"], s["n"])
+            for s in doc["scores"]
+        ),
+        status=doc["status"],
+        stage=doc["stage"],
+        reason=doc["reason"] + (f" ({doc['error']['type']})" if doc.get("error") else ""),
+        failed_on_scores=any(not c["passed"] for c in doc["checks"]),
+    )
+
+
+def _evalgate_or_note(path: str) -> Found | Note:
+    try:
+        return _evalgate(path)
+    except _Bad as exc:
+        return Note(path, f"{path} {exc}")
+
+
+# -- a harness eval set: its meta_env.json read here, its evals from harness_output.py -------
+
+
+def _harness_set(meta_path: str, files: list[tuple[str, Any]]) -> list[Found | Note]:
+    """The runs one meta_env.json and its lm-eval results describe."""
+    try:
+        evals, unusable = harness_output.evals(meta_path, _read(meta_path), files)
+    except (_Bad, harness_output.FormatError) as exc:
+        lost = f"; the {len(files)} lm-eval result(s) it describes go unchecked" if files else ""
+        return [Note(meta_path, f"{meta_path} {exc}{lost}")]
+    items: list[Found | Note] = [Note(path, reason) for path, reason in unusable]
+    for run in evals:
+        failed = "error" if run.error else None
+        stage = "eval" if run.error else None
+        items.append(
+            Found(run.path, "lm-eval", run.model, run.labels, run.scores, failed, stage, run.error)
+        )
+    return items
+
+
+# -- finding -------------------------------------------------------------------------------------
+
+
+def _within_run(folder: str, root: str, run_dirs: set[str]) -> bool:
+    """Whether `folder` is (inside) an evalgate run's output folder, looking no higher than root."""
+    while True:
+        if folder in run_dirs:
+            return True
+        parent = os.path.dirname(folder)
+        if folder in (root, parent):
+            return False
+        folder = parent
+
+
+@dataclass
+class _Tree:
+    """The files under one root that verify reads."""
+
+    results: list[str] = field(default_factory=list)
+    metas: dict[str, str] = field(default_factory=dict)
+    """meta_env.json path by folder."""
+    candidates: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+
+
+def _files(root: str) -> _Tree:
+    tree = _Tree()
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            raise UsageError(f"Cannot list {folder}: {exc.strerror}.") from exc
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif name == RESULT_NAME:
+                tree.results.append(entry.path)
+            elif name == META_NAME:
+                tree.metas[folder] = entry.path
+            elif name == HOOK_NAME:
+                tree.hooks.append(entry.path)
+            elif name.startswith("results") and name.endswith(".json"):
+                tree.candidates.append(entry.path)
+    return tree
+
+
+def _hook(path: str, found: Sequence[Found]) -> list[Found | Note]:
+    """The runs an `evalgate hook` summary lists as "not run" (an earlier run stopped it)."""
+    try:
+        doc = _read(path)
+    except _Bad as exc:
+        return [Note(path, f"{path} {exc}")]
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        return [Note(path, f'{path} is not an evalgate hook summary: no "runs" list')]
+    folder = os.path.dirname(path) + os.sep
+    sibling = next((f for f in found if f.path.startswith(folder)), None)
+    labels = dict(sibling.labels) if sibling else dict.fromkeys(LABELS)
+    return [
+        Found(
+            path,
+            "evalgate",
+            sibling.model if sibling else None,
+            {**labels, "concurrency": run.get("concurrency")},
+            (),
+            "skipped",
+            None,
+            str(run.get("reason") or "not run"),
+        )
+        for run in runs
+        if run.get("status") == "not run"
+    ]
+
+
+def _add(out: Collection, item: Found | Note) -> None:
+    if isinstance(item, Note):
+        out.malformed.append(item)
+    else:
+        out.found.append(item)
+
+
+def _scan(root: str, out: Collection) -> None:
+    tree = _files(root)
+    results, metas = tree.results, tree.metas
+    for path in results:
+        _add(out, _evalgate_or_note(path))
+    for path in tree.hooks:
+        for item in _hook(path, out.found):
+            _add(out, item)
+    run_dirs = {os.path.dirname(path) for path in results}
+    sets: dict[str, list[tuple[str, Any]]] = {
+        meta: [] for folder, meta in metas.items() if not _within_run(folder, root, run_dirs)
+    }
+    for path in tree.candidates:
+        folder = os.path.dirname(path)
+        if _within_run(folder, root, run_dirs):
+            continue  # the lm-eval output an evalgate run keeps as evidence
+        try:
+            doc = _read(path)
+        except _Bad as exc:
+            out.malformed.append(Note(path, f"{path} {exc}"))
+            continue
+        if not isinstance(doc, dict) or "lm_eval_version" not in doc:
+            out.ignored.append(Note(path, f"{path} is not an lm-eval result (no lm_eval_version)"))
+            continue
+        meta = metas.get(folder) or metas.get(os.path.dirname(folder))
+        if meta is None or meta not in sets:
+            out.malformed.append(
+                Note(
+                    path,
+                    (
+                        f"{path} is an lm-eval result with no meta_env.json beside it (or one "
+                        "folder up): its config is unknown. Stage the run's meta_env.json "
+                        "with it."
+                    ),
+                )
+            )
+            continue
+        sets[meta].append((path, doc))
+    for meta, files in sets.items():
+        for item in _harness_set(meta, files):
+            _add(out, item)
+
+
+def _covered(paths: list[str]) -> set[int]:
+    """Indexes of paths already searched as (part of) another path given before or around it."""
+    full = [os.path.abspath(path) for path in paths]
+    return {
+        i
+        for i, path in enumerate(full)
+        for j, other in enumerate(full)
+        if i != j and (path.startswith(other + os.sep) or (path == other and j < i))
+    }
+
+
+def collect(paths: Iterable[str]) -> Collection:
+    """Every result under `paths` (folders, searched recursively, or evalgate result files).
+
+    A path inside another one given (or given twice) is searched once.
+    """
+    out = Collection()
+    roots = list(paths)
+    skip = _covered(roots) if len(roots) > 1 else set()
+    for index, root in enumerate(roots):
+        if not os.path.exists(root):
+            raise UsageError(
+                f"{root} does not exist. Pass the folder the sweep's artifacts were downloaded "
+                "to, or an evalgate result.json."
+            )
+        if index in skip:
+            continue
+        before = len(out.found) + len(out.malformed)
+        if os.path.isdir(root):
+            _scan(os.path.normpath(root), out)
+        elif os.path.basename(root) == META_NAME or re.fullmatch(
+            r"results.*\.json", os.path.basename(root)
+        ):
+            raise UsageError(
+                f"{root} is part of a benchmark harness eval: pass the folder that holds "
+                f"meta_env.json and its lm-eval results, not the file."
+            )
+        else:
+            _add(out, _evalgate_or_note(root))
+        if len(out.found) + len(out.malformed) == before:
+            out.empty.append(root)
+    return out

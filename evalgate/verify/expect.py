@@ -1,0 +1,297 @@
+"""A sweep's set of configs: how each is named, what ``--expect`` asks for, and the set checks.
+
+A config is identified by (model, model_prefix, hardware, framework, precision, kv_cache_dtype,
+isl, osl, concurrency, topology) and named by a readable key, e.g.
+``dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64 tp=8``.
+
+The expectation (``--expect``) is a count (``--expect 10``, or a JSON file ``{"count": 10}``) or
+a JSON manifest: a list of partial configs, or ``{"configs": [...]}``. Each entry names some of
+the identity fields (``conc`` is accepted for ``concurrency``; ``topology`` matches a subset);
+a list value stands for each of its items, so one entry can expand to a whole sweep:
+``[{"model_prefix": "dsr1", "hardware": "b200", "isl": 1024, "osl": 1024,
+"concurrency": [4, 8, 16, 32, 64]}]``. Each entry must match exactly one config found.
+
+Two results for one config are a duplicate, always; with an expectation, a missing or an
+unexpected config is a problem too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal, Protocol
+
+from evalgate.errors import UsageError
+from evalgate.verify.collect import LABELS, Found
+
+IDENTITY = ("model", *LABELS)
+FIELDS = frozenset(IDENTITY)
+_ALIASES = {"conc": "concurrency"}
+_NUMERIC = {"isl", "osl", "concurrency"}
+_SHORT = {
+    "dp_attention": "dpa",
+    "num_workers": "workers",
+    "spec_decoding": "spec",
+    "prefill_": "p.",
+    "decode_": "d.",
+}
+SetOutcome = Literal["missing", "unexpected", "duplicate"]
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What --expect asks for: a number of configs, or configs each matched exactly once."""
+
+    source: str
+    count: int | None = None
+    configs: tuple[Mapping[str, Any], ...] = ()
+
+
+class Keyed(Protocol):
+    """A result named by its config key (verify's Entry)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A problem with the set: a config missing, unexpected, or with more than one result."""
+
+    key: str
+    outcome: SetOutcome
+    reason: str
+    path: str | None = None
+    model: str | None = None
+    labels: Mapping[str, Any] | None = None
+
+
+# -- config identity -----------------------------------------------------------------------------
+
+
+def identity(model: str | None, labels: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The tuple that makes two results the same config."""
+    topology = labels.get("topology")
+    return (
+        model,
+        *(labels.get(key) for key in LABELS[:-1]),
+        tuple(sorted(topology.items())) if isinstance(topology, dict) else topology,
+    )
+
+
+@cache
+def _topology_words(items: tuple[tuple[str, Any], ...]) -> str:
+    words = []
+    for key, value in items:
+        name = key
+        for long, short in _SHORT.items():
+            name = name.replace(long, short)
+        shown = str(value).lower() if isinstance(value, bool) else value
+        words.append(f"{name}={shown}")
+    return " ".join(words)
+
+
+def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool = False) -> str:
+    """The readable name of a (possibly partial) config, used in every message."""
+    get = labels.get
+    kv, isl, osl, conc, topology = (
+        get("kv_cache_dtype"),
+        get("isl"),
+        get("osl"),
+        get("concurrency"),
+        get("topology"),
+    )
+    words = [
+        get("model_prefix") or model,
+        get("hardware"),
+        get("framework"),
+        get("precision"),
+        kv and f"kv={kv}",
+        None if isl is None else f"isl={isl}",
+        None if osl is None else f"osl={osl}",
+        None if conc is None else f"conc={conc}",
+        _topology_words(tuple(topology.items())) if isinstance(topology, dict) else None,
+        f"model={model}" if with_model and get("model_prefix") and model else None,
+    ]
+    return " ".join(str(w) for w in words if w) or "(unlabelled)"
+
+
+def config_keys(found: Sequence[Found]) -> list[str]:
+    """Readable keys; the model name is added where two different configs would share one."""
+    keys = [config_key(f.model, f.labels) for f in found]
+    users: dict[str, list[int]] = {}
+    for index, key in enumerate(keys):
+        users.setdefault(key, []).append(index)
+    for indexes in users.values():
+        if (
+            len(indexes) > 1
+            and len({identity(found[i].model, found[i].labels) for i in indexes}) > 1
+        ):
+            for i in indexes:
+                keys[i] = config_key(found[i].model, found[i].labels, with_model=True)
+    return keys
+
+
+# -- the expectation -----------------------------------------------------------------------------
+
+
+def _number(field: str, value: Any) -> Any:
+    """isl, osl and concurrency as numbers, however the manifest spells them."""
+    if field in _NUMERIC and isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def _expand(entry: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(entry, dict) or not entry:
+        raise UsageError(f"{where} is {entry!r}: each expected config is a non-empty object.")
+    entry = {_ALIASES.get(k, k): v for k, v in entry.items()}
+    unknown = sorted(set(entry) - FIELDS)
+    if unknown:
+        raise UsageError(f"{where} has unknown field(s) {unknown}; use {sorted(FIELDS)}.")
+    axes = [
+        [(k, _number(k, x)) for x in (v if isinstance(v, list) else [v])] for k, v in entry.items()
+    ]
+    return [dict(combo) for combo in itertools.product(*axes)]
+
+
+def parse_expectation(data: Any, source: str) -> Expectation:
+    """A count, {"count": N}, a list of partial configs or {"configs": [...]}; else UsageError."""
+    if isinstance(data, dict) and set(data) == {"count"}:
+        data = data["count"]
+    if isinstance(data, int) and not isinstance(data, bool):
+        if data < 1:
+            raise UsageError(f"--expect {source}: the expected count must be 1 or more.")
+        return Expectation(source, count=data)
+    if isinstance(data, dict) and set(data) == {"configs"}:
+        data = data["configs"]
+    if not isinstance(data, list) or not data:
+        raise UsageError(
+            f"--expect {source} is neither a count nor a manifest: give a number, "
+            '{"count": N}, or a JSON list of configs such as [{"model_prefix": "dsr1", '
+            '"hardware": "b200", "concurrency": [4, 8]}].'
+        )
+    configs = [c for i, e in enumerate(data) for c in _expand(e, f"{source} entry {i}")]
+    return Expectation(source, configs=tuple(configs))
+
+
+def load_expectation(value: str) -> Expectation:
+    """--expect: a number, or the path of a JSON file holding a count or a manifest."""
+    if value.strip().isdigit():
+        return parse_expectation(int(value), value)
+    try:
+        with open(value, encoding="utf-8") as stream:
+            data = json.load(stream)
+    except OSError as exc:
+        raise UsageError(f"Cannot read --expect file {value}: {exc.strerror}.") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"--expect file {value} is not valid JSON (line {exc.lineno}: {exc.msg})."
+        ) from exc
+    return parse_expectation(data, value)
+
+
+# -- the set checks ------------------------------------------------------------------------------
+
+
+def _matches(want: Mapping[str, Any], entry: Keyed) -> bool:
+    labels = entry.labels or {}
+    for key, value in want.items():
+        have = entry.model if key == "model" else labels.get(key)
+        if key == "topology" and isinstance(value, Mapping):
+            topology = have if isinstance(have, Mapping) else {}
+            if any(topology.get(k) != v for k, v in value.items()):
+                return False
+        elif have != value:
+            return False
+    return True
+
+
+def check_set(results: Sequence[Keyed], expectation: Expectation | None) -> list[Problem]:
+    """Duplicates always; with an expectation, missing and unexpected configs too."""
+    problems: list[Problem] = []
+    groups: dict[str, list[Keyed]] = {}
+    for entry in results:
+        groups.setdefault(entry.key, []).append(entry)
+    for key, group in groups.items():
+        if len(group) > 1:
+            paths = ", ".join(str(e.path) for e in group)
+            problems.append(
+                Problem(
+                    key,
+                    "duplicate",
+                    (
+                        f"{len(group)} results for one config: {paths}. Remove the stale ones (or "
+                        "fix their labels)"
+                    ),
+                    group[0].path,
+                    model=group[0].model,
+                    labels=group[0].labels,
+                )
+            )
+    if expectation is None:
+        return problems
+    if expectation.count is not None:
+        if len(groups) != expectation.count:
+            outcome: SetOutcome = "missing" if len(groups) < expectation.count else "unexpected"
+            problems.append(
+                Problem(
+                    f"expected {expectation.count} configs",
+                    outcome,
+                    (
+                        f"expected {expectation.count} configs (--expect {expectation.source}), "
+                        f"found {len(groups)}"
+                    ),
+                )
+            )
+        return problems
+    claimed: set[str] = set()
+    for want in expectation.configs:
+        hits = sorted({e.key for e in results if _matches(want, e)})
+        claimed.update(hits)
+        name = config_key(want.get("model"), want)
+        if not hits:
+            problems.append(
+                Problem(
+                    name,
+                    "missing",
+                    f"expected config {name} (--expect {expectation.source}) has no result",
+                    model=want.get("model"),
+                    labels=want,
+                )
+            )
+        elif len(hits) > 1:
+            problems.append(
+                Problem(
+                    name,
+                    "duplicate",
+                    (
+                        f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
+                        "Name it more precisely in the manifest"
+                    ),
+                    model=want.get("model"),
+                    labels=want,
+                )
+            )
+    problems += [
+        Problem(
+            e.key,
+            "unexpected",
+            f"{e.key} is not in the expected set (--expect {expectation.source})",
+            e.path,
+            model=e.model,
+            labels=e.labels,
+        )
+        for e in results
+        if e.key not in claimed
+    ]
+    return problems

@@ -1,0 +1,280 @@
+"""The benchmark harness's eval output: a meta_env.json and the lm-eval results it describes.
+
+The harness writes lm-eval's plain output, ``results*.json`` holding ``lm_eval_version``, with
+the run's ``meta_env.json`` (model, labels, topology) in the same folder or the one above it. A
+harness batch (``eval_concs`` in meta_env.json) names each file ``..._conc<N>.json``;
+concurrencies listed in ``failed_eval_concs``, or listed but without a file, come back as
+errored evals, and so does a meta_env.json with no results at all (the eval failed, was
+skipped, or was never staged), or one that records a non-zero ``eval_exit_code``.
+
+Pure: the documents arrive parsed (collect.py finds and reads them); one that breaks its format
+raises FormatError, whose message says how.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evalgate.gate.verdict import GATED_METRIC, Score
+
+CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
+UNKNOWN = ("", "unknown", "none", "null")
+_SINGLE = ("tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size")
+_PHASES = tuple(
+    f"{phase}_{key}"
+    for phase in ("prefill", "decode")
+    for key in ("tp", "ep", "dp_attention", "num_workers", *_SINGLE[3:])
+)
+_ONE_BY_DEFAULT = {"pp", "dcp_size", "pcp_size"}
+
+
+class FormatError(Exception):
+    """A harness file breaks its format; the message says how."""
+
+
+@dataclass(frozen=True)
+class Eval:
+    """One eval of a harness set: its scores, or why it has none (error)."""
+
+    path: str
+    model: str | None
+    labels: Mapping[str, Any]
+    scores: tuple[Score, ...] = ()
+    error: str | None = None
+
+
+# -- meta_env.json -------------------------------------------------------------------------------
+
+
+def _int(meta: Mapping[str, Any], key: str, bad: list[str]) -> int | None:
+    value = meta.get(key)
+    if value is None or isinstance(value, bool):
+        if isinstance(value, bool):
+            bad.append(f"{key} is {value!r}, not an integer")
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in UNKNOWN:
+        return None
+    bad.append(f"{key} is {value!r}, not an integer")
+    return None
+
+
+def _text(meta: Mapping[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip().lower() not in UNKNOWN:
+            return value.strip()
+    return None
+
+
+def _flag(value: Any) -> Any:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
+
+
+def _concs(meta: Mapping[str, Any], key: str, bad: list[str]) -> list[int] | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in value
+    ):
+        bad.append(f"{key} is {value!r}, not a list of positive integers")
+        return None
+    return value
+
+
+def _topology(meta: Mapping[str, Any], bad: list[str]) -> dict[str, Any] | None:
+    multinode = _flag(meta.get("is_multinode")) is True
+    topology: dict[str, Any] = {}
+    for key in _PHASES if multinode else _SINGLE:
+        short = key.split("_", 1)[1] if multinode else key
+        if key not in meta:
+            continue
+        value = _flag(meta[key]) if "dp_attention" in key else _int(meta, key, bad)
+        if value is None or (short in _ONE_BY_DEFAULT and value == 1):
+            continue
+        topology[key] = value
+    spec = _text(meta, "spec_decoding")
+    if spec is not None:
+        topology["spec_decoding"] = spec
+    return topology or None
+
+
+def meta_labels(meta: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(model, identity labels, batch fields) from a meta_env.json; FormatError if malformed."""
+    if not isinstance(meta, dict):
+        raise FormatError(f"is not a JSON object but {type(meta).__name__}")
+    bad: list[str] = []
+    labels = {
+        "model_prefix": _text(meta, "model_prefix", "infmax_model_prefix"),
+        "hardware": _text(meta, "hardware", "hw"),
+        "framework": _text(meta, "framework"),
+        "precision": _text(meta, "precision"),
+        "kv_cache_dtype": _text(meta, "kv_cache_dtype"),
+        "isl": _int(meta, "isl", bad) or None,
+        "osl": _int(meta, "osl", bad) or None,
+        "concurrency": _int(meta, "conc", bad),
+        "topology": _topology(meta, bad),
+    }
+    batch = {
+        "eval_concs": _concs(meta, "eval_concs", bad),
+        "completed": _concs(meta, "completed_eval_concs", bad),
+        "failed": _concs(meta, "failed_eval_concs", bad),
+        "exit_code": _int(meta, "eval_exit_code", bad),
+    }
+    model = _text(meta, "model")
+    if model is None and labels["model_prefix"] is None:
+        bad.append("neither model nor model_prefix (infmax_model_prefix) is set")
+    if bad:
+        raise FormatError("is not a valid benchmark meta_env.json: " + "; ".join(bad))
+    return model, labels, batch
+
+
+# -- lm-eval's results*.json ---------------------------------------------------------------------
+
+
+def lm_eval_scores(doc: Mapping[str, Any]) -> tuple[Score, ...]:
+    """The exact_match scores (every filter) in an lm-eval results file; FormatError if broken."""
+    results = doc.get("results")
+    if not isinstance(results, dict):
+        raise FormatError('has no "results" object')
+    counts = doc.get("n-samples") if isinstance(doc.get("n-samples"), dict) else {}
+    scores = []
+    for task, metrics in results.items():
+        if not isinstance(metrics, dict):
+            raise FormatError(f"results.{task} is not an object")
+        for key, value in metrics.items():
+            metric, _, flt = key.partition(",")
+            if not flt or metric.endswith("_stderr") or metric != GATED_METRIC:
+                continue
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+                raise FormatError(f"results.{task}.{key} is {value!r}, not a number in [0, 1]")
+            sizes = counts.get(task) if isinstance(counts, dict) else None
+            n = sizes.get("effective") if isinstance(sizes, dict) else None
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise FormatError(
+                    f"n-samples.{task}.effective is {n!r}: the sample size is unknown"
+                )
+            stderr = metrics.get(f"{metric}_stderr,{flt}")
+            ok = isinstance(stderr, int | float) and not isinstance(stderr, bool)
+            error = float(stderr) if ok and stderr is not None else None
+            scores.append(Score(task, metric, flt, float(value), error, n))
+    return tuple(scores)
+
+
+# -- one eval set: a meta_env.json and the lm-eval results it describes --------------------------
+
+Staged = tuple[str, tuple[Score, ...], "str | None"]
+"""(path, scores, model) of one lm-eval results file."""
+Unusable = tuple[str, str]
+"""(path, reason) of a results file that cannot be used."""
+
+
+def _eval(
+    path: str,
+    model: str | None,
+    labels: Mapping[str, Any],
+    conc: int | None,
+    *,
+    scores: tuple[Score, ...] = (),
+    error: str | None = None,
+) -> Eval:
+    return Eval(path, model, {**labels, "concurrency": conc}, scores, error)
+
+
+def _single(
+    meta_path: str,
+    model: str | None,
+    labels: Mapping[str, Any],
+    *,
+    exit_code: int | None,
+    runs: list[Staged],
+    files: int,
+) -> list[Eval]:
+    conc = labels["concurrency"]
+    if exit_code:
+        failed = f"the harness recorded eval_exit_code = {exit_code} in {meta_path}"
+        paths = [path for path, _, _ in runs] or [meta_path]
+        return [_eval(path, model, labels, conc, error=failed) for path in paths]
+    if not files:
+        missing = (
+            "meta_env.json has no lm-eval results*.json beside it: the eval failed, was "
+            "skipped, or its results were never staged"
+        )
+        return [_eval(meta_path, model, labels, conc, error=missing)]
+    return [_eval(path, name, labels, conc, scores=scores) for path, scores, name in runs]
+
+
+def _batch(
+    meta_path: str,
+    model: str | None,
+    labels: Mapping[str, Any],
+    batch: Mapping[str, Any],
+    runs: list[Staged],
+) -> tuple[list[Eval], list[Unusable]]:
+    evals: list[Eval] = []
+    unusable: list[Unusable] = []
+    failed = set(batch["failed"] or ())
+    by_conc: dict[int, list[Staged]] = {}
+    for path, scores, name in runs:
+        match = CONC_SUFFIX.search(os.path.basename(path))
+        if match is None:
+            unusable.append(
+                (
+                    path,
+                    f"{path} has no _conc<N> suffix although {meta_path} "
+                    "describes a batch (eval_concs): its concurrency is unknown",
+                )
+            )
+        else:
+            by_conc.setdefault(int(match.group(1)), []).append((path, scores, name))
+    listed = set(batch["eval_concs"]) | set(batch["completed"] or ()) | failed
+    for conc in sorted(listed | set(by_conc)):
+        staged = by_conc.get(conc, [])
+        if conc in failed:
+            where = staged[0][0] if staged else meta_path
+            why = f"the harness lists concurrency {conc} in failed_eval_concs of {meta_path}"
+            evals.append(_eval(where, model, labels, conc, error=why))
+        elif not staged:
+            why = (
+                f"meta_env.json lists concurrency {conc} but no results*_conc{conc}.json "
+                "was staged: that eval failed, was skipped, or its results were lost"
+            )
+            evals.append(_eval(meta_path, model, labels, conc, error=why))
+        evals += [
+            _eval(path, name, labels, conc, scores=scores)
+            for path, scores, name in staged
+            if conc not in failed
+        ]
+    return evals, unusable
+
+
+def evals(
+    meta_path: str, meta: Any, files: list[tuple[str, Any]]
+) -> tuple[list[Eval], list[Unusable]]:
+    """The evals one meta_env.json and its lm-eval results (path, document) describe, and the
+    results files that cannot be used; FormatError if the meta_env.json itself is broken."""
+    model, labels, batch = meta_labels(meta)
+    unusable: list[Unusable] = []
+    runs: list[Staged] = []
+    for path, doc in files:
+        try:
+            runs.append((path, lm_eval_scores(doc), model or _text(doc, "model_name")))
+        except FormatError as exc:
+            unusable.append((path, f"{path} {exc}"))
+    if batch["eval_concs"] is None:
+        single = _single(
+            meta_path, model, labels, exit_code=batch["exit_code"], runs=runs, files=len(files)
+        )
+        return single, unusable
+    batched, unlabelled = _batch(meta_path, model, labels, batch, runs)
+    return batched, unusable + unlabelled

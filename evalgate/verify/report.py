@@ -1,0 +1,244 @@
+"""The forms a sweep's verdict takes: a terminal table, a GitHub job summary and annotations,
+JUnit XML and the verdict document (verdict.schema.json). Each is a string or a dict built from
+a verify.Report; writing it anywhere is the caller's business.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from evalgate._version import __version__
+from evalgate.verify.sweep import FAILING, OUTCOMES, CheckRow, Entry, Report
+
+MARKS = {
+    "pass": "✅",
+    "fail": "❌",
+    "inconclusive": "⚠️",
+    "error": "💥",
+    "malformed": "🧩",
+    "missing": "❓",
+    "unexpected": "🆕",
+    "duplicate": "♊",
+    "empty": "∅",
+}
+MAX_ANNOTATIONS = 10
+"""GitHub shows at most 10 error and 10 warning annotations per step."""
+MAX_SUMMARY_ROWS = 1000
+"""A job summary is capped at 1 MiB: past this many rows, the rest are counted, not listed."""
+
+
+def worst(entry: Entry) -> CheckRow | None:
+    """The check that decides an entry: the failing one, else the one nearest its threshold."""
+    rank = {"fail": 0, "inconclusive": 1, "pass": 2}
+    return min(entry.checks, key=lambda c: (rank[c.outcome], c.value - c.threshold), default=None)
+
+
+def _cells(entry: Entry) -> list[str]:
+    check = worst(entry)
+    if check is None:
+        return [entry.outcome.upper(), entry.key, "-", "-", "-", "-"]
+    stderr = f" ±{check.stderr:.4f}" if check.stderr is not None else ""
+    return [
+        entry.outcome.upper(),
+        entry.key,
+        f"{check.value:.4f}{stderr} {check.filter}",
+        f"[{check.low:.4f}, {check.high:.4f}]",
+        str(check.n),
+        f"{check.threshold:.2f} {check.matched}",
+    ]
+
+
+HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
+
+
+def _results(report: Report) -> list[Entry]:
+    """The entries that are results gated (not problems with the set)."""
+    gated = ("pass", "fail", "inconclusive", "error")
+    return [e for e in report.entries if e.source is not None and e.outcome in gated]
+
+
+def terminal(report: Report, *, quiet: bool = False) -> str:
+    """The table of results, every problem with its reason and path, and the verdict line."""
+    lines: list[str] = []
+    rows = [] if quiet else [_cells(e) for e in _results(report)]
+    if rows:
+        widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+        widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
+        lines += [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in [HEADER, *rows]
+        ]
+        lines.append("")
+    problems = [e for e in report.entries if e.outcome != "pass"]
+    if problems:
+        lines.append("Problems:")
+        for entry in problems:
+            lines.append(f"  {entry.outcome.upper():<12} {entry.key}")
+            lines.append(f"  {'':<12} {entry.reason}")
+            if entry.path and entry.path != entry.key:
+                lines.append(f"  {'':<12} {entry.path}")
+        lines.append("")
+    for note in report.ignored:
+        lines.append(f"ignored: {note.reason}")
+    lines.append(
+        f"evalgate verify: {report.verdict.upper()} (exit {report.exit_code}): {report.reason}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(entries: Sequence[Entry], with_reason: bool) -> list[str]:
+    header = ["", *HEADER[1:], *(["Reason"] if with_reason else [])]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for entry in entries[:MAX_SUMMARY_ROWS]:
+        cells = [MARKS[entry.outcome] + " " + entry.outcome, *_cells(entry)[1:]]
+        cells += [entry.reason] if with_reason else []
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    if len(entries) > MAX_SUMMARY_ROWS:
+        lines.append(f"\n… and {len(entries) - MAX_SUMMARY_ROWS} more (see the JSON verdict).")
+    return lines
+
+
+def markdown(report: Report) -> str:
+    """A GitHub job summary: the verdict, the problems first, then the passing configs."""
+    mark = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}[report.verdict]
+    lines = [f"### {mark} evalgate verify: {report.verdict.upper()}", "", _md(report.reason), ""]
+    problems = [e for e in report.entries if e.outcome != "pass"]
+    passed = [e for e in report.entries if e.outcome == "pass"]
+    if problems:
+        lines += [*_md_table(problems, with_reason=True), ""]
+    if passed:
+        lines += [f"<details><summary>{len(passed)} passing</summary>", ""]
+        lines += [*_md_table(passed, with_reason=False), "", "</details>", ""]
+    lines.append(f"Thresholds: `{report.thresholds_file}`; min samples: {report.min_samples}.")
+    return "\n".join(lines) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_commands(report: Report) -> str:
+    """GitHub workflow commands: ::error for each failing entry, ::warning for inconclusive."""
+    lines = []
+    for level, entries in (
+        ("error", [e for e in report.entries if e.outcome in FAILING]),
+        ("warning", [e for e in report.entries if e.outcome == "inconclusive"]),
+    ):
+        shown = entries if len(entries) <= MAX_ANNOTATIONS else entries[: MAX_ANNOTATIONS - 1]
+        for entry in shown:
+            where = f"file={_escape_property(entry.path)}," if entry.path else ""
+            title = _escape_property(f"evalgate verify {entry.outcome}: {entry.key}")
+            lines.append(f"::{level} {where}title={title}::{_escape_data(entry.reason)}")
+        if len(entries) > len(shown):
+            lines.append(
+                f"::{level} title=evalgate verify::{len(entries) - len(shown)} more "
+                f"{level} entries: see the job summary"
+            )
+    return "".join(line + "\n" for line in lines)
+
+
+def _testcase_body(entries: Iterable[Entry]) -> str:
+    return "\n".join(
+        f"{e.outcome}: {e.reason}" + (f" [{e.path}]" if e.path else "") for e in entries
+    )
+
+
+def junit(report: Report) -> str:
+    """JUnit XML: one testcase per config (a malformed file is its own case)."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in report.entries:
+        groups.setdefault(entry.key, []).append(entry)
+    suites = ET.Element("testsuites", name="evalgate verify")
+    suite = ET.SubElement(suites, "testsuite", name="evalgate verify")
+    tally = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for key, entries in groups.items():
+        case = ET.SubElement(
+            suite, "testcase", classname="evalgate.verify.sweep", name=key, time="0"
+        )
+        path = next((e.path for e in entries if e.path), None)
+        if path:
+            case.set("file", path)
+        tally["tests"] += 1
+        bad = [e for e in entries if e.outcome in FAILING]
+        unsure = [e for e in entries if e.outcome == "inconclusive"]
+        if bad:
+            broken = [e for e in bad if e.outcome in ("error", "malformed")]
+            tag = "error" if broken and len(broken) == len(bad) else "failure"
+            tally["errors" if tag == "error" else "failures"] += 1
+            element = ET.SubElement(case, tag, type=bad[0].outcome, message=bad[0].reason)
+            element.text = _testcase_body(entries)
+            continue
+        if unsure:
+            tally["skipped"] += 1
+            ET.SubElement(case, "skipped", type="inconclusive", message=unsure[0].reason)
+        ET.SubElement(case, "system-out").text = _testcase_body(entries)
+    for element in (suites, suite):
+        for name, value in tally.items():
+            element.set(name, str(value))
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _check(row: CheckRow) -> dict[str, Any]:
+    return {
+        "task": row.task,
+        "metric": row.metric,
+        "filter": row.filter,
+        "value": row.value,
+        "stderr": row.stderr,
+        "n": row.n,
+        "ci_low": row.low,
+        "ci_high": row.high,
+        "threshold": row.threshold,
+        "matched": row.matched,
+        "outcome": row.outcome,
+    }
+
+
+def document(report: Report) -> dict[str, Any]:
+    """The verdict document, valid against verdict.schema.json."""
+    expect = report.expectation
+    return {
+        "schema": "evalgate.verdict/1",
+        "evalgate_version": __version__,
+        "verdict": report.verdict,
+        "exit_code": report.exit_code,
+        "reason": report.reason,
+        "paths": list(report.paths),
+        "thresholds_file": report.thresholds_file,
+        "min_samples": report.min_samples,
+        "confidence": 0.95,
+        "expect": None
+        if expect is None
+        else {
+            "source": expect.source,
+            "count": expect.count,
+            "configs": [dict(c) for c in expect.configs],
+        },
+        "counts": {outcome: report.count(outcome) for outcome in OUTCOMES},
+        "entries": [
+            {
+                "key": e.key,
+                "outcome": e.outcome,
+                "reason": e.reason,
+                "path": e.path,
+                "source": e.source,
+                "model": e.model,
+                "labels": dict(e.labels) if e.labels is not None else None,
+                "status": e.status,
+                "stage": e.stage,
+                "checks": [_check(c) for c in e.checks],
+            }
+            for e in report.entries
+        ],
+        "ignored": [{"path": n.path, "reason": n.reason} for n in report.ignored],
+    }

@@ -1,0 +1,528 @@
+"""evalgate compare: run folders built in tmp_path, driven through `evalgate.cli.main`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scipy.stats import binomtest
+
+from evalgate import cli
+from evalgate.cli import compare as cli_compare
+from evalgate.compare import report as compare_report
+from evalgate.compare.comparison import compare_runs
+from evalgate.schemas import validation_errors
+from evalgate.tasks.dataset import bundled_dir
+
+FILTERS = ("strict-match", "flexible-extract")
+
+
+@cache
+def gsm8k_test() -> tuple[tuple[str, str], ...]:
+    """(question, reference answer) for the 1319 bundled GSM8K test questions."""
+    rows = []
+    for line in (bundled_dir() / "test.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        rows.append((row["question"], row["answer"].split("####")[-1].strip()))
+    return tuple(rows)
+
+
+def protocol(**changes: Any) -> dict[str, Any]:
+    """result.json's eval section; keyword arguments replace fields."""
+    section: dict[str, Any] = {
+        "task": "gsm8k_evalgate_chat",
+        "task_version": "3.0",
+        "task_sha256": "a" * 64,
+        "api": "chat",
+        "num_fewshot": 5,
+        "fewshot_seed": 1234,
+        "limit": None,
+        "num_concurrent": 64,
+        "max_tokens": 1024,
+        "temperature": 0.0,
+        "questions": 1319,
+        "lm_eval_version": "0.4.13",
+        "dataset": {
+            "source": "bundled",
+            "location": "evalgate/tasks/data/gsm8k",
+            "sha256": {"test": "3730d312" + "0" * 56, "train": "17f347dc" + "0" * 56},
+        },
+        "requests": {"total": 0, "completed": 0, "failed": 0, "truncated": 0, "empty": 0},
+    }
+    section.update(changes)
+    return section
+
+
+def write_run(
+    folder: Path,
+    correct: Sequence[bool] | dict[str, Sequence[bool]],
+    *,
+    labels: dict[str, Any] | None = None,
+    failed: Sequence[int] = (),
+    status: str = "pass",
+    question_edits: dict[int, str] | None = None,
+    **eval_changes: Any,
+) -> Path:
+    """A run folder: result.json and samples.jsonl, both valid against their schemas.
+
+    `correct` says per doc_id (0, 1, ...) whether the answer was right, for every filter or
+    per filter; doc_ids in `failed` have a failed request instead of an answer.
+    """
+    per_filter = correct if isinstance(correct, dict) else dict.fromkeys(FILTERS, correct)
+    n = len(next(iter(per_filter.values())))
+    questions = gsm8k_test()
+    records = []
+    for doc_id in range(n):
+        question, target = questions[doc_id]
+        question = (question_edits or {}).get(doc_id, question)
+        wrong = "0" if target != "0" else "1"
+        error = "HTTP 400: prompt too long" if doc_id in failed else None
+        records.append(
+            {
+                "doc_id": doc_id,
+                "question": question,
+                "target": target,
+                "prompt_sha256": f"{doc_id:064x}",
+                "response": None if error else f"... #### {target}",
+                "finish_reason": None if error else "stop",
+                "completion_tokens": None if error else 42,
+                "error": error,
+                "filters": {}
+                if error
+                else {
+                    name: {
+                        "extracted": target if right[doc_id] else wrong,
+                        "correct": right[doc_id],
+                    }
+                    for name, right in per_filter.items()
+                },
+            }
+        )
+    scored = [r for r in records if r["error"] is None]
+    section = protocol(**eval_changes)
+    section["requests"] = {
+        "total": n,
+        "completed": len(scored),
+        "failed": n - len(scored),
+        "truncated": 0,
+        "empty": 0,
+    }
+    result = {
+        "schema": "evalgate.result/1",
+        "evalgate_version": "0.1.0",
+        "run_id": folder.name,
+        "status": status,
+        "stage": "done",
+        "reason": "scores >= threshold",
+        "exit_code": 0,
+        "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T00:10:00Z",
+        "timings": {"eval": 600.0},
+        "model": "Qwen/Qwen3-8B",
+        "labels": {"hardware": "h100", "kv_cache_dtype": "bf16", **(labels or {})},
+        "warnings": [],
+        "eval": section,
+        "scores": [
+            {
+                "task": section["task"],
+                "metric": "exact_match",
+                "filter": name,
+                "value": sum(r["filters"][name]["correct"] for r in scored) / max(len(scored), 1),
+                "stderr": None,
+                "n": len(scored),
+            }
+            for name in per_filter
+        ],
+        "checks": [],
+    }
+    assert validation_errors("result", result) == []
+    for record in records:
+        assert validation_errors("sample", record) == []
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(result), encoding="utf-8")
+    (folder / "samples.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8"
+    )
+    return folder
+
+
+def paired_outcomes(
+    n: int, *, lost: int = 0, gained: int = 0, right: float = 0.8
+) -> tuple[list[bool], list[bool]]:
+    """Baseline and candidate correctness: the first `lost` questions flip to wrong, the next
+    `gained` flip to right, and of the rest about a fraction `right` is right in both."""
+    base = [True] * lost + [False] * gained
+    cand = [False] * lost + [True] * gained
+    rest = n - lost - gained
+    shared = [i * right % 1 + right >= 1 for i in range(rest)]
+    return base + shared, cand + shared
+
+
+@pytest.fixture
+def evalgate(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """Run `evalgate compare ...` through the real entry point; returns (code, stdout, stderr)."""
+    if "compare" not in cli.SUBCOMMANDS:  # registered by the lead with `run --baseline`
+        monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, "compare"))
+
+    def run(*argv: str | Path) -> tuple[int, str, str]:
+        code = cli.main(["compare", *map(str, argv)])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def comparison_json(evalgate, *argv: str | Path) -> tuple[int, dict[str, Any]]:
+    code, out, _ = evalgate(*argv, "--json")
+    document = json.loads(out)
+    assert validation_errors("comparison", document) == []
+    assert document["exit_code"] == code
+    return code, document
+
+
+def test_identical_full_runs_are_equivalent(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    assert code == 0
+    assert document["verdict"] == "equivalent"
+    for flt in document["filters"]:
+        assert (flt["n"], flt["lost"], flt["gained"], flt["p_value"]) == (1319, 0, 0, 1.0)
+        assert flt["flips"] == []
+        assert flt["ci_low"] > -0.02
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 0
+    assert out.startswith("evalgate compare: EQUIVALENT (exit 0)")
+    assert "any drop is within the 2.0-point margin" in out
+
+
+def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(tmp_path, evalgate):
+    base, cand = paired_outcomes(50)
+    write_run(tmp_path / "a", base, limit=50)
+    write_run(tmp_path / "b", cand, limit=50)
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 5
+    assert out.startswith("evalgate compare: INCONCLUSIVE (exit 5)")
+    assert "0 lost, 0 gained" in out
+    assert "McNemar p = 1.0" in out
+    assert "a drop beyond the 2.0-point margin cannot be ruled out" in out
+    assert (
+        "about 189 paired questions would settle it at these rates (an estimate): compare "
+        "runs of at least 189 questions" in out
+    )
+    _, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    assert [f["questions_to_settle"] for f in document["filters"]] == [189, 189]
+
+
+def test_forty_lost_five_gained_is_a_regression(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319, lost=40, gained=5)
+    write_run(tmp_path / "bf16", base)
+    write_run(tmp_path / "fp8", cand, labels={"kv_cache_dtype": "fp8"})
+    code, document = comparison_json(evalgate, tmp_path / "bf16", tmp_path / "fp8")
+    assert code == 1
+    assert document["verdict"] == "regression"
+    independent = binomtest(5, 45, 0.5, alternative="two-sided").pvalue
+    for flt in document["filters"]:
+        assert (flt["lost"], flt["gained"], flt["n"]) == (40, 5, 1319)
+        assert flt["difference"] == pytest.approx(-35 / 1319)
+        assert flt["p_value"] < 0.001
+        assert flt["p_value"] == pytest.approx(independent, rel=1e-9)
+        assert flt["ci_high"] < 0
+        assert flt["flips_total"] == 45
+        assert [f["change"] for f in flt["flips"]] == ["lost"] * 10
+    assert document["changed"] == [
+        {"field": "kv_cache_dtype", "baseline": "bf16", "candidate": "fp8"}
+    ]
+    first = document["filters"][0]["flips"][0]
+    question, target = gsm8k_test()[0]
+    assert first == {
+        "doc_id": 0,
+        "change": "lost",
+        "question": question,
+        "target": target,
+        "baseline_answer": target,
+        "candidate_answer": "0",
+    }
+
+    code, out, err = evalgate(tmp_path / "bf16", tmp_path / "fp8", "--flips", "3")
+    assert (code, err) == (1, "")
+    assert out.startswith("evalgate compare: REGRESSION (exit 1)")
+    assert "changed    kv_cache_dtype bf16 -> fp8" in out
+    assert "40 lost, 5 gained: -2.65 points" in out
+    assert "a significant drop beyond the 2.0-point margin" in out
+    assert "Flipped questions, strict-match (3 of 45, lost first):" in out
+    assert f"doc_id 0     lost    target {target}  baseline {target}  candidate 0" in out
+    assert "Flipped questions, flexible-extract: the same as strict-match." in out
+
+
+def test_markdown_report(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319, lost=40, gained=5)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b", "--markdown", "--flips", "2")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "## evalgate compare: REGRESSION"
+    header = (
+        "| filter | n | baseline | candidate | diff (pts) | 95% CI (pts) | lost | gained | "
+        "McNemar p | verdict |"
+    )
+    assert header in lines
+    row = next(line for line in lines if line.startswith("| strict-match |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1:3] == ["1319", "79.38%"]
+    assert cells[4:] == ["-2.65", "[-3.76, -1.74]", "40", "5", "7.9e-08", "REGRESSION"]
+    assert "### Flipped questions, strict-match (2 of 45, lost first)" in lines
+    flips = [line for line in lines if line.startswith(("| 0 | lost", "| 1 | lost", "| 2 |"))]
+    assert len(flips) == 2
+
+
+def test_worst_filter_decides(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319, lost=40, gained=5)
+    write_run(tmp_path / "a", {"strict-match": base, "flexible-extract": base})
+    write_run(tmp_path / "b", {"strict-match": cand, "flexible-extract": base})
+    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    assert code == 1
+    assert [f["verdict"] for f in document["filters"]] == ["regression", "equivalent"]
+    assert document["reason"].startswith("strict-match: 40 lost, 5 gained")
+    assert "flexible-extract" not in document["reason"]
+
+
+def test_a_significant_gain_is_equivalent_and_said(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319, lost=5, gained=40)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 0
+    assert "the candidate is significantly better" in out
+
+
+def test_more_questions_than_gsm8k_has_are_needed(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319, lost=30, gained=10)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 5
+    assert (
+        "more than the 1319 GSM8K has: no rerun can settle it. Widen --max-drop or accept "
+        "the uncertainty" in out
+    )
+    code, _ = comparison_json(evalgate, tmp_path / "a", tmp_path / "b", "--max-drop", "0.03")
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"max_tokens": 2048}, "max_tokens: baseline 1024, candidate 2048"),
+        ({"temperature": 0.6}, "temperature: baseline 0.0, candidate 0.6"),
+        ({"num_fewshot": 8}, "num_fewshot: baseline 5, candidate 8"),
+        ({"fewshot_seed": 7}, "fewshot_seed: baseline 1234, candidate 7"),
+        ({"api": "completions"}, 'api: baseline "chat", candidate "completions"'),
+        ({"task": "gsm8k_evalgate_completions"}, "task: baseline"),
+        ({"task_version": "2.0"}, 'task_version: baseline "3.0", candidate "2.0"'),
+        ({"task_sha256": "b" * 64}, "task_sha256: baseline"),
+        ({"limit": 1319}, "limit: baseline none, candidate 1319"),
+        (
+            {
+                "dataset": {
+                    "source": "dir",
+                    "sha256": {"test": "f" * 64, "train": "17f347dc" + "0" * 56},
+                }
+            },
+            "dataset.sha256.test: baseline",
+        ),
+    ],
+)
+def test_protocol_drift_is_refused_and_named(tmp_path, evalgate, change, named):
+    base, cand = paired_outcomes(60)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand, **change)
+    code, out, err = evalgate(tmp_path / "a", tmp_path / "b")
+    assert (code, out) == (2, "")
+    assert err.startswith("UsageError: The runs ")
+    assert "were not measured the same way" in err
+    assert named in err
+    assert "pass --allow-protocol-drift to compare them anyway." in err
+
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
+    assert code == 5
+    assert "protocol differences allowed by --allow-protocol-drift:" in out
+    assert named in out
+
+
+def test_question_set_drift(tmp_path, evalgate):
+    base, cand = paired_outcomes(60)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand[:50], question_edits={3: "What is 2 + 2?"})
+    code, _, err = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 2
+    assert (
+        "question set: baseline 60 questions, candidate 50 questions (10 only in the "
+        "baseline: doc_id 50, 51, 52, 53, 54, ...)" in err
+    )
+    assert "question text: baseline" in err
+    assert "(differs for 1 shared questions: doc_id 3)" in err
+
+    code, document = comparison_json(
+        evalgate, tmp_path / "a", tmp_path / "b", "--allow-protocol-drift"
+    )
+    assert document["excluded"]["unpaired"] == [3]
+    assert [f["n"] for f in document["filters"]] == [49, 49]
+    assert {d["field"] for d in document["protocol_drift"]} == {"question set", "question text"}
+
+
+def test_failed_requests_are_left_out_and_reported(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319)
+    write_run(tmp_path / "a", base, failed=[4])
+    write_run(tmp_path / "b", cand, failed=[9, 12])
+    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    assert code == 0
+    assert document["excluded"] == {
+        "failed_baseline": [4],
+        "failed_candidate": [9, 12],
+        "unpaired": [],
+    }
+    assert [f["n"] for f in document["filters"]] == [1316, 1316]
+    assert (
+        "questions left out because their request failed in the candidate run: 2 "
+        "(doc_id 9, 12)" in document["warnings"]
+    )
+    _, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert (
+        "warning: questions left out because their request failed in the baseline run: 1 "
+        "(doc_id 4)" in out
+    )
+
+
+def test_a_result_file_can_stand_for_its_folder(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, _, _ = evalgate(tmp_path / "a" / "result.json", tmp_path / "b")
+    assert code == 0
+
+
+def test_interrupted_run_is_compared_with_a_warning(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand, status="aborted")
+    _, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    assert (
+        "the candidate run ended with status aborted: its samples may be incomplete"
+        in (document["warnings"])
+    )
+
+
+def _break(folder: Path, name: str, text: str | None) -> None:
+    path = folder / name
+    if text is None:
+        path.unlink()
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            ("samples.jsonl", None),
+            "Cannot read {b}/samples.jsonl: No such file or directory. "
+            "A comparison pairs the per-question records of samples.jsonl",
+        ),
+        (
+            ("samples.jsonl", '{"doc_id": 0}\n'),
+            "{b}/samples.jsonl line 1 is not a valid evalgate "
+            "sample: $: 'question' is a required property",
+        ),
+        (("samples.jsonl", "not json\n"), "{b}/samples.jsonl line 1 is not valid JSON"),
+        (("result.json", "{}"), "{b}/result.json is not a valid evalgate result: "),
+        (
+            ("result.json", None),
+            "{b} is neither a run folder holding result.json nor a result file",
+        ),
+    ],
+)
+def test_unusable_runs_are_usage_errors(tmp_path, evalgate, damage, message):
+    base, cand = paired_outcomes(20)
+    write_run(tmp_path / "a", base)
+    b = write_run(tmp_path / "b", cand)
+    _break(b, *damage)
+    code, out, err = evalgate(tmp_path / "a", b)
+    assert (code, out) == (2, "")
+    assert err.startswith("ArtifactError: " + message.format(b=b))
+
+
+def test_a_repeated_doc_id_is_refused(tmp_path, evalgate):
+    base, cand = paired_outcomes(20)
+    write_run(tmp_path / "a", base)
+    b = write_run(tmp_path / "b", cand)
+    lines = (b / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    _break(b, "samples.jsonl", "\n".join([*lines, lines[0]]) + "\n")
+    code, _, err = evalgate(tmp_path / "a", b)
+    assert code == 2
+    assert f"ArtifactError: {b}/samples.jsonl line 21 repeats doc_id 0." in err
+
+
+def test_a_run_that_never_evaluated_is_refused(tmp_path, evalgate):
+    base, cand = paired_outcomes(20)
+    write_run(tmp_path / "a", base)
+    b = write_run(tmp_path / "b", cand)
+    result = json.loads((b / "result.json").read_text(encoding="utf-8"))
+    result.update(eval=None, status="error", stage="readiness", reason="endpoint never ready")
+    _break(b, "result.json", json.dumps(result))
+    code, _, err = evalgate(tmp_path / "a", b)
+    assert code == 2
+    assert (
+        f"ArtifactError: {b}/result.json has no eval section: that run stopped at stage "
+        "readiness (endpoint never ready) before evaluating."
+    ) in err
+
+
+@pytest.mark.parametrize("value", ["2", "-0.01", "1"])
+def test_max_drop_is_a_fraction(tmp_path, evalgate, value):
+    base, cand = paired_outcomes(20)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, _, err = evalgate(tmp_path / "a", tmp_path / "b", "--max-drop", value)
+    assert code == 2
+    assert (
+        f"UsageError: --max-drop {float(value)} is not a fraction in [0, 1): 0.02 means two "
+        "points of accuracy." in err
+    )
+
+
+def test_library_call_on_full_gsm8k_is_fast(tmp_path):
+    base, cand = paired_outcomes(1319, lost=40, gained=5)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        comparison = compare_runs(
+            tmp_path / "a", tmp_path / "b", max_drop=0.02, allow_protocol_drift=False
+        )
+        timings.append(time.perf_counter() - start)
+    assert int(comparison.exit_code) == 1
+    assert sorted(timings)[1] < 0.5
+
+
+def test_cli_module_stays_light_and_in_step():
+    assert cli_compare.DEFAULT_FLIPS == compare_report.DEFAULT_FLIPS
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, evalgate.cli.compare; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[2],
+    ).stdout.split()
+    assert "evalgate.compare.comparison" not in loaded
+    assert "lm_eval" not in loaded

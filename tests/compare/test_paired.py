@@ -1,0 +1,214 @@
+"""The paired statistics and the rule, against independent computations (scipy)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.optimize import brentq, minimize_scalar
+from scipy.stats import binomtest, norm
+
+from evalgate.compare.paired import (
+    DEFAULT_MAX_DROP,
+    Finding,
+    PairedCounts,
+    decide,
+    difference_interval,
+    mcnemar_exact_p,
+    questions_to_settle,
+    score_interval,
+)
+from evalgate.errors import ExitCode
+
+
+def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:
+    """A 2x2 table of n questions: the concordant ones split about `right` : 1 - `right`."""
+    both_right = round((n - lost - gained) * right)
+    return PairedCounts(both_right, lost, gained, n - lost - gained - both_right)
+
+
+@pytest.mark.parametrize(
+    ("lost", "gained", "expected"),
+    [
+        (0, 0, 1.0),
+        (5, 5, 1.0),
+        (0, 5, 2 / 32),
+        (5, 0, 2 / 32),
+        (1, 5, 2 * 7 / 64),
+        (0, 1, 1.0),
+    ],
+)
+def test_mcnemar_exact_known_values(lost, gained, expected):
+    assert mcnemar_exact_p(lost, gained) == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("lost", "gained"),
+    [
+        (1, 0),
+        (3, 12),
+        (12, 3),
+        (40, 5),
+        (5, 40),
+        (10, 10),
+        (10, 11),
+        (0, 25),
+        (100, 130),
+        (560, 500),
+        (1000, 319),
+    ],
+)
+def test_mcnemar_exact_matches_scipy_binomtest(lost, gained):
+    independent = binomtest(min(lost, gained), lost + gained, 0.5).pvalue
+    assert mcnemar_exact_p(lost, gained) == pytest.approx(independent, rel=1e-9, abs=1e-300)
+
+
+def _score_statistic(gained: int, lost: int, n: int, delta: float) -> float:
+    """The score statistic for H0: difference = delta, with the constrained maximum likelihood
+    found numerically (no closed form): an independent route to Tango's interval."""
+    rest = n - gained - lost
+
+    def negative_log_likelihood(p21: float) -> float:
+        cells = ((gained, p21 + delta), (lost, p21), (rest, 1 - 2 * p21 - delta))
+        return -sum(k * math.log(p) for k, p in cells if k)
+
+    low, high = max(0.0, -delta), (1 - delta) / 2
+    p21 = minimize_scalar(
+        negative_log_likelihood,
+        bounds=(low + 1e-13, high - 1e-13),
+        method="bounded",
+        options={"xatol": 1e-14},
+    ).x
+    return (gained - lost - n * delta) / math.sqrt(n * (2 * p21 + delta * (1 - delta)))
+
+
+@pytest.mark.parametrize(
+    ("n", "lost", "gained"),
+    [
+        (1319, 40, 5),
+        (20, 3, 2),
+        (50, 0, 0),
+        (30, 0, 10),
+        (100, 1, 7),
+        (1319, 30, 10),
+        (200, 60, 20),
+    ],
+)
+def test_tango_interval_matches_a_numerical_score_interval(n, lost, gained):
+    z = norm.ppf(0.975)
+    estimate = (gained - lost) / n
+    low = brentq(lambda d: _score_statistic(gained, lost, n, d) - z, -1 + 1e-9, estimate - 1e-12)
+    high = brentq(lambda d: _score_statistic(gained, lost, n, d) + z, estimate + 1e-12, 1 - 1e-9)
+    interval = difference_interval(table(n, lost, gained))
+    assert interval == pytest.approx((low, high), abs=1e-7)
+    assert interval[0] < estimate < interval[1]
+
+
+@pytest.mark.parametrize("n", [10, 50, 188, 189, 1319])
+def test_no_flips_still_leaves_a_width(n):
+    """With no discordant pair the interval is +-z^2/(n+z^2), not the Wald interval's zero."""
+    z2 = norm.ppf(0.975) ** 2
+    low, high = difference_interval(table(n, 0, 0))
+    assert (low, high) == pytest.approx((-z2 / (n + z2), z2 / (n + z2)), abs=1e-12)
+
+
+def test_nothing_paired_is_the_widest_interval():
+    assert difference_interval(PairedCounts(0, 0, 0, 0)) == (-1.0, 1.0)
+
+
+def test_all_flipped_one_way_reaches_the_bound():
+    low, high = difference_interval(PairedCounts(0, 0, 10, 0))
+    assert high == pytest.approx(1.0)
+    assert _score_statistic(10, 0, 10, low) == pytest.approx(norm.ppf(0.975), abs=1e-6)
+    assert difference_interval(PairedCounts(0, 10, 0, 0)) == pytest.approx((-high, -low))
+
+
+@pytest.mark.parametrize(
+    ("counts", "max_drop", "finding"),
+    [
+        (table(1319, 0, 0), 0.02, Finding.EQUIVALENT),  # identical full runs
+        (table(50, 0, 0), 0.02, Finding.INCONCLUSIVE),  # identical, too few to tell
+        (table(189, 0, 0), 0.02, Finding.EQUIVALENT),
+        (table(188, 0, 0), 0.02, Finding.INCONCLUSIVE),
+        (table(1319, 40, 5), 0.02, Finding.REGRESSION),  # the issue's acceptance case
+        (table(1319, 40, 5), 0.03, Finding.INCONCLUSIVE),  # significant, within a wider margin
+        (table(1319, 30, 10), 0.02, Finding.INCONCLUSIVE),  # significant, -1.5 points
+        (table(1319, 30, 10), 0.03, Finding.EQUIVALENT),
+        (table(1319, 10, 30), 0.02, Finding.EQUIVALENT),  # significantly better
+        (table(1319, 10, 10), 0.02, Finding.EQUIVALENT),
+        (table(50, 3, 0), 0.02, Finding.INCONCLUSIVE),  # -6 points but p = 0.25
+        (table(50, 10, 0), 0.02, Finding.REGRESSION),  # -20 points, p = 0.002
+        (table(1319, 0, 0), 0.0, Finding.INCONCLUSIVE),  # no margin: never equivalent
+        (PairedCounts(0, 0, 0, 0), 0.02, Finding.INCONCLUSIVE),  # nothing paired
+    ],
+)
+def test_decide(counts, max_drop, finding):
+    assert decide(counts, max_drop)[0] is finding
+
+
+def test_decide_returns_the_numbers_behind_the_finding():
+    counts = table(1319, 40, 5)
+    finding, p_value, interval = decide(counts, DEFAULT_MAX_DROP)
+    assert p_value == mcnemar_exact_p(40, 5)
+    assert interval == difference_interval(counts)
+    assert finding.exit_code is ExitCode.FAIL
+
+
+def test_findings_rank_and_exit_codes():
+    assert [f.exit_code for f in Finding] == [ExitCode.PASS, ExitCode.INCONCLUSIVE, ExitCode.FAIL]
+    assert max(Finding, key=lambda f: f.rank) is Finding.REGRESSION
+    assert Finding.EQUIVALENT.rank < Finding.INCONCLUSIVE.rank < Finding.REGRESSION.rank
+
+
+def _scaled(counts: PairedCounts, size: int) -> PairedCounts:
+    """The table with the same cell proportions at `size` questions (rounded)."""
+    s = size / counts.n
+    lost, gained = round(counts.lost * s), round(counts.gained * s)
+    both_right = round(counts.both_right * s)
+    return PairedCounts(both_right, lost, gained, size - lost - gained - both_right)
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        (table(50, 0, 0), 189),  # z^2 (1 - m) / m = 188.3
+        (table(100, 0, 0), 189),
+        (table(10, 0, 0), 189),
+    ],
+)
+def test_questions_to_settle_identical_runs(counts, expected):
+    assert questions_to_settle(counts, 0.02) == expected
+    assert decide(_scaled(counts, expected), 0.02)[0] is Finding.EQUIVALENT
+    assert decide(_scaled(counts, expected - 1), 0.02)[0] is Finding.INCONCLUSIVE
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [table(400, 40, 25), table(300, 20, 10), table(1319, 30, 10), table(500, 20, 15)],
+)
+def test_questions_to_settle_is_about_where_the_rule_decides(counts):
+    """At the observed proportions, 15% fewer questions leave it open, 15% more settle it (the
+    exact test on rounded counts is not monotone in n, hence "about")."""
+    assert decide(counts, 0.02)[0] is Finding.INCONCLUSIVE
+    needed = questions_to_settle(counts, 0.02)
+    assert needed is not None and needed > counts.n
+    assert decide(_scaled(counts, round(needed * 0.85)), 0.02)[0] is Finding.INCONCLUSIVE
+    assert decide(_scaled(counts, round(needed * 1.15)), 0.02)[0] is not Finding.INCONCLUSIVE
+
+
+def test_questions_to_settle_on_the_equivalence_side_is_exact_for_the_interval():
+    counts = table(1319, 30, 10)
+    needed = questions_to_settle(counts, 0.02)
+    assert needed is not None
+    scale = needed / counts.n
+    assert score_interval(10 * scale, 30 * scale, needed)[0] > -0.02
+    scale = (needed - 1) / counts.n
+    assert score_interval(10 * scale, 30 * scale, needed - 1)[0] <= -0.02
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [PairedCounts(0, 0, 0, 0), table(100, 2, 0), table(1000, 60, 40)],  # nothing; d = -margin
+)
+def test_questions_to_settle_out_of_reach(counts):
+    assert questions_to_settle(counts, 0.02) is None

@@ -1,0 +1,211 @@
+"""engine.wire: every engine's error body, reduced to the engine's words and a retry decision.
+
+The bodies are the ones REFERENCE.md §1 records for vLLM 0.32 (seen), newer and older vLLM,
+SGLang, FastAPI and vllm-router.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
+
+VLLM_MAX_TOKENS = (
+    "max_tokens=12288 cannot be greater than max_model_len=2048. Please request fewer output "
+    "tokens. (parameter=max_tokens, value=12288)"
+)
+VLLM_PROMPT = (
+    "This model's maximum context length is 2048 tokens. However, your prompt contains at least "
+    "2049 input tokens, which exceeds this limit even without any output tokens. Please reduce "
+    "the length of the input prompt. (parameter=input_tokens, value=2049)"
+)
+OLD_VLLM = (
+    "This model's maximum context length is 9472 tokens. However, you requested 13000 tokens "
+    "(712 in the messages, 12288 in the completion). Please reduce the length of the messages "
+    "or completion."
+)
+SGLANG = (
+    "Requested token count exceeds the model's maximum context length of 9472 tokens. You "
+    "requested a total of 13000 tokens: 712 tokens from the input messages and 12288 tokens "
+    "for the completion. Please reduce the number of tokens in the input messages or the "
+    "completion to fit within the limit."
+)
+DECODE_MAX_TOKENS = (
+    "max_tokens=1500 cannot be greater than max_model_len=1024. Please request fewer output "
+    "tokens. (parameter=max_tokens, value=1500)"
+)
+
+
+def nested(message: str, code: int | str, param: str | None = None) -> str:
+    return json.dumps(
+        {"error": {"message": message, "type": "BadRequestError", "param": param, "code": code}}
+    )
+
+
+def flat(message: str) -> str:
+    return json.dumps(
+        {
+            "object": "error",
+            "message": message,
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    )
+
+
+def want(message, type_=None, code=None, param=None, wrapped=None, *, retry=False, busy=False):
+    """What the user sees of one parsed error."""
+    return {
+        "message": message,
+        "type": type_,
+        "code": code,
+        "param": param,
+        "wrapped_status": wrapped,
+        "retryable": retry,
+        "router_busy": busy,
+    }
+
+
+BAD_REQUEST = "BadRequestError"
+NOT_FOUND = "The model `dsr1` does not exist. Valid aliases: ['deepseek-r1']"
+VALIDATION = [{"loc": ["body", "max_tokens"], "msg": "Input should be greater than 0"}]
+ROUTER_WRAP = "Request processing failed: Prefill server error {} {}: "
+
+BODIES = [
+    # (case, status, body, what the user sees)
+    (
+        "vLLM 0.32 nested, int code",
+        400,
+        nested(VLLM_MAX_TOKENS, 400),
+        want(VLLM_MAX_TOKENS, BAD_REQUEST, 400),
+    ),
+    (
+        "vLLM 0.32 prompt too long",
+        400,
+        nested(VLLM_PROMPT, 400),
+        want(VLLM_PROMPT, BAD_REQUEST, 400),
+    ),
+    (
+        "newer vLLM, string code",
+        400,
+        nested(VLLM_PROMPT, "context_length_exceeded", "input_tokens"),
+        want(VLLM_PROMPT, BAD_REQUEST, "context_length_exceeded", "input_tokens"),
+    ),
+    ("older vLLM flat body", 400, flat(OLD_VLLM), want(OLD_VLLM, BAD_REQUEST, 400)),
+    ("SGLang flat body", 400, flat(SGLANG), want(SGLANG, BAD_REQUEST, 400)),
+    (
+        "unknown model 404",
+        404,
+        json.dumps(
+            {
+                "error": {
+                    "message": NOT_FOUND,
+                    "type": "NotFoundError",
+                    "param": "model",
+                    "code": 404,
+                }
+            }
+        ),
+        want(NOT_FOUND, "NotFoundError", 404, "model"),
+    ),
+    ("FastAPI detail string", 404, '{"detail": "Not Found"}', want("Not Found")),
+    (
+        "FastAPI validation detail list",
+        422,
+        json.dumps({"detail": VALIDATION}),
+        want(json.dumps(VALIDATION)),
+    ),
+    (
+        "vllm-router 500 wrapping a prefill worker's 400",
+        500,
+        ROUTER_WRAP.format(400, "Bad Request") + nested(DECODE_MAX_TOKENS, 400),
+        want(DECODE_MAX_TOKENS, BAD_REQUEST, 400, wrapped=400),
+    ),
+    (
+        "vllm-router 500 wrapping a worker's 503",
+        500,
+        ROUTER_WRAP.format(503, "Service Unavailable") + flat("Service is overloaded"),
+        want("Service is overloaded", BAD_REQUEST, 400, wrapped=503, retry=True),
+    ),
+    (
+        "vllm-router 500 wrapping a worker's 400 as text",
+        500,
+        ROUTER_WRAP.format(400, "Bad Request") + "prompt too long",
+        want(ROUTER_WRAP.format(400, "Bad Request") + "prompt too long", wrapped=400),
+    ),
+    (
+        "vllm-router 503, all circuits open",
+        503,
+        "all circuits open",
+        want("all circuits open", retry=True, busy=True),
+    ),
+    (
+        "vllm-router 503, no available workers",
+        503,
+        "No available workers for the request",
+        want("No available workers for the request", retry=True, busy=True),
+    ),
+    ("429 text", 429, "Too Many Requests", want("Too Many Requests", retry=True)),
+    ("408 text", 408, "Request Timeout", want("Request Timeout", retry=True)),
+    ("non-JSON 500", 500, "Internal Server Error", want("Internal Server Error", retry=True)),
+    ("empty 502", 502, "", want("(empty body, HTTP 502)", retry=True)),
+    ("whitespace-only 400", 400, " \n", want("(empty body, HTTP 400)")),
+    ("plain 400 text", 400, "Bad Request", want("Bad Request")),
+    ("JSON that is not an error object", 400, '["unexpected"]', want('["unexpected"]')),
+    ("OpenAI-style error string", 401, '{"error": "Unauthorized"}', want("Unauthorized")),
+]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [case[1:] for case in BODIES],
+    ids=[case[0] for case in BODIES],
+)
+def test_parse_error(status, body, expected):
+    error = parse_error(status, body)
+
+    seen = {name: getattr(error, name) for name in expected}
+    assert seen == expected
+    assert error.status == status
+
+
+def test_wrapped_error_decides_by_the_workers_status():
+    error = parse_error(
+        500,
+        "Request processing failed: Prefill server error 400 Bad Request: "
+        + nested(DECODE_MAX_TOKENS, 400),
+    )
+
+    assert error.effective_status == 400
+    assert error.describe() == f"HTTP 500 (worker said 400): {DECODE_MAX_TOKENS}"
+
+
+def test_describe_keeps_the_engine_words():
+    assert parse_error(400, nested(VLLM_MAX_TOKENS, 400)).describe() == (
+        f"HTTP 400: {VLLM_MAX_TOKENS}"
+    )
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+def test_a_4xx_is_an_answer_not_a_glitch(status):
+    assert not parse_error(status, nested("no", status)).retryable
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
+def test_overload_and_outages_are_retryable(status):
+    assert parse_error(status, "busy").retryable
+
+
+def test_long_messages_are_trimmed():
+    error = parse_error(400, nested("x" * 10_000, 400))
+
+    assert error.message == "x" * MAX_MESSAGE_CHARS
+
+
+def test_message_whitespace_is_kept_verbatim():
+    message = "line one\n  line two\t(tab)"
+
+    assert parse_error(400, nested(message, 400)).message == message

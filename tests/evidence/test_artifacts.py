@@ -1,0 +1,496 @@
+"""Evidence on disk: never half a result.json, never another run's result buried, nothing lost.
+
+The rules (evalgate/evidence/artifacts.py, RELIABILITY.md):
+- every file is written to a temporary file in the same folder, flushed, fsynced and renamed over
+  the target: a crash at any point leaves the old file or the new one, never a truncated one;
+- a folder that holds a result.json is not written into without --overwrite (or --resume, for a
+  run that did not finish): the earlier result stays byte for byte, and the engine is not asked;
+- two runs into different folders share nothing;
+- a run stopped by Ctrl-C or SIGTERM still writes its result (status aborted) with the answers
+  received so far, and --resume sends only the questions not yet answered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from evalgate.cli.flags import env_names
+from evalgate.errors import ArtifactError
+from evalgate.evidence import artifacts
+from evalgate.evidence.record import Evidence
+from evalgate.gate.run import run_gate
+from evalgate.schemas import validation_errors
+from evalgate.settings import Settings
+from tests.conftest import deadline
+from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
+
+MODEL = "fake-model"
+LIMIT = 10
+NOT_PROBE = frozenset(range(2, 100_000))
+ENV_NAMES = {name for field in Settings.model_fields for name in env_names(field)}
+
+
+@pytest.fixture
+def engine() -> Iterator[FakeEngine]:
+    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
+        yield running
+
+
+def settings(engine: FakeEngine, out: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "base_url": engine.url,
+        "model": MODEL,
+        "isl": 1024,
+        "osl": 1024,
+        "limit": LIMIT,
+        "num_concurrent": 2,
+        "retry_wait_min": 0,
+        "retry_wait_max": 0,
+        "ready_timeout": 2,
+        "timeout": 5,
+        "output_dir": out,
+    }
+    return Settings(**(values | overrides))
+
+
+def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
+    return [
+        "run",
+        "--base-url",
+        engine.url,
+        "--model",
+        MODEL,
+        "--isl",
+        "1024",
+        "--osl",
+        "1024",
+        "--limit",
+        str(LIMIT),
+        "--num-concurrent",
+        "2",
+        "--retry-wait-min",
+        "0",
+        "--retry-wait-max",
+        "0",
+        "--ready-timeout",
+        "2",
+        "--output-dir",
+        str(out),
+        *extra,
+    ]
+
+
+def evalgate_process(args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """`python -m evalgate.cli <args>` with none of the caller's evalgate variables."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+    return subprocess.Popen(
+        [sys.executable, "-m", "evalgate.cli", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        text=True,
+        **kwargs,
+    )
+
+
+def read_result(folder: Path) -> dict[str, Any]:
+    doc = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+    assert validation_errors("result", doc) == []
+    return doc
+
+
+def a_result(status: str = "error", **fields: Any) -> dict[str, Any]:
+    """A schema-valid result document, as a run that stopped at settings would write."""
+    evidence = Evidence(Settings(model=MODEL))
+    document = evidence.document(status=status, reason="a test document", exit_code=4)
+    return document | fields
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name != "result.json")
+
+
+# -- write_atomic: the old file or the new one, never half ---------------------------------------
+
+
+def _fail_fsync(monkeypatch) -> type[BaseException]:
+    def fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return OSError
+
+
+def _fail_replace(monkeypatch) -> type[BaseException]:
+    def replace(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", replace)
+    return OSError
+
+
+def _interrupt_before_rename(monkeypatch) -> type[BaseException]:
+    def replace(src: Any, dst: Any) -> None:
+        raise KeyboardInterrupt  # SIGINT between the fsync and the rename
+
+    monkeypatch.setattr(os, "replace", replace)
+    return KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    "fail",
+    [_fail_fsync, _fail_replace, _interrupt_before_rename],
+    ids=["fsync fails", "rename fails", "interrupted before the rename"],
+)
+def test_a_write_that_fails_leaves_the_old_result_whole(tmp_path, monkeypatch, fail):
+    old = a_result(run_id="the-old-run")
+    artifacts.write_result(tmp_path, old)
+    before = (tmp_path / "result.json").read_bytes()
+    raised = fail(monkeypatch)
+
+    with pytest.raises(raised):
+        artifacts.write_result(tmp_path, a_result(run_id="the-new-run"))
+
+    monkeypatch.undo()
+    assert (tmp_path / "result.json").read_bytes() == before
+    assert read_result(tmp_path)["run_id"] == "the-old-run"
+    assert leftovers(tmp_path) == []  # the temporary file is gone too
+
+
+def test_a_write_that_breaks_midway_leaves_the_old_result_whole(tmp_path):
+    artifacts.write_result(tmp_path, a_result(run_id="the-old-run"))
+    before = (tmp_path / "result.json").read_bytes()
+    unwritable = a_result(run_id="the-new-run", warnings=["x" * 100_000, "\ud83d"])
+
+    with pytest.raises(UnicodeEncodeError):  # after 100 kB went into the temporary file
+        artifacts.write_result(tmp_path, unwritable)
+
+    assert (tmp_path / "result.json").read_bytes() == before
+    assert leftovers(tmp_path) == []
+
+
+def test_a_first_write_that_fails_leaves_no_result_at_all(tmp_path, monkeypatch):
+    _fail_replace(monkeypatch)
+
+    with pytest.raises(OSError, match="No space left on device"):
+        artifacts.write_result(tmp_path, a_result())
+
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_invalid_result_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ArtifactError, match="breaks its own schema"):
+        artifacts.write_result(tmp_path, a_result(status="maybe"))
+
+    assert list(tmp_path.iterdir()) == []
+
+
+WRITER = """
+import json, sys
+from pathlib import Path
+from evalgate.evidence.artifacts import write_result
+folder, template = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
+n = 0
+while True:
+    n += 1
+    padding = ["x" * 1000] * (n % 7 * 150)  # 0 to 900 kB: some writes take a while
+    write_result(folder, template | {"run_id": f"write-{n}", "warnings": padding})
+    print(n, flush=True)
+"""
+
+
+@pytest.mark.parametrize("writes", [1, 4, 9])
+def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes):
+    template = tmp_path / "template.json"
+    template.write_text(json.dumps(a_result()), encoding="utf-8")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder), str(template)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None
+        with deadline(30):
+            for _ in range(writes):  # each line: one more result.json completely written
+                assert writer.stdout.readline().strip()
+        writer.kill()  # somewhere inside the next write
+    finally:
+        writer.kill()
+        writer.wait(10)
+
+    doc = read_result(folder)  # parses and validates: never half a file
+    assert doc["run_id"] in (f"write-{writes}", f"write-{writes + 1}")
+    assert all(
+        name.startswith(".result.json.") and name.endswith(".tmp") for name in leftovers(folder)
+    )
+
+
+# -- a run's evidence ----------------------------------------------------------------------------
+
+
+def test_two_runs_into_different_folders_do_not_interfere(engine, tmp_path):
+    """One run in another process, one in this one, at the same time, against one engine."""
+    there, here = tmp_path / "there", tmp_path / "here"
+
+    with deadline(90, engine):
+        process = evalgate_process(
+            run_args(engine, there), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            local = run_gate(settings(engine, here))
+        finally:
+            process.communicate(timeout=80)
+
+    assert (process.returncode, local.exit_code) == (0, 0)
+    docs = [read_result(folder) for folder in (there, here)]
+    assert docs[0]["run_id"] != docs[1]["run_id"]
+    for folder, doc in zip((there, here), docs, strict=True):
+        assert doc["status"] == "pass"
+        assert doc["eval"]["requests"]["completed"] == LIMIT
+        assert set(doc["files"].values()) <= {p.name for p in folder.iterdir()}
+        samples = (folder / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+        assert sorted(json.loads(line)["doc_id"] for line in samples) == list(range(LIMIT))
+        journal = (folder / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+        assert len(journal) == 1 + LIMIT  # its header and its own answers, nobody else's
+    assert engine.total == 2 * (1 + LIMIT)  # a probe and LIMIT questions each
+
+
+def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, capsys):
+    out = tmp_path / "run"
+    with deadline(30, engine):
+        assert main(run_args(engine, out)) == 0
+    first = (out / "result.json").read_bytes()
+    files = {p.name: p.read_bytes() for p in out.iterdir()}
+    asked = len(engine.log)
+    capsys.readouterr()
+
+    with deadline(30, engine):
+        code = main(run_args(engine, out))
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert (
+        f"ArtifactError: {out / 'result.json'} already holds a result (status pass). Choose "
+        "another --output-dir, pass --overwrite to replace it." in err
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files
+    assert (out / "result.json").read_bytes() == first
+    assert len(engine.log) == asked  # refused before the engine was asked anything
+
+
+def test_overwrite_replaces_the_result(engine, tmp_path):
+    out = tmp_path / "run"
+    with deadline(30, engine):
+        first = run_gate(settings(engine, out))
+        second = run_gate(settings(engine, out, overwrite=True))
+
+    assert (first.exit_code, second.exit_code) == (0, 0)
+    assert read_result(out)["run_id"] == second.document["run_id"] != first.document["run_id"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (json.dumps(a_result(status="pass")), "pass", True, "pass --overwrite to replace it."),
+        (json.dumps(a_result(status="fail")), "fail", True, ", or --resume to continue"),
+        ('{"status": "pass", "run_id": "cut sho', "unreadable", False, ", or --resume to"),
+    ],
+    ids=["a pass, even with --resume", "a fail", "a truncated file"],
+)
+def test_a_folder_with_a_result_is_refused(engine, tmp_path, case):
+    content, status, resume, says = case
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "result.json").write_text(content, encoding="utf-8")
+
+    outcome = run_gate(settings(engine, out), resume=resume)
+
+    assert (outcome.exit_code, outcome.status) == (2, "error")
+    assert f"already holds a result (status {status})" in outcome.reason
+    assert says in outcome.reason
+    assert outcome.result_path is None
+    assert (out / "result.json").read_text(encoding="utf-8") == content
+    assert engine.log == []
+
+
+def test_a_folder_with_a_binary_result_is_refused(engine, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "result.json").write_bytes(b"\xff\xfe\x00garbage")
+
+    outcome = run_gate(settings(engine, out))
+
+    assert outcome.exit_code == 2
+
+
+def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_path):
+    out = tmp_path / "run"
+
+    def interrupt(done: int, total: int) -> None:
+        if done == 4:
+            raise KeyboardInterrupt
+
+    with deadline(30, engine):
+        stopped = run_gate(settings(engine, out, num_concurrent=1), progress=interrupt)
+
+    doc = read_result(out)
+    assert (stopped.exit_code, doc["status"], doc["stage"]) == (6, "aborted", "eval")
+    assert doc["reason"] == "interrupted by a signal"
+    journal = (out / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    answered = [json.loads(line) for line in journal[1:]]
+    assert len(answered) >= 4
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert {s["doc_id"] for s in samples} == {a["doc_id"] for a in answered}
+    asked = engine.total
+
+    with deadline(30, engine):
+        resumed = run_gate(settings(engine, out, num_concurrent=1), resume=True)
+
+    doc = read_result(out)
+    assert (resumed.exit_code, doc["status"]) == (0, "pass")
+    assert doc["eval"]["requests"]["resumed"] == len(answered)
+    assert engine.total - asked == 1 + LIMIT - len(answered)  # a new probe, then the rest only
+
+
+def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
+    """A scheduler's SIGTERM, delivered to this process while `evalgate run` waits on the
+    engine: the CLI turns it into an abort that still writes the result."""
+    from evalgate.cli.run import terminate_as_interrupt
+
+    engine.inject(Fault("hang", nth=NOT_PROBE - {2, 3}))  # two answers, then silence
+    out = tmp_path / "run"
+    sent: list[bool] = []
+
+    def terminate_when_hanging() -> None:
+        # only while evalgate's handler is in place: the default one would end pytest
+        hanging = engine.wait_until(lambda e: e.hanging >= 2, timeout=30)
+        if hanging and signal.getsignal(signal.SIGTERM) is terminate_as_interrupt:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=terminate_when_hanging, daemon=True)
+    sender.start()
+    with deadline(60, engine):
+        code = main([*run_args(engine, out), "--timeout", "60"])
+    sender.join(5)
+    captured = capsys.readouterr()
+
+    assert sent == [True]
+    assert code == 6
+    assert "AbortedError: interrupted by a signal" in captured.err
+    assert "stage: eval" in captured.err
+    assert captured.out.startswith("ABORTED: ")
+    doc = read_result(out)
+    assert (doc["status"], doc["stage"], doc["exit_code"]) == ("aborted", "eval", 6)
+    journal = (out / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(journal) == 1 + 2  # the two answers received are kept
+    assert signal.getsignal(signal.SIGTERM) is not terminate_as_interrupt  # restored
+
+
+def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monkeypatch):
+    write_json = artifacts.write_json
+
+    def full_disk(path: Path, document: Any) -> None:
+        if path.name == "result.json":
+            raise OSError(28, "No space left on device")
+        write_json(path, document)
+
+    monkeypatch.setattr(artifacts, "write_json", full_disk)
+
+    with deadline(30, engine):
+        outcome = run_gate(settings(engine, tmp_path / "run"))
+
+    assert not (tmp_path / "run" / "result.json").exists()
+    assert outcome.exit_code != 0
+
+
+def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
+    out = tmp_path / "run"
+    with deadline(30, engine):
+        assert run_gate(settings(engine, out)).exit_code == 0
+    old = read_result(out)["run_id"]
+
+    class Killed(BaseException):
+        """The process dies here (SIGKILL, the OOM killer): nothing after it runs."""
+
+    def die(done: int, total: int) -> None:
+        if done == 3:
+            raise Killed
+
+    with deadline(30, engine), pytest.raises(Killed):
+        run_gate(settings(engine, out, overwrite=True), progress=die)
+
+    doc = read_result(out)
+    assert doc["run_id"] != old
+    assert doc["status"] != "pass"
+
+
+# -- result files given as input -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "says", "compare_says"),
+    [
+        (None, "Cannot read", "is neither a run folder holding result.json nor a result file"),
+        ('{"status": "pass", "run_id": "cut sho', "is not valid JSON (line 1", None),
+        ('{"status": "pass"}', "is not a valid evalgate result: $: ", None),
+        (json.dumps(a_result(status="great")), "is not a valid evalgate result: $.status", None),
+    ],
+    ids=["missing", "truncated", "fields missing", "unknown status"],
+)
+def test_a_bad_result_file_is_a_usage_error(tmp_path, capsys, content, says, compare_says):
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    artifacts.write_result(good, a_result(status="pass"))
+    if content is not None:
+        (bad / "result.json").write_text(content, encoding="utf-8")
+
+    with pytest.raises(ArtifactError) as refused:
+        artifacts.read_result(bad / "result.json")
+    code = main(["compare", str(bad), str(good)])
+
+    assert says in refused.value.message
+    assert code == 2
+    assert f"ArtifactError: {bad}" in (err := capsys.readouterr().err)
+    assert (compare_says or says) in err
+
+
+def test_a_binary_result_file_is_a_usage_error(tmp_path):
+    (tmp_path / "result.json").write_bytes(b"\xff\xfe\x00garbage")
+
+    with pytest.raises(ArtifactError):
+        artifacts.read_result(tmp_path / "result.json")
+
+
+def test_the_temporary_file_lives_beside_the_target(tmp_path, monkeypatch):
+    """Same folder, so the rename is atomic (no copy across file systems)."""
+    seen: list[tuple[str, str]] = []
+    replace = os.replace
+
+    def spy(src: Any, dst: Any) -> None:
+        seen.append((str(src), str(dst)))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+
+    artifacts.write_result(tmp_path, a_result())
+
+    [(src, dst)] = seen
+    assert Path(src).parent == Path(dst).parent == tmp_path
+    assert Path(src).name.startswith(".result.json.") and dst.endswith("result.json")

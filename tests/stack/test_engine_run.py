@@ -1,0 +1,540 @@
+"""`evalgate` against the real engine stack: vLLM 0.32 on the CPU behind vllm-router.
+
+What the loopback tier can only imitate, seen on real processes: the served limits and prompt
+lengths evalgate discovers, vLLM's own rejection of an over-large budget (the original incident),
+a prefill/decode pair whose router shows only the prefill's larger limit, whole GSM8K runs with
+real answers, and an engine killed mid-eval.
+
+SmolLM2-135M's 5-shot prompts take about 1100-1750 tokens. It answers in the right format
+(`... #### 24`) but almost always wrongly, so a run that completes ends in FAIL (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.tasks.dataset import load_dataset
+from evalgate.tasks.prompts import build_prompts
+from evalgate.tasks.spec import load_task
+from tests.conftest import FAST, load_result, load_samples, run_subprocess
+
+from . import stack
+from .stack import EngineStack, http_json, server_root
+
+pytestmark = pytest.mark.engine
+
+RUN_TIMEOUT = 600.0  # one `evalgate run` subprocess; the runs below take 20-60 s
+FAILS_WITHIN = 30.0  # "fails within seconds", the process's own start-up included
+# Prefill/decode: ISL + OSL + 256 = 3328 is above both served limits, so a budget derived from
+# the router's card (the prefill's 3072, minus the prompt) exceeds the 1536 tokens the decode
+# accepts as max_tokens, and only a clamp to the decode's limit gives a budget that works.
+PD_LENGTHS = "--isl 2048 --osl 1024"
+# lm-eval's gsm8k filters and exact_match normalisation (evalgate/tasks/gsm8k_evalgate_*.yaml)
+STRICT = r"#### (\-?[0-9\.\,]+)"
+FLEXIBLE = r"(-?[$0-9.,]{2,})|(-?[0-9]+)"
+IGNORED = (",", r"\$", "(?s).*#### ", r"\.$")
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def args(
+    command: str, base_url: str, model: str, *extra: str, raw: Sequence[str] = ()
+) -> list[str]:
+    """evalgate arguments: `command` and each of `extra` split on spaces, `raw` kept whole."""
+    words = [word for text in (command, *extra) for word in text.split()]
+    return [*words, "--base-url", base_url, "--model", model, *FAST, *raw]
+
+
+def run_args(
+    base_url: str, model: str, out: Path, *extra: str, raw: Sequence[str] = ()
+) -> list[str]:
+    return args("run", base_url, model, *extra, raw=[*raw, "--output-dir", str(out)])
+
+
+def real_prompt_tokens(base_url: str, model: str, api: str, limit: int) -> list[int]:
+    """Each eval prompt's length as the engine's own POST /tokenize counts it."""
+    dataset = load_dataset()
+    prompts = build_prompts(load_task(api), dataset.test, dataset.train, limit)
+    counts = []
+    for prompt in prompts:
+        body: dict[str, Any] = {"model": model}
+        if prompt.messages is not None:
+            body |= {"messages": list(prompt.messages), "add_generation_prompt": True}
+        else:
+            body["prompt"] = prompt.text
+        status, answer = http_json(f"{server_root(base_url)}/tokenize", body)
+        assert status == 200, answer
+        counts.append(int(answer["count"]))
+    return counts
+
+
+def extract(pattern: str, response: str, select: int) -> str:
+    """lm-eval's regex filter: the selected match (its first non-empty group), or [invalid]."""
+    found = re.findall(pattern, response)
+    if not found:
+        return "[invalid]"
+    match = found[select]
+    if isinstance(match, tuple):
+        match = next((group for group in match if group), "[invalid]")
+    return str(match).strip()
+
+
+def exact_match(extracted: str, target: str) -> bool:
+    def normal(text: str) -> str:
+        for pattern in IGNORED:
+            text = re.sub(pattern, "", text)
+        return text.lower()
+
+    return normal(extracted) == normal(target)
+
+
+def verdict_line(document: dict[str, Any]) -> str:
+    """The FAIL line `evalgate run` prints, rebuilt from the checks in result.json."""
+    failed = [c for c in document["checks"] if not c["passed"]]
+    worst = min(failed, key=lambda c: c["value"])
+    listed = ", ".join(f"{c['metric']},{c['filter']} = {c['value']:.4f}" for c in failed)
+    threshold = document["threshold"]["value"]
+    return f"FAIL: {listed} below threshold {threshold:.4f} (worst: {worst['filter']})"
+
+
+def error_line(stderr: str, kind: str) -> str:
+    return next(line for line in stderr.splitlines() if line.startswith(f"{kind}: "))
+
+
+def assert_gated_fail(
+    done: subprocess.CompletedProcess[str], out: Path, questions: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run that got every answer and gated them: FAIL (exit 1), every artifact consistent."""
+    assert done.returncode == 1, done.stderr
+    document = load_result(out)
+    assert document["status"] == "fail" and document["stage"] == "done"
+    assert document["exit_code"] == 1 and document["error"] is None
+    assert done.stdout.splitlines()[-1] == verdict_line(document)
+    assert document["threshold"]["value"] == 0.9 and document["threshold"]["matched"] == "default"
+    requests = document["eval"]["requests"]
+    assert requests["total"] == requests["completed"] == questions
+    assert requests["failed"] == 0
+    scores = {score["filter"]: score for score in document["scores"]}
+    assert set(scores) == {"strict-match", "flexible-extract"}
+    assert all(score["n"] == questions for score in scores.values())
+    assert not any(check["passed"] for check in document["checks"])
+    assert len(document["checks"]) == 2
+
+    samples = load_samples(out)
+    assert sorted(s["doc_id"] for s in samples) == list(range(questions))
+    max_tokens = document["eval"]["max_tokens"]
+    for sample in samples:
+        assert sample["error"] is None
+        assert sample["response"].strip(), sample
+        assert sample["finish_reason"] in ("stop", "length"), sample
+        assert 0 < sample["completion_tokens"] <= max_tokens
+        if sample["finish_reason"] == "length":  # cut by evalgate's budget, not by the engine
+            assert sample["completion_tokens"] == max_tokens, sample
+        for name, pattern, select in (
+            ("strict-match", STRICT, 0),
+            ("flexible-extract", FLEXIBLE, -1),
+        ):
+            verdict = sample["filters"][name]
+            assert verdict["extracted"] == extract(pattern, sample["response"], select), sample
+            assert verdict["correct"] == exact_match(verdict["extracted"], sample["target"])
+    for name, score in scores.items():  # the scores are the samples' verdicts
+        right = sum(sample["filters"][name]["correct"] for sample in samples)
+        assert score["value"] == pytest.approx(right / questions), name
+    assert requests["truncated"] == sum(s["finish_reason"] == "length" for s in samples)
+    journal = (out / "journal.jsonl").read_text().splitlines()
+    assert len(journal) == 1 + questions  # the fingerprint, then one line per answer
+    assert json.loads((out / "lm_eval_results.json").read_text())
+    return document, samples
+
+
+# --- discovery: what evalgate reads from the real engine and router --------------------------
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+@pytest.mark.parametrize("via", ["engine", "router"])
+def test_context_reads_the_served_limit_and_real_prompt_tokens(engine_single, cli, via, api):
+    url = engine_single.engine_url if via == "engine" else engine_single.router_url
+    assert url is not None
+    longest = max(real_prompt_tokens(url, engine_single.model, api, 8))
+    assert 1000 < longest < 2048  # 5-shot GSM8K in SmolLM2's tokens
+
+    result = cli(
+        *args(
+            "context --json",
+            url,
+            engine_single.model,
+            f"--api {api} --isl 1024 --osl 1024 --limit 8",
+        )
+    )
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["served"] == [{"value": 2048, "source": "/v1/models of the endpoint"}]
+    assert document["requested"] == 2304
+    assert document["eval_max_model_len"] == 2048
+    assert document["prompt_tokens"] == {"value": longest, "source": "/tokenize"}
+    assert document["budget_policy"] == "fit"
+    assert document["max_tokens"] == 2048 - longest
+    assert document["steps"] == [
+        "ISL 1024 + OSL 1024 + margin 256 = 2304",
+        "clamped to the served limit 2048 (/v1/models of the endpoint); "
+        "served limits seen: 2048 (/v1/models of the endpoint)",
+        f"fit policy: ctx 2048 - longest prompt {longest} tokens (/tokenize) = {2048 - longest}",
+    ]
+    assert document["warnings"] == []
+    assert f"{url} is ready" in result.err
+
+
+def test_probe_accepts_the_derived_budget_through_the_router(engine_single, cli):
+    router = engine_single.router_url
+    longest = max(real_prompt_tokens(router, engine_single.model, "chat", 8))
+    result = cli(
+        *args("probe --json", router, engine_single.model, "--isl 1024 --osl 1024 --limit 8")
+    )
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["outcome"] == "ok"
+    assert document["prompt_tokens"] == longest
+    assert document["max_tokens"] == document["context"]["max_tokens"] == 2048 - longest
+    assert 0 < document["latency_s"] < FAILS_WITHIN
+    assert "probe accepted in " in result.err
+    assert f" s (max_tokens {2048 - longest})" in result.err
+
+
+# --- the original incident: a budget above the served limit -----------------------------------
+
+
+def test_over_large_budget_fails_at_the_probe_with_vllms_own_words(engine_single, tmp_path):
+    out = tmp_path / "run"
+    started = time.monotonic()
+    done = run_subprocess(
+        *run_args(
+            engine_single.router_url,
+            engine_single.model,
+            out,
+            "--isl 1024 --osl 1024 --max-tokens 12288",
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3, done.stderr
+    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
+
+    # What vLLM itself answers to that budget, asked directly.
+    status, body = http_json(
+        f"{engine_single.engine_url}/chat/completions",
+        {
+            "model": engine_single.model,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 12288,
+        },
+    )
+    assert status == 400, body
+    vllm_message = body["error"]["message"]
+    assert vllm_message == (
+        "max_tokens=12288 cannot be greater than max_model_len=2048. Please request fewer "
+        "output tokens. (parameter=max_tokens, value=12288)"
+    )
+
+    document = load_result(out)
+    assert document["status"] == "error" and document["stage"] == "probe"
+    assert document["exit_code"] == 3
+    assert document["error"]["type"] == "ProbeError"
+    probe = document["probe"]
+    assert probe["outcome"] == "rejected" and probe["status_code"] == 400
+    assert probe["engine_message"] == vllm_message
+    assert probe["max_tokens"] == 12288
+    prompt = probe["prompt_tokens"]
+    assert 1000 < prompt < 2048
+    assert document["context"]["budget_policy"] == "forced"
+    assert document["eval"] is None and document["scores"] == []
+    assert not (out / "journal.jsonl").exists()  # not one eval request was sent
+    assert document["timings"]["probe"] < 5
+
+    line = error_line(done.stderr, "ProbeError")
+    assert line.startswith(
+        f"ProbeError: The engine rejected the pre-flight request (HTTP 400: {vllm_message})."
+    )
+    assert line.endswith(
+        f"Drop --max-tokens 12288 to let evalgate derive the budget (about {2048 - prompt} "
+        f"here), or serve a --max-model-len of at least {12288 + prompt}."
+    )
+    assert line.removeprefix("ProbeError: ") == document["reason"]
+    assert done.stdout.strip() == f"ERROR: {document['reason']}"
+    assert "stage: probe" in done.stderr.splitlines()
+
+
+# --- whole runs through the router ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_full_run_through_the_router_fails_the_gate_on_real_answers(engine_single, tmp_path, api):
+    questions = 5
+    router = engine_single.router_url
+    longest = max(real_prompt_tokens(router, engine_single.model, api, questions))
+    out = tmp_path / "run"
+    done = run_subprocess(
+        *run_args(
+            router,
+            engine_single.model,
+            out,
+            f"--api {api} --isl 1024 --osl 256 --limit {questions} --num-concurrent 2",
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    document, samples = assert_gated_fail(done, out, questions)
+
+    engine = document["endpoint"]["engine"]
+    assert engine["owned_by"] == "vllm" and engine["version"] == "0.32.0"
+    context = document["context"]
+    assert context["eval_max_model_len"] == 1024 + 256 + 256
+    assert context["prompt_tokens"] == {"value": longest, "source": "/tokenize"}
+    assert document["probe"]["outcome"] == "ok"
+    assert document["eval"]["api"] == api and document["eval"]["questions"] == questions
+    assert document["eval"]["max_tokens"] == context["max_tokens"] == 1536 - longest
+    assert any(re.search(STRICT, sample["response"]) for sample in samples)  # "#### N" answers
+    assert f"gsm8k: {questions}/{questions} answered" in done.stderr.splitlines()
+
+
+# --- the engine dies mid-eval ------------------------------------------------------------------
+
+
+def journal_answers(out: Path) -> int:
+    try:
+        return max(len((out / "journal.jsonl").read_text().splitlines()) - 1, 0)
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.fixture
+def dedicated_single(
+    engine_installed: None, tmp_path_factory: pytest.TempPathFactory, monkeypatch: Any
+) -> Iterator[EngineStack]:
+    """A single topology of its own (other ports, its own run directory): its engine gets
+    killed, which the session's shared stacks must never be."""
+    monkeypatch.setenv("EVALGATE_ENGINE_RUN", str(tmp_path_factory.mktemp("dedicated-stack")))
+    monkeypatch.setenv("EVALGATE_SINGLE_ROUTER_PORT", "18010")
+    monkeypatch.setenv("EVALGATE_SINGLE_METRICS_PORT", "18095")
+    monkeypatch.setenv("EVALGATE_SINGLE_ENGINE_PORT", "18110")
+    running = stack.up("single")
+    try:
+        yield running
+    finally:
+        stack.down("single")  # the environment still names the dedicated run directory
+
+
+def test_engine_killed_mid_eval_is_an_eval_error_with_evidence(dedicated_single, tmp_path):
+    out = tmp_path / "run"
+    questions = 40
+    command = [
+        sys.executable,
+        "-m",
+        "evalgate.cli",
+        *run_args(
+            dedicated_single.router_url,
+            dedicated_single.model,
+            out,
+            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
+            "--max-attempts 2 --timeout 60",
+        ),
+    ]
+    # The autouse clean_env fixture left only the stack's EVALGATE_* variables: drop those too.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
+    process = subprocess.Popen(
+        command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while journal_answers(out) < 1:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no answer within 300 s"
+            time.sleep(0.2)
+        answered_before = journal_answers(out)
+        os.killpg(int((dedicated_single.run_dir / "engine.pid").read_text()), signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+        after_kill = time.monotonic() - killed
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+    assert process.returncode == 4, stderr
+    assert after_kill < 60, f"took {after_kill:.1f} s to give up after the kill"
+    document = load_result(out)
+    assert document["status"] == "error" and document["stage"] == "eval"
+    assert document["exit_code"] == 4
+    assert document["error"]["type"] == "EvalFailedError"
+    reason = document["reason"]
+    assert re.fullmatch(
+        r"\d+ request\(s\) failed after 2 attempt\(s\) each \(allowed: 0, "
+        r"--max-failed-requests\); last: question \d+: .+\. A failed request cannot be "
+        r"scored, so the run cannot be gated\.",
+        reason,
+    ), reason
+    assert error_line(stderr, "EvalFailedError") == f"EvalFailedError: {reason}"
+    assert stdout.strip() == f"ERROR: {reason}"
+    requests = document["eval"]["requests"]
+    assert requests["total"] == questions
+    assert requests["failed"] >= 1
+    assert answered_before <= requests["completed"] < questions
+    assert document["scores"] == [] and document["checks"] == []
+
+    samples = load_samples(out)  # the answers received before the kill, and the failures
+    answered = [s for s in samples if s["error"] is None]
+    failed = [s for s in samples if s["error"] is not None]
+    assert len(answered) == requests["completed"] and len(failed) == requests["failed"]
+    assert all(s["response"] and s["filters"] == {} for s in answered)
+    assert all(s["response"] is None for s in failed)
+    # Retryable failures (the router's 5xx, or no answer at all), never an engine's 4xx verdict.
+    assert all(re.match(r"HTTP 5\d\d: |no answer: ", s["error"]) for s in failed), failed
+    assert journal_answers(out) == requests["completed"]
+
+
+# --- prefill/decode: the router shows the prefill's limit, the decode serves less -------------
+
+
+def test_pd_context_reads_each_workers_limit(engine_pd, cli):
+    assert engine_pd.prefill_url is not None and engine_pd.decode_url is not None
+    longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", 5))
+    result = cli(
+        *args(
+            "context --json",
+            engine_pd.router_url,
+            engine_pd.model,
+            f"{PD_LENGTHS} --limit 5",
+            f"--worker-url {engine_pd.prefill_url} --worker-url {engine_pd.decode_url}",
+        )
+    )
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["served"] == [
+        {"value": 3072, "source": "/v1/models of the endpoint"},
+        {"value": 3072, "source": f"/v1/models of worker {engine_pd.prefill_url}"},
+        {"value": 1536, "source": f"/v1/models of worker {engine_pd.decode_url}"},
+    ]
+    assert document["eval_max_model_len"] == 1536
+    assert document["prompt_tokens"] == {"value": longest, "source": "/tokenize"}
+    assert document["max_tokens"] == 1536 - longest
+    assert document["steps"][1].startswith(
+        f"clamped to the served limit 1536 (/v1/models of worker {engine_pd.decode_url})"
+    )
+
+
+def workers_given(running: EngineStack, how: str) -> list[str]:
+    """The decode's limit, told to evalgate as worker URLs or as server arguments."""
+    if how == "worker-url":
+        assert running.prefill_url is not None and running.decode_url is not None
+        return ["--worker-url", running.prefill_url, "--worker-url", running.decode_url]
+    return [
+        "--server-config",
+        f"--port 18200 --max-model-len {running.prefill_max_model_len} --enforce-eager",
+        "--server-config",
+        f"--port 18201 --max-model-len {running.decode_max_model_len} --enforce-eager",
+    ]
+
+
+@pytest.mark.parametrize("how", ["worker-url", "server-config"])
+def test_pd_given_the_workers_clamps_to_the_decode_and_completes(engine_pd, tmp_path, how):
+    assert engine_pd.decode_max_model_len == 1536 < engine_pd.router_max_model_len == 3072
+    questions = 5
+    longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", questions))
+    out = tmp_path / "run"
+    done = run_subprocess(
+        *run_args(
+            engine_pd.router_url,
+            engine_pd.model,
+            out,
+            f"{PD_LENGTHS} --limit {questions} --num-concurrent 2",
+            raw=workers_given(engine_pd, how),
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    document, _ = assert_gated_fail(done, out, questions)
+
+    context = document["context"]
+    assert context["eval_max_model_len"] == 1536
+    assert context["max_tokens"] == document["eval"]["max_tokens"] == 1536 - longest
+    assert sorted(limit["value"] for limit in context["served"]) == [1536, 3072, 3072]
+    assert context["steps"][1].startswith("clamped to the served limit 1536")
+    assert document["probe"]["outcome"] == "ok"  # the longest prompt plus the budget fits
+    assert not any("exceeds" in warning for warning in document["warnings"])
+
+
+def test_pd_router_only_the_probe_catches_the_decodes_rejection(engine_pd, tmp_path):
+    """A budget the router's card allows (forced, as the harness's rule would give) is more than
+    the decode takes: the decode's own rejection, caught by the probe in seconds."""
+    longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", 5))
+    budget = 3072 - longest  # what the router's card allows...
+    assert budget > 1536  # ...and more than the decode takes as max_tokens
+    out = tmp_path / "run"
+    started = time.monotonic()
+    done = run_subprocess(
+        *run_args(
+            engine_pd.router_url,
+            engine_pd.model,
+            out,
+            f"{PD_LENGTHS} --limit 5 --num-concurrent 2 --max-tokens {budget}",
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3, done.stderr
+    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
+
+    decode_message = (
+        f"max_tokens={budget} cannot be greater than max_model_len=1536. Please request fewer "
+        f"output tokens. (parameter=max_tokens, value={budget})"
+    )
+    document = load_result(out)
+    assert document["status"] == "error" and document["stage"] == "probe"
+    assert document["exit_code"] == 3
+    assert document["probe"]["status_code"] == 400
+    assert document["probe"]["engine_message"] == decode_message
+    assert document["context"]["served"] == [
+        {"value": 3072, "source": "/v1/models of the endpoint"},
+        {"value": 1536, "source": "/tokenize of the endpoint"},
+    ]
+    assert document["eval"] is None
+    line = error_line(done.stderr, "ProbeError")
+    assert f"(HTTP 400: {decode_message})" in line
+    assert f"Drop --max-tokens {budget} to let evalgate derive the budget" in line
+
+
+def test_pd_router_only_a_budget_the_decode_would_cut_is_never_silent(engine_pd, cli):
+    longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", 5))
+    budget = 1024 + 1024 + 256 - longest  # within the router's 3072
+    assert budget <= 1536 < longest + budget  # the decode accepts it, then cuts answers short
+    status, body = http_json(
+        f"{server_root(engine_pd.router_url)}/tokenize",
+        {"model": engine_pd.model, "prompt": "Hello"},
+    )
+    assert status == 200 and body["max_model_len"] == 1536  # the router's /tokenize tells
+
+    result = cli(
+        *args(
+            "probe --json",
+            engine_pd.router_url,
+            engine_pd.model,
+            "--isl 1024 --osl 1024 --limit 5",
+        )
+    )
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    # The decode's limit, told by the router's /tokenize, clamps the context.
+    assert {"value": 1536, "source": "/tokenize of the endpoint"} in document["context"]["served"]
+    assert document["context"]["eval_max_model_len"] == 1536
+    fits = document["prompt_tokens"] + document["max_tokens"] <= 1536
+    warned = document["outcome"] == "truncation_risk" and "answers may be truncated" in result.err
+    assert fits or warned, document

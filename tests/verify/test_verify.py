@@ -1,0 +1,1339 @@
+"""`evalgate verify`: finding a sweep's results, gating each, checking the set, and the outputs.
+
+Every result here is a real file in tmp_path: evalgate result.json documents built by
+`result_doc` (checked against result.schema.json as they are made), and the benchmark harness's
+own lm-eval `results_*.json` beside a `meta_env.json` in the format its `_write_lm_eval_meta_json`
+writes (isl/osl as strings, `hw`, `infmax_model_prefix`, batches with `_conc<N>` suffixes).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evalgate import cli, schemas
+from evalgate.errors import ExitCode, UsageError
+from evalgate.gate.verdict import Score
+from evalgate.schemas import validation_errors, validator
+from evalgate.thresholds import parse_thresholds
+from evalgate.verify import collect, expect, sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# -- factories -----------------------------------------------------------------------------------
+
+
+def result_doc(
+    *,
+    model: str | None = "deepseek-ai/DeepSeek-R1-0528",
+    prefix: str | None = "dsr1",
+    hardware: str | None = "b200",
+    framework: str | None = "vllm",
+    precision: str | None = "fp8",
+    kv: str | None = None,
+    isl: int | None = 1024,
+    osl: int | None = 1024,
+    conc: int | None = 64,
+    topology: dict[str, Any] | None = None,
+    status: str = "pass",
+    stage: str = "done",
+    reason: str = "strict-match 0.9500 >= threshold 0.9100",
+    scores: tuple[float, ...] = (0.95, 0.955),
+    n: int = 1319,
+    stderr: float | str | None = "lm-eval",
+    task: str = "gsm8k_evalgate_chat",
+    run_passed: bool | None = None,
+    error: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A complete evalgate result document, valid against result.schema.json."""
+    filters = ("strict-match", "flexible-extract")
+    passed = status == "pass" if run_passed is None else run_passed
+    finished = status not in ("error", "aborted", "running")
+    doc = {
+        "schema": "evalgate.result/1",
+        "evalgate_version": "0.1.0",
+        "run_id": "0123456789abcdef",
+        "status": status,
+        "stage": stage,
+        "reason": reason,
+        "error": error,
+        "exit_code": {"pass": 0, "fail": 1, "error": 4, "aborted": 6, "running": 0}[status],
+        "started_at": "2026-05-01T10:00:00+00:00",
+        "finished_at": None if status == "running" else "2026-05-01T10:20:00+00:00",
+        "timings": {"context": 0.2, "probe": 0.4, "eval": 1180.5, "total": 1181.1},
+        "model": model,
+        "labels": {
+            "model_prefix": prefix,
+            "hardware": hardware,
+            "framework": framework,
+            "precision": precision,
+            "kv_cache_dtype": kv,
+            "isl": isl,
+            "osl": osl,
+            "concurrency": conc,
+            "topology": topology,
+        },
+        "endpoint": {
+            "base_url": "http://127.0.0.1:8000/v1",
+            "api": "chat",
+            "worker_urls": [],
+            "engine": {"owned_by": "vllm", "version": "0.32.0", "model_root": None},
+        },
+        "context": {
+            "eval_max_model_len": 2304,
+            "max_tokens": 1800,
+            "budget_policy": "fit",
+            "requested": None,
+            "native": {"value": 163840, "source": "config.json"},
+            "served": [{"value": 2304, "source": "/v1/models"}],
+            "prompt_tokens": {"value": 480, "source": "/tokenize"},
+            "steps": ["ISL + OSL + 256 = 2304"],
+        },
+        "probe": {
+            "outcome": "ok",
+            "status_code": 200,
+            "engine_message": None,
+            "latency_s": 0.4,
+            "prompt_tokens": 480,
+            "max_tokens": 1800,
+            "doc_id": 7,
+        },
+        "eval": {
+            "task": task,
+            "api": "chat",
+            "num_fewshot": 5,
+            "fewshot_seed": 1234,
+            "limit": None if n == 1319 else n,
+            "num_concurrent": conc or 1,
+            "max_tokens": 1800,
+            "temperature": 0.0,
+            "questions": n,
+            "lm_eval_version": "0.4.13",
+            "dataset": {"source": "bundled", "sha256": {"test.jsonl": "ab", "train.jsonl": "cd"}},
+            "requests": {"total": n, "completed": n, "failed": 0, "truncated": 0, "empty": 0},
+        }
+        if finished
+        else None,
+        "scores": [
+            {
+                "task": task,
+                "metric": "exact_match",
+                "filter": f,
+                "value": v,
+                "stderr": round((v * (1 - v) / max(n - 1, 1)) ** 0.5, 6)
+                if stderr == "lm-eval"
+                else stderr,
+                "n": n,
+            }
+            for f, v in zip(filters, scores, strict=False)
+        ]
+        if finished
+        else [],
+        "threshold": {"value": 0.91, "matched": "prefix:dsr1", "file": "thresholds.json"},
+        "checks": [
+            {"metric": "exact_match", "filter": f, "value": v, "threshold": 0.91, "passed": passed}
+            for f, v in zip(filters, scores, strict=False)
+        ]
+        if finished
+        else [],
+        "warnings": [],
+        "files": {"samples": "samples.jsonl"},
+    }
+    assert validation_errors("result", doc) == []
+    return doc
+
+
+def write_result(folder: Path, **kwargs: Any) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "result.json"
+    path.write_text(json.dumps(result_doc(**kwargs), indent=2))
+    (folder / "samples.jsonl").write_text('{"doc_id": 0}\n')
+    return path
+
+
+def lm_eval_doc(
+    strict: float = 0.95, flexible: float = 0.955, n: int = 1319, task: str = "gsm8k"
+) -> dict[str, Any]:
+    """An lm-eval 0.4.13 results file as the harness stages it."""
+    stderr = "N/A" if n == 1 else round((strict * (1 - strict) / max(n - 1, 1)) ** 0.5, 6)
+    return {
+        "results": {
+            task: {
+                "alias": task,
+                "exact_match,strict-match": strict,
+                "exact_match_stderr,strict-match": stderr,
+                "exact_match,flexible-extract": flexible,
+                "exact_match_stderr,flexible-extract": stderr,
+            }
+        },
+        "group_subtasks": {task: []},
+        "configs": {
+            task: {
+                "task": task,
+                "metric_list": [{"metric": "exact_match"}],
+                "filter_list": [{"name": "strict-match"}, {"name": "flexible-extract"}],
+            }
+        },
+        "versions": {task: 3.0},
+        "n-shot": {task: 5},
+        "n-samples": {task: {"original": 1319, "effective": n}},
+        "config": {"model": "local-chat-completions", "limit": None if n == 1319 else n},
+        "model_name": "deepseek-ai/DeepSeek-R1-0528",
+        "lm_eval_version": "0.4.13",
+    }
+
+
+def meta_env(**overrides: Any) -> dict[str, Any]:
+    """A meta_env.json as the harness's _write_lm_eval_meta_json writes it."""
+    meta = {
+        "is_multinode": False,
+        "framework": "sglang",
+        "precision": "fp4",
+        "spec_decoding": "",
+        "eval_suite": "gsm8k",
+        "recipe_fingerprint": "",
+        "tp": 4,
+        "pp": 1,
+        "dcp_size": 1,
+        "pcp_size": 1,
+        "conc": 32,
+        "ep": 1,
+        "dp_attention": False,
+        "prefill_tp": 4,
+        "prefill_pp": 1,
+        "prefill_dcp_size": 1,
+        "prefill_pcp_size": 1,
+        "prefill_ep": 1,
+        "prefill_dp_attention": False,
+        "prefill_num_workers": 1,
+        "decode_tp": 4,
+        "decode_pp": 1,
+        "decode_dcp_size": 1,
+        "decode_pcp_size": 1,
+        "decode_ep": 1,
+        "decode_dp_attention": False,
+        "decode_num_workers": 1,
+        "model": "openai/gpt-oss-120b",
+        "infmax_model_prefix": "gptoss",
+        "hw": "mi355x",
+        "isl": "1024",
+        "osl": "8192",
+    }
+    meta.update(overrides)
+    return meta
+
+
+def write_harness(
+    folder: Path,
+    meta: dict[str, Any] | None = None,
+    results: dict[str, dict[str, Any]] | None = None,
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meta_env.json").write_text(json.dumps(meta if meta is not None else meta_env()))
+    for name, doc in (
+        results
+        if results is not None
+        else {"results_2026-05-01T10-00-00.000001.json": lm_eval_doc()}
+    ).items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(doc))
+    return folder
+
+
+def thresholds(data: dict[str, Any] | None = None) -> Any:
+    return parse_thresholds(
+        data
+        or {
+            "default": {"gsm8k": 0.90},
+            "models": {"dsr1": {"gsm8k": 0.91}, "gptoss": {"gsm8k": 0.91}},
+        },
+        "thresholds.json",
+    )
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main(["verify", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def _verify_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dispatch through the real `evalgate` parser, building only the verify subcommand, so these
+    tests depend on no other subcommand's module; and no GitHub Actions environment leaks in."""
+    monkeypatch.setattr(cli, "SUBCOMMANDS", ("verify",))
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "EVALGATE_THRESHOLDS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def found(
+    *,
+    scores: tuple[Score, ...] = (),
+    status: str | None = None,
+    failed_on_scores: bool = False,
+    model: str | None = "m",
+    reason: str | None = None,
+    **labels: Any,
+) -> collect.Found:
+    base = {key: None for key in collect.LABELS}
+    base.update({"model_prefix": "dsr1", "hardware": "b200", "concurrency": 64})
+    base.update(labels)
+    return collect.Found(
+        "x/result.json", "evalgate", model, base, scores, status, "eval", reason, failed_on_scores
+    )
+
+
+def em(
+    value: float,
+    n: int = 1319,
+    filt: str = "strict-match",
+    task: str = "gsm8k",
+    metric: str = "exact_match",
+) -> Score:
+    return Score(task, metric, filt, value, None, n)
+
+
+# -- the factories make what the formats say ------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", ["pass", "fail", "error", "aborted", "running"])
+def test_result_factory_is_schema_valid(status):
+    assert validation_errors("result", result_doc(status=status)) == []
+
+
+# -- the compiled schema check answers as jsonschema does ----------------------------------------
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3000)
+    | st.floats(allow_nan=False)
+    | st.sampled_from(["", "pass", "chat", "fit", "strict-match", "x"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["value", "source", "n", "type", "message", "extra"]), inner, max_size=3
+        )
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found_paths = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found_paths += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found_paths += _paths(value, (*prefix, index))
+    return found_paths
+
+
+@st.composite
+def mutated_results(draw: st.DrawFn) -> Any:
+    doc = copy.deepcopy(result_doc(status=draw(st.sampled_from(["pass", "error"]))))
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(doc)))
+        if not path:
+            continue
+        parent = doc
+        for part in path[:-1]:
+            parent = parent[part]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "replace":
+            parent[path[-1]] = draw(JSON)
+        elif action == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.sampled_from(["extra", "value", "n", "stderr"]))] = draw(JSON)
+    return doc
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=mutated_results())
+def test_compiled_check_agrees_with_jsonschema(doc):
+    fast = schemas._fast_check("result")
+    assert fast is not None
+    assert fast(doc) == validator("result").is_valid(doc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=JSON)
+def test_compiled_check_agrees_on_any_json(doc):
+    for name in ("result", "thresholds", "verdict"):
+        fast = schemas._fast_check(name)
+        assert fast is not None, name
+        assert fast(doc) == validator(name).is_valid(doc)
+
+
+def test_compiled_check_refuses_keywords_it_does_not_know():
+    with pytest.raises(NotImplementedError):
+        schemas.compile_schema({"type": "object", "patternProperties": {"^x": True}})
+    assert schemas.compile_schema({"type": "string", "minLength": 2})("ab") is True
+
+
+# -- collecting ----------------------------------------------------------------------------------
+
+
+def test_collect_reads_an_evalgate_result(tmp_path):
+    write_result(tmp_path / "a", kv="fp8", topology={"tp": 8, "dp_attention": False})
+    out = collect.collect([str(tmp_path)])
+    assert out.malformed == [] and out.empty == []
+    [item] = out.found
+    assert item.source == "evalgate"
+    assert item.model == "deepseek-ai/DeepSeek-R1-0528"
+    assert dict(item.labels) == {
+        "model_prefix": "dsr1",
+        "hardware": "b200",
+        "framework": "vllm",
+        "precision": "fp8",
+        "kv_cache_dtype": "fp8",
+        "isl": 1024,
+        "osl": 1024,
+        "concurrency": 64,
+        "topology": {"tp": 8, "dp_attention": False},
+    }
+    assert [(s.filter, s.value, s.n) for s in item.scores] == [
+        ("strict-match", 0.95, 1319),
+        ("flexible-extract", 0.955, 1319),
+    ]
+
+
+def test_collect_a_nonexistent_path_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        collect.collect([str(tmp_path / "nope")])
+
+
+def test_collect_an_empty_folder_is_reported_empty(tmp_path):
+    out = collect.collect([str(tmp_path)])
+    assert out.found == [] and out.malformed == [] and out.empty == [str(tmp_path)]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("{not json", "is not valid JSON (line 1 column 2"),
+        ("", "is not valid JSON"),
+        (b"\xff\xfe{}", "is not UTF-8 text"),
+        ('{"schema": "evalgate.result/1"}', "does not match result.schema.json: $: "),
+        ("[]", "does not match result.schema.json: $: [] is not of type 'object'"),
+    ],
+)
+def test_collect_reports_a_malformed_result_with_path_and_reason(tmp_path, content, reason):
+    path = tmp_path / "run" / "result.json"
+    path.parent.mkdir()
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    out = collect.collect([str(tmp_path)])
+    assert out.found == []
+    [note] = out.malformed
+    assert note.path == str(path)
+    assert note.reason.startswith(str(path))
+    assert reason in note.reason
+
+
+def test_collect_names_the_bad_field_of_a_schema_invalid_result(tmp_path):
+    doc = result_doc()
+    doc["scores"][0]["value"] = 1.5
+    del doc["labels"]
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert "$: 'labels' is a required property" in note.reason
+    assert "$.scores[0].value: 1.5 is greater than the maximum of 1" in note.reason
+
+
+def test_collect_reads_a_harness_eval_with_its_metadata(tmp_path):
+    write_harness(
+        tmp_path / "eval_gptoss_conc32", meta_env(spec_decoding="mtp", kv_cache_dtype="fp8")
+    )
+    out = collect.collect([str(tmp_path)])
+    assert out.malformed == []
+    [item] = out.found
+    assert item.source == "lm-eval"
+    assert item.status is None
+    assert item.model == "openai/gpt-oss-120b"
+    assert dict(item.labels) == {
+        "model_prefix": "gptoss",
+        "hardware": "mi355x",
+        "framework": "sglang",
+        "precision": "fp4",
+        "kv_cache_dtype": "fp8",
+        "isl": 1024,
+        "osl": 8192,
+        "concurrency": 32,
+        "topology": {"tp": 4, "ep": 1, "dp_attention": False, "spec_decoding": "mtp"},
+    }
+    assert [(s.task, s.filter, s.value, s.n) for s in item.scores] == [
+        ("gsm8k", "strict-match", 0.95, 1319),
+        ("gsm8k", "flexible-extract", 0.955, 1319),
+    ]
+    assert item.scores[0].stderr == pytest.approx(0.006003, abs=1e-6)  # as lm-eval wrote it
+
+
+def test_collect_reads_multinode_topology_and_unknown_labels(tmp_path):
+    meta = meta_env(
+        is_multinode=True,
+        precision="unknown",
+        infmax_model_prefix="unknown",
+        prefill_tp=4,
+        prefill_num_workers=2,
+        decode_tp=8,
+        decode_num_workers=1,
+        decode_dp_attention="true",
+        prefill_pp=2,
+    )
+    write_harness(tmp_path, meta)
+    [item] = collect.collect([str(tmp_path)]).found
+    assert item.labels["precision"] is None
+    assert item.labels["model_prefix"] is None
+    assert item.labels["topology"] == {
+        "prefill_tp": 4,
+        "prefill_ep": 1,
+        "prefill_dp_attention": False,
+        "prefill_num_workers": 2,
+        "prefill_pp": 2,
+        "decode_tp": 8,
+        "decode_ep": 1,
+        "decode_dp_attention": True,
+        "decode_num_workers": 1,
+    }
+
+
+def test_collect_finds_lm_eval_output_nested_under_the_model_name(tmp_path):
+    write_harness(
+        tmp_path / "job",
+        results={"openai__gpt-oss-120b/results_2026-05-01T10-00-00.json": lm_eval_doc()},
+    )
+    [item] = collect.collect([str(tmp_path)]).found
+    assert item.path.endswith("openai__gpt-oss-120b/results_2026-05-01T10-00-00.json")
+
+
+@pytest.mark.parametrize(
+    ("meta", "results", "reasons"),
+    [
+        (meta_env(), {}, ["meta_env.json has no lm-eval results*.json beside it"]),
+        (
+            meta_env(eval_exit_code=1),
+            {"results_x.json": lm_eval_doc()},
+            ["the harness recorded eval_exit_code = 1"],
+        ),
+        (meta_env(eval_exit_code=3), {}, ["the harness recorded eval_exit_code = 3"]),
+    ],
+)
+def test_collect_turns_a_skipped_or_failed_harness_eval_into_an_errored_run(
+    tmp_path, meta, results, reasons
+):
+    write_harness(tmp_path, meta, results)
+    out = collect.collect([str(tmp_path)])
+    assert [item.status for item in out.found] == ["error"] * len(reasons)
+    for item, reason in zip(out.found, reasons, strict=True):
+        assert reason in str(item.reason)
+        assert item.labels["concurrency"] == 32
+
+
+def test_collect_expands_a_harness_batch_by_concurrency(tmp_path):
+    meta = meta_env(
+        conc=4,
+        eval_concs=[4, 16, 64, 128],
+        completed_eval_concs=[4, 16],
+        failed_eval_concs=[64],
+        eval_exit_code=1,
+    )
+    write_harness(
+        tmp_path,
+        meta,
+        {
+            "results_t_conc4.json": lm_eval_doc(),
+            "results_t_conc16.json": lm_eval_doc(0.93, 0.94),
+            "results_t_conc64.json": lm_eval_doc(),
+            "results_t_conc256.json": lm_eval_doc(),
+            "results_t.json": lm_eval_doc(),
+        },
+    )
+    out = collect.collect([str(tmp_path)])
+    by_conc = {item.labels["concurrency"]: item for item in out.found}
+    assert sorted(by_conc) == [4, 16, 64, 128, 256]
+    assert by_conc[4].status is None and by_conc[16].scores[0].value == 0.93
+    assert by_conc[64].status == "error" and "failed_eval_concs" in str(by_conc[64].reason)
+    assert by_conc[64].path.endswith("results_t_conc64.json")
+    assert by_conc[128].status == "error"
+    assert "no results*_conc128.json was staged" in str(by_conc[128].reason)
+    assert by_conc[256].status is None  # not asked for: --expect decides whether it is wanted
+    [note] = out.malformed
+    assert note.path.endswith("results_t.json") and "no _conc<N> suffix" in note.reason
+
+
+@pytest.mark.parametrize(
+    ("meta", "reason"),
+    [
+        ([1, 2], "is not a JSON object but list"),
+        (meta_env(conc="lots"), "conc is 'lots', not an integer"),
+        (meta_env(eval_concs=[4, "8"]), "eval_concs is [4, '8'], not a list of positive integers"),
+        (meta_env(model="", infmax_model_prefix="unknown"), "neither model nor model_prefix"),
+    ],
+)
+def test_collect_reports_a_malformed_meta_env(tmp_path, meta, reason):
+    write_harness(tmp_path, meta)
+    out = collect.collect([str(tmp_path)])
+    assert out.found == []
+    [note] = out.malformed
+    assert note.path == str(tmp_path / "meta_env.json")
+    assert reason in note.reason
+    assert "the 1 lm-eval result(s) it describes go unchecked" in note.reason
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        ({"lm_eval_version": "0.4.13"}, 'has no "results" object'),
+        ({**lm_eval_doc(), "n-samples": {}}, "n-samples.gsm8k.effective is None"),
+        (
+            {**lm_eval_doc(), "results": {"gsm8k": {"exact_match,strict-match": "0.9"}}},
+            "results.gsm8k.exact_match,strict-match is '0.9', not a number in [0, 1]",
+        ),
+    ],
+)
+def test_collect_reports_a_malformed_lm_eval_file(tmp_path, doc, reason):
+    write_harness(tmp_path, results={"results_x.json": doc})
+    out = collect.collect([str(tmp_path)])
+    [note] = out.malformed
+    assert note.path == str(tmp_path / "results_x.json") and reason in note.reason
+
+
+def test_collect_lm_eval_without_metadata_is_malformed(tmp_path):
+    (tmp_path / "results_x.json").write_text(json.dumps(lm_eval_doc()))
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert "is an lm-eval result with no meta_env.json beside it" in note.reason
+
+
+def test_collect_lists_a_results_file_that_is_not_lm_eval(tmp_path):
+    write_harness(tmp_path)
+    (tmp_path / "results_summary.json").write_text('{"rows": []}')
+    out = collect.collect([str(tmp_path)])
+    assert len(out.found) == 1
+    [note] = out.ignored
+    assert note.reason.endswith("is not an lm-eval result (no lm_eval_version)")
+
+
+def test_collect_does_not_count_an_evalgate_runs_own_lm_eval_output(tmp_path):
+    write_result(tmp_path / "run")
+    (tmp_path / "run" / "raw").mkdir()
+    (tmp_path / "run" / "raw" / "results_x.json").write_text(json.dumps(lm_eval_doc()))
+    (tmp_path / "run" / "meta_env.json").write_text(json.dumps(meta_env()))
+    out = collect.collect([str(tmp_path)])
+    assert [item.source for item in out.found] == ["evalgate"]
+    assert out.malformed == [] and out.ignored == []
+
+
+def test_collect_takes_result_files_named_on_the_command_line(tmp_path):
+    path = write_result(tmp_path / "a")
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps(result_doc(conc=8)))
+    out = collect.collect([str(path), str(other)])
+    assert [item.labels["concurrency"] for item in out.found] == [64, 8]
+
+
+@pytest.mark.parametrize("name", ["meta_env.json", "results_2026.json"])
+def test_collect_refuses_a_harness_file_on_its_own(tmp_path, name):
+    (tmp_path / name).write_text("{}")
+    with pytest.raises(UsageError, match=r"pass the folder that holds meta_env\.json"):
+        collect.collect([str(tmp_path / name)])
+
+
+# -- gating one result ---------------------------------------------------------------------------
+
+FLOORS = {
+    "default": {"gsm8k": 0.90},
+    "models": {"dsr1": {"gsm8k": 0.91}},
+    "overrides": [
+        {"match": {"hardware": "mi355x", "precision": "fp4"}, "thresholds": {"gsm8k": 0.88}}
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("item", "outcome", "reason"),
+    [
+        (
+            found(scores=(em(0.95), em(0.96, filt="flexible-extract"))),
+            "pass",
+            "strict-match 0.9500 (95% CI 0.9369-0.9605, n=1319), flexible-extract 0.9600",
+        ),
+        (
+            found(scores=(em(0.95), em(0.85, filt="flexible-extract"))),
+            "fail",
+            "flexible-extract 0.8500 (95% CI 0.8297-0.8683, n=1319) below threshold 0.9100 "
+            "(prefix:dsr1)",
+        ),
+        (
+            found(scores=(em(0.92, n=50),)),
+            "inconclusive",
+            "the 95% interval straddles the threshold and n < 1319",
+        ),
+        (found(scores=()), "fail", "no exact_match score in the result: nothing to gate"),
+        (found(scores=(em(0.99, metric="acc"),)), "fail", "no exact_match score"),
+        (
+            found(status="error", reason="max_tokens=12288 cannot be greater than 2048"),
+            "error",
+            "run error in stage eval: max_tokens=12288 cannot be greater than 2048",
+        ),
+        (found(status="aborted", reason="interrupted"), "error", "run aborted in stage eval"),
+        (found(status="running"), "error", "the run never finished (status running"),
+        # the run failed on something other than its scores: truncation, failed requests
+        (
+            found(scores=(em(0.95),), status="fail", reason="12% of answers truncated"),
+            "fail",
+            "the run failed: 12% of answers truncated",
+        ),
+        # the run failed on its scores at n = 50: verify's statistics decide
+        (
+            found(scores=(em(0.88, n=50),), status="fail", failed_on_scores=True),
+            "inconclusive",
+            "straddles",
+        ),
+        (
+            found(scores=(em(0.89),), hardware="mi355x", precision="fp4", model_prefix="x"),
+            "pass",
+            "override[0]:hardware=mi355x,precision=fp4",
+        ),
+        (
+            found(scores=(em(0.95, task="gsm8k_evalgate_chat"),), model_prefix="qwen"),
+            "pass",
+            "threshold 0.9000 (default)",
+        ),
+        (found(scores=(em(0.95, task="mmlu"),)), "fail", "has no threshold for task 'mmlu'"),
+    ],
+)
+def test_gate(item, outcome, reason):
+    entry = sweep.gate(item, "key", sweep.Floors(thresholds(FLOORS)))
+    assert entry.outcome == outcome
+    assert reason in entry.reason
+
+
+def test_gate_min_samples_zero_decides_on_the_point_estimate():
+    floors = sweep.Floors(thresholds(FLOORS))
+    item = found(scores=(em(0.92, n=50),), model_prefix="kimi")
+    assert sweep.gate(item, "k", floors).outcome == "inconclusive"
+    assert sweep.gate(item, "k", floors, min_samples=0).outcome == "pass"
+
+
+@settings(deadline=None)  # timing varies on a shared CI machine; the property does not
+@given(
+    values=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 3000)), max_size=4),
+    threshold=st.floats(0.05, 1),
+    min_samples=st.integers(0, 3000),
+    status=st.sampled_from([None, "pass", "fail"]),
+)
+def test_gate_never_passes_a_score_clearly_below_nor_nothing(
+    values, threshold, min_samples, status
+):
+    scores = tuple(em(v, n, filt=f"f{i}") for i, (v, n) in enumerate(values))
+    item = found(scores=scores, status=status, failed_on_scores=True)
+    floors = sweep.Floors(thresholds({"default": {"gsm8k": threshold}}))
+    entry = sweep.gate(item, "k", floors, min_samples)
+    if not scores:
+        assert entry.outcome == "fail"
+    for check in entry.checks:
+        if check.value < threshold and check.high < threshold:
+            assert entry.outcome == "fail"
+    if entry.outcome == "pass":
+        assert entry.checks and all(c.outcome == "pass" for c in entry.checks)
+
+
+# -- config keys ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "labels", "key"),
+    [
+        (
+            "deepseek-ai/DeepSeek-R1",
+            {
+                "model_prefix": "dsr1",
+                "hardware": "b200",
+                "framework": "vllm",
+                "precision": "fp8",
+                "isl": 1024,
+                "osl": 1024,
+                "concurrency": 64,
+            },
+            "dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64",
+        ),
+        (
+            "m",
+            {
+                "kv_cache_dtype": "fp8",
+                "concurrency": 4,
+                "topology": {"prefill_tp": 4, "decode_dp_attention": True, "spec_decoding": "mtp"},
+            },
+            "m kv=fp8 conc=4 p.tp=4 d.dpa=true spec=mtp",
+        ),
+        (None, {}, "(unlabelled)"),
+    ],
+)
+def test_config_key(model, labels, key):
+    assert expect.config_key(model, labels) == key
+
+
+def test_two_models_under_one_prefix_get_the_model_in_their_key():
+    a, b = found(model="org/a", scores=(em(0.95),)), found(model="org/b", scores=(em(0.95),))
+    assert expect.config_keys([a, b]) == [
+        "dsr1 b200 conc=64 model=org/a",
+        "dsr1 b200 conc=64 model=org/b",
+    ]
+    assert expect.config_keys([a, a]) == ["dsr1 b200 conc=64"] * 2
+
+
+# -- the expected set ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "count", "configs"),
+    [
+        (10, 10, ()),
+        ({"count": 3}, 3, ()),
+        (
+            [{"model_prefix": "dsr1", "conc": 4}],
+            None,
+            ({"model_prefix": "dsr1", "concurrency": 4},),
+        ),
+        (
+            {"configs": [{"hardware": "b200", "concurrency": [4, 8], "isl": [1024, 8192]}]},
+            None,
+            (
+                {"hardware": "b200", "concurrency": 4, "isl": 1024},
+                {"hardware": "b200", "concurrency": 4, "isl": 8192},
+                {"hardware": "b200", "concurrency": 8, "isl": 1024},
+                {"hardware": "b200", "concurrency": 8, "isl": 8192},
+            ),
+        ),
+    ],
+)
+def test_parse_expectation(data, count, configs):
+    expectation = expect.parse_expectation(data, "m.json")
+    assert expectation.count == count
+    assert expectation.configs == configs
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (0, "the expected count must be 1 or more"),
+        ([], "is neither a count nor a manifest"),
+        ("ten", "is neither a count nor a manifest"),
+        ([{"gpu": "b200"}], "entry 0 has unknown field(s) ['gpu']"),
+        ([{"hardware": "b200"}, 7], "entry 1 is 7: each expected config is a non-empty object"),
+        ([{}], "entry 0 is {}"),
+    ],
+)
+def test_parse_expectation_rejects(data, message):
+    with pytest.raises(UsageError) as raised:
+        expect.parse_expectation(data, "m.json")
+    assert message in raised.value.message
+
+
+def test_load_expectation(tmp_path):
+    assert expect.load_expectation("12").count == 12
+    manifest = tmp_path / "expect.json"
+    manifest.write_text(json.dumps([{"concurrency": [1, 2]}]))
+    assert len(expect.load_expectation(str(manifest)).configs) == 2
+    with pytest.raises(UsageError, match="Cannot read --expect file"):
+        expect.load_expectation(str(tmp_path / "none.json"))
+    manifest.write_text("[{")
+    with pytest.raises(UsageError, match="is not valid JSON"):
+        expect.load_expectation(str(manifest))
+
+
+def _entries(*concs: int) -> list[sweep.Entry]:
+    return [
+        sweep.Entry(
+            f"dsr1 conc={c}",
+            "pass",
+            "",
+            f"{c}/result.json",
+            "evalgate",
+            "m",
+            {"model_prefix": "dsr1", "concurrency": c},
+        )
+        for c in concs
+    ]
+
+
+def test_check_set_duplicates_even_without_an_expectation():
+    [problem] = expect.check_set(_entries(4, 8, 8), None)
+    assert problem.outcome == "duplicate" and problem.key == "dsr1 conc=8"
+    assert "2 results for one config: 8/result.json, 8/result.json" in problem.reason
+
+
+def test_check_set_missing_and_unexpected():
+    expectation = expect.parse_expectation(
+        [{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "sweep.json"
+    )
+    problems = expect.check_set(_entries(4, 8, 32), expectation)
+    assert [(p.outcome, p.key) for p in problems] == [
+        ("missing", "dsr1 conc=16"),
+        ("unexpected", "dsr1 conc=32"),
+    ]
+    assert "expected config dsr1 conc=16 (--expect sweep.json) has no result" in problems[0].reason
+
+
+def test_check_set_an_entry_matching_two_configs_is_ambiguous():
+    expectation = expect.parse_expectation([{"model_prefix": "dsr1"}], "e.json")
+    [problem] = expect.check_set(_entries(4, 8), expectation)
+    assert problem.outcome == "duplicate"
+    assert "matches 2 configs: dsr1 conc=4; dsr1 conc=8" in problem.reason
+
+
+@pytest.mark.parametrize(("count", "outcome"), [(3, None), (4, "missing"), (2, "unexpected")])
+def test_check_set_count(count, outcome):
+    problems = expect.check_set(_entries(1, 2, 3), expect.Expectation(str(count), count=count))
+    assert [p.outcome for p in problems] == ([outcome] if outcome else [])
+    if outcome:
+        assert f"expected {count} configs (--expect {count}), found 3" in problems[0].reason
+
+
+def test_check_set_matches_topology_as_a_subset():
+    entry = sweep.Entry(
+        "k", "pass", "", "p", "evalgate", "m", {"concurrency": 4, "topology": {"tp": 8, "ep": 1}}
+    )
+    ok = expect.parse_expectation([{"topology": {"tp": 8}}], "e")
+    wrong = expect.parse_expectation([{"topology": {"tp": 4}}], "e")
+    assert expect.check_set([entry], ok) == []
+    assert [p.outcome for p in expect.check_set([entry], wrong)] == ["missing", "unexpected"]
+
+
+# -- end to end through `evalgate verify` ---------------------------------------------------------
+
+
+def test_an_empty_folder_fails_and_says_so(tmp_path, capsys):
+    code, out, _ = run_cli([str(tmp_path)], capsys)
+    assert code == ExitCode.FAIL
+    assert f"no eval results found under {tmp_path}" in out
+    assert out.rstrip().endswith(f"FAIL (exit 1): no eval results found under {tmp_path}")
+
+
+def test_one_empty_path_among_others_fails(tmp_path, capsys):
+    write_result(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    code, out, _ = run_cli([str(tmp_path / "a"), str(tmp_path / "b")], capsys)
+    assert code == ExitCode.FAIL
+    assert f"no eval results found under {tmp_path / 'b'}" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{tmp}/nope"], "UsageError: {tmp}/nope does not exist."),
+        (
+            ["{tmp}", "--thresholds", "{tmp}/missing.json"],
+            "ThresholdsError: Cannot read thresholds file {tmp}/missing.json",
+        ),
+        (["{tmp}", "--expect", "{tmp}/missing.json"], "UsageError: Cannot read --expect file"),
+        (
+            ["{tmp}", "--expect", "{tmp}/result.json"],
+            "UsageError: --expect {tmp}/result.json is neither a count nor a manifest",
+        ),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, capsys, args, message):
+    write_result(tmp_path)
+    code, _, err = run_cli([a.format(tmp=tmp_path) for a in args], capsys)
+    assert code == ExitCode.USAGE
+    assert message.format(tmp=tmp_path) in err
+
+
+def test_a_bad_thresholds_file_exits_2(tmp_path, capsys):
+    write_result(tmp_path / "r")
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps({"default": {"gsm8k": 1.5}}))
+    code, _, err = run_cli([str(tmp_path / "r"), "--thresholds", str(bad)], capsys)
+    assert code == ExitCode.USAGE
+    assert "ThresholdsError: " in err and "is not a valid thresholds file" in err
+
+
+def test_bad_min_samples_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["verify", str(tmp_path), "--min-samples", "-1"])
+    assert raised.value.code == 2
+    assert "is negative" in capsys.readouterr().err
+
+
+def mixed_tree(root: Path) -> dict[str, Path]:
+    """One of everything the issue names: passing, failing, errored, malformed, harness."""
+    paths = {
+        "pass": write_result(root / "dsr1-conc64"),
+        "fail": write_result(
+            root / "dsr1-conc32",
+            conc=32,
+            scores=(0.86, 0.87),
+            status="fail",
+            reason="below threshold",
+        ),
+        "error": write_result(
+            root / "dsr1-conc16",
+            conc=16,
+            status="error",
+            stage="probe",
+            reason="max_tokens=12288 cannot be greater than max_model_len=2048",
+            error={"type": "ProbeError", "message": "rejected"},
+        ),
+    }
+    bad = root / "dsr1-conc8" / "result.json"
+    bad.parent.mkdir()
+    bad.write_text('{"schema": "evalgate.result/1", "status": "pass"')
+    paths["malformed"] = bad
+    write_harness(
+        root / "gptoss-batch",
+        meta_env(conc=4, eval_concs=[4, 8], completed_eval_concs=[4, 8], failed_eval_concs=[]),
+        {"results_2026_conc4.json": lm_eval_doc(), "results_2026_conc8.json": lm_eval_doc()},
+    )
+    paths["harness"] = root / "gptoss-batch" / "results_2026_conc4.json"
+    return paths
+
+
+def test_a_mixed_tree_lists_everything_and_fails(tmp_path, capsys, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    summary.write_text("earlier step\n")
+    paths = mixed_tree(tmp_path / "artifacts")
+    junit_path, json_path = tmp_path / "out" / "junit.xml", tmp_path / "out" / "verdict.json"
+    code, out, err = run_cli(
+        [str(tmp_path / "artifacts"), "--junit", str(junit_path), "--json", str(json_path)], capsys
+    )
+    assert code == ExitCode.FAIL, err
+
+    # the terminal: every item, with its reason (and its path when it is a problem)
+    assert "PASS          dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64" in out
+    assert "FAIL          dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=32" in out
+    assert (
+        "strict-match 0.8600 (95% CI 0.8402-0.8777, n=1319), flexible-extract 0.8700 "
+        "(95% CI 0.8508-0.8871, n=1319) below threshold 0.9100 (prefix:dsr1)"
+    ) in out
+    assert (
+        "run error in stage probe: max_tokens=12288 cannot be greater than "
+        "max_model_len=2048 (ProbeError)"
+    ) in out
+    assert str(paths["error"]) in out
+    assert f"{paths['malformed']} is not valid JSON" in out
+    assert (
+        "PASS          gptoss mi355x sglang fp4 isl=1024 osl=8192 conc=4 tp=4 ep=1 dpa=false" in out
+    )
+    assert (
+        "evalgate verify: FAIL (exit 1): 6 results for 5 configs: 3 pass, 1 fail, "
+        "1 error, 1 malformed"
+    ) in out
+
+    # GitHub: annotations on stdout, a markdown table appended to the job summary
+    assert f"::error file={paths['fail']},title=evalgate verify fail%3A dsr1 b200 vllm fp8 " in out
+    assert f"::error file={paths['malformed']}," in out
+    assert out.count("::error ") == 3
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### ❌ evalgate verify: FAIL\n")
+    assert_markdown_tables(text)
+    assert (
+        "| ❌ fail | dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=32 | 0.8600 ±0.0096 strict-match"
+        in text
+    )
+    assert "<details><summary>3 passing</summary>" in text
+
+    # JUnit: one testcase per config, the problems marked
+    suite = ET.parse(junit_path).getroot()  # noqa: S314 - evalgate's own output
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert len(cases) == 6
+    assert suite.get("tests") == "6" and suite.get("failures") == "1" and suite.get("errors") == "2"
+    assert cases["dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=32"].find("failure") is not None
+    assert (
+        cases["dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=16"].find("error").get("type") == "error"
+    )
+    assert cases[str(paths["malformed"])].find("error").get("type") == "malformed"
+    passing = cases["dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64"]
+    assert passing.find("failure") is None and passing.find("error") is None
+    assert passing.get("file") == str(paths["pass"])
+
+    # the verdict document
+    document = json.loads(json_path.read_text())
+    assert validation_errors("verdict", document) == []
+    assert document["verdict"] == "fail" and document["exit_code"] == 1
+    assert document["counts"] == {
+        "pass": 3,
+        "fail": 1,
+        "inconclusive": 0,
+        "error": 1,
+        "malformed": 1,
+        "missing": 0,
+        "unexpected": 0,
+        "duplicate": 0,
+        "empty": 0,
+    }
+    [failed] = [e for e in document["entries"] if e["outcome"] == "fail"]
+    assert failed["checks"][0]["ci_low"] == pytest.approx(0.8402, abs=1e-4)
+    assert failed["labels"]["concurrency"] == 32
+
+
+def assert_markdown_tables(text: str) -> None:
+    """Every table is a header, a separator and rows with as many cells as the header."""
+    lines = text.splitlines()
+    tables = [i for i, line in enumerate(lines) if line.startswith("|---")]
+    assert tables
+    for at in tables:
+        width = lines[at - 1].count(" | ") + 1
+        assert lines[at] == "|" + "---|" * width
+        row = at + 1
+        while row < len(lines) and lines[row].startswith("| "):
+            cells = lines[row].replace("\\|", "").strip("|").split(" | ")
+            assert len(cells) == width, lines[row]
+            row += 1
+        assert row > at + 1
+
+
+def test_expect_names_the_missing_config(tmp_path, capsys):
+    for conc in (4, 8, 32):
+        write_result(tmp_path / f"c{conc}", conc=conc)
+    manifest = tmp_path / "expect.json"
+    manifest.write_text(
+        json.dumps([{"model_prefix": "dsr1", "hardware": "b200", "concurrency": [4, 8, 16, 32]}])
+    )
+    code, out, _ = run_cli([str(tmp_path), "--expect", str(manifest)], capsys)
+    assert code == ExitCode.FAIL
+    assert (f"expected config dsr1 b200 conc=16 (--expect {manifest}) has no result") in out
+    assert "MISSING      dsr1 b200 conc=16" in out
+
+
+def test_expect_a_count(tmp_path, capsys):
+    for conc in (4, 8):
+        write_result(tmp_path / f"c{conc}", conc=conc)
+    code, out, _ = run_cli([str(tmp_path), "--expect", "3"], capsys)
+    assert code == ExitCode.FAIL
+    assert "expected 3 configs (--expect 3), found 2" in out
+    assert run_cli([str(tmp_path), "--expect", "2"], capsys)[0] == ExitCode.PASS
+
+
+def test_expect_unexpected_and_duplicate(tmp_path, capsys):
+    write_result(tmp_path / "a", conc=4)
+    write_result(tmp_path / "b", conc=4)
+    write_result(tmp_path / "c", conc=128)
+    manifest = tmp_path / "expect.json"
+    manifest.write_text(json.dumps({"configs": [{"model_prefix": "dsr1", "conc": 4}]}))
+    code, out, _ = run_cli([str(tmp_path), "--expect", str(manifest)], capsys)
+    assert code == ExitCode.FAIL
+    assert "2 results for one config: " in out
+    assert "dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=128 is not in the expected set" in out
+
+
+def test_a_small_sample_is_inconclusive(tmp_path, capsys):
+    write_result(tmp_path, n=50, scores=(0.92, 0.92), prefix="kimik2.5")  # threshold 0.90
+    code, out, _ = run_cli([str(tmp_path)], capsys)
+    assert code == ExitCode.INCONCLUSIVE == 5
+    assert "INCONCLUSIVE kimik2.5" in out
+    assert "95% interval straddles the threshold and n < 1319" in out
+    assert "evalgate verify: INCONCLUSIVE (exit 5)" in out
+    code, out, _ = run_cli([str(tmp_path), "--min-samples", "0"], capsys)
+    assert code == ExitCode.PASS
+
+
+def test_a_full_run_passes(tmp_path, capsys):
+    write_result(tmp_path / "run", scores=(0.95, 0.95), prefix="kimik2.5")
+    code, out, _ = run_cli([str(tmp_path)], capsys)
+    assert code == ExitCode.PASS
+    assert "evalgate verify: PASS (exit 0): 1 results for 1 configs: 1 pass" in out
+    assert "::" not in out  # no annotations outside GitHub Actions
+
+
+def test_inconclusive_and_failure_together_fail(tmp_path, capsys):
+    write_result(tmp_path / "a", n=50, scores=(0.92, 0.92), conc=1)
+    write_result(tmp_path / "b", scores=(0.5, 0.5), conc=2)
+    assert run_cli([str(tmp_path)], capsys)[0] == ExitCode.FAIL
+
+
+def test_thresholds_from_the_environment(tmp_path, capsys, monkeypatch):
+    write_result(tmp_path / "r", scores=(0.95, 0.95))
+    strict = tmp_path / "strict.json"
+    strict.write_text(json.dumps({"default": {"gsm8k": 0.99}}))
+    monkeypatch.setenv("EVALGATE_THRESHOLDS", str(strict))
+    code, out, _ = run_cli([str(tmp_path / "r")], capsys)
+    assert code == ExitCode.FAIL
+    assert "below threshold 0.9900 (default)" in out
+
+
+def test_no_github_output_when_turned_off(tmp_path, capsys, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    write_result(tmp_path / "r", scores=(0.5, 0.5))
+    code, out, _ = run_cli([str(tmp_path / "r"), "--no-github"], capsys)
+    assert code == ExitCode.FAIL
+    assert "::error" not in out and not summary.exists()
+
+
+def test_quiet_prints_problems_and_the_verdict_only(tmp_path, capsys):
+    write_result(tmp_path / "a", conc=4)
+    write_result(tmp_path / "b", conc=8, scores=(0.5, 0.5))
+    code, out, _ = run_cli([str(tmp_path), "-q"], capsys)
+    assert code == ExitCode.FAIL
+    assert "conc=4" not in out and "conc=8" in out and "RESULT" not in out
+
+
+def test_verify_imports_nothing_heavy(tmp_path):
+    write_result(tmp_path / "r")
+    script = (
+        "import argparse, sys\n"
+        "from evalgate.cli import verify as cli_verify\n"
+        "parser = argparse.ArgumentParser()\n"
+        "cli_verify.add_arguments(parser)\n"
+        "code = cli_verify.command(parser.parse_args(sys.argv[1:]))\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'lm_eval', 'datasets', 'torch', 'pandas', 'numpy', 'httpx', 'openai', 'aiohttp'})\n"
+        "print('HEAVY', heavy)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout
+
+
+def test_collect_reads_an_evalgate_hook_staging_folder(tmp_path):
+    """`evalgate hook` stages conc-<N>/ (result.json, meta_env.json) and hook.json."""
+    stage = tmp_path / "stage"
+    hook_meta = {
+        "framework": "vllm",
+        "precision": "fp8",
+        "model": "deepseek-ai/DeepSeek-R1-0528",
+        "model_prefix": "dsr1",
+        "hardware": "b200",
+        "isl": 1024,
+        "osl": 1024,
+        "kv_cache_dtype": None,
+        "is_multinode": False,
+    }
+    write_result(stage / "conc-4", conc=4)
+    (stage / "conc-4" / "meta_env.json").write_text(json.dumps({**hook_meta, "conc": 4}))
+    (stage / "conc-8").mkdir()  # stopped before its result.json was written
+    (stage / "conc-8" / "meta_env.json").write_text(json.dumps({**hook_meta, "conc": 8}))
+    (stage / "hook.json").write_text(
+        json.dumps(
+            {
+                "concurrencies": [4, 8, 16],
+                "completed": [4],
+                "stopped": "error at stage eval: boom",
+                "runs": [
+                    {
+                        "concurrency": 4,
+                        "status": "pass",
+                        "exit_code": 0,
+                        "stage": "done",
+                        "reason": "ok",
+                        "result": "conc-4/result.json",
+                    },
+                    {
+                        "concurrency": 8,
+                        "status": "error",
+                        "exit_code": 4,
+                        "stage": "eval",
+                        "reason": "boom",
+                        "result": None,
+                    },
+                    {
+                        "concurrency": 16,
+                        "status": "not run",
+                        "reason": "not run: an earlier run stopped the hook "
+                        "(error at stage eval: boom)",
+                    },
+                ],
+            }
+        )
+    )
+    out = collect.collect([str(stage)])
+    assert out.malformed == []
+    by_conc = {item.labels["concurrency"]: item for item in out.found}
+    assert sorted(by_conc) == [4, 8, 16]
+    assert by_conc[4].status == "pass" and by_conc[4].source == "evalgate"
+    assert by_conc[8].status == "error"
+    assert "meta_env.json has no lm-eval results" in str(by_conc[8].reason)
+    assert by_conc[16].status == "skipped"
+    assert by_conc[16].labels["model_prefix"] == "dsr1" and by_conc[16].model == by_conc[4].model
+    entry = sweep.gate(by_conc[16], "k", sweep.Floors(thresholds()))
+    assert entry.outcome == "error"
+    assert entry.reason == (
+        "run skipped: not run: an earlier run stopped the hook (error at stage eval: boom)"
+    )
+
+
+def test_collect_reports_a_malformed_hook_summary(tmp_path):
+    write_result(tmp_path / "conc-4")
+    (tmp_path / "hook.json").write_text('{"runs": 3}')
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert (
+        note.reason == f'{tmp_path / "hook.json"} is not an evalgate hook summary: no "runs" list'
+    )
+
+
+# -- the documented examples run -----------------------------------------------------------------
+
+
+def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load((ROOT / "examples" / "github-actions-verify.yml").read_text())
+    [step] = [
+        s for s in workflow["jobs"]["verify-evals"]["steps"] if s.get("name") == "Gate the sweep"
+    ]
+    lines = [line.split("#")[0].strip() for line in step["run"].splitlines()]
+    command = " ".join(line.rstrip("\\").strip() for line in lines if line).split(" evalgate ")[1]
+    args = command.split()
+    assert args[0] == "verify"
+    for conc in (4, 8, 16, 32, 64):
+        write_result(tmp_path / "eval-artifacts" / f"eval_dsr1_conc{conc}", conc=conc)
+    (tmp_path / ".github").mkdir()
+    manifest = [
+        {
+            "model_prefix": "dsr1",
+            "hardware": "b200",
+            "framework": "vllm",
+            "precision": "fp8",
+            "isl": 1024,
+            "osl": 1024,
+            "concurrency": [4, 8, 16, 32, 64],
+        }
+    ]
+    (tmp_path / ".github" / "expected-evals.json").write_text(json.dumps(manifest))
+    (tmp_path / "thresholds.json").write_text(json.dumps({"default": {"gsm8k": 0.9}}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    code, out, err = run_cli(args[1:], capsys)
+    assert code == ExitCode.PASS, out + err
+    assert (tmp_path / "evalgate-junit.xml").exists() and (
+        tmp_path / "evalgate-verdict.json"
+    ).exists()
+    assert "5 results for 5 configs: 5 pass" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_documented_manifest_parses():
+    text = (ROOT / "docs" / "verify.md").read_text()
+    block = text.split("```json\n")[1].split("```")[0]
+    expectation = expect.parse_expectation(json.loads(block), "docs")
+    assert len(expectation.configs) == 5 + 4
+
+
+def test_collect_searches_overlapping_paths_once(tmp_path):
+    path = write_result(tmp_path / "a" / "run")
+    out = collect.collect([str(tmp_path), str(tmp_path / "a"), str(path), str(tmp_path)])
+    assert [item.path for item in out.found] == [str(path)]
+    assert out.empty == []
