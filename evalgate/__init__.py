@@ -29,10 +29,11 @@ from evalgate.errors import (
 
 if TYPE_CHECKING:
     from evalgate.compare.comparison import Comparison, compare_runs
+    from evalgate.evidence.model import Check, HookSummary, Result, Sample, Score
     from evalgate.gate.context import EvalContext, Limit, derive_context
     from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
     from evalgate.gate.run import RunOutcome, run_gate
-    from evalgate.gate.verdict import Check, Score, Verdict, decide
+    from evalgate.gate.verdict import Verdict, decide
     from evalgate.settings import Settings
     from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
 
@@ -49,11 +50,14 @@ __all__ = [
     "EvalgateError",
     "ExitCode",
     "Floor",
+    "HookSummary",
     "Limit",
     "NativeLength",
     "NotReadyError",
     "ProbeError",
+    "Result",
     "RunOutcome",
+    "Sample",
     "Score",
     "Settings",
     "Thresholds",
@@ -73,14 +77,17 @@ __all__ = [
 
 # Loaded on first use, so `import evalgate` (and `evalgate verify`) stays light.
 _LAZY = {
-    "Check": "evalgate.gate.verdict",
+    "Check": "evalgate.evidence.model",
     "Comparison": "evalgate.compare.comparison",
     "EvalContext": "evalgate.gate.context",
     "Floor": "evalgate.thresholds",
+    "HookSummary": "evalgate.evidence.model",
     "Limit": "evalgate.gate.context",
     "NativeLength": "evalgate.gate.native",
+    "Result": "evalgate.evidence.model",
     "RunOutcome": "evalgate.gate.run",
-    "Score": "evalgate.gate.verdict",
+    "Sample": "evalgate.evidence.model",
+    "Score": "evalgate.evidence.model",
     "Settings": "evalgate.settings",
     "Thresholds": "evalgate.thresholds",
     "Verdict": "evalgate.gate.verdict",

@@ -45,13 +45,10 @@ class EvalgateError(Exception):
     """Base of every error evalgate raises on purpose."""
 
     exit_code: ExitCode = ExitCode.USAGE
-    stage: str = "settings"
 
-    def __init__(self, message: str, *, stage: str | None = None) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        if stage is not None:
-            self.stage = stage
 
 
 class UsageError(EvalgateError):
@@ -63,44 +60,32 @@ class UsageError(EvalgateError):
 class ContextError(UsageError):
     """The eval context cannot be derived from the inputs given."""
 
-    stage = "context"
-
 
 class ThresholdsError(UsageError):
     """thresholds.json does not match its schema."""
-
-    stage = "thresholds"
 
 
 class DatasetError(UsageError):
     """The GSM8K files are missing, altered or unreadable."""
 
-    stage = "dataset"
-
 
 class ArtifactError(UsageError):
     """A result artifact is malformed, or writing it would destroy another run's evidence."""
-
-    stage = "artifacts"
 
 
 class EndpointError(EvalgateError):
     """The engine cannot be used as configured."""
 
     exit_code = ExitCode.ENDPOINT
-    stage = "readiness"
 
 
 class NotReadyError(EndpointError):
     """The endpoint did not become ready before its deadline."""
 
-    stage = "readiness"
-
 
 class ProbeError(EndpointError):
     """The pre-flight request was rejected, or would truncate under --strict."""
 
-    stage = "probe"
     engine_error: Any = None
     """The engine's parsed answer (evalgate.engine.wire.EngineError) when it rejected the
     request."""
@@ -110,11 +95,9 @@ class EvalFailedError(EvalgateError):
     """The eval could not finish; no score from it can be trusted."""
 
     exit_code = ExitCode.EVAL
-    stage = "eval"
 
 
 class AbortedError(EvalgateError):
     """Stopped by a signal."""
 
     exit_code = ExitCode.ABORTED
-    stage = "eval"

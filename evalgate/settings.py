@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, AliasGenerator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from evalgate.compare.paired import DEFAULT_MAX_DROP
 from evalgate.engine.urls import redact_url
 
 
@@ -178,8 +179,13 @@ class Settings(BaseSettings):
     """An earlier run's folder: after the gate, compare this run with it question by question
     (the `evalgate compare` report is printed and saved as comparison.json)."""
 
-    max_drop: float = Field(0.02, ge=0, lt=1)
+    max_drop: float = Field(DEFAULT_MAX_DROP, ge=0, lt=1)
     """With --baseline: the accuracy drop (as a fraction) still called equivalent."""
+
+    min_samples: int | None = Field(None, ge=0)
+    """Questions below which a score whose 95% interval straddles the threshold is
+    inconclusive (exit 5) rather than decided on its point estimate (default: the full test
+    set, 1319; 0 decides every score on its point estimate, as the benchmark harness does)."""
 
     # -- labels recorded in the result -------------------------------------------------------
     model_prefix: str | None = Field(None, validation_alias=_env("model_prefix", "MODEL_PREFIX"))

@@ -89,6 +89,7 @@ def settings(target: FakeEngine | str, out: Path, **overrides: Any) -> Settings:
         "timeout": 2,
         "max_attempts": 3,
         "output_dir": out,
+        "min_samples": 0,  # faults, not statistics: the point estimate decides
     }
     return Settings(**(values | overrides))
 
@@ -112,7 +113,7 @@ def gate(target: FakeEngine | str, out: Path, *, within: float = 30.0, **overrid
     assert (doc["status"], doc["exit_code"], doc["run_id"]) == (
         outcome.status,
         outcome.exit_code,
-        outcome.document["run_id"],
+        outcome.result.run_id,
     )
     return Gate(outcome, doc, elapsed, out)
 

@@ -58,8 +58,8 @@ def test_python_quickstart_runs_against_an_engine(tmp_path, monkeypatch):
         )
     assert done.returncode == 0, done.stderr
     assert (
-        done.stdout.strip() == "pass 0 strict-match 1.0000, flexible-extract 1.0000 >= "
-        "threshold 0.9000"
+        done.stdout.strip() == "pass 0 strict-match 1.0000 (95% CI 0.9287-1.0000, n=50), "
+        "flexible-extract 1.0000 (95% CI 0.9287-1.0000, n=50) >= threshold 0.9000 (default)"
     )
     document = json.loads((tmp_path / "result.json").read_text())
     assert validation_errors("result", document) == []

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from evalgate.cli import main
@@ -83,6 +84,9 @@ def assert_nowhere(*texts: str) -> None:
             assert secret not in text
 
 
+POINT = ["--min-samples", "0"]  # secrets, not statistics: the point estimate decides
+
+
 def common_args(url: str) -> list[str]:
     return [
         "--base-url",
@@ -133,7 +137,8 @@ def cli(tmp_path, capsys) -> Cli:
 @pytest.mark.parametrize("source", ["--api-key", "EVALGATE_API_KEY", "OPENAI_API_KEY"])
 def test_a_planted_key_is_sent_and_found_nowhere(engine, headers, cli, monkeypatch, source):
     out = cli.out
-    args = ["-v", "-v", "run", *common_args(engine.url), "--output-dir", str(out), "--json"]
+    args = ["-v", "-v", "run", *common_args(engine.url), *POINT, "--output-dir", str(out)]
+    args.append("--json")
     if source == "--api-key":
         args += ["--api-key", KEY]
     else:
@@ -232,6 +237,7 @@ def test_no_secret_in_evalgates_logs_outcome_or_exception_chain(
         timeout=2,
         max_attempts=2,
         output_dir=tmp_path / "run",
+        min_samples=0,
     )
 
     with deadline(30, engine):
@@ -240,11 +246,11 @@ def test_no_secret_in_evalgates_logs_outcome_or_exception_chain(
     assert outcome.exit_code == (4 if fails else 0)
     assert caplog.records  # evalgate did log, at DEBUG
     chain = "".join(traceback.format_exception(outcome.error)) if outcome.error else ""
-    assert outcome.document["endpoint"]["worker_urls"] == [engine.url]
+    assert outcome.result.endpoint.worker_urls == [engine.url]
     assert_nowhere(
         caplog.text,
         repr(outcome),
-        json.dumps(outcome.document),
+        json.dumps(msgspec.to_builtins(outcome.result)),
         chain,
         files_text(tmp_path / "run"),
     )
@@ -298,6 +304,7 @@ def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
         retry_wait_max=0,
         ready_timeout=1,
         output_dir=tmp_path / "run",
+        min_samples=0,
     )
 
     with deadline(30, engine):
@@ -349,7 +356,15 @@ def test_the_hook_stages_no_secret(engine, headers, cli, monkeypatch):
     stage = cli.out
 
     code, stdout, stderr = cli(
-        ["hook", *common_args(engine.url)[2:], "--concurrency", "2", "--output-dir", str(stage)],
+        [
+            "hook",
+            *common_args(engine.url)[2:],
+            *POINT,
+            "--concurrency",
+            "2",
+            "--output-dir",
+            str(stage),
+        ],
         engine,
     )
 

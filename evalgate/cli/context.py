@@ -37,7 +37,8 @@ def command(args: argparse.Namespace) -> int:
     import sys
 
     from evalgate.cli import flags
-    from evalgate.evidence.record import context_document
+    from evalgate.evidence.model import to_document
+    from evalgate.evidence.record import context_record
     from evalgate.gate.preflight import derive
     from evalgate.tasks.dataset import load_dataset
     from evalgate.tasks.prompts import build_prompts
@@ -48,7 +49,7 @@ def command(args: argparse.Namespace) -> int:
     spec = load_task(settings.api)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
     context, _, _ = derive(settings, prompts)
-    document = context_document(context) | {"warnings": list(context.warnings)}
+    document = to_document(context_record(context)) | {"warnings": list(context.warnings)}
     if args.format == "json":
         print(json.dumps(document, indent=2))
     elif args.format == "env":

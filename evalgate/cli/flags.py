@@ -54,6 +54,7 @@ EVAL = (
     "max_failed_requests",
     "max_truncated_rate",
     "thresholds",
+    "min_samples",
     "output_dir",
     "overwrite",
     "baseline",

@@ -47,8 +47,9 @@ def command(args: argparse.Namespace) -> int:
         outcome = run_hook(settings, concurrencies, resume=args.resume, progress=progress_printer())
     finally:
         signal.signal(signal.SIGTERM, previous)
-    for entry in outcome.summary["runs"]:
-        line = f"conc {entry['concurrency']}: {entry['status'].upper()}: {entry['reason']}"
-        print(line, file=sys.stdout if entry["status"] in ("pass", "fail") else sys.stderr)
+    for entry in outcome.summary.runs:
+        line = f"conc {entry.concurrency}: {entry.status.upper()}: {entry.reason}"
+        verdict = entry.status in ("pass", "fail", "inconclusive")
+        print(line, file=sys.stdout if verdict else sys.stderr)
     print(f"staged in {settings.output_dir}", file=sys.stderr)
     return outcome.exit_code

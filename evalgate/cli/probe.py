@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import flags
-    from evalgate.evidence.record import context_document
+    from evalgate.evidence.model import to_document
+    from evalgate.evidence.record import context_record
     from evalgate.gate.preflight import derive, probe, require
     from evalgate.tasks.dataset import load_dataset
     from evalgate.tasks.prompts import build_prompts
@@ -41,7 +42,7 @@ def command(args: argparse.Namespace) -> int:
                     "latency_s": round(outcome.latency_s, 3),
                     "max_tokens": outcome.max_tokens,
                     "prompt_tokens": outcome.prompt_tokens,
-                    "context": context_document(context),
+                    "context": to_document(context_record(context)),
                 },
                 indent=2,
             )

@@ -64,6 +64,7 @@ def progress_printer() -> Callable[[int, int], None]:
 
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import flags
+    from evalgate.evidence.model import to_document
     from evalgate.gate.run import run_gate
 
     settings = flags.settings_from_args(args)
@@ -73,11 +74,11 @@ def command(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:
-        print(json.dumps(outcome.document, indent=2))
+        print(json.dumps(to_document(outcome.result), indent=2))
     if outcome.error is not None:
         print(f"{type(outcome.error).__name__}: {outcome.error.message}", file=sys.stderr)
-        print(f"stage: {outcome.document['stage']}", file=sys.stderr)
-    for warning in outcome.document["warnings"]:
+        print(f"stage: {outcome.result.stage}", file=sys.stderr)
+    for warning in outcome.result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if not args.json:
         print(f"{outcome.status.upper()}: {outcome.reason}")

@@ -3,7 +3,7 @@
     compare_runs(baseline, candidate)       load both runs (evalgate.compare.runs)
       -> protocol_differences               refuse (UsageError) unless allow_protocol_drift
       -> pair by doc_id, per filter         a failed request is excluded, and reported
-      -> decide (compare.paired)            EQUIVALENT / INCONCLUSIVE / REGRESSION per filter
+      -> classify (compare.paired)          EQUIVALENT / INCONCLUSIVE / REGRESSION per filter
       -> Comparison                         the worst filter decides; render_* and
                                             comparison_document turn it into output
 
@@ -22,14 +22,13 @@ from evalgate.compare.paired import (
     DEFAULT_MAX_DROP,
     Finding,
     PairedCounts,
-    decide,
+    classify,
     questions_to_settle,
 )
 from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
 from evalgate.errors import ExitCode, UsageError
-
-GSM8K_QUESTIONS = 1319
-"""The GSM8K test split: no comparison on GSM8K can pair more questions than this."""
+from evalgate.evidence.model import to_document
+from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,9 @@ def _settle_text(needed: int | None, n: int) -> str:
     if needed is None:
         return "; no number of questions would settle it at these rates"
     text = f"; about {needed} paired questions would settle it at these rates (an estimate)"
-    if needed > GSM8K_QUESTIONS:
+    if needed > GSM8K_TEST_SIZE:
         return (
-            f"{text}, more than the {GSM8K_QUESTIONS} GSM8K has: no rerun can settle it. Widen "
+            f"{text}, more than the {GSM8K_TEST_SIZE} GSM8K has: no rerun can settle it. Widen "
             "--max-drop or accept the uncertainty"
         )
     return f"{text}: compare runs of at least {needed} questions" if needed > n else text
@@ -169,7 +168,7 @@ def _compare_filter(
     counts = PairedCounts(
         cells[True, True], cells[True, False], cells[False, True], cells[False, False]
     )
-    finding, p_value, interval = decide(counts, max_drop)
+    finding, p_value, interval = classify(counts, max_drop)
     needed = questions_to_settle(counts, max_drop) if finding is Finding.INCONCLUSIVE else None
     flips.sort(key=lambda f: (f.change != "lost", f.doc_id))
     reason = _reason(
@@ -187,16 +186,16 @@ def _info(run: Run) -> RunInfo:
     result = run.result
     return RunInfo(
         path=str(run.path.parent),
-        run_id=result["run_id"],
-        model=result["model"],
-        status=result["status"],
-        labels=dict(result["labels"]),
+        run_id=result.run_id,
+        model=result.model,
+        status=result.status,
+        labels=to_document(result.labels),
     )
 
 
 def _changed(baseline: Run, candidate: Run) -> tuple[Difference, ...]:
-    before = {"model": baseline.result["model"], **baseline.result["labels"]}
-    after = {"model": candidate.result["model"], **candidate.result["labels"]}
+    before = {"model": baseline.result.model, **to_document(baseline.result.labels)}
+    after = {"model": candidate.result.model, **to_document(candidate.result.labels)}
     return tuple(
         Difference(key, str(before.get(key)), str(after.get(key)))
         for key in dict.fromkeys([*before, *after])
@@ -206,11 +205,11 @@ def _changed(baseline: Run, candidate: Run) -> tuple[Difference, ...]:
 
 def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]]) -> list[str]:
     found = [
-        f"the {side} run ended with status {run.result['status']}: its samples may be incomplete"
+        f"the {side} run ended with status {run.result.status}: its samples may be incomplete"
         for side, run in (("baseline", baseline), ("candidate", candidate))
-        if run.result["status"] not in ("pass", "fail")
+        if run.result.status not in ("pass", "fail", "inconclusive")
     ]
-    versions = [run.eval.get("lm_eval_version") for run in (baseline, candidate)]
+    versions = [run.eval.lm_eval_version for run in (baseline, candidate)]
     if versions[0] != versions[1]:
         found.append(
             f"lm_eval_version differs ({versions[0]} vs {versions[1]}): scoring code "
@@ -243,8 +242,7 @@ def compare(
             f"The runs {baseline.path.parent} and {candidate.path.parent} were not measured the "
             "same way, so a difference in score could come from the protocol rather than the "
             "change: " + "; ".join(d.describe() for d in drift) + ". Rerun one with the "
-            "other's settings, or pass --allow-protocol-drift to compare them anyway.",
-            stage="gate",
+            "other's settings, or pass --allow-protocol-drift to compare them anyway."
         )
     shared = sorted(set(baseline.samples) & set(candidate.samples))
     failed = {

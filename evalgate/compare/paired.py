@@ -147,7 +147,7 @@ def difference_interval(counts: PairedCounts) -> tuple[float, float]:
     return score_interval(counts.gained, counts.lost, counts.n)
 
 
-def decide(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tuple[float, float]]:
+def classify(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tuple[float, float]]:
     """The finding for one filter, with the McNemar p-value and the interval behind it."""
     p_value = mcnemar_exact_p(counts.lost, counts.gained)
     interval = difference_interval(counts)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import ArtifactError
-from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
-from evalgate.schemas import validation_errors
+from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result, read_samples
+from evalgate.evidence.model import EvalRecord, Result, Sample
 
 PROTOCOL_FIELDS = (
     "task",
@@ -38,37 +38,19 @@ _SHOWN = 5
 
 
 @dataclass(frozen=True)
-class Answer:
-    """One filter's reading of one response."""
-
-    extracted: str
-    correct: bool
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One question of a run, as samples.jsonl records it."""
-
-    doc_id: int
-    question: str
-    target: str
-    error: str | None
-    filters: Mapping[str, Answer]
-
-
-@dataclass(frozen=True)
 class Run:
-    """A run's result.json and its samples, keyed by doc_id."""
+    """A run's result and its samples, keyed by doc_id (read from disk, or still in memory)."""
 
     path: Path
-    result: dict[str, Any]
+    result: Result
     samples: Mapping[int, Sample]
 
     @property
-    def eval(self) -> dict[str, Any]:
-        """result.json's eval section (never None for a loaded run)."""
-        section: dict[str, Any] = self.result["eval"]
-        return section
+    def eval(self) -> EvalRecord:
+        """The result's eval section (never None for a loaded run)."""
+        if self.result.eval is None:  # load_run refuses such a run
+            raise ArtifactError(f"{self.path} has no eval section")
+        return self.result.eval
 
     @cached_property
     def filters(self) -> tuple[str, ...]:
@@ -94,57 +76,14 @@ class Difference:
         return f"{text} ({self.detail})" if self.detail else text
 
 
-def _sample_or_none(record: Any) -> Sample | None:
-    if not isinstance(record, dict):
-        return None
-    doc_id, filters, error = record.get("doc_id"), record.get("filters"), record.get("error")
-    if not (
-        isinstance(doc_id, int)
-        and not isinstance(doc_id, bool)
-        and doc_id >= 0
-        and isinstance(record.get("question"), str)
-        and isinstance(record.get("target"), str)
-        and (error is None or isinstance(error, str))
-        and isinstance(filters, dict)
-        and all(
-            isinstance(f, dict)
-            and isinstance(f.get("extracted"), str)
-            and isinstance(f.get("correct"), bool)
-            for f in filters.values()
-        )
-    ):
-        return None
-    answers = {name: Answer(f["extracted"], f["correct"]) for name, f in filters.items()}
-    return Sample(doc_id, record["question"], record["target"], error, answers)
-
-
-def read_samples(path: Path) -> dict[int, Sample]:
-    """samples.jsonl by doc_id; a malformed line or a repeated doc_id is an ArtifactError."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
+def evaluated_run(path: Path, result: Result, samples: Sequence[Sample]) -> Run:
+    """A run that evaluated, from its result and samples; one that stopped before is refused."""
+    if result.eval is None:
         raise ArtifactError(
-            f"Cannot read {path}: {exc.strerror}. A comparison pairs the per-question records "
-            f"of {SAMPLES_NAME}, which evalgate run writes beside {RESULT_NAME}."
-        ) from exc
-    samples: dict[int, Sample] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ArtifactError(f"{path} line {number} is not valid JSON ({exc.msg}).") from exc
-        sample = _sample_or_none(record)
-        if sample is None:
-            problems = validation_errors("sample", record) or ["not a per-question record"]
-            raise ArtifactError(
-                f"{path} line {number} is not a valid evalgate sample: {'; '.join(problems[:5])}."
-            )
-        if sample.doc_id in samples:
-            raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
-        samples[sample.doc_id] = sample
-    return samples
+            f"{path} has no eval section: that run stopped at stage {result.stage} "
+            f"({result.reason}) before evaluating. Compare two runs that evaluated."
+        )
+    return Run(path, result, {sample.doc_id: sample for sample in samples})
 
 
 def load_run(path: Path) -> Run:
@@ -156,12 +95,9 @@ def load_run(path: Path) -> Run:
             "folder evalgate run wrote (its --output-dir) or the result.json inside it."
         )
     result = read_result(result_path)
-    if result.get("eval") is None:
-        raise ArtifactError(
-            f"{result_path} has no eval section: that run stopped at stage {result['stage']} "
-            f"({result['reason']}) before evaluating. Compare two runs that evaluated."
-        )
-    return Run(result_path, result, read_samples(result_path.parent / SAMPLES_NAME))
+    if result.eval is None:
+        return evaluated_run(result_path, result, ())
+    return evaluated_run(result_path, result, read_samples(result_path.parent / SAMPLES_NAME))
 
 
 def _show(value: Any) -> str:
@@ -174,13 +110,13 @@ def format_doc_ids(ids: Sequence[int]) -> str:
     return f"doc_id {listed}" + (", ..." if len(ids) > _SHOWN else "")
 
 
-def _eval_differences(base: dict[str, Any], cand: dict[str, Any]) -> list[Difference]:
+def _eval_differences(base: EvalRecord, cand: EvalRecord) -> list[Difference]:
     found = [
-        Difference(name, _show(base.get(name)), _show(cand.get(name)))
+        Difference(name, _show(getattr(base, name)), _show(getattr(cand, name)))
         for name in PROTOCOL_FIELDS
-        if base.get(name) != cand.get(name)
+        if getattr(base, name) != getattr(cand, name)
     ]
-    base_sha, cand_sha = base["dataset"]["sha256"], cand["dataset"]["sha256"]
+    base_sha, cand_sha = base.dataset.sha256, cand.dataset.sha256
     found += [
         Difference(
             f"dataset.sha256.{split}", _show(base_sha.get(split)), _show(cand_sha.get(split))

@@ -92,8 +92,7 @@ def wait_until_ready(
     if model is not None and model not in ids:
         raise EndpointError(
             f"{url} does not serve model {model!r}; it serves {ids}. Pass --model (MODEL) with "
-            "the served model name.",
-            stage="readiness",
+            "the served model name."
         )
     log.info("%s is ready (%.1f s), serving %s", url, time.monotonic() - started, ids)
     return cards

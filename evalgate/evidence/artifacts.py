@@ -1,7 +1,9 @@
-"""Evidence on disk: result.json, samples.jsonl, lm-eval's raw results, written atomically.
+"""Evidence on disk: the one writer and the one reader of every file a run leaves.
 
 Each file is written to a temporary file in the same folder, flushed to disk, then renamed over
-the target: a reader (or a crash) sees the old file or the new one, never half of one.
+the target: a reader (or a crash) sees the old file or the new one, never half of one. What is
+written is checked against its schema first (a document that breaks it is evalgate's bug); what
+is read is checked against its schema, then decoded into the typed model (evidence.model).
 
 The overwrite rule: a folder that already holds a finished result.json is not written into
 unless the user says --overwrite (or --resume, for a run that did not finish). Two runs into
@@ -14,16 +16,31 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from evalgate.errors import ArtifactError
+from evalgate.evidence.model import HookSummary, Result, Sample, from_document, to_document
 from evalgate.schemas import validation_errors
 
 RESULT_NAME = "result.json"
 SAMPLES_NAME = "samples.jsonl"
 RAW_NAME = "lm_eval_results.json"
+JOURNAL_NAME = "journal.jsonl"
+COMPARISON_NAME = "comparison.json"
+HOOK_NAME = "hook.json"
+META_NAME = "meta_env.json"
+"""The benchmark harness's per-run metadata file (its collector reads it)."""
+
+NOT_A_RESULT = "is not a valid evalgate result (result.schema.json)"
+STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)
+"""Files a run rewrites; left from an earlier run in the same folder they would mislead."""
+
+
+# -- writing -------------------------------------------------------------------------------------
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -46,15 +63,50 @@ def write_json(path: Path, document: Any) -> None:
     write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+def write_jsonl(path: Path, records: Iterable[Any]) -> None:
     """Atomic JSON-lines file."""
     write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-def read_result(path: Path) -> dict[str, Any]:
-    """A result.json, checked against its schema."""
+def _checked(kind: str, document: Any) -> Any:
+    problems = validation_errors(kind, document)
+    if problems:
+        raise ArtifactError(
+            f"evalgate built a {kind} record that breaks its own schema (please report this): "
+            + "; ".join(problems[:5])
+        )
+    return document
+
+
+def write_result(folder: Path, result: Result) -> Path:
+    """Validate and write result.json."""
+    path = folder / RESULT_NAME
+    write_json(path, _checked("result", to_document(result)))
+    return path
+
+
+def write_samples(folder: Path, samples: Sequence[Sample]) -> Path:
+    """Validate and write samples.jsonl, one question a line, in doc_id order."""
+    path = folder / SAMPLES_NAME
+    write_jsonl(path, [_checked("sample", to_document(s)) for s in samples])
+    return path
+
+
+def write_hook(folder: Path, summary: HookSummary) -> Path:
+    """Validate and write hook.json."""
+    path = folder / HOOK_NAME
+    write_json(path, _checked("hook", to_document(summary)))
+    return path
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def read_document(path: Path | str) -> Any:
+    """A JSON file's content; an unreadable, non-UTF-8 or invalid file is an ArtifactError."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as stream:
+            return json.loads(stream.read().decode("utf-8"))
     except OSError as exc:
         raise ArtifactError(f"Cannot read {path}: {exc.strerror}.") from exc
     except UnicodeDecodeError as exc:
@@ -62,11 +114,71 @@ def read_result(path: Path) -> dict[str, Any]:
             f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})."
         ) from exc
     except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}).") from exc
+        raise ArtifactError(
+            f"{path} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+        ) from exc
+
+
+def result_from_document(document: Any, path: Path | str) -> Result:
+    """A parsed result.json as the typed model, checked against result.schema.json."""
     problems = validation_errors("result", document)
     if problems:
-        raise ArtifactError(f"{path} is not a valid evalgate result: {'; '.join(problems[:5])}.")
-    return dict(document)
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ArtifactError(f"{path} {NOT_A_RESULT}: " + "; ".join(problems[:3]) + more)
+    try:
+        return from_document(document, Result)
+    except msgspec.ValidationError as exc:  # the schema allowed what the model cannot hold
+        raise ArtifactError(f"{path} {NOT_A_RESULT}: {exc}") from exc
+
+
+def read_result(path: Path | str) -> Result:
+    """result.json, checked against its schema and decoded."""
+    return result_from_document(read_document(path), path)
+
+
+def read_samples(path: Path) -> list[Sample]:
+    """samples.jsonl; a malformed line or a repeated doc_id is an ArtifactError."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ArtifactError(
+            f"Cannot read {path}: {exc.strerror}. A comparison pairs the per-question records "
+            f"of {SAMPLES_NAME}, which evalgate run writes beside {RESULT_NAME}."
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{path} is not UTF-8 text ({exc.reason}).") from exc
+    samples: list[Sample] = []
+    seen: set[int] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ArtifactError(f"{path} line {number} is not valid JSON ({exc.msg}).") from exc
+        problems = validation_errors("sample", record)
+        if problems:
+            raise ArtifactError(
+                f"{path} line {number} is not a valid evalgate sample: {'; '.join(problems[:5])}."
+            )
+        sample = from_document(record, Sample)
+        if sample.doc_id in seen:
+            raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
+        seen.add(sample.doc_id)
+        samples.append(sample)
+    return samples
+
+
+def read_hook(path: Path | str) -> HookSummary:
+    """hook.json, checked against its schema and decoded."""
+    document = read_document(path)
+    problems = validation_errors("hook", document)
+    if problems:
+        raise ArtifactError(f"{path} is not an evalgate hook summary: {'; '.join(problems[:3])}")
+    return from_document(document, HookSummary)
+
+
+# -- the output folder ---------------------------------------------------------------------------
 
 
 def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
@@ -91,24 +203,7 @@ def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
         ) from exc
 
 
-STALE = (SAMPLES_NAME, RAW_NAME, "comparison.json")
-"""Files a run rewrites; left from an earlier run in the same folder they would mislead."""
-
-
 def clear_stale(folder: Path) -> None:
     """Remove an earlier run's per-run files (the journal stays: --resume reads it)."""
     for name in STALE:
         (folder / name).unlink(missing_ok=True)
-
-
-def write_result(folder: Path, document: dict[str, Any]) -> Path:
-    """Validate and write result.json. An invalid document is evalgate's bug: say so loudly."""
-    problems = validation_errors("result", document)
-    if problems:
-        raise ArtifactError(
-            "evalgate built a result that breaks its own schema (please report this): "
-            + "; ".join(problems[:5])
-        )
-    path = folder / RESULT_NAME
-    write_json(path, document)
-    return path

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.errors import AbortedError, EvalFailedError
+from evalgate.evidence.model import Answer, Sample, Score
 from evalgate.gate.lm import GateLM
-from evalgate.gate.verdict import Score
 from evalgate.tasks.dataset import Dataset
 from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_dir
 
@@ -21,13 +21,22 @@ log = logging.getLogger(__name__)
 _TARGET = re.compile(r"####\s*(.+)\s*$")
 
 
+NO_ANSWER = {
+    "response": None,
+    "finish_reason": None,
+    "completion_tokens": None,
+    "error": "no answer recorded",
+    "prompt_sha256": "",
+}
+
+
 @dataclass(frozen=True)
-class HarnessResult:
+class Evaluation:
     """lm-eval's scores, its raw results, and one record per question."""
 
     scores: tuple[Score, ...]
     raw: dict[str, Any]
-    samples: list[dict[str, Any]]
+    samples: list[Sample]
     lm_eval_version: str | None
 
 
@@ -58,51 +67,47 @@ def _scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, ...]:
         stderr = results[task].get(f"{metric}_stderr,{flt}")
         found.append(
             Score(
-                task,
-                metric,
-                flt,
-                float(value),
-                float(stderr) if isinstance(stderr, int | float) else None,
-                n,
+                task=task,
+                metric=metric,
+                filter=flt,
+                value=float(value),
+                stderr=float(stderr) if isinstance(stderr, int | float) else None,
+                n=n,
             )
         )
     return tuple(found)
 
 
-def _samples(task: str, raw_samples: list[dict[str, Any]], lm: GateLM) -> list[dict[str, Any]]:
-    by_doc: dict[int, dict[str, Any]] = {}
+def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
+    """One Sample per question: lm-eval's records (one per doc and filter) joined with the
+    answer evalgate received for it."""
+    docs: dict[int, dict[str, Any]] = {}
+    filters: dict[int, dict[str, Answer]] = {}
     for record in raw_samples:
         doc_id = int(record["doc_id"])
-        doc = record.get("doc") or {}
-        entry = by_doc.setdefault(
-            doc_id,
-            {
-                "doc_id": doc_id,
-                "question": str(doc.get("question", "")),
-                "target": reference_answer(str(doc.get("answer", record.get("target", "")))),
-                **lm.tally.answers.get(
-                    doc_id,
-                    {
-                        "response": None,
-                        "finish_reason": None,
-                        "completion_tokens": None,
-                        "error": "no answer recorded",
-                        "prompt_sha256": "",
-                    },
-                ),
-                "filters": {},
-            },
-        )
+        docs.setdefault(doc_id, record)
         filtered = record.get("filtered_resps") or [""]
         extracted = filtered[0] if isinstance(filtered, list) else filtered
-        entry["filters"][str(record.get("filter"))] = {
-            "extracted": str(extracted),
-            "correct": float(record.get("exact_match", 0.0)) == 1.0,
-        }
-    return [by_doc[k] for k in sorted(by_doc)]
+        filters.setdefault(doc_id, {})[str(record.get("filter"))] = Answer(
+            extracted=str(extracted), correct=float(record.get("exact_match", 0.0)) == 1.0
+        )
+    samples = []
+    for doc_id in sorted(docs):
+        record = docs[doc_id]
+        doc = record.get("doc") or {}
+        samples.append(
+            Sample(
+                doc_id=doc_id,
+                question=str(doc.get("question", "")),
+                target=reference_answer(str(doc.get("answer", record.get("target", "")))),
+                filters=filters[doc_id],
+                **lm.tally.answers.get(doc_id, NO_ANSWER),
+            )
+        )
+    return samples
 
 
-def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) -> HarnessResult:
+def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) -> Evaluation:
     """simple_evaluate on evalgate's task with lm-eval's built-in task index off."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
@@ -129,6 +134,6 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
     if output is None:
         raise EvalFailedError("lm-eval returned no results (not rank 0?)")
     n = int(output.get("n-samples", {}).get(spec.name, {}).get("effective", 0))
-    samples = _samples(spec.name, output.get("samples", {}).get(spec.name, []), lm)
+    samples = _samples(output.get("samples", {}).get(spec.name, []), lm)
     raw = {key: value for key, value in output.items() if key != "samples"}
-    return HarnessResult(_scores(spec.name, output["results"], n), raw, samples, lm_eval_version())
+    return Evaluation(_scores(spec.name, output["results"], n), raw, samples, lm_eval_version())

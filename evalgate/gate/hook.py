@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence import artifacts
+from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.run import Checked, RunOutcome, run_gate
 from evalgate.settings import Settings
 
 if TYPE_CHECKING:
     from evalgate.gate.lm import Progress
 
-HOOK_SUMMARY = "hook.json"
-META_NAME = "meta_env.json"
 _TOPOLOGY_VAR = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:NUM_WORKERS|NODES|TP|EP|DP|DP_ATTN|DP_ATTENTION|GPUS)"
     r"|TP|EP_SIZE|DP_ATTENTION|IS_MULTINODE)$"
@@ -38,6 +37,7 @@ _SEVERITY = {  # which outcome decides the job's exit code when runs differ
     int(ExitCode.ENDPOINT): 4,
     int(ExitCode.EVAL): 3,
     int(ExitCode.FAIL): 2,
+    int(ExitCode.INCONCLUSIVE): 1,
     int(ExitCode.PASS): 0,
 }
 
@@ -48,7 +48,7 @@ class HookOutcome:
 
     exit_code: int
     runs: dict[int, RunOutcome | None]
-    summary: dict[str, Any]
+    summary: HookSummary
 
 
 def parse_concurrencies(text: str) -> list[int]:
@@ -115,17 +115,20 @@ def run_hook(
         run_settings = settings.model_copy(
             update={"num_concurrent": concurrency, "output_dir": folder}
         )
-        artifacts.write_json(folder / META_NAME, meta_env(run_settings, concurrency, topology))
+        artifacts.write_json(
+            folder / artifacts.META_NAME, meta_env(run_settings, concurrency, topology)
+        )
         outcome = run_gate(
             run_settings, progress=progress, resume=resume, prior=prior, topology=topology
         )
         runs[concurrency] = outcome
-        prior = prior or (outcome.checked if outcome.status in ("pass", "fail") else None)
+        if outcome.status in ("pass", "fail", "inconclusive"):
+            prior = prior or outcome.checked
         if outcome.status == "aborted" or (outcome.status == "error" and prior is None):
-            stopped = f"{outcome.status} at stage {outcome.document['stage']}: {outcome.reason}"
+            stopped = f"{outcome.status} at stage {outcome.result.stage}: {outcome.reason}"
             break
     summary = _summary(stage, runs, stopped)
-    artifacts.write_json(stage / HOOK_SUMMARY, summary)
+    artifacts.write_hook(stage, summary)
     codes = [o.exit_code for o in runs.values() if o is not None]
     if stopped is not None and any(o is None for o in runs.values()):
         codes.append(codes[-1])
@@ -133,35 +136,31 @@ def run_hook(
     return HookOutcome(worst, runs, summary)
 
 
-def _summary(
-    stage: Path, runs: dict[int, RunOutcome | None], stopped: str | None
-) -> dict[str, Any]:
+def _summary(stage: Path, runs: dict[int, RunOutcome | None], stopped: str | None) -> HookSummary:
     listed = []
     for concurrency, outcome in runs.items():
         if outcome is None:
             listed.append(
-                {
-                    "concurrency": concurrency,
-                    "status": "not run",
-                    "reason": f"not run: an earlier run stopped the hook ({stopped})",
-                }
+                HookRun(
+                    concurrency=concurrency,
+                    status="not run",
+                    reason=f"not run: an earlier run stopped the hook ({stopped})",
+                )
             )
             continue
         listed.append(
-            {
-                "concurrency": concurrency,
-                "status": outcome.status,
-                "exit_code": outcome.exit_code,
-                "stage": outcome.document["stage"],
-                "reason": outcome.reason,
-                "result": str(outcome.result_path.relative_to(stage))
-                if outcome.result_path
-                else None,
-            }
+            HookRun(
+                concurrency=concurrency,
+                status=outcome.status,
+                exit_code=outcome.exit_code,
+                stage=outcome.result.stage,
+                reason=outcome.reason,
+                result=str(outcome.result_path.relative_to(stage)) if outcome.result_path else None,
+            )
         )
-    return {
-        "concurrencies": list(runs),
-        "completed": [r["concurrency"] for r in listed if r["status"] in ("pass", "fail")],
-        "runs": listed,
-        "stopped": stopped,
-    }
+    return HookSummary(
+        concurrencies=list(runs),
+        completed=[r.concurrency for r in listed if r.status in ("pass", "fail", "inconclusive")],
+        runs=listed,
+        stopped=stopped,
+    )

@@ -20,6 +20,7 @@ from lm_eval.api.model import LM
 from evalgate.engine.client import Completion, EvalClient, RequestFailed, describe_failure
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
+from evalgate.evidence.model import RequestCounts
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -38,19 +39,18 @@ class Tally:
     retried: int = 0
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Per doc_id: response, finish_reason, completion_tokens, error, prompt_sha256."""
-    failures: list[str] = field(default_factory=list)
-    longest_prompt_chars: int = 0
 
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "total": self.total,
-            "completed": self.completed,
-            "failed": self.failed,
-            "retried": self.retried,
-            "truncated": self.truncated,
-            "empty": self.empty,
-            "resumed": self.resumed,
-        }
+    def counts(self) -> RequestCounts:
+        """The counts as result.json records them."""
+        return RequestCounts(
+            total=self.total,
+            completed=self.completed,
+            failed=self.failed,
+            retried=self.retried,
+            truncated=self.truncated,
+            empty=self.empty,
+            resumed=self.resumed,
+        )
 
 
 @dataclass(frozen=True)
@@ -119,13 +119,10 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         if self.api == "chat":
             body["messages"] = json.loads(context)
             body["stop"] = stop[:4]
-            chars = sum(len(m["content"]) for m in body["messages"])
         else:
             body["prompt"] = context
             body["stop"] = stop
-            chars = len(context)
         body["seed"] = 1234
-        self.tally.longest_prompt_chars = max(self.tally.longest_prompt_chars, chars)
         return Request(int(instance.doc_id), body, body_key(body))
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
@@ -162,7 +159,6 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         tally = self.tally
         tally.failed += 1
         message = describe_failure(failure.error)
-        tally.failures.append(f"question {request.doc_id}: {message}")
         tally.answers[request.doc_id] = {
             "response": None,
             "finish_reason": None,

@@ -123,6 +123,12 @@ def native_max_len(
         else:
             length *= factor
             steps.append(f"{where}rope type {rope_type or '?'} x{factor:g} -> {int(length)}")
+            if int(length) < 1:
+                raise ContextError(
+                    f"{name}: {key} scaled by rope_scaling.factor {factor:g} leaves no context "
+                    f"({int(length)} tokens). Check the model's config, or pass "
+                    "--eval-max-model-len."
+                )
     source = f"{where}config {key}"
 
     if tokenizer_config is not None:

@@ -14,6 +14,7 @@ from evalgate.engine.discovery import EngineInfo, api_root
 from evalgate.engine.readiness import wait_until_ready
 from evalgate.engine.urls import split_credentials
 from evalgate.errors import UsageError
+from evalgate.evidence.model import Stage
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
 from evalgate.settings import Settings
@@ -50,7 +51,7 @@ def require(settings: Settings, *names: str) -> None:
         )
 
 
-def endpoint(settings: Settings) -> tuple[str, str]:
+def target(settings: Settings) -> tuple[str, str]:
     """The base URL and model name, which every request needs."""
     require(settings, "base_url", "model")
     return str(settings.base_url), str(settings.model)
@@ -59,7 +60,7 @@ def endpoint(settings: Settings) -> tuple[str, str]:
 def derive(
     settings: Settings,
     prompts: Sequence[Prompt],
-    on_stage: Callable[[str], None] = lambda stage: None,
+    on_stage: Callable[[Stage], None] = lambda stage: None,
 ) -> tuple[EvalContext, Prompt, Engine | None]:
     """Readiness (when there is an endpoint), then the context and the prompt to probe with."""
     key = api_key(settings)
@@ -97,7 +98,7 @@ def probe(
 
     from evalgate.gate.probe import run_probe
 
-    base_url, model = endpoint(settings)
+    base_url, model = target(settings)
     url, auth = split_credentials(api_root(base_url))
     timeout = min(settings.timeout, PROBE_TIMEOUT)
     with openai.OpenAI(

@@ -1,7 +1,9 @@
 """One gate run, stage by stage: thresholds, data, readiness, context, probe, eval, verdict.
 
-Whatever happens, result.json is written last, atomically, with the stage reached and why it
-stopped. Errors are recorded and returned, never printed: the CLI decides what to show.
+Each stage returns a typed value that the run's log keeps (evidence.record.RunLog); whatever
+happens, evidence.record.build_result turns the log into the result, and result.json is written
+last, atomically, with the stage reached and why it stopped. Errors are recorded and returned,
+never printed: the CLI decides what to show.
 """
 
 from __future__ import annotations
@@ -11,40 +13,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate.engine.client import EvalClient
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
 from evalgate.evidence import artifacts, journal
-from evalgate.evidence.record import Evidence, context_document, labels_document
+from evalgate.evidence.model import (
+    ContextRecord,
+    DatasetRecord,
+    EndpointRecord,
+    EvalRecord,
+    ProbeRecord,
+    RequestCounts,
+    Result,
+    Sample,
+    Status,
+    ThresholdRecord,
+)
+from evalgate.evidence.record import RunLog, build_result, context_record, endpoint_record
 from evalgate.gate import preflight
 from evalgate.gate.context import EvalContext
-from evalgate.gate.probe import ProbeOutcome
-from evalgate.gate.verdict import decide
+from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
-from evalgate.tasks.dataset import Dataset, load_dataset
+from evalgate.tasks.dataset import GSM8K_TEST_SIZE, Dataset, load_dataset
 from evalgate.tasks.prompts import Prompt, build_prompts
 from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:  # lm-eval loads only when an eval starts, after the probe
-    from evalgate.gate.lm import Progress
+    from evalgate.compare.runs import Run
+    from evalgate.gate.evaluate import Evaluation
+    from evalgate.gate.lm import GateLM, Progress
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What a run decided, where its evidence is, and the error that stopped it (if any)."""
-
-    exit_code: int
-    status: str
-    reason: str
-    result_path: Path | None
-    document: dict[str, Any]
-    error: EvalgateError | None
-    checked: Checked | None = None
-    """The endpoint, context and probe this run established, for reuse by the next run."""
-    comparison: str | None = None
-    """With --baseline: the comparison report, as text."""
 
 
 @dataclass(frozen=True)
@@ -52,24 +50,43 @@ class Checked:
     """What readiness, context and probe established; valid while the same engine serves."""
 
     context: EvalContext
-    endpoint: dict[str, Any] | None
-    context_document: dict[str, Any]
-    probe_document: dict[str, Any]
+    endpoint: EndpointRecord | None
+    context_record: ContextRecord
+    probe: ProbeRecord
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run decided, where its evidence is, and the error that stopped it (if any)."""
+
+    exit_code: int
+    status: Status
+    reason: str
+    result_path: Path | None
+    result: Result
+    error: EvalgateError | None
+    checked: Checked | None = None
+    """The endpoint, context and probe this run established, for reuse by the next run."""
+    comparison: str | None = None
+    """With --baseline: the comparison report, as text."""
 
 
 def _fingerprint(
-    settings: Settings, evidence: Evidence, spec: TaskSpec, dataset: Dataset, questions: int
+    settings: Settings, run: RunLog, spec: TaskSpec, dataset: Dataset, questions: int
 ) -> dict[str, Any]:
-    engine = (evidence.endpoint or {}).get("engine", {})
-    context = evidence.context or {}
+    """What must match for a journal's answers to be reused (--resume)."""
+    engine = run.endpoint.engine if run.endpoint else None
+    context = run.context
     return {
         "model": settings.model,
-        "engine_version": engine.get("version"),
-        "served": context.get("served"),
+        "engine_version": engine.version if engine else None,
+        "served": [{"value": s.value, "source": s.source} for s in context.served]
+        if context
+        else None,
         "api": settings.api,
         "task_sha256": spec.sha256,
         "dataset_sha256": dataset.sha256,
-        "max_tokens": context.get("max_tokens"),
+        "max_tokens": context.max_tokens if context else None,
         "questions": questions,
     }
 
@@ -90,15 +107,17 @@ class GateRun:
         self.prior = prior
         self.checked: Checked | None = None
         self.dataset: Dataset | None = None
+        self.lm: GateLM | None = None
         self.progress = progress
         self.resume = resume
-        self.evidence = Evidence(settings, topology=topology)
+        self.log = RunLog(settings, topology=topology)
         self.out = settings.output_dir
         self.prepared = False
+        self.comparison: str | None = None
 
-    def execute(self) -> tuple[str, str, int]:
+    def execute(self) -> tuple[Status, str, int]:
         s = self.settings
-        ev = self.evidence
+        run = self.log
         artifacts.prepare_output_dir(self.out, overwrite=s.overwrite, resume=self.resume)
         self.prepared = True
         # From here on the folder holds this run: an earlier run's files must not outlive it,
@@ -106,99 +125,122 @@ class GateRun:
         artifacts.clear_stale(self.out)
         artifacts.write_result(
             self.out,
-            ev.document(status="running", reason="in progress", exit_code=int(ExitCode.EVAL)),
+            build_result(run, status="running", reason="in progress", exit_code=ExitCode.EVAL),
         )
         preflight.require(s, "base_url", "model")
+        baseline = self._baseline()
 
-        ev.enter("thresholds")
-        floor = resolve_floor(load_thresholds(s.thresholds), s.model, labels_document(s))
-        ev.threshold = {"value": floor.value, "matched": floor.matched, "file": floor.file}
+        run.enter("thresholds")
+        floor = resolve_floor(load_thresholds(s.thresholds), s.model, run_labels(run))
+        run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
 
-        ev.enter("dataset")
+        run.enter("dataset")
         dataset = self.dataset = load_dataset(s.dataset_dir, hub=s.dataset_hub)
         spec = load_task(s.api)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
-        ev.enter("eval")
-        return self._eval(
-            spec=spec,
-            dataset=dataset,
-            questions=len(prompts),
-            max_tokens=context.max_tokens,
-            floor=floor,
-        )
+        run.enter("eval")
+        evaluation = self._eval(spec, dataset, len(prompts), context.max_tokens)
+        run.enter("gate")
+        verdict = self._gate(evaluation, floor, baseline)
+        if not verdict.problems:
+            run.enter("done")
+        return verdict.outcome, verdict.reason, int(verdict.exit_code)
+
+    def _baseline(self) -> Run | None:
+        """--baseline, read before anything runs: a missing or broken one fails in a second."""
+        if self.settings.baseline is None:
+            return None
+        from evalgate.compare.runs import load_run
+
+        return load_run(self.settings.baseline)
 
     def _reuse(self, prior: Checked) -> EvalContext:
         """Another concurrency against the same live engine: no second probe."""
-        ev = self.evidence
-        ev.endpoint = prior.endpoint
-        ev.context = prior.context_document
-        ev.probe = prior.probe_document
-        ev.warnings += prior.context.warnings
+        run = self.log
+        run.endpoint = prior.endpoint
+        run.context = prior.context_record
+        run.probe = prior.probe
+        run.warnings += prior.context.warnings
         return prior.context
 
     def _check(self, spec: TaskSpec, prompts: list[Prompt]) -> EvalContext:
         """Readiness, context and probe."""
         s = self.settings
-        ev = self.evidence
-        ev.set_endpoint(None, None)
-        context, longest, engine = preflight.derive(s, prompts, ev.enter)
+        run = self.log
+        run.endpoint = endpoint_record(s)
+        context, longest, engine = preflight.derive(s, prompts, run.enter)
         if engine is not None:
-            ev.set_endpoint(engine.owned_by, engine.version)
-        ev.context = context_document(context)
-        ev.warnings += context.warnings
+            run.endpoint = endpoint_record(s, engine.owned_by, engine.version)
+        run.context = context_record(context)
+        run.warnings += context.warnings
 
-        ev.enter("probe")
-        ev.probe = {
-            "outcome": "rejected",
-            "max_tokens": context.max_tokens,
-            "prompt_tokens": context.prompt_tokens.value if context.prompt_tokens else None,
-            "doc_id": longest.doc_id,
-        }
+        run.enter("probe")
+        planned = ProbeRecord(
+            outcome="rejected",
+            max_tokens=context.max_tokens,
+            prompt_tokens=context.prompt_tokens.value if context.prompt_tokens else None,
+            doc_id=longest.doc_id,
+        )
+        run.probe = planned
         try:
-            ev.probe = _probe_document(preflight.probe(s, context, longest, spec.stop))
+            seen = preflight.probe(s, context, longest, spec.stop)
         except ProbeError as exc:
             if exc.engine_error is not None:
-                ev.probe |= {
-                    "status_code": exc.engine_error.status,
-                    "engine_message": exc.engine_error.message,
-                }
+                run.probe = ProbeRecord(
+                    outcome="rejected",
+                    status_code=exc.engine_error.status,
+                    engine_message=exc.engine_error.message,
+                    max_tokens=planned.max_tokens,
+                    prompt_tokens=planned.prompt_tokens,
+                    doc_id=planned.doc_id,
+                )
             raise
-        self.checked = Checked(context, ev.endpoint, ev.context, ev.probe)
+        run.probe = ProbeRecord(
+            outcome=seen.outcome,  # type: ignore[arg-type]  # ok or truncation_risk
+            status_code=200,
+            latency_s=round(seen.latency_s, 3),
+            prompt_tokens=seen.prompt_tokens,
+            max_tokens=seen.max_tokens,
+            doc_id=seen.doc_id,
+        )
+        self.checked = Checked(context, run.endpoint, run.context, run.probe)
         return context
 
     def _eval(
-        self, *, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int, floor: Floor
-    ) -> tuple[str, str, int]:
+        self, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int
+    ) -> Evaluation:
+        from evalgate.engine.client import EvalClient
         from evalgate.gate.evaluate import lm_eval_version, run_eval
         from evalgate.gate.lm import GateLM
 
         s = self.settings
-        ev = self.evidence
-        ev.eval = {
-            "task": spec.name,
-            "task_version": spec.version,
-            "task_sha256": spec.sha256,
-            "api": s.api,
-            "num_fewshot": spec.num_fewshot,
-            "fewshot_seed": FEWSHOT_SEED,
-            "limit": s.limit,
-            "num_concurrent": s.num_concurrent,
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "questions": questions,
-            "lm_eval_version": lm_eval_version(),
-            "dataset": dataset.describe(),
-            "requests": {"total": 0, "completed": 0, "failed": 0, "truncated": 0, "empty": 0},
-        }
-        fingerprint = _fingerprint(s, ev, spec, dataset, questions)
-        journal_path = self.out / journal.JOURNAL_NAME
+        run = self.log
+        protocol = EvalRecord(
+            task=spec.name,
+            task_version=spec.version,
+            task_sha256=spec.sha256,
+            api=s.api,
+            num_fewshot=spec.num_fewshot,
+            fewshot_seed=FEWSHOT_SEED,
+            limit=s.limit,
+            num_concurrent=s.num_concurrent,
+            max_tokens=max_tokens,
+            temperature=0.0,
+            questions=questions,
+            lm_eval_version=lm_eval_version(),
+            dataset=DatasetRecord(**dataset.describe()),
+            requests=RequestCounts(),
+        )
+        run.eval = protocol
+        fingerprint = _fingerprint(s, run, spec, dataset, questions)
+        journal_path = self.out / artifacts.JOURNAL_NAME
         kept = journal.read_journal(journal_path, fingerprint) if self.resume else {}
         if kept:
             log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
-        self.journal = journal.Journal(journal_path, fingerprint, kept)
-        base_url, model = preflight.endpoint(s)
+        answers = journal.Journal(journal_path, fingerprint, kept)
+        base_url, model = preflight.target(s)
 
         def client() -> EvalClient:
             return EvalClient(
@@ -212,62 +254,98 @@ class GateRun:
                 max_connections=s.num_concurrent,
             )
 
-        self.lm = GateLM(
+        lm = self.lm = GateLM(
             client_factory=client,
             model=model,
             api=s.api,
             max_tokens=max_tokens,
             num_concurrent=s.num_concurrent,
             max_failed=s.max_failed_requests,
-            journal=self.journal,
+            journal=answers,
             resumed=kept,
             progress=self.progress,
         )
         try:
-            result = run_eval(spec, dataset, self.lm, s.limit)
+            evaluation = run_eval(spec, dataset, lm, s.limit)
         finally:
-            self.journal.close()
-            ev.eval["requests"] = self.lm.tally.as_dict()
-        ev.scores = list(result.scores)
-        artifacts.write_jsonl(self.out / artifacts.SAMPLES_NAME, result.samples)
-        artifacts.write_json(self.out / artifacts.RAW_NAME, result.raw)
-        ev.files = {
+            answers.close()
+            run.eval = _with_counts(protocol, lm.tally.counts())
+        run.scores = evaluation.scores
+        artifacts.write_samples(self.out, evaluation.samples)
+        artifacts.write_json(self.out / artifacts.RAW_NAME, evaluation.raw)
+        run.files = {
             "samples": artifacts.SAMPLES_NAME,
             "lm_eval_results": artifacts.RAW_NAME,
-            "journal": journal.JOURNAL_NAME,
+            "journal": artifacts.JOURNAL_NAME,
         }
+        return evaluation
 
-        ev.enter("gate")
-        tally = self.lm.tally
-        if tally.failed:
-            ev.warnings.append(
-                f"{tally.failed} request(s) failed and were scored as wrong "
+    def _gate(self, evaluation: Evaluation, floor: Floor, baseline: Run | None) -> Verdict:
+        """The gate rule on the scores, with the run-level problems beside them."""
+        s = self.settings
+        run = self.log
+        counts = run.eval.requests if run.eval else RequestCounts()
+        if counts.failed:
+            run.warnings.append(
+                f"{counts.failed} request(s) failed and were scored as wrong "
                 f"(allowed by --max-failed-requests {s.max_failed_requests})"
             )
-        verdict = decide(ev.scores, floor.value)
-        ev.verdict = verdict
-        truncated_rate = (tally.truncated + tally.empty) / max(tally.total, 1)
-        if tally.truncated or tally.empty:
-            ev.warnings.append(
-                f"{tally.truncated} answer(s) ended by length and {tally.empty} "
-                f"came back empty ({truncated_rate:.1%} of {tally.total})"
+        problems: list[str] = []
+        doubts: list[str] = []
+        truncated_rate = (counts.truncated + counts.empty) / max(counts.total, 1)
+        if counts.truncated or counts.empty:
+            run.warnings.append(
+                f"{counts.truncated} answer(s) ended by length and {counts.empty} "
+                f"came back empty ({truncated_rate:.1%} of {counts.total})"
             )
         if truncated_rate > s.max_truncated_rate:
-            return (
-                "fail",
+            problems.append(
                 f"{truncated_rate:.1%} of answers were truncated or empty, over "
-                f"--max-truncated-rate {s.max_truncated_rate:.1%}",
-                int(ExitCode.FAIL),
+                f"--max-truncated-rate {s.max_truncated_rate:.1%}"
             )
-        ev.enter("done")
-        if verdict.passed:
-            return "pass", verdict.reason, int(ExitCode.PASS)
-        return "fail", verdict.reason, int(ExitCode.FAIL)
+        if baseline is not None:
+            regressed, finding = self._compare(baseline, evaluation.samples)
+            if finding:
+                (problems if regressed else doubts).append(finding)
+        verdict = run.verdict = decide(
+            run.scores,
+            floor.value,
+            min_samples=s.min_samples if s.min_samples is not None else GSM8K_TEST_SIZE,
+            matched=floor.matched,
+            problems=problems,
+            doubts=doubts,
+        )
+        return verdict
+
+    def _compare(self, baseline: Run, samples: list[Sample]) -> tuple[bool, str]:
+        """Pair this run with --baseline: (regressed, finding), the finding '' when equivalent."""
+        from evalgate.compare.comparison import compare
+        from evalgate.compare.report import comparison_document, render_text
+        from evalgate.compare.runs import evaluated_run
+
+        run = self.log
+        provisional = build_result(run, status="running", reason="comparing", exit_code=0)
+        candidate = evaluated_run(self.out / artifacts.RESULT_NAME, provisional, samples)
+        try:
+            comparison = compare(baseline, candidate, max_drop=self.settings.max_drop)
+        except EvalgateError as exc:
+            raise type(exc)(
+                f"comparison with {self.settings.baseline} refused: {exc.message}"
+            ) from exc
+        artifacts.write_json(self.out / artifacts.COMPARISON_NAME, comparison_document(comparison))
+        run.files["comparison"] = artifacts.COMPARISON_NAME
+        self.comparison = render_text(comparison)
+        if comparison.exit_code == ExitCode.FAIL:
+            return True, f"regression against the baseline {self.settings.baseline}: " + (
+                comparison.reason
+            )
+        if comparison.exit_code == ExitCode.INCONCLUSIVE:
+            return False, f"the comparison with the baseline is inconclusive: {comparison.reason}"
+        return False, ""
 
     def partial_samples(self) -> None:
         """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
-        lm = getattr(self, "lm", None)
-        if lm is None or not lm.tally.answers:
+        if self.lm is None or not self.lm.tally.answers:
             return
         from evalgate.gate.evaluate import reference_answer
 
@@ -277,30 +355,32 @@ class GateRun:
             return test[doc_id] if doc_id < len(test) else {"question": "", "answer": ""}
 
         records = [
-            {
-                "doc_id": doc_id,
-                "question": doc(doc_id)["question"],
-                "target": reference_answer(doc(doc_id)["answer"]),
+            Sample(
+                doc_id=doc_id,
+                question=doc(doc_id)["question"],
+                target=reference_answer(doc(doc_id)["answer"]),
                 **answer,
-                "filters": {},  # not scored: the eval did not finish
-            }
-            for doc_id, answer in sorted(lm.tally.answers.items())
+            )  # no filters: the eval did not finish, so nothing was scored
+            for doc_id, answer in sorted(self.lm.tally.answers.items())
         ]
-        artifacts.write_jsonl(self.out / artifacts.SAMPLES_NAME, records)
-        self.evidence.files.setdefault("samples", artifacts.SAMPLES_NAME)
-        self.evidence.files.setdefault("journal", journal.JOURNAL_NAME)
+        artifacts.write_samples(self.out, records)
+        self.log.files.setdefault("samples", artifacts.SAMPLES_NAME)
+        self.log.files.setdefault("journal", artifacts.JOURNAL_NAME)
 
 
-def _probe_document(outcome: ProbeOutcome) -> dict[str, Any]:
-    return {
-        "outcome": outcome.outcome,
-        "status_code": 200,
-        "engine_message": None,
-        "latency_s": round(outcome.latency_s, 3),
-        "prompt_tokens": outcome.prompt_tokens,
-        "max_tokens": outcome.max_tokens,
-        "doc_id": outcome.doc_id,
-    }
+def run_labels(run: RunLog) -> dict[str, Any]:
+    """The run's labels as thresholds.resolve_floor matches them."""
+    from evalgate.evidence.model import to_document
+    from evalgate.evidence.record import labels
+
+    document: dict[str, Any] = to_document(labels(run.settings, run.topology))
+    return document
+
+
+def _with_counts(protocol: EvalRecord, counts: RequestCounts) -> EvalRecord:
+    import msgspec
+
+    return msgspec.structs.replace(protocol, requests=counts)
 
 
 def run_gate(
@@ -315,65 +395,43 @@ def run_gate(
 
     `prior` skips readiness, context and probe, reusing what an earlier run against the same
     live engine established; `topology` is recorded among the result's labels."""
-    run = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
+    gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
     error: EvalgateError | None = None
+    status: Status
     try:
-        status, reason, code = run.execute()
+        status, reason, code = gate.execute()
     except EvalgateError as exc:
         error = exc
-        exc.stage = run.evidence.stage if run.evidence.stage != "settings" else exc.stage
         status = "aborted" if isinstance(exc, AbortedError) else "error"
         reason, code = exc.message, int(exc.exit_code)
     except KeyboardInterrupt:
-        error = AbortedError("interrupted by a signal", stage=run.evidence.stage)
+        error = AbortedError("interrupted by a signal")
         status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
         error = EvalFailedError(
-            f"unexpected {type(exc).__name__} at stage {run.evidence.stage}: {exc}. "
-            "Rerun with -v for the traceback, and please report it.",
-            stage=run.evidence.stage,
+            f"unexpected {type(exc).__name__} at stage {gate.log.stage}: {exc}. "
+            "Rerun with -v for the traceback, and please report it."
         )
         status, reason, code = "error", error.message, int(ExitCode.EVAL)
     if error is not None:
         try:
-            run.partial_samples()
+            gate.partial_samples()
         except OSError:
             log.exception("could not write the samples received so far")
-    document = run.evidence.document(status=status, reason=reason, exit_code=code, error=error)
+    result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
-    if run.prepared:  # never write into a folder whose earlier result we refused to bury
+    if gate.prepared:  # never write into a folder whose earlier result we refused to bury
         try:
-            path = artifacts.write_result(settings.output_dir, document)
+            path = artifacts.write_result(settings.output_dir, result)
         except (EvalgateError, OSError) as exc:
             log.exception("could not write the result to %s", settings.output_dir)
-            if code in (ExitCode.PASS, ExitCode.FAIL):  # no evidence, no verdict
+            if status in ("pass", "fail", "inconclusive"):  # no evidence, no verdict
                 error = EvalFailedError(
                     f"the {status} verdict could not be recorded: writing "
                     f"{settings.output_dir / artifacts.RESULT_NAME} failed ({exc}). Free space or "
-                    "choose another --output-dir, and run again.",
-                    stage="artifacts",
+                    "choose another --output-dir, and run again."
                 )
                 status, reason, code = "error", error.message, int(ExitCode.EVAL)
-    outcome = RunOutcome(code, status, reason, path, document, error, run.checked or prior)
-    if settings.baseline is not None and path is not None and status in ("pass", "fail"):
-        return _with_comparison(outcome, settings)
-    return outcome
-
-
-def _with_comparison(outcome: RunOutcome, settings: Settings) -> RunOutcome:
-    """Compare the finished run with --baseline; the worse of gate and comparison decides."""
-    from dataclasses import replace
-
-    from evalgate.compare.comparison import compare_runs
-    from evalgate.compare.report import comparison_document, render_text
-
-    baseline = settings.baseline or Path()
-    try:
-        comparison = compare_runs(baseline, settings.output_dir, max_drop=settings.max_drop)
-    except EvalgateError as exc:
-        text = f"comparison with {baseline} refused: {exc.message}"
-        return replace(outcome, comparison=text, exit_code=outcome.exit_code or int(exc.exit_code))
-    artifacts.write_json(settings.output_dir / "comparison.json", comparison_document(comparison))
-    code = outcome.exit_code or int(comparison.exit_code)
-    return replace(outcome, comparison=render_text(comparison), exit_code=code)
+    checked = gate.checked or prior
+    return RunOutcome(code, status, reason, path, result, error, checked, gate.comparison)

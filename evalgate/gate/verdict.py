@@ -1,64 +1,155 @@
-"""The gate's decision on one run's scores: pure, and never PASS by default.
+"""The gate rule: one run's scores against their threshold. Pure, and never PASS by default.
 
-Every exact_match filter (strict-match and flexible-extract) must reach the floor. No scores at
-all, a failed request over the error budget, or too many truncated answers is never a pass.
+The same rule decides `evalgate run`, `evalgate hook` and `evalgate verify`, so a result gets
+the same verdict (and exit code) from the run that wrote it and from verify reading it.
+
+Each gated score (metric ``exact_match``, every filter) is judged on its own, first match wins:
+
+1. n = 0, or the value is not a number: FAIL, nothing was measured;
+2. its 95% Wilson interval lies entirely at or above the threshold: PASS;
+3. the interval lies entirely below the threshold: FAIL;
+4. the interval straddles the threshold and n >= min_samples: the point estimate decides;
+5. otherwise INCONCLUSIVE: the sample is too small for the threshold to mean anything.
+
+The run: FAIL when any score fails, when a score the task gates is missing (GSM8K gates both
+strict-match and flexible-extract), when there is no gated score at all, or when a run-level
+problem is given (too many truncated answers, a regression against the baseline); else
+INCONCLUSIVE when any score is, or a doubt is given (a comparison with the baseline that could
+not decide); else PASS.
+
+``min_samples`` defaults to the task's full test set: a complete run is always decided, a
+``--limit`` run only when it clears (or misses) the threshold beyond doubt. ``min_samples = 0``
+decides every straddling score on its point estimate, as the benchmark harness does.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evalgate.errors import ExitCode
+from evalgate.evidence.model import Check, Outcome, Score, VerdictRecord
+from evalgate.gate.stats import wilson_interval
+
 GATED_METRIC = "exact_match"
-
-
-@dataclass(frozen=True)
-class Score:
-    """One metric under one filter, as lm-eval reports it."""
-
-    task: str
-    metric: str
-    filter: str
-    value: float
-    stderr: float | None
-    n: int
-
-
-@dataclass(frozen=True)
-class Check:
-    """One score against the floor."""
-
-    metric: str
-    filter: str
-    value: float
-    threshold: float
-    passed: bool
+REQUIRED_FILTERS = {"gsm8k": ("strict-match", "flexible-extract")}
+"""The filters a task's gate needs, by task family (a task named gsm8k or gsm8k_*)."""
+EXIT_CODES = {"pass": ExitCode.PASS, "fail": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """pass or fail, the checks behind it, and a one-line reason."""
+    """The run's outcome, the checks behind it, and a one-line reason."""
 
-    passed: bool
-    checks: tuple[Check, ...]
+    outcome: Outcome
     reason: str
+    checks: tuple[Check, ...]
+    min_samples: int
+    problems: tuple[str, ...] = ()
+    doubts: tuple[str, ...] = ()
 
+    @property
+    def passed(self) -> bool:
+        """Whether the gate passed."""
+        return self.outcome == "pass"
 
-def decide(scores: Sequence[Score], threshold: float) -> Verdict:
-    """Gate every exact_match score on the threshold. Zero gated scores is a failure."""
-    checks = tuple(
-        Check(s.metric, s.filter, s.value, threshold, s.value >= threshold)
-        for s in scores
-        if s.metric == GATED_METRIC
-    )
-    if not checks:
-        return Verdict(False, checks, "no exact_match score was produced: nothing to gate")
-    failed = [c for c in checks if not c.passed]
-    if failed:
-        worst = min(failed, key=lambda c: c.value)
-        listed = ", ".join(f"{c.metric},{c.filter} = {c.value:.4f}" for c in failed)
-        return Verdict(
-            False, checks, f"{listed} below threshold {threshold:.4f} (worst: {worst.filter})"
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 pass, 1 fail, 5 inconclusive."""
+        return EXIT_CODES[self.outcome]
+
+    def record(self) -> VerdictRecord:
+        """The verdict as result.json records it."""
+        return VerdictRecord(
+            outcome=self.outcome,
+            reason=self.reason,
+            min_samples=self.min_samples,
+            problems=list(self.problems),
+            doubts=list(self.doubts),
         )
-    listed = ", ".join(f"{c.filter} {c.value:.4f}" for c in checks)
-    return Verdict(True, checks, f"{listed} >= threshold {threshold:.4f}")
+
+
+def judge(score: Score, threshold: float, min_samples: int) -> Check:
+    """One score against the threshold, by the rules in this module's docstring."""
+    value, n = score.value, score.n
+    low, high = wilson_interval(value, n) if math.isfinite(value) else (0.0, 1.0)
+    if n <= 0 or not math.isfinite(value):
+        outcome: Outcome = "fail"
+    elif low >= threshold:
+        outcome = "pass"
+    elif high < threshold:
+        outcome = "fail"
+    elif n >= min_samples:
+        outcome = "pass" if value >= threshold else "fail"
+    else:
+        outcome = "inconclusive"
+    return Check(
+        metric=score.metric,
+        filter=score.filter,
+        value=value,
+        threshold=threshold,
+        passed=outcome == "pass",
+        n=n,
+        low=low,
+        high=high,
+        outcome=outcome,
+    )
+
+
+def listing(checks: Sequence[Check]) -> str:
+    """'strict-match 0.8500 (95% CI 0.7200-0.9300, n=50), ...'."""
+    return ", ".join(
+        f"{c.filter} {c.value:.4f} (95% CI {c.low or 0.0:.4f}-{c.high or 0.0:.4f}, n={c.n})"
+        for c in checks
+    )
+
+
+def _missing(scores: Sequence[Score], gated: Sequence[Check]) -> list[str]:
+    have = {c.filter for c in gated}
+    tasks = {s.task for s in scores if s.metric == GATED_METRIC}
+    missing = []
+    for task in sorted(tasks):
+        family = task.split("_", 1)[0]
+        for name in REQUIRED_FILTERS.get(family, ()):
+            if name not in have:
+                missing.append(
+                    f"no {GATED_METRIC},{name} score: the {family} gate needs every one of "
+                    f"{', '.join(REQUIRED_FILTERS[family])}"
+                )
+    return missing
+
+
+def decide(
+    scores: Sequence[Score],
+    threshold: float,
+    *,
+    min_samples: int,
+    matched: str | None = None,
+    problems: Sequence[str] = (),
+    doubts: Sequence[str] = (),
+) -> Verdict:
+    """The gate rule on one run's scores (see the module docstring)."""
+    checks = tuple(judge(s, threshold, min_samples) for s in scores if s.metric == GATED_METRIC)
+    floor = f"threshold {threshold:.4f}" + (f" ({matched})" if matched else "")
+
+    def verdict(outcome: Outcome, reason: str) -> Verdict:
+        return Verdict(outcome, reason, checks, min_samples, tuple(problems), tuple(doubts))
+
+    if not checks:
+        return verdict("fail", "no exact_match score was produced: nothing to gate")
+    failed = [c for c in checks if c.outcome == "fail"]
+    unsure = [c for c in checks if c.outcome == "inconclusive"]
+    reasons = ([f"{listing(failed)} below {floor}"] if failed else []) + _missing(scores, checks)
+    reasons += list(problems)
+    if reasons:
+        return verdict("fail", "; ".join(reasons))
+    if unsure:
+        reasons.append(
+            f"{listing(unsure)} vs {floor}: the 95% interval straddles the threshold and "
+            f"n < {min_samples}; run the full test set, or pass --min-samples 0 to decide on "
+            "the point estimate"
+        )
+    if reasons or doubts:
+        return verdict("inconclusive", "; ".join([*reasons, *doubts]))
+    return verdict("pass", f"{listing(checks)} >= {floor}")

@@ -27,6 +27,9 @@ PUBLISHED_SHA256 = {
     "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
     "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
 }
+GSM8K_TEST_SIZE = 1319
+"""Questions in the GSM8K test split: a run without --limit asks them all (the default
+``min_samples`` of the gate rule)."""
 HUB_PATH = "openai/gsm8k"
 HUB_NAME = "main"
 

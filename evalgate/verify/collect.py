@@ -16,33 +16,23 @@ evalgate run's folder are that run's evidence and are not counted twice.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from evalgate.errors import UsageError
-from evalgate.gate.verdict import Score
-from evalgate.schemas import validation_errors
-from evalgate.verify import harness_output
-
-RESULT_NAME = "result.json"
-META_NAME = "meta_env.json"
-HOOK_NAME = "hook.json"
-LABELS = (
-    "model_prefix",
-    "hardware",
-    "framework",
-    "precision",
-    "kv_cache_dtype",
-    "isl",
-    "osl",
-    "concurrency",
-    "topology",
+from evalgate.errors import ArtifactError, UsageError
+from evalgate.evidence.artifacts import (
+    HOOK_NAME,
+    META_NAME,
+    RESULT_NAME,
+    read_document,
+    read_hook,
+    result_from_document,
 )
-"""The labels that, with the model, identify a config (result.schema.json's labels)."""
+from evalgate.evidence.model import LABEL_NAMES, Score, VerdictRecord, to_document
+from evalgate.verify import harness_output
 
 
 @dataclass(frozen=True)
@@ -61,6 +51,8 @@ class Found:
     reason: str | None = None
     failed_on_scores: bool = False
     """evalgate: the run's own checks failed (so the recorded "fail" is about scores)."""
+    verdict: VerdictRecord | None = None
+    """evalgate: the gate rule's decision as the run recorded it, with its parameters."""
 
 
 @dataclass(frozen=True)
@@ -81,53 +73,30 @@ class Collection:
     empty: list[str] = field(default_factory=list)
 
 
-class _Bad(Exception):
-    """A file breaks its format; the message says how."""
-
-
 # -- reading -------------------------------------------------------------------------------------
 
 
-def _read(path: str) -> Any:
-    try:
-        with open(path, "rb") as stream:
-            return json.loads(stream.read().decode("utf-8"))
-    except OSError as exc:
-        raise _Bad(f"cannot be read: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise _Bad(f"is not UTF-8 text: {exc.reason}") from exc
-    except json.JSONDecodeError as exc:
-        raise _Bad(f"is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from exc
-
-
 def _evalgate(path: str) -> Found:
-    doc = _read(path)
-    problems = validation_errors("result", doc)
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise _Bad("does not match result.schema.json: " + "; ".join(problems[:3]) + more)
-    labels = doc["labels"]
+    result = result_from_document(read_document(path), path)
     return Found(
         path=path,
         source="evalgate",
-        model=doc["model"],
-        labels={key: labels.get(key) for key in LABELS},
-        scores=tuple(
-            Score(s["task"], s["metric"], s["filter"], float(s["value"]), s["stderr"], s["n"])
-            for s in doc["scores"]
-        ),
-        status=doc["status"],
-        stage=doc["stage"],
-        reason=doc["reason"] + (f" ({doc['error']['type']})" if doc.get("error") else ""),
-        failed_on_scores=any(not c["passed"] for c in doc["checks"]),
+        model=result.model,
+        labels=to_document(result.labels),
+        scores=tuple(result.scores),
+        status=result.status,
+        stage=result.stage,
+        reason=result.reason + (f" ({result.error.type})" if result.error else ""),
+        failed_on_scores=any(not c.passed for c in result.checks),
+        verdict=result.verdict,
     )
 
 
 def _evalgate_or_note(path: str) -> Found | Note:
     try:
         return _evalgate(path)
-    except _Bad as exc:
-        return Note(path, f"{path} {exc}")
+    except ArtifactError as exc:
+        return Note(path, exc.message)
 
 
 # -- a harness eval set: its meta_env.json read here, its evals from harness_output.py -------
@@ -136,10 +105,11 @@ def _evalgate_or_note(path: str) -> Found | Note:
 def _harness_set(meta_path: str, files: list[tuple[str, Any]]) -> list[Found | Note]:
     """The runs one meta_env.json and its lm-eval results describe."""
     try:
-        evals, unusable = harness_output.evals(meta_path, _read(meta_path), files)
-    except (_Bad, harness_output.FormatError) as exc:
+        evals, unusable = harness_output.evals(meta_path, read_document(meta_path), files)
+    except (ArtifactError, harness_output.FormatError) as exc:
         lost = f"; the {len(files)} lm-eval result(s) it describes go unchecked" if files else ""
-        return [Note(meta_path, f"{meta_path} {exc}{lost}")]
+        said = exc.message if isinstance(exc, ArtifactError) else f"{meta_path} {exc}"
+        return [Note(meta_path, f"{said}{lost}")]
     items: list[Found | Note] = [Note(path, reason) for path, reason in unusable]
     for run in evals:
         failed = "error" if run.error else None
@@ -202,28 +172,25 @@ def _files(root: str) -> _Tree:
 def _hook(path: str, found: Sequence[Found]) -> list[Found | Note]:
     """The runs an `evalgate hook` summary lists as "not run" (an earlier run stopped it)."""
     try:
-        doc = _read(path)
-    except _Bad as exc:
-        return [Note(path, f"{path} {exc}")]
-    runs = doc.get("runs") if isinstance(doc, dict) else None
-    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
-        return [Note(path, f'{path} is not an evalgate hook summary: no "runs" list')]
+        summary = read_hook(path)
+    except ArtifactError as exc:
+        return [Note(path, exc.message)]
     folder = os.path.dirname(path) + os.sep
     sibling = next((f for f in found if f.path.startswith(folder)), None)
-    labels = dict(sibling.labels) if sibling else dict.fromkeys(LABELS)
+    labels = dict(sibling.labels) if sibling else dict.fromkeys(LABEL_NAMES)
     return [
         Found(
             path,
             "evalgate",
             sibling.model if sibling else None,
-            {**labels, "concurrency": run.get("concurrency")},
+            {**labels, "concurrency": run.concurrency},
             (),
             "skipped",
             None,
-            str(run.get("reason") or "not run"),
+            run.reason or "not run",
         )
-        for run in runs
-        if run.get("status") == "not run"
+        for run in summary.runs
+        if run.status == "not run"
     ]
 
 
@@ -251,9 +218,9 @@ def _scan(root: str, out: Collection) -> None:
         if _within_run(folder, root, run_dirs):
             continue  # the lm-eval output an evalgate run keeps as evidence
         try:
-            doc = _read(path)
-        except _Bad as exc:
-            out.malformed.append(Note(path, f"{path} {exc}"))
+            doc = read_document(path)
+        except ArtifactError as exc:
+            out.malformed.append(Note(path, exc.message))
             continue
         if not isinstance(doc, dict) or "lm_eval_version" not in doc:
             out.ignored.append(Note(path, f"{path} is not an lm-eval result (no lm_eval_version)"))

@@ -25,9 +25,10 @@ from functools import cache
 from typing import Any, Literal, Protocol
 
 from evalgate.errors import UsageError
-from evalgate.verify.collect import LABELS, Found
+from evalgate.evidence.model import LABEL_NAMES
+from evalgate.verify.collect import Found
 
-IDENTITY = ("model", *LABELS)
+IDENTITY = ("model", *LABEL_NAMES)
 FIELDS = frozenset(IDENTITY)
 _ALIASES = {"conc": "concurrency"}
 _NUMERIC = {"isl", "osl", "concurrency"}
@@ -83,7 +84,7 @@ def identity(model: str | None, labels: Mapping[str, Any]) -> tuple[Any, ...]:
     topology = labels.get("topology")
     return (
         model,
-        *(labels.get(key) for key in LABELS[:-1]),
+        *(labels.get(key) for key in LABEL_NAMES[:-1]),
         tuple(sorted(topology.items())) if isinstance(topology, dict) else topology,
     )
 

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.gate.verdict import GATED_METRIC, Score
+from evalgate.evidence.model import Score
+from evalgate.gate.verdict import GATED_METRIC
 
 CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
 UNKNOWN = ("", "unknown", "none", "null")
@@ -167,7 +168,9 @@ def lm_eval_scores(doc: Mapping[str, Any]) -> tuple[Score, ...]:
             stderr = metrics.get(f"{metric}_stderr,{flt}")
             ok = isinstance(stderr, int | float) and not isinstance(stderr, bool)
             error = float(stderr) if ok and stderr is not None else None
-            scores.append(Score(task, metric, flt, float(value), error, n))
+            scores.append(
+                Score(task=task, metric=metric, filter=flt, value=float(value), stderr=error, n=n)
+            )
     return tuple(scores)
 
 

@@ -1,9 +1,9 @@
 """`evalgate verify`: gate a whole sweep's results at once, and check the set is complete.
 
-Every result found (collect.py) is gated on its own threshold (thresholds.py) with the rules of
-stats.py; then the set itself is checked (expect.py): nothing found is a failure, two results for
-one config are a failure, and with an expectation (``--expect``) a missing or unexpected config
-is too.
+Every result found (collect.py) is gated on its own threshold (thresholds.py) by the same rule
+as `evalgate run` (gate/verdict.py, with the parameters the run recorded); then the set itself
+is checked (expect.py): nothing found is a failure, two results for one config are a failure,
+and with an expectation (``--expect``) a missing or unexpected config is too.
 
 The sweep's verdict: FAIL (exit 1) if any result fails, errored, is malformed, missing,
 duplicated or unexpected, or nothing was found; else INCONCLUSIVE (exit 5) if any score is too
@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from evalgate.errors import ExitCode, ThresholdsError
-from evalgate.gate.stats import GSM8K_TEST_SIZE, CheckOutcome, judge
-from evalgate.gate.verdict import GATED_METRIC, Score
+from evalgate.evidence.model import Check, Score
+from evalgate.evidence.model import Outcome as CheckOutcome
+from evalgate.gate.stats import standard_error
+from evalgate.gate.verdict import GATED_METRIC, decide
+from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import Collection, Found, Note, collect
 from evalgate.verify.expect import Expectation, SetOutcome, check_set, config_keys
@@ -35,9 +38,15 @@ FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 
 @dataclass(frozen=True)
-class CheckRow(Score):
+class CheckRow:
     """One exact_match score against its threshold, with its uncertainty."""
 
+    task: str
+    metric: str
+    filter: str
+    value: float
+    stderr: float | None
+    n: int
     low: float
     high: float
     threshold: float
@@ -119,12 +128,6 @@ class Floors:
             return exc
 
 
-def _listing(rows: Sequence[CheckRow]) -> str:
-    return ", ".join(
-        f"{r.filter} {r.value:.4f} (95% CI {r.low:.4f}-{r.high:.4f}, n={r.n})" for r in rows
-    )
-
-
 def _run_problem(found: Found) -> str | None:
     """Why a run's own status rules out a score verdict (errored, aborted, unfinished)."""
     if found.status in ("error", "aborted"):
@@ -140,51 +143,52 @@ def _run_problem(found: Found) -> str | None:
     return None
 
 
-def _checks(found: Found, floors: Floors, min_samples: int) -> tuple[CheckRow, ...]:
-    rows = []
-    for score in (s for s in found.scores if s.metric == GATED_METRIC):
-        floor = floors.find(found.model, found.labels, score.task)
-        verdict = judge(score.value, score.n, floor.value, min_samples, score.stderr)
-        rows.append(
-            CheckRow(
-                score.task,
-                score.metric,
-                score.filter,
-                score.value,
-                verdict.stderr,
-                score.n,
-                verdict.low,
-                verdict.high,
-                floor.value,
-                floor.matched,
-                verdict.outcome,
-            )
-        )
-    return tuple(rows)
+def _row(score: Score, check: Check, matched: str) -> CheckRow:
+    return CheckRow(
+        task=score.task,
+        metric=check.metric,
+        filter=check.filter,
+        value=check.value,
+        stderr=standard_error(check.value, score.n, score.stderr),
+        n=score.n,
+        low=check.low if check.low is not None else 0.0,
+        high=check.high if check.high is not None else 1.0,
+        threshold=check.threshold,
+        matched=matched,
+        outcome=check.outcome or "fail",
+    )
 
 
-def _judge(found: Found, checks: Sequence[CheckRow], min_samples: int) -> tuple[Outcome, str]:
-    if not checks:
-        return "fail", "no exact_match score in the result: nothing to gate"
-    if found.status == "fail" and not found.failed_on_scores:
-        return "fail", f"the run failed: {found.reason}"
-    failed = [r for r in checks if r.outcome == "fail"]
-    unsure = [r for r in checks if r.outcome == "inconclusive"]
-    first = (failed or unsure or checks)[0]
-    floor = f"threshold {first.threshold:.4f} ({first.matched})"
-    if failed:
-        return "fail", f"{_listing(failed)} below {floor}"
-    if unsure:
-        return "inconclusive", (
-            f"{_listing(unsure)} vs {floor}: the 95% interval straddles the threshold and "
-            f"n < {min_samples}; run the full test set, or pass --min-samples 0 to decide on "
-            "the point estimate"
-        )
-    return "pass", f"{_listing(checks)} >= {floor}"
+def _decide(
+    found: Found, floors: Floors, min_samples: int | None
+) -> tuple[Outcome, str, tuple[CheckRow, ...]]:
+    """The gate rule on one result, with the parameters and run-level findings it recorded."""
+    gated = [s for s in found.scores if s.metric == GATED_METRIC]
+    floor = floors.find(found.model, found.labels, gated[0].task if gated else TASK_KEY)
+    recorded = found.verdict
+    if min_samples is None:
+        min_samples = recorded.min_samples if recorded is not None else GSM8K_TEST_SIZE
+    if recorded is not None:
+        problems, doubts = list(recorded.problems), list(recorded.doubts)
+    else:  # written before results recorded their verdict
+        failed = found.status == "fail" and not found.failed_on_scores
+        problems, doubts = ([f"the run failed: {found.reason}"] if failed else []), []
+    verdict = decide(
+        found.scores,
+        floor.value,
+        min_samples=min_samples,
+        matched=floor.matched,
+        problems=problems,
+        doubts=doubts,
+    )
+    rows = tuple(_row(s, c, floor.matched) for s, c in zip(gated, verdict.checks, strict=True))
+    return verdict.outcome, verdict.reason, rows
 
 
-def gate(found: Found, key: str, floors: Floors, min_samples: int = GSM8K_TEST_SIZE) -> Entry:
-    """The verdict on one result: its run's own status, then every exact_match score."""
+def gate(found: Found, key: str, floors: Floors, min_samples: int | None = None) -> Entry:
+    """The verdict on one result: its run's own status, then the gate rule on its scores.
+
+    `min_samples` None: the value the run recorded (the full test set for other results)."""
     checks: tuple[CheckRow, ...] = ()
     problem = _run_problem(found)
     if problem is not None:
@@ -192,8 +196,7 @@ def gate(found: Found, key: str, floors: Floors, min_samples: int = GSM8K_TEST_S
         reason = problem
     else:
         try:
-            checks = _checks(found, floors, min_samples)
-            outcome, reason = _judge(found, checks, min_samples)
+            outcome, reason, checks = _decide(found, floors, min_samples)
         except ThresholdsError as exc:
             outcome, reason = "fail", exc.message
     return Entry(
@@ -246,13 +249,13 @@ def summarise(entries: Sequence[Entry], results: int, configs: int) -> tuple[Ver
     return "pass", int(ExitCode.PASS), line
 
 
-def decide(
+def judge_sweep(
     collection: Collection,
     thresholds: Thresholds,
     *,
     paths: Iterable[str],
     expectation: Expectation | None = None,
-    min_samples: int = GSM8K_TEST_SIZE,
+    min_samples: int | None = None,
 ) -> Report:
     """Gate every result found, check the set, and reach the sweep's verdict (pure)."""
     floors = Floors(thresholds)
@@ -279,7 +282,7 @@ def decide(
         tuple(entries),
         tuple(paths),
         thresholds.path,
-        min_samples,
+        GSM8K_TEST_SIZE if min_samples is None else min_samples,
         expectation,
         tuple(collection.ignored),
     )
@@ -290,7 +293,7 @@ def verify(
     thresholds: Thresholds,
     *,
     expectation: Expectation | None = None,
-    min_samples: int = GSM8K_TEST_SIZE,
+    min_samples: int | None = None,
 ) -> Report:
     """Collect every result under `paths` and decide (reads files; never prints or exits).
 
@@ -301,7 +304,7 @@ def verify(
     paused = gc.isenabled()
     gc.disable()
     try:
-        return decide(
+        return judge_sweep(
             collect(paths),
             thresholds,
             paths=paths,

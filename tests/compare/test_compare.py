@@ -18,6 +18,7 @@ from evalgate import cli
 from evalgate.cli import compare as cli_compare
 from evalgate.compare import report as compare_report
 from evalgate.compare.comparison import compare_runs
+from evalgate.evidence.artifacts import NOT_A_RESULT
 from evalgate.schemas import validation_errors
 from evalgate.tasks.dataset import bundled_dir
 
@@ -444,7 +445,7 @@ def _break(folder: Path, name: str, text: str | None) -> None:
             "sample: $: 'question' is a required property",
         ),
         (("samples.jsonl", "not json\n"), "{b}/samples.jsonl line 1 is not valid JSON"),
-        (("result.json", "{}"), "{b}/result.json is not a valid evalgate result: "),
+        (("result.json", "{}"), "{b}/result.json " + NOT_A_RESULT + ": "),
         (
             ("result.json", None),
             "{b} is neither a run folder holding result.json nor a result file",

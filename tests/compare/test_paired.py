@@ -12,7 +12,7 @@ from evalgate.compare.paired import (
     DEFAULT_MAX_DROP,
     Finding,
     PairedCounts,
-    decide,
+    classify,
     difference_interval,
     mcnemar_exact_p,
     questions_to_settle,
@@ -143,12 +143,12 @@ def test_all_flipped_one_way_reaches_the_bound():
     ],
 )
 def test_decide(counts, max_drop, finding):
-    assert decide(counts, max_drop)[0] is finding
+    assert classify(counts, max_drop)[0] is finding
 
 
 def test_decide_returns_the_numbers_behind_the_finding():
     counts = table(1319, 40, 5)
-    finding, p_value, interval = decide(counts, DEFAULT_MAX_DROP)
+    finding, p_value, interval = classify(counts, DEFAULT_MAX_DROP)
     assert p_value == mcnemar_exact_p(40, 5)
     assert interval == difference_interval(counts)
     assert finding.exit_code is ExitCode.FAIL
@@ -178,8 +178,8 @@ def _scaled(counts: PairedCounts, size: int) -> PairedCounts:
 )
 def test_questions_to_settle_identical_runs(counts, expected):
     assert questions_to_settle(counts, 0.02) == expected
-    assert decide(_scaled(counts, expected), 0.02)[0] is Finding.EQUIVALENT
-    assert decide(_scaled(counts, expected - 1), 0.02)[0] is Finding.INCONCLUSIVE
+    assert classify(_scaled(counts, expected), 0.02)[0] is Finding.EQUIVALENT
+    assert classify(_scaled(counts, expected - 1), 0.02)[0] is Finding.INCONCLUSIVE
 
 
 @pytest.mark.parametrize(
@@ -189,11 +189,11 @@ def test_questions_to_settle_identical_runs(counts, expected):
 def test_questions_to_settle_is_about_where_the_rule_decides(counts):
     """At the observed proportions, 15% fewer questions leave it open, 15% more settle it (the
     exact test on rounded counts is not monotone in n, hence "about")."""
-    assert decide(counts, 0.02)[0] is Finding.INCONCLUSIVE
+    assert classify(counts, 0.02)[0] is Finding.INCONCLUSIVE
     needed = questions_to_settle(counts, 0.02)
     assert needed is not None and needed > counts.n
-    assert decide(_scaled(counts, round(needed * 0.85)), 0.02)[0] is Finding.INCONCLUSIVE
-    assert decide(_scaled(counts, round(needed * 1.15)), 0.02)[0] is not Finding.INCONCLUSIVE
+    assert classify(_scaled(counts, round(needed * 0.85)), 0.02)[0] is Finding.INCONCLUSIVE
+    assert classify(_scaled(counts, round(needed * 1.15)), 0.02)[0] is not Finding.INCONCLUSIVE
 
 
 def test_questions_to_settle_on_the_equivalence_side_is_exact_for_the_interval():

@@ -22,13 +22,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from evalgate.cli import main
 from evalgate.cli.flags import env_names
 from evalgate.errors import ArtifactError
 from evalgate.evidence import artifacts
-from evalgate.evidence.record import Evidence
+from evalgate.evidence.model import Result
+from evalgate.evidence.record import RunLog, build_result
 from evalgate.gate.run import run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings
@@ -60,6 +62,7 @@ def settings(engine: FakeEngine, out: Path, **overrides: Any) -> Settings:
         "ready_timeout": 2,
         "timeout": 5,
         "output_dir": out,
+        "min_samples": 0,  # evidence, not statistics: the point estimate decides
     }
     return Settings(**(values | overrides))
 
@@ -77,6 +80,8 @@ def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
         "1024",
         "--limit",
         str(LIMIT),
+        "--min-samples",  # evidence, not statistics: the point estimate decides
+        "0",
         "--num-concurrent",
         "2",
         "--retry-wait-min",
@@ -109,11 +114,18 @@ def read_result(folder: Path) -> dict[str, Any]:
     return doc
 
 
-def a_result(status: str = "error", **fields: Any) -> dict[str, Any]:
-    """A schema-valid result document, as a run that stopped at settings would write."""
-    evidence = Evidence(Settings(model=MODEL))
-    document = evidence.document(status=status, reason="a test document", exit_code=4)
-    return document | fields
+def a_result(status: str = "error", **fields: Any) -> Result:
+    """A result, as a run that stopped at settings would write it (any field replaced as given:
+    an invalid value is the test's point where it is one)."""
+    result = build_result(
+        RunLog(Settings(model=MODEL)), status="error", reason="a test document", exit_code=4
+    )
+    return msgspec.structs.replace(result, status=status, **fields)
+
+
+def a_document(status: str = "error", **fields: Any) -> str:
+    """a_result as the text of a result.json."""
+    return json.dumps(msgspec.to_builtins(a_result(status, **fields)))
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -212,7 +224,7 @@ while True:
 @pytest.mark.parametrize("writes", [1, 4, 9])
 def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes):
     template = tmp_path / "template.json"
-    template.write_text(json.dumps(a_result()), encoding="utf-8")
+    template.write_text(a_document(), encoding="utf-8")
     folder = tmp_path / "out"
     folder.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
@@ -300,14 +312,14 @@ def test_overwrite_replaces_the_result(engine, tmp_path):
         second = run_gate(settings(engine, out, overwrite=True))
 
     assert (first.exit_code, second.exit_code) == (0, 0)
-    assert read_result(out)["run_id"] == second.document["run_id"] != first.document["run_id"]
+    assert read_result(out)["run_id"] == second.result.run_id != first.result.run_id
 
 
 @pytest.mark.parametrize(
     "case",
     [
-        (json.dumps(a_result(status="pass")), "pass", True, "pass --overwrite to replace it."),
-        (json.dumps(a_result(status="fail")), "fail", True, ", or --resume to continue"),
+        (a_document(status="pass"), "pass", True, "pass --overwrite to replace it."),
+        (a_document(status="fail"), "fail", True, ", or --resume to continue"),
         ('{"status": "pass", "run_id": "cut sho', "unreadable", False, ", or --resume to"),
     ],
     ids=["a pass, even with --resume", "a fail", "a truncated file"],
@@ -448,8 +460,12 @@ def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
     [
         (None, "Cannot read", "is neither a run folder holding result.json nor a result file"),
         ('{"status": "pass", "run_id": "cut sho', "is not valid JSON (line 1", None),
-        ('{"status": "pass"}', "is not a valid evalgate result: $: ", None),
-        (json.dumps(a_result(status="great")), "is not a valid evalgate result: $.status", None),
+        ('{"status": "pass"}', "is not a valid evalgate result (result.schema.json): $: ", None),
+        (
+            a_document(status="great"),
+            "is not a valid evalgate result (result.schema.json): $.status",
+            None,
+        ),
     ],
     ids=["missing", "truncated", "fields missing", "unknown status"],
 )

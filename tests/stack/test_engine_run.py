@@ -207,7 +207,7 @@ def test_probe_accepts_the_derived_budget_through_the_router(engine_single, cli)
     assert document["outcome"] == "ok"
     assert document["prompt_tokens"] == longest
     assert document["max_tokens"] == document["context"]["max_tokens"] == 2048 - longest
-    assert 0 < document["latency_s"] < FAILS_WITHIN
+    assert document["latency_s"] > 0  # recorded; how long a cold engine takes is the bench's
     assert "probe accepted in " in result.err
     assert f" s (max_tokens {2048 - longest})" in result.err
 

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from evalgate.evidence.model import LABEL_NAMES as LABELS
 from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import report, sweep
-from evalgate.verify.collect import LABELS, Collection, Found, Note
+from evalgate.verify.collect import Collection, Found, Note
 from evalgate.verify.expect import Expectation, parse_expectation
 
 THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
@@ -20,7 +21,10 @@ THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
 def run(conc: int, value: float, n: int = 1319, **extra: Any) -> Found:
     labels = dict.fromkeys(LABELS)
     labels.update({"model_prefix": "dsr1", "hardware": "b200", "concurrency": conc})
-    scores = (Score("gsm8k", "exact_match", "strict-match", value, None, n),)
+    scores = tuple(
+        Score(task="gsm8k", metric="exact_match", filter=name, value=value, stderr=None, n=n)
+        for name in ("strict-match", "flexible-extract")
+    )
     return Found(f"a/{conc}/result.json", "evalgate", "m", labels, scores, **extra)
 
 
@@ -28,7 +32,7 @@ def decide(
     *found: Found, malformed: tuple[Note, ...] = (), expect: Any = None, empty: tuple[str, ...] = ()
 ) -> sweep.Report:
     collection = Collection(list(found), list(malformed), [], list(empty))
-    return sweep.decide(collection, THRESHOLDS, paths=["a"], expectation=expect)
+    return sweep.judge_sweep(collection, THRESHOLDS, paths=["a"], expectation=expect)
 
 
 def test_the_terminal_lists_problems_after_the_table():
@@ -55,7 +59,7 @@ def test_the_terminal_lists_problems_after_the_table():
 
 def test_the_terminal_lists_ignored_files():
     collection = Collection([run(4, 0.95)], [], [Note("x/results_a.json", "x is not lm-eval")])
-    result = sweep.decide(collection, THRESHOLDS, paths=["x"])
+    result = sweep.judge_sweep(collection, THRESHOLDS, paths=["x"])
     assert "ignored: x is not lm-eval\n" in report.terminal(result)
 
 
