@@ -86,6 +86,7 @@ def _samples(task: str, raw_samples: list[dict[str, Any]], lm: GateLM) -> list[d
                         "response": None,
                         "finish_reason": None,
                         "completion_tokens": None,
+                        "answer_field": None,
                         "error": "no answer recorded",
                         "prompt_sha256": "",
                     },

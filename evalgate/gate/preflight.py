@@ -6,9 +6,9 @@ disagree about a number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalgate.engine.discovery import EngineInfo, api_root
 from evalgate.engine.readiness import wait_until_ready
@@ -90,9 +90,13 @@ def derive(
 
 
 def probe(
-    settings: Settings, context: EvalContext, prompt: Prompt, stop: list[str]
+    settings: Settings,
+    context: EvalContext,
+    prompt: Prompt,
+    stop: list[str],
+    sampling: Mapping[str, Any] | None = None,
 ) -> ProbeOutcome:
-    """The pre-flight request at the real budget."""
+    """The pre-flight request at the real budget, with the task's stops and sampling."""
     import openai
 
     from evalgate.gate.probe import run_probe
@@ -114,6 +118,7 @@ def probe(
             model=model,
             api=settings.api,
             stop=stop,
+            sampling=sampling,
             strict=settings.strict,
             attempts=settings.max_attempts,
             wait_min=settings.retry_wait_min,

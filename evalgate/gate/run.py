@@ -157,7 +157,9 @@ class GateRun:
             "doc_id": longest.doc_id,
         }
         try:
-            ev.probe = _probe_document(preflight.probe(s, context, longest, spec.stop))
+            ev.probe = _probe_document(
+                preflight.probe(s, context, longest, spec.stop, spec.sampling)
+            )
         except ProbeError as exc:
             if exc.engine_error is not None:
                 ev.probe |= {
@@ -222,6 +224,7 @@ class GateRun:
             journal=self.journal,
             resumed=kept,
             progress=self.progress,
+            sampling=spec.sampling,
         )
         try:
             result = run_eval(spec, dataset, self.lm, s.limit)

@@ -1,6 +1,7 @@
 """The GSM8K task lm-eval runs: evalgate's own task files, pointed at the chosen data.
 
-``tasks/gsm8k_evalgate_chat.yaml`` is the benchmark harness's protocol (chat turns),
+``tasks/gsm8k_evalgate_chat.yaml`` is the benchmark harness's protocol (its gsm8k task as its
+job runs it: chat turns, its instruction line, its stops, top_p 1, the last ``#### n`` scored),
 ``tasks/gsm8k_evalgate_completions.yaml`` lm-eval's standard gsm8k prompt. Both are read here and
 handed to lm-eval as a config dict, with the data set's location filled in; lm-eval's own index
 of 14k built-in task files is never built.
@@ -41,6 +42,13 @@ class TaskSpec:
     @property
     def stop(self) -> list[str]:
         return list(self.config["generation_kwargs"]["until"])
+
+    @property
+    def sampling(self) -> dict[str, Any]:
+        """What the task's generation settings put into each request body besides the stops:
+        its temperature and the rest lm-eval passes on as they are (top_p)."""
+        kwargs = self.config["generation_kwargs"]
+        return {k: v for k, v in kwargs.items() if k not in ("until", "do_sample")}
 
     @property
     def version(self) -> str:
