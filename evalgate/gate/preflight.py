@@ -51,9 +51,9 @@ def require(settings: Settings, *names: str) -> None:
 
 
 def endpoint(settings: Settings) -> tuple[str, str]:
-    """The base URL and model name, which every request needs."""
+    """The base URL and the served model name, which every request needs."""
     require(settings, "base_url", "model")
-    return str(settings.base_url), str(settings.model)
+    return str(settings.base_url), str(settings.served_model_name or settings.model)
 
 
 def derive(
@@ -74,15 +74,16 @@ def derive(
     with EngineInfo(settings.base_url, key) as info:
         cards = wait_until_ready(
             info,
-            settings.model,
+            settings.served_model_name,
             timeout=settings.ready_timeout,
             wait_min=settings.retry_wait_min,
             wait_max=settings.retry_wait_max,
         )
-        card = next((c for c in cards if c.id == settings.model), cards[0] if cards else None)
+        served = settings.served_model_name
+        card = next((c for c in cards if c.id == served), cards[0] if cards else None)
         engine = Engine(card.owned_by if card else None, info.version())
         on_stage("context")
-        endpoint_limit = info.served_limit(settings.model, "the endpoint")
+        endpoint_limit = info.served_limit(served, "the endpoint")
         context, longest = gather_context(
             settings, endpoint_limit=endpoint_limit, info=info, candidates=candidates, api_key=key
         )
