@@ -47,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="questions a run needs before a score whose 95%% interval "
-        "straddles its threshold is decided on its point estimate (default "
-        "1319, the full GSM8K test set; 0: always decide)",
+        "straddles its threshold is decided on its point estimate (default: "
+        "each task's full test set, 1319 for GSM8K; 0: always decide)",
     )
     parser.add_argument(
         "--github",
@@ -83,16 +83,14 @@ def _write(path: str, text: str, *, append: bool = False) -> None:
 def command(args: argparse.Namespace) -> int:
     import json
 
-    from evalgate.gate.stats import GSM8K_TEST_SIZE
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import report, sweep
 
     thresholds_path = args.thresholds or os.environ.get("EVALGATE_THRESHOLDS") or None
     thresholds = load_thresholds(Path(thresholds_path) if thresholds_path else None)
     expectation = sweep.load_expectation(args.expect) if args.expect is not None else None
-    min_samples = GSM8K_TEST_SIZE if args.min_samples is None else args.min_samples
     result = sweep.verify(
-        list(args.paths), thresholds, expectation=expectation, min_samples=min_samples
+        list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
     )
 
     sys.stdout.write(report.terminal(result, quiet=args.quiet))

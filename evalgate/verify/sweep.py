@@ -71,7 +71,8 @@ class Report:
     entries: tuple[Entry, ...]
     paths: tuple[str, ...]
     thresholds_file: str
-    min_samples: int
+    min_samples: int | None
+    """None: each task's full size (full_size)."""
     expectation: Expectation | None
     ignored: tuple[Note, ...]
 
@@ -81,6 +82,18 @@ class Report:
 
 
 # -- gating one result ---------------------------------------------------------------------------
+
+FULL_SIZES = {"gsm8k": GSM8K_TEST_SIZE, "gpqa_diamond_cot_n_shot": 396, "swebench_lite": 300}
+"""Each gated task's full test set (GPQA-diamond: 198 questions asked twice), by task family."""
+
+
+def full_size(task: str) -> int:
+    """A task's full test set, the default --min-samples for its scores (evalgate's
+    gsm8k_evalgate_chat is gsm8k's; an unknown task gets GSM8K's)."""
+    for name, size in FULL_SIZES.items():
+        if task == name or task.startswith(name + "_"):
+            return size
+    return GSM8K_TEST_SIZE
 
 
 class Floors:
@@ -140,11 +153,16 @@ def _run_problem(found: Found) -> str | None:
     return None
 
 
-def _checks(found: Found, floors: Floors, min_samples: int) -> tuple[CheckRow, ...]:
+def _min_samples(task: str, min_samples: int | None) -> int:
+    return full_size(task) if min_samples is None else min_samples
+
+
+def _checks(found: Found, floors: Floors, min_samples: int | None) -> tuple[CheckRow, ...]:
     rows = []
     for score in (s for s in found.scores if s.metric == GATED_METRIC):
         floor = floors.find(found.model, found.labels, score.task)
-        verdict = judge(score.value, score.n, floor.value, min_samples, score.stderr)
+        needed = _min_samples(score.task, min_samples)
+        verdict = judge(score.value, score.n, floor.value, needed, score.stderr)
         rows.append(
             CheckRow(
                 score.task,
@@ -163,7 +181,9 @@ def _checks(found: Found, floors: Floors, min_samples: int) -> tuple[CheckRow, .
     return tuple(rows)
 
 
-def _judge(found: Found, checks: Sequence[CheckRow], min_samples: int) -> tuple[Outcome, str]:
+def _judge(
+    found: Found, checks: Sequence[CheckRow], min_samples: int | None
+) -> tuple[Outcome, str]:
     if not checks:
         return "fail", "no exact_match score in the result: nothing to gate"
     if found.status == "fail" and not found.failed_on_scores:
@@ -177,14 +197,16 @@ def _judge(found: Found, checks: Sequence[CheckRow], min_samples: int) -> tuple[
     if unsure:
         return "inconclusive", (
             f"{_listing(unsure)} vs {floor}: the 95% interval straddles the threshold and "
-            f"n < {min_samples}; run the full test set, or pass --min-samples 0 to decide on "
+            f"n < {_min_samples(first.task, min_samples)}; run the full test set, or pass "
+            "--min-samples 0 to decide on "
             "the point estimate"
         )
     return "pass", f"{_listing(checks)} >= {floor}"
 
 
-def gate(found: Found, key: str, floors: Floors, min_samples: int = GSM8K_TEST_SIZE) -> Entry:
-    """The verdict on one result: its run's own status, then every exact_match score."""
+def gate(found: Found, key: str, floors: Floors, min_samples: int | None = None) -> Entry:
+    """The verdict on one result: its run's own status, then every exact_match score
+    (`min_samples` None: each task's full size)."""
     checks: tuple[CheckRow, ...] = ()
     problem = _run_problem(found)
     if problem is not None:
@@ -252,7 +274,7 @@ def decide(
     *,
     paths: Iterable[str],
     expectation: Expectation | None = None,
-    min_samples: int = GSM8K_TEST_SIZE,
+    min_samples: int | None = None,
 ) -> Report:
     """Gate every result found, check the set, and reach the sweep's verdict (pure)."""
     floors = Floors(thresholds)
@@ -290,7 +312,7 @@ def verify(
     thresholds: Thresholds,
     *,
     expectation: Expectation | None = None,
-    min_samples: int = GSM8K_TEST_SIZE,
+    min_samples: int | None = None,
 ) -> Report:
     """Collect every result under `paths` and decide (reads files; never prints or exits).
 
