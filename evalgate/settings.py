@@ -8,6 +8,9 @@ documentation: the README's settings table is generated from them.
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -30,6 +33,21 @@ def check_url(url: str) -> str:
         raise ValueError(f"{shown!r} is not an http(s) URL with a host; write http://HOST:PORT/v1")
     del port
     return url.strip()
+
+
+JOB_VARIABLES = re.compile(
+    r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"
+    r"|DP_ATTENTION|ENABLE_DP|PP_SIZE|DCP_SIZE|PCP_SIZE)"
+    r"|TP|EP_SIZE|PP_SIZE|DCP_SIZE|PCP_SIZE|DP_ATTENTION|IS_MULTINODE|xP|yD|RECIPE_FINGERPRINT)$"
+)
+"""The benchmark job's topology variables, which `evalgate hook` records as the harness does."""
+
+
+def job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The job's topology variables (PREFILL_TP, DECODE_DP_ATTN, TP, xP, ...) from the
+    environment: they label the results, like the fields below, but vary by launcher."""
+    source = os.environ if environ is None else environ
+    return {name: value for name, value in source.items() if JOB_VARIABLES.match(name)}
 
 
 def _env(name: str, *extra: str) -> AliasChoices:
