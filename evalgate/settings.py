@@ -216,8 +216,8 @@ class Settings(BaseSettings):
     eval_tasks_dir: Path | None = Field(
         None, validation_alias=_env("eval_tasks_dir", "EVAL_TASKS_DIR")
     )
-    """The benchmark harness's eval task file. Read and recorded; evalgate runs its own copy of
-    the harness's gsm8k task (other task files are not run)."""
+    """The benchmark harness's eval task file. evalgate runs its own copy of the harness's
+    gsm8k task: `evalgate hook` warns when this names another file (other tasks are not run)."""
 
     # -- the gate and its evidence -----------------------------------------------------------
     thresholds: Path | None = None
@@ -261,7 +261,8 @@ class Settings(BaseSettings):
     """KV-cache dtype label (auto, fp8, ...)."""
 
     spec_decoding: str | None = Field(None, validation_alias=_env("spec_decoding", "SPEC_DECODING"))
-    """Speculative decoding label (mtp, eagle, ...), recorded with the topology."""
+    """Speculative decoding label (mtp, eagle, ...): written to the harness's meta_env.json,
+    and part of the config's topology with --layout harness."""
 
     is_multinode: bool = Field(False, validation_alias=_env("is_multinode", "IS_MULTINODE"))
     """A multi-node job: the benchmark harness's files then label it by its prefill and decode
