@@ -53,13 +53,16 @@ def request_body(
     """The body the eval sends for a prompt (lm-eval's local-*-completions payload): the task's
     temperature (0 by default) and its other generation settings (`sampling`, e.g. top_p)."""
     extra = dict(sampling or {})
-    body: dict[str, Any] = {"messages": list(prompt.messages or ())} if api == "chat" else {}
-    if api != "chat":
-        body["prompt"] = prompt.text
-    body |= {"model": model, "max_tokens": max_tokens, "temperature": extra.pop("temperature", 0)}
-    body["stop"] = stop[:4] if api == "chat" else stop  # lm-eval keeps 4 stop strings for chat
-    body["seed"] = 1234
-    return body | extra
+    chat = api == "chat"
+    return {
+        **({"messages": list(prompt.messages or ())} if chat else {"prompt": prompt.text}),
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": extra.pop("temperature", 0),
+        "stop": stop[:4] if chat else stop,  # lm-eval keeps only 4 stop strings for chat
+        "seed": 1234,
+        **extra,
+    }
 
 
 def engine_error(exc: openai.APIStatusError) -> EngineError:
