@@ -61,11 +61,6 @@ def _url_from_port(data: dict[str, Any]) -> str | None:
     return f"http://127.0.0.1:{port}/v1" if port else None
 
 
-def _same_as_model(data: dict[str, Any]) -> str | None:
-    model = data.get("model")
-    return model if isinstance(model, str) else None
-
-
 class Settings(BaseSettings):
     """Everything an evalgate command can be told."""
 
@@ -98,11 +93,11 @@ class Settings(BaseSettings):
     unless --served-model-name gives another."""
 
     served_model_name: str | None = Field(
-        default_factory=_same_as_model,
-        validation_alias=_env("served_model_name", "MODEL_NAME"),
+        None, validation_alias=_env("served_model_name", "MODEL_NAME")
     )
     """The name the engine serves the model under, sent in every request and looked for in
-    /v1/models (the benchmark harness's MODEL_NAME, preferred over MODEL there)."""
+    /v1/models (the benchmark harness's MODEL_NAME, preferred over MODEL there; default:
+    --model)."""
 
     api_key: SecretStr | None = Field(
         None, validation_alias=_env("api_key", "OPENAI_API_KEY"), repr=False
@@ -300,9 +295,33 @@ class Settings(BaseSettings):
             return [value] if value.strip() else []
         return value
 
-    @field_validator("base_url", "model", mode="before")
+    @field_validator(
+        "base_url",
+        "model",
+        "port",
+        "served_model_name",
+        "limit",
+        "concurrency",
+        "eval_tasks_dir",
+        "spec_decoding",
+        "result_filename",
+        mode="before",
+    )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
+        """A job script's empty variable (EVAL_LIMIT="") means unset, as in the harness."""
         if isinstance(value, str) and not value.strip():
             return None
         return value
+
+    @field_validator("is_multinode", mode="before")
+    @classmethod
+    def _blank_is_false(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return False
+        return value
+
+    @property
+    def served_model(self) -> str | None:
+        """The name requests carry: --served-model-name, else --model."""
+        return self.served_model_name or self.model

@@ -98,7 +98,11 @@ ENV = [
     # the benchmark harness's job variables
     ("PORT", "8888", "base_url", "http://127.0.0.1:8888/v1"),
     ("MODEL_NAME", "dsr1-fp8", "served_model_name", "dsr1-fp8"),
-    ("MODEL", "deepseek-ai/DeepSeek-R1", "served_model_name", "deepseek-ai/DeepSeek-R1"),
+    ("MODEL", "deepseek-ai/DeepSeek-R1", "served_model", "deepseek-ai/DeepSeek-R1"),
+    ("MODEL_NAME", "dsr1-fp8", "served_model", "dsr1-fp8"),
+    ("EVAL_LIMIT", "", "limit", None),
+    ("IS_MULTINODE", "", "is_multinode", False),
+    ("PORT", " ", "base_url", None),
     ("EVAL_CONC", "4 8", "concurrency", "4 8"),
     ("EVAL_CONCURRENT_REQUESTS", "16", "concurrency", "16"),
     ("EVAL_LIMIT", "200", "limit", 200),
@@ -115,7 +119,7 @@ def test_model_name_is_served_and_model_names_the_config(monkeypatch):
     monkeypatch.setenv("MODEL_NAME", "dsr1-fp8")
     found = settings()
 
-    assert (found.model, found.served_model_name) == ("deepseek-ai/DeepSeek-R1", "dsr1-fp8")
+    assert (found.model, found.served_model) == ("deepseek-ai/DeepSeek-R1", "dsr1-fp8")
 
 
 def test_a_base_url_beats_port(monkeypatch):

@@ -126,7 +126,7 @@ def meta_env(
         for key in ("tp", "pp", "dcp_size", "pcp_size", "ep", "dp_attention", "num_workers"):
             meta[f"{name}_{key}"] = phase[key]
     meta |= {
-        "model": settings.served_model_name or settings.model or "",
+        "model": settings.served_model or "",
         "infmax_model_prefix": settings.model_prefix or "unknown",
         "hw": settings.hardware or "unknown",
         "isl": str(settings.isl or 0),  # the harness writes both as strings

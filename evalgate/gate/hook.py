@@ -65,8 +65,8 @@ def parse_concurrencies(text: str) -> list[int]:
         values = []
     if not values or any(v < 1 for v in values) or len(set(values)) != len(values):
         raise UsageError(
-            f"--concurrency {text!r} is not a list of distinct positive integers; "
-            "write it as 16,64,256."
+            f"--concurrency {text!r} (or EVAL_CONC, EVAL_CONCURRENT_REQUESTS, CONC) is not a "
+            'list of distinct positive integers; write it as "4 8" or 16,64,256.'
         )
     return values
 
@@ -178,7 +178,7 @@ class HarnessStage:
                 concurrency,
                 outcome.result_path.parent,
                 outcome.document,
-                served_model=self.settings.served_model_name or self.settings.model,
+                served_model=self.settings.served_model,
                 stamp=harness_layout.timestamp(),
             )
         if harness_layout.completed(outcome.document):

@@ -53,7 +53,7 @@ def require(settings: Settings, *names: str) -> None:
 def endpoint(settings: Settings) -> tuple[str, str]:
     """The base URL and the served model name, which every request needs."""
     require(settings, "base_url", "model")
-    return str(settings.base_url), str(settings.served_model_name or settings.model)
+    return str(settings.base_url), str(settings.served_model)
 
 
 def derive(
@@ -74,12 +74,12 @@ def derive(
     with EngineInfo(settings.base_url, key) as info:
         cards = wait_until_ready(
             info,
-            settings.served_model_name,
+            settings.served_model,
             timeout=settings.ready_timeout,
             wait_min=settings.retry_wait_min,
             wait_max=settings.retry_wait_max,
         )
-        served = settings.served_model_name
+        served = settings.served_model
         card = next((c for c in cards if c.id == served), cards[0] if cards else None)
         engine = Engine(card.owned_by if card else None, info.version())
         on_stage("context")
