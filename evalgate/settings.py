@@ -8,6 +8,9 @@ documentation: the README's settings table is generated from them.
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -33,10 +36,30 @@ def check_url(url: str) -> str:
     return url.strip()
 
 
+JOB_VARIABLES = re.compile(
+    r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"
+    r"|DP_ATTENTION|ENABLE_DP|PP_SIZE|DCP_SIZE|PCP_SIZE)"
+    r"|TP|EP_SIZE|PP_SIZE|DCP_SIZE|PCP_SIZE|DP_ATTENTION|IS_MULTINODE|xP|yD|RECIPE_FINGERPRINT)$"
+)
+"""The benchmark job's topology variables, which `evalgate hook` records as the harness does."""
+
+
+def job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The job's topology variables (PREFILL_TP, DECODE_DP_ATTN, TP, xP, ...) from the
+    environment: they label the results, like the fields below, but vary by launcher."""
+    source = os.environ if environ is None else environ
+    return {name: value for name, value in source.items() if JOB_VARIABLES.match(name)}
+
+
 def _env(name: str, *extra: str) -> AliasChoices:
     """A field's own EVALGATE_ variable first, then the benchmark harness's names. (Keyword
     arguments use the field name: populate_by_name.)"""
     return AliasChoices(f"EVALGATE_{name.upper()}", *extra)
+
+
+def _url_from_port(data: dict[str, Any]) -> str | None:
+    port = data.get("port")
+    return f"http://127.0.0.1:{port}/v1" if port else None
 
 
 class Settings(BaseSettings):
@@ -54,14 +77,28 @@ class Settings(BaseSettings):
     )
 
     # -- the endpoint ------------------------------------------------------------------------
+    port: int | None = Field(None, ge=1, le=65535, validation_alias=_env("port", "PORT"))
+    """The engine's port on this host, as the benchmark harness gives it: without a base URL,
+    the endpoint is http://127.0.0.1:PORT/v1."""
+
     base_url: str | None = Field(
-        None, validation_alias=_env("base_url", "ROUTER_URL", "OPENAI_BASE_URL"), repr=False
+        default_factory=_url_from_port,
+        validation_alias=_env("base_url", "ROUTER_URL", "OPENAI_BASE_URL"),
+        repr=False,
     )
     """OpenAI-compatible endpoint the eval talks to, ending in /v1 (the router's, in a
     disaggregated job)."""
 
     model: str | None = Field(None, validation_alias=_env("model", "MODEL"))
-    """Served model name sent in every request, and the key for thresholds."""
+    """The model: the key for thresholds and the config, and the name sent in every request
+    unless --served-model-name gives another."""
+
+    served_model_name: str | None = Field(
+        None, validation_alias=_env("served_model_name", "MODEL_NAME")
+    )
+    """The name the engine serves the model under, sent in every request and looked for in
+    /v1/models (the benchmark harness's MODEL_NAME, preferred over MODEL there; default:
+    --model)."""
 
     api_key: SecretStr | None = Field(
         None, validation_alias=_env("api_key", "OPENAI_API_KEY"), repr=False
@@ -143,8 +180,15 @@ class Settings(BaseSettings):
     num_concurrent: int = Field(64, ge=1)
     """Requests in flight during the eval."""
 
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = Field(None, ge=1, validation_alias=_env("limit", "EVAL_LIMIT"))
     """Evaluate only the first N questions (for smoke tests; too small to gate on)."""
+
+    concurrency: str | None = Field(
+        None,
+        validation_alias=_env("concurrency", "EVAL_CONC", "EVAL_CONCURRENT_REQUESTS", "CONC"),
+    )
+    """`evalgate hook`: the concurrencies to evaluate one after another on the same live engine
+    (one probe), e.g. "4 8" or 16,64,256; each gets its own result. Default: --num-concurrent."""
 
     timeout: float = Field(1800.0, gt=0)
     """Seconds one request may take."""
@@ -165,12 +209,25 @@ class Settings(BaseSettings):
     dataset_hub: bool = False
     """Load openai/gsm8k from the Hugging Face hub instead of the shipped copy."""
 
+    eval_tasks_dir: Path | None = Field(
+        None, validation_alias=_env("eval_tasks_dir", "EVAL_TASKS_DIR")
+    )
+    """The benchmark harness's eval task file. evalgate runs its own copy of the harness's
+    gsm8k task: `evalgate hook` warns when this names another file (other tasks are not run)."""
+
     # -- the gate and its evidence -----------------------------------------------------------
     thresholds: Path | None = None
-    """thresholds.json to gate on (default: the one evalgate ships)."""
+    """Thresholds file to gate on, YAML or JSON (the benchmark harness's thresholds.yaml as it
+    is; default: the one evalgate ships)."""
 
     output_dir: Path = Path("evalgate-results")
     """Where result.json, samples.jsonl and lm-eval's raw results are written."""
+
+    layout: Literal["evalgate", "harness"] = "evalgate"
+    """`evalgate hook`: evalgate's own folders (conc-<N>/), or the benchmark harness's files in
+    output_dir (meta_env.json, results_<ts>_conc<N>.json, samples_gsm8k_<ts>_conc<N>.jsonl)
+    with evalgate's own results under evalgate/; harness also decides as the harness's
+    validator does, on the point estimate (--min-samples 0), unless --min-samples is given."""
 
     overwrite: bool = False
     """Replace a result already in output_dir (otherwise that is an error)."""
@@ -205,6 +262,20 @@ class Settings(BaseSettings):
     )
     """KV-cache dtype label (auto, fp8, ...)."""
 
+    spec_decoding: str | None = Field(None, validation_alias=_env("spec_decoding", "SPEC_DECODING"))
+    """Speculative decoding label (mtp, eagle, ...): written to the harness's meta_env.json,
+    and part of the config's topology with --layout harness."""
+
+    is_multinode: bool = Field(False, validation_alias=_env("is_multinode", "IS_MULTINODE"))
+    """A multi-node job: the benchmark harness's files then label it by its prefill and decode
+    topology."""
+
+    result_filename: str | None = Field(
+        None, validation_alias=_env("result_filename", "RESULT_FILENAME")
+    )
+    """The benchmark job's result name; gives the precision and framework labels when they are
+    not set (…_<precision>_<framework>_tp…, as the harness reads it)."""
+
     @field_validator("worker_urls", mode="before")
     @classmethod
     def _split_urls(cls, value: Any) -> Any:
@@ -231,9 +302,33 @@ class Settings(BaseSettings):
             return [value] if value.strip() else []
         return value
 
-    @field_validator("base_url", "model", mode="before")
+    @field_validator(
+        "base_url",
+        "model",
+        "port",
+        "served_model_name",
+        "limit",
+        "concurrency",
+        "eval_tasks_dir",
+        "spec_decoding",
+        "result_filename",
+        mode="before",
+    )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
+        """A job script's empty variable (EVAL_LIMIT="") means unset, as in the harness."""
         if isinstance(value, str) and not value.strip():
             return None
         return value
+
+    @field_validator("is_multinode", mode="before")
+    @classmethod
+    def _blank_is_false(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return False
+        return value
+
+    @property
+    def served_model(self) -> str | None:
+        """The name requests carry: --served-model-name, else --model."""
+        return self.served_model_name or self.model

@@ -1,4 +1,5 @@
-"""thresholds.json: read it, check it against its schema, and find the floor for one run.
+"""The thresholds file (JSON, or YAML as the harness keeps it): read it, check it against its
+schema, and find the floor for one run.
 
 Resolution, first match wins:
 
@@ -64,27 +65,54 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
 
 
 def load_thresholds(path: Path | None = None) -> Thresholds:
-    """Read and validate thresholds.json (the shipped one when path is None)."""
+    """Read and validate a thresholds file, YAML or JSON (the shipped one when path is None).
+
+    A ``.yaml``/``.yml`` file is read as YAML (JSON is YAML too), a ``.json`` file as JSON, any
+    other as JSON and, failing that, as YAML; an error names the line and column."""
     target = path or default_path()
     try:
         text = target.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ThresholdsError(
-            f"{target} is not UTF-8 text ({exc.reason} at byte {exc.start}): pass a JSON "
-            "thresholds file."
+            f"{target} is not UTF-8 text ({exc.reason} at byte {exc.start}): pass a YAML or "
+            "JSON thresholds file."
         ) from exc
     except OSError as exc:
         raise ThresholdsError(
             f"Cannot read thresholds file {target}: {exc.strerror}. Pass --thresholds with an "
             "existing file, or leave it out to use the shipped one."
         ) from exc
+    suffix = target.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return parse_thresholds(_yaml(text, target), str(target))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ThresholdsError(
-            f"{target} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
-        ) from exc
+        data = _yaml_or_none(text) if suffix != ".json" else None
+        if not isinstance(data, dict):
+            raise ThresholdsError(
+                f"{target} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
+            ) from exc
     return parse_thresholds(data, str(target))
+
+
+def _yaml_or_none(text: str) -> Any:
+    try:
+        return _yaml(text, Path())
+    except ThresholdsError:
+        return None
+
+
+def _yaml(text: str, target: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1} column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ThresholdsError(f"{target} is not valid YAML{where}: {problem}.") from exc
 
 
 def resolve_floor(

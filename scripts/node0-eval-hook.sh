@@ -13,10 +13,11 @@
 #   DECODE_SERVER_CONFIG, PREFILL_SERVER_CONFIG   server arguments holding --max-model-len N
 #   EVALGATE_WORKER_URLS               prefill/decode worker URLs, comma-separated (optional)
 #   MODEL_PATH                         model directory (config.json gives the native maximum)
-#   CONC or EVALGATE_CONCURRENCY       concurrencies, e.g. "16,64,256"
+#   EVAL_CONC, EVAL_CONCURRENT_REQUESTS or CONC   concurrencies, e.g. "16 64 256"
 #   FRAMEWORK, PRECISION, RUNNER_TYPE, MODEL_PREFIX, KV_CACHE_DTYPE   labels for the results
 #   PREFILL_*/DECODE_* topology (PREFILL_TP, DECODE_NUM_WORKERS, ...)  recorded as labels
 #   EVALGATE_STAGE_DIR                 staging folder for the artifacts [./evalgate-stage]
+#   EVALGATE_LAYOUT                    "harness": the benchmark harness's own files (docs/harness.md)
 #   EVALGATE_PYTHON_ENV                a virtualenv holding evalgate, activated if given
 # Extra arguments are passed to `evalgate hook` (e.g. --limit 200, --resume).
 set -euo pipefail

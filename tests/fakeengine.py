@@ -216,14 +216,21 @@ def load_gsm8k(path: Path = GSM8K_TEST) -> dict[str, Gsm8kDoc]:
     return docs
 
 
+INSTRUCTION = "\nEnd your response with the answer on the last line"
+"""The start of the benchmark harness's instruction line, between its question and "Answer:"."""
+
+
 def find_question(text: str) -> str | None:
-    """The question asked last in `text`: after the last "Question:", up to "\\nAnswer:"."""
+    """The question asked last in `text`: after the last "Question:", up to "\\nAnswer:" (or
+    up to the harness's instruction line before it)."""
     start = text.rfind("Question:")
     if start < 0:
         return None
     rest = text[start + len("Question:") :]
     end = rest.find("\nAnswer:")
-    return (rest if end < 0 else rest[:end]).strip()
+    rest = rest if end < 0 else rest[:end]
+    cut = rest.find(INSTRUCTION)
+    return (rest if cut < 0 else rest[:cut]).strip()
 
 
 def wrong_number(number: str) -> str:
@@ -387,6 +394,12 @@ class EngineBehaviour:
     """Pad each worked answer with reasoning to at least this many tokens ("####" stays last)."""
     trailer: str = ""
     """Text the model goes on with after its answer, e.g. "\\n\\nQuestion: ..." for `stop`."""
+    second_thoughts: bool = False
+    """Each worked answer first ends on a wrong `#### <number + 1>`, then corrects itself and
+    ends on its real final line: only the last `#### n` of the answer is its answer."""
+    answer_field: Literal["content", "reasoning_content", "reasoning"] = "content"
+    """Where a chat answer goes: the message's content, or (a reasoning parser's way, with
+    content null) its reasoning_content or reasoning."""
     latency_s: float = 0.0
     """Time each accepted generation request takes inside its concurrency slot."""
     max_concurrency: int | None = None
@@ -415,6 +428,8 @@ class EngineBehaviour:
         if doc is None:
             return UNKNOWN_REPLY + self.trailer
         answer = worked_answer(doc, right=self.is_right(question), min_tokens=self.reply_tokens)
+        if self.second_thoughts:
+            answer = f"#### {wrong_number(doc.number)}\nWait, let me check that again.\n{answer}"
         return answer + self.trailer
 
     @property
@@ -700,8 +715,24 @@ def _usage(completion: Completion, *, details: bool = True) -> Json:
     return usage
 
 
-def chat_response(model: str, completion: Completion) -> Json:
-    """A `chat.completion` object."""
+def _message(text: str | None, field: str) -> Json:
+    """The assistant message: the answer in `field`; a reasoning field leaves content null."""
+    message: Json = {
+        "role": "assistant",
+        "content": text if field == "content" else None,
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "reasoning": None,
+    }
+    if field != "content":
+        message[field] = text
+    return message
+
+
+def chat_response(model: str, completion: Completion, answer_field: str = "content") -> Json:
+    """A `chat.completion` object (the answer in `answer_field` of each message)."""
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -710,15 +741,7 @@ def chat_response(model: str, completion: Completion) -> Json:
         "choices": [
             {
                 "index": index,
-                "message": {
-                    "role": "assistant",
-                    "content": choice.text,
-                    "refusal": None,
-                    "annotations": None,
-                    "audio": None,
-                    "function_call": None,
-                    "reasoning": None,
-                },
+                "message": _message(choice.text, answer_field),
                 "logprobs": None,
                 "finish_reason": choice.finish_reason,
                 "stop_reason": choice.stop_reason,
@@ -1056,7 +1079,7 @@ class _Handler(BaseHTTPRequestHandler):
             usage = bool(isinstance(options, dict) and options.get("include_usage"))
             self._send_stream(stream_events(path, model, plan, include_usage=usage), fault)
         elif path == CHAT_PATH:
-            self._send_json(200, chat_response(model, plan), fault)
+            self._send_json(200, chat_response(model, plan, behaviour.answer_field), fault)
         else:
             self._send_json(200, completions_response(model, plan), fault)
 

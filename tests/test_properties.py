@@ -148,13 +148,14 @@ completions = st.one_of(
 @given(completions, st.sampled_from(["chat", "completions"]))
 def test_a_completion_is_text_or_malformed_never_a_crash(raw, api):
     try:
-        text, finish, tokens = parse_completion(raw, api)
+        text, finish, tokens, source = parse_completion(raw, api)
     except MalformedAnswer:
         return
     assert isinstance(text, str)
     text.encode("utf-8")  # the journal and samples.jsonl can always hold it
     assert finish is None or isinstance(finish, str)
     assert tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool))
+    assert source in ("content", "reasoning_content", "reasoning", "text")
 
 
 def test_a_lone_surrogate_is_replaced_and_a_pair_kept():

@@ -95,7 +95,46 @@ ENV = [
     ),
     ("EVALGATE_SERVER_CONFIG", "  ", "server_config", []),
     ("EVALGATE_BASE_URL", "  ", "base_url", None),
+    # the benchmark harness's job variables
+    ("PORT", "8888", "base_url", "http://127.0.0.1:8888/v1"),
+    ("MODEL_NAME", "dsr1-fp8", "served_model_name", "dsr1-fp8"),
+    ("MODEL", "deepseek-ai/DeepSeek-R1", "served_model", "deepseek-ai/DeepSeek-R1"),
+    ("MODEL_NAME", "dsr1-fp8", "served_model", "dsr1-fp8"),
+    ("EVAL_LIMIT", "", "limit", None),
+    ("IS_MULTINODE", "", "is_multinode", False),
+    ("PORT", " ", "base_url", None),
+    ("EVAL_CONC", "4 8", "concurrency", "4 8"),
+    ("EVAL_CONCURRENT_REQUESTS", "16", "concurrency", "16"),
+    ("EVAL_LIMIT", "200", "limit", 200),
+    ("SPEC_DECODING", "mtp", "spec_decoding", "mtp"),
+    ("RESULT_FILENAME", "dsr1_1k1k_fp8_vllm_tp8", "result_filename", "dsr1_1k1k_fp8_vllm_tp8"),
+    ("IS_MULTINODE", "true", "is_multinode", True),
+    ("EVAL_TASKS_DIR", "utils/evals/gsm8k.yaml", "eval_tasks_dir", Path("utils/evals/gsm8k.yaml")),
 ]
+
+
+def test_model_name_is_served_and_model_names_the_config(monkeypatch):
+    """Both set: requests use MODEL_NAME, thresholds and the config MODEL."""
+    monkeypatch.setenv("MODEL", "deepseek-ai/DeepSeek-R1")
+    monkeypatch.setenv("MODEL_NAME", "dsr1-fp8")
+    found = settings()
+
+    assert (found.model, found.served_model) == ("deepseek-ai/DeepSeek-R1", "dsr1-fp8")
+
+
+def test_a_base_url_beats_port(monkeypatch):
+    monkeypatch.setenv("PORT", "8888")
+    monkeypatch.setenv("ROUTER_URL", "http://router:30000/v1")
+
+    assert settings().base_url == "http://router:30000/v1"
+    assert settings("--base-url", "http://node0:1/v1").base_url == "http://node0:1/v1"
+
+
+def test_eval_conc_beats_conc(monkeypatch):
+    monkeypatch.setenv("CONC", "64")
+    monkeypatch.setenv("EVAL_CONC", "4 8")
+
+    assert settings().concurrency == "4 8"
 
 
 @pytest.mark.parametrize(("variable", "value", "field", "expected"), ENV)

@@ -36,7 +36,11 @@ def test_shipped_floor_by_model_prefix(prefix, floor):
 def test_shipped_file_holds_exactly_the_harness_floors():
     data = load_thresholds().data
 
-    assert data["default"] == {"gsm8k": 0.90}
+    assert data["default"] == {
+        "gsm8k": 0.90,
+        "gpqa_diamond_cot_n_shot": 0.30,
+        "swebench_lite": 0.50,
+    }
     assert {name: entry["gsm8k"] for name, entry in data["models"].items()} == dict(SHIPPED)
 
 
@@ -287,3 +291,71 @@ def test_a_valid_file_loads_with_its_path(tmp_path):
     found = resolve_floor(load_thresholds(path), "anything")
 
     assert (found.value, found.file) == (1.0, str(path))
+
+
+# The benchmark harness's utils/evals/thresholds.yaml as it is (REFERENCE.md §5).
+HARNESS_YAML = """\
+# Model thresholds override task defaults.
+default:
+  gsm8k: 0.90
+  gpqa_diamond_cot_n_shot: 0.30
+  swebench_lite: 0.50
+models:
+  dsr1:
+    gsm8k: 0.91
+  dsv4:
+    gsm8k: 0.91
+  glm5:
+    gsm8k: 0.94
+  glm5.1:
+    gsm8k: 0.93
+  gptoss:
+    gsm8k: 0.91
+  kimik2.5:
+    gsm8k: 0.90
+  minimaxm2.5:
+    gsm8k: 0.92
+  qwen3.5:
+    gsm8k: 0.94
+"""
+
+
+@pytest.mark.parametrize("name", ["thresholds.yaml", "thresholds.yml", "thresholds"])
+def test_the_harness_yaml_file_loads_as_it_is(tmp_path, name):
+    path = tmp_path / name
+    path.write_text(HARNESS_YAML, encoding="utf-8")
+
+    loaded = load_thresholds(path)
+
+    assert resolve_floor(loaded, "x", {"model_prefix": "glm5.1"}).value == 0.93
+    assert resolve_floor(loaded, "x", task="gpqa_diamond_cot_n_shot").value == 0.30
+    assert resolve_floor(loaded, "x", task="swebench_lite").value == 0.50
+
+
+def test_the_shipped_file_has_the_harness_task_defaults_and_floors(tmp_path):
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(HARNESS_YAML, encoding="utf-8")
+
+    assert load_thresholds().data == load_thresholds(path).data
+
+
+def test_a_yaml_file_breaking_the_schema_names_the_json_path(tmp_path):
+    path = tmp_path / "thresholds.yaml"
+    path.write_text("default:\n  gsm8k: '0.9'\n", encoding="utf-8")
+
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path)
+
+    assert "$.default.gsm8k: '0.9' is not of type 'number'" in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_invalid_yaml_names_the_file_and_line(tmp_path):
+    path = tmp_path / "thresholds.yaml"
+    path.write_text("default:\n  gsm8k: 0.9\n    bad: [\n", encoding="utf-8")
+
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path)
+
+    assert caught.value.message.startswith(f"{path} is not valid YAML (line 3 column")
+    assert caught.value.exit_code == 2

@@ -22,8 +22,10 @@ from evalgate.settings import Settings
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
 ENDPOINT = (
+    "port",
     "base_url",
     "model",
+    "served_model_name",
     "api_key",
     "api",
     "worker_urls",
@@ -47,6 +49,7 @@ CONTEXT = (
     "limit",
     "dataset_dir",
     "dataset_hub",
+    "eval_tasks_dir",
 )
 PROBE = ("strict", "max_attempts", "timeout")
 EVAL = (
@@ -64,7 +67,12 @@ EVAL = (
     "framework",
     "precision",
     "kv_cache_dtype",
+    "spec_decoding",
+    "is_multinode",
+    "result_filename",
 )
+HOOK = ("concurrency", "layout")
+"""Flags only `evalgate hook` takes."""
 
 
 def flag_name(field: str) -> str:
@@ -72,10 +80,19 @@ def flag_name(field: str) -> str:
     return "--" + FLAG_NAMES.get(field, field.replace("_", "-"))
 
 
+def _default(field: str) -> Any:
+    """A field's default as the help and the README show it (None when it is derived from
+    another field, as base_url from port)."""
+    info = Settings.model_fields[field]
+    if info.default_factory_takes_validated_data:
+        return None
+    return info.get_default(call_default_factory=True)
+
+
 def _help(field: str) -> str:
     info = Settings.model_fields[field]
     text = " ".join((info.description or "").split())
-    default = info.get_default(call_default_factory=True)
+    default = _default(field)
     if default not in (None, [], False) and not isinstance(default, SecretStr):
         text += f" (default: {default})"
     text += " [env: " + ", ".join(env_names(field)) + "]"
@@ -160,7 +177,7 @@ def settings_table() -> str:
     """The README's settings table, generated from the field docstrings."""
     rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
     for field, info in Settings.model_fields.items():
-        default = info.get_default(call_default_factory=True)
+        default = _default(field)
         shown = "" if default in (None, []) else f"`{default}`"
         text = " ".join((info.description or "").split()).replace("|", "\\|")
         env = ", ".join(f"`{name}`" for name in env_names(field))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 
@@ -19,13 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from evalgate.cli import flags  # pydantic loads only for the subcommand being run
 
     flags.add_settings_arguments(
-        parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE, *flags.EVAL)
-    )
-    parser.add_argument(
-        "--concurrency",
-        default=os.environ.get("EVALGATE_CONCURRENCY") or os.environ.get("CONC"),
-        help="concurrencies to evaluate, e.g. 16,64,256; each gets its own result "
-        "(env: EVALGATE_CONCURRENCY, CONC; default: --num-concurrent)",
+        parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE, *flags.EVAL, *flags.HOOK)
     )
     parser.add_argument(
         "--resume",
@@ -40,7 +33,9 @@ def command(args: argparse.Namespace) -> int:
 
     settings = flags.settings_from_args(args)
     concurrencies = (
-        parse_concurrencies(args.concurrency) if args.concurrency else [settings.num_concurrent]
+        parse_concurrencies(settings.concurrency)
+        if settings.concurrency
+        else [settings.num_concurrent]
     )
     previous = signal.signal(signal.SIGTERM, terminate_as_interrupt)
     try:

@@ -33,7 +33,7 @@ def command(args: argparse.Namespace) -> int:
     spec = load_task(settings.api)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
     context, longest, _ = derive(settings, prompts)
-    outcome = probe(settings, context, longest, spec.stop)
+    outcome = probe(settings, context, longest, spec.stop, spec.sampling)
     if args.json:
         print(
             json.dumps(

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="questions a run needs before a score whose 95%% interval "
         "straddles its threshold is decided on its point estimate (default: "
-        "what each evalgate run recorded, else 1319, the full GSM8K test set; "
+        "what each evalgate run recorded, else the task's full test set, 1319 for GSM8K; "
         "0: always decide)",
     )
     parser.add_argument(

@@ -45,6 +45,9 @@ class Completion:
     finish_reason: str | None
     completion_tokens: int | None
     attempts: int
+    source: str = "content"
+    """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
+    when a chat answer's content was null or empty."""
 
 
 def describe_failure(error: EngineError) -> str:
@@ -114,11 +117,34 @@ def _as_engine_error(exc: BaseException) -> EngineError:
     return EngineError(200, f"malformed answer: {exc}")
 
 
-def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None]:
-    """Text, finish_reason and completion_tokens from a parsed JSON answer."""
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where reasoning parsers put a chat answer's thinking (vLLM: reasoning_content; newer releases
+also or instead reasoning)."""
+
+
+def _chat_text(message: Any) -> tuple[Any, str]:
+    """A chat message's answer and the field it came from: its content, or, when content is
+    null or empty, its reasoning (the benchmark harness scores an answer cut while thinking
+    from its reasoning too)."""
+    content = message["content"]  # KeyError or TypeError: malformed
+    if content not in (None, "", []):
+        return content, "content"
+    for name in REASONING_FIELDS:
+        reasoning = message.get(name)
+        if isinstance(reasoning, str) and reasoning:
+            return reasoning, name
+    return content, "content"
+
+
+def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None, str]:
+    """Text, finish_reason, completion_tokens and the field that held the text, from a parsed
+    JSON answer."""
     try:
         choice = raw["choices"][0]
-        content = choice["message"]["content"] if api == "chat" else choice["text"]
+        if api == "chat":
+            content, source = _chat_text(choice["message"])
+        else:
+            content, source = choice["text"], "text"
         usage = raw.get("usage") or {}
     except (KeyError, IndexError, TypeError) as exc:
         raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
@@ -130,6 +156,7 @@ def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None]:
         _LONE_SURROGATE.sub("\ufffd", content) if isinstance(content, str) else "",
         finish if isinstance(finish, str) else None,
         tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+        source,
     )
 
 
@@ -170,7 +197,7 @@ class EvalClient:
     async def close(self) -> None:
         await self._client.close()
 
-    async def _send(self, body: dict[str, Any]) -> tuple[str, str | None, int | None]:
+    async def _send(self, body: dict[str, Any]) -> tuple[str, str | None, int | None, str]:
         path = "/chat/completions" if self.api == "chat" else "/completions"
         try:
             raw = await asyncio.wait_for(
@@ -202,9 +229,9 @@ class EvalClient:
             async for attempt_state in retrying:
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
-                    text, finish, tokens = await self._send(body)
+                    text, finish, tokens, source = await self._send(body)
         except (openai.APIError, MalformedAnswer, AnswerTimedOut) as exc:
             raise RequestFailed(
                 _as_engine_error(exc), fatal=not _retryable(exc), attempts=attempt
             ) from exc
-        return Completion(text, finish, tokens, attempt)
+        return Completion(text, finish, tokens, attempt, source)

@@ -244,6 +244,9 @@ class Sample(_Record, kw_only=True, frozen=True):
     response: str | None
     finish_reason: str | None
     completion_tokens: int | None = None
+    answer_field: str | None = None
+    """Which field of the engine's message held the answer: content, or (a reasoning model cut
+    while thinking) reasoning_content or reasoning."""
     error: str | None = None
     filters: dict[str, Answer] = {}
 

@@ -25,6 +25,7 @@ NO_ANSWER = {
     "response": None,
     "finish_reason": None,
     "completion_tokens": None,
+    "answer_field": None,
     "error": "no answer recorded",
     "prompt_sha256": "",
 }

@@ -7,11 +7,15 @@ its own folder in the staging folder as it goes (``conc-<N>/``: result.json, sam
 meta_env.json for the harness's collector), and ``hook.json`` lists which concurrencies
 completed, so a dropped one is visible to ``evalgate verify --expect``. A SIGTERM from the
 scheduler is recorded as status "aborted" with the answers received so far.
+
+With ``--layout harness`` the staging folder holds the benchmark harness's own files instead
+(evidence/harness_layout.py: meta_env.json with its batch keys, results_<ts>_conc<N>.json,
+samples_gsm8k_<ts>_conc<N>.jsonl), and evalgate's folders and hook.json go under evalgate/.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,14 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ExitCode, UsageError
-from evalgate.evidence import artifacts
+from evalgate.evidence import artifacts, harness_layout
 from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.run import Checked, RunOutcome, run_gate
-from evalgate.settings import Settings
+from evalgate.settings import Settings, job_environment
 
 if TYPE_CHECKING:
     from evalgate.gate.lm import Progress
 
+log = logging.getLogger(__name__)
 _TOPOLOGY_VAR = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:NUM_WORKERS|NODES|TP|EP|DP|DP_ATTN|DP_ATTENTION|GPUS)"
     r"|TP|EP_SIZE|DP_ATTENTION|IS_MULTINODE)$"
@@ -60,8 +65,8 @@ def parse_concurrencies(text: str) -> list[int]:
         values = []
     if not values or any(v < 1 for v in values) or len(set(values)) != len(values):
         raise UsageError(
-            f"--concurrency {text!r} is not a list of distinct positive integers; "
-            "write it as 16,64,256."
+            f"--concurrency {text!r} (or EVAL_CONC, EVAL_CONCURRENT_REQUESTS, CONC) is not a "
+            'list of distinct positive integers; write it as "4 8" or 16,64,256.'
         )
     return values
 
@@ -104,24 +109,31 @@ def run_hook(
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> HookOutcome:
-    """Gate at each concurrency; stage everything under settings.output_dir."""
-    stage = settings.output_dir
-    topology = topology_from_env(os.environ if environ is None else environ)
+    """Gate at each concurrency; stage everything under settings.output_dir (with
+    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/)."""
+    env = job_environment(environ)
+    harness = HarnessStage(settings, env, concurrencies) if settings.layout == "harness" else None
+    stage = settings.output_dir / harness_layout.EVALGATE_DIR if harness else settings.output_dir
+    topology = harness.topology if harness else topology_from_env(env)
     runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
     prior: Checked | None = None
     stopped: str | None = None
     for concurrency in concurrencies:
         folder = stage / f"conc-{concurrency}"
-        run_settings = settings.model_copy(
-            update={"num_concurrent": concurrency, "output_dir": folder}
-        )
-        artifacts.write_json(
-            folder / artifacts.META_NAME, meta_env(run_settings, concurrency, topology)
-        )
+        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": folder}
+        if harness is not None and settings.min_samples is None:
+            update["min_samples"] = 0  # the harness's validator decides on the point estimate
+        run_settings = settings.model_copy(update=update)
+        if harness is None:
+            artifacts.write_json(
+                folder / artifacts.META_NAME, meta_env(run_settings, concurrency, topology)
+            )
         outcome = run_gate(
             run_settings, progress=progress, resume=resume, prior=prior, topology=topology
         )
         runs[concurrency] = outcome
+        if harness is not None:
+            harness.record(concurrency, outcome)
         if outcome.status in ("pass", "fail", "inconclusive"):
             prior = prior or outcome.checked
         if outcome.status == "aborted" or (outcome.status == "error" and prior is None):
@@ -134,6 +146,48 @@ def run_hook(
         codes.append(codes[-1])
     worst = max(codes, key=lambda c: _SEVERITY.get(c, 5)) if codes else int(ExitCode.EVAL)
     return HookOutcome(worst, runs, summary)
+
+
+class HarnessStage:
+    """The benchmark harness's files in the staging folder, kept current run by run."""
+
+    def __init__(self, settings: Settings, env: Mapping[str, str], concs: Sequence[int]) -> None:
+        self.settings = settings
+        self.env = env
+        self.concurrencies = list(concs)
+        self.completed: list[int] = []
+        if settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
+            log.warning(
+                "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
+                "not that file",
+                settings.eval_tasks_dir,
+            )
+        self.topology = harness_layout.topology(self._meta())
+        self._write_meta()
+
+    def _meta(self) -> dict[str, Any]:
+        failed = [c for c in self.concurrencies if c not in self.completed]
+        return harness_layout.meta_env(
+            self.settings, self.env, self.concurrencies, self.completed, failed
+        )
+
+    def _write_meta(self) -> None:
+        harness_layout.write_meta(self.settings.output_dir, self._meta())
+
+    def record(self, concurrency: int, outcome: RunOutcome) -> None:
+        """One run's results and samples, and the meta_env.json that counts it."""
+        if outcome.result_path is not None:
+            harness_layout.stage_run(
+                self.settings.output_dir,
+                concurrency,
+                outcome.result_path.parent,
+                outcome.result,
+                served_model=self.settings.served_model,
+                stamp=harness_layout.timestamp(),
+            )
+        if harness_layout.completed(outcome.result):
+            self.completed.append(concurrency)
+        self._write_meta()
 
 
 def _summary(stage: Path, runs: dict[int, RunOutcome | None], stopped: str | None) -> HookSummary:

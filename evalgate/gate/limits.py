@@ -76,7 +76,7 @@ def worker_limits(settings: Settings, api_key: str | None) -> list[Limit]:
         label = redact_url(url)
         try:
             with EngineInfo(url, api_key) as info:
-                limit = info.served_limit(settings.model, f"worker {label}")
+                limit = info.served_limit(settings.served_model, f"worker {label}")
         except (httpx2.HTTPError, SideDoorError) as exc:
             raise EndpointError(
                 f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "
@@ -127,7 +127,7 @@ def gather_context(
         *worker_limits(settings, api_key),
         *configured_limits(settings),
     ]
-    prompt_tokens, longest, told = longest_prompt_tokens(info, settings.model, candidates)
+    prompt_tokens, longest, told = longest_prompt_tokens(info, settings.served_model, candidates)
     if told is not None and all(told.value != limit.value for limit in served):
         # A prefill/decode router shows the prefill's card on /v1/models, but the decode
         # answers /tokenize: a limit nobody else reported is the decode's, and it binds.

@@ -24,6 +24,8 @@ from evalgate.evidence.model import RequestCounts
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
+_NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max_tokens"})
+"""Generation settings lm-eval consumes itself; the task's others (top_p) go into the body."""
 
 
 @dataclass
@@ -38,7 +40,8 @@ class Tally:
     resumed: int = 0
     retried: int = 0
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Per doc_id: response, finish_reason, completion_tokens, error, prompt_sha256."""
+    """Per doc_id: response, finish_reason, completion_tokens, answer_field, error,
+    prompt_sha256."""
 
     def counts(self) -> RequestCounts:
         """The counts as result.json records them."""
@@ -77,8 +80,11 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         journal: Journal | None,
         resumed: dict[str, dict[str, Any]] | None = None,
         progress: Progress | None = None,
+        sampling: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.sampling = dict(sampling or {})
+        """The task's temperature and other generation settings (TaskSpec.sampling)."""
         self._client_factory = client_factory
         self.model = model
         self.api = api
@@ -109,20 +115,26 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
 
     # -- generation ---------------------------------------------------------------------------
     def _request(self, instance: Any) -> Request:
+        """The body lm-eval's local-*-completions model sends: prompt or messages, model,
+        max_tokens, temperature, stop, seed, then the task's other generation settings (top_p)."""
         context, gen_kwargs = instance.args
+        # The task file's own values, as written (lm-eval turns a temperature of 0 into 0.0;
+        # the harness's job overrides it with its gen_kwargs, and the engine receives 0).
+        extra = {k: v for k, v in gen_kwargs.items() if k not in _NOT_SENT} | self.sampling
+        temperature = extra.pop("temperature", gen_kwargs.get("temperature", 0))
         stop = list(gen_kwargs.get("until") or [])
+        prompt_key, prompt = (
+            ("messages", json.loads(context)) if self.api == "chat" else ("prompt", context)
+        )
         body: dict[str, Any] = {
+            prompt_key: prompt,
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "temperature": float(gen_kwargs.get("temperature", 0.0)),
+            "temperature": temperature,
+            "stop": stop[:4] if self.api == "chat" else stop,
+            "seed": 1234,
+            **extra,
         }
-        if self.api == "chat":
-            body["messages"] = json.loads(context)
-            body["stop"] = stop[:4]
-        else:
-            body["prompt"] = context
-            body["stop"] = stop
-        body["seed"] = 1234
         return Request(int(instance.doc_id), body, body_key(body))
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
@@ -140,6 +152,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
             "response": completion.text,
             "finish_reason": completion.finish_reason,
             "completion_tokens": completion.completion_tokens,
+            "answer_field": completion.source,
             "error": None,
             "prompt_sha256": request.key,
         }
@@ -151,6 +164,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                     "text": completion.text,
                     "finish_reason": completion.finish_reason,
                     "completion_tokens": completion.completion_tokens,
+                    "source": completion.source,
                 }
             )
         return completion.text
@@ -163,6 +177,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
             "response": None,
             "finish_reason": None,
             "completion_tokens": None,
+            "answer_field": None,
             "error": message,
             "prompt_sha256": request.key,
         }
@@ -193,7 +208,11 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                 results[index] = self._record(
                     request,
                     Completion(
-                        kept["text"], kept.get("finish_reason"), kept.get("completion_tokens"), 0
+                        kept["text"],
+                        kept.get("finish_reason"),
+                        kept.get("completion_tokens"),
+                        0,
+                        kept.get("source") or ("content" if self.api == "chat" else "text"),
                     ),
                     resumed=True,
                 )

@@ -6,9 +6,9 @@ disagree about a number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalgate.engine.discovery import EngineInfo, api_root
 from evalgate.engine.readiness import wait_until_ready
@@ -52,9 +52,9 @@ def require(settings: Settings, *names: str) -> None:
 
 
 def target(settings: Settings) -> tuple[str, str]:
-    """The base URL and model name, which every request needs."""
+    """The base URL and the served model name, which every request needs."""
     require(settings, "base_url", "model")
-    return str(settings.base_url), str(settings.model)
+    return str(settings.base_url), str(settings.served_model)
 
 
 def derive(
@@ -75,15 +75,16 @@ def derive(
     with EngineInfo(settings.base_url, key) as info:
         cards = wait_until_ready(
             info,
-            settings.model,
+            settings.served_model,
             timeout=settings.ready_timeout,
             wait_min=settings.retry_wait_min,
             wait_max=settings.retry_wait_max,
         )
-        card = next((c for c in cards if c.id == settings.model), cards[0] if cards else None)
+        served = settings.served_model
+        card = next((c for c in cards if c.id == served), cards[0] if cards else None)
         engine = Engine(card.owned_by if card else None, info.version())
         on_stage("context")
-        endpoint_limit = info.served_limit(settings.model, "the endpoint")
+        endpoint_limit = info.served_limit(served, "the endpoint")
         context, longest = gather_context(
             settings, endpoint_limit=endpoint_limit, info=info, candidates=candidates, api_key=key
         )
@@ -91,9 +92,13 @@ def derive(
 
 
 def probe(
-    settings: Settings, context: EvalContext, prompt: Prompt, stop: list[str]
+    settings: Settings,
+    context: EvalContext,
+    prompt: Prompt,
+    stop: list[str],
+    sampling: Mapping[str, Any] | None = None,
 ) -> ProbeOutcome:
-    """The pre-flight request at the real budget."""
+    """The pre-flight request at the real budget, with the task's stops and sampling."""
     import openai
 
     from evalgate.gate.probe import run_probe
@@ -115,6 +120,7 @@ def probe(
             model=model,
             api=settings.api,
             stop=stop,
+            sampling=sampling,
             strict=settings.strict,
             attempts=settings.max_attempts,
             wait_min=settings.retry_wait_min,

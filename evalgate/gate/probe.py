@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,18 +42,27 @@ class ProbeOutcome:
 
 
 def request_body(
-    prompt: Prompt, *, model: str, max_tokens: int, stop: list[str], api: str
+    prompt: Prompt,
+    *,
+    model: str,
+    max_tokens: int,
+    stop: list[str],
+    api: str,
+    sampling: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The body the eval sends for a prompt (lm-eval's local-*-completions payload)."""
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0.0}
-    if api == "chat":
-        body["messages"] = list(prompt.messages or ())
-        body["stop"] = stop[:4]  # lm-eval keeps only the first 4 stop strings for chat
-    else:
-        body["prompt"] = prompt.text
-        body["stop"] = stop
-    body["seed"] = 1234
-    return body
+    """The body the eval sends for a prompt (lm-eval's local-*-completions payload): the task's
+    temperature (0 by default) and its other generation settings (`sampling`, e.g. top_p)."""
+    extra = dict(sampling or {})
+    chat = api == "chat"
+    return {
+        **({"messages": list(prompt.messages or ())} if chat else {"prompt": prompt.text}),
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": extra.pop("temperature", 0),
+        "stop": stop[:4] if chat else stop,  # lm-eval keeps only 4 stop strings for chat
+        "seed": 1234,
+        **extra,
+    }
 
 
 def engine_error(exc: openai.APIStatusError) -> EngineError:
@@ -115,13 +125,16 @@ def run_probe(
     model: str,
     api: str,
     stop: list[str],
+    sampling: Mapping[str, Any] | None = None,
     strict: bool,
     attempts: int,
     wait_min: float,
     wait_max: float,
 ) -> ProbeOutcome:
     """Send the probe; raise ProbeError on a rejection (or a truncation risk under strict)."""
-    body = request_body(prompt, model=model, max_tokens=context.max_tokens, stop=stop, api=api)
+    body = request_body(
+        prompt, model=model, max_tokens=context.max_tokens, stop=stop, api=api, sampling=sampling
+    )
     started = time.monotonic()
 
     def send() -> None:

@@ -32,9 +32,9 @@ from evalgate.gate import preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
-from evalgate.tasks.dataset import GSM8K_TEST_SIZE, Dataset, load_dataset
+from evalgate.tasks.dataset import Dataset, load_dataset
 from evalgate.tasks.prompts import Prompt, build_prompts
-from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, load_task
+from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, full_size, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:  # lm-eval loads only when an eval starts, after the probe
@@ -143,7 +143,7 @@ class GateRun:
         run.enter("eval")
         evaluation = self._eval(spec, dataset, len(prompts), context.max_tokens)
         run.enter("gate")
-        verdict = self._gate(evaluation, floor, baseline)
+        verdict = self._gate(spec, evaluation, floor, baseline)
         if not verdict.problems:
             run.enter("done")
         return verdict.outcome, verdict.reason, int(verdict.exit_code)
@@ -185,7 +185,7 @@ class GateRun:
         )
         run.probe = planned
         try:
-            seen = preflight.probe(s, context, longest, spec.stop)
+            seen = preflight.probe(s, context, longest, spec.stop, spec.sampling)
         except ProbeError as exc:
             if exc.engine_error is not None:
                 run.probe = ProbeRecord(
@@ -264,6 +264,7 @@ class GateRun:
             journal=answers,
             resumed=kept,
             progress=self.progress,
+            sampling=spec.sampling,
         )
         try:
             evaluation = run_eval(spec, dataset, lm, s.limit)
@@ -280,7 +281,9 @@ class GateRun:
         }
         return evaluation
 
-    def _gate(self, evaluation: Evaluation, floor: Floor, baseline: Run | None) -> Verdict:
+    def _gate(
+        self, spec: TaskSpec, evaluation: Evaluation, floor: Floor, baseline: Run | None
+    ) -> Verdict:
         """The gate rule on the scores, with the run-level problems beside them."""
         s = self.settings
         run = self.log
@@ -310,7 +313,7 @@ class GateRun:
         verdict = run.verdict = decide(
             run.scores,
             floor.value,
-            min_samples=s.min_samples if s.min_samples is not None else GSM8K_TEST_SIZE,
+            min_samples=s.min_samples if s.min_samples is not None else full_size(spec.name),
             matched=floor.matched,
             problems=problems,
             doubts=doubts,

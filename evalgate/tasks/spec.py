@@ -1,6 +1,7 @@
 """The GSM8K task lm-eval runs: evalgate's own task files, pointed at the chosen data.
 
-``tasks/gsm8k_evalgate_chat.yaml`` is the benchmark harness's protocol (chat turns),
+``tasks/gsm8k_evalgate_chat.yaml`` is the benchmark harness's protocol (its gsm8k task as its
+job runs it: chat turns, its instruction line, its stops, top_p 1, the last ``#### n`` scored),
 ``tasks/gsm8k_evalgate_completions.yaml`` lm-eval's standard gsm8k prompt. Both are read here and
 handed to lm-eval as a config dict, with the data set's location filled in; lm-eval's own index
 of 14k built-in task files is never built.
@@ -16,7 +17,20 @@ from typing import Any
 
 import yaml
 
-from evalgate.tasks.dataset import HUB_NAME, HUB_PATH, Dataset
+from evalgate.tasks.dataset import GSM8K_TEST_SIZE, HUB_NAME, HUB_PATH, Dataset
+
+FULL_SIZES = {"gsm8k": GSM8K_TEST_SIZE, "gpqa_diamond_cot_n_shot": 396, "swebench_lite": 300}
+"""Each gated task's full test set (GPQA-diamond: 198 questions asked twice), by task family."""
+
+
+def full_size(task: str) -> int:
+    """A task's full test set, the default --min-samples for its scores (evalgate's
+    gsm8k_evalgate_chat is gsm8k's; an unknown task gets GSM8K's)."""
+    for name, size in FULL_SIZES.items():
+        if task == name or task.startswith(name + "_"):
+            return size
+    return GSM8K_TEST_SIZE
+
 
 FEWSHOT_SEED = 1234
 """lm-eval's default few-shot seed; evalgate pins it so two runs draw the same shots."""
@@ -41,6 +55,13 @@ class TaskSpec:
     @property
     def stop(self) -> list[str]:
         return list(self.config["generation_kwargs"]["until"])
+
+    @property
+    def sampling(self) -> dict[str, Any]:
+        """What the task's generation settings put into each request body besides the stops:
+        its temperature and the rest lm-eval passes on as they are (top_p)."""
+        kwargs = self.config["generation_kwargs"]
+        return {k: v for k, v in kwargs.items() if k not in ("until", "do_sample")}
 
     @property
     def version(self) -> str:

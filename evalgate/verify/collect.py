@@ -11,7 +11,8 @@ An ``evalgate hook`` summary (``hook.json``) adds the concurrencies it lists as 
 skipped runs, labelled like their siblings. Nothing is dropped silently: a file that cannot be
 read or breaks its format is a ``Note`` in ``malformed`` (path and reason); a ``results*.json``
 that is not lm-eval's is listed as ``ignored``. lm-eval files and meta_env.json inside an
-evalgate run's folder are that run's evidence and are not counted twice.
+evalgate run's folder are that run's evidence and are not counted twice, nor are the harness's
+files that ``evalgate hook --layout harness`` writes beside its own runs (in ``evalgate/``).
 """
 
 from __future__ import annotations
@@ -194,6 +195,19 @@ def _hook(path: str, found: Sequence[Found]) -> list[Found | Note]:
     ]
 
 
+HARNESS_LAYOUT_DIR = "evalgate"
+"""Where `evalgate hook --layout harness` keeps its own runs, beside the harness's files."""
+_MIRROR = (
+    "{path} is the benchmark harness's copy of the evalgate runs in evalgate/ beside it "
+    "(evalgate hook --layout harness): each run is counted once, from its result.json"
+)
+
+
+def _mirrors_evalgate(folder: str) -> bool:
+    """A harness-layout staging folder: its harness files repeat the evalgate runs below it."""
+    return os.path.isfile(os.path.join(folder, HARNESS_LAYOUT_DIR, HOOK_NAME))
+
+
 def _add(out: Collection, item: Found | Note) -> None:
     if isinstance(item, Note):
         out.malformed.append(item)
@@ -210,13 +224,20 @@ def _scan(root: str, out: Collection) -> None:
         for item in _hook(path, out.found):
             _add(out, item)
     run_dirs = {os.path.dirname(path) for path in results}
+    mirrors = {meta for folder, meta in metas.items() if _mirrors_evalgate(folder)}
+    out.ignored += [Note(meta, _MIRROR.format(path=meta)) for meta in sorted(mirrors)]
     sets: dict[str, list[tuple[str, Any]]] = {
-        meta: [] for folder, meta in metas.items() if not _within_run(folder, root, run_dirs)
+        meta: []
+        for folder, meta in metas.items()
+        if not _within_run(folder, root, run_dirs) and meta not in mirrors
     }
     for path in tree.candidates:
         folder = os.path.dirname(path)
         if _within_run(folder, root, run_dirs):
             continue  # the lm-eval output an evalgate run keeps as evidence
+        if metas.get(folder) in mirrors:
+            out.ignored.append(Note(path, _MIRROR.format(path=path)))
+            continue
         try:
             doc = read_document(path)
         except ArtifactError as exc:

@@ -79,9 +79,44 @@ class Problem:
 # -- config identity -----------------------------------------------------------------------------
 
 
+_RENAMED = (("dp_attn", "dp_attention"), ("ep_size", "ep"))
+"""Topology names as the benchmark job's variables spell them (PREFILL_DP_ATTN, EP_SIZE) and as
+its meta_env.json does (prefill_dp_attention, ep)."""
+
+
+def _canonical_name(key: str) -> str:
+    for spelled, canonical in _RENAMED:
+        if key == spelled or key.endswith("_" + spelled):
+            return key[: len(key) - len(spelled)] + canonical
+    return key
+
+
+def _canonical_value(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if text.isdigit():
+            return int(text)
+    return value
+
+
+def canonical_topology(topology: Any) -> Any:
+    """One spelling of a topology, whichever tool recorded it: the job's variable names as
+    meta_env.json names them (p.dp_attn=true and p.dpa=true are one config), "true" and "8" as
+    true and 8; is_multinode, which the phase keys already say, left out."""
+    if not isinstance(topology, Mapping):
+        return topology
+    return {
+        _canonical_name(key): _canonical_value(value)
+        for key, value in topology.items()
+        if key != "is_multinode"
+    }
+
+
 def identity(model: str | None, labels: Mapping[str, Any]) -> tuple[Any, ...]:
     """The tuple that makes two results the same config."""
-    topology = labels.get("topology")
+    topology = canonical_topology(labels.get("topology"))
     return (
         model,
         *(labels.get(key) for key in LABEL_NAMES[:-1]),
@@ -109,7 +144,7 @@ def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool
         get("isl"),
         get("osl"),
         get("concurrency"),
-        get("topology"),
+        canonical_topology(get("topology")),
     )
     words = [
         get("model_prefix") or model,
@@ -209,8 +244,8 @@ def _matches(want: Mapping[str, Any], entry: Keyed) -> bool:
     for key, value in want.items():
         have = entry.model if key == "model" else labels.get(key)
         if key == "topology" and isinstance(value, Mapping):
-            topology = have if isinstance(have, Mapping) else {}
-            if any(topology.get(k) != v for k, v in value.items()):
+            topology = canonical_topology(have) if isinstance(have, Mapping) else {}
+            if any(topology.get(k) != v for k, v in canonical_topology(value).items()):
                 return False
         elif have != value:
             return False

@@ -115,7 +115,8 @@ def markdown(report: Report) -> str:
     if passed:
         lines += [f"<details><summary>{len(passed)} passing</summary>", ""]
         lines += [*_md_table(passed, with_reason=False), "", "</details>", ""]
-    lines.append(f"Thresholds: `{report.thresholds_file}`; min samples: {report.min_samples}.")
+    shown = "each task's full size" if report.min_samples is None else report.min_samples
+    lines.append(f"Thresholds: `{report.thresholds_file}`; min samples: {shown}.")
     return "\n".join(lines) + "\n"
 
 

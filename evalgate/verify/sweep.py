@@ -23,7 +23,7 @@ from evalgate.evidence.model import Check, Score
 from evalgate.evidence.model import Outcome as CheckOutcome
 from evalgate.gate.stats import standard_error
 from evalgate.gate.verdict import GATED_METRIC, decide
-from evalgate.tasks.dataset import GSM8K_TEST_SIZE
+from evalgate.tasks.spec import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import Collection, Found, Note, collect
 from evalgate.verify.expect import Expectation, SetOutcome, check_set, config_keys
@@ -80,7 +80,8 @@ class Report:
     entries: tuple[Entry, ...]
     paths: tuple[str, ...]
     thresholds_file: str
-    min_samples: int
+    min_samples: int | None
+    """None: what each run recorded, else each task's full test set (tasks.spec.full_size)."""
     expectation: Expectation | None
     ignored: tuple[Note, ...]
 
@@ -167,7 +168,8 @@ def _decide(
     floor = floors.find(found.model, found.labels, gated[0].task if gated else TASK_KEY)
     recorded = found.verdict
     if min_samples is None:
-        min_samples = recorded.min_samples if recorded is not None else GSM8K_TEST_SIZE
+        needed = full_size(gated[0].task if gated else TASK_KEY)
+        min_samples = recorded.min_samples if recorded is not None else needed
     if recorded is not None:
         problems, doubts = list(recorded.problems), list(recorded.doubts)
     else:  # written before results recorded their verdict
@@ -188,7 +190,7 @@ def _decide(
 def gate(found: Found, key: str, floors: Floors, min_samples: int | None = None) -> Entry:
     """The verdict on one result: its run's own status, then the gate rule on its scores.
 
-    `min_samples` None: the value the run recorded (the full test set for other results)."""
+    `min_samples` None: the value the run recorded (else the task's full test set)."""
     checks: tuple[CheckRow, ...] = ()
     problem = _run_problem(found)
     if problem is not None:
@@ -282,7 +284,7 @@ def judge_sweep(
         tuple(entries),
         tuple(paths),
         thresholds.path,
-        GSM8K_TEST_SIZE if min_samples is None else min_samples,
+        min_samples,
         expectation,
         tuple(collection.ignored),
     )

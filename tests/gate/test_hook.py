@@ -35,6 +35,7 @@ def hook_env(engine_url: str, stage: Path, **extra: str) -> dict[str, str]:
         "EVALGATE_STAGE_DIR": str(stage),
         "EVALGATE_RETRY_WAIT_MIN": "0",
         "EVALGATE_RETRY_WAIT_MAX": "0",
+        "EVALGATE_MIN_SAMPLES": "0",  # staging, not statistics: the point estimate decides
     }
     env.update(extra)
     return env

@@ -94,10 +94,13 @@ def test_chat_prompt_shape(dataset):
     prompt = build_prompts(spec, dataset.test, dataset.train, 1)[0]
 
     roles = [m["role"] for m in prompt.messages]
-    assert roles == ["system"] + ["user", "assistant"] * spec.num_fewshot + ["user"]
-    assert prompt.messages[0]["content"] == spec.config["description"]
-    assert prompt.messages[-1]["content"] == f"Question: {dataset.test[0]['question']}\nAnswer:"
-    assert "#### " in prompt.messages[2]["content"]
+    # The benchmark harness's layout: alternating turns, no system turn, its instruction line.
+    assert roles == ["user", "assistant"] * spec.num_fewshot + ["user"]
+    assert prompt.messages[-1]["content"] == (
+        f"Question: {dataset.test[0]['question']}\nEnd your response with the answer on the "
+        "last line, formatted as: #### [number]\nAnswer:"
+    )
+    assert "#### " in prompt.messages[1]["content"]
 
 
 def test_completions_prompt_shape(dataset):

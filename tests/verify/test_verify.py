@@ -798,6 +798,50 @@ def test_config_key(model, labels, key):
     assert expect.config_key(model, labels) == key
 
 
+def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
+    """evalgate's hook once recorded the job's variables as they are named (PREFILL_DP_ATTN
+    "true"), the harness's meta_env.json names them prefill_dp_attention (true): one config."""
+    from_variables = {
+        "concurrency": 4,
+        "topology": {
+            "prefill_tp": "4",
+            "prefill_dp_attn": "true",
+            "ep_size": 8,
+            "is_multinode": "true",
+        },
+    }
+    from_meta = {
+        "concurrency": 4,
+        "topology": {"prefill_tp": 4, "prefill_dp_attention": True, "ep": 8},
+    }
+    key = expect.config_key("m", from_variables)
+    assert key == expect.config_key("m", from_meta) == "m conc=4 p.tp=4 p.dpa=true ep=8"
+    assert expect.identity("m", from_variables) == expect.identity("m", from_meta)
+    manifest = expect.parse_expectation([{"topology": {"prefill_dp_attn": "true"}}], "e")
+    entry = sweep.Entry(key, "pass", "", "p", "evalgate", "m", from_meta)
+    assert expect.check_set([entry], manifest) == []
+
+
+@pytest.mark.parametrize(
+    ("task", "n", "outcome"),
+    [
+        ("gsm8k", 1319, "pass"),
+        ("gsm8k_evalgate_chat", 1319, "pass"),
+        ("gsm8k", 396, "inconclusive"),
+        ("gpqa_diamond_cot_n_shot", 396, "pass"),
+        ("gpqa_diamond_cot_n_shot", 198, "inconclusive"),
+        ("swebench_lite", 300, "pass"),
+    ],
+)
+def test_min_samples_defaults_to_each_tasks_full_size(task, n, outcome):
+    """A full run of any gated task is decided on its score; a shorter one only beyond doubt."""
+    floors = sweep.Floors(thresholds({"default": {task: 0.5}}))
+    scores = em2(0.52, n=n, task=task) if task.startswith("gsm8k") else (em(0.52, n, task=task),)
+    entry = sweep.gate(found(scores=scores), "k", floors)
+    assert entry.outcome == outcome, entry.reason
+    assert entry.checks[0].threshold == 0.5
+
+
 def test_two_models_under_one_prefix_get_the_model_in_their_key():
     a, b = found(model="org/a", scores=(em(0.95),)), found(model="org/b", scores=(em(0.95),))
     assert expect.config_keys([a, b]) == [
