@@ -62,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", metavar="FILE", help="write the verdict document (verdict.schema.json)"
     )
     parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained page: a chart per task of each config's score and 95%% "
+        "interval against its threshold, the problems first, then the table",
+    )
+    parser.add_argument(
         "-q",
         "--quiet",
         action="store_true",
@@ -108,5 +114,9 @@ def command(args: argparse.Namespace) -> int:
         _write(args.junit, report.junit(result))
     if args.json:
         _write(args.json, json.dumps(report.document(result), indent=2) + "\n")
+    if args.html:
+        from evalgate.verify import html
+
+        _write(args.html, html.render(result))
     sys.stdout.flush()
     return result.exit_code

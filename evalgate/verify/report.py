@@ -29,10 +29,34 @@ MAX_SUMMARY_ROWS = 1000
 """A job summary is capped at 1 MiB: past this many rows, the rest are counted, not listed."""
 
 
-def worst(entry: Entry) -> CheckRow | None:
-    """The check that decides an entry: the failing one, else the one nearest its threshold."""
+def deciding(checks: Iterable[CheckRow]) -> CheckRow | None:
+    """The check that decides: the failing one, else the one nearest its threshold."""
     rank = {"fail": 0, "inconclusive": 1, "pass": 2}
-    return min(entry.checks, key=lambda c: (rank[c.outcome], c.value - c.threshold), default=None)
+    return min(checks, key=lambda c: (rank[c.outcome], c.value - c.threshold), default=None)
+
+
+def worst(entry: Entry) -> CheckRow | None:
+    """The check that decides an entry (see `deciding`)."""
+    return deciding(entry.checks)
+
+
+def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """The words every labelled config's key shares, and each key without them (a key that is
+    a path, for a file with no config, is shown relative to the root it was found under)."""
+    labelled = [e.key.split() for e in entries if e.labels is not None]
+    common = (
+        [w for w in labelled[0] if all(w in words for words in labelled)]
+        if len(labelled) > 1
+        else []
+    )
+    shorts = []
+    for entry in entries:
+        if entry.labels is None:
+            root = next((r for r in roots if entry.key.startswith(r.rstrip("/") + "/")), None)
+            shorts.append(entry.key[len(root.rstrip("/")) + 1 :] if root else entry.key)
+        else:
+            shorts.append(" ".join(w for w in entry.key.split() if w not in common) or entry.key)
+    return " ".join(common), shorts
 
 
 def _cells(entry: Entry) -> list[str]:

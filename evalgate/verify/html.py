@@ -1,0 +1,233 @@
+"""`evalgate verify --html`: the sweep's verdict as one self-contained page (evalgate.page).
+
+A chart per task: each config's deciding score (the failing filter, else the one nearest its
+threshold, as in the terminal table) with its 95% interval, against the config's own threshold
+line. Configs with a problem (failing, errored, malformed, missing, duplicate, unexpected, then
+inconclusive) come first, each marked with its outcome in words; the rows group and reorder by
+model, hardware, framework, precision and concurrency. A result with no score (errored,
+malformed, missing) is a row of the first chart saying why. Below: every config in a table
+sortable by any column; the footer names the inputs and evalgate's version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalgate import page
+from evalgate.page import Mark, Scale, esc
+from evalgate.verify.report import deciding, short_keys, worst
+from evalgate.verify.sweep import FAILING, OUTCOMES, CheckRow, Entry, Report
+
+TONES: Mapping[str, page.Tone] = {"pass": "pass", "inconclusive": "warn", "fail": "fail"}
+"""Outcomes with a score to judge; every other outcome is "broken": there was none to judge."""
+GROUPS = ("model", "hardware", "framework", "precision", "concurrency")
+NONE = "(none)"
+
+
+def tone(outcome: str) -> page.Tone:
+    return TONES.get(outcome, "broken")
+
+
+def rank(outcome: str) -> int:
+    """Problems first (in the order OUTCOMES lists them), inconclusive next, passes last."""
+    index = OUTCOMES.index(outcome)  # type: ignore[arg-type]
+    return index if outcome in FAILING else len(OUTCOMES) + (outcome == "pass")
+
+
+def dimensions(entry: Entry) -> dict[str, str]:
+    """What the rows group by: model, hardware, framework, precision, concurrency."""
+    labels: Mapping[str, Any] = entry.labels or {}
+    model = labels.get("model_prefix") or entry.model
+    values = {"model": model, **{k: labels.get(k) for k in GROUPS[1:]}}
+    return {k: NONE if v is None else str(v) for k, v in values.items()}
+
+
+def _numbers(check: CheckRow) -> str:
+    return (
+        f"<b>{check.value:.4f}</b> [{check.low:.4f}, {check.high:.4f}] "
+        f'<span class="thr">thr {check.threshold:.4f}</span>'
+    )
+
+
+def _row(
+    entry: Entry, label: str, index: int, first: int, check: CheckRow | None, scale: Scale
+) -> str:
+    outcome = entry.outcome
+    data = {
+        "first": first,
+        "config": index,
+        "margin": "-1e9" if check is None else f"{check.value - check.threshold:.6f}",
+        "problem": int(outcome != "pass"),
+        **dimensions(entry),
+    }
+    if check is None:
+        drawing = page.no_drawing(f"{outcome}: {entry.reason}")
+        return page.chart_row(
+            tone=tone(outcome),
+            mark=outcome.upper(),
+            label=label,
+            drawing=drawing,
+            numbers="no score",
+            data=data,
+        )
+    described = (
+        f"{entry.key}: deciding filter {check.filter} {check.value:.4f}, 95% interval {check.low:.4f} to "
+        f"{check.high:.4f}, threshold {check.threshold:.4f} ({check.matched}): {outcome}"
+    )
+    drawing = page.interval_svg(
+        scale,
+        point=check.value,
+        low=check.low,
+        high=check.high,
+        marks=[Mark(check.threshold, "threshold")],
+        label=described,
+    )
+    return page.chart_row(
+        tone=tone(outcome),
+        mark=outcome.upper(),
+        label=label,
+        drawing=drawing,
+        numbers=_numbers(check),
+        data=data,
+    )
+
+
+def _order(pairs: Sequence[tuple[int, Entry]]) -> list[tuple[int, Entry]]:
+    return sorted(pairs, key=lambda p: (rank(p[1].outcome), p[0]))
+
+
+def charts(report: Report) -> list[str]:
+    """One chart per task (rows with no score go to the first)."""
+    entries = list(enumerate(report.entries))
+    tasks = list(dict.fromkeys(c.task for _, e in entries for c in e.checks))
+    unscored = [(i, e) for i, e in entries if not e.checks]
+    out = []
+    for number, task in enumerate(tasks or ["no score"]):
+        decided = [
+            (i, e, deciding(c for c in e.checks if c.task == task))
+            for i, e in entries
+            if any(c.task == task for c in e.checks)
+        ]
+        rows = [(i, e, c) for i, e, c in decided if c is not None]
+        rows += [(i, e, None) for i, e in unscored] if number == 0 else []
+        checks = [c for _, _, c in rows if c is not None]
+        scale = Scale.around([v for c in checks for v in (c.low, c.high, c.threshold)])
+        thresholds = sorted({c.threshold for c in checks})
+        marks = [Mark(t, "threshold") for t in thresholds] if len(thresholds) == 1 else []
+        axis = page.axis_svg(scale, {t: f"{t:.2f}" for t in scale.ticks()}, marks)
+        by_index = {i: c for i, _, c in rows}
+        ordered = _order([(i, e) for i, e, _ in rows])
+        common, labels = short_keys([e for _, e in ordered], report.paths)
+        lines = [
+            _row(e, label, i, first, by_index[i], scale)
+            for first, ((i, e), label) in enumerate(zip(ordered, labels, strict=True))
+        ]
+        problems = sum(1 for _, e in ordered if e.outcome != "pass")
+        title = (
+            f"{task}{': ' + common if common else ''}: exact_match of {len(ordered)} configs "
+            f"({problems} with a problem, listed first)"
+            if tasks
+            else f"{len(ordered)} configs without a score"
+        )
+        out.append(page.chart(title, axis, lines, legend=LEGEND))
+    return out
+
+
+LEGEND = (
+    "Dot: the score of the deciding filter (the failing one, else the one nearest its "
+    "threshold); bar: its 95% Wilson interval; dashed line: the config's threshold. "
+    "A config fails below its threshold and is inconclusive when its interval straddles it "
+    "on too small a sample."
+)
+
+
+def _controls() -> str:
+    options = "".join(f'<option value="{g}">{g}</option>' for g in GROUPS)
+    return (
+        '<div class="controls"><label>Group by <select id="group-by">'
+        f'<option value="">nothing</option>{options}</select></label>'
+        '<label>Order <select id="order-by"><option value="first">problems first</option>'
+        '<option value="margin">nearest the threshold</option>'
+        '<option value="config">by config</option></select></label></div>'
+    )
+
+
+def _table(report: Report) -> str:
+    headers = [
+        "Outcome",
+        "Config",
+        *(g.capitalize() for g in GROUPS[:4]),
+        "Conc",
+        "Filter",
+        "Score",
+        "95% CI",
+        "n",
+        "Threshold",
+    ]
+    rows = []
+    for i, entry in _order(list(enumerate(report.entries))):
+        check = worst(entry)
+        dims = dimensions(entry)
+        score: list[page.Cell] = (
+            [
+                esc(check.filter),
+                (f'<span class="num">{check.value:.4f}</span>', check.value),
+                (f'<span class="num">{check.low:.4f}&#8211;{check.high:.4f}</span>', check.low),
+                (f'<span class="num">{check.n}</span>', check.n),
+                (
+                    f'<span class="num">{check.threshold:.4f}</span> {esc(check.matched)}',
+                    check.threshold,
+                ),
+            ]
+            if check is not None
+            else ["-", ("-", -1), ("-", -1), ("-", -1), ("-", -1)]
+        )
+        where = f' <span class="path">{esc(entry.path)}</span>' if entry.path else ""
+        cells: list[page.Cell] = [
+            (page.badge(entry.outcome.upper(), tone(entry.outcome)), rank(entry.outcome)),
+            (esc(entry.key), i),
+            *(esc(dims[g]) for g in GROUPS[:4]),
+            esc(dims["concurrency"]),
+            *score,
+        ]
+        rows.append(page.Row(cells, esc(entry.reason) + where))
+    return page.table(headers, rows)
+
+
+def _inputs(report: Report) -> list[tuple[str, str]]:
+    expect = report.expectation
+    wanted = (
+        "none"
+        if expect is None
+        else esc(
+            f"--expect {expect.source}: "
+            + (f"{expect.count} configs" if expect.count is not None else "")
+            + (f"{len(expect.configs)} configs" if expect.count is None else "")
+        )
+    )
+    inputs = [
+        ("results", "<br>".join(f"<code>{esc(p)}</code>" for p in report.paths)),
+        ("thresholds", f"<code>{esc(report.thresholds_file)}</code>"),
+        ("expected set", wanted),
+        ("min samples", esc(report.min_samples)),
+    ]
+    if report.ignored:
+        listed = "<br>".join(f"<code>{esc(n.path)}</code>: {esc(n.reason)}" for n in report.ignored)
+        inputs.append((f"ignored ({len(report.ignored)})", listed))
+    return inputs
+
+
+def render(report: Report) -> str:
+    """The page: verdict, the charts, the table, the inputs."""
+    return page.document(
+        title=f"evalgate verify: {report.verdict.upper()}",
+        tone=tone(report.verdict),
+        summary=f"exit {report.exit_code}: {report.reason}",
+        counts=[(o, report.count(o), tone(o)) for o in OUTCOMES],
+        body=[
+            page.section("Scores against thresholds", _controls() + "".join(charts(report))),
+            page.section(f"Every config ({len(report.entries)})", _table(report)),
+        ],
+        inputs=_inputs(report),
+    )
