@@ -46,9 +46,7 @@ class Scale:
     high: float
 
     @classmethod
-    def around(
-        cls, values: Iterable[float], *, floor: float = 0.0, ceiling: float = 1.0
-    ) -> Scale:
+    def around(cls, values: Iterable[float], *, floor: float = 0.0, ceiling: float = 1.0) -> Scale:
         """The range of `values` widened to round ticks, within [floor, ceiling]."""
         seen = [v for v in values if math.isfinite(v)] or [floor, ceiling]
         low, high = min(seen), max(seen)
@@ -286,7 +284,8 @@ column-gap:10px;min-height:28px;border-top:1px solid var(--line);color:var(--ink
 padding:1px 6px;border:1.5px solid;border-radius:4px;background:#fff;letter-spacing:.03em}
 .label{overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
 .label .note{color:var(--soft);font-size:12px;margin-left:6px}
-.numbers{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px;white-space:nowrap}
+.numbers{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px;
+white-space:nowrap}
 svg.bar,svg.axis{width:100%;height:26px;overflow:visible;display:block}
 .bar.empty{font-size:12px;color:var(--broken);overflow:hidden;white-space:nowrap;text-overflow:ellipsis;
 border:1px dashed var(--broken);padding:2px 6px;border-radius:3px}
@@ -310,7 +309,8 @@ th[aria-sort=descending]::after{content:" \\25BC"}
 td{padding:4px 8px 1px;vertical-align:top;white-space:nowrap}
 td:nth-child(2){white-space:normal}
 tbody{border-bottom:1px solid var(--line)}
-tr.detail td{padding:0 8px 5px;color:var(--soft);font-size:12.5px;overflow-wrap:anywhere}
+tr.detail td{padding:0 8px 5px;color:var(--soft);font-size:12.5px;white-space:normal;
+overflow-wrap:anywhere}
 .scroll{overflow-x:auto}
 td .path,code{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;
 color:var(--soft);word-break:break-all}
@@ -368,7 +368,8 @@ SCRIPT = """
           var bad = members.filter(function (r) { return r.dataset.problem === "1"; }).length;
           var head = document.createElement("div");
           head.className = "group";
-          head.textContent = title + " " + last + ": " + members.length + (members.length === 1 ? " config" : " configs") +
+          head.textContent = title + " " + last + ": " + members.length +
+            (members.length === 1 ? " config" : " configs") +
             (bad ? ", " + bad + " with a problem" : "");
           list.appendChild(head);
         }

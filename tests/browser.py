@@ -92,7 +92,8 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
     found = []
     for event in events:
         method, params = event.get("method"), event.get("params", {})
-        if method == "Runtime.consoleAPICalled" and params["type"] in ("error", "warning", "assert"):
+        noisy = ("error", "warning", "assert")
+        if method == "Runtime.consoleAPICalled" and params["type"] in noisy:
             text = " ".join(str(a.get("value", a.get("description", ""))) for a in params["args"])
             found.append(f"console.{params['type']}: {text}")
         elif method == "Runtime.exceptionThrown":

@@ -209,7 +209,9 @@ def screenshot() -> Any:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     kept = [p for p in _TAKEN if p.exists()]
     if kept:
-        terminalreporter.write_line(f"browser tier: {len(kept)} screenshot(s) kept in {SCREENSHOTS}")
+        terminalreporter.write_line(
+            f"browser tier: {len(kept)} screenshot(s) kept in {SCREENSHOTS}"
+        )
 
 
 @dataclass

@@ -16,8 +16,8 @@ from typing import Any
 
 from evalgate import page
 from evalgate.page import Mark, Scale, esc
-from evalgate.verify.report import deciding, short_keys, worst
-from evalgate.verify.sweep import FAILING, OUTCOMES, CheckRow, Entry, Report
+from evalgate.verify.report import deciding, rank, short_keys, worst
+from evalgate.verify.sweep import OUTCOMES, CheckRow, Entry, Report
 
 TONES: Mapping[str, page.Tone] = {"pass": "pass", "inconclusive": "warn", "fail": "fail"}
 """Outcomes with a score to judge; every other outcome is "broken": there was none to judge."""
@@ -27,12 +27,6 @@ NONE = "(none)"
 
 def tone(outcome: str) -> page.Tone:
     return TONES.get(outcome, "broken")
-
-
-def rank(outcome: str) -> int:
-    """Problems first (in the order OUTCOMES lists them), inconclusive next, passes last."""
-    index = OUTCOMES.index(outcome)  # type: ignore[arg-type]
-    return index if outcome in FAILING else len(OUTCOMES) + (outcome == "pass")
 
 
 def dimensions(entry: Entry) -> dict[str, str]:
@@ -51,8 +45,10 @@ def _numbers(check: CheckRow) -> str:
 
 
 def _row(
-    entry: Entry, label: str, index: int, first: int, check: CheckRow | None, scale: Scale
+    entry: Entry, label: str, place: tuple[int, int], check: CheckRow | None, scale: Scale
 ) -> str:
+    """A chart row; `place` is (index in the report, position in the default order)."""
+    index, first = place
     outcome = entry.outcome
     data = {
         "first": first,
@@ -72,8 +68,9 @@ def _row(
             data=data,
         )
     described = (
-        f"{entry.key}: deciding filter {check.filter} {check.value:.4f}, 95% interval {check.low:.4f} to "
-        f"{check.high:.4f}, threshold {check.threshold:.4f} ({check.matched}): {outcome}"
+        f"{entry.key}: deciding filter {check.filter} {check.value:.4f}, 95% interval "
+        f"{check.low:.4f} to {check.high:.4f}, threshold {check.threshold:.4f} "
+        f"({check.matched}): {outcome}"
     )
     drawing = page.interval_svg(
         scale,
@@ -109,7 +106,9 @@ def charts(report: Report) -> list[str]:
             for i, e in entries
             if any(c.task == task for c in e.checks)
         ]
-        rows = [(i, e, c) for i, e, c in decided if c is not None]
+        rows: list[tuple[int, Entry, CheckRow | None]] = [
+            (i, e, c) for i, e, c in decided if c is not None
+        ]
         rows += [(i, e, None) for i, e in unscored] if number == 0 else []
         checks = [c for _, _, c in rows if c is not None]
         scale = Scale.around([v for c in checks for v in (c.low, c.high, c.threshold)])
@@ -120,7 +119,7 @@ def charts(report: Report) -> list[str]:
         ordered = _order([(i, e) for i, e, _ in rows])
         common, labels = short_keys([e for _, e in ordered], report.paths)
         lines = [
-            _row(e, label, i, first, by_index[i], scale)
+            _row(e, label, (i, first), by_index[i], scale)
             for first, ((i, e), label) in enumerate(zip(ordered, labels, strict=True))
         ]
         problems = sum(1 for _, e in ordered if e.outcome != "pass")
