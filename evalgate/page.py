@@ -50,7 +50,7 @@ class Scale:
         """The range of `values` widened to round ticks, within [floor, ceiling]."""
         seen = [v for v in values if math.isfinite(v)] or [floor, ceiling]
         low, high = min(seen), max(seen)
-        step = _step(max(high - low, (ceiling - floor) / 50))
+        step = _step(max(high - low, (ceiling - floor) / 10))
         low = max(floor, math.floor(low / step - 0.5) * step)
         high = min(ceiling, math.ceil(high / step + 0.5) * step)
         return cls(low, high if high > low else low + step)
@@ -151,7 +151,7 @@ def chart_row(
     """One line of a chart. `drawing` and `numbers` are HTML; `data` become data-* attributes
     the script groups and orders rows by."""
     extra = attrs({f"data-{k}": v for k, v in (data or {}).items()})
-    small = f'<span class="note">{esc(note)}</span>' if note else ""
+    small = f' <span class="note">{esc(note)}</span>' if note else ""
     return (
         f'<div class="row tone-{tone}"{extra}>{badge(mark, tone)}'
         f'<span class="label"><span class="name">{esc(label)}</span>{small}</span>'

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import html.parser
 import itertools
 import json
 import queue
@@ -31,6 +32,47 @@ import aiohttp
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 START_TIMEOUT_S = 60.0
 PAGE_TIMEOUT_S = 60.0
+
+
+URL_ATTRIBUTES = frozenset(
+    {"src", "href", "srcset", "action", "formaction", "poster", "data", "xlink:href", "background"}
+)
+
+
+FETCHING = ("url(", "@import", "://", "fetch(", "XMLHttpRequest", "import(", "WebSocket")
+"""What, in a style sheet, a script or an attribute's value, could reach for a resource."""
+
+
+class _References(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+        self.inside: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.inside = tag if tag in ("style", "script") else None
+        for name, value in attrs:
+            active = name == "style" or name.startswith("on")  # CSS or script
+            if name in URL_ATTRIBUTES or (active and any(m in (value or "") for m in FETCHING)):
+                self.found.append(f"<{tag} {name}={value!r}>")
+        if tag == "link" or (tag == "meta" and ("http-equiv", "refresh") in attrs):
+            self.found.append(f"<{tag} {attrs}>")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.inside = None
+
+    def handle_data(self, data: str) -> None:
+        if self.inside:
+            self.found += [f"<{self.inside}> holds {m}" for m in FETCHING if m in data]
+
+
+def network_references(page: str) -> list[str]:
+    """Everything in a page's source that could fetch a resource: URL-bearing attributes,
+    <link>, a meta refresh, and url(), @import, a scheme:// or a fetching call in a style
+    sheet, a script or an attribute (text shown on the page fetches nothing)."""
+    parser = _References()
+    parser.feed(page)
+    return parser.found
 
 
 def find_chromium() -> str | None:
@@ -105,8 +147,9 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
 
 
 async def _drive(
-    socket: str, url: str, probes: Mapping[str, str], screenshot: Path | None, width: int
+    socket: str, url: str, probes: Mapping[str, str], screenshot: Path | None, size: tuple[int, int]
 ) -> Seen:
+    width, max_height = size
     async with aiohttp.ClientSession() as session, session.ws_connect(socket, max_msg_size=0) as ws:
         cdp = _Protocol(ws)
         pump = asyncio.create_task(cdp.pump())
@@ -132,12 +175,13 @@ async def _drive(
                 values[name] = answer["result"].get("value")
             seen = Seen(values)
             if screenshot is not None:
-                size = (await cdp.send("Page.getLayoutMetrics"))["cssContentSize"]
+                content = (await cdp.send("Page.getLayoutMetrics"))["cssContentSize"]
+                height = min(content["height"], max_height)
                 shot = await cdp.send(
                     "Page.captureScreenshot",
                     format="png",
                     captureBeyondViewport=True,
-                    clip={"x": 0, "y": 0, "width": width, "height": size["height"], "scale": 1},
+                    clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
                 )
                 screenshot.parent.mkdir(parents=True, exist_ok=True)
                 screenshot.write_bytes(base64.b64decode(shot["data"]))
@@ -187,8 +231,10 @@ def look(
     *,
     screenshot: Path | None = None,
     width: int = 1280,
+    max_height: int = 20000,
 ) -> Seen:
-    """Open `page` in a fresh headless Chromium and report what it did and showed."""
+    """Open `page` in a fresh headless Chromium and report what it did and showed; the
+    screenshot is of the whole page, down to `max_height` pixels."""
     with tempfile.TemporaryDirectory(prefix="evalgate-chromium-") as profile:
         process = subprocess.Popen(
             [
@@ -217,7 +263,9 @@ def look(
             url = page.resolve().as_uri()
             return asyncio.run(
                 asyncio.wait_for(
-                    _drive(target["webSocketDebuggerUrl"], url, probes, screenshot, width),
+                    _drive(
+                        target["webSocketDebuggerUrl"], url, probes, screenshot, (width, max_height)
+                    ),
                     PAGE_TIMEOUT_S,
                 )
             )

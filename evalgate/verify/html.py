@@ -12,6 +12,7 @@ sortable by any column; the footer names the inputs and evalgate's version.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evalgate import page
@@ -44,26 +45,39 @@ def _numbers(check: CheckRow) -> str:
     )
 
 
-def _row(
-    entry: Entry, label: str, place: tuple[int, int], check: CheckRow | None, scale: Scale
-) -> str:
-    """A chart row; `place` is (index in the report, position in the default order)."""
-    index, first = place
-    outcome = entry.outcome
+def outcome_in_chart(entry: Entry, check: CheckRow | None) -> str:
+    """A row's outcome in one task's chart: its check's, when the entry's outcome came from
+    its checks (another task's score may be the one that failed); else the entry's (a run
+    that failed for a reason other than its scores, an error, a missing config)."""
+    if check is not None and any(c.outcome == entry.outcome for c in entry.checks):
+        return check.outcome
+    return entry.outcome
+
+
+@dataclass(frozen=True)
+class _Line:
+    index: int
+    """The entry's place in the report."""
+    entry: Entry
+    check: CheckRow | None
+    outcome: str
+
+
+def _row(line: _Line, label: str, first: int, scale: Scale) -> str:
+    entry, check, outcome = line.entry, line.check, line.outcome
     data = {
         "first": first,
-        "config": index,
+        "config": line.index,
         "margin": "-1e9" if check is None else f"{check.value - check.threshold:.6f}",
         "problem": int(outcome != "pass"),
         **dimensions(entry),
     }
     if check is None:
-        drawing = page.no_drawing(f"{outcome}: {entry.reason}")
         return page.chart_row(
             tone=tone(outcome),
             mark=outcome.upper(),
             label=label,
-            drawing=drawing,
+            drawing=page.no_drawing(f"{outcome}: {entry.reason}"),
             numbers="no score",
             data=data,
         )
@@ -90,46 +104,51 @@ def _row(
     )
 
 
+def _configs(n: int) -> str:
+    return f"{n} config" if n == 1 else f"{n} configs"
+
+
 def _order(pairs: Sequence[tuple[int, Entry]]) -> list[tuple[int, Entry]]:
     return sorted(pairs, key=lambda p: (rank(p[1].outcome), p[0]))
 
 
+def _chart(report: Report, task: str | None, lines: list[_Line]) -> str:
+    checks = [line.check for line in lines if line.check is not None]
+    scale = Scale.around([v for c in checks for v in (c.low, c.high, c.threshold)])
+    thresholds = sorted({c.threshold for c in checks})
+    marks = [Mark(t, "threshold") for t in thresholds] if len(thresholds) == 1 else []
+    axis = page.axis_svg(scale, {t: f"{t:.2f}" for t in scale.ticks()}, marks)
+    lines = sorted(lines, key=lambda line: (rank(line.outcome), line.index))
+    common, labels = short_keys([line.entry for line in lines], report.paths)
+    rows = [
+        _row(line, label, first, scale)
+        for first, (line, label) in enumerate(zip(lines, labels, strict=True))
+    ]
+    problems = sum(1 for line in lines if line.outcome != "pass")
+    title = (
+        f"{task}{': ' + common if common else ''}: exact_match of {_configs(len(lines))} "
+        f"({problems} with a problem, listed first)"
+        if task is not None
+        else f"{_configs(len(lines))} without a score"
+    )
+    return page.chart(title, axis, rows, legend=LEGEND)
+
+
 def charts(report: Report) -> list[str]:
-    """One chart per task (rows with no score go to the first)."""
+    """One chart per task; the rows with no score go to the first."""
     entries = list(enumerate(report.entries))
     tasks = list(dict.fromkeys(c.task for _, e in entries for c in e.checks))
-    unscored = [(i, e) for i, e in entries if not e.checks]
+    unscored = [_Line(i, e, None, e.outcome) for i, e in entries if not e.checks]
+    if not tasks:
+        return [_chart(report, None, unscored)]
     out = []
-    for number, task in enumerate(tasks or ["no score"]):
-        decided = [
-            (i, e, deciding(c for c in e.checks if c.task == task))
-            for i, e in entries
-            if any(c.task == task for c in e.checks)
-        ]
-        rows: list[tuple[int, Entry, CheckRow | None]] = [
-            (i, e, c) for i, e, c in decided if c is not None
-        ]
-        rows += [(i, e, None) for i, e in unscored] if number == 0 else []
-        checks = [c for _, _, c in rows if c is not None]
-        scale = Scale.around([v for c in checks for v in (c.low, c.high, c.threshold)])
-        thresholds = sorted({c.threshold for c in checks})
-        marks = [Mark(t, "threshold") for t in thresholds] if len(thresholds) == 1 else []
-        axis = page.axis_svg(scale, {t: f"{t:.2f}" for t in scale.ticks()}, marks)
-        by_index = {i: c for i, _, c in rows}
-        ordered = _order([(i, e) for i, e, _ in rows])
-        common, labels = short_keys([e for _, e in ordered], report.paths)
+    for number, task in enumerate(tasks):
         lines = [
-            _row(e, label, (i, first), by_index[i], scale)
-            for first, ((i, e), label) in enumerate(zip(ordered, labels, strict=True))
+            _Line(i, e, check, outcome_in_chart(e, check))
+            for i, e in entries
+            if (check := deciding(c for c in e.checks if c.task == task)) is not None
         ]
-        problems = sum(1 for _, e in ordered if e.outcome != "pass")
-        title = (
-            f"{task}{': ' + common if common else ''}: exact_match of {len(ordered)} configs "
-            f"({problems} with a problem, listed first)"
-            if tasks
-            else f"{len(ordered)} configs without a score"
-        )
-        out.append(page.chart(title, axis, lines, legend=LEGEND))
+        out.append(_chart(report, task, lines + (unscored if number == 0 else [])))
     return out
 
 

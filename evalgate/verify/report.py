@@ -166,16 +166,17 @@ def mermaid(report: Report) -> list[str]:
             if len(scored) > len(shown)
             else f"{len(shown)} configs"
         )
-        title = f"{task}{' · ' + common if common else ''}: score (bars), threshold (line); {which}"
         lines += [
             "```mermaid",
             "xychart-beta horizontal",
-            f"    title {_quoted(title)}",
+            f"    title {_quoted(f'{task}: score (bars), threshold (line)')}",
             f"    x-axis [{', '.join(_quoted(n) for n in names)}]",
             f'    y-axis "exact_match" {scale.low:g} --> {scale.high:g}',
             f"    bar [{', '.join(f'{c.value:.4f}' for _, c in shown)}]",
             f"    line [{', '.join(f'{c.threshold:.4f}' for _, c in shown)}]",
             "```",
+            "",
+            f"{task}: {which}" + (f" of `{_md(common)}`." if common else "."),
             "",
         ]
     unscored = sum(1 for e in report.entries if not e.checks)
