@@ -306,8 +306,7 @@ th{text-align:left;cursor:pointer;border-bottom:2px solid var(--line);padding:4p
 white-space:nowrap;user-select:none}
 th[aria-sort=ascending]::after{content:" \\25B2"}
 th[aria-sort=descending]::after{content:" \\25BC"}
-td{padding:4px 8px 1px;vertical-align:top;white-space:nowrap}
-td:nth-child(2){white-space:normal}
+td{padding:4px 8px 1px;vertical-align:top}
 tbody{border-bottom:1px solid var(--line)}
 tr.detail td{padding:0 8px 5px;color:var(--soft);font-size:12.5px;white-space:normal;
 overflow-wrap:anywhere}

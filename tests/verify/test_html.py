@@ -150,13 +150,16 @@ def verify_page(loopback_sweep, tmp_path_factory) -> Path:
     from evalgate.cli import main
 
     out = tmp_path_factory.mktemp("html") / "verify.html"
+    relative = ["eval-artifacts", "--expect", "expected-evals.json", "--thresholds"]
     with pytest.MonkeyPatch.context() as patch, isolated(patch):
-        assert main([*verify_args(loopback_sweep), "--html", str(out)]) == ExitCode.FAIL
+        patch.chdir(loopback_sweep.root.parent)  # paths as CI gives them: relative
+        code = main(["verify", *relative, "thresholds.json", "--html", str(out)])
+    assert code == ExitCode.FAIL
     return out
 
 
 def test_the_browser_shows_the_failing_config_first_with_its_score_and_threshold(
-    verify_page, loopback_sweep, chromium, screenshot, request
+    verify_page, chromium, screenshot, request
 ):
     shot = screenshot("verify-report")
     seen = look(
@@ -201,8 +204,10 @@ def test_the_browser_shows_the_failing_config_first_with_its_score_and_threshold
     assert "run error in stage probe: The engine rejected the pre-flight request" in v["text"]
     assert v["table"].startswith("FAIL\tfake b200 vllm fp8 isl=1024 osl=512 conc=32\t")
     assert "0.7000\t0.5625\u20130.8090\t50\t0.9000 default" in v["table"]  # an en dash
-    assert f"thresholds\n{loopback_sweep.thresholds}\n" in v["footer"]
-    assert f"results\n{loopback_sweep.root}\n" in v["footer"]
+    assert v["footer"].startswith(
+        "results\neval-artifacts\nthresholds\nthresholds.json\n"
+        "expected set\n--expect expected-evals.json: 9 configs\nmin samples\n1319\n"
+    )
     assert v["footer"].endswith(f"evalgate\n{__version__}")
     assert shot.stat().st_size > 20_000  # a real picture, not a blank page
     if request.config.getoption("--update-screenshots"):
