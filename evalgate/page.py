@@ -3,8 +3,9 @@ evalgate.verify.html and evalgate.compare.html draw.
 
 A page references nothing outside itself (no script, style sheet, font or image is fetched, and
 its Content-Security-Policy forbids it): CI artifacts are opened offline. Charts are inline SVG
-laid out on a shared horizontal scale; a small inline script sorts tables by a clicked column
-and regroups charts. Without the script the page reads the same, in its default order.
+laid out on a shared horizontal scale; a small script (page.js, inlined with page.css) sorts
+tables by a clicked column and regroups charts. Without it the page reads the same, in its
+default order.
 
     chart_row(...)   one line of a chart: mark, label, the interval drawn in SVG, the numbers
     chart(...)       an axis above rows on one Scale
@@ -14,15 +15,18 @@ and regroups charts. Without the script the page reads the same, in its default 
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from evalgate._version import __version__
 
-Tone = str
-"""A colour family: "pass", "warn", "fail", "broken" (no score could be had) or "info"."""
+Tone = Literal["pass", "warn", "fail", "broken", "info"]
+"""A colour family; "broken": there was no score to judge."""
 
 
 def esc(text: object) -> str:
@@ -212,8 +216,15 @@ def table(headers: Sequence[str], rows: Iterable[Row], *, caption: str = "") -> 
     )
 
 
-def section(title: str, content: str, *, anchor: str | None = None) -> str:
-    return f"<section{attrs({'id': anchor})}><h2>{esc(title)}</h2>{content}</section>"
+def section(title: str, content: str) -> str:
+    """A titled block of the page."""
+    return f"<section><h2>{esc(title)}</h2>{content}</section>"
+
+
+@functools.cache
+def _asset(name: str) -> str:
+    """page.css or page.js, shipped beside this module and inlined into every page."""
+    return (Path(__file__).parent / name).read_text(encoding="utf-8")
 
 
 def document(
@@ -237,146 +248,12 @@ def document(
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>"
+        f"<title>{esc(title)}</title><style>{_asset('page.css')}</style></head>\n<body>"
         f'<header class="verdict tone-{tone}"><h1>{esc(title)}</h1>'
         f'<p class="summary">{esc(summary)}</p>'
         + (f'<ul class="counts">{chips}</ul>' if chips else "")
         + "</header>\n<main>"
         + "\n".join(body)
         + f"</main>\n<footer><dl>{footer}<dt>evalgate</dt><dd>{esc(__version__)}</dd></dl>"
-        f"</footer>\n<script>{SCRIPT}</script></body></html>\n"
+        f"</footer>\n<script>{_asset('page.js')}</script></body></html>\n"
     )
-
-
-STYLE = """
-:root{--pass:#1b7f3b;--warn:#b56a00;--fail:#c0262d;--broken:#6b3fa0;--info:#35608f;
---ink:#1d2430;--soft:#5b6574;--line:#d9dee5;--bg:#f6f7f9}
-*{box-sizing:border-box}
-body{margin:0;font:14px/1.45 "DejaVu Sans","Segoe UI",Helvetica,Arial,sans-serif;color:var(--ink);
-background:var(--bg)}
-main,footer,header{max-width:1280px;margin:0 auto;padding:0 24px}
-header.verdict{margin-top:18px;padding:14px 24px;border-left:8px solid;background:#fff}
-header h1{margin:0 0 4px;font-size:22px}
-.summary{margin:0;color:var(--soft)}
-.counts{display:flex;flex-wrap:wrap;gap:8px;list-style:none;padding:0;margin:10px 0 0}
-.counts li{padding:2px 10px;border-radius:12px;background:#fff;border:1px solid}
-section{margin:22px auto;background:#fff;padding:14px 18px;border:1px solid var(--line)}
-h2{font-size:17px;margin:0 0 10px}
-.tone-pass{color:var(--pass);border-color:var(--pass)}
-.tone-warn{color:var(--warn);border-color:var(--warn)}
-.tone-fail{color:var(--fail);border-color:var(--fail)}
-.tone-broken{color:var(--broken);border-color:var(--broken)}
-.tone-info{color:var(--info);border-color:var(--info)}
-header.verdict h1,.counts b{color:inherit}
-.controls{display:flex;gap:18px;align-items:center;margin:0 0 8px;color:var(--soft)}
-.controls select{font:inherit;padding:2px 4px}
-figure.chart{margin:0 0 18px}
-figcaption{font-weight:bold;margin-bottom:4px}
-.row{display:grid;grid-template-columns:8.5em minmax(14em,30%) 1fr 20em;align-items:center;
-column-gap:10px;min-height:28px;border-top:1px solid var(--line);color:var(--ink)}
-.row.head{border-top:0;min-height:26px}
-.rows .row:nth-child(even){background:#fafbfc}
-.row.tone-fail{background:#fdf1f1!important}
-.row.tone-broken{background:#f6f1fb!important}
-.row.tone-warn{background:#fdf7ec!important}
-.group{padding:8px 0 2px;font-weight:bold;color:var(--soft);border-top:2px solid var(--line)}
-.badge{display:inline-block;min-width:7.5em;text-align:center;font-size:12px;font-weight:bold;
-padding:1px 6px;border:1.5px solid;border-radius:4px;background:#fff;letter-spacing:.03em}
-.label{overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
-.label .note{color:var(--soft);font-size:12px;margin-left:6px}
-.numbers{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px;
-white-space:nowrap}
-svg.bar,svg.axis{width:100%;height:26px;overflow:visible;display:block}
-.bar.empty{font-size:12px;color:var(--broken);overflow:hidden;white-space:nowrap;text-overflow:ellipsis;
-border:1px dashed var(--broken);padding:2px 6px;border-radius:3px}
-svg text{font-size:11px;fill:var(--soft);text-anchor:middle}
-svg .tick{stroke:var(--soft)}
-svg .ci{stroke:currentColor;stroke-width:3}
-svg .cap{stroke:currentColor;stroke-width:2}
-svg .point{fill:currentColor;stroke:#fff;stroke-width:1.5}
-svg .from{fill:#fff;stroke:var(--soft);stroke-width:2}
-svg .move{stroke:currentColor;stroke-width:2;stroke-dasharray:3 2}
-svg .threshold{stroke:#7a1f24;stroke-width:2;stroke-dasharray:5 3}
-svg .margin{stroke:#7a1f24;stroke-width:2;stroke-dasharray:5 3}
-svg .zero{stroke:var(--soft);stroke-width:1}
-.legend{color:var(--soft);font-size:12px;margin:6px 0 0}
-table{border-collapse:collapse;width:100%;font-size:13px}
-caption{text-align:left;font-weight:bold;padding-bottom:6px}
-th{text-align:left;cursor:pointer;border-bottom:2px solid var(--line);padding:4px 8px;
-white-space:nowrap;user-select:none}
-th[aria-sort=ascending]::after{content:" \\25B2"}
-th[aria-sort=descending]::after{content:" \\25BC"}
-td{padding:4px 8px 1px;vertical-align:top}
-tbody{border-bottom:1px solid var(--line)}
-tr.detail td{padding:0 8px 5px;color:var(--soft);font-size:12.5px;white-space:normal;
-overflow-wrap:anywhere}
-.scroll{overflow-x:auto}
-td .path,code{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;
-color:var(--soft);word-break:break-all}
-td.num,td .num{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;white-space:nowrap}
-footer{color:var(--soft);font-size:12.5px;padding-bottom:30px}
-footer dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}
-footer dt{font-weight:bold}
-footer dd{margin:0;word-break:break-all}
-"""
-
-SCRIPT = """
-(function () {
-  "use strict";
-  function compare(a, b) {
-    var x = Number(a), y = Number(b);
-    if (a !== "" && b !== "" && !isNaN(x) && !isNaN(y)) { return x - y; }
-    return String(a).localeCompare(String(b), undefined, {numeric: true});
-  }
-  function key(cell) {
-    var value = cell.getAttribute("data-sort");
-    return value === null ? cell.textContent.trim() : value;
-  }
-  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
-    var heads = table.querySelectorAll("th");
-    Array.prototype.forEach.call(heads, function (th, column) {
-      th.addEventListener("click", function () {
-        var up = th.getAttribute("aria-sort") !== "ascending";
-        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
-        th.setAttribute("aria-sort", up ? "ascending" : "descending");
-        var rows = Array.prototype.slice.call(table.tBodies);
-        rows.sort(function (a, b) {
-          return compare(key(a.rows[0].cells[column]), key(b.rows[0].cells[column])) *
-            (up ? 1 : -1);
-        });
-        rows.forEach(function (row) { table.appendChild(row); });
-      });
-    });
-  });
-  var group = document.getElementById("group-by"), order = document.getElementById("order-by");
-  if (!group || !order) { return; }
-  function regroup() {
-    var by = group.value, sort = order.value, title = group.options[group.selectedIndex].text;
-    Array.prototype.forEach.call(document.querySelectorAll(".chart .rows"), function (list) {
-      Array.prototype.forEach.call(list.querySelectorAll(".group"), function (g) { g.remove(); });
-      var rows = Array.prototype.slice.call(list.querySelectorAll(".row"));
-      rows.sort(function (a, b) {
-        return (by ? compare(a.dataset[by], b.dataset[by]) : 0) ||
-          compare(a.dataset[sort], b.dataset[sort]) || compare(a.dataset.first, b.dataset.first);
-      });
-      var last = null;
-      rows.forEach(function (row) {
-        if (by && row.dataset[by] !== last) {
-          last = row.dataset[by];
-          var members = rows.filter(function (r) { return r.dataset[by] === last; });
-          var bad = members.filter(function (r) { return r.dataset.problem === "1"; }).length;
-          var head = document.createElement("div");
-          head.className = "group";
-          head.textContent = title + " " + last + ": " + members.length +
-            (members.length === 1 ? " config" : " configs") +
-            (bad ? ", " + bad + " with a problem" : "");
-          list.appendChild(head);
-        }
-        list.appendChild(row);
-      });
-    });
-  }
-  group.addEventListener("change", regroup);
-  order.addEventListener("change", regroup);
-}());
-"""

@@ -126,7 +126,7 @@ def _run(side: str, run: RunInfo) -> page.Row:
     )
 
 
-def _differences_table(items: tuple[Difference, ...]) -> str:
+def _drift_table(items: tuple[Difference, ...]) -> str:
     rows = [
         page.Row([esc(d.field), esc(d.baseline), esc(d.candidate)], esc(d.detail)) for d in items
     ]
@@ -139,7 +139,7 @@ def _protocol(c: Comparison) -> str:
         parts.append(
             "<p>The runs were not measured the same way (compared anyway: "
             "<code>--allow-protocol-drift</code>); a difference in score may come from these:</p>"
-            + _differences_table(c.drift)
+            + _drift_table(c.drift)
         )
     else:
         parts.append("<p>None: both runs were measured the same way.</p>")

@@ -27,6 +27,7 @@ NONE = "(none)"
 
 
 def tone(outcome: str) -> page.Tone:
+    """The colour of an outcome (or of the sweep's verdict)."""
     return TONES.get(outcome, "broken")
 
 
