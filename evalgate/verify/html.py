@@ -11,6 +11,7 @@ sortable by any column; the footer names the inputs and evalgate's version.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,9 @@ from evalgate.verify.sweep import OUTCOMES, CheckRow, Entry, Report
 TONES: Mapping[str, page.Tone] = {"pass": "pass", "inconclusive": "warn", "fail": "fail"}
 """Outcomes with a score to judge; every other outcome is "broken": there was none to judge."""
 GROUPS = ("model", "hardware", "framework", "precision", "concurrency")
+MAX_CHART_ROWS = 500
+"""Rows drawn per chart; a bigger sweep draws its problems first, then the configs nearest
+their threshold (the table below the charts always lists every config)."""
 NONE = "(none)"
 
 
@@ -113,7 +117,15 @@ def _order(pairs: Sequence[tuple[int, Entry]]) -> list[tuple[int, Entry]]:
     return sorted(pairs, key=lambda p: (rank(p[1].outcome), p[0]))
 
 
+def _nearest(line: _Line) -> tuple[int, float]:
+    margin = line.check.value - line.check.threshold if line.check else -math.inf
+    return rank(line.outcome), margin
+
+
 def _chart(report: Report, task: str | None, lines: list[_Line]) -> str:
+    total = len(lines)
+    if total > MAX_CHART_ROWS:  # the problems, then the passes nearest their threshold
+        lines = sorted(lines, key=_nearest)[:MAX_CHART_ROWS]
     checks = [line.check for line in lines if line.check is not None]
     scale = Scale.around([v for c in checks for v in (c.low, c.high, c.threshold)])
     thresholds = sorted({c.threshold for c in checks})
@@ -127,12 +139,18 @@ def _chart(report: Report, task: str | None, lines: list[_Line]) -> str:
     ]
     problems = sum(1 for line in lines if line.outcome != "pass")
     title = (
-        f"{task}{': ' + common if common else ''}: exact_match of {_configs(len(lines))} "
+        f"{task}{': ' + common if common else ''}: exact_match of {_configs(total)} "
         f"({problems} with a problem, listed first)"
         if task is not None
-        else f"{_configs(len(lines))} without a score"
+        else f"{_configs(total)} without a score"
     )
-    return page.chart(title, axis, rows, legend=LEGEND)
+    legend = LEGEND
+    if total > len(lines):
+        legend = (
+            f"Drawn: {len(lines)} of the {total} configs, the problems first, then those "
+            "nearest their threshold; the table below lists every one. " + LEGEND
+        )
+    return page.chart(title, axis, rows, legend=legend)
 
 
 def charts(report: Report) -> list[str]:

@@ -255,3 +255,17 @@ def test_the_readme_shows_the_screenshot_the_browser_tier_makes():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "](docs/verify-report.png)" in readme
     assert README_SHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_big_sweep_draws_its_problems_and_the_closest_passes_and_tables_every_config():
+    items = [found(c, ("gsm8k", 0.95 + c / 1e7)) for c in range(1, 2001)]
+    items += [found(c, ("gsm8k", 0.5)) for c in range(5001, 5004)]
+    page = page_of(*items)
+    [rows] = chart_rows(page)
+    assert len(rows) == html.MAX_CHART_ROWS
+    assert rows[:3] == ["FAIL conc=5001", "FAIL conc=5002", "FAIL conc=5003"]
+    drawn = sorted(int(row.split("conc=")[1]) for row in rows[3:])
+    assert drawn == list(range(1, html.MAX_CHART_ROWS - 2))  # the passes nearest the threshold
+    assert "Drawn: 500 of the 2003 configs, the problems first" in page
+    assert "exact_match of 2003 configs (3 with a problem, listed first)" in page
+    assert page.count("<tbody>") == 2003
