@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,7 +19,13 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.schemas import validation_errors
+from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine
+
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / "build" / "test-artifacts" / "browser"
+"""Where the browser tier keeps its screenshots (emptied when a session takes its first)."""
+_TAKEN: list[Path] = []
 
 # Variables evalgate reads: a developer's shell must not leak into the tests.
 _READ_VARS = (
@@ -62,10 +69,10 @@ _STACK_VARS = (
 FAST = ["--retry-wait-min", "0", "--retry-wait-max", "0", "--ready-timeout", "5"]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+@contextlib.contextmanager
+def isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No evalgate variable from the developer's shell; evalgate's logger as it was (cli.main
-    configures it)."""
+    configures it) once the block ends."""
     logger = logging.getLogger("evalgate")
     saved = (list(logger.handlers), logger.level, logger.propagate)
     for name in list(os.environ):
@@ -73,8 +80,17 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             continue
         if name.startswith("EVALGATE_") or name in _READ_VARS:
             monkeypatch.delenv(name, raising=False)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved
+    try:
+        yield
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test runs `isolated` (fixtures of a wider scope use it themselves)."""
+    with isolated(monkeypatch):
+        yield
 
 
 @contextlib.contextmanager
@@ -159,3 +175,140 @@ def load_samples(folder: Path) -> list[dict[str, Any]]:
     for record in records:
         assert validation_errors("sample", record) == []
     return records
+
+
+# -- the browser tier ----------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-screenshots",
+        action="store_true",
+        help="copy the browser tier's example screenshots into docs/ (the README shows them)",
+    )
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium's executable; the browser tier is skipped, saying so, without it."""
+    found = find_chromium()
+    if found is None:
+        pytest.skip(
+            "browser tier skipped: Chromium is not installed and could not be (scripts/test "
+            "installs Debian's chromium package when it runs as root with apt-get; or run "
+            "`apt-get install chromium`)"
+        )
+    return found
+
+
+@pytest.fixture(scope="session")
+def screenshot() -> Any:
+    """screenshot(name) -> the path to save it at, under SCREENSHOTS."""
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+
+    def path(name: str) -> Path:
+        taken = SCREENSHOTS / f"{name}.png"
+        _TAKEN.append(taken)
+        return taken
+
+    return path
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    kept = [p for p in _TAKEN if p.exists()]
+    if kept:
+        terminalreporter.write_line(
+            f"browser tier: {len(kept)} screenshot(s) kept in {SCREENSHOTS}"
+        )
+
+
+@dataclass
+class Sweep:
+    """A sweep of real `evalgate run`s against the loopback engine, as CI would download it."""
+
+    root: Path
+    """The artifacts folder: one subfolder per config."""
+    manifest: Path
+    """The --expect manifest: every config, one of which never ran."""
+    thresholds: Path
+    runs: dict[str, Path]
+    """Run folders by outcome: pass, pass_h100, inconclusive, fail, error, malformed."""
+
+
+# (name, hardware, concurrency, engine accuracy, engine rejects every generation request)
+SWEEP_RUNS = (
+    ("pass", "b200", 4, 1.0, False),
+    ("pass_conc8", "b200", 8, 1.0, False),
+    ("inconclusive", "b200", 16, 0.96, False),
+    ("fail", "b200", 32, 0.7, False),
+    ("error", "b200", 64, 1.0, True),
+    ("pass_h100", "h100", 4, 1.0, False),
+    ("pass_h100_conc8", "h100", 8, 1.0, False),
+)
+SWEEP_QUESTIONS = 50
+
+
+@pytest.fixture(scope="session")
+def loopback_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
+    """Seven `evalgate run`s of 50 questions against FakeEngine (passing, inconclusive,
+    failing, errored at the probe), a malformed result.json, and a manifest naming a concurrency
+    that never ran."""
+    from tests.fakeengine import Fault
+
+    base = tmp_path_factory.mktemp("sweep")
+    root = base / "eval-artifacts"
+    runs: dict[str, Path] = {}
+    with pytest.MonkeyPatch.context() as patch, isolated(patch):
+        for name, hardware, conc, accuracy, rejects in SWEEP_RUNS:
+            behaviour = EngineBehaviour(max_model_len=4096, accuracy=accuracy)
+            with FakeEngine(behaviour) as engine:
+                if rejects:
+                    engine.inject(
+                        Fault("error", status=400, message="max_tokens is too large for this model")
+                    )
+                folder = runs[name] = root / f"eval_fake_{hardware}_conc{conc}"
+                code = main(
+                    [
+                        "run",
+                        "--base-url",
+                        engine.url,
+                        "--model",
+                        "fake-model",
+                        "--model-prefix",
+                        "fake",
+                        "--hardware",
+                        hardware,
+                        "--framework",
+                        "vllm",
+                        "--precision",
+                        "fp8",
+                        "--isl",
+                        "1024",
+                        "--osl",
+                        "512",
+                        "--limit",
+                        str(SWEEP_QUESTIONS),
+                        "--num-concurrent",
+                        str(conc),
+                        "--output-dir",
+                        str(folder),
+                        *FAST,
+                    ]
+                )
+            assert code == {"error": 3, "fail": 1, "inconclusive": 5}.get(name, 0), (name, code)
+    broken = runs["malformed"] = root / "eval_fake_h100_conc16"
+    broken.mkdir(parents=True)
+    whole = (runs["pass_h100"] / "result.json").read_text()
+    (broken / "result.json").write_text(whole[: len(whole) // 2])
+    manifest = base / "expected-evals.json"
+    expected = [
+        {"model_prefix": "fake", "hardware": "b200", "framework": "vllm", "precision": "fp8",
+         "isl": 1024, "osl": 512, "concurrency": [4, 8, 16, 32, 64, 128]},
+        {"model_prefix": "fake", "hardware": "h100", "framework": "vllm", "precision": "fp8",
+         "isl": 1024, "osl": 512, "concurrency": [4, 8, 16]},
+    ]  # fmt: skip
+    manifest.write_text(json.dumps(expected))
+    thresholds = base / "thresholds.json"
+    thresholds.write_text(json.dumps({"default": {"gsm8k": 0.9}}))
+    return Sweep(root, manifest, thresholds, runs)

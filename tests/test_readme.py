@@ -68,3 +68,17 @@ def test_python_quickstart_runs_against_an_engine(tmp_path, monkeypatch):
 @pytest.mark.parametrize("block", [b for b in blocks("json") if '"default"' in b])
 def test_thresholds_example_is_valid(block):
     assert validation_errors("thresholds", json.loads(block)) == []
+
+
+def test_the_readme_upload_step_is_the_example_workflows():
+    yaml = pytest.importorskip("yaml")
+    [block] = blocks("yaml")
+    [step] = yaml.safe_load(block)
+    workflow = yaml.safe_load((ROOT / "examples" / "github-actions-verify.yml").read_text())
+    [example] = [
+        s for s in workflow["jobs"]["verify-evals"]["steps"] if s.get("uses") == step["uses"]
+    ]
+    assert step["if"] == example["if"] == "always()"
+    assert step["with"]["name"] == example["with"]["name"]
+    assert set(step["with"]["path"].split()) <= set(example["with"]["path"].split())
+    assert "evalgate-report.html" in step["with"]["path"].split()

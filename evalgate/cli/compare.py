@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"list the first N flipped questions per filter (default {DEFAULT_FLIPS}; 0: none)",
     )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained page: both scores, the paired difference and its "
+        "interval against the margin, the protocol differences and every flipped question",
+    )
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print the comparison as JSON")
     form.add_argument("--markdown", action="store_true", help="print the report as Markdown")
@@ -70,4 +76,9 @@ def command(args: argparse.Namespace) -> int:
     else:
         text = render_text(comparison, flips=args.flips)
     print(text, end="")
+    if args.html:
+        from evalgate.cli.verify import write_file
+        from evalgate.compare import html
+
+        write_file(args.html, html.render(comparison))
     return int(comparison.exit_code)

@@ -63,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", metavar="FILE", help="write the verdict document (verdict.schema.json)"
     )
     parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained page: a chart per task of each config's score and 95%% "
+        "interval against its threshold, the problems first, then the table",
+    )
+    parser.add_argument(
         "-q",
         "--quiet",
         action="store_true",
@@ -70,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _write(path: str, text: str, *, append: bool = False) -> None:
+def write_file(path: str, text: str, *, append: bool = False) -> None:
+    """Write (or append) a report file; an unwritable path is an ArtifactError (exit 2)."""
     from evalgate.errors import ArtifactError
 
     try:
@@ -99,13 +106,17 @@ def command(args: argparse.Namespace) -> int:
     if github:
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
-            _write(summary, report.markdown(result), append=True)
+            write_file(summary, report.markdown(result), append=True)
         else:
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
         sys.stdout.write(report.workflow_commands(result))
     if args.junit:
-        _write(args.junit, report.junit(result))
+        write_file(args.junit, report.junit(result))
     if args.json:
-        _write(args.json, json.dumps(report.document(result), indent=2) + "\n")
+        write_file(args.json, json.dumps(report.document(result), indent=2) + "\n")
+    if args.html:
+        from evalgate.verify import html
+
+        write_file(args.html, html.render(result))
     sys.stdout.flush()
     return result.exit_code

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evalgate._version import __version__
+from evalgate.page import Scale
 from evalgate.verify.sweep import FAILING, OUTCOMES, CheckRow, Entry, Report
 
 MARKS = {
@@ -26,13 +27,49 @@ MARKS = {
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error and 10 warning annotations per step."""
 MAX_SUMMARY_ROWS = 1000
-"""A job summary is capped at 1 MiB: past this many rows, the rest are counted, not listed."""
+"""Rows listed per table of the job summary; the rest are counted, not listed."""
+SUMMARY_BYTES = 1024 * 1024
+"""GitHub's cap on one step's job summary (1 MiB): past it, the summary is not shown at all,
+so the tables are shortened until the summary fits."""
+MAX_CHART_BARS = 40
+"""Configs drawn per chart in the job summary: the problems first, then those nearest their
+threshold (every config stays in the table)."""
+
+
+def deciding(checks: Iterable[CheckRow]) -> CheckRow | None:
+    """The check that decides: the failing one, else the one nearest its threshold."""
+    order = {"fail": 0, "inconclusive": 1, "pass": 2}
+    return min(checks, key=lambda c: (order[c.outcome], c.value - c.threshold), default=None)
+
+
+def rank(outcome: str) -> int:
+    """Problems first (in the order OUTCOMES lists them), inconclusive next, passes last."""
+    index = OUTCOMES.index(outcome)
+    return index if outcome in FAILING else len(OUTCOMES) + (outcome == "pass")
 
 
 def worst(entry: Entry) -> CheckRow | None:
-    """The check that decides an entry: the failing one, else the one nearest its threshold."""
-    rank = {"fail": 0, "inconclusive": 1, "pass": 2}
-    return min(entry.checks, key=lambda c: (rank[c.outcome], c.value - c.threshold), default=None)
+    """The check that decides an entry (see `deciding`)."""
+    return deciding(entry.checks)
+
+
+def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """The words every labelled config's key shares, and each key without them (a key that is
+    a path, for a file with no config, is shown relative to the root it was found under)."""
+    labelled = [e.key.split() for e in entries if e.labels is not None]
+    common = (
+        [w for w in labelled[0] if all(w in words for words in labelled)]
+        if len(labelled) > 1
+        else []
+    )
+    shorts = []
+    for entry in entries:
+        if entry.labels is None:
+            root = next((r for r in roots if entry.key.startswith(r.rstrip("/") + "/")), None)
+            shorts.append(entry.key[len(root.rstrip("/")) + 1 :] if root else entry.key)
+        else:
+            shorts.append(" ".join(w for w in entry.key.split() if w not in common) or entry.key)
+    return " ".join(common), shorts
 
 
 def _cells(entry: Entry) -> list[str]:
@@ -92,32 +129,87 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(entries: Sequence[Entry], with_reason: bool) -> list[str]:
+def _md_table(entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
     header = ["", *HEADER[1:], *(["Reason"] if with_reason else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for entry in entries[:MAX_SUMMARY_ROWS]:
+    for entry in entries[:rows]:
         cells = [MARKS[entry.outcome] + " " + entry.outcome, *_cells(entry)[1:]]
         cells += [entry.reason] if with_reason else []
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    if len(entries) > MAX_SUMMARY_ROWS:
-        lines.append(f"\n… and {len(entries) - MAX_SUMMARY_ROWS} more (see the JSON verdict).")
+    if len(entries) > rows:
+        lines.append(f"\n… and {len(entries) - rows} more (see the JSON verdict).")
     return lines
 
 
-def markdown(report: Report) -> str:
-    """A GitHub job summary: the verdict, the problems first, then the passing configs."""
+def _quoted(text: str) -> str:
+    return '"' + text.replace('"', "'").replace("\n", " ") + '"'
+
+
+def mermaid(report: Report) -> list[str]:
+    """A chart per task that GitHub draws itself (mermaid's xychart): each config's deciding
+    score as a bar, its threshold as a line; at most MAX_CHART_BARS configs, problems first."""
+    lines: list[str] = []
+    tasks = dict.fromkeys(c.task for e in report.entries for c in e.checks)
+    for task in tasks:
+        scored = [
+            (e, c)
+            for e in report.entries
+            if (c := deciding(x for x in e.checks if x.task == task)) is not None
+        ]
+        scored.sort(key=lambda p: (rank(p[0].outcome), p[1].value - p[1].threshold))
+        shown = scored[:MAX_CHART_BARS]
+        common, names = short_keys([e for e, _ in shown], report.paths)
+        scale = Scale.around(v for _, c in shown for v in (c.value, c.threshold))
+        which = (
+            f"{len(shown)} of {len(scored)} configs: the problems, then those nearest their "
+            "threshold"
+            if len(scored) > len(shown)
+            else f"{len(shown)} configs"
+        )
+        lines += [
+            "```mermaid",
+            "xychart-beta horizontal",
+            f"    title {_quoted(f'{task}: score (bars), threshold (line)')}",
+            f"    x-axis [{', '.join(_quoted(n) for n in names)}]",
+            f'    y-axis "exact_match" {scale.low:g} --> {scale.high:g}',
+            f"    bar [{', '.join(f'{c.value:.4f}' for _, c in shown)}]",
+            f"    line [{', '.join(f'{c.threshold:.4f}' for _, c in shown)}]",
+            "```",
+            "",
+            f"{task}: {which}" + (f" of `{_md(common)}`." if common else "."),
+            "",
+        ]
+    unscored = sum(1 for e in report.entries if not e.checks)
+    if lines and unscored:
+        lines += [f"{unscored} without a score (errored, malformed, missing): see the table.", ""]
+    return lines
+
+
+def _markdown(report: Report, rows: int) -> str:
     mark = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}[report.verdict]
     lines = [f"### {mark} evalgate verify: {report.verdict.upper()}", "", _md(report.reason), ""]
+    lines += mermaid(report)
     problems = [e for e in report.entries if e.outcome != "pass"]
     passed = [e for e in report.entries if e.outcome == "pass"]
     if problems:
-        lines += [*_md_table(problems, with_reason=True), ""]
+        lines += [*_md_table(problems, with_reason=True, rows=rows), ""]
     if passed:
         lines += [f"<details><summary>{len(passed)} passing</summary>", ""]
-        lines += [*_md_table(passed, with_reason=False), "", "</details>", ""]
-    shown = "each task's full size" if report.min_samples is None else report.min_samples
+        lines += [*_md_table(passed, with_reason=False, rows=rows), "", "</details>", ""]
+    shown = "as each run recorded" if report.min_samples is None else report.min_samples
     lines.append(f"Thresholds: `{report.thresholds_file}`; min samples: {shown}.")
     return "\n".join(lines) + "\n"
+
+
+def markdown(report: Report) -> str:
+    """A GitHub job summary: the verdict, a chart per task, the problems first, then the
+    passing configs; tables shortened until the whole fits in SUMMARY_BYTES."""
+    rows = MAX_SUMMARY_ROWS
+    text = _markdown(report, rows)
+    while len(text.encode("utf-8")) > SUMMARY_BYTES and rows > 0:
+        rows //= 2
+        text = _markdown(report, rows)
+    return text
 
 
 def _escape_data(text: str) -> str:

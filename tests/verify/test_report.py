@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -128,3 +129,47 @@ def test_the_verdict_document_matches_its_schema(result):
     assert validation_errors("verdict", document) == []
     assert document["exit_code"] == result.exit_code
     assert sum(document["counts"].values()) == len(document["entries"])
+
+
+def test_the_summary_draws_a_mermaid_chart_above_its_tables():
+    text = report.markdown(decide(run(4, 0.95), run(8, 0.5), run(16, 0.92, n=50)))
+    chart = text.split("```mermaid\n")[1].split("```")[0]
+    assert chart.splitlines() == [
+        "xychart-beta horizontal",
+        '    title "gsm8k: score (bars), threshold (line)"',
+        '    x-axis ["conc=8", "conc=16", "conc=4"]',
+        '    y-axis "exact_match" 0.4 --> 1',
+        "    bar [0.5000, 0.9200, 0.9500]",
+        "    line [0.9000, 0.9000, 0.9000]",
+    ]
+    assert "gsm8k: 3 configs of `dsr1 b200`." in text
+    assert text.index("```mermaid") < text.index("| ❌ fail |")
+
+
+def test_a_big_sweep_charts_its_problems_first_and_fits_githubs_summary_limit():
+    broken = [
+        run(c, 0.95, status="error", stage="eval", reason="engine died: " + "x" * 3000)
+        for c in range(1, 1201)
+    ]
+    failing = [run(c, 0.5 + c / 10_000) for c in range(2001, 2021)]
+    passing = [run(c, 0.90 + c / 1_000_000) for c in range(3001, 5001)]
+    text = report.markdown(decide(*broken, *failing, *passing))
+    assert len(text.encode()) <= report.SUMMARY_BYTES == 1024 * 1024
+    chart = text.split("```mermaid\n")[1].split("```")[0].splitlines()
+    bars = chart[4].removeprefix("    bar [").removesuffix("]").split(", ")
+    assert len(bars) == report.MAX_CHART_BARS
+    assert bars[:20] == [f"{0.5 + c / 10_000:.4f}" for c in range(2001, 2021)]  # failing first
+    assert bars[20] == "0.9030"  # then the passes nearest their threshold
+    assert "gsm8k: 40 of 2020 configs: the problems, then those nearest their threshold" in text
+    assert "1200 without a score (errored, malformed, missing): see the table." in text
+    assert re.search(r"… and \d+ more \(see the JSON verdict\)\.", text)
+
+
+def test_mermaid_labels_cannot_break_out_of_their_quotes():
+    found = run(4, 0.95)
+    labels = dict(found.labels, hardware='b"200')
+    text = report.markdown(
+        decide(Found(found.path, "evalgate", "m", labels, found.scores), run(8, 0.95))
+    )
+    [axis] = [line for line in text.splitlines() if "x-axis" in line]
+    assert axis == """    x-axis ["b'200 conc=4", "b200 conc=8"]"""

@@ -1381,6 +1381,16 @@ def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
         tmp_path / "evalgate-verdict.json"
     ).exists()
     assert "5 results for 5 configs: 5 pass" in (tmp_path / "summary.md").read_text()
+    assert "```mermaid\nxychart-beta horizontal\n" in (tmp_path / "summary.md").read_text()
+    page = (tmp_path / "evalgate-report.html").read_text(encoding="utf-8")
+    assert "<title>evalgate verify: PASS</title>" in page
+    [upload] = [
+        s
+        for s in workflow["jobs"]["verify-evals"]["steps"]
+        if "upload-artifact" in s.get("uses", "")
+    ]
+    assert upload["if"] == "always()"
+    assert "evalgate-report.html" in upload["with"]["path"].split()
 
 
 def test_the_documented_manifest_parses():

@@ -1,0 +1,223 @@
+"""`evalgate compare --html`: the comparison as one self-contained page (evalgate.page).
+
+Both runs' scores per filter (the baseline's drawn hollow, a line to the candidate's); the
+paired difference per filter with its 95% interval against the margin (-max_drop) and zero;
+the statistics table; the protocol differences, warnings and left-out questions; then every
+question that flipped, lost first, with its text, its target and both runs' answers. The footer
+names both runs, the margin, the method and evalgate's version.
+"""
+
+from __future__ import annotations
+
+from evalgate import page
+from evalgate.compare.comparison import Comparison, FilterComparison, RunInfo, p_text, points
+from evalgate.compare.paired import Finding
+from evalgate.compare.report import METHOD
+from evalgate.compare.runs import Difference, format_doc_ids
+from evalgate.page import Mark, Scale, esc
+
+TONES: dict[Finding, page.Tone] = {
+    Finding.EQUIVALENT: "pass",
+    Finding.INCONCLUSIVE: "warn",
+    Finding.REGRESSION: "fail",
+}
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:.2f}%"
+
+
+def _scores(c: Comparison) -> str:
+    scale = Scale.around(
+        v for f in c.filters for v in (f.counts.baseline_score, f.counts.candidate_score)
+    )
+    rows = []
+    for f in c.filters:
+        before, after = f.counts.baseline_score, f.counts.candidate_score
+        described = (
+            f"{f.filter}: baseline {_percent(before)}, candidate {_percent(after)} "
+            f"over {f.counts.n} paired questions"
+        )
+        rows.append(
+            page.chart_row(
+                tone=TONES[f.finding],
+                mark=f.finding.name,
+                label=f.filter,
+                note=f"n={f.counts.n}",
+                drawing=page.interval_svg(scale, point=after, start=before, label=described),
+                numbers=f"{_percent(before)} &#8594; <b>{_percent(after)}</b>",
+            )
+        )
+    axis = page.axis_svg(scale, {t: f"{t * 100:g}%" for t in scale.ticks()})
+    legend = "Hollow dot: the baseline's score; filled dot: the candidate's, on the same questions."
+    return page.chart("Scores, baseline to candidate", axis, rows, legend=legend)
+
+
+def _differences(c: Comparison) -> str:
+    margin = -c.max_drop
+    scale = Scale.around(
+        [margin, 0.0, *(v for f in c.filters for v in (*f.interval, f.counts.difference))],
+        floor=-1.0,
+    )
+    marks = [Mark(margin, "margin"), Mark(0.0, "zero")]
+    rows = []
+    for f in c.filters:
+        low, high = f.interval
+        difference = f.counts.difference
+        described = (
+            f"{f.filter}: {points(difference)} points, 95% interval {points(low)} to "
+            f"{points(high)}, margin {points(margin)}: {f.finding.name}"
+        )
+        rows.append(
+            page.chart_row(
+                tone=TONES[f.finding],
+                mark=f.finding.name,
+                label=f.filter,
+                note=f"{f.counts.lost} lost, {f.counts.gained} gained",
+                drawing=page.interval_svg(
+                    scale, point=difference, low=low, high=high, marks=marks, label=described
+                ),
+                numbers=f"<b>{points(difference)}</b> [{points(low)}, {points(high)}] pts",
+            )
+        )
+    axis = page.axis_svg(scale, {t: f"{t * 100:+g}" if t else "0" for t in scale.ticks()}, marks)
+    legend = (
+        "Dot: the candidate's score minus the baseline's, in points, over the paired questions; "
+        f"bar: its 95% interval; dashed line: the margin ({points(margin)} points, --max-drop "
+        f"{c.max_drop:g}); thin line: no change. Equivalent when the whole interval lies right "
+        "of the margin; a regression when the drop is significant and beyond it."
+    )
+    return page.chart("Paired difference against the margin", axis, rows, legend=legend)
+
+
+def _statistics(c: Comparison) -> str:
+    headers = ["Filter", "n", "Baseline", "Candidate", "Diff (pts)", "95% CI (pts)"]
+    headers += ["Lost", "Gained", "McNemar p", "Verdict"]
+    rows = []
+    for f in c.filters:
+        n = f.counts
+        cells: list[page.Cell] = [
+            esc(f.filter),
+            (esc(n.n), n.n),
+            (_percent(n.baseline_score), n.baseline_score),
+            (_percent(n.candidate_score), n.candidate_score),
+            (points(n.difference), n.difference),
+            (f"[{points(f.interval[0])}, {points(f.interval[1])}]", f.interval[0]),
+            (esc(n.lost), n.lost),
+            (esc(n.gained), n.gained),
+            (p_text(f.p_value), f.p_value),
+            (page.badge(f.finding.name, TONES[f.finding]), f.finding.rank),
+        ]
+        rows.append(page.Row(cells, esc(f.reason)))
+    return page.table(headers, rows)
+
+
+def _run(side: str, run: RunInfo) -> page.Row:
+    labels = ", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)
+    return page.Row(
+        [
+            esc(side),
+            f"<code>{esc(run.path)}</code>",
+            esc(run.run_id),
+            esc(run.model or "-"),
+            esc(run.status),
+        ],
+        esc(labels),
+    )
+
+
+def _drift_table(items: tuple[Difference, ...]) -> str:
+    rows = [
+        page.Row([esc(d.field), esc(d.baseline), esc(d.candidate)], esc(d.detail)) for d in items
+    ]
+    return page.table(["Field", "Baseline", "Candidate"], rows)
+
+
+def _protocol(c: Comparison) -> str:
+    parts = []
+    if c.drift:
+        parts.append(
+            "<p>The runs were not measured the same way (compared anyway: "
+            "<code>--allow-protocol-drift</code>); a difference in score may come from these:</p>"
+            + _drift_table(c.drift)
+        )
+    else:
+        parts.append("<p>None: both runs were measured the same way.</p>")
+    left_out = [
+        f"request failed in the {side} run: {len(ids)} ({esc(format_doc_ids(ids))})"
+        for side, ids in c.failed.items()
+        if ids
+    ]
+    if c.unpaired:
+        left_out.append(
+            f"question text differs: {len(c.unpaired)} ({esc(format_doc_ids(c.unpaired))})"
+        )
+    if left_out:
+        parts.append("<p>Questions left out of the pairing: " + "; ".join(left_out) + ".</p>")
+    parts += [f'<p class="tone-warn">warning: {esc(w)}</p>' for w in c.warnings]
+    return "".join(parts)
+
+
+def _flips(f: FilterComparison) -> str:
+    rows = [
+        page.Row(
+            [
+                (esc(x.doc_id), x.doc_id),
+                page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
+                esc(x.target),
+                esc(x.baseline_answer),
+                esc(x.candidate_answer),
+            ],
+            esc(x.question),
+        )
+        for x in f.flips
+    ]
+    return page.table(["doc_id", "Change", "Target", "Baseline answer", "Candidate answer"], rows)
+
+
+def _flip_sections(c: Comparison) -> list[str]:
+    sections: list[str] = []
+    shown: list[FilterComparison] = []
+    for f in c.filters:
+        lost, gained = f.counts.lost, f.counts.gained
+        title = f"Flipped questions, {f.filter}: {lost} lost, {gained} gained"
+        same = next((e.filter for e in shown if e.flips == f.flips), None)
+        if not f.flips:
+            content = "<p>None: every paired question was answered alike by both runs.</p>"
+        elif same is not None:
+            content = f"<p>The same questions as {esc(same)}.</p>"
+        else:
+            content = _flips(f)
+            shown.append(f)
+        sections.append(page.section(title, content))
+    return sections
+
+
+def render(comparison: Comparison) -> str:
+    """The page: finding, runs, both charts, statistics, protocol, every flipped question."""
+    c = comparison
+    runs = page.table(
+        ["Run", "Folder", "Run id", "Model", "Status"],
+        [_run("baseline", c.baseline), _run("candidate", c.candidate)],
+    )
+    if c.changed:
+        changes = "; ".join(f"{d.field} {d.baseline} → {d.candidate}" for d in c.changed)
+        runs += f"<p>Changed: {esc(changes)}</p>"
+    inputs = [
+        ("baseline", f"<code>{esc(c.baseline.path)}</code> (run {esc(c.baseline.run_id)})"),
+        ("candidate", f"<code>{esc(c.candidate.path)}</code> (run {esc(c.candidate.run_id)})"),
+        ("margin", f"--max-drop {c.max_drop:g} ({c.max_drop * 100:.1f} points)"),
+        *((name, esc(text)) for name, text in METHOD.items()),
+    ]
+    return page.document(
+        title=f"evalgate compare: {c.finding.name}",
+        tone=TONES[c.finding],
+        summary=f"exit {int(c.exit_code)}: {c.reason}",
+        body=[
+            page.section("Runs", runs),
+            page.section("Scores", _scores(c) + _differences(c) + _statistics(c)),
+            page.section("Protocol", _protocol(c)),
+            *_flip_sections(c),
+        ],
+        inputs=inputs,
+    )

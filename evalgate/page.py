@@ -1,0 +1,259 @@
+"""Self-contained HTML pages: the skeleton, tables and SVG interval charts of the reports that
+evalgate.verify.html and evalgate.compare.html draw.
+
+A page references nothing outside itself (no script, style sheet, font or image is fetched, and
+its Content-Security-Policy forbids it): CI artifacts are opened offline. Charts are inline SVG
+laid out on a shared horizontal scale; a small script (page.js, inlined with page.css) sorts
+tables by a clicked column and regroups charts. Without it the page reads the same, in its
+default order.
+
+    chart_row(...)   one line of a chart: mark, label, the interval drawn in SVG, the numbers
+    chart(...)       an axis above rows on one Scale
+    table(...)       a sortable table of Rows; cells carry their own sort keys
+    document(...)    the page: verdict header, sections, footer of inputs and version
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from evalgate._version import __version__
+
+Tone = Literal["pass", "warn", "fail", "broken", "info"]
+"""A colour family; "broken": there was no score to judge."""
+
+
+def esc(text: object) -> str:
+    """Text (or a number) made safe for HTML content and attribute values."""
+    return html.escape(str(text), quote=True)
+
+
+def attrs(values: Mapping[str, object]) -> str:
+    """` name="value"` pairs for an element's start tag; None values are left out."""
+    return "".join(f' {name}="{esc(value)}"' for name, value in values.items() if value is not None)
+
+
+# -- charts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A horizontal value range drawn as 0-100% of a chart's width."""
+
+    low: float
+    high: float
+
+    @classmethod
+    def around(cls, values: Iterable[float], *, floor: float = 0.0, ceiling: float = 1.0) -> Scale:
+        """The range of `values` widened to round ticks, within [floor, ceiling]."""
+        seen = [v for v in values if math.isfinite(v)] or [floor, ceiling]
+        low, high = min(seen), max(seen)
+        step = _step(max(high - low, (ceiling - floor) / 10))
+        low = max(floor, math.floor(low / step - 0.5) * step)
+        high = min(ceiling, math.ceil(high / step + 0.5) * step)
+        return cls(low, high if high > low else low + step)
+
+    def at(self, value: float) -> float:
+        """Where `value` falls, in percent of the width (clamped to the chart)."""
+        return round(min(100.0, max(0.0, (value - self.low) / (self.high - self.low) * 100)), 3)
+
+    def ticks(self) -> list[float]:
+        """About five round values across the range."""
+        step = _step(self.high - self.low)
+        first = math.ceil(self.low / step - 1e-9)
+        count = math.floor(self.high / step + 1e-9) - first + 1
+        return [round((first + i) * step, 10) for i in range(count)]
+
+
+def _step(span: float) -> float:
+    """A round tick spacing (1, 2 or 5 times a power of ten) giving about five ticks."""
+    raw = span / 5
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A vertical reference line across a chart row: a threshold, a margin, zero."""
+
+    value: float
+    kind: str
+    """CSS class: "threshold", "margin" or "zero"."""
+
+
+def interval_svg(
+    scale: Scale,
+    *,
+    point: float,
+    low: float | None = None,
+    high: float | None = None,
+    marks: Sequence[Mark] = (),
+    start: float | None = None,
+    label: str,
+) -> str:
+    """One chart row's drawing: reference lines, the interval with its caps, the point.
+
+    `start` draws a line from another value to the point instead (a baseline to a candidate).
+    """
+    parts = [
+        f'<line class="{m.kind}" x1="{scale.at(m.value)}%" x2="{scale.at(m.value)}%" '
+        'y1="0" y2="100%"/>'
+        for m in marks
+    ]
+    if low is not None and high is not None:
+        a, b = scale.at(low), scale.at(high)
+        parts.append(f'<line class="ci" x1="{a}%" x2="{b}%" y1="50%" y2="50%"/>')
+        parts += [f'<line class="cap" x1="{x}%" x2="{x}%" y1="28%" y2="72%"/>' for x in (a, b)]
+    if start is not None:
+        s = scale.at(start)
+        parts.append(f'<line class="move" x1="{s}%" x2="{scale.at(point)}%" y1="50%" y2="50%"/>')
+        parts.append(f'<circle class="from" cx="{s}%" cy="50%" r="5"/>')
+    parts.append(f'<circle class="point" cx="{scale.at(point)}%" cy="50%" r="5.5"/>')
+    return (
+        f'<svg class="bar" role="img" aria-label="{esc(label)}"><title>{esc(label)}</title>'
+        + "".join(parts)
+        + "</svg>"
+    )
+
+
+def axis_svg(scale: Scale, text: Mapping[float, str], marks: Sequence[Mark] = ()) -> str:
+    """The chart's axis: tick labels (`text` maps a tick to its label) and named marks."""
+    ticks = [
+        f'<line class="tick" x1="{scale.at(t)}%" x2="{scale.at(t)}%" y1="70%" y2="100%"/>'
+        f'<text x="{scale.at(t)}%" y="58%">{esc(label)}</text>'
+        for t, label in text.items()
+    ]
+    named = [
+        f'<line class="{m.kind}" x1="{scale.at(m.value)}%" x2="{scale.at(m.value)}%" '
+        'y1="70%" y2="100%"/>'
+        for m in marks
+    ]
+    return '<svg class="axis" aria-hidden="true">' + "".join(ticks + named) + "</svg>"
+
+
+def badge(text: str, tone: Tone) -> str:
+    """An outcome written in a coloured box (words, not colour alone, carry the meaning)."""
+    return f'<span class="badge tone-{tone}">{esc(text)}</span>'
+
+
+def chart_row(
+    *,
+    tone: Tone,
+    mark: str,
+    label: str,
+    note: str = "",
+    drawing: str,
+    numbers: str,
+    data: Mapping[str, object] | None = None,
+) -> str:
+    """One line of a chart. `drawing` and `numbers` are HTML; `data` become data-* attributes
+    the script groups and orders rows by."""
+    extra = attrs({f"data-{k}": v for k, v in (data or {}).items()})
+    small = f' <span class="note">{esc(note)}</span>' if note else ""
+    return (
+        f'<div class="row tone-{tone}"{extra}>{badge(mark, tone)}'
+        f'<span class="label"><span class="name">{esc(label)}</span>{small}</span>'
+        f'{drawing}<span class="numbers">{numbers}</span></div>'
+    )
+
+
+def no_drawing(text: str) -> str:
+    """The drawing's place in a row that has nothing to draw, saying why."""
+    return f'<span class="bar empty" title="{esc(text)}">{esc(text)}</span>'
+
+
+def chart(title: str, axis: str, rows: Sequence[str], *, legend: str = "") -> str:
+    """A chart: its title, the axis, then the rows (grouped and reordered by the script)."""
+    return (
+        f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
+        f'<div class="row head"><span></span><span></span>{axis}<span></span></div>'
+        f'<div class="rows">{"".join(rows)}</div>'
+        + (f'<p class="legend">{legend}</p>' if legend else "")
+        + "</figure>"
+    )
+
+
+# -- tables and the page -------------------------------------------------------------------------
+
+Cell = str | tuple[str, object]
+"""A cell's HTML, or (HTML, sort key) when it should not sort by its text."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table row, and what is said about it on a full-width line of its own beneath."""
+
+    cells: Sequence[Cell]
+    detail: str = ""
+    """HTML: a reason, a path, a question."""
+
+
+def table(headers: Sequence[str], rows: Iterable[Row], *, caption: str = "") -> str:
+    """A table whose rows (each with its detail line) sort when a column's header is clicked."""
+    head = "".join(f'<th scope="col" title="sort">{esc(h)}</th>' for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for cell in row.cells:
+            content, key = cell if isinstance(cell, tuple) else (cell, None)
+            cells.append(f"<td{attrs({'data-sort': key})}>{content}</td>")
+        detail = (
+            f'<tr class="detail"><td colspan="{len(headers)}">{row.detail}</td></tr>'
+            if row.detail
+            else ""
+        )
+        body.append(f"<tbody><tr>{''.join(cells)}</tr>{detail}</tbody>")
+    title = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return (
+        f'<div class="scroll"><table class="sortable">{title}<thead><tr>{head}</tr></thead>'
+        f"{''.join(body)}</table></div>"
+    )
+
+
+def section(title: str, content: str) -> str:
+    """A titled block of the page."""
+    return f"<section><h2>{esc(title)}</h2>{content}</section>"
+
+
+@functools.cache
+def _asset(name: str) -> str:
+    """page.css or page.js, shipped beside this module and inlined into every page."""
+    return (Path(__file__).parent / name).read_text(encoding="utf-8")
+
+
+def document(
+    *,
+    title: str,
+    tone: Tone,
+    summary: str,
+    counts: Sequence[tuple[str, int, Tone]] = (),
+    body: Sequence[str],
+    inputs: Sequence[tuple[str, str]],
+) -> str:
+    """The whole page: the verdict header, the sections, and a footer naming every input and
+    evalgate's version."""
+    chips = "".join(
+        f'<li class="tone-{t}"><b>{n}</b> {esc(name)}</li>' for name, n, t in counts if n
+    )
+    footer = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in inputs)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+        f"<title>{esc(title)}</title><style>{_asset('page.css')}</style></head>\n<body>"
+        f'<header class="verdict tone-{tone}"><h1>{esc(title)}</h1>'
+        f'<p class="summary">{esc(summary)}</p>'
+        + (f'<ul class="counts">{chips}</ul>' if chips else "")
+        + "</header>\n<main>"
+        + "\n".join(body)
+        + f"</main>\n<footer><dl>{footer}<dt>evalgate</dt><dd>{esc(__version__)}</dd></dl>"
+        f"</footer>\n<script>{_asset('page.js')}</script></body></html>\n"
+    )
