@@ -35,6 +35,16 @@ def _load(name: str) -> ModuleType:
     return importlib.import_module(f"evalgate.cli.{name}")
 
 
+def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default,
+        help="more log output; -v shows tracebacks",
+    )
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser. Only the subcommand named in `argv` gets its flags (and their
     imports); with no argv, every subcommand does (for documentation and tests)."""
@@ -46,9 +56,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more log output; -v shows tracebacks"
-    )
+    _add_verbose(parser, default=0)
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     for name in SUBCOMMANDS:
         module = _load(name)
@@ -59,6 +67,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        _add_verbose(child, default=argparse.SUPPRESS)  # `evalgate run ... -v` as users type it
         if argv is None or name == chosen:
             module.add_arguments(child)
         child.set_defaults(_command=module.command)

@@ -6,15 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
+from evalgate.compare import DEFAULT_FLIPS
 from evalgate.compare.paired import DEFAULT_MAX_DROP
 
 HELP = (
     "pair two runs over the same questions and test whether the candidate lost accuracy "
     "(exit 0 equivalent, 1 regression, 5 inconclusive, 2 protocols differ)"
 )
-DEFAULT_FLIPS = 10
-"""Mirrors evalgate.compare.report.DEFAULT_FLIPS (a test keeps them equal) so that this module
-imports nothing heavy."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

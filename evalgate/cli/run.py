@@ -6,6 +6,7 @@ import argparse
 import json
 import signal
 import sys
+import traceback
 from collections.abc import Callable
 from types import FrameType
 
@@ -76,6 +77,8 @@ def command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_document(outcome.result), indent=2))
     if outcome.error is not None:
+        if getattr(args, "verbose", 0):
+            traceback.print_exception(outcome.error, file=sys.stderr)
         print(f"{type(outcome.error).__name__}: {outcome.error.message}", file=sys.stderr)
         print(f"stage: {outcome.result.stage}", file=sys.stderr)
     for warning in outcome.result.warnings:

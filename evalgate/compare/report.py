@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from evalgate._version import __version__
+from evalgate.compare import DEFAULT_FLIPS
 from evalgate.compare.comparison import Comparison, FilterComparison, p_text, points
 from evalgate.compare.paired import ALPHA
 from evalgate.compare.runs import Difference
 
-DEFAULT_FLIPS = 10
-"""Flipped questions listed per filter unless asked otherwise."""
 SCHEMA = "evalgate.comparison/1"
 METHOD = {
     "test": "exact McNemar: two-sided binomial test of lost vs gained, p = 1/2",
