@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -91,10 +90,12 @@ def write_file(path: str, text: str, *, append: bool = False) -> None:
 def command(args: argparse.Namespace) -> int:
     import json
 
+    from evalgate.settings import verify_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import report, sweep
 
-    thresholds_path = args.thresholds or os.environ.get("EVALGATE_THRESHOLDS") or None
+    environment = verify_environment()
+    thresholds_path = args.thresholds or environment.thresholds
     thresholds = load_thresholds(Path(thresholds_path) if thresholds_path else None)
     expectation = sweep.load_expectation(args.expect) if args.expect is not None else None
     result = sweep.verify(
@@ -102,9 +103,9 @@ def command(args: argparse.Namespace) -> int:
     )
 
     sys.stdout.write(report.terminal(result, quiet=args.quiet))
-    github = args.github if args.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
+    github = args.github if args.github is not None else environment.github_actions
     if github:
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        summary = environment.step_summary
         if summary:
             write_file(summary, report.markdown(result), append=True)
         else:

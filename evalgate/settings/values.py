@@ -1,4 +1,4 @@
-"""evalgate's settings: one model, read from flags, then the environment, then defaults.
+"""The Settings model: every value read from flags, then the environment, then defaults.
 
 Every field is a command-line flag (``--isl``) and an environment variable (``EVALGATE_ISL``);
 the benchmark harness's own names (``ISL``, ``OSL``, ``MODEL``, ``MODEL_PATH``,
@@ -8,9 +8,6 @@ documentation: the README's settings table is generated from them.
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -34,21 +31,6 @@ def check_url(url: str) -> str:
         raise ValueError(f"{shown!r} is not an http(s) URL with a host; write http://HOST:PORT/v1")
     del port
     return url.strip()
-
-
-JOB_VARIABLES = re.compile(
-    r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"
-    r"|DP_ATTENTION|ENABLE_DP|PP_SIZE|DCP_SIZE|PCP_SIZE)"
-    r"|TP|EP_SIZE|PP_SIZE|DCP_SIZE|PCP_SIZE|DP_ATTENTION|IS_MULTINODE|xP|yD|RECIPE_FINGERPRINT)$"
-)
-"""The benchmark job's topology variables, which `evalgate hook` records as the harness does."""
-
-
-def job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The job's topology variables (PREFILL_TP, DECODE_DP_ATTN, TP, xP, ...) from the
-    environment: they label the results, like the fields below, but vary by launcher."""
-    source = os.environ if environ is None else environ
-    return {name: value for name, value in source.items() if JOB_VARIABLES.match(name)}
 
 
 def _env(name: str, *extra: str) -> AliasChoices:

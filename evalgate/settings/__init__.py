@@ -1,0 +1,42 @@
+"""evalgate's settings: the one place the environment is read.
+
+    values.py       the Settings model (pydantic-settings): flags, then the environment, then
+                    defaults; every field a flag and a variable, the harness's names accepted
+    environment.py  the few variables read without the model: verify's (it stays light) and
+                    the benchmark job's topology variables
+
+The field docstrings are the documentation: the README's settings table is generated from them.
+``Settings`` loads pydantic on first use, so `evalgate verify` never pays for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evalgate.settings.environment import (
+    JOB_VARIABLES,
+    VerifyEnvironment,
+    job_environment,
+    verify_environment,
+)
+
+if TYPE_CHECKING:
+    from evalgate.settings.values import Settings, check_url
+
+__all__ = [
+    "JOB_VARIABLES",
+    "Settings",
+    "VerifyEnvironment",
+    "check_url",
+    "job_environment",
+    "verify_environment",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the Settings model (and pydantic) only when it is asked for."""
+    if name in ("Settings", "check_url"):
+        from evalgate.settings import values
+
+        return getattr(values, name)
+    raise AttributeError(f"module 'evalgate.settings' has no attribute {name!r}")
