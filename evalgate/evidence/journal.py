@@ -70,18 +70,3 @@ class Journal:
 
     def close(self) -> None:
         self._handle.close()
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    """Every answer line of a journal (for the samples of an interrupted run)."""
-    if not path.is_file():
-        return []
-    found = []
-    with path.open(encoding="utf-8") as handle:
-        handle.readline()
-        for line in handle:
-            try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return found
