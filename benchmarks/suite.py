@@ -85,6 +85,20 @@ def timed(
     return wall, peak, done
 
 
+def expect(
+    done: subprocess.CompletedProcess[str], code: int, says: str, *, stream: str = "stdout"
+) -> None:
+    """A timed command must have done its job: the exit code and the line that shows it.
+    Timing a crash as a fast start-up is the mistake this guards against."""
+    output = done.stdout if stream == "stdout" else done.stderr
+    if done.returncode != code or says not in output:
+        raise AssertionError(
+            f"{' '.join(done.args[4:])!r} exited {done.returncode} (expected {code}) and its "
+            f"{stream} {'holds' if says in output else 'lacks'} {says!r}; stderr: "
+            f"{done.stderr[-2000:]}"
+        )
+
+
 def repeat(times: int, run: Callable[[int], tuple[float, float]]) -> tuple[list[float], float]:
     walls, peaks = [], []
     for index in range(times):
@@ -162,7 +176,9 @@ def incident(tmp: Path, repeats: int, harness_repeats: int) -> list[Row]:
                     engine.url, "fake-model", tmp / f"incident-{i}", "--max-tokens", "12288"
                 )
             )
-            assert done.returncode == 3, done.stderr
+            expect(
+                done, 3, "ProbeError: The engine rejected the pre-flight request", stream="stderr"
+            )
             return wall, peak
 
         engine.clear()
@@ -181,7 +197,8 @@ def incident(tmp: Path, repeats: int, harness_repeats: int) -> list[Row]:
                     out=tmp / f"harness-incident-{i}",
                 )
             )
-            assert done.returncode != 0, "lm-eval reported success against a rejecting server"
+            # REFERENCE §2: lm-eval 0.4.13 ends this storm with "RuntimeError: Session is closed"
+            expect(done, 1, "RuntimeError: Session is closed", stream="stderr")
             return wall, peak
 
         harness_walls, harness_peak = repeat(harness_repeats, theirs)
@@ -216,7 +233,7 @@ def real_engine_incident(tmp: Path, repeats: int, url: str, model: str) -> list[
         wall, peak, done = timed(
             evalgate_run(url, model, tmp / f"engine-incident-{i}", "--max-tokens", "12288")
         )
-        assert done.returncode == 3, done.stderr
+        expect(done, 3, "ProbeError: The engine rejected the pre-flight request", stream="stderr")
         return wall, peak
 
     walls, peak = repeat(repeats, ours)
@@ -252,7 +269,7 @@ def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
                     str(concurrency),
                 )
             )
-            assert done.returncode == 0, done.stderr
+            expect(done, 0, "PASS: strict-match 1.0000, flexible-extract 1.0000")
             return wall, peak
 
         walls, peak = repeat(repeats, ours)
@@ -268,7 +285,7 @@ def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
                     out=tmp / f"harness-overhead-{i}",
                 )
             )
-            assert done.returncode == 0, done.stderr[-2000:]
+            expect(done, 0, "exact_match", stream="stdout")
             return wall, peak
 
         harness_walls, harness_peak = repeat(repeats, theirs)
@@ -304,11 +321,11 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool) -> list[Row]:
         root.mkdir()
         generate(root, count, 0.1)
 
-        def run(_: int, root: Path = root) -> tuple[float, float]:
+        def run(_: int, root: Path = root, count: int = count) -> tuple[float, float]:
             wall, peak, done = timed(
                 [EVALGATE, "verify", str(root), "--min-samples", "0", "--no-github"]
             )
-            assert done.returncode in (0, 1), done.stderr[-2000:]
+            expect(done, 0, f"evalgate verify: PASS (exit 0): {count} results")
             return wall, peak
 
         walls, peak = repeat(repeats, run)
@@ -329,7 +346,7 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool) -> list[Row]:
 
     def compare(_: int) -> tuple[float, float]:
         wall, peak, done = timed([EVALGATE, "compare", str(baseline), str(candidate)])
-        assert done.returncode in (0, 1, 5), done.stderr[-2000:]
+        expect(done, 1, "evalgate compare: REGRESSION (exit 1)")
         return wall, peak
 
     walls, peak = repeat(repeats, compare)
@@ -349,32 +366,36 @@ def startup(tmp: Path, repeats: int) -> list[Row]:
     one = tmp / "one"
     one.mkdir()
     generate(one, 1, 0.0)
-    commands = {
-        "evalgate --help": [EVALGATE, "--help"],
-        "evalgate context": [
-            EVALGATE,
-            "context",
-            "--isl",
-            "1024",
-            "--osl",
-            "1024",
-            "--served-max-model-len",
-            "4096",
-        ],
-        "evalgate verify, one file": [
-            EVALGATE,
-            "verify",
-            str(one),
-            "--min-samples",
-            "0",
-            "--no-github",
-        ],
+    commands: dict[str, tuple[list[str], int, str]] = {
+        "evalgate --help": ([EVALGATE, "--help"], 0, "usage: evalgate"),
+        "evalgate context": (
+            [
+                EVALGATE,
+                "context",
+                "--isl",
+                "1024",
+                "--osl",
+                "1024",
+                "--served-max-model-len",
+                "4096",
+            ],
+            0,
+            "EVAL_MAX_MODEL_LEN=2304\n",
+        ),
+        "evalgate verify, one file": (
+            [EVALGATE, "verify", str(one), "--min-samples", "0", "--no-github"],
+            0,
+            "evalgate verify: PASS (exit 0): 1 results",
+        ),
     }
     rows = []
-    for name, command in commands.items():
+    for name, (command, code, says) in commands.items():
 
-        def run(_: int, command: list[str] = command) -> tuple[float, float]:
-            wall, peak, _done = timed(command)
+        def run(
+            _: int, command: list[str] = command, code: int = code, says: str = says
+        ) -> tuple[float, float]:
+            wall, peak, done = timed(command)
+            expect(done, code, says)
             return wall, peak
 
         walls, peak = repeat(repeats, run)

@@ -10,7 +10,7 @@
     │   ├── NotReadyError         the endpoint did not become ready before its deadline
     │   └── ProbeError            the pre-flight request was rejected (or truncates, --strict)
     ├── EvalFailedError      (4)  the eval started but could not finish: no score can be trusted
-    └── AbortedError         (6)  stopped by SIGINT or SIGTERM
+    └── AbortedError         (6)  stopped by a signal (SIGINT, SIGTERM, SIGHUP, ...)
 
 A score below its threshold is not an exception: it is a verdict (exit 1). Every message says what
 happened, with the numbers, and what to do next. The engine's own words are kept verbatim.
@@ -38,7 +38,8 @@ class ExitCode(IntEnum):
     INCONCLUSIVE = 5
     """Too few samples to decide (verify, compare)."""
     ABORTED = 6
-    """Stopped by SIGINT or SIGTERM; artifacts say how far it got."""
+    """Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2); artifacts say how far
+    it got."""
 
 
 class EvalgateError(Exception):

@@ -17,7 +17,8 @@ optional ``overrides`` keyed by hardware, precision, framework and KV-cache dtyp
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -50,11 +51,32 @@ def default_path() -> Path:
     return Path(str(resources.files("evalgate") / "thresholds.json"))
 
 
+def _floors(data: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Every floor of a schema-valid file, with its JSON path."""
+    for task, value in data["default"].items():
+        yield f"$.default.{task}", value
+    for model, floors in data.get("models", {}).items():
+        for task, value in floors.items():
+            yield f"$.models.{model}.{task}", value
+    for index, entry in enumerate(data.get("overrides", [])):
+        for task, value in entry["thresholds"].items():
+            yield f"$.overrides[{index}].thresholds.{task}", value
+
+
 def parse_thresholds(data: Any, path: str) -> Thresholds:
     """Validate parsed JSON; errors name the JSON path of the bad value."""
     from evalgate.schemas import validation_errors  # jsonschema loads only when needed
 
     problems = validation_errors("thresholds", data)
+    if not problems:  # NaN passes every comparison in the schema, and then fails every score
+        problems = [
+            f"{where} is {value!r}".replace("nan", "NaN").replace("inf", "Infinity")
+            + ", not a number in (0, 1]"
+            for where, value in _floors(data)
+            if isinstance(value, float) and not math.isfinite(value)
+        ]
+        if "" in data.get("models", {}):  # every model name starts with ""
+            problems.append("$.models: '' should be non-empty (an empty key matches every model)")
     if problems:
         raise ThresholdsError(
             f"{path} is not a valid thresholds file: "
@@ -85,20 +107,42 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
     suffix = target.suffix.lower()
     if suffix in (".yaml", ".yml"):
         return parse_thresholds(_yaml(text, target), str(target))
+    repeated: dict[int, str] = {}
+
+    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found = dict(pairs)
+        if len(found) < len(pairs):
+            seen: set[str] = set()
+            repeated[id(found)] = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        return found
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=no_repeats)
     except json.JSONDecodeError as exc:
-        data = _yaml_or_none(text) if suffix != ".json" else None
+        data = _yaml_or_none(text, target) if suffix != ".json" else None
         if not isinstance(data, dict):
             raise ThresholdsError(
                 f"{target} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
             ) from exc
+        return parse_thresholds(data, str(target))
+    if repeated:
+        where, key = next(_repeated_keys(data, repeated, "$"))
+        raise ThresholdsError(
+            f"{target} repeats the key {key!r} in one object ({where}): JSON readers keep only "
+            "one of the two values, so the floor is ambiguous. Keep one entry and run again."
+        )
     return parse_thresholds(data, str(target))
 
 
-def _yaml_or_none(text: str) -> Any:
+class _Repeated(ThresholdsError):
+    """A YAML mapping that repeats a key (reported even where YAML is only the fallback)."""
+
+
+def _yaml_or_none(text: str, target: Path) -> Any:
     try:
-        return _yaml(text, Path())
+        return _yaml(text, target)
+    except _Repeated:
+        raise
     except ThresholdsError:
         return None
 
@@ -106,13 +150,44 @@ def _yaml_or_none(text: str) -> Any:
 def _yaml(text: str, target: Path) -> Any:
     import yaml
 
+    class StrictLoader(yaml.SafeLoader):
+        """safe_load, except that a repeated key is an error instead of the last value."""
+
+    def mapping(loader: StrictLoader, node: yaml.MappingNode) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            if not isinstance(key, str | int | float | bool):
+                continue  # unhashable keys: construct_mapping says what is wrong
+            if key in seen:
+                raise _Repeated(
+                    f"{target} repeats the key {key!r} in one mapping (line "
+                    f"{key_node.start_mark.line + 1}): YAML readers keep only one of the two "
+                    "values, so the floor is ambiguous. Keep one entry and run again."
+                )
+            seen.add(key)
+        return loader.construct_mapping(node)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1} column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ThresholdsError(f"{target} is not valid YAML{where}: {problem}.") from exc
+
+
+def _repeated_keys(node: Any, repeated: dict[int, str], where: str) -> Iterator[tuple[str, str]]:
+    """(JSON path, key) of every object that repeated a key, outermost first."""
+    if isinstance(node, dict):
+        if id(node) in repeated:
+            yield where, repeated[id(node)]
+        for key, value in node.items():
+            yield from _repeated_keys(value, repeated, f"{where}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _repeated_keys(value, repeated, f"{where}[{index}]")
 
 
 def resolve_floor(

@@ -50,7 +50,8 @@ Faults (`Fault`, in `EngineBehaviour.faults`; the first that matches a request a
   text/plain `Request processing failed: Prefill server error 400 Bad Request: {json}`;
   "malformed_json" 200 with a cut JSON body (or first SSE event); "empty_content" and
   "null_content" 200 with "" or null; "length" the answer cut to `tokens` (default half) with
-  finish_reason "length"; "die_mid_stream" send the first `tokens` (default 1) SSE events, or
+  finish_reason "length" ("content_filter": the same with finish_reason "content_filter");
+  "die_mid_stream" send the first `tokens` (default 1) SSE events, or
   half the body, then close. Refused connections: `unused_port()`, `refused_url()`, or a
   stopped engine. `/v1/models` variants are settings: `listed_model`, `list_max_model_len`.
 """
@@ -103,6 +104,7 @@ Action = Literal[
     "empty_content",
     "null_content",
     "length",
+    "content_filter",
     "die_mid_stream",
 ]
 ACTIONS: frozenset[str] = frozenset(get_args(Action))
@@ -385,6 +387,8 @@ class EngineBehaviour:
     """The model id `/v1/models` reports, when it is not the served one."""
     list_max_model_len: bool = True
     """False: `/v1/models` carries no max_model_len (trtllm-serve)."""
+    listed_max_model_len: object = None
+    """What `/v1/models` reports as max_model_len instead of the served one ("9472", -1)."""
     healthy: bool = True
     """False: `GET /health` answers 503."""
     accuracy: float = 1.0
@@ -405,6 +409,12 @@ class EngineBehaviour:
     max_concurrency: int | None = None
     """Generation requests processed at once; the rest queue (a change applies as soon as a
     request ends)."""
+    response_model: str | None = None
+    """The model name generation answers carry, when not the served one."""
+    overlong_chars: int = 0
+    """Characters appended to every answer whatever max_tokens allows (a budget ignored)."""
+    extra_choice_first: bool = False
+    """Answers list a stray choice with index 1 before the real one (index 0)."""
     router_wraps_errors: bool = False
     """Generation 4xx answers come back as vllm-router's wrapped 500 text."""
     faults: list[Fault] = field(default_factory=list)
@@ -685,7 +695,12 @@ def request_questions(path: str, body: Json | None) -> tuple[str, ...]:
 
 
 def _apply_content_fault(completion: Completion, fault: Fault | None) -> Completion:
-    if fault is None or fault.action not in ("empty_content", "null_content", "length"):
+    if fault is None or fault.action not in (
+        "empty_content",
+        "null_content",
+        "length",
+        "content_filter",
+    ):
         return completion
     changed: list[Choice] = []
     for choice in completion.choices:
@@ -697,7 +712,8 @@ def _apply_content_fault(completion: Completion, fault: Fault | None) -> Complet
             text = choice.text or ""
             keep = fault.tokens if fault.tokens is not None else max(1, count_tokens(text) // 2)
             cut = truncate_tokens(text, keep)
-            changed.append(Choice(cut, "length", None, count_tokens(cut)))
+            finish = "length" if fault.action == "length" else "content_filter"
+            changed.append(Choice(cut, finish, None, count_tokens(cut)))
     return Completion(completion.prompt_tokens, tuple(changed))
 
 
@@ -849,6 +865,8 @@ def models_body(behaviour: EngineBehaviour) -> Json:
             }
         ],
     }
+    if behaviour.listed_max_model_len is not None:
+        card["max_model_len"] = behaviour.listed_max_model_len
     if not behaviour.list_max_model_len:
         del card["max_model_len"]
     return {"object": "list", "data": [card]}
@@ -1071,9 +1089,33 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             engine._release_slot()
         plan = _apply_content_fault(plan, fault)
+        if behaviour.overlong_chars:
+            plan = Completion(
+                plan.prompt_tokens,
+                tuple(
+                    Choice(
+                        (c.text or "") + "x" * behaviour.overlong_chars,
+                        c.finish_reason,
+                        c.stop_reason,
+                        c.completion_tokens,
+                    )
+                    for c in plan.choices
+                ),
+            )
         record.finish_reason = plan.choices[0].finish_reason if plan.choices else None
         record.completion_tokens = plan.completion_tokens
-        model = behaviour.model
+        model = behaviour.response_model or behaviour.model
+        if behaviour.extra_choice_first and not body.get("stream"):
+            answer = (chat_response if path == CHAT_PATH else completions_response)(model, plan)
+            stray = json.loads(json.dumps(answer["choices"][0]))
+            stray["index"] = 1
+            if path == CHAT_PATH:
+                stray["message"]["content"] = UNKNOWN_REPLY
+            else:
+                stray["text"] = UNKNOWN_REPLY
+            answer["choices"].insert(0, stray)
+            self._send_json(200, answer, fault)
+            return
         if body.get("stream"):
             options = body.get("stream_options") or {}
             usage = bool(isinstance(options, dict) and options.get("include_usage"))

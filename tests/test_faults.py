@@ -15,6 +15,7 @@ it passes, the engine is stopped, which ends every hung or delayed request, and 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import shutil
 import threading
@@ -325,7 +326,14 @@ def test_refused_connections_are_not_ready_within_the_ready_timeout(tmp_path):
 def test_circuits_open_for_good_is_not_ready_within_the_ready_timeout(engine, tmp_path):
     engine.inject(Fault("router_busy", paths={"/v1/models"}))
 
-    run = gate(engine, tmp_path / "run", ready_timeout=0.5, retry_wait_min=0.02, within=10)
+    run = gate(
+        engine,
+        tmp_path / "run",
+        ready_timeout=0.5,
+        retry_wait_min=0.02,
+        retry_wait_max=0.02,
+        within=10,
+    )
 
     assert_error(run, code=3, stage="readiness", says="last answer: HTTP 503: all circuits open")
     assert run.elapsed < 0.5 + 3
@@ -514,6 +522,19 @@ def test_a_fault_that_outlasts_the_retries_is_an_eval_error(engine, tmp_path, ma
     assert run.doc["files"]["samples"] == "samples.jsonl"
 
 
+def test_the_message_counts_the_failed_requests_the_result_counts(engine, tmp_path):
+    engine.inject(Fault("error", nth=NOT_PROBE))  # every eval request, all of them at once
+
+    run = gate(engine, tmp_path / "run", num_concurrent=LIMIT, max_attempts=2)
+
+    failed = run.requests["failed"]
+    assert failed > 1  # several were in flight when the first one used up its attempts
+    assert_error(
+        run, code=4, stage="eval", says=f"{failed} request(s) failed after 2 attempt(s) each"
+    )
+    assert len([s for s in run.samples() if s["error"]]) == failed
+
+
 def test_one_question_that_always_fails_is_counted_not_scored(engine, tmp_path):
     question = DOCS[7].question
     fault = engine.inject(Fault("error", questions={question}))
@@ -617,6 +638,60 @@ def test_truncated_and_empty_answers_are_counted_and_reported(
     assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
 
 
+def test_an_answer_stopped_by_a_content_filter_is_counted_and_reported(engine, tmp_path):
+    question = DOCS[3].question
+    engine.inject(Fault("content_filter", questions={question}))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert run.requests["truncated"] == 1
+    assert (
+        "1 answer(s) stopped by the engine's content filter (finish_reason content_filter)"
+        in (run.doc["warnings"])
+    )
+    sample = next(s for s in run.samples() if s["doc_id"] == 3)
+    assert sample["finish_reason"] == "content_filter"
+
+
+def test_answers_naming_another_model_are_scored_with_a_warning(tmp_path):
+    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, response_model="other-model")) as other:
+        run = gate(other, tmp_path / "run")
+
+    assert run.outcome.exit_code == 0
+    assert (
+        f"{LIMIT} answer(s) came from model 'other-model', not the requested {MODEL!r}: check "
+        "that --base-url reaches the engine serving it"
+    ) in run.doc["warnings"]
+
+
+def test_the_clean_run_has_no_model_warning(clean):
+    assert not any("came from model" in w for w in clean.doc["warnings"])
+
+
+def test_the_choice_with_index_0_is_the_answer_whatever_its_position(tmp_path, clean):
+    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, extra_choice_first=True)) as engine:
+        run = gate(engine, tmp_path / "run")
+
+    assert run.scores == clean.scores
+    assert all("#### 0" not in s["response"] for s in run.samples())
+
+
+def test_an_answer_far_beyond_its_budget_is_cut_before_it_is_stored(tmp_path, clean):
+    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, overlong_chars=2_000_000)) as engine:
+        run = gate(engine, tmp_path / "run", limit=3, timeout=30)
+
+    budget = run.doc["context"]["max_tokens"]
+    samples = run.samples()
+    assert all(len(s["response"]) <= 64 * budget for s in samples)
+    assert (tmp_path / "run" / "samples.jsonl").stat().st_size < 3 * 64 * budget + 10_000
+    assert (tmp_path / "run" / "journal.jsonl").stat().st_size < 3 * 64 * budget + 10_000
+    assert run.requests["truncated"] == 3
+    assert any(
+        "3 answer(s) were longer than max_tokens allows" in w and "cut to" in w
+        for w in run.doc["warnings"]
+    )
+
+
 def test_too_many_truncated_answers_fail_the_gate_even_when_the_scores_pass(tmp_path):
     question = DOCS[3].question
     with FakeEngine(EngineBehaviour(accuracy=1.0)) as perfect:
@@ -699,6 +774,33 @@ def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, capsys, text, 
     assert "ThresholdsError: " in err and says in err
     assert "stage: thresholds" in err
     assert read_result(out)["stage"] == "thresholds"
+    assert engine.log == []
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"default": {"gsm8k": 0.99, "gsm8k": 0.1}}', "repeats the key 'gsm8k'"),
+        ('{"default": {"gsm8k": 0.9}, "models": {"": {"gsm8k": 0.1}}}', "should be non-empty"),
+        ('{"default": {"gsm8k": NaN}}', "$.default.gsm8k is NaN"),
+    ],
+    ids=["a repeated key (the last would pass)", "an empty model key", "a NaN floor"],
+)
+def test_an_ambiguous_thresholds_file_stops_before_anything_runs(
+    engine, tmp_path, capsys, text, says
+):
+    path = tmp_path / "thresholds.json"
+    path.write_text(text, encoding="utf-8")
+    out = tmp_path / "run"
+
+    code, stdout, err = cli(run_args(engine, out, "--thresholds", str(path)), capsys)
+
+    assert code == 2
+    assert "ThresholdsError: " in err and says in err
+    assert "PASS" not in stdout and "FAIL" not in stdout
+    doc = read_result(out)
+    assert (doc["status"], doc["stage"], doc["exit_code"]) == ("error", "thresholds", 2)
+    assert doc["eval"] is None
     assert engine.log == []
 
 
@@ -819,6 +921,15 @@ def test_a_flag_of_the_wrong_type_is_a_usage_error(tmp_path, capsys):
     assert "argument --limit: invalid int value: 'ten'" in capsys.readouterr().err
 
 
+def test_a_length_flag_that_is_not_a_token_count_names_the_forms_it_takes(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main([*run_args(refused_url(), tmp_path / "run"), "--isl", "8x"])
+
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --isl: '8x' is not a whole number of tokens; write e.g. 8192, 8k" in err
+
+
 def test_missing_endpoint_settings_are_named(tmp_path, capsys):
     out = tmp_path / "run"
 
@@ -846,6 +957,8 @@ BAD_URLS = [
     ("http://", "no host"),
     ("127.0.0.1:8000/v1", "host without scheme"),
     ("http://127.0.0.1:99999/v1", "port out of range"),
+    ("http://127.0.0.1:8000/v1?x=1", "a query"),
+    ("http://127.0.0.1:8000/v1#models", "a fragment"),
 ]
 
 
@@ -866,3 +979,57 @@ def test_a_malformed_worker_url_is_a_usage_error(engine, tmp_path, capsys):
 
     assert code == 2
     assert "--worker-url" in err
+
+
+def test_a_url_with_a_query_names_what_to_drop(tmp_path, capsys):
+    code, _, err = cli(run_args("http://127.0.0.1:8000/v1?x=1", tmp_path / "run"), capsys)
+
+    assert code == 2
+    assert "'http://127.0.0.1:8000/v1?x=1' has a query or fragment (?x=1)" in err
+
+
+def test_https_against_a_plain_http_engine_fails_at_once(engine, tmp_path):
+    url = f"https://127.0.0.1:{engine.port}/v1"
+
+    run = gate(url, tmp_path / "run", ready_timeout=30, within=15)
+
+    assert_error(run, code=3, stage="readiness", says="did not answer TLS")
+    assert f"try http://127.0.0.1:{engine.port}/v1" in run.outcome.reason
+    assert run.elapsed < 10  # not retried until --ready-timeout
+
+
+def test_a_base_url_without_v1_gets_the_hint_to_add_it(engine, tmp_path):
+    run = gate(engine.root_url, tmp_path / "run", ready_timeout=30, within=15)
+
+    assert_error(run, code=3, stage="readiness", says="HTTP 404")
+    assert f"--base-url does not end in /v1: try {engine.root_url}/v1" in run.outcome.reason
+
+
+class _Redirect(http.server.BaseHTTPRequestHandler):
+    target = ""
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", self.target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_redirect_names_where_it_points(engine, tmp_path):
+    _Redirect.target = engine.root_url
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirect)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        run = gate(url, tmp_path / "run", ready_timeout=30, within=15)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert_error(run, code=3, stage="readiness", says="HTTP 302")
+    assert f"redirects to {engine.url}/models" in run.outcome.reason
+    assert "empty body" not in run.outcome.reason

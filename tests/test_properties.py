@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -32,7 +33,7 @@ from evalgate.gate.hook import parse_concurrencies
 from evalgate.gate.native import native_max_len
 from evalgate.settings import Settings
 from evalgate.tasks.dataset import _read_split
-from evalgate.thresholds import parse_thresholds, resolve_floor
+from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -219,7 +220,11 @@ def test_redact_url_keeps_the_host_and_port(user, password, host, port, path):
 # -- files a user gives ---------------------------------------------------------------------------
 
 threshold_values = st.one_of(
-    st.floats(min_value=-1, max_value=2), st.integers(-1, 2), st.text(max_size=3), st.none()
+    st.floats(min_value=-1, max_value=2),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+    st.integers(-1, 2),
+    st.text(max_size=3),
+    st.none(),
 )
 task_floors = st.dictionaries(st.sampled_from(["gsm8k", "other"]), threshold_values, max_size=2)
 threshold_files = st.one_of(
@@ -227,13 +232,13 @@ threshold_files = st.one_of(
     st.fixed_dictionaries(
         {"default": task_floors},
         optional={
-            "models": st.dictionaries(st.sampled_from(["dsr1", "glm5", "fake"]), task_floors),
+            "models": st.dictionaries(st.sampled_from(["dsr1", "glm5", "fake", ""]), task_floors),
             "overrides": st.lists(
                 st.fixed_dictionaries(
                     {
                         "match": st.dictionaries(
                             st.sampled_from(["model_prefix", "hardware", "precision"]),
-                            st.sampled_from(["dsr1", "b200", "fp8"]),
+                            st.sampled_from(["dsr1", "b200", "fp8", ""]),
                             max_size=2,
                         ),
                         "thresholds": task_floors,
@@ -266,6 +271,32 @@ def test_a_thresholds_file_gives_a_floor_in_0_1_or_a_thresholds_error(data, mode
         return
     assert 0 < floor.value <= 1
     assert floor.file == "t.json"
+    assert "" not in data.get("models", {})
+
+
+floor_pairs = st.lists(
+    st.tuples(st.sampled_from(["gsm8k", "other"]), st.sampled_from(["0.5", "0.95", "NaN"])),
+    min_size=1,
+    max_size=4,
+)
+
+
+@FAST
+@given(floor_pairs)
+def test_a_thresholds_text_with_a_repeated_or_nan_floor_is_always_refused(pairs):
+    """Whatever order and values: a file that could be read two ways never gives a floor."""
+    text = '{"default": {' + ", ".join(f'"{k}": {v}' for k, v in pairs) + "}}"
+    path = _temp_file(text.encode())
+    keys = [key for key, _ in pairs]
+    ambiguous = len(set(keys)) < len(keys) or any(v == "NaN" for _, v in pairs)
+    try:
+        thresholds = load_thresholds(path)
+    except EvalgateError as exc:
+        assert ambiguous
+        assert exc.exit_code == 2
+        return
+    assert not ambiguous
+    assert thresholds.data["default"] == {k: float(v) for k, v in pairs}
 
 
 @FAST
@@ -347,10 +378,23 @@ def test_a_model_config_gives_a_positive_length_or_a_context_error(config):
     assert native.value is None or native.value > 0
 
 
+server_words = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["--max-model-len", "--max_model_len", "--context-length", "--port", "="]),
+    st.from_regex(r"\A[0-9]{1,6}[kKmM]?\Z"),
+)
+
+
 @FAST
-@given(st.text(max_size=80))
-def test_server_arguments_give_positive_limits(args):
-    for limit in served_limits_from_args(args, "--server-config #1"):
+@given(st.one_of(st.text(max_size=80), st.lists(server_words, max_size=6).map(" ".join)))
+def test_server_arguments_give_positive_limits_or_name_the_unreadable_one(args):
+    try:
+        limits = served_limits_from_args(args, "--server-config #1")
+    except ContextError as exc:
+        assert exc.message.startswith("--server-config #1 holds --")
+        assert exc.exit_code == 2
+        return
+    for limit in limits:
         assert limit.value > 0
         assert limit.source == "--server-config #1"
 

@@ -309,7 +309,22 @@ INVALID = [
         {"EVALGATE_BUDGET_POLICY": "greedy"},
         ["--budget-policy = 'greedy'", "'fit' or 'harness'"],
     ),
-    ("EVAL_MAX_MODEL_LEN text", [], {"EVAL_MAX_MODEL_LEN": "9k"}, ["--eval-max-model-len = '9k'"]),
+    ("EVAL_MAX_MODEL_LEN text", [], {"EVAL_MAX_MODEL_LEN": "9x"}, ["--eval-max-model-len = '9x'"]),
+    ("ISL 8x", [], {"ISL": "8x"}, ["--isl = '8x'", "valid integer"]),
+    ("ISL 1.5k", [], {"ISL": "1.5k"}, ["--isl = '1.5k'"]),
+    ("--osl 0k", ["--osl", "0k"], {}, ["--osl = 0", "greater than or equal to 1"]),
+    (
+        "--retry-wait-min 5 --retry-wait-max 1",
+        ["--retry-wait-min", "5", "--retry-wait-max", "1"],
+        {},
+        ["--retry-wait-max = 1.0", "is below --retry-wait-min 5"],
+    ),
+    (
+        "retry waits crossed in the environment",
+        [],
+        {"EVALGATE_RETRY_WAIT_MIN": "3", "EVALGATE_RETRY_WAIT_MAX": "2"},
+        ["--retry-wait-max = '2'", "is below --retry-wait-min 3"],
+    ),
     ("two problems, both listed", ["--osl", "0"], {"ISL": "x"}, ["--isl = 'x'", "--osl = 0"]),
 ]
 
@@ -331,6 +346,27 @@ def test_invalid_value_names_flag_and_value(monkeypatch, argv, environment, says
     for part in says:
         assert part in message
     assert caught.value.exit_code == 2
+
+
+HUMAN_READABLE = [
+    # (flags, environment, field, value): vLLM's human_readable_int, as in server arguments
+    (["--isl", "8k"], {}, "isl", 8000),
+    (["--isl", "8K"], {}, "isl", 8192),
+    (["--osl", "1k"], {}, "osl", 1000),
+    ([], {"ISL": "8K"}, "isl", 8192),
+    ([], {"EVAL_MAX_MODEL_LEN": "9k"}, "eval_max_model_len", 9000),
+    (["--served-max-model-len", "32K"], {}, "served_max_model_len", 32768),
+    (["--max-tokens", "2k"], {}, "max_tokens", 2000),
+    (["--isl", " 1024 "], {}, "isl", 1024),
+]
+
+
+@pytest.mark.parametrize(("argv", "environment", "field", "value"), HUMAN_READABLE)
+def test_token_lengths_read_like_server_arguments(monkeypatch, argv, environment, field, value):
+    for name, text in environment.items():
+        monkeypatch.setenv(name, text)
+
+    assert getattr(settings(*argv), field) == value
 
 
 def test_a_bad_flag_choice_is_an_argparse_error(capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -260,6 +261,76 @@ def test_bad_file_names_the_json_path(tmp_path, text, says):
     assert says in message
     assert "Thresholds are numbers in (0, 1]" in message
     assert caught.value.exit_code == 2
+
+
+AMBIGUOUS_FILES = [
+    # (case, file text, what the message must say): each would otherwise gate on a wrong floor
+    (
+        "a repeated task key",
+        '{"default": {"gsm8k": 0.99, "gsm8k": 0.1}}',
+        "repeats the key 'gsm8k' in one object ($.default)",
+    ),
+    (
+        "a repeated model key",
+        '{"default": {"gsm8k": 0.9}, "models": {"dsr1": {"gsm8k": 0.91}, "dsr1": {"gsm8k": 0.1}}}',
+        "repeats the key 'dsr1' in one object ($.models)",
+    ),
+    (
+        "a repeated top-level key",
+        '{"default": {"gsm8k": 0.9}, "default": {"gsm8k": 0.1}}',
+        "'default'",
+    ),
+    ("a NaN floor", '{"default": {"gsm8k": NaN}}', "$.default.gsm8k is NaN"),
+    (
+        "an Infinity floor",
+        '{"default": {"gsm8k": Infinity}}',
+        "$.default.gsm8k: inf is greater than the maximum of 1",
+    ),
+    (
+        "a -Infinity model floor",
+        '{"default": {"gsm8k": 0.9}, "models": {"x": {"gsm8k": -Infinity}}}',
+        "-inf is less than or equal to the minimum of 0",
+    ),
+    (
+        "an empty model key",
+        '{"default": {"gsm8k": 0.9}, "models": {"": {"gsm8k": 0.1}}}',
+        "$.models: '' should be non-empty",
+    ),
+    (
+        "an empty override label",
+        '{"default": {"gsm8k": 0.9}, "overrides": [{"match": {"hardware": ""}, '
+        '"thresholds": {"gsm8k": 0.1}}]}',
+        "$.overrides[0].match.hardware: '' should be non-empty",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [case[1:] for case in AMBIGUOUS_FILES],
+    ids=[case[0] for case in AMBIGUOUS_FILES],
+)
+def test_an_ambiguous_file_is_refused_not_read_one_way(tmp_path, text, says):
+    path = tmp_path / "thresholds.json"
+    path.write_text(text, encoding="utf-8")
+
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path)
+
+    assert caught.value.message.startswith(f"{path} ")
+    assert says in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_floor_from_python_is_refused(value):
+    with pytest.raises(ThresholdsError, match=r"\$\.default\.gsm8k(:| is)"):
+        parse_thresholds({"default": {"gsm8k": value}}, "t.json")
+
+
+def test_an_empty_model_key_from_python_is_refused():
+    with pytest.raises(ThresholdsError, match="should be non-empty"):
+        parse_thresholds({"default": {"gsm8k": 0.9}, "models": {"": {"gsm8k": 0.1}}}, "t.json")
 
 
 def test_invalid_json_names_the_file_and_line(tmp_path):

@@ -9,16 +9,22 @@ Each subcommand lives in a module ``evalgate.cli.<name>`` exposing ``HELP``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any, TextIO
 
 from evalgate._version import __version__
 from evalgate.errors import EvalgateError, ExitCode
 
 SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare")
+RECORDING = ("run", "hook")
+"""Commands whose verdict is recorded on disk: output that cannot be printed leaves their exit
+code as recorded. For the others the printed output is the product, and losing it is exit 2."""
 
 EPILOG = """exit codes:
   0  pass (run, verify) / equivalent (compare)
@@ -27,7 +33,7 @@ EPILOG = """exit codes:
   3  endpoint never ready, or the pre-flight probe was rejected
   4  the eval started but could not finish
   5  inconclusive: too few samples to decide (verify, compare)
-  6  aborted by SIGINT or SIGTERM
+  6  aborted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2)
 """
 
 
@@ -62,7 +68,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         module = _load(name)
         child = sub.add_parser(
             name,
-            help=module.HELP,
+            help=module.HELP.replace("%", "%%"),  # argparse %-formats help, not descriptions
             description=module.HELP,
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -88,8 +94,76 @@ def _configure_logging(verbose: int) -> None:
     root.propagate = False
 
 
+def _open_closed_streams() -> None:
+    """A stream the shell closed (``2>&-``) is None in Python: write it to nothing, so that the
+    run still ends with its exit code and its result instead of a crash."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+
+
+class _Guarded:
+    """A standard stream that cannot break a run: the first write that fails (a full device, a
+    closed pipe) is remembered and every later write is dropped."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.failure: OSError | None = None
+
+    def write(self, text: str) -> int:
+        if self.failure is None:
+            try:
+                return self.stream.write(text)
+            except OSError as exc:
+                self.failure = exc
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self.failure = exc
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
+        return getattr(self.stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `evalgate` console script."""
+    _open_closed_streams()
+    out, err = _Guarded(sys.stdout), _Guarded(sys.stderr)
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = _main(argv)
+        out.flush()
+        err.flush()
+    finally:
+        sys.stdout, sys.stderr = out.stream, err.stream
+    if out.failure is not None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  # no flush at exit
+        command = next(
+            (a for a in (sys.argv[1:] if argv is None else argv) if a in SUBCOMMANDS), ""
+        )
+        recorded = command in RECORDING
+        reason = out.failure.strerror or type(out.failure).__name__
+        with contextlib.suppress(OSError):
+            print(
+                f"OutputError: could not write to stdout ({reason}); "
+                + (
+                    "result.json holds the verdict."
+                    if recorded
+                    else "redirect stdout to a writable file and run again."
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
+        if not recorded and code == 0:
+            return int(ExitCode.USAGE)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)

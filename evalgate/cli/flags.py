@@ -19,6 +19,7 @@ from pydantic import SecretStr, ValidationError
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
+from evalgate.settings.values import TOKEN_LENGTHS, token_count
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
 ENDPOINT = (
@@ -109,6 +110,17 @@ def _base_type(annotation: Any) -> Any:
     return annotation
 
 
+def _tokens(text: str) -> int:
+    """A flag in tokens: 8192, or with vLLM's suffixes 8k (8000) and 8K (8192)."""
+    value = token_count(text)
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number of tokens; write e.g. 8192, 8k (8000) or 8K (8192)"
+        ) from None
+
+
 def add_settings_arguments(parser: argparse.ArgumentParser, fields: Iterable[str]) -> None:
     """Add one flag per settings field; defaults stay in Settings."""
     for field in fields:
@@ -122,6 +134,9 @@ def add_settings_arguments(parser: argparse.ArgumentParser, fields: Iterable[str
             kwargs["metavar"] = "VALUE"
         elif origin is typing.Literal:
             kwargs["choices"] = list(typing.get_args(annotation))
+        elif field in TOKEN_LENGTHS:  # 8k, 8K: read as server arguments read them
+            kwargs["type"] = _tokens
+            kwargs["metavar"] = "N"
         elif annotation in (int, float):
             kwargs["type"] = annotation
             kwargs["metavar"] = "N"

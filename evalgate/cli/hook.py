@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
-from evalgate.cli.run import progress_printer, terminate_as_interrupt
+from evalgate.cli.run import progress_printer, stop_signals_interrupt
 
 HELP = (
     "Post-benchmark hook for node 0: read the benchmark's environment, probe once, run the "
@@ -37,11 +36,8 @@ def command(args: argparse.Namespace) -> int:
         if settings.concurrency
         else [settings.num_concurrent]
     )
-    previous = signal.signal(signal.SIGTERM, terminate_as_interrupt)
-    try:
+    with stop_signals_interrupt():
         outcome = run_hook(settings, concurrencies, resume=args.resume, progress=progress_printer())
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     for entry in outcome.summary.runs:
         line = f"conc {entry.concurrency}: {entry.status.upper()}: {entry.reason}"
         verdict = entry.status in ("pass", "fail", "inconclusive")

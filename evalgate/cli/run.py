@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 HELP = (
@@ -31,9 +32,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print result.json to stdout")
 
 
+STOP_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+"""What a scheduler or a terminal sends to stop a job: SIGTERM (Slurm, Kubernetes), SIGHUP (an
+ssh or tmux session dropped), SIGQUIT (Ctrl-\\), SIGUSR1/SIGUSR2 (a scheduler's warning before
+its time limit). Each would kill the process before it writes its result."""
+
+
+def _interrupt(name: str) -> None:
+    raise KeyboardInterrupt(name)
+
+
 def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM from a scheduler: stop like Ctrl-C, so the result is still written."""
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    """A stop signal: stop like Ctrl-C, so the result is still written. Inside the eval's event
+    loop the interrupt is raised between callbacks, not inside whichever task was running (that
+    task would keep it, and print a traceback when collected)."""
+    name = signal.Signals(signum).name
+    asyncio = sys.modules.get("asyncio")  # not imported: no event loop can be running
+    try:
+        loop = asyncio.get_running_loop() if asyncio is not None else None
+    except RuntimeError:
+        loop = None
+    if loop is None:
+        raise KeyboardInterrupt(name)
+    loop.call_soon_threadsafe(_interrupt, name)
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """While a run is under way, every stop signal aborts it like Ctrl-C; then as before."""
+    previous = {signum: signal.signal(signum, terminate_as_interrupt) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def progress_printer() -> Callable[[int, int], None]:
@@ -69,11 +105,8 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.gate.run import run_gate
 
     settings = flags.settings_from_args(args)
-    previous = signal.signal(signal.SIGTERM, terminate_as_interrupt)
-    try:
+    with stop_signals_interrupt():
         outcome = run_gate(settings, progress=progress_printer(), resume=args.resume)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(to_document(outcome.result), indent=2))
     if outcome.error is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def write_file(path: str, text: str, *, append: bool = False) -> None:
+def write_file(path: str, text: str, *, append: bool = False, label: str = "") -> None:
     """Write (or append) a report file; an unwritable path is an ArtifactError (exit 2)."""
     from evalgate.errors import ArtifactError
 
@@ -84,7 +85,49 @@ def write_file(path: str, text: str, *, append: bool = False) -> None:
         with open(path, "a" if append else "w", encoding="utf-8") as stream:
             stream.write(text)
     except OSError as exc:
-        raise ArtifactError(f"Cannot write {path}: {exc.strerror}. Pass a writable path.") from exc
+        named = f"{label} {path}" if label else path
+        raise ArtifactError(f"Cannot write {named}: {exc.strerror}. Pass a writable path.") from exc
+
+
+def _is_input(path: str, roots: list[str]) -> bool:
+    """Would verify read this file? Then writing a report over it destroys the evidence."""
+    import re
+
+    name = os.path.basename(path)
+    if not (
+        name in ("result.json", "meta_env.json", "hook.json")
+        or re.fullmatch(r"results.*\.json", name)
+    ):
+        return False
+    target = os.path.realpath(path)
+    for root in roots:
+        real = os.path.realpath(root)
+        if target == real or target.startswith(real.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def _check_writable(label: str, path: str) -> None:
+    """Refuse an output that cannot be written before any verdict is printed: found after the
+    verdict, it would turn a printed PASS into exit 2."""
+    from evalgate.errors import ArtifactError
+
+    target = Path(path)
+    reason = None
+    if target.is_dir():
+        reason = "it is a folder"
+    else:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+        else:
+            writable = os.access(target, os.W_OK) if target.exists() else None
+            if writable is None:
+                writable = os.access(target.parent, os.W_OK | os.X_OK)
+            reason = None if writable else "Permission denied"
+    if reason is not None:
+        raise ArtifactError(f"Cannot write {label} {path}: {reason}. Pass a writable path.")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -98,26 +141,41 @@ def command(args: argparse.Namespace) -> int:
     thresholds_path = args.thresholds or environment.thresholds
     thresholds = load_thresholds(Path(thresholds_path) if thresholds_path else None)
     expectation = sweep.load_expectation(args.expect) if args.expect is not None else None
+    github = args.github if args.github is not None else environment.github_actions
+    summary = environment.step_summary if github else None
+    for label, path in (
+        ("--junit", args.junit),
+        ("--json", args.json),
+        ("--html", args.html),
+        ("GITHUB_STEP_SUMMARY", summary),
+    ):
+        if path:
+            _check_writable(label, path)
+            if _is_input(path, list(args.paths)):
+                from evalgate.errors import ArtifactError
+
+                raise ArtifactError(
+                    f"{label} {path} is one of the files verify reads: writing it would destroy "
+                    "the evidence. Write the report outside the results."
+                )
     result = sweep.verify(
         list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
     )
 
     sys.stdout.write(report.terminal(result, quiet=args.quiet))
-    github = args.github if args.github is not None else environment.github_actions
     if github:
-        summary = environment.step_summary
         if summary:
-            write_file(summary, report.markdown(result), append=True)
+            write_file(summary, report.markdown(result), append=True, label="GITHUB_STEP_SUMMARY")
         else:
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
         sys.stdout.write(report.workflow_commands(result))
     if args.junit:
-        write_file(args.junit, report.junit(result))
+        write_file(args.junit, report.junit(result), label="--junit")
     if args.json:
-        write_file(args.json, json.dumps(report.document(result), indent=2) + "\n")
+        write_file(args.json, json.dumps(report.document(result), indent=2) + "\n", label="--json")
     if args.html:
         from evalgate.verify import html
 
-        write_file(args.html, html.render(result))
+        write_file(args.html, html.render(result), label="--html")
     sys.stdout.flush()
     return result.exit_code

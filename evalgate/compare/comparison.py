@@ -209,6 +209,12 @@ def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]])
         for side, run in (("baseline", baseline), ("candidate", candidate))
         if run.result.status not in ("pass", "fail", "inconclusive")
     ]
+    models = [run.result.model for run in (baseline, candidate)]
+    if models[0] != models[1]:
+        found.append(
+            f"the runs are of different models ({models[0]} vs {models[1]}): the difference "
+            "measures the model change too"
+        )
     versions = [run.eval.lm_eval_version for run in (baseline, candidate)]
     if versions[0] != versions[1]:
         found.append(
@@ -235,6 +241,12 @@ def compare(
     if not 0 <= max_drop < 1:
         raise UsageError(
             f"--max-drop {max_drop} is not a fraction in [0, 1): 0.02 means two points of accuracy."
+        )
+    if baseline.result.run_id == candidate.result.run_id:
+        raise UsageError(
+            f"Both arguments are the same run (run_id {baseline.result.run_id}: "
+            f"{baseline.path.parent} and {candidate.path.parent}): a run always equals itself. "
+            "Pass the baseline run's folder first and the candidate's second."
         )
     drift = protocol_differences(baseline, candidate)
     if drift and not allow_protocol_drift:

@@ -48,6 +48,8 @@ class Completion:
     source: str = "content"
     """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
     when a chat answer's content was null or empty."""
+    model: str | None = None
+    """The model the answer names (its "model" field), when it names one."""
 
 
 def describe_failure(error: EngineError) -> str:
@@ -140,7 +142,11 @@ def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None, s
     """Text, finish_reason, completion_tokens and the field that held the text, from a parsed
     JSON answer."""
     try:
-        choice = raw["choices"][0]
+        choices = raw["choices"]
+        # the answer is choice 0 by its index; a server may list the choices in any order
+        choice = next(
+            (c for c in choices if isinstance(c, dict) and c.get("index") == 0), choices[0]
+        )
         if api == "chat":
             content, source = _chat_text(choice["message"])
         else:
@@ -197,7 +203,9 @@ class EvalClient:
     async def close(self) -> None:
         await self._client.close()
 
-    async def _send(self, body: dict[str, Any]) -> tuple[str, str | None, int | None, str]:
+    async def _send(
+        self, body: dict[str, Any]
+    ) -> tuple[str, str | None, int | None, str, str | None]:
         path = "/chat/completions" if self.api == "chat" else "/completions"
         try:
             raw = await asyncio.wait_for(
@@ -207,7 +215,8 @@ class EvalClient:
             raise AnswerTimedOut(f"no complete answer within {self.timeout:g} s") from exc
         except ValueError as exc:  # a 200 whose body is not JSON
             raise MalformedAnswer(f"body is not JSON ({exc})") from exc
-        return parse_completion(raw, self.api)
+        named = raw.get("model") if isinstance(raw, dict) else None
+        return (*parse_completion(raw, self.api), named if isinstance(named, str) else None)
 
     def _count_retry(self, state: RetryCallState) -> None:
         self.retried += 1
@@ -229,9 +238,9 @@ class EvalClient:
             async for attempt_state in retrying:
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
-                    text, finish, tokens, source = await self._send(body)
+                    text, finish, tokens, source, model = await self._send(body)
         except (openai.APIError, MalformedAnswer, AnswerTimedOut) as exc:
             raise RequestFailed(
                 _as_engine_error(exc), fatal=not _retryable(exc), attempts=attempt
             ) from exc
-        return Completion(text, finish, tokens, attempt, source)
+        return Completion(text, finish, tokens, attempt, source, model)

@@ -53,6 +53,8 @@ class ModelCard:
     owned_by: str | None
     max_model_len: int | None
     root: str | None
+    unreadable_length: object = None
+    """A max_model_len the card holds that is not a positive whole number ("9472", -1)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class EngineInfo:
         self.url, auth = split_credentials(api_root(url))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx2.Client(timeout=timeout, headers=headers, auth=auth)
+        self.notes: list[str] = []
+        """Warnings about what the server said (a limit it reports in an unusable form)."""
 
     def close(self) -> None:
         self._client.close()
@@ -91,6 +95,11 @@ class EngineInfo:
             response = self._client.request(method, url, json=body)
         else:
             response = self._client.request(method, url, json=body, timeout=timeout)
+        if response.is_redirect:  # not followed: a redirected engine URL is a wrong --base-url
+            where = redact_url(str(response.headers.get("location", "")))
+            raise SideDoorError(
+                EngineError(response.status_code, f"redirects to {where or 'nowhere said'}")
+            )
         if response.status_code != 200:
             raise SideDoorError(parse_error(response.status_code, response.text))
         try:
@@ -110,14 +119,16 @@ class EngineInfo:
         for card in cards:
             if isinstance(card, dict) and isinstance(card.get("id"), str):
                 length = card.get("max_model_len")
+                usable = isinstance(length, int) and not isinstance(length, bool) and length > 0
                 found.append(
                     ModelCard(
                         id=card["id"],
                         owned_by=card.get("owned_by")
                         if isinstance(card.get("owned_by"), str)
                         else None,
-                        max_model_len=length if isinstance(length, int) and length > 0 else None,
+                        max_model_len=length if usable else None,
                         root=card.get("root") if isinstance(card.get("root"), str) else None,
+                        unreadable_length=None if usable else length,
                     )
                 )
         return found
@@ -128,6 +139,11 @@ class EngineInfo:
         card = next((c for c in cards if c.id == model), None)
         if card is None and len(cards) == 1:
             card = cards[0]
+        if card is not None and card.unreadable_length is not None:
+            self.notes.append(
+                f"/v1/models of {label} reports max_model_len {card.unreadable_length!r} for "
+                f"{card.id}, not a positive whole number: ignored"
+            )
         if card is None or card.max_model_len is None:
             return None
         return Limit(card.max_model_len, f"/v1/models of {label}")

@@ -8,6 +8,7 @@ by waiting (401, 404, a model list without the model), which fails at once.
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable
 
@@ -27,9 +28,19 @@ from evalgate.errors import EndpointError, NotReadyError
 log = logging.getLogger(__name__)
 
 
+def _tls_to_plain_http(exc: BaseException) -> bool:
+    """An https:// URL whose server answers plain HTTP: no wait can change that."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, httpx2.TransportError):
-        return True
+        return not _tls_to_plain_http(exc)
     # A 200 that is not a model list (a server still starting) may become one; a 4xx will not.
     return isinstance(exc, SideDoorError) and (exc.error.retryable or exc.error.status == 200)
 
@@ -40,6 +51,21 @@ def _describe(exc: BaseException | None) -> str:
     if isinstance(exc, SideDoorError):
         return exc.error.describe()
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _hint(url: str, exc: BaseException) -> str:
+    """What to change, from the answer that cannot change by waiting."""
+    if _tls_to_plain_http(exc):
+        return (
+            f"The server did not answer TLS: it speaks plain HTTP, so try "
+            f"http://{url.split('://', 1)[1]} as --base-url."
+        )
+    status = exc.error.status if isinstance(exc, SideDoorError) else None
+    if status is not None and 300 <= status < 400:
+        return "Give the URL it redirects to (without /models) as --base-url."
+    if status == 404 and not url.rstrip("/").endswith("/v1"):
+        return f"--base-url does not end in /v1: try {url.rstrip('/')}/v1."
+    return "Check --base-url and --api-key."
 
 
 def wait_until_ready(
@@ -85,9 +111,7 @@ def wait_until_ready(
                 f"answer: {_describe(exc)}. Check that the engines and the router are up, or "
                 "raise --ready-timeout."
             ) from exc
-        raise EndpointError(
-            f"{url}/models answered {_describe(exc)}. Check --base-url and --api-key."
-        ) from exc
+        raise EndpointError(f"{url}/models answered {_describe(exc)}. {_hint(url, exc)}") from exc
     ids = [card.id for card in cards]
     if model is not None and model not in ids:
         raise EndpointError(

@@ -13,6 +13,7 @@ different folders share nothing.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -22,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from evalgate.errors import ArtifactError
+from evalgate.errors import ArtifactError, EvalFailedError
 from evalgate.evidence.model import HookSummary, Result, Sample, from_document, to_document
 from evalgate.schemas import validation_errors
 
@@ -43,18 +44,48 @@ STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)
 # -- writing -------------------------------------------------------------------------------------
 
 
+_WHAT_TO_DO = {
+    errno.ENOSPC: "the disk is full: free space or choose another --output-dir",
+    errno.EDQUOT: "the disk quota is used up: free space or choose another --output-dir",
+    errno.EROFS: "the file system is read-only: choose a writable --output-dir",
+    errno.EACCES: "permission denied: choose a writable --output-dir",
+    errno.EPERM: "permission denied: choose a writable --output-dir",
+    errno.EISDIR: "a folder is in the way: remove it or choose another --output-dir",
+}
+
+
+def cannot_write(path: Path | str, exc: OSError) -> EvalFailedError:
+    """A write the disk refused (full, read-only, a folder in the way): an expected condition
+    with what to do, never an evalgate bug. Exit 4: the run could not record its evidence."""
+    path = exc.filename or path
+    reason = exc.strerror or type(exc).__name__
+    todo = _WHAT_TO_DO.get(exc.errno or 0, "check the disk, or choose another --output-dir")
+    return EvalFailedError(f"Cannot write {path}: {reason}; {todo}, and run again.")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Replace `path` with `text` in one step (an OSError names `path`)."""
+    temp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # fsync and write do not say which file: the target
         raise
 
 
@@ -104,6 +135,8 @@ def write_hook(folder: Path, summary: HookSummary) -> Path:
 
 def read_document(path: Path | str) -> Any:
     """A JSON file's content; an unreadable, non-UTF-8 or invalid file is an ArtifactError."""
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block forever
+        raise ArtifactError(f"{path} is not a regular file (a FIFO, a device or a socket).")
     try:
         with open(path, "rb") as stream:
             return json.loads(stream.read().decode("utf-8"))
@@ -184,6 +217,16 @@ def read_hook(path: Path | str) -> HookSummary:
 def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
     """Create the folder; refuse to bury an earlier run's finished result."""
     existing = folder / RESULT_NAME
+    if existing.is_dir():  # no --overwrite replaces a folder: it may hold anything
+        raise ArtifactError(
+            f"{existing} is a folder, not a result file. Move it away, or choose another "
+            "--output-dir."
+        )
+    if existing.exists() and not existing.is_file():  # a FIFO would block the read forever
+        raise ArtifactError(
+            f"{existing} is not a regular file (a FIFO, a device or a socket). Move it away, "
+            "or choose another --output-dir."
+        )
     if existing.exists() and not overwrite:
         status = "unreadable"
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -201,6 +244,11 @@ def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
             f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
             "--output-dir."
         ) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):  # read-only mounts too, even for root
+        raise ArtifactError(
+            f"The output folder {folder} is not writable (read-only file system or no "
+            "permission): choose a writable --output-dir."
+        )
 
 
 def clear_stale(folder: Path) -> None:

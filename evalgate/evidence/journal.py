@@ -10,6 +10,7 @@ differs is never reused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -57,16 +58,27 @@ class Journal:
     ) -> None:
         self.path = path
         self._handle: IO[str] = path.open("w", encoding="utf-8")
-        self._write({"fingerprint": fingerprint})
+        try:
+            self._write({"fingerprint": fingerprint})
+        except OSError:
+            self.close()
+            path.unlink(missing_ok=True)  # a journal without its header is no journal
+            raise
         for record in kept.values():
             self._write(record)
 
     def _write(self, record: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._handle.flush()
+        try:
+            self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._handle.flush()
+        except OSError as exc:
+            if exc.filename is None:
+                exc.filename = str(self.path)
+            raise
 
     def append(self, record: dict[str, Any]) -> None:
         self._write(record)
 
     def close(self) -> None:
-        self._handle.close()
+        with contextlib.suppress(OSError):  # the write that failed was reported already
+            self._handle.close()

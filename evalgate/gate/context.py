@@ -22,7 +22,7 @@ _SERVED_LEN_FLAG = re.compile(
     r"--(?:max[-_]model[-_]len|context[-_]length|max[-_]seq[-_]len)(?:=|\s+)(\d+)([kKmM]?)\b"
 )
 # vLLM reads "32k" as 32000 and "32K" as 32768 (human_readable_int).
-_SUFFIX = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
+SUFFIXES = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
 MIN_USEFUL_BUDGET = 256
 """lm-eval's own default for gsm8k answers; a smaller budget truncates typical answers."""
 
@@ -65,10 +65,23 @@ class EvalContext:
         return f"EVAL_MAX_MODEL_LEN={self.eval_max_model_len}\nEVAL_MAX_TOKENS={self.max_tokens}\n"
 
 
+_SERVED_LEN_ANY = re.compile(
+    r"--(max[-_]model[-_]len|context[-_]length|max[-_]seq[-_]len)(?:=|\s+|$)(\S*)"
+)
+
+
 def served_limits_from_args(args: str, source: str) -> list[Limit]:
-    """The --max-model-len (or --context-length, --max_seq_len) values in a server-args string."""
+    """The --max-model-len (or --context-length, --max_seq_len) values in a server-args string.
+    A flag whose value is not a number of tokens is a ContextError: the engine would refuse it,
+    and dropping it would let a larger limit decide."""
+    for match in _SERVED_LEN_ANY.finditer(args):
+        if not re.fullmatch(r"0*[1-9]\d*[kKmM]?", match.group(2)):
+            raise ContextError(
+                f"{source} holds --{match.group(1)} {match.group(2)!r}, not a number of tokens "
+                "(8192, 8k or 8K). Fix the server arguments, or give --served-max-model-len."
+            )
     return [
-        Limit(int(m.group(1)) * _SUFFIX[m.group(2)], source)
+        Limit(int(m.group(1)) * SUFFIXES[m.group(2)], source)
         for m in _SERVED_LEN_FLAG.finditer(args)
     ]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,10 +109,30 @@ def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
     return samples
 
 
+def _git_hash() -> str | None:
+    """What lm-eval records as git_hash (the working directory's commit), without the
+    "fatal: not a git repository" its own `git describe` prints outside a checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "describe", "--always"],  # noqa: S607  # lm-eval's own command
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
 def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) -> Evaluation:
     """simple_evaluate on evalgate's task with lm-eval's built-in task index off."""
-    from lm_eval import simple_evaluate
+    from lm_eval import evaluator, simple_evaluate
     from lm_eval.tasks import TaskManager
+
+    evaluator.get_git_commit_hash = _git_hash  # lm-eval calls it by this module-level name
 
     for name in ("lm-eval", "lm_eval"):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
@@ -128,6 +149,12 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
         )
     except (EvalFailedError, AbortedError, KeyboardInterrupt):
         raise
+    except OSError as exc:
+        if exc.filename is not None:  # the journal's disk refused a write: not lm-eval's fault
+            raise
+        raise EvalFailedError(
+            f"lm-eval failed: {type(exc).__name__}: {exc}. Rerun with -v for its traceback."
+        ) from exc
     except Exception as exc:
         raise EvalFailedError(
             f"lm-eval failed: {type(exc).__name__}: {exc}. Rerun with -v for its traceback."

@@ -8,6 +8,7 @@ smallest wins in the context; all are recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -15,9 +16,9 @@ import httpx2
 
 from evalgate.engine.discovery import EngineInfo, SideDoorError
 from evalgate.engine.urls import redact_url
-from evalgate.errors import EndpointError
+from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, Limit, derive_context, served_limits_from_args
-from evalgate.gate.native import NativeLength, load_native_max_len
+from evalgate.gate.native import LENGTH_KEYS, NativeLength, load_native_max_len
 from evalgate.settings import Settings
 from evalgate.tasks.prompts import Prompt
 
@@ -47,7 +48,15 @@ def native_length(settings: Settings) -> NativeLength | None:
     """The native maximum from --model-config, if given."""
     if settings.model_config_path is None:
         return None
-    return load_native_max_len(settings.model_config_path)
+    found = load_native_max_len(settings.model_config_path)
+    if found.value is None:  # given, but it cannot say: an error, never a guess
+        raise ContextError(
+            f"The model config {settings.model_config_path} has none of the length keys "
+            f"({', '.join(LENGTH_KEYS)}), so its native maximum is unknown (vLLM would fall back "
+            "to a default). Pass the model's own config.json, set --eval-max-model-len, or "
+            "leave --model-config out to let the served limit decide."
+        )
+    return found
 
 
 def configured_limits(settings: Settings) -> list[Limit]:
@@ -68,7 +77,9 @@ def configured_limits(settings: Settings) -> list[Limit]:
     return found
 
 
-def worker_limits(settings: Settings, api_key: str | None) -> list[Limit]:
+def worker_limits(
+    settings: Settings, api_key: str | None, notes: list[str] | None = None
+) -> list[Limit]:
     """/v1/models max_model_len of every --worker-url. A worker that cannot answer is an error:
     the user named it because its limit matters."""
     found: list[Limit] = []
@@ -77,6 +88,8 @@ def worker_limits(settings: Settings, api_key: str | None) -> list[Limit]:
         try:
             with EngineInfo(url, api_key) as info:
                 limit = info.served_limit(settings.served_model, f"worker {label}")
+                if notes is not None:
+                    notes += info.notes
         except (httpx2.HTTPError, SideDoorError) as exc:
             raise EndpointError(
                 f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "
@@ -122,9 +135,10 @@ def gather_context(
     """Everything measured, then the pure derivation. Returns the context and the prompt to
     probe with (the longest)."""
     native = native_length(settings)
+    notes = list(info.notes) if info is not None else []
     served = [
         *([endpoint_limit] if endpoint_limit else []),
-        *worker_limits(settings, api_key),
+        *worker_limits(settings, api_key, notes),
         *configured_limits(settings),
     ]
     prompt_tokens, longest, told = longest_prompt_tokens(info, settings.served_model, candidates)
@@ -145,4 +159,6 @@ def gather_context(
         forced_max_tokens=settings.max_tokens,
         native_steps=native.steps if native else (),
     )
+    if notes:
+        context = dataclasses.replace(context, warnings=(*notes, *context.warnings))
     return context, longest

@@ -9,8 +9,10 @@ silently, journals every answer as it arrives, and resumes from a journal.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +28,9 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 _NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max_tokens"})
 """Generation settings lm-eval consumes itself; the task's others (top_p) go into the body."""
+MAX_CHARS_PER_TOKEN = 64
+"""An answer longer than this many characters per token of its budget cannot be one the engine
+generated within max_tokens; it is cut before it is scored and stored."""
 
 
 @dataclass
@@ -42,6 +47,12 @@ class Tally:
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Per doc_id: response, finish_reason, completion_tokens, answer_field, error,
     prompt_sha256."""
+    filtered: int = 0
+    """Answers stopped by the engine's content filter (also counted as truncated)."""
+    oversized: int = 0
+    """Answers longer than max_tokens allows, cut before scoring (also counted as truncated)."""
+    other_models: Counter[str] = field(default_factory=Counter)
+    """Answers naming a model other than the one requested, by the name they gave."""
 
     def counts(self) -> RequestCounts:
         """The counts as result.json records them."""
@@ -54,6 +65,17 @@ class Tally:
             empty=self.empty,
             resumed=self.resumed,
         )
+
+
+class _OverBudget(Exception):
+    """More requests failed than --max-failed-requests allows (the message waits for the
+    final count)."""
+
+    def __init__(self, doc_id: int, detail: str, attempts: int) -> None:
+        super().__init__(detail)
+        self.doc_id = doc_id
+        self.detail = detail
+        self.attempts = attempts
 
 
 @dataclass(frozen=True)
@@ -142,11 +164,44 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         self.tally.total = len(prepared)
         return asyncio.run(self._run_all(prepared))
 
+    @property
+    def max_chars(self) -> int:
+        """The longest answer kept: MAX_CHARS_PER_TOKEN per token of the budget."""
+        return MAX_CHARS_PER_TOKEN * self.max_tokens
+
+    def notes(self) -> list[str]:
+        """Warnings about the answers, for the result."""
+        tally, found = self.tally, []
+        if tally.filtered:
+            found.append(
+                f"{tally.filtered} answer(s) stopped by the engine's content filter "
+                "(finish_reason content_filter)"
+            )
+        if tally.oversized:
+            found.append(
+                f"{tally.oversized} answer(s) were longer than max_tokens allows "
+                f"({self.max_tokens}): cut to {self.max_chars} characters, counted as truncated"
+            )
+        found += [
+            f"{count} answer(s) came from model {name!r}, not the requested {self.model!r}: "
+            "check that --base-url reaches the engine serving it"
+            for name, count in tally.other_models.items()
+        ]
+        return found
+
     def _record(self, request: Request, completion: Completion, *, resumed: bool) -> str:
         tally = self.tally
         tally.completed += 1
         tally.resumed += int(resumed)
-        tally.truncated += int(completion.finish_reason == "length")
+        if len(completion.text) > self.max_chars:  # the engine ignored the budget
+            tally.oversized += 1
+            completion = dataclasses.replace(completion, text=completion.text[: self.max_chars])
+            if completion.finish_reason != "length":
+                tally.truncated += 1
+        if completion.model is not None and completion.model != self.model:
+            tally.other_models[completion.model] += 1
+        tally.filtered += int(completion.finish_reason == "content_filter")
+        tally.truncated += int(completion.finish_reason in ("length", "content_filter"))
         tally.empty += int(not completion.text.strip())
         tally.answers[request.doc_id] = {
             "response": completion.text,
@@ -188,12 +243,17 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                 "Fix the request or the engine; the probe passed, so the prompt is unusual."
             )
         if tally.failed > self.max_failed:
-            raise EvalFailedError(
-                f"{tally.failed} request(s) failed after {failure.attempts} attempt(s) each "
-                f"(allowed: {self.max_failed}, --max-failed-requests); last: question "
-                f"{request.doc_id}: {message}. A failed request cannot be scored, so the run "
-                "cannot be gated."
-            )
+            raise _OverBudget(request.doc_id, message, failure.attempts)
+
+    def _over_budget(self, first: _OverBudget) -> EvalFailedError:
+        """The error for failures over the budget, counted once every request in flight has
+        ended: the same number result.json records."""
+        return EvalFailedError(
+            f"{self.tally.failed} request(s) failed after {first.attempts} attempt(s) each "
+            f"(allowed: {self.max_failed}, --max-failed-requests); last: question "
+            f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
+            "cannot be gated."
+        )
 
     async def _run_all(self, prepared: list[Request]) -> list[str]:
         results: list[str] = [""] * len(prepared)
@@ -230,13 +290,18 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                 self.progress(done, len(prepared))
 
         tasks = [asyncio.create_task(one(i, r)) for i, r in enumerate(prepared)]
+        over: _OverBudget | None = None
         try:
             for finished in asyncio.as_completed(tasks):
                 await finished  # the first fatal error propagates from here
+        except _OverBudget as first:
+            over = first
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self.tally.retried = client.retried
             await client.close()
+        if over is not None:
+            raise self._over_budget(over)
         return results

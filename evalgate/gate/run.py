@@ -91,6 +91,20 @@ def _fingerprint(
     }
 
 
+def _planned(settings: Settings, spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
+    """The protocol fields of result.json's eval section known before the first request."""
+    return {
+        "task": spec.name,
+        "task_sha256": spec.sha256,
+        "api": settings.api,
+        "num_fewshot": spec.num_fewshot,
+        "fewshot_seed": FEWSHOT_SEED,
+        "temperature": 0.0,
+        "limit": settings.limit,
+        "dataset_sha256": dataset.sha256,
+    }
+
+
 class GateRun:
     """The stages of one `evalgate run`, sharing what each establishes."""
 
@@ -118,6 +132,10 @@ class GateRun:
     def execute(self) -> tuple[Status, str, int]:
         s = self.settings
         run = self.log
+        if s.baseline is not None:  # before anything is written: never over the baseline
+            from evalgate.compare.baseline import refuse_overlap
+
+            refuse_overlap(s.baseline, self.out)
         artifacts.prepare_output_dir(self.out, overwrite=s.overwrite, resume=self.resume)
         self.prepared = True
         # From here on the folder holds this run: an earlier run's files must not outlive it,
@@ -138,6 +156,10 @@ class GateRun:
         dataset = self.dataset = load_dataset(s.dataset_dir, hub=s.dataset_hub)
         spec = load_task(s.api)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
+        if baseline is not None and s.baseline is not None:  # found before the eval, not after
+            from evalgate.compare.baseline import check_baseline
+
+            check_baseline(baseline, s.baseline, _planned(s, spec, dataset))
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
         run.enter("eval")
@@ -301,6 +323,7 @@ class GateRun:
                 f"{counts.truncated} answer(s) ended by length and {counts.empty} "
                 f"came back empty ({truncated_rate:.1%} of {counts.total})"
             )
+        run.warnings += self.lm.notes() if self.lm is not None else []
         if truncated_rate > s.max_truncated_rate:
             problems.append(
                 f"{truncated_rate:.1%} of answers were truncated or empty, over "
@@ -410,6 +433,9 @@ def run_gate(
     except KeyboardInterrupt:
         error = AbortedError("interrupted by a signal")
         status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
+    except OSError as exc:  # the disk refused a write: full, read-only, a folder in the way
+        error = artifacts.cannot_write(settings.output_dir, exc)
+        status, reason, code = "error", error.message, int(ExitCode.EVAL)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
         error = EvalFailedError(
@@ -420,21 +446,53 @@ def run_gate(
     if error is not None:
         try:
             gate.partial_samples()
-        except OSError:
-            log.exception("could not write the samples received so far")
+        except OSError as exc:  # a full disk: the error already says so
+            log.warning("could not write the samples received so far: %s", exc.strerror)
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
     if gate.prepared:  # never write into a folder whose earlier result we refused to bury
         try:
             path = artifacts.write_result(settings.output_dir, result)
         except (EvalgateError, OSError) as exc:
-            log.exception("could not write the result to %s", settings.output_dir)
-            if status in ("pass", "fail", "inconclusive"):  # no evidence, no verdict
-                error = EvalFailedError(
-                    f"the {status} verdict could not be recorded: writing "
-                    f"{settings.output_dir / artifacts.RESULT_NAME} failed ({exc}). Free space or "
-                    "choose another --output-dir, and run again."
+            log.debug("could not write the result to %s", settings.output_dir, exc_info=True)
+            # The result on disk, if any, is the "running" one written first (exit code 4):
+            # the exit code must tell the same story, and a verdict without evidence is none.
+            if code != ExitCode.EVAL or error is None:
+                target = settings.output_dir / artifacts.RESULT_NAME
+                detail = (
+                    artifacts.cannot_write(target, exc).message
+                    if isinstance(exc, OSError)
+                    else exc.message
                 )
+                error = EvalFailedError(f"the {status} verdict could not be recorded: {detail}")
                 status, reason, code = "error", error.message, int(ExitCode.EVAL)
+            path = _record_in_little_room(gate, status=status, reason=reason, error=error)
     checked = gate.checked or prior
     return RunOutcome(code, status, reason, path, result, error, checked, gate.comparison)
+
+
+def _record_in_little_room(
+    gate: GateRun, *, status: Status, reason: str, error: EvalgateError | None
+) -> Path | None:
+    """The disk refused result.json: make room by removing this run's samples and raw results
+    (the journal keeps every answer for --resume) and record the error, so that result.json
+    says what the exit code says instead of "running". None when even that does not fit."""
+    out = gate.settings.output_dir
+    removed = [
+        name for name in (artifacts.RAW_NAME, artifacts.SAMPLES_NAME) if (out / name).exists()
+    ]
+    for name in removed:
+        (out / name).unlink(missing_ok=True)
+    run = gate.log
+    run.files = {k: v for k, v in run.files.items() if v not in removed}
+    if removed:
+        run.warnings.append(
+            f"{' and '.join(removed)} removed to make room for this result on a full disk; "
+            f"{artifacts.JOURNAL_NAME} keeps the answers for --resume"
+        )
+    result = build_result(run, status=status, reason=reason, exit_code=ExitCode.EVAL, error=error)
+    try:
+        return artifacts.write_result(out, result)
+    except (EvalgateError, OSError) as exc:
+        log.warning("could not record the result in %s either: %s", out, exc)
+        return None

@@ -8,15 +8,45 @@ documentation: the README's settings table is generated from them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, AliasGenerator, Field, SecretStr, field_validator
+from pydantic import (
+    AliasChoices,
+    AliasGenerator,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from evalgate.compare.paired import DEFAULT_MAX_DROP
 from evalgate.engine.urls import redact_url
+from evalgate.gate.context import SUFFIXES
+
+TOKEN_LENGTHS = (
+    "isl",
+    "osl",
+    "context_margin",
+    "served_max_model_len",
+    "eval_max_model_len",
+    "max_tokens",
+    "max_tokens_cap",
+)
+"""Settings in tokens: written as server arguments write them (8192, 8k = 8000, 8K = 8192)."""
+_TOKEN_COUNT = re.compile(r"(\d+)([kKmM])")
+
+
+def token_count(value: Any) -> Any:
+    """A length in tokens with vLLM's suffixes (human_readable_int: 8k = 8000, 8K = 8192) as
+    an int; anything else unchanged, for the field's own validation."""
+    if not isinstance(value, str):
+        return value
+    match = _TOKEN_COUNT.fullmatch(value.strip())
+    return int(match.group(1)) * SUFFIXES[match.group(2)] if match else value
 
 
 def check_url(url: str) -> str:
@@ -29,6 +59,14 @@ def check_url(url: str) -> str:
         raise ValueError(f"{shown!r} has an invalid port; write http://HOST:PORT/v1") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{shown!r} is not an http(s) URL with a host; write http://HOST:PORT/v1")
+    if parts.query or parts.fragment:  # /models and /chat/completions go after the path
+        extra = ("?" + parts.query if parts.query else "") + (
+            "#" + parts.fragment if parts.fragment else ""
+        )
+        raise ValueError(
+            f"{shown!r} has a query or fragment ({extra}); evalgate appends /models and "
+            "/chat/completions to the path, so drop it: write http://HOST:PORT/v1"
+        )
     del port
     return url.strip()
 
@@ -99,7 +137,8 @@ class Settings(BaseSettings):
 
     # -- the eval context --------------------------------------------------------------------
     isl: int | None = Field(None, ge=1, validation_alias=_env("isl", "ISL"))
-    """Benchmark input sequence length in tokens."""
+    """Benchmark input sequence length in tokens (8192; 8k = 8000 and 8K = 8192, as vLLM reads
+    server arguments; so for every length in tokens)."""
 
     osl: int | None = Field(None, ge=1, validation_alias=_env("osl", "OSL"))
     """Benchmark output sequence length in tokens."""
@@ -257,6 +296,22 @@ class Settings(BaseSettings):
     )
     """The benchmark job's result name; gives the precision and framework labels when they are
     not set (…_<precision>_<framework>_tp…, as the harness reads it)."""
+
+    @field_validator(*TOKEN_LENGTHS, mode="before")
+    @classmethod
+    def _token_count(cls, value: Any) -> Any:
+        return token_count(value)
+
+    @field_validator("retry_wait_max")
+    @classmethod
+    def _waits_in_order(cls, value: float, info: ValidationInfo) -> float:
+        low = info.data.get("retry_wait_min")
+        if isinstance(low, float | int) and value < low:
+            raise ValueError(
+                f"the longest backoff wait is below --retry-wait-min {low:g}: give "
+                "--retry-wait-max at least --retry-wait-min"
+            )
+        return value
 
     @field_validator("worker_urls", mode="before")
     @classmethod

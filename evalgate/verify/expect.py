@@ -216,7 +216,18 @@ def parse_expectation(data: Any, source: str) -> Expectation:
             '{"count": N}, or a JSON list of configs such as [{"model_prefix": "dsr1", '
             '"hardware": "b200", "concurrency": [4, 8]}].'
         )
-    configs = [c for i, e in enumerate(data) for c in _expand(e, f"{source} entry {i}")]
+    configs: list[dict[str, Any]] = []
+    first: dict[str, int] = {}
+    for index, entry in enumerate(data):
+        for config in _expand(entry, f"{source} entry {index}"):
+            key = json.dumps(config, sort_keys=True, default=str)
+            if key in first:  # one result would meet both entries: the manifest hides a gap
+                raise UsageError(
+                    f"--expect {source} lists the config {config} twice (entries {first[key]} "
+                    f"and {index}): one result would count for both. List each config once."
+                )
+            first[key] = index
+            configs.append(config)
     return Expectation(source, configs=tuple(configs))
 
 

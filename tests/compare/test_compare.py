@@ -516,3 +516,45 @@ def test_cli_module_stays_light():
     ).stdout.split()
     assert "evalgate.compare.comparison" not in loaded
     assert "lm_eval" not in loaded
+
+
+@pytest.mark.parametrize("how", ["the same folder", "the folder and its result.json", "a copy"])
+def test_a_run_compared_with_itself_is_refused(tmp_path, evalgate, how):
+    base, _ = paired_outcomes(1319)
+    run = write_run(tmp_path / "a", base)
+    other = {
+        "the same folder": run,
+        "the folder and its result.json": run / "result.json",
+        "a copy": tmp_path / "copy",
+    }[how]
+    if how == "a copy":
+        other.mkdir()
+        for name in ("result.json", "samples.jsonl"):
+            (other / name).write_bytes((run / name).read_bytes())
+
+    code, out, err = evalgate(run, other)
+
+    assert code == 2
+    assert "UsageError: Both arguments are the same run (run_id a: " in err
+    assert "a run always equals itself" in err
+    assert "EQUIVALENT" not in out
+
+
+def test_two_different_models_are_compared_with_a_warning(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    document = json.loads((tmp_path / "b" / "result.json").read_text())
+    document["model"] = "Qwen/Qwen3-8B-FP8"
+    (tmp_path / "b" / "result.json").write_text(json.dumps(document))
+
+    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    _, text, _ = evalgate(tmp_path / "a", tmp_path / "b")
+
+    assert code == 0
+    warning = (
+        "the runs are of different models (Qwen/Qwen3-8B vs Qwen/Qwen3-8B-FP8): the "
+        "difference measures the model change too"
+    )
+    assert warning in document["warnings"]
+    assert f"warning: {warning}" in text

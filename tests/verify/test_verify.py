@@ -891,6 +891,14 @@ def test_parse_expectation(data, count, configs):
         ([{"gpu": "b200"}], "entry 0 has unknown field(s) ['gpu']"),
         ([{"hardware": "b200"}, 7], "entry 1 is 7: each expected config is a non-empty object"),
         ([{}], "entry 0 is {}"),
+        (
+            [{"concurrency": 4}, {"concurrency": 4}],
+            "lists the config {'concurrency': 4} twice (entries 0 and 1)",
+        ),
+        (
+            [{"concurrency": [4, 8]}, {"concurrency": 8}],
+            "lists the config {'concurrency': 8} twice (entries 0 and 1)",
+        ),
     ],
 )
 def test_parse_expectation_rejects(data, message):
@@ -1405,3 +1413,51 @@ def test_collect_searches_overlapping_paths_once(tmp_path):
     out = collect.collect([str(tmp_path), str(tmp_path / "a"), str(path), str(tmp_path)])
     assert [item.path for item in out.found] == [str(path)]
     assert out.empty == []
+
+
+def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tmp_path, capsys):
+    write_result(tmp_path / "runs" / "a", conc=4)
+    manifest = tmp_path / "expect.json"
+    manifest.write_text(json.dumps([{"concurrency": 4}, {"concurrency": 4}]))
+
+    code, out, err = run_cli([str(tmp_path / "runs"), "--expect", str(manifest)], capsys)
+
+    assert code == ExitCode.USAGE
+    assert "lists the config {'concurrency': 4} twice" in err
+    assert "PASS" not in out
+
+
+@pytest.mark.parametrize("flag", ["--junit", "--json", "GITHUB_STEP_SUMMARY"])
+@pytest.mark.parametrize("where", ["under a file", "a folder"])
+def test_an_unwritable_output_is_refused_before_any_verdict_is_printed(
+    tmp_path, capsys, monkeypatch, flag, where
+):
+    write_result(tmp_path / "runs" / "a")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    target = blocker / "out.xml" if where == "under a file" else tmp_path
+    args = [str(tmp_path / "runs")]
+    if flag == "GITHUB_STEP_SUMMARY":
+        monkeypatch.setenv("GITHUB_ACTIONS", "true")
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    else:
+        args += [flag, str(target)]
+
+    code, out, err = run_cli(args, capsys)
+
+    assert code == ExitCode.USAGE
+    assert out == ""  # no verdict printed that the exit code would then contradict
+    assert f"Cannot write {flag} {target}: " in err
+
+
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, capsys, flag):
+    result = write_result(tmp_path / "runs" / "a")
+    before = result.read_bytes()
+
+    code, out, err = run_cli([str(tmp_path / "runs"), flag, str(result)], capsys)
+
+    assert code == ExitCode.USAGE
+    assert f"{flag} {result} is one of the files verify reads" in err
+    assert out == ""
+    assert result.read_bytes() == before
