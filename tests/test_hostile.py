@@ -63,6 +63,8 @@ def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
         "60",
         "--max-attempts",
         "2",
+        "--min-samples",  # the environment, not statistics: the point estimate decides
+        "0",
         "--output-dir",
         str(out),
         *extra,
@@ -404,6 +406,7 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
                     limit=LIMIT,
                     retry_wait_min=0,
                     retry_wait_max=0,
+                    min_samples=0,
                     output_dir=out,
                 )
             )
