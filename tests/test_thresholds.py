@@ -322,6 +322,29 @@ def test_an_ambiguous_file_is_refused_not_read_one_way(tmp_path, text, says):
     assert caught.value.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            "default:\n  gsm8k: 0.99\n  gsm8k: 0.1\n",
+            "repeats the key 'gsm8k' in one mapping (line 3)",
+        ),
+        ("default:\n  gsm8k: .nan\n", "$.default.gsm8k is NaN"),
+        ('default:\n  gsm8k: 0.9\nmodels:\n  "":\n    gsm8k: 0.1\n', "should be non-empty"),
+    ],
+    ids=["a repeated key", "a NaN floor", "an empty model key"],
+)
+@pytest.mark.parametrize("suffix", [".yaml", ".txt"], ids=["yaml", "yaml fallback"])
+def test_an_ambiguous_yaml_file_is_refused_too(tmp_path, text, says, suffix):
+    path = tmp_path / f"thresholds{suffix}"
+    path.write_text(text, encoding="utf-8")
+
+    with pytest.raises(ThresholdsError) as caught:
+        load_thresholds(path)
+
+    assert says in caught.value.message
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_floor_from_python_is_refused(value):
     with pytest.raises(ThresholdsError, match=r"\$\.default\.gsm8k(:| is)"):
