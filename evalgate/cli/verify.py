@@ -85,8 +85,10 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
         with open(path, "a" if append else "w", encoding="utf-8") as stream:
             stream.write(text)
     except OSError as exc:
-        named = f"{label} {path}" if label else path
-        raise ArtifactError(f"Cannot write {named}: {exc.strerror}. Pass a writable path.") from exc
+        given = f" ({label})" if label else ""
+        raise ArtifactError(
+            f"Cannot write {path}: {exc.strerror}{given}. Pass a writable path."
+        ) from exc
 
 
 def _is_input(path: str, roots: list[str]) -> bool:
@@ -119,6 +121,8 @@ def _check_writable(label: str, path: str) -> None:
     else:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            reason = "a file is in the way of its folder"
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
         else:
@@ -127,7 +131,7 @@ def _check_writable(label: str, path: str) -> None:
                 writable = os.access(target.parent, os.W_OK | os.X_OK)
             reason = None if writable else "Permission denied"
     if reason is not None:
-        raise ArtifactError(f"Cannot write {label} {path}: {reason}. Pass a writable path.")
+        raise ArtifactError(f"Cannot write {path}: {reason} ({label}). Pass a writable path.")
 
 
 def command(args: argparse.Namespace) -> int:
