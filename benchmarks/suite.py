@@ -269,7 +269,7 @@ def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
                     str(concurrency),
                 )
             )
-            expect(done, 0, "PASS: strict-match 1.0000, flexible-extract 1.0000")
+            expect(done, 0, "PASS: strict-match 1.0000 ")
             return wall, peak
 
         walls, peak = repeat(repeats, ours)
