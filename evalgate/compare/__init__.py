@@ -1,10 +1,10 @@
 """`evalgate compare`: did a change cost accuracy? Two runs paired question by question.
 
-    runs.py        a run read back (or still in memory), and what two runs must share
-    paired.py      the paired statistics and the rule (classify) that reads them
-    comparison.py  pairing two runs per filter: the Comparison
-    report.py      the Comparison as text, Markdown and comparison.json
-    html.py        the Comparison as a self-contained page
+runs.py        a run read back (or still in memory), and what two runs must share
+paired.py      the paired statistics and the rule (classify) that reads them
+comparison.py  pairing two runs per filter: the Comparison
+report.py      the Comparison as text, Markdown and comparison.json
+html.py        the Comparison as a self-contained page
 """
 
 DEFAULT_FLIPS = 10
