@@ -13,6 +13,13 @@ alternative to compare with. Everything runs on this machine against loopback se
 3. `evalgate verify` over 10,000 and 100,000 artifacts, `evalgate compare` on full GSM8K.
 4. Start-up of `evalgate --help`, `evalgate context`, `evalgate verify` on one file, and
    whether any of them imports lm-eval.
+5. Early stop: wall time to a verdict with and without `--early-stop both` against engines at
+   0.97 and 0.0 with a fixed latency (its own section of BENCHMARKS.md).
+6. The simulated operating characteristics of the sequential gate and of compare's rule
+   (tests/simulation.py, the figures tests/test_simulation.py asserts; its own section).
+
+`--only early-stop` and `--only simulation` rewrite just their section of BENCHMARKS.md; the
+other `--only` measurements leave the file unchanged.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import yaml
 from benchmarks.bench_compare import write_run
 from benchmarks.bench_verify import generate
 from evalgate.tasks.spec import load_task
+from tests import simulation
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -415,6 +423,139 @@ def startup(tmp: Path, repeats: int) -> list[Row]:
     return rows
 
 
+def early_stop(tmp: Path, repeats: int, quick: bool) -> list[Row]:
+    """Full GSM8K at 64 in flight with a fixed latency: time to the verdict, with and without
+    --early-stop both, for an engine that passes (0.97) and one that answers garbage (0.0)."""
+    concurrency = 64
+    latency = 0.5 if quick else 1.0
+    ideal = math.ceil(1319 / concurrency) * latency
+    rows = []
+    for accuracy, code in ((0.97, 0), (0.0, 1)):
+        behaviour = EngineBehaviour(
+            max_model_len=9472,
+            accuracy=accuracy,
+            latency_s=latency,
+            max_concurrency=concurrency,
+        )
+        with FakeEngine(behaviour) as engine:
+            medians = {}
+            for mode in ("off", "both"):
+                asked: list[int] = []
+
+                def run(
+                    i: int,
+                    mode: str = mode,
+                    asked: list[int] = asked,
+                    accuracy: float = accuracy,
+                    code: int = code,
+                ) -> tuple[float, float]:
+                    out = tmp / f"early-{accuracy}-{mode}-{i}"
+                    wall, peak, done = timed(
+                        evalgate_run(
+                            engine.url,
+                            "fake-model",
+                            out,
+                            "--num-concurrent",
+                            str(concurrency),
+                            "--early-stop",
+                            mode,
+                        )
+                    )
+                    assert done.returncode == code, done.stderr[-2000:]
+                    record = json.loads((out / "result.json").read_text())["eval"]
+                    asked.append((record.get("early_stop") or {}).get("questions_asked", 1319))
+                    return wall, peak
+
+                walls, peak = repeat(repeats, run)
+                medians[mode] = statistics.median(walls)
+                verdict = "PASS" if code == 0 else "FAIL"
+                name = (
+                    f"{verdict} at accuracy {accuracy}, latency {latency:g} s, --early-stop {mode}"
+                )
+                rows.append(
+                    Row(
+                        name,
+                        walls,
+                        peak_mb=peak,
+                        note=f"{statistics.median(asked):.0f} of 1319 questions asked",
+                    )
+                )
+            ratio = medians["off"] / medians["both"]
+            rows[-1].ratio = f"{ratio:.1f}x faster"
+            rows[-2].ratio = f"{medians['off'] / ideal:.2f}x ideal {ideal:g} s"
+    return rows
+
+
+def simulation_section(runs: int) -> str:
+    """The seeded simulation's figures (the same functions tests/test_simulation.py asserts)."""
+    gate = simulation.gate_table(simulation.gate_scenarios(runs))
+    compare = simulation.compare_table(simulation.compare_rates(runs))
+    return (
+        "## Sound verdicts: simulated operating characteristics\n\n"
+        "Seeded simulation of the statistics alone, no HTTP (tests/simulation.py). The "
+        "sequential gate (`--early-stop both`, alpha 0.05, threshold 0.90, two filters that "
+        "agree on every answer) over 1319 questions; with answers in flight, each slot takes "
+        "every n-th question and a wrong answer takes 4x as long as a right one, so wrong "
+        "answers arrive late. False PASS: an early PASS at a true accuracy at or below 0.90 "
+        "(goal <= 5%).\n\n"
+        + gate
+        + "\ncompare on full GSM8K, default margin (2 points), 3% of questions flipping between "
+        "runs; a true drop of d adds d to the share lost (goals: no change EQUIVALENT >= 80% "
+        "and REGRESSION <= 5%; a 2-point drop REGRESSION >= 80%):\n\n" + compare
+    )
+
+
+def table(rows: list[Row]) -> list[str]:
+    lines = [
+        "| benchmark | median s | min s | max s | ratio | peak MB | goal | met | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        met = "" if r.met is None else ("yes" if r.met else "**no**")
+        peak = "" if r.peak_mb is None else f"{r.peak_mb:.0f}"
+        lines.append(
+            f"| {r.name} | {r.median:.3f} | {min(r.seconds):.3f} | "
+            f"{max(r.seconds):.3f} | {r.ratio} | {peak} | {r.goal} | {met} | "
+            f"{r.note} |"
+        )
+    return lines
+
+
+def early_stop_section(rows: list[Row], repeats: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        "\n".join(
+            [
+                "## Early stop: wall time to a verdict",
+                "",
+                "`evalgate run` on full GSM8K against a 64-slot engine with a fixed latency per "
+                "request, `--num-concurrent 64`, with `--early-stop off` (every question) and "
+                "`both` (stop once the sequential test is certain).",
+                "",
+                f"- commit: {commit()}, {stamp}; repeats: {repeats}; load average "
+                f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured",
+                "",
+                *table(rows),
+            ]
+        )
+        + "\n"
+    )
+
+
+def section(name: str, body: str) -> str:
+    return f"<!-- {name}:start -->\n{body}<!-- {name}:end -->\n"
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    """`text` with its `name` section replaced by `body` (appended when it has none)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        after = rest.split(end, 1)[1].lstrip("\n")
+        return before + section(name, body) + after
+    return text.rstrip("\n") + "\n\n" + section(name, body)
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     with open("/proc/cpuinfo", encoding="utf-8") as info:
@@ -456,17 +597,8 @@ def render(rows: list[Row], repeats: str) -> str:
         f"- commit: {commit()}, {stamp}",
         f"- repeats: {repeats}; times are wall seconds of whole commands, start-up included",
         "",
-        "| benchmark | median s | min s | max s | ratio | peak MB | goal | met | note |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *table(rows),
     ]
-    for r in rows:
-        met = "" if r.met is None else ("yes" if r.met else "**no**")
-        peak = "" if r.peak_mb is None else f"{r.peak_mb:.0f}"
-        lines.append(
-            f"| {r.name} | {r.median:.3f} | {min(r.seconds):.3f} | "
-            f"{max(r.seconds):.3f} | {r.ratio} | {peak} | {r.goal} | {met} | "
-            f"{r.note} |"
-        )
     return "\n".join(lines) + "\n"
 
 
@@ -477,7 +609,10 @@ def main() -> int:
         action="store_true",
         help="fewer repeats, a 10 s overhead workload, no 100k verify",
     )
-    parser.add_argument("--only", choices=["incident", "overhead", "verify", "startup"])
+    parser.add_argument(
+        "--only",
+        choices=["incident", "overhead", "verify", "startup", "early-stop", "simulation"],
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument(
         "--engine-url",
@@ -500,12 +635,31 @@ def main() -> int:
             rows += verify_and_compare(tmp, repeats, args.quick)
         if args.only in (None, "overhead"):
             rows += overhead(tmp, 1 if args.quick else 3, args.quick)
-    text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)")
-    print(text)
+        sections = {}
+        if args.only in (None, "early-stop"):
+            early_repeats = 1 if args.quick else 3
+            sections["early-stop"] = early_stop_section(
+                early_stop(tmp, early_repeats, args.quick),
+                "quick" if args.quick else str(early_repeats),
+            )
+        if args.only in (None, "simulation"):
+            sections["simulation"] = simulation_section(500 if args.quick else 2000)
     if args.only is None:
+        text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)")
+        for name, body in sections.items():
+            text = replace_section(text, name, body)
+        print(text)
         args.output.write_text(text)
         print(f"wrote {args.output}", file=sys.stderr)
+    elif sections:
+        text = args.output.read_text() if args.output.exists() else render([], "")
+        for name, body in sections.items():
+            print(body)
+            text = replace_section(text, name, body)
+        args.output.write_text(text)
+        print(f"rewrote the {args.only} section of {args.output}", file=sys.stderr)
     else:
+        print(render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)"))
         print(json.dumps({"note": "--only: BENCHMARKS.md left unchanged"}), file=sys.stderr)
     return 0
 

@@ -406,6 +406,8 @@ class EngineBehaviour:
     content null) its reasoning_content or reasoning."""
     latency_s: float = 0.0
     """Time each accepted generation request takes inside its concurrency slot."""
+    wrong_latency_s: float | None = None
+    """Time a question answered wrong takes instead (wrong answers run longer); None: latency_s."""
     max_concurrency: int | None = None
     """Generation requests processed at once; the rest queue (a change applies as soon as a
     request ends)."""
@@ -1082,8 +1084,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not engine._acquire_slot():
             self.close_connection = True
             return
+        latency = behaviour.latency_s
+        if behaviour.wrong_latency_s is not None and not behaviour.is_right(record.question):
+            latency = behaviour.wrong_latency_s
         try:
-            if engine._sleep(behaviour.latency_s):
+            if engine._sleep(latency):
                 self.close_connection = True
                 return
         finally:

@@ -57,6 +57,8 @@ EVAL = (
     "num_concurrent",
     "max_failed_requests",
     "max_truncated_rate",
+    "early_stop",
+    "alpha",
     "thresholds",
     "min_samples",
     "output_dir",

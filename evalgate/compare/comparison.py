@@ -1,6 +1,7 @@
 """Did a change cost accuracy? Two runs over the same questions, paired per filter.
 
     compare_runs(baseline, candidate)       load both runs (evalgate.compare.runs)
+      -> a run stopped early (--early-stop) is refused (UsageError): it is incomplete
       -> protocol_differences               refuse (UsageError) unless allow_protocol_drift
       -> pair by doc_id, per filter         a failed request is excluded, and reported
       -> classify (compare.paired)          EQUIVALENT / INCONCLUSIVE / REGRESSION per filter
@@ -23,6 +24,7 @@ from evalgate.compare.paired import (
     Finding,
     PairedCounts,
     classify,
+    practical_drop,
     questions_to_settle,
 )
 from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
@@ -137,14 +139,16 @@ def _reason(
     )
     margin = f"{max_drop * 100:.1f}-point margin"
     if finding is Finding.REGRESSION:
-        return f"{table}: a significant drop beyond the {margin}"
+        if counts.difference < -max_drop:
+            return f"{table}: a significant drop beyond the {margin}"
+        return f"{table}: a significant drop of at least half the {margin}"
     if finding is Finding.EQUIVALENT:
         better = p_value < ALPHA and counts.difference > 0
         return f"{table}: any drop is within the {margin}" + (
             "; the candidate is significantly better" if better else ""
         )
-    if counts.difference < -max_drop:
-        why = f"the drop is beyond the {margin} but not significant"
+    if counts.difference < -practical_drop(max_drop):
+        why = f"the drop reaches half the {margin} but is not significant"
     else:
         why = f"a drop beyond the {margin} cannot be ruled out"
     return f"{table}: {why}{_settle_text(needed, counts.n)}"
@@ -248,6 +252,16 @@ def compare(
             f"{baseline.path.parent} and {candidate.path.parent}): a run always equals itself. "
             "Pass the baseline run's folder first and the candidate's second."
         )
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        record = run.eval.early_stop
+        if record is not None and record.stopped:
+            raise UsageError(
+                f"The {side} run {run.path.parent} stopped early (--early-stop "
+                f"{record.mode}) after {record.questions_used} of {record.questions} "
+                "questions, where its own answers made its verdict certain: it is incomplete, "
+                "and pairing the questions it chose would bias the comparison. Compare runs "
+                "made with --early-stop off."
+            )
     drift = protocol_differences(baseline, candidate)
     if drift and not allow_protocol_drift:
         raise UsageError(

@@ -11,7 +11,8 @@ against its schema before it decodes it.
     ├── EndpointRecord           where the engine was, and what it said it is
     ├── ContextRecord            EVAL_MAX_MODEL_LEN, the budget, every source (Limit)
     ├── ProbeRecord              the pre-flight request's outcome
-    ├── EvalRecord               the protocol (task, API, budget, data set) and RequestCounts
+    ├── EvalRecord               the protocol (task, API, budget, data set) and RequestCounts,
+    │   └── EarlyStopRecord      --early-stop: the sequential test, where it stopped
     ├── Score, Check             lm-eval's scores, each gated one against its threshold
     └── VerdictRecord            the gate rule's decision and its parameters
     Sample                       one line of samples.jsonl: a question, its answer, per filter
@@ -131,6 +132,35 @@ class RequestCounts(_Record, kw_only=True, frozen=True):
     resumed: int = 0
 
 
+class FilterEvidence(_Record, kw_only=True, frozen=True):
+    """One gated filter in the sequential test: its count and its evidence."""
+
+    filter: str
+    right: int
+    n: int
+    e_value: float | None
+    """E_n(threshold), the evidence against the threshold (None: beyond a float)."""
+    certain: Literal["above", "below"] | None = None
+
+
+class EarlyStopRecord(_Record, kw_only=True, frozen=True):
+    """--early-stop: the sequential test (gate/sequential.py) and where it stopped."""
+
+    mode: Literal["off", "fail", "pass", "both"]
+    alpha: float
+    prior_weight: float
+    order_seed: int | None = None
+    """Seed of the dispatch order (None: the questions were sent in order)."""
+    stopped: bool
+    decision: Literal["pass", "fail"] | None
+    questions: int
+    questions_used: int
+    """Answers read, in dispatch order, when the test stopped (all of them when it did not);
+    the scores and samples of a stopped run cover these questions only."""
+    questions_asked: int
+    filters: list[FilterEvidence]
+
+
 class EvalRecord(_Record, kw_only=True, frozen=True):
     """The eval's protocol (what decides which questions are asked, and how) and its requests.
 
@@ -152,6 +182,7 @@ class EvalRecord(_Record, kw_only=True, frozen=True):
     lm_eval_version: str | None = None
     dataset: DatasetRecord
     requests: RequestCounts
+    early_stop: EarlyStopRecord | None = None
 
 
 class Score(_Record, kw_only=True, frozen=True):

@@ -7,8 +7,10 @@ lm-eval is imported here and only here, and only when an eval runs: `evalgate --
 from __future__ import annotations
 
 import logging
+import math
 import re
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +127,32 @@ def _git_hash() -> str | None:
     if done.returncode != 0:
         return None
     return done.stdout.strip() or None
+
+
+def prefix_result(result: Evaluation, doc_ids: Sequence[int]) -> Evaluation:
+    """The result over only `doc_ids` (the questions an early-stopped run read): those samples,
+    and each score recomputed over them as lm-eval computes a mean and its standard error."""
+    keep = set(doc_ids)
+    samples = [sample for sample in result.samples if sample.doc_id in keep]
+    n = len(samples)
+    scores = []
+    for score in result.scores:
+        right = sum(
+            bool(s.filters[score.filter].correct) for s in samples if score.filter in s.filters
+        )
+        value = right / n if n else 0.0
+        stderr = math.sqrt(value * (1 - value) / (n - 1)) if n > 1 else None
+        scores.append(
+            Score(
+                task=score.task,
+                metric=score.metric,
+                filter=score.filter,
+                value=value,
+                stderr=stderr,
+                n=n,
+            )
+        )
+    return Evaluation(tuple(scores), {}, samples, result.lm_eval_version)
 
 
 def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) -> Evaluation:

@@ -4,6 +4,11 @@ lm-eval builds every prompt, filters the answers and scores them; this adapter o
 requests. Unlike lm-eval's API models it stops the whole eval within seconds on the first
 answer that retrying cannot change (a 4xx), counts failed requests instead of scoring them
 silently, journals every answer as it arrives, and resumes from a journal.
+
+With a sequential test (--early-stop), the questions are sent in a seeded random order, each
+answer is scored as it arrives (scoring.py) and read in that order (sequential.PrefixReader);
+once the test is certain nothing more is sent, the requests in flight are cancelled, and the
+questions never answered come back to lm-eval as empty answers (run.py scores only the ones read).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from evalgate.engine.client import Completion, EvalClient, RequestFailed, descri
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import RequestCounts
+from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -31,6 +37,7 @@ _NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max
 MAX_CHARS_PER_TOKEN = 64
 """An answer longer than this many characters per token of its budget cannot be one the engine
 generated within max_tokens; it is cut before it is scored and stored."""
+Scorer = Callable[[dict[str, Any], str], dict[str, bool]]
 
 
 @dataclass
@@ -103,6 +110,8 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         resumed: dict[str, dict[str, Any]] | None = None,
         progress: Progress | None = None,
         sampling: dict[str, Any] | None = None,
+        sequential: SequentialTest | None = None,
+        scorer: Scorer | None = None,
     ) -> None:
         super().__init__()
         self.sampling = dict(sampling or {})
@@ -117,6 +126,13 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         self.resumed = resumed or {}
         self.progress = progress
         self.tally = Tally()
+        self.sequential = sequential if sequential is not None and sequential.active else None
+        self.scorer = scorer
+        self.reader: PrefixReader | None = None
+        self.dispatched: list[int] = []
+        """doc_ids in the order they were (to be) sent."""
+        self.asked = 0
+        """Questions sent to the engine, or answered from the journal."""
 
     # -- what lm-eval asks of a chat-capable API model ----------------------------------------
     @property
@@ -162,7 +178,20 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         prepared = [self._request(instance) for instance in requests]
         self.tally.total = len(prepared)
-        return asyncio.run(self._run_all(prepared))
+        order = list(range(len(prepared)))
+        docs: list[dict[str, Any]] = []
+        if self.sequential is not None:
+            order = dispatch_order(len(prepared))
+            docs = [dict(instance.doc) for instance in requests]
+            self.reader = PrefixReader(self.sequential)
+        self.dispatched = [prepared[i].doc_id for i in order]
+        return asyncio.run(self._run_all(prepared, order, docs))
+
+    def _read(self, position: int, doc: dict[str, Any], text: str | None) -> None:
+        """Give the sequential test the answer at `position` (None: the request failed)."""
+        if self.reader is None or self.scorer is None:
+            return
+        self.reader.arrive(position, None if text is None else self.scorer(doc, text))
 
     @property
     def max_chars(self) -> int:
@@ -255,17 +284,21 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
             "cannot be gated."
         )
 
-    async def _run_all(self, prepared: list[Request]) -> list[str]:
+    async def _run_all(
+        self, prepared: list[Request], order: list[int], docs: list[dict[str, Any]]
+    ) -> list[str]:
         results: list[str] = [""] * len(prepared)
         client = self._client_factory()
         semaphore = asyncio.Semaphore(self.num_concurrent)
         done = 0
 
-        async def one(index: int, request: Request) -> None:
+        async def one(position: int, index: int, request: Request) -> None:
             nonlocal done
             kept = self.resumed.get(request.key)
+            text: str | None = None
             if kept is not None:
-                results[index] = self._record(
+                self.asked += 1
+                text = results[index] = self._record(
                     request,
                     Completion(
                         kept["text"],
@@ -278,22 +311,37 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                 )
             else:
                 async with semaphore:
+                    if self.reader is not None and self.reader.decision is not None:
+                        return  # certain while this one waited for a slot: never sent
+                    self.asked += 1
                     try:
                         completion = await client.complete(request.body)
                     except RequestFailed as failure:
                         self._fail(request, failure)
                         completion = None
                 if completion is not None:
-                    results[index] = self._record(request, completion, resumed=False)
+                    text = results[index] = self._record(request, completion, resumed=False)
+            if docs:
+                self._read(position, docs[index], text)
             done += 1
             if self.progress is not None:
                 self.progress(done, len(prepared))
 
-        tasks = [asyncio.create_task(one(i, r)) for i, r in enumerate(prepared)]
+        tasks = [
+            asyncio.create_task(one(position, index, prepared[index]))
+            for position, index in enumerate(order)
+        ]
         over: _OverBudget | None = None
         try:
             for finished in asyncio.as_completed(tasks):
                 await finished  # the first fatal error propagates from here
+                if self.reader is not None and self.reader.decision is not None:
+                    log.info(
+                        "the sequential test is certain after %d answers: %d questions sent",
+                        self.reader.decision.n,
+                        self.asked,
+                    )
+                    break  # nothing more is sent; what is in flight is cancelled below
         except _OverBudget as first:
             over = first
         finally:

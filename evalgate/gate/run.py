@@ -28,7 +28,7 @@ from evalgate.evidence.model import (
     ThresholdRecord,
 )
 from evalgate.evidence.record import RunLog, build_result, context_record, endpoint_record
-from evalgate.gate import preflight
+from evalgate.gate import early_stop, preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
@@ -163,7 +163,7 @@ class GateRun:
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
         run.enter("eval")
-        evaluation = self._eval(spec, dataset, len(prompts), context.max_tokens)
+        evaluation = self._eval(spec, dataset, len(prompts), context.max_tokens, floor.value)
         run.enter("gate")
         verdict = self._gate(spec, evaluation, floor, baseline)
         if not verdict.problems:
@@ -231,7 +231,7 @@ class GateRun:
         return context
 
     def _eval(
-        self, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int
+        self, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int, threshold: float
     ) -> Evaluation:
         from evalgate.engine.client import EvalClient
         from evalgate.gate.evaluate import lm_eval_version, run_eval
@@ -276,6 +276,7 @@ class GateRun:
                 max_connections=s.num_concurrent,
             )
 
+        test = early_stop.test(s, spec, threshold)
         lm = self.lm = GateLM(
             client_factory=client,
             model=model,
@@ -287,18 +288,28 @@ class GateRun:
             resumed=kept,
             progress=self.progress,
             sampling=spec.sampling,
+            sequential=test,
+            scorer=early_stop.scorer(spec) if test is not None else None,
         )
         try:
             evaluation = run_eval(spec, dataset, lm, s.limit)
         finally:
             answers.close()
             run.eval = _with_counts(protocol, lm.tally.counts())
+        stopped = False
+        if test is not None:
+            import msgspec
+
+            evaluation, record = early_stop.settle(evaluation, lm, test)
+            run.eval = msgspec.structs.replace(run.eval, early_stop=record)
+            stopped = record.stopped
         run.scores = evaluation.scores
         artifacts.write_samples(self.out, evaluation.samples)
-        artifacts.write_json(self.out / artifacts.RAW_NAME, evaluation.raw)
+        if not stopped:  # lm-eval's own scores count the questions never asked as wrong
+            artifacts.write_json(self.out / artifacts.RAW_NAME, evaluation.raw)
         run.files = {
             "samples": artifacts.SAMPLES_NAME,
-            "lm_eval_results": artifacts.RAW_NAME,
+            "lm_eval_results": None if stopped else artifacts.RAW_NAME,
             "journal": artifacts.JOURNAL_NAME,
         }
         return evaluation
@@ -317,11 +328,13 @@ class GateRun:
             )
         problems: list[str] = []
         doubts: list[str] = []
-        truncated_rate = (counts.truncated + counts.empty) / max(counts.total, 1)
+        stopped = run.eval.early_stop if run.eval and run.eval.early_stop else None
+        answered = counts.completed if stopped is not None and stopped.stopped else counts.total
+        truncated_rate = (counts.truncated + counts.empty) / max(answered, 1)
         if counts.truncated or counts.empty:
             run.warnings.append(
                 f"{counts.truncated} answer(s) ended by length and {counts.empty} "
-                f"came back empty ({truncated_rate:.1%} of {counts.total})"
+                f"came back empty ({truncated_rate:.1%} of {answered})"
             )
         run.warnings += self.lm.notes() if self.lm is not None else []
         if truncated_rate > s.max_truncated_rate:
@@ -340,6 +353,7 @@ class GateRun:
             matched=floor.matched,
             problems=problems,
             doubts=doubts,
+            early_stop=stopped,
         )
         return verdict
 

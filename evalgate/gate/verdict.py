@@ -6,6 +6,11 @@ the same verdict (and exit code) from the run that wrote it and from verify read
 Each gated score (metric ``exact_match``, every filter) is judged on its own, first match wins:
 
 1. n = 0, or the value is not a number: FAIL, nothing was measured;
+   a run that stopped early (--early-stop; the result's eval.early_stop) read fewer questions on
+   purpose: its sequential test (gate/sequential.py), at this threshold and the run's alpha,
+   decides first, whatever n is: certainly above is PASS, certainly below is FAIL (the
+   confidence sequence holds at every n and every threshold, so verify may read it at another
+   threshold than the run's); when it is not certain, the rules below apply;
 2. its 95% Wilson interval lies entirely at or above the threshold: PASS;
 3. the interval lies entirely below the threshold: FAIL;
 4. the interval straddles the threshold and n >= min_samples: the point estimate decides;
@@ -29,7 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalgate.errors import ExitCode
-from evalgate.evidence.model import Check, Outcome, Score, VerdictRecord
+from evalgate.evidence.model import Check, EarlyStopRecord, Outcome, Score, VerdictRecord
+from evalgate.gate.sequential import judge_stopped
 from evalgate.gate.stats import wilson_interval
 
 GATED_METRIC = "exact_match"
@@ -70,12 +76,34 @@ class Verdict:
         )
 
 
-def judge(score: Score, threshold: float, min_samples: int) -> Check:
-    """One score against the threshold, by the rules in this module's docstring."""
+def _certain(
+    score: Score, threshold: float, early_stop: EarlyStopRecord | None, gated: int
+) -> Outcome | None:
+    """A stopped run's sequential test on this score, at this threshold (None: not certain)."""
+    if early_stop is None or not early_stop.stopped:
+        return None
+    right = round(score.value * score.n)
+    side = judge_stopped(right, score.n, threshold, gated, early_stop.alpha)
+    return None if side is None else ("pass" if side == "above" else "fail")
+
+
+def judge(
+    score: Score,
+    threshold: float,
+    min_samples: int,
+    *,
+    early_stop: EarlyStopRecord | None = None,
+    gated: int = 1,
+) -> Check:
+    """One score against the threshold, by the rules in this module's docstring (`gated`: how
+    many scores the run gates, which the sequential test's FAIL shares its alpha among)."""
     value, n = score.value, score.n
     low, high = wilson_interval(value, n) if math.isfinite(value) else (0.0, 1.0)
+    certain = _certain(score, threshold, early_stop, gated) if math.isfinite(value) else None
     if n <= 0 or not math.isfinite(value):
         outcome: Outcome = "fail"
+    elif certain is not None:
+        outcome = certain
     elif low >= threshold:
         outcome = "pass"
     elif high < threshold:
@@ -128,10 +156,20 @@ def decide(
     matched: str | None = None,
     problems: Sequence[str] = (),
     doubts: Sequence[str] = (),
+    early_stop: EarlyStopRecord | None = None,
 ) -> Verdict:
     """The gate rule on one run's scores (see the module docstring)."""
-    checks = tuple(judge(s, threshold, min_samples) for s in scores if s.metric == GATED_METRIC)
+    gated = [s for s in scores if s.metric == GATED_METRIC]
+    checks = tuple(
+        judge(s, threshold, min_samples, early_stop=early_stop, gated=len(gated)) for s in gated
+    )
     floor = f"threshold {threshold:.4f}" + (f" ({matched})" if matched else "")
+    early = ""
+    if early_stop is not None and early_stop.stopped:
+        early = (
+            f"; stopped early after {early_stop.questions_used} of {early_stop.questions} "
+            f"questions, the sequential test certain at alpha {early_stop.alpha}"
+        )
 
     def verdict(outcome: Outcome, reason: str) -> Verdict:
         return Verdict(outcome, reason, checks, min_samples, tuple(problems), tuple(doubts))
@@ -140,7 +178,8 @@ def decide(
         return verdict("fail", "no exact_match score was produced: nothing to gate")
     failed = [c for c in checks if c.outcome == "fail"]
     unsure = [c for c in checks if c.outcome == "inconclusive"]
-    reasons = ([f"{listing(failed)} below {floor}"] if failed else []) + _missing(scores, checks)
+    reasons = [f"{listing(failed)} below {floor}{early}"] if failed else []
+    reasons += _missing(scores, checks)
     reasons += list(problems)
     if reasons:
         return verdict("fail", "; ".join(reasons))
@@ -152,4 +191,4 @@ def decide(
         )
     if reasons or doubts:
         return verdict("inconclusive", "; ".join([*reasons, *doubts]))
-    return verdict("pass", f"{listing(checks)} >= {floor}")
+    return verdict("pass", f"{listing(checks)} >= {floor}{early}")

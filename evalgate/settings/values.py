@@ -241,6 +241,16 @@ class Settings(BaseSettings):
     """Thresholds file to gate on, YAML or JSON (the benchmark harness's thresholds.yaml as it
     is; default: the one evalgate ships)."""
 
+    early_stop: Literal["off", "fail", "pass", "both"] = "off"
+    """Stop asking questions as soon as an anytime-valid test is certain of the verdict: fail
+    (once any filter is certainly below the threshold), pass (once every filter is certainly
+    above), both, or off (every question, the benchmark harness's protocol). The questions are
+    then sent in a seeded random order and read in that order."""
+
+    alpha: float = Field(0.05, gt=0, lt=1)
+    """With --early-stop: the most often a run at or below the threshold passes early (and one at
+    or above it fails early)."""
+
     output_dir: Path = Path("evalgate-results")
     """Where result.json, samples.jsonl and lm-eval's raw results are written."""
 
@@ -319,6 +329,17 @@ class Settings(BaseSettings):
         """In the environment, several URLs are separated by commas."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("baseline")
+    @classmethod
+    def _not_with_early_stop(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None and info.data.get("early_stop", "off") != "off":
+            raise ValueError(
+                f"a run stopped early cannot be compared with --baseline {value} (its questions "
+                "were chosen by its own answers); use --early-stop off to compare, or drop "
+                "--baseline"
+            )
         return value
 
     @field_validator("base_url")

@@ -32,7 +32,13 @@ from evalgate.evidence.artifacts import (
     read_hook,
     result_from_document,
 )
-from evalgate.evidence.model import LABEL_NAMES, Score, VerdictRecord, to_document
+from evalgate.evidence.model import (
+    LABEL_NAMES,
+    EarlyStopRecord,
+    Score,
+    VerdictRecord,
+    to_document,
+)
 from evalgate.verify import harness_output
 
 
@@ -54,6 +60,8 @@ class Found:
     """evalgate: the run's own checks failed (so the recorded "fail" is about scores)."""
     verdict: VerdictRecord | None = None
     """evalgate: the gate rule's decision as the run recorded it, with its parameters."""
+    early_stop: EarlyStopRecord | None = None
+    """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ def _evalgate(path: str) -> Found:
         reason=result.reason + (f" ({result.error.type})" if result.error else ""),
         failed_on_scores=any(not c.passed for c in result.checks),
         verdict=result.verdict,
+        early_stop=result.eval.early_stop if result.eval else None,
     )
 
 

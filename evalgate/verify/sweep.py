@@ -3,7 +3,9 @@
 Every result found (collect.py) is gated on its own threshold (thresholds.py) by the same rule
 as `evalgate run` (gate/verdict.py, with the parameters the run recorded); then the set itself
 is checked (expect.py): nothing found is a failure, two results for one config are a failure,
-and with an expectation (``--expect``) a missing or unexpected config is too.
+and with an expectation (``--expect``) a missing or unexpected config is too. A run that stopped
+early (``--early-stop``) is decided by its own sequential test at the threshold resolved here,
+as the gate rule says.
 
 The sweep's verdict: FAIL (exit 1) if any result fails, errored, is malformed, missing,
 duplicated or unexpected, or nothing was found; else INCONCLUSIVE (exit 5) if any score is too
@@ -182,6 +184,7 @@ def _decide(
         matched=floor.matched,
         problems=problems,
         doubts=doubts,
+        early_stop=found.early_stop,
     )
     rows = tuple(_row(s, c, floor.matched) for s, c in zip(gated, verdict.checks, strict=True))
     return verdict.outcome, verdict.reason, rows

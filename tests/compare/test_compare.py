@@ -200,6 +200,20 @@ def test_identical_full_runs_are_equivalent(tmp_path, evalgate):
     assert "any drop is within the 2.0-point margin" in out
 
 
+def test_a_certain_drop_within_the_margin_is_a_regression(tmp_path, evalgate):
+    """21 of 1319 lost and none gained: -1.6 points, p = 1e-6. The drop is certain and at least
+    half the 2-point margin, so the change cost accuracy."""
+    base, cand = paired_outcomes(1319, lost=21)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 1
+    assert out.startswith("evalgate compare: REGRESSION (exit 1)")
+    assert "21 lost, 0 gained: -1.59 points" in out
+    assert "McNemar p = 9.5e-07" in out
+    assert "a significant drop of at least half the 2.0-point margin" in out
+
+
 def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(tmp_path, evalgate):
     base, cand = paired_outcomes(50)
     write_run(tmp_path / "a", base, limit=50)
@@ -302,7 +316,7 @@ def test_a_significant_gain_is_equivalent_and_said(tmp_path, evalgate):
 
 
 def test_more_questions_than_gsm8k_has_are_needed(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319, lost=30, gained=10)
+    base, cand = paired_outcomes(1319, lost=50, gained=40)
     write_run(tmp_path / "a", base)
     write_run(tmp_path / "b", cand)
     code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")

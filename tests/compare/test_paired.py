@@ -130,10 +130,15 @@ def test_all_flipped_one_way_reaches_the_bound():
         (table(50, 0, 0), 0.02, Finding.INCONCLUSIVE),  # identical, too few to tell
         (table(189, 0, 0), 0.02, Finding.EQUIVALENT),
         (table(188, 0, 0), 0.02, Finding.INCONCLUSIVE),
-        (table(1319, 40, 5), 0.02, Finding.REGRESSION),  # the issue's acceptance case
-        (table(1319, 40, 5), 0.03, Finding.INCONCLUSIVE),  # significant, within a wider margin
-        (table(1319, 30, 10), 0.02, Finding.INCONCLUSIVE),  # significant, -1.5 points
-        (table(1319, 30, 10), 0.03, Finding.EQUIVALENT),
+        (table(1319, 40, 5), 0.02, Finding.REGRESSION),  # significant, beyond the margin
+        (table(1319, 40, 5), 0.03, Finding.REGRESSION),  # significant, beyond half a wider one
+        (table(1319, 21, 0), 0.02, Finding.REGRESSION),  # -1.6 points, p = 1e-6: certain
+        (table(1319, 30, 10), 0.02, Finding.REGRESSION),  # significant, -1.5 points
+        (table(1319, 30, 10), 0.04, Finding.EQUIVALENT),  # under half the margin, within it
+        (table(1319, 12, 4), 0.02, Finding.EQUIVALENT),  # p = 0.08, -0.6 points
+        (table(1319, 22, 9), 0.02, Finding.EQUIVALENT),  # significant, but under half of it
+        (table(1319, 50, 40), 0.02, Finding.INCONCLUSIVE),  # -0.8 points, interval past -2
+        (table(400, 20, 12), 0.02, Finding.INCONCLUSIVE),  # -2 points, p = 0.22
         (table(1319, 10, 30), 0.02, Finding.EQUIVALENT),  # significantly better
         (table(1319, 10, 10), 0.02, Finding.EQUIVALENT),
         (table(50, 3, 0), 0.02, Finding.INCONCLUSIVE),  # -6 points but p = 0.25
@@ -184,7 +189,7 @@ def test_questions_to_settle_identical_runs(counts, expected):
 
 @pytest.mark.parametrize(
     "counts",
-    [table(400, 40, 25), table(300, 20, 10), table(1319, 30, 10), table(500, 20, 15)],
+    [table(400, 40, 25), table(300, 20, 10), table(1319, 50, 40), table(500, 20, 14)],
 )
 def test_questions_to_settle_is_about_where_the_rule_decides(counts):
     """At the observed proportions, 15% fewer questions leave it open, 15% more settle it (the
@@ -197,18 +202,19 @@ def test_questions_to_settle_is_about_where_the_rule_decides(counts):
 
 
 def test_questions_to_settle_on_the_equivalence_side_is_exact_for_the_interval():
-    counts = table(1319, 30, 10)
+    counts = table(1319, 50, 40)
     needed = questions_to_settle(counts, 0.02)
     assert needed is not None
     scale = needed / counts.n
-    assert score_interval(10 * scale, 30 * scale, needed)[0] > -0.02
+    assert score_interval(40 * scale, 50 * scale, needed)[0] > -0.02
     scale = (needed - 1) / counts.n
-    assert score_interval(10 * scale, 30 * scale, needed - 1)[0] <= -0.02
+    assert score_interval(40 * scale, 50 * scale, needed - 1)[0] <= -0.02
 
 
 @pytest.mark.parametrize(
     "counts",
-    [PairedCounts(0, 0, 0, 0), table(100, 2, 0), table(1000, 60, 40)],  # nothing; d = -margin
+    # nothing paired; d = -margin / 2, where neither REGRESSION nor EQUIVALENT can be reached
+    [PairedCounts(0, 0, 0, 0), table(100, 1, 0), table(1000, 30, 20)],
 )
 def test_questions_to_settle_out_of_reach(counts):
     assert questions_to_settle(counts, 0.02) is None

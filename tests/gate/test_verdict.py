@@ -267,3 +267,45 @@ def test_more_questions_at_the_same_score_never_turn_a_pass_into_a_fail(value, n
 
     if small.outcome == "pass":
         assert large.outcome == "pass"
+
+
+# -- a run that stopped early (--early-stop) -----------------------------------------------------
+
+
+def _stopped(n, right, alpha=0.2, stopped=True):
+    from evalgate.evidence.model import EarlyStopRecord
+
+    return EarlyStopRecord(
+        mode="both",
+        alpha=alpha,
+        prior_weight=10.0,
+        order_seed=1234,
+        stopped=stopped,
+        decision="pass" if stopped else None,
+        questions=1319,
+        questions_used=n,
+        questions_asked=n,
+        filters=[],
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "n", "threshold", "early", "outcome"),
+    [
+        # 35 of 35 against 0.91: the interval starts at 0.901, but at alpha 0.2 the run's
+        # sequential test is certain (E = 6.5 >= 5)
+        (1.0, 35, 0.91, _stopped(35, 35), "pass"),
+        (1.0, 35, 0.91, None, "inconclusive"),
+        (1.0, 35, 0.91, _stopped(35, 35, stopped=False), "inconclusive"),  # it never stopped
+        (1.0, 35, 0.97, _stopped(35, 35), "inconclusive"),  # not certain at a stricter one
+        (0.0, 5, 0.90, _stopped(5, 0, alpha=0.05), "fail"),
+        # 30 of 35 against 0.97 is below beyond doubt by either rule
+        (30 / 35, 35, 0.97, _stopped(35, 30), "fail"),
+    ],
+)
+def test_a_stopped_run_is_decided_by_its_sequential_test(value, n, threshold, early, outcome):
+    verdict = decide(both(value, value, n=n), threshold, min_samples=FULL, early_stop=early)
+    assert [c.outcome for c in verdict.checks] == [outcome, outcome]
+    assert verdict.outcome == outcome
+    said = "stopped early after" in verdict.reason
+    assert said == (early is not None and early.stopped and outcome != "inconclusive")

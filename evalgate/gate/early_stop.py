@@ -1,0 +1,118 @@
+"""--early-stop in a gate run: the sequential test for the run's threshold, and what a run that
+stopped keeps.
+
+    test(settings, spec, threshold)   the SequentialTest over the task's gated filters (None: off)
+    GateLM                            sends in dispatch order, scores live, stops when certain
+    settle(result, lm, test)          lm-eval's own verdicts, replayed in dispatch order, must
+                                      reach the live decision at the same answer; a stopped run
+                                      keeps the samples and scores of the questions read
+
+The record (result.json eval.early_stop) holds the mode, alpha, the order's seed, whether and
+where it stopped, the questions used and asked, and each filter's count and e-value.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+from evalgate.errors import EvalFailedError
+from evalgate.evidence.model import EarlyStopRecord, FilterEvidence
+from evalgate.gate import sequential
+from evalgate.gate.sequential import SequentialTest
+
+if TYPE_CHECKING:
+    from evalgate.gate.evaluate import Evaluation
+    from evalgate.gate.lm import GateLM, Scorer
+    from evalgate.settings import Settings
+    from evalgate.tasks.spec import TaskSpec
+
+log = logging.getLogger(__name__)
+
+
+def test(settings: Settings, spec: TaskSpec, threshold: float) -> SequentialTest | None:
+    """The run's sequential test, or None with --early-stop off."""
+    if settings.early_stop == "off":
+        return None
+    from evalgate.gate.scoring import gated_filters
+
+    return SequentialTest(
+        threshold, gated_filters(spec), mode=settings.early_stop, alpha=settings.alpha
+    )
+
+
+def scorer(spec: TaskSpec) -> Scorer:
+    """Live scoring of each answer with the task's filters (lm-eval's code)."""
+    from evalgate.gate.scoring import AnswerScorer
+
+    return AnswerScorer(spec)
+
+
+def _lm_eval_answers(
+    evaluation: Evaluation, doc_ids: list[int], filters: tuple[str, ...]
+) -> list[dict[str, bool] | None]:
+    by_doc = {sample.doc_id: sample for sample in evaluation.samples}
+    answers: list[dict[str, bool] | None] = []
+    for doc_id in doc_ids:
+        sample = by_doc.get(doc_id)
+        if sample is None or sample.error is not None:
+            answers.append(None)
+            continue
+        answers.append(
+            {name: name in sample.filters and sample.filters[name].correct for name in filters}
+        )
+    return answers
+
+
+def record(
+    decision: sequential.Decision, test: SequentialTest, *, questions: int, asked: int
+) -> EarlyStopRecord:
+    """The result's eval.early_stop."""
+    return EarlyStopRecord(
+        mode=test.mode,
+        alpha=test.alpha,
+        prior_weight=test.weight,
+        order_seed=sequential.ORDER_SEED if test.active else None,
+        stopped=decision.outcome is not None,
+        decision=decision.outcome,
+        questions=questions,
+        questions_used=decision.n,
+        questions_asked=asked,
+        filters=[
+            FilterEvidence(
+                filter=state.filter,
+                right=state.right,
+                n=state.n,
+                e_value=None if math.isinf(state.e_value) else state.e_value,
+                certain=state.certain,
+            )
+            for state in decision.filters
+        ],
+    )
+
+
+def settle(
+    evaluation: Evaluation, lm: GateLM, test: SequentialTest
+) -> tuple[Evaluation, EarlyStopRecord]:
+    """(the evaluation to keep, eval.early_stop): a stopped run keeps the questions it read."""
+    from evalgate.gate.evaluate import prefix_result
+
+    live = lm.reader.current() if lm.reader is not None else None
+    questions = len(lm.dispatched)
+    read = live.n if live is not None and live.outcome is not None else questions
+    checked = sequential.replay(
+        test, _lm_eval_answers(evaluation, lm.dispatched[:read], test.filters)
+    )
+    if live is not None and (checked.outcome, checked.n) != (live.outcome, live.n):
+        raise EvalFailedError(
+            f"the early stop could not be confirmed: scoring each answer as it arrived gave "
+            f"{live.outcome or 'no decision'} after {live.n} answers, lm-eval's scoring of the "
+            f"same answers gives {checked.outcome or 'no decision'} after {checked.n}. This is "
+            "an evalgate bug (please report it); rerun with --early-stop off."
+        )
+    kept = record(checked, test, questions=questions, asked=lm.asked)
+    if checked.outcome is None:
+        return evaluation, kept
+    log.info("%s", checked.reason(test.threshold, questions, test.alpha))
+    return prefix_result(evaluation, lm.dispatched[: checked.n]), kept

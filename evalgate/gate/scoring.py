@@ -1,0 +1,69 @@
+"""One answer scored the moment it arrives, as lm-eval will score it after the eval.
+
+The sequential gate (sequential.py) needs each answer's verdict per filter while the eval runs;
+lm-eval scores only at the end. This applies the task file's own filter pipelines and its
+exact_match settings through lm-eval's registered filters and metric, so the live verdict is
+lm-eval's. The run checks the two agree on every question it read (run.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from evalgate.gate.verdict import GATED_METRIC
+from evalgate.tasks.spec import TaskSpec, render
+
+Filter = Callable[[str, dict[str, Any]], str]
+
+
+def gated_filters(spec: TaskSpec) -> tuple[str, ...]:
+    """The filters whose exact_match the gate reads, in the task file's order."""
+    return tuple(str(entry["name"]) for entry in spec.config.get("filter_list", []))
+
+
+class AnswerScorer:
+    """Per filter: is this response right for this doc? (lm-eval's filters and exact_match.)"""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        import lm_eval.filters  # noqa: F401 - importing it registers the filters
+        from lm_eval.api.registry import get_filter, get_metric
+
+        self._target = str(spec.config["doc_to_target"])
+        self._pipelines = {
+            str(entry["name"]): [
+                get_filter(step["function"])(**_kwargs(step)) for step in entry["filter"]
+            ]
+            for entry in spec.config.get("filter_list", [])
+        }
+        settings = next(m for m in spec.config["metric_list"] if m["metric"] == GATED_METRIC)
+        self._metric = get_metric(GATED_METRIC)
+        self._metric_kwargs = {
+            key: value
+            for key, value in settings.items()
+            if key not in ("metric", "aggregation", "higher_is_better")
+        }
+
+    def extract(self, name: str, response: str, doc: dict[str, Any]) -> str:
+        """The filter's reading of one response."""
+        values: Any = [[response]]
+        for step in self._pipelines[name]:
+            values = list(step.apply(values, [doc]))
+        return str(values[0])
+
+    def __call__(self, doc: dict[str, Any], response: str) -> dict[str, bool]:
+        """{filter: right} for one response."""
+        gold = render(self._target, doc)
+        found = {}
+        for name in self._pipelines:
+            score = self._metric(
+                references=[gold],
+                predictions=[self.extract(name, response, doc)],
+                **self._metric_kwargs,
+            )
+            found[name] = float(score[GATED_METRIC]) == 1.0
+        return found
+
+
+def _kwargs(step: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in step.items() if key != "function"}

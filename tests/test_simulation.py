@@ -1,0 +1,92 @@
+"""The operating characteristics the two rules promise, measured by seeded simulation (no HTTP).
+
+BENCHMARKS.md records the same figures (benchmarks/suite.py --only simulation); docs/compare.md
+and the sequential module's docstring state them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalgate.gate.sequential import DEFAULT_ALPHA
+from tests.simulation import (
+    compare_rates,
+    compare_table,
+    prefix_reader_agrees,
+    simulate_compare,
+    simulate_gate,
+)
+
+RUNS = 2000
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {},  # answers drawn at the threshold
+        {"population": True},  # a shuffled fixed set of 1187 right of 1319 (0.8999)
+        {"concurrency": 64},  # 64 in flight, wrong answers 4x slower: they arrive late
+        {"concurrency": 8, "slow": 10.0},
+    ],
+    ids=["independent", "population", "late-wrong-64", "late-wrong-8"],
+)
+def test_false_pass_at_the_threshold_is_at_most_alpha(setup):
+    rates = simulate_gate(0.90, runs=RUNS, seed=14, **setup)
+    assert rates.runs >= 2000
+    assert rates.passed <= DEFAULT_ALPHA
+    assert rates.failed <= DEFAULT_ALPHA  # at exactly the threshold a FAIL is wrong too
+
+
+def test_reading_in_arrival_order_would_pass_a_model_below_the_threshold():
+    """What the dispatch-order rule prevents: with wrong answers arriving late, counting answers
+    as they arrive passes a 0.88 model against 0.90 most of the time."""
+    arrival = simulate_gate(0.88, runs=RUNS, seed=15, concurrency=64, read="arrival")
+    dispatch = simulate_gate(0.88, runs=RUNS, seed=15, concurrency=64)
+    assert arrival.passed > 0.5
+    assert dispatch.passed <= DEFAULT_ALPHA
+
+
+@pytest.mark.parametrize(("accuracy", "runs"), [(0.97, 200), (0.85, 100), (0.0, 100), (0.9, 40)])
+def test_prefix_reader_decides_as_the_dispatch_order_does_whatever_the_arrival_order(
+    accuracy, runs
+):
+    assert prefix_reader_agrees(runs, seed=16, accuracy=accuracy) == 0
+
+
+def test_questions_used_at_097_against_090():
+    rates = simulate_gate(0.97, runs=RUNS, seed=17)
+    assert rates.passed == 1.0
+    assert rates.median_used <= 120  # of 1319
+    served = simulate_gate(0.97, runs=RUNS, seed=17, concurrency=8)
+    assert served.passed == 1.0
+    assert served.median_asked <= 150
+
+
+def test_questions_used_at_zero_accuracy():
+    rates = simulate_gate(0.0, runs=RUNS, seed=18)
+    assert rates.failed == 1.0
+    assert max(rates.used) <= 10
+    served = simulate_gate(0.0, runs=RUNS, seed=18, concurrency=8)
+    assert max(served.asked) <= 40
+
+
+def test_compare_no_change_is_equivalent_and_rarely_a_regression():
+    rates = simulate_compare(0.0, runs=RUNS, seed=19)
+    assert rates.equivalent >= 0.80
+    assert rates.regression <= 0.05
+
+
+def test_compare_finds_a_true_two_point_drop():
+    rates = simulate_compare(0.02, runs=RUNS, seed=20)
+    assert rates.regression >= 0.80
+
+
+def test_the_compare_table_in_the_docs_is_what_the_simulation_gives():
+    text = (REPO / "docs" / "compare.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- compare-rates:start -->\n", 1)[1].split("<!-- compare-rates:end -->")[
+        0
+    ]
+    assert shown == compare_table(compare_rates())

@@ -1,0 +1,82 @@
+"""verify on a run that stopped early (--early-stop): its sequential test decides, not its n."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evalgate.gate.sequential import SequentialTest
+from evalgate.schemas import validation_errors
+from tests.verify.test_verify import result_doc, run_cli
+
+
+def _stopped(n: int, right: int, alpha: float, decision: str | None) -> dict[str, Any]:
+    doc = result_doc(scores=(right / n, right / n), n=n, status="pass" if right else "fail")
+    doc["eval"]["early_stop"] = {
+        "mode": "both",
+        "alpha": alpha,
+        "prior_weight": 10.0,
+        "order_seed": 1234,
+        "stopped": decision is not None,
+        "decision": decision,
+        "questions": 1319,
+        "questions_used": n,
+        "questions_asked": n + 7,
+        "filters": [
+            {"filter": f, "right": right, "n": n, "e_value": 6.53, "certain": "above"}
+            for f in ("strict-match", "flexible-extract")
+        ],
+    }
+    assert validation_errors("result", doc) == []
+    return doc
+
+
+def _write(folder: Path, doc: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(json.dumps(doc))
+    return folder
+
+
+def test_the_case_is_one_the_interval_alone_cannot_decide():
+    """35 of 35 right against dsr1's 0.91: the 95% Wilson interval starts at 0.901, but the
+    run's sequential test at alpha 0.2 is certain (E = 6.5 >= 1 / 0.2)."""
+    test = SequentialTest(0.91, ("strict-match", "flexible-extract"), alpha=0.2)
+    assert test.side(35, 35) == "above"
+    assert 5 <= test.e_value(35, 35) < 7
+
+
+def test_an_early_pass_is_accepted_though_n_is_small(tmp_path, capsys):
+    folder = _write(tmp_path / "run", _stopped(35, 35, 0.2, "pass"))
+    code, out, _ = run_cli([str(folder), "--no-github", "--json", str(tmp_path / "v.json")], capsys)
+    assert code == 0, out
+    verdict = json.loads((tmp_path / "v.json").read_text())
+    (entry,) = verdict["entries"]
+    assert entry["outcome"] == "pass"
+    assert entry["reason"].endswith(
+        "; stopped early after 35 of 1319 questions, the sequential test certain at alpha 0.2"
+    )
+
+
+def test_the_same_scores_without_the_early_stop_are_inconclusive(tmp_path, capsys):
+    doc = _stopped(35, 35, 0.2, "pass")
+    doc["eval"]["early_stop"]["stopped"] = False
+    doc["eval"]["early_stop"]["decision"] = None
+    folder = _write(tmp_path / "run", doc)
+    code, out, _ = run_cli([str(folder), "--no-github"], capsys)
+    assert code == 5, out
+    assert "INCONCLUSIVE" in out
+
+
+def test_an_early_pass_is_not_certain_at_a_stricter_threshold(tmp_path, capsys):
+    folder = _write(tmp_path / "run", _stopped(35, 35, 0.2, "pass"))
+    strict = tmp_path / "thresholds.json"
+    strict.write_text(json.dumps({"default": {"gsm8k": 0.97}, "models": {"dsr1": {"gsm8k": 0.97}}}))
+    code, out, _ = run_cli([str(folder), "--no-github", "--thresholds", str(strict)], capsys)
+    assert code == 5, out  # 35 of 35 is neither certain above 0.97 nor below it
+
+
+def test_an_early_fail_is_a_failure(tmp_path, capsys):
+    folder = _write(tmp_path / "run", _stopped(5, 0, 0.05, "fail"))
+    code, out, _ = run_cli([str(folder), "--no-github"], capsys)
+    assert code == 1, out
