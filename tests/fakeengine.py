@@ -279,6 +279,60 @@ def stable_fraction(text: str) -> float:
     return zlib.crc32(text.encode()) / 2**32
 
 
+# --- multiple choice (GPQA-shaped) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChoiceDoc:
+    """One made-up multiple-choice question: its place in the data set and its right answer."""
+
+    index: int
+    correct: str
+
+
+CHOICE_LETTERS = "ABCD"
+_CHOICES = re.compile(r"(?s)^(.*?)\n\n\(A\) (.*?)\n\(B\) (.*?)\n\(C\) (.*?)\n\(D\) (.*?)\n\n")
+
+
+def gpqa_rows(count: int) -> list[dict[str, str]]:
+    """`count` made-up questions in GPQA's columns (never the real, gated data set)."""
+    return [
+        {
+            "Record ID": f"rec{i:04d}",
+            "Question": f"Which made-up constant number {i} is the true one?",
+            "Correct Answer": f"right value {i}",
+            "Incorrect Answer 1": f"wrong value {i}-1",
+            "Incorrect Answer 2": f"wrong value {i}-2",
+            "Incorrect Answer 3": f"wrong value {i}-3",
+        }
+        for i in range(count)
+    ]
+
+
+def choice_docs(rows: Sequence[Mapping[str, str]]) -> dict[str, ChoiceDoc]:
+    """EngineBehaviour.choice_docs for GPQA-shaped rows."""
+    return {
+        row["Question"].strip(): ChoiceDoc(i, row["Correct Answer"].strip())
+        for i, row in enumerate(rows)
+    }
+
+
+def choice_reply(behaviour: EngineBehaviour, text: str) -> str | None:
+    """ "The answer is (X).": the right letter for the `index`-th question when
+    `answered_right(index, accuracy)` (both repeats alike), else the next letter; None when the
+    prompt asks no known multiple-choice question."""
+    match = _CHOICES.match(text.lstrip())
+    doc = behaviour.choice_docs.get(match.group(1).strip()) if match else None
+    if match is None or doc is None:
+        return None
+    options = [match.group(k).strip() for k in (2, 3, 4, 5)]
+    if doc.correct not in options:
+        return None
+    right = options.index(doc.correct)
+    pick = right if answered_right(doc.index, behaviour.accuracy) else (right + 1) % 4
+    return f"Weighing the options given.\nThe answer is ({CHOICE_LETTERS[pick]})."
+
+
 # --- settings ----------------------------------------------------------------------------------
 
 
@@ -409,6 +463,14 @@ class EngineBehaviour:
     """Generation 4xx answers come back as vllm-router's wrapped 500 text."""
     faults: list[Fault] = field(default_factory=list)
     dataset: Path = GSM8K_TEST
+    choice_docs: Mapping[str, ChoiceDoc] = field(default_factory=dict)
+    """Multiple-choice questions (GPQA-shaped), by their text: a prompt asking one of them with
+    its choices (A) to (D) is answered "The answer is (X)." (see `choice_reply`)."""
+
+    def answer(self, text: str) -> str:
+        """The answer to a prompt: a multiple-choice one when it asks one, else GSM8K's."""
+        chosen = choice_reply(self, text)
+        return chosen if chosen is not None else self.reply(find_question(text))
 
     def docs(self) -> dict[str, Gsm8kDoc]:
         return load_gsm8k(self.dataset)
@@ -664,7 +726,7 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
     lead = "" if path == CHAT_PATH else " "
     choices = tuple(
         _generate(
-            lead + behaviour.reply(find_question(prompt.text)),
+            lead + behaviour.answer(prompt.text),
             budget,
             _stops(body),
             ignore_eos=bool(body.get("ignore_eos")),

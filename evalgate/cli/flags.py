@@ -47,6 +47,7 @@ CONTEXT = (
     "max_tokens_cap",
     "budget_policy",
     "limit",
+    "task",
     "dataset_dir",
     "dataset_hub",
     "eval_tasks_dir",

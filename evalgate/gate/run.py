@@ -32,9 +32,9 @@ from evalgate.gate import preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
-from evalgate.tasks.dataset import Dataset, load_dataset
+from evalgate.tasks.dataset import Dataset
 from evalgate.tasks.prompts import Prompt, build_prompts
-from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, full_size, load_task
+from evalgate.tasks.spec import BUILT_IN, FEWSHOT_SEED, TaskSpec, full_size, load_data, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:  # lm-eval loads only when an eval starts, after the probe
@@ -130,13 +130,14 @@ class GateRun:
         preflight.require(s, "base_url", "model")
         baseline = self._baseline()
 
+        spec = load_task(s.api, s.task)
         run.enter("thresholds")
-        floor = resolve_floor(load_thresholds(s.thresholds), s.model, run_labels(run))
+        key = s.task if s.task in BUILT_IN else spec.name
+        floor = resolve_floor(load_thresholds(s.thresholds), s.model, run_labels(run), key)
         run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
 
         run.enter("dataset")
-        dataset = self.dataset = load_dataset(s.dataset_dir, hub=s.dataset_hub)
-        spec = load_task(s.api)
+        dataset = self.dataset = load_data(s.task, s.dataset_dir, hub=s.dataset_hub)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)

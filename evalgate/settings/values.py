@@ -185,8 +185,14 @@ class Settings(BaseSettings):
     """Share of answers that may end by length or come back empty before the run fails
     (1.0: report only)."""
 
+    task: str = "gsm8k"
+    """The task to gate: gsm8k (the harness's GSM8K) or gpqa_diamond_cot_n_shot (the harness's
+    GPQA-diamond, its data in --dataset-dir); the threshold is the one for this task. An lm-eval
+    task YAML given here is refused with the reason (loglikelihood tasks cannot be run)."""
+
     dataset_dir: Path | None = None
-    """Folder with GSM8K test.jsonl and train.jsonl to use instead of the copy evalgate ships."""
+    """Folder with the task's data: GSM8K's test.jsonl and train.jsonl (instead of the copy
+    evalgate ships), or GPQA-diamond's gpqa_diamond.csv (or .jsonl), which cannot ship."""
 
     dataset_hub: bool = False
     """Load openai/gsm8k from the Hugging Face hub instead of the shipped copy."""

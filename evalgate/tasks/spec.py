@@ -10,6 +10,7 @@ of 14k built-in task files is never built.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from evalgate.tasks.dataset import GSM8K_TEST_SIZE, HUB_NAME, HUB_PATH, Dataset
+from evalgate.errors import DatasetError, UsageError
+from evalgate.tasks.dataset import GSM8K_TEST_SIZE, HUB_NAME, HUB_PATH, Dataset, load_dataset
 
 FULL_SIZES = {"gsm8k": GSM8K_TEST_SIZE, "gpqa_diamond_cot_n_shot": 396, "swebench_lite": 300}
 """Each gated task's full test set (GPQA-diamond: 198 questions asked twice), by task family."""
@@ -73,11 +75,59 @@ def tasks_dir() -> Path:
     return Path(str(resources.files("evalgate.tasks")))
 
 
-def load_task(api: str) -> TaskSpec:
-    """Read the task file for an API (chat or completions)."""
-    path = tasks_dir() / f"gsm8k_evalgate_{api}.yaml"
+BUILT_IN = ("gsm8k", "gpqa_diamond_cot_n_shot")
+"""The tasks --task names: evalgate's own task files."""
+
+
+def load_task(api: str, task: str = "gsm8k") -> TaskSpec:
+    """Read the task file for a task and an API (chat or completions)."""
+    if task == "gsm8k":
+        path = tasks_dir() / f"gsm8k_evalgate_{api}.yaml"
+    elif task in BUILT_IN:
+        path = tasks_dir() / f"{task}.yaml"
+    else:
+        return load_task_file(api, Path(task))
     raw = path.read_bytes()
     return TaskSpec(api=api, config=yaml.safe_load(raw), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def load_task_file(api: str, path: Path) -> TaskSpec:
+    """A task the user names by its lm-eval YAML file: only generation tasks can be run."""
+    if not path.is_file():
+        raise UsageError(
+            f"--task {str(path)!r} is neither a task evalgate knows ({', '.join(BUILT_IN)}) "
+            "nor a task file. Name one of those, or the path of an lm-eval task YAML."
+        )
+    raw = path.read_bytes()
+    try:
+        config = yaml.load(raw, Loader=_TaskLoader)  # noqa: S506 - a loader that builds no objects
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path} is not valid YAML ({exc}). Fix the task file.") from exc
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} is not an lm-eval task file (no mapping of task settings).")
+    output_type = config.get("output_type", "generate_until")
+    if output_type != "generate_until":
+        raise UsageError(
+            f"{path} is a {output_type} task (task {config.get('task')!r}): it scores the "
+            "log-likelihood of each choice, which the engines' chat and completions APIs "
+            "cannot report, so evalgate cannot run it. Use a generate_until version of the "
+            "task (one that asks the model to write its answer)."
+        )
+    raise UsageError(
+        f"{path} is a generate_until task (task {config.get('task')!r}); evalgate runs only its "
+        f"own tasks ({', '.join(BUILT_IN)}) for now."
+    )
+
+
+class _TaskLoader(yaml.SafeLoader):
+    """lm-eval's task files tag functions (``!function utils.process_docs``): read the tag as
+    its text, so a file can be looked at without importing its code."""
+
+
+_TaskLoader.add_constructor(
+    "!function",
+    lambda loader, node: str(loader.construct_scalar(node)),  # type: ignore[arg-type]
+)
 
 
 @dataclass(frozen=True)
@@ -97,11 +147,12 @@ class Template:
         return self.text
 
 
+_FIELD = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
 def render(template: str, doc: dict[str, Any]) -> str:
-    """Substitute ``{{question}}`` and ``{{answer}}``."""
-    return template.replace("{{question}}", str(doc["question"])).replace(
-        "{{answer}}", str(doc["answer"])
-    )
+    """Substitute each ``{{field}}`` (``{{question}}``, ``{{Question}}``, ``{{A}}``) in one pass."""
+    return _FIELD.sub(lambda match: str(doc[match.group(1)]), template)
 
 
 def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
@@ -109,7 +160,11 @@ def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
     config = dict(spec.config)
     config["doc_to_text"] = Template(str(spec.config["doc_to_text"]))
     config["doc_to_target"] = Template(str(spec.config["doc_to_target"]))
-    if dataset.source == "hub":
+    if not dataset.train:  # docs evalgate built itself (GPQA): handed over as they are
+        docs = list(dataset.test)
+        config["custom_dataset"] = lambda **_: _as_datasets(docs)
+        config.pop("dataset_kwargs", None)
+    elif dataset.source == "hub":
         config["dataset_path"] = HUB_PATH
         config["dataset_name"] = HUB_NAME
         config.pop("dataset_kwargs", None)
@@ -119,3 +174,24 @@ def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
             "data_files": {split: str(path.resolve()) for split, path in dataset.files.items()}
         }
     return config
+
+
+def _as_datasets(docs: list[dict[str, str]]) -> Any:
+    import datasets
+
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs)})
+
+
+def load_data(task: str, dataset_dir: Path | None, *, hub: bool) -> Dataset:
+    """The data set a task asks: GSM8K (shipped, a folder or the hub) or the user's GPQA."""
+    from evalgate.tasks.gpqa import TASK as GPQA
+    from evalgate.tasks.gpqa import load_gpqa
+
+    if task == GPQA:
+        if hub:
+            raise DatasetError(
+                f"{GPQA} cannot be loaded from the hub by evalgate (the data set is gated): "
+                "give --dataset-dir instead of --dataset-hub."
+            )
+        return load_gpqa(dataset_dir)
+    return load_dataset(dataset_dir, hub=hub)
