@@ -52,7 +52,7 @@ CONTEXT = (
     "dataset_hub",
     "eval_tasks_dir",
 )
-PROBE = ("strict", "max_attempts", "timeout")
+PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
 EVAL = (
     "num_concurrent",
     "max_failed_requests",

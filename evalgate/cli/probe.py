@@ -32,7 +32,9 @@ def command(args: argparse.Namespace) -> int:
     spec = load_task(settings.api, settings.task)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
     context, longest, _ = derive(settings, prompts)
-    outcome = probe(settings, context, longest, spec.stop, spec.sampling)
+    outcome = probe(
+        settings, context, longest, spec.stop, spec.sampling | settings.request_fields()
+    )
     if args.json:
         print(
             json.dumps(

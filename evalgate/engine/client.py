@@ -48,6 +48,11 @@ class Completion:
     source: str = "content"
     """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
     when a chat answer's content was null or empty."""
+    reasoning: str | None = None
+    """The message's reasoning text (reasoning_content or reasoning), whatever the answer's
+    field."""
+    reasoning_tokens: int | None = None
+    """usage.completion_tokens_details.reasoning_tokens, where the engine reports it."""
 
 
 def describe_failure(error: EngineError) -> str:
@@ -160,6 +165,23 @@ def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None, s
     )
 
 
+def parse_reasoning(raw: Any, api: str) -> tuple[str | None, int | None]:
+    """A chat answer's reasoning text and its reasoning tokens (where the engine reports
+    usage.completion_tokens_details.reasoning_tokens); None where absent."""
+    text = None
+    if api == "chat":
+        message = raw["choices"][0]["message"]
+        for name in REASONING_FIELDS:
+            value = message.get(name)
+            if isinstance(value, str) and value:
+                text = _LONE_SURROGATE.sub("\ufffd", value)
+                break
+    usage = raw.get("usage") if isinstance(raw, dict) else None
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+
 class EvalClient:
     """Async generation requests against one endpoint, with evalgate's retry policy."""
 
@@ -197,7 +219,9 @@ class EvalClient:
     async def close(self) -> None:
         await self._client.close()
 
-    async def _send(self, body: dict[str, Any]) -> tuple[str, str | None, int | None, str]:
+    async def _send(
+        self, body: dict[str, Any]
+    ) -> tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None]]:
         path = "/chat/completions" if self.api == "chat" else "/completions"
         try:
             raw = await asyncio.wait_for(
@@ -207,7 +231,7 @@ class EvalClient:
             raise AnswerTimedOut(f"no complete answer within {self.timeout:g} s") from exc
         except ValueError as exc:  # a 200 whose body is not JSON
             raise MalformedAnswer(f"body is not JSON ({exc})") from exc
-        return parse_completion(raw, self.api)
+        return parse_completion(raw, self.api), parse_reasoning(raw, self.api)
 
     def _count_retry(self, state: RetryCallState) -> None:
         self.retried += 1
@@ -229,9 +253,10 @@ class EvalClient:
             async for attempt_state in retrying:
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
-                    text, finish, tokens, source = await self._send(body)
+                    answer, (reasoning, thought) = await self._send(body)
         except (openai.APIError, MalformedAnswer, AnswerTimedOut) as exc:
             raise RequestFailed(
                 _as_engine_error(exc), fatal=not _retryable(exc), attempts=attempt
             ) from exc
-        return Completion(text, finish, tokens, attempt, source)
+        text, finish, tokens, source = answer
+        return Completion(text, finish, tokens, attempt, source, reasoning, thought)

@@ -186,7 +186,9 @@ class GateRun:
         )
         run.probe = planned
         try:
-            seen = preflight.probe(s, context, longest, spec.stop, spec.sampling)
+            seen = preflight.probe(
+                s, context, longest, spec.stop, spec.sampling | s.request_fields()
+            )
         except ProbeError as exc:
             if exc.engine_error is not None:
                 run.probe = ProbeRecord(
@@ -229,6 +231,8 @@ class GateRun:
             num_concurrent=s.num_concurrent,
             max_tokens=max_tokens,
             temperature=0.0,
+            chat_template_kwargs=s.chat_template_kwargs,
+            reasoning_effort=s.reasoning_effort,
             questions=questions,
             lm_eval_version=lm_eval_version(),
             dataset=DatasetRecord(**dataset.describe()),
@@ -265,7 +269,7 @@ class GateRun:
             journal=answers,
             resumed=kept,
             progress=self.progress,
-            sampling=spec.sampling,
+            sampling=spec.sampling | s.request_fields(),
         )
         try:
             evaluation = run_eval(spec, dataset, lm, s.limit)
@@ -302,6 +306,8 @@ class GateRun:
                 f"{counts.truncated} answer(s) ended by length and {counts.empty} "
                 f"came back empty ({truncated_rate:.1%} of {counts.total})"
             )
+        if counts.cut_while_thinking:
+            run.warnings.append(thinking_warning(counts, run.eval.max_tokens if run.eval else 0))
         if truncated_rate > s.max_truncated_rate:
             problems.append(
                 f"{truncated_rate:.1%} of answers were truncated or empty, over "
@@ -370,6 +376,19 @@ class GateRun:
         artifacts.write_samples(self.out, records)
         self.log.files.setdefault("samples", artifacts.SAMPLES_NAME)
         self.log.files.setdefault("journal", artifacts.JOURNAL_NAME)
+
+
+def thinking_warning(counts: RequestCounts, budget: int) -> str:
+    """How many answers the budget cut while the model was still thinking, and the budget to
+    try instead (they needed more than the whole budget: the next step is twice it)."""
+    cut = counts.cut_while_thinking
+    return (
+        f"{cut} answer(s) ran out of the {budget}-token budget while still thinking "
+        f"({cut / max(counts.total, 1):.1%} of {counts.total}: no content, finish_reason length; "
+        "scored from their reasoning): holding them takes a budget above "
+        f"{budget} tokens, e.g. --max-tokens {2 * budget} with a context that fits it, or less "
+        "thinking (--reasoning-effort, --chat-template-kwargs)"
+    )
 
 
 def run_labels(run: RunLog) -> dict[str, Any]:

@@ -8,6 +8,7 @@ documentation: the README's settings table is generated from them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -178,6 +179,14 @@ class Settings(BaseSettings):
     max_attempts: int = Field(5, ge=1)
     """Attempts per request for retryable failures (connection errors, 408, 429, 5xx)."""
 
+    chat_template_kwargs: Annotated[dict[str, Any] | None, NoDecode] = None
+    """A JSON object sent as chat_template_kwargs in every request, the probe's included, and
+    recorded in the result (e.g. '{"enable_thinking": false}' to turn a model's thinking off)."""
+
+    reasoning_effort: str | None = None
+    """Sent as reasoning_effort in every request, the probe's included, and recorded (low,
+    medium or high for models that take it, e.g. gpt-oss)."""
+
     max_failed_requests: int = Field(0, ge=0)
     """Requests allowed to fail for good before the run is an error (0: any failure is)."""
 
@@ -271,6 +280,34 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("chat_template_kwargs", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """Given as text (a flag, a variable), the value is a JSON object."""
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return None
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"not JSON ({exc.msg}); give a JSON object such as '{{\"enable_thinking\": false}}'"
+            ) from exc
+        if not isinstance(parsed, dict):  # a ValueError: pydantic reports it as invalid input
+            example = '{"enable_thinking": false}'
+            raise ValueError(f"not a JSON object; give one such as '{example}'")  # noqa: TRY004
+        return parsed
+
+    def request_fields(self) -> dict[str, Any]:
+        """What every generation request carries besides the task's settings."""
+        fields: dict[str, Any] = {}
+        if self.chat_template_kwargs is not None:
+            fields["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        if self.reasoning_effort is not None:
+            fields["reasoning_effort"] = self.reasoning_effort
+        return fields
 
     @field_validator("base_url")
     @classmethod
