@@ -44,8 +44,8 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.tasks.spec import load_data, load_task
 
     settings = flags.settings_from_args(args)
-    dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub)
     spec = load_task(settings.api, settings.task)
+    dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
     context, _, _ = derive(settings, prompts)
     document = to_document(context_record(context)) | {"warnings": list(context.warnings)}

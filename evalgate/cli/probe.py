@@ -28,8 +28,8 @@ def command(args: argparse.Namespace) -> int:
 
     settings = flags.settings_from_args(args)
     require(settings, "base_url", "model")
-    dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub)
     spec = load_task(settings.api, settings.task)
+    dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
     context, longest, _ = derive(settings, prompts)
     outcome = probe(

@@ -137,7 +137,7 @@ class GateRun:
         run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
 
         run.enter("dataset")
-        dataset = self.dataset = load_data(s.task, s.dataset_dir, hub=s.dataset_hub)
+        dataset = self.dataset = load_data(s.task, s.dataset_dir, hub=s.dataset_hub, spec=spec)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)

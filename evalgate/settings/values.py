@@ -195,9 +195,10 @@ class Settings(BaseSettings):
     (1.0: report only)."""
 
     task: str = "gsm8k"
-    """The task to gate: gsm8k (the harness's GSM8K) or gpqa_diamond_cot_n_shot (the harness's
-    GPQA-diamond, its data in --dataset-dir); the threshold is the one for this task. An lm-eval
-    task YAML given here is refused with the reason (loglikelihood tasks cannot be run)."""
+    """The task to gate: gsm8k (the harness's GSM8K), gpqa_diamond_cot_n_shot (the harness's
+    GPQA-diamond, its data in --dataset-dir), or the path of an lm-eval task YAML of
+    generate_until type with {{field}} templates and local JSONL data files; the threshold is
+    the one for this task (a file's: its task name). Loglikelihood tasks are refused."""
 
     dataset_dir: Path | None = None
     """Folder with the task's data: GSM8K's test.jsonl and train.jsonl (instead of the copy

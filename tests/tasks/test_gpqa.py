@@ -193,3 +193,91 @@ def test_the_cli_refuses_a_loglikelihood_task_with_exit_2(engine, cli, tmp_path)
     assert "is a multiple_choice task (task 'hellaswag')" in result.err
     assert "Traceback" not in result.text
     assert engine.requests == []
+
+
+HARNESS_GSM8K = """\
+task: gsm8k
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    train: {train}
+    test: {test}
+output_type: generate_until
+training_split: train
+fewshot_split: train
+test_split: test
+doc_to_text: "Question: {{{{question}}}}\\nEnd your response with the answer on the last line, \
+formatted as: #### [number]\\nAnswer:"
+doc_to_target: "{{{{answer}}}}"
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+    ignore_punctuation: false
+    regexes_to_ignore: [",", "\\\\$", "(?s).*#### ", "\\\\.$"]
+generation_kwargs:
+  until: ["</s>", "<|im_end|>"]
+  do_sample: false
+  temperature: 0
+num_fewshot: 5
+filter_list:
+  - name: "strict-match"
+    filter:
+      - function: "regex"
+        group_select: -1
+        regex_pattern: "#### (\\\\-?[0-9\\\\.\\\\,]+)"
+      - function: "take_first"
+  - name: "flexible-extract"
+    filter:
+      - function: "regex"
+        group_select: -1
+        regex_pattern: "(-?[$0-9.,]{{2,}})|(-?[0-9]+)"
+      - function: "take_first"
+"""
+
+
+def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp_path):
+    from evalgate.tasks.dataset import bundled_dir
+
+    path = tmp_path / "gsm8k.yaml"
+    data = bundled_dir()
+    path.write_text(
+        HARNESS_GSM8K.format(train=data / "train.jsonl", test=data / "test.jsonl"),
+        encoding="utf-8",
+    )
+    scores = {}
+    with FakeEngine(EngineBehaviour(accuracy=0.85)) as engine:
+        for task in ("gsm8k", str(path)):
+            out = tmp_path / ("file" if task == str(path) else "built-in")
+            args = _args(engine, out, tmp_path, "--task", task, "--limit", "40")
+            index = args.index("--dataset-dir")
+            del args[index : index + 2]
+            result = cli(*args, "--min-samples", "0")
+            assert result.code == 1, result.text  # 0.85 is below gsm8k's 0.90
+            doc = load_result(out)
+            assert doc["threshold"]["value"] == 0.9
+            scores[task] = {(s["filter"], s["value"], s["n"]) for s in doc["scores"]}
+    assert scores[str(path)] == scores["gsm8k"]
+    assert {f for f, _, _ in scores["gsm8k"]} == {"strict-match", "flexible-extract"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "task: t\ndataset_path: json\nprocess_docs: !function utils.process_docs\n",
+            "runs Python code (process_docs), which evalgate does not import",
+        ),
+        (
+            "task: t\ndataset_path: Idavidrein/gpqa\n",
+            "its data must be local JSONL files (dataset_path: json and",
+        ),
+    ],
+)
+def test_a_generation_task_file_evalgate_cannot_run_is_refused(tmp_path, text, expected):
+    path = tmp_path / "task.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError) as caught:
+        load_task("chat", str(path))
+    assert expected in caught.value.message
