@@ -281,6 +281,60 @@ def stable_fraction(text: str) -> float:
     return zlib.crc32(text.encode()) / 2**32
 
 
+# --- multiple choice (GPQA-shaped) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChoiceDoc:
+    """One made-up multiple-choice question: its place in the data set and its right answer."""
+
+    index: int
+    correct: str
+
+
+CHOICE_LETTERS = "ABCD"
+_CHOICES = re.compile(r"(?s)^(.*?)\n\n\(A\) (.*?)\n\(B\) (.*?)\n\(C\) (.*?)\n\(D\) (.*?)\n\n")
+
+
+def gpqa_rows(count: int) -> list[dict[str, str]]:
+    """`count` made-up questions in GPQA's columns (never the real, gated data set)."""
+    return [
+        {
+            "Record ID": f"rec{i:04d}",
+            "Question": f"Which made-up constant number {i} is the true one?",
+            "Correct Answer": f"right value {i}",
+            "Incorrect Answer 1": f"wrong value {i}-1",
+            "Incorrect Answer 2": f"wrong value {i}-2",
+            "Incorrect Answer 3": f"wrong value {i}-3",
+        }
+        for i in range(count)
+    ]
+
+
+def choice_docs(rows: Sequence[Mapping[str, str]]) -> dict[str, ChoiceDoc]:
+    """EngineBehaviour.choice_docs for GPQA-shaped rows."""
+    return {
+        row["Question"].strip(): ChoiceDoc(i, row["Correct Answer"].strip())
+        for i, row in enumerate(rows)
+    }
+
+
+def choice_reply(behaviour: EngineBehaviour, text: str) -> str | None:
+    """ "The answer is (X).": the right letter for the `index`-th question when
+    `answered_right(index, accuracy)` (both repeats alike), else the next letter; None when the
+    prompt asks no known multiple-choice question."""
+    match = _CHOICES.match(text.lstrip())
+    doc = behaviour.choice_docs.get(match.group(1).strip()) if match else None
+    if match is None or doc is None:
+        return None
+    options = [match.group(k).strip() for k in (2, 3, 4, 5)]
+    if doc.correct not in options:
+        return None
+    right = options.index(doc.correct)
+    pick = right if answered_right(doc.index, behaviour.accuracy) else (right + 1) % 4
+    return f"Weighing the options given.\nThe answer is ({CHOICE_LETTERS[pick]})."
+
+
 # --- settings ----------------------------------------------------------------------------------
 
 
@@ -421,6 +475,22 @@ class EngineBehaviour:
     """Generation 4xx answers come back as vllm-router's wrapped 500 text."""
     faults: list[Fault] = field(default_factory=list)
     dataset: Path = GSM8K_TEST
+    thinking: Literal["reasoning_content", "reasoning"] | None = None
+    """A reasoning model behind a reasoning parser: each chat answer first thinks
+    `thinking_tokens` tokens, sent in this field, then writes its answer in content; usage
+    reports completion_tokens_details.reasoning_tokens."""
+    thinking_tokens: int = 40
+    endless_thinking: float = 0.0
+    """Share of the GSM8K questions (picked by their index, as `accuracy` picks) whose thinking
+    never ends: the budget cuts it, with content null and finish_reason "length"."""
+    choice_docs: Mapping[str, ChoiceDoc] = field(default_factory=dict)
+    """Multiple-choice questions (GPQA-shaped), by their text: a prompt asking one of them with
+    its choices (A) to (D) is answered "The answer is (X)." (see `choice_reply`)."""
+
+    def answer(self, text: str) -> str:
+        """The answer to a prompt: a multiple-choice one when it asks one, else GSM8K's."""
+        chosen = choice_reply(self, text)
+        return chosen if chosen is not None else self.reply(find_question(text))
 
     def docs(self) -> dict[str, Gsm8kDoc]:
         return load_gsm8k(self.dataset)
@@ -495,6 +565,9 @@ class Choice:
     finish_reason: str
     stop_reason: str | None
     completion_tokens: int
+    reasoning: str | None = None
+    """The thinking, sent in EngineBehaviour.thinking's field."""
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -674,9 +747,15 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
             return verdict
         budgets.append(verdict)
     lead = "" if path == CHAT_PATH else " "
+    if path == CHAT_PATH and behaviour.thinking is not None:
+        choices = tuple(
+            _think_then_answer(behaviour, prompt.text, budget, _stops(body))
+            for prompt, budget in zip(prompts, budgets, strict=True)
+        )
+        return Completion(sum(p.tokens for p in prompts), choices)
     choices = tuple(
         _generate(
-            lead + behaviour.reply(find_question(prompt.text)),
+            lead + behaviour.answer(prompt.text),
             budget,
             _stops(body),
             ignore_eos=bool(body.get("ignore_eos")),
@@ -684,6 +763,31 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
         for prompt, budget in zip(prompts, budgets, strict=True)
     )
     return Completion(sum(p.tokens for p in prompts), choices)
+
+
+def _think_then_answer(
+    behaviour: EngineBehaviour, text: str, budget: int, stops: Sequence[str]
+) -> Choice:
+    """A reasoning model's answer: the thinking (cut by the budget when it never ends), then,
+    within what is left of the budget, the answer."""
+    question = find_question(text)
+    doc = behaviour.docs().get(question.strip()) if question else None
+    endless = doc is not None and answered_right(doc.index, behaviour.endless_thinking)
+    wanted = budget + 1 if endless else behaviour.thinking_tokens
+    thought = " ".join([FILLER] * math.ceil(wanted / count_tokens(FILLER)))
+    if count_tokens(thought) >= budget:
+        cut = truncate_tokens(thought, budget)
+        return Choice(None, "length", None, budget, cut, budget)
+    used = count_tokens(thought)
+    answer = _generate(behaviour.answer(text), budget - used, stops, ignore_eos=False)
+    return Choice(
+        answer.text,
+        answer.finish_reason,
+        answer.stop_reason,
+        answer.completion_tokens + used,
+        thought,
+        used,
+    )
 
 
 def request_questions(path: str, body: Json | None) -> tuple[str, ...]:
@@ -729,7 +833,9 @@ def _usage(completion: Completion, *, details: bool = True) -> Json:
         "completion_tokens": completion.completion_tokens,
     }
     if details:
-        usage |= {"prompt_tokens_details": None, "completion_tokens_details": None}
+        thinking = [c.reasoning_tokens for c in completion.choices if c.reasoning_tokens]
+        tokens = {"reasoning_tokens": sum(thinking)} if thinking else None
+        usage |= {"prompt_tokens_details": None, "completion_tokens_details": tokens}
     return usage
 
 
@@ -749,8 +855,14 @@ def _message(text: str | None, field: str) -> Json:
     return message
 
 
-def chat_response(model: str, completion: Completion, answer_field: str = "content") -> Json:
-    """A `chat.completion` object (the answer in `answer_field` of each message)."""
+def chat_response(
+    model: str,
+    completion: Completion,
+    answer_field: str = "content",
+    thinking: str | None = None,
+) -> Json:
+    """A `chat.completion` object (the answer in `answer_field` of each message; the thinking,
+    if any, in `thinking`)."""
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -759,7 +871,8 @@ def chat_response(model: str, completion: Completion, answer_field: str = "conte
         "choices": [
             {
                 "index": index,
-                "message": _message(choice.text, answer_field),
+                "message": _message(choice.text, answer_field)
+                | ({thinking: choice.reasoning} if thinking else {}),
                 "logprobs": None,
                 "finish_reason": choice.finish_reason,
                 "stop_reason": choice.stop_reason,
@@ -1126,7 +1239,9 @@ class _Handler(BaseHTTPRequestHandler):
             usage = bool(isinstance(options, dict) and options.get("include_usage"))
             self._send_stream(stream_events(path, model, plan, include_usage=usage), fault)
         elif path == CHAT_PATH:
-            self._send_json(200, chat_response(model, plan, behaviour.answer_field), fault)
+            self._send_json(
+                200, chat_response(model, plan, behaviour.answer_field, behaviour.thinking), fault
+            )
         else:
             self._send_json(200, completions_response(model, plan), fault)
 

@@ -48,11 +48,12 @@ CONTEXT = (
     "max_tokens_cap",
     "budget_policy",
     "limit",
+    "task",
     "dataset_dir",
     "dataset_hub",
     "eval_tasks_dir",
 )
-PROBE = ("strict", "max_attempts", "timeout")
+PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
 EVAL = (
     "num_concurrent",
     "max_failed_requests",

@@ -23,17 +23,18 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.evidence.model import to_document
     from evalgate.evidence.record import context_record
     from evalgate.gate.preflight import derive, probe, require
-    from evalgate.tasks.dataset import load_dataset
     from evalgate.tasks.prompts import build_prompts
-    from evalgate.tasks.spec import load_task
+    from evalgate.tasks.spec import load_data, load_task
 
     settings = flags.settings_from_args(args)
     require(settings, "base_url", "model")
-    dataset = load_dataset(settings.dataset_dir, hub=settings.dataset_hub)
-    spec = load_task(settings.api)
+    spec = load_task(settings.api, settings.task)
+    dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
     context, longest, _ = derive(settings, prompts)
-    outcome = probe(settings, context, longest, spec.stop, spec.sampling)
+    outcome = probe(
+        settings, context, longest, spec.stop, spec.sampling | settings.request_fields()
+    )
     if args.json:
         print(
             json.dumps(

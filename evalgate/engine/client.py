@@ -50,6 +50,11 @@ class Completion:
     when a chat answer's content was null or empty."""
     model: str | None = None
     """The model the answer names (its "model" field), when it names one."""
+    reasoning: str | None = None
+    """The message's reasoning text (reasoning_content or reasoning), whatever the answer's
+    field."""
+    reasoning_tokens: int | None = None
+    """usage.completion_tokens_details.reasoning_tokens, where the engine reports it."""
 
 
 def describe_failure(error: EngineError) -> str:
@@ -166,6 +171,23 @@ def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None, s
     )
 
 
+def parse_reasoning(raw: Any, api: str) -> tuple[str | None, int | None]:
+    """A chat answer's reasoning text and its reasoning tokens (where the engine reports
+    usage.completion_tokens_details.reasoning_tokens); None where absent."""
+    text = None
+    if api == "chat":
+        message = raw["choices"][0]["message"]
+        for name in REASONING_FIELDS:
+            value = message.get(name)
+            if isinstance(value, str) and value:
+                text = _LONE_SURROGATE.sub("\ufffd", value)
+                break
+    usage = raw.get("usage") if isinstance(raw, dict) else None
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+
 class EvalClient:
     """Async generation requests against one endpoint, with evalgate's retry policy."""
 
@@ -205,7 +227,7 @@ class EvalClient:
 
     async def _send(
         self, body: dict[str, Any]
-    ) -> tuple[str, str | None, int | None, str, str | None]:
+    ) -> tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None], str | None]:
         path = "/chat/completions" if self.api == "chat" else "/completions"
         try:
             raw = await asyncio.wait_for(
@@ -216,7 +238,8 @@ class EvalClient:
         except ValueError as exc:  # a 200 whose body is not JSON
             raise MalformedAnswer(f"body is not JSON ({exc})") from exc
         named = raw.get("model") if isinstance(raw, dict) else None
-        return (*parse_completion(raw, self.api), named if isinstance(named, str) else None)
+        model = named if isinstance(named, str) else None
+        return parse_completion(raw, self.api), parse_reasoning(raw, self.api), model
 
     def _count_retry(self, state: RetryCallState) -> None:
         self.retried += 1
@@ -238,9 +261,19 @@ class EvalClient:
             async for attempt_state in retrying:
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
-                    text, finish, tokens, source, model = await self._send(body)
+                    answer, (reasoning, thought), model = await self._send(body)
         except (openai.APIError, MalformedAnswer, AnswerTimedOut) as exc:
             raise RequestFailed(
                 _as_engine_error(exc), fatal=not _retryable(exc), attempts=attempt
             ) from exc
-        return Completion(text, finish, tokens, attempt, source, model)
+        text, finish, tokens, source = answer
+        return Completion(
+            text,
+            finish,
+            tokens,
+            attempt,
+            source,
+            model=model,
+            reasoning=reasoning,
+            reasoning_tokens=thought,
+        )

@@ -120,6 +120,15 @@ class DatasetRecord(_Record, kw_only=True, frozen=True):
     sha256: dict[str, str]
 
 
+class TokenSpread(_Record, kw_only=True, frozen=True):
+    """Tokens per answer over the answers that reported them."""
+
+    answers: int
+    median: float
+    p95: float
+    max: int
+
+
 class RequestCounts(_Record, kw_only=True, frozen=True):
     """What happened to the eval's requests."""
 
@@ -130,6 +139,12 @@ class RequestCounts(_Record, kw_only=True, frozen=True):
     truncated: int = 0
     empty: int = 0
     resumed: int = 0
+    from_reasoning: int = 0
+    """Answers taken from the reasoning field (content null or empty)."""
+    cut_while_thinking: int = 0
+    """Answers that ran out of budget while thinking: no content, finish_reason length."""
+    reasoning_tokens: TokenSpread | None = None
+    """Reasoning tokens per answer, where the engine reports them."""
 
 
 class FilterEvidence(_Record, kw_only=True, frozen=True):
@@ -178,6 +193,8 @@ class EvalRecord(_Record, kw_only=True, frozen=True):
     num_concurrent: int | None = None
     max_tokens: int
     temperature: float | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
     questions: int | None = None
     lm_eval_version: str | None = None
     dataset: DatasetRecord
@@ -278,6 +295,9 @@ class Sample(_Record, kw_only=True, frozen=True):
     answer_field: str | None = None
     """Which field of the engine's message held the answer: content, or (a reasoning model cut
     while thinking) reasoning_content or reasoning."""
+    reasoning: str | None = None
+    """A reasoning model's thinking, as its engine sent it."""
+    reasoning_tokens: int | None = None
     error: str | None = None
     filters: dict[str, Answer] = {}
 

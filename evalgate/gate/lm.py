@@ -17,6 +17,8 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,10 +26,16 @@ from typing import Any
 
 from lm_eval.api.model import LM
 
-from evalgate.engine.client import Completion, EvalClient, RequestFailed, describe_failure
+from evalgate.engine.client import (
+    REASONING_FIELDS,
+    Completion,
+    EvalClient,
+    RequestFailed,
+    describe_failure,
+)
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
-from evalgate.evidence.model import RequestCounts
+from evalgate.evidence.model import RequestCounts, TokenSpread
 from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
 
 log = logging.getLogger(__name__)
@@ -51,9 +59,14 @@ class Tally:
     empty: int = 0
     resumed: int = 0
     retried: int = 0
+    from_reasoning: int = 0
+    cut_while_thinking: int = 0
+    reasoning_tokens: list[int] = field(default_factory=list)
+    cut_tokens: list[int] = field(default_factory=list)
+    """completion_tokens of the answers cut while thinking."""
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Per doc_id: response, finish_reason, completion_tokens, answer_field, error,
-    prompt_sha256."""
+    """Per doc_id: response, finish_reason, completion_tokens, answer_field, reasoning,
+    reasoning_tokens, error, prompt_sha256."""
     filtered: int = 0
     """Answers stopped by the engine's content filter (also counted as truncated)."""
     oversized: int = 0
@@ -71,6 +84,9 @@ class Tally:
             truncated=self.truncated,
             empty=self.empty,
             resumed=self.resumed,
+            from_reasoning=self.from_reasoning,
+            cut_while_thinking=self.cut_while_thinking,
+            reasoning_tokens=spread(self.reasoning_tokens),
         )
 
 
@@ -83,6 +99,20 @@ class _OverBudget(Exception):
         self.doc_id = doc_id
         self.detail = detail
         self.attempts = attempts
+
+
+def spread(values: list[int]) -> TokenSpread | None:
+    """Median, 95th percentile (nearest rank) and maximum; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(math.ceil(0.95 * len(ordered)), 1)
+    return TokenSpread(
+        answers=len(ordered),
+        median=float(statistics.median(ordered)),
+        p95=float(ordered[rank - 1]),
+        max=ordered[-1],
+    )
 
 
 @dataclass(frozen=True)
@@ -232,11 +262,20 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         tally.filtered += int(completion.finish_reason == "content_filter")
         tally.truncated += int(completion.finish_reason in ("length", "content_filter"))
         tally.empty += int(not completion.text.strip())
+        thinking = completion.source in REASONING_FIELDS
+        tally.from_reasoning += int(thinking)
+        if thinking and completion.finish_reason == "length":
+            tally.cut_while_thinking += 1
+            tally.cut_tokens.append(completion.completion_tokens or self.max_tokens)
+        if completion.reasoning_tokens is not None:
+            tally.reasoning_tokens.append(completion.reasoning_tokens)
         tally.answers[request.doc_id] = {
             "response": completion.text,
             "finish_reason": completion.finish_reason,
             "completion_tokens": completion.completion_tokens,
             "answer_field": completion.source,
+            "reasoning": completion.reasoning,
+            "reasoning_tokens": completion.reasoning_tokens,
             "error": None,
             "prompt_sha256": request.key,
         }
@@ -249,6 +288,8 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                     "finish_reason": completion.finish_reason,
                     "completion_tokens": completion.completion_tokens,
                     "source": completion.source,
+                    "reasoning": completion.reasoning,
+                    "reasoning_tokens": completion.reasoning_tokens,
                 }
             )
         return completion.text
@@ -306,6 +347,8 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                         kept.get("completion_tokens"),
                         0,
                         kept.get("source") or ("content" if self.api == "chat" else "text"),
+                        reasoning=kept.get("reasoning"),
+                        reasoning_tokens=kept.get("reasoning_tokens"),
                     ),
                     resumed=True,
                 )

@@ -41,6 +41,10 @@ class ProbeOutcome:
     doc_id: int
 
 
+_EXTRA_BODY = frozenset({"chat_template_kwargs", "reasoning_effort"})
+"""Request fields the SDK's create() does not take as keywords for both APIs."""
+
+
 def request_body(
     prompt: Prompt,
     *,
@@ -137,11 +141,15 @@ def run_probe(
     )
     started = time.monotonic()
 
+    # Fields the SDK's create() does not name go in its extra_body, sent as they are.
+    named = {k: v for k, v in body.items() if k not in _EXTRA_BODY}
+    extra = {k: v for k, v in body.items() if k in _EXTRA_BODY} or None
+
     def send() -> None:
         if api == "chat":
-            stream: Any = client.chat.completions.create(**body, stream=True)
+            stream: Any = client.chat.completions.create(**named, extra_body=extra, stream=True)
         else:
-            stream = client.completions.create(**body, stream=True)
+            stream = client.completions.create(**named, extra_body=extra, stream=True)
         with stream:
             for _chunk in stream:
                 break  # the first event proves the request was accepted

@@ -32,9 +32,9 @@ from evalgate.gate import early_stop, preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
-from evalgate.tasks.dataset import Dataset, load_dataset
+from evalgate.tasks.dataset import Dataset
 from evalgate.tasks.prompts import Prompt, build_prompts
-from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, full_size, load_task
+from evalgate.tasks.spec import BUILT_IN, FEWSHOT_SEED, TaskSpec, full_size, load_data, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:  # lm-eval loads only when an eval starts, after the probe
@@ -148,13 +148,14 @@ class GateRun:
         preflight.require(s, "base_url", "model")
         baseline = self._baseline()
 
+        spec = load_task(s.api, s.task)
         run.enter("thresholds")
-        floor = resolve_floor(load_thresholds(s.thresholds), s.model, run_labels(run))
+        key = s.task if s.task in BUILT_IN else spec.name
+        floor = resolve_floor(load_thresholds(s.thresholds), s.model, run_labels(run), key)
         run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
 
         run.enter("dataset")
-        dataset = self.dataset = load_dataset(s.dataset_dir, hub=s.dataset_hub)
-        spec = load_task(s.api)
+        dataset = self.dataset = load_data(s.task, s.dataset_dir, hub=s.dataset_hub, spec=spec)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
         if baseline is not None and s.baseline is not None:  # found before the eval, not after
             from evalgate.compare.baseline import check_baseline
@@ -207,7 +208,9 @@ class GateRun:
         )
         run.probe = planned
         try:
-            seen = preflight.probe(s, context, longest, spec.stop, spec.sampling)
+            seen = preflight.probe(
+                s, context, longest, spec.stop, spec.sampling | s.request_fields()
+            )
         except ProbeError as exc:
             if exc.engine_error is not None:
                 run.probe = ProbeRecord(
@@ -250,6 +253,8 @@ class GateRun:
             num_concurrent=s.num_concurrent,
             max_tokens=max_tokens,
             temperature=0.0,
+            chat_template_kwargs=s.chat_template_kwargs,
+            reasoning_effort=s.reasoning_effort,
             questions=questions,
             lm_eval_version=lm_eval_version(),
             dataset=DatasetRecord(**dataset.describe()),
@@ -287,7 +292,7 @@ class GateRun:
             journal=answers,
             resumed=kept,
             progress=self.progress,
-            sampling=spec.sampling,
+            sampling=spec.sampling | s.request_fields(),
             sequential=test,
             scorer=early_stop.scorer(spec) if test is not None else None,
         )
@@ -337,6 +342,8 @@ class GateRun:
                 f"came back empty ({truncated_rate:.1%} of {answered})"
             )
         run.warnings += self.lm.notes() if self.lm is not None else []
+        if counts.cut_while_thinking:
+            run.warnings.append(thinking_warning(counts, run.eval.max_tokens if run.eval else 0))
         if truncated_rate > s.max_truncated_rate:
             problems.append(
                 f"{truncated_rate:.1%} of answers were truncated or empty, over "
@@ -406,6 +413,19 @@ class GateRun:
         artifacts.write_samples(self.out, records)
         self.log.files.setdefault("samples", artifacts.SAMPLES_NAME)
         self.log.files.setdefault("journal", artifacts.JOURNAL_NAME)
+
+
+def thinking_warning(counts: RequestCounts, budget: int) -> str:
+    """How many answers the budget cut while the model was still thinking, and the budget to
+    try instead (they needed more than the whole budget: the next step is twice it)."""
+    cut = counts.cut_while_thinking
+    return (
+        f"{cut} answer(s) ran out of the {budget}-token budget while still thinking "
+        f"({cut / max(counts.total, 1):.1%} of {counts.total}: no content, finish_reason length; "
+        "scored from their reasoning): holding them takes a budget above "
+        f"{budget} tokens, e.g. --max-tokens {2 * budget} with a context that fits it, or less "
+        "thinking (--reasoning-effort, --chat-template-kwargs)"
+    )
 
 
 def run_labels(run: RunLog) -> dict[str, Any]:

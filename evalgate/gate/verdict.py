@@ -17,10 +17,10 @@ Each gated score (metric ``exact_match``, every filter) is judged on its own, fi
 5. otherwise INCONCLUSIVE: the sample is too small for the threshold to mean anything.
 
 The run: FAIL when any score fails, when a score the task gates is missing (GSM8K gates both
-strict-match and flexible-extract), when there is no gated score at all, or when a run-level
-problem is given (too many truncated answers, a regression against the baseline); else
-INCONCLUSIVE when any score is, or a doubt is given (a comparison with the baseline that could
-not decide); else PASS.
+strict-match and flexible-extract, GPQA-diamond extract_abcd), when there is no gated score at
+all, or when a run-level problem is given (too many truncated answers, a regression against
+the baseline); else INCONCLUSIVE when any score is, or a doubt is given (a comparison with the
+baseline that could not decide); else PASS.
 
 ``min_samples`` defaults to the task's full test set: a complete run is always decided, a
 ``--limit`` run only when it clears (or misses) the threshold beyond doubt. ``min_samples = 0``
@@ -39,8 +39,9 @@ from evalgate.gate.sequential import judge_stopped
 from evalgate.gate.stats import wilson_interval
 
 GATED_METRIC = "exact_match"
-REQUIRED_FILTERS = {"gsm8k": ("strict-match", "flexible-extract")}
-"""The filters a task's gate needs, by task family (a task named gsm8k or gsm8k_*)."""
+REQUIRED_FILTERS = {"gsm8k": ("strict-match", "flexible-extract"), "gpqa": ("extract_abcd",)}
+"""The filters a task's gate needs, by task family (a task named gsm8k or gsm8k_*; GPQA's
+gpqa_diamond_cot_n_shot has the one filter extract_abcd)."""
 EXIT_CODES = {"pass": ExitCode.PASS, "fail": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE}
 
 

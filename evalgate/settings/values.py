@@ -8,6 +8,7 @@ documentation: the README's settings table is generated from them.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -217,6 +218,14 @@ class Settings(BaseSettings):
     max_attempts: int = Field(5, ge=1)
     """Attempts per request for retryable failures (connection errors, 408, 429, 5xx)."""
 
+    chat_template_kwargs: Annotated[dict[str, Any] | None, NoDecode] = None
+    """A JSON object sent as chat_template_kwargs in every request, the probe's included, and
+    recorded in the result (e.g. '{"enable_thinking": false}' to turn a model's thinking off)."""
+
+    reasoning_effort: str | None = None
+    """Sent as reasoning_effort in every request, the probe's included, and recorded (low,
+    medium or high for models that take it, e.g. gpt-oss)."""
+
     max_failed_requests: int = Field(0, ge=0)
     """Requests allowed to fail for good before the run is an error (0: any failure is)."""
 
@@ -224,8 +233,15 @@ class Settings(BaseSettings):
     """Share of answers that may end by length or come back empty before the run fails
     (1.0: report only)."""
 
+    task: str = "gsm8k"
+    """The task to gate: gsm8k (the harness's GSM8K), gpqa_diamond_cot_n_shot (the harness's
+    GPQA-diamond, its data in --dataset-dir), or the path of an lm-eval task YAML of
+    generate_until type with {{field}} templates and local JSONL data files; the threshold is
+    the one for this task (a file's: its task name). Loglikelihood tasks are refused."""
+
     dataset_dir: Path | None = None
-    """Folder with GSM8K test.jsonl and train.jsonl to use instead of the copy evalgate ships."""
+    """Folder with the task's data: GSM8K's test.jsonl and train.jsonl (instead of the copy
+    evalgate ships), or GPQA-diamond's gpqa_diamond.csv (or .jsonl), which cannot ship."""
 
     dataset_hub: bool = False
     """Load openai/gsm8k from the Hugging Face hub instead of the shipped copy."""
@@ -341,6 +357,34 @@ class Settings(BaseSettings):
                 "--baseline"
             )
         return value
+
+    @field_validator("chat_template_kwargs", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """Given as text (a flag, a variable), the value is a JSON object."""
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return None
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"not JSON ({exc.msg}); give a JSON object such as '{{\"enable_thinking\": false}}'"
+            ) from exc
+        if not isinstance(parsed, dict):  # a ValueError: pydantic reports it as invalid input
+            example = '{"enable_thinking": false}'
+            raise ValueError(f"not a JSON object; give one such as '{example}'")  # noqa: TRY004
+        return parsed
+
+    def request_fields(self) -> dict[str, Any]:
+        """What every generation request carries besides the task's settings."""
+        fields: dict[str, Any] = {}
+        if self.chat_template_kwargs is not None:
+            fields["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        if self.reasoning_effort is not None:
+            fields["reasoning_effort"] = self.reasoning_effort
+        return fields
 
     @field_validator("base_url")
     @classmethod

@@ -10,6 +10,8 @@ of 14k built-in task files is never built.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from evalgate.tasks.dataset import GSM8K_TEST_SIZE, HUB_NAME, HUB_PATH, Dataset
+from evalgate.errors import DatasetError, UsageError
+from evalgate.tasks.dataset import GSM8K_TEST_SIZE, HUB_NAME, HUB_PATH, Dataset, load_dataset
 
 FULL_SIZES = {"gsm8k": GSM8K_TEST_SIZE, "gpqa_diamond_cot_n_shot": 396, "swebench_lite": 300}
 """Each gated task's full test set (GPQA-diamond: 198 questions asked twice), by task family."""
@@ -43,6 +46,8 @@ class TaskSpec:
     api: str
     config: dict[str, Any]
     sha256: str
+    path: Path | None = None
+    """The user's task file (--task FILE); None for evalgate's own."""
 
     @property
     def name(self) -> str:
@@ -73,11 +78,136 @@ def tasks_dir() -> Path:
     return Path(str(resources.files("evalgate.tasks")))
 
 
-def load_task(api: str) -> TaskSpec:
-    """Read the task file for an API (chat or completions)."""
-    path = tasks_dir() / f"gsm8k_evalgate_{api}.yaml"
+BUILT_IN = ("gsm8k", "gpqa_diamond_cot_n_shot")
+"""The tasks --task names: evalgate's own task files."""
+
+
+def load_task(api: str, task: str = "gsm8k") -> TaskSpec:
+    """Read the task file for a task and an API (chat or completions)."""
+    if task == "gsm8k":
+        path = tasks_dir() / f"gsm8k_evalgate_{api}.yaml"
+    elif task in BUILT_IN:
+        path = tasks_dir() / f"{task}.yaml"
+    else:
+        return load_task_file(api, Path(task))
     raw = path.read_bytes()
     return TaskSpec(api=api, config=yaml.safe_load(raw), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def load_task_file(api: str, path: Path) -> TaskSpec:
+    """A task the user names by its lm-eval YAML file: only generation tasks can be run."""
+    if not path.is_file():
+        raise UsageError(
+            f"--task {str(path)!r} is neither a task evalgate knows ({', '.join(BUILT_IN)}) "
+            "nor a task file. Name one of those, or the path of an lm-eval task YAML."
+        )
+    raw = path.read_bytes()
+    try:
+        config = yaml.load(raw, Loader=_TaskLoader)  # noqa: S506 - a loader that builds no objects
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path} is not valid YAML ({exc}). Fix the task file.") from exc
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} is not an lm-eval task file (no mapping of task settings).")
+    output_type = config.get("output_type", "generate_until")
+    if output_type != "generate_until":
+        raise UsageError(
+            f"{path} is a {output_type} task (task {config.get('task')!r}): it scores the "
+            "log-likelihood of each choice, which the engines' chat and completions APIs "
+            "cannot report, so evalgate cannot run it. Use a generate_until version of the "
+            "task (one that asks the model to write its answer)."
+        )
+    return TaskSpec(
+        api=api,
+        config=_checked(path, config),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        path=path.resolve(),
+    )
+
+
+def _checked(path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """A generation task file as evalgate can run it, with lm-eval's defaults filled in."""
+    if not isinstance(config.get("task"), str):
+        raise UsageError(f"{path} names no task (its `task:` key). Fix the task file.")
+    tagged = [key for key, value in config.items() if isinstance(value, _Function)]
+    if tagged or any(k in config for k in ("process_docs", "process_results", "custom_dataset")):
+        raise UsageError(
+            f"{path} runs Python code ({', '.join(tagged) or 'process_docs/process_results'}), "
+            "which evalgate does not import: use a task whose prompts are templates and whose "
+            "data are local JSONL files."
+        )
+    files = (config.get("dataset_kwargs") or {}).get("data_files")
+    if config.get("dataset_path") != "json" or not isinstance(files, dict) or not files:
+        raise UsageError(
+            f"{path}: its data must be local JSONL files (dataset_path: json and "
+            "dataset_kwargs: {data_files: {test: FILE, train: FILE}}), not "
+            f"{config.get('dataset_path')!r}. Point the task file at local copies."
+        )
+    config = dict(config)
+    config["dataset_kwargs"] = {
+        "data_files": {split: str(path.parent / str(file)) for split, file in files.items()}
+    }
+    for key in ("doc_to_text", "doc_to_target"):
+        text = str(config.get(key, ""))
+        if "{{" not in text:  # lm-eval reads a bare name as that field of the doc
+            text = "{{" + text + "}}"
+        if "{%" in text or _FIELD.sub("", text).count("{{"):
+            raise UsageError(
+                f"{path}: {key} uses Jinja beyond {{{{field}}}} substitutions ({text!r}), which "
+                "evalgate does not render. Use plain {{field}} templates."
+            )
+        config[key] = text
+    config.setdefault("num_fewshot", 0)
+    kwargs = dict(config.get("generation_kwargs") or {"do_sample": False, "temperature": 0})
+    kwargs.setdefault("until", [config.get("fewshot_delimiter", "\n\n")])
+    config["generation_kwargs"] = kwargs
+    return config
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DatasetError(f"The task file's data file {path} does not exist. Put it there.")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path} line {number} is not JSON ({exc.msg}).") from exc
+    return rows
+
+
+def load_file_data(spec: TaskSpec) -> Dataset:
+    """The data a user's task file names, read for the probe's prompts and checked."""
+    files = {split: Path(f) for split, f in spec.config["dataset_kwargs"]["data_files"].items()}
+    test_split = str(spec.config.get("test_split") or "test")
+    shot_split = str(spec.config.get("fewshot_split") or spec.config.get("training_split") or "")
+    if test_split not in files:
+        raise UsageError(f"{spec.path}: its data_files have no {test_split!r} (its test_split).")
+    if spec.num_fewshot and shot_split not in files:
+        raise UsageError(f"{spec.path}: {spec.num_fewshot}-shot needs data_files {shot_split!r}.")
+    test = _read_rows(files[test_split])
+    train = _read_rows(files[shot_split]) if spec.num_fewshot else []
+    sha256 = {}
+    for split, file in files.items():
+        sha256[split] = hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else ""
+    return Dataset(source="dir", files=files, sha256=sha256, test=test, train=train)
+
+
+class _TaskLoader(yaml.SafeLoader):
+    """lm-eval's task files tag functions (``!function utils.process_docs``): read the tag as
+    its text, so a file can be looked at without importing its code."""
+
+
+class _Function(str):
+    """The text of a ``!function`` tag: Python code the task file would have lm-eval import."""
+
+    __slots__ = ()
+
+
+_TaskLoader.add_constructor(
+    "!function",
+    lambda loader, node: _Function(loader.construct_scalar(node)),  # type: ignore[arg-type]
+)
 
 
 @dataclass(frozen=True)
@@ -97,11 +227,12 @@ class Template:
         return self.text
 
 
+_FIELD = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
 def render(template: str, doc: dict[str, Any]) -> str:
-    """Substitute ``{{question}}`` and ``{{answer}}``."""
-    return template.replace("{{question}}", str(doc["question"])).replace(
-        "{{answer}}", str(doc["answer"])
-    )
+    """Substitute each ``{{field}}`` (``{{question}}``, ``{{Question}}``, ``{{A}}``) in one pass."""
+    return _FIELD.sub(lambda match: str(doc[match.group(1)]), template)
 
 
 def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
@@ -109,7 +240,13 @@ def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
     config = dict(spec.config)
     config["doc_to_text"] = Template(str(spec.config["doc_to_text"]))
     config["doc_to_target"] = Template(str(spec.config["doc_to_target"]))
-    if dataset.source == "hub":
+    if spec.path is not None:  # the user's task file: its own data files, as resolved
+        return config
+    if not dataset.train:  # docs evalgate built itself (GPQA): handed over as they are
+        docs = list(dataset.test)
+        config["custom_dataset"] = lambda **_: _as_datasets(docs)
+        config.pop("dataset_kwargs", None)
+    elif dataset.source == "hub":
         config["dataset_path"] = HUB_PATH
         config["dataset_name"] = HUB_NAME
         config.pop("dataset_kwargs", None)
@@ -119,3 +256,29 @@ def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
             "data_files": {split: str(path.resolve()) for split, path in dataset.files.items()}
         }
     return config
+
+
+def _as_datasets(docs: list[dict[str, str]]) -> Any:
+    import datasets
+
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs)})
+
+
+def load_data(
+    task: str, dataset_dir: Path | None, *, hub: bool, spec: TaskSpec | None = None
+) -> Dataset:
+    """The data set a task asks: GSM8K (shipped, a folder or the hub), the user's GPQA, or what
+    the user's task file names."""
+    if spec is not None and spec.path is not None:
+        return load_file_data(spec)
+    from evalgate.tasks.gpqa import TASK as GPQA
+    from evalgate.tasks.gpqa import load_gpqa
+
+    if task == GPQA:
+        if hub:
+            raise DatasetError(
+                f"{GPQA} cannot be loaded from the hub by evalgate (the data set is gated): "
+                "give --dataset-dir instead of --dataset-hub."
+            )
+        return load_gpqa(dataset_dir)
+    return load_dataset(dataset_dir, hub=hub)

@@ -62,6 +62,9 @@ def test_every_answer_right_passes(engine, cli, tmp_path):
         "truncated": 0,
         "empty": 0,
         "resumed": 0,
+        "from_reasoning": 0,
+        "cut_while_thinking": 0,
+        "reasoning_tokens": None,
     }
     assert doc["endpoint"]["engine"] == {
         "owned_by": "vllm",

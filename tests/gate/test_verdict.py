@@ -154,6 +154,22 @@ VERDICTS = [
         ["no exact_match,flexible-extract score: the gsm8k gate needs every one of"],
     ),
     (
+        "GPQA-diamond is gated on its one filter",
+        [score(0.6, "extract_abcd", n=396, task="gpqa_diamond_cot_n_shot")],
+        0.30,
+        396,
+        "pass",
+        ["extract_abcd 0.6000 (95% CI", ">= threshold 0.3000"],
+    ),
+    (
+        "GPQA-diamond without its extract_abcd score fails",
+        [score(0.6, "strict-match", n=396, task="gpqa_diamond_cot_n_shot")],
+        0.30,
+        396,
+        "fail",
+        ["no exact_match,extract_abcd score: the gpqa gate needs every one of extract_abcd"],
+    ),
+    (
         "a --limit 200 run at 0.88 against 0.90 cannot tell",
         both(0.88, 0.88, n=200),
         0.90,

@@ -1,0 +1,283 @@
+"""GPQA-diamond as the harness runs it, on a GPQA-shaped set the tests make (made-up questions)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from evalgate.errors import DatasetError, UsageError
+from evalgate.tasks.gpqa import load_gpqa, process_docs
+from evalgate.tasks.prompts import build_prompts
+from evalgate.tasks.spec import load_task
+from tests.conftest import FAST, load_result, load_samples
+from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
+
+TASK = "gpqa_diamond_cot_n_shot"
+QUESTIONS = 50
+
+
+def write_csv(folder: Path, rows: list[dict[str, str]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "gpqa_diamond.csv"
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _args(engine: FakeEngine, out: Path, data: Path, *extra: str) -> list[str]:
+    return [
+        "run",
+        "--task",
+        TASK,
+        "--dataset-dir",
+        str(data),
+        "--base-url",
+        engine.url,
+        "--model",
+        "fake-model",
+        "--isl",
+        "1024",
+        "--osl",
+        "512",
+        "--output-dir",
+        str(out),
+        "--num-concurrent",
+        "8",
+        *FAST,
+        *extra,
+    ]
+
+
+def test_every_question_is_asked_twice_with_its_choices_shuffled_by_a_fixed_seed():
+    rows = gpqa_rows(20)
+    docs = process_docs(rows)
+    assert len(docs) == 40
+    assert [d["repeat_id"] for d in docs[:4]] == ["0", "1", "0", "1"]
+    for number, doc in enumerate(docs):
+        row = rows[number // 2]
+        assert doc["Question"] == row["Question"]
+        assert doc[doc["answer"]] == row["Correct Answer"]
+        assert sorted(doc[k] for k in "ABCD") == sorted(
+            row[c]
+            for c in (
+                "Correct Answer",
+                "Incorrect Answer 1",
+                "Incorrect Answer 2",
+                "Incorrect Answer 3",
+            )
+        )
+    assert process_docs(rows) == docs  # the same seed, the same order
+    assert len({d["answer"] for d in docs}) == 4  # the correct answer is not always (A)
+
+
+def test_the_prompt_is_the_harness_s(tmp_path):
+    write_csv(tmp_path, gpqa_rows(3))
+    dataset = load_gpqa(tmp_path)
+    doc = dataset.test[0]
+    prompt = build_prompts(load_task("chat", TASK), dataset.test, dataset.train)[0]
+    assert prompt.messages == (
+        {
+            "role": "user",
+            "content": f"{doc['Question']}\n\n(A) {doc['A']}\n(B) {doc['B']}\n(C) {doc['C']}\n"
+            f"(D) {doc['D']}\n\nExpress your final answer as the corresponding option 'A', 'B', "
+            "'C', or 'D'.",
+        },
+    )
+
+
+def test_jsonl_of_the_same_rows_gives_the_same_docs(tmp_path):
+    rows = gpqa_rows(5)
+    write_csv(tmp_path / "csv", rows)
+    (tmp_path / "jsonl").mkdir()
+    (tmp_path / "jsonl" / "gpqa_diamond.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    assert load_gpqa(tmp_path / "jsonl").test == load_gpqa(tmp_path / "csv").test
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("Question,Correct Answer\nq,a\n", "row 1 lacks the column(s) Incorrect Answer 1, "),
+        ("", "holds no questions"),
+    ],
+)
+def test_malformed_data_names_the_file_and_what_to_do(tmp_path, content, expected):
+    (tmp_path / "gpqa_diamond.csv").write_text(content, encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        load_gpqa(tmp_path)
+    assert str(tmp_path / "gpqa_diamond.csv") in caught.value.message
+    assert expected in caught.value.message
+    assert "Download gpqa_diamond.csv from the gated Hugging Face dataset Idavidrein/gpqa" in (
+        caught.value.message
+    )
+
+
+@pytest.mark.parametrize(("accuracy", "code"), [(0.6, 0), (0.1, 1)])
+def test_gpqa_is_gated_on_its_one_filter_against_the_030_floor(cli, tmp_path, accuracy, code):
+    rows = gpqa_rows(QUESTIONS)
+    data = write_csv(tmp_path / "data", rows)
+    behaviour = EngineBehaviour(accuracy=accuracy, choice_docs=choice_docs(rows))
+    with FakeEngine(behaviour) as engine:
+        result = cli(*_args(engine, tmp_path / "out", data.parent))
+    assert result.code == code, result.text
+    outcome = "PASS" if code == 0 else "FAIL"
+    assert result.out.startswith(f"{outcome}: extract_abcd {accuracy:.4f} (95% CI ")
+    assert "threshold 0.3000 (default)" in result.out
+    doc = load_result(tmp_path / "out")
+    assert doc["eval"]["task"] == TASK
+    assert doc["threshold"]["value"] == 0.3
+    assert [(s["filter"], s["value"], s["n"]) for s in doc["scores"]] == [
+        ("extract_abcd", pytest.approx(accuracy), 2 * QUESTIONS)
+    ]
+    assert doc["eval"]["dataset"]["sha256"] == {
+        "test": hashlib.sha256(data.read_bytes()).hexdigest()
+    }
+    samples = load_samples(tmp_path / "out")
+    assert len(samples) == 2 * QUESTIONS
+    assert {s["target"] for s in samples} <= set("ABCD")
+    assert all(s["response"].endswith(").") for s in samples)
+    # Both repeats of a question are asked, with the same question text.
+    assert samples[0]["question"] == samples[1]["question"] == rows[0]["Question"]
+
+
+def test_without_the_data_exit_2_names_the_file_and_where_to_get_it(engine, cli, tmp_path):
+    result = cli(*_args(engine, tmp_path / "out", tmp_path / "empty"))
+    assert result.code == 2
+    assert f"gpqa_diamond.csv not found in {tmp_path / 'empty'}" in result.err
+    assert "Idavidrein/gpqa" in result.err
+    assert load_result(tmp_path / "out")["status"] == "error"
+    assert engine.requests == []  # nothing was sent
+
+
+def test_without_a_dataset_dir_exit_2_says_the_data_cannot_ship(engine, cli, tmp_path):
+    args = _args(engine, tmp_path / "out", tmp_path)
+    index = args.index("--dataset-dir")
+    del args[index : index + 2]
+    result = cli(*args)
+    assert result.code == 2
+    assert "give --dataset-dir DIR with gpqa_diamond.csv in it" in result.err
+
+
+def test_an_unknown_task_is_a_usage_error(engine, cli, tmp_path):
+    result = cli(*_args(engine, tmp_path / "out", tmp_path, "--task", "mmlu"))
+    assert result.code == 2
+    assert "--task 'mmlu' is neither a task evalgate knows" in result.err
+
+
+def test_a_loglikelihood_task_is_refused_with_a_clear_message(tmp_path):
+    path = tmp_path / "arc.yaml"
+    path.write_text(
+        "task: arc_easy\noutput_type: multiple_choice\nprocess_docs: !function utils.process\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UsageError) as caught:
+        load_task("chat", str(path))
+    assert caught.value.message.startswith(
+        f"{path} is a multiple_choice task (task 'arc_easy'): it scores the log-likelihood of "
+        "each choice, which the engines' chat and completions APIs cannot report"
+    )
+
+
+def test_the_cli_refuses_a_loglikelihood_task_with_exit_2(engine, cli, tmp_path):
+    path = tmp_path / "hellaswag.yaml"
+    path.write_text("task: hellaswag\noutput_type: multiple_choice\n", encoding="utf-8")
+    result = cli(*_args(engine, tmp_path / "out", tmp_path, "--task", str(path)))
+    assert result.code == 2
+    assert "is a multiple_choice task (task 'hellaswag')" in result.err
+    assert "Traceback" not in result.text
+    assert engine.requests == []
+
+
+HARNESS_GSM8K = """\
+task: gsm8k
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    train: {train}
+    test: {test}
+output_type: generate_until
+training_split: train
+fewshot_split: train
+test_split: test
+doc_to_text: "Question: {{{{question}}}}\\nEnd your response with the answer on the last line, \
+formatted as: #### [number]\\nAnswer:"
+doc_to_target: "{{{{answer}}}}"
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+    ignore_punctuation: false
+    regexes_to_ignore: [",", "\\\\$", "(?s).*#### ", "\\\\.$"]
+generation_kwargs:
+  until: ["</s>", "<|im_end|>"]
+  do_sample: false
+  temperature: 0
+num_fewshot: 5
+filter_list:
+  - name: "strict-match"
+    filter:
+      - function: "regex"
+        group_select: -1
+        regex_pattern: "#### (\\\\-?[0-9\\\\.\\\\,]+)"
+      - function: "take_first"
+  - name: "flexible-extract"
+    filter:
+      - function: "regex"
+        group_select: -1
+        regex_pattern: "(-?[$0-9.,]{{2,}})|(-?[0-9]+)"
+      - function: "take_first"
+"""
+
+
+def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp_path):
+    from evalgate.tasks.dataset import bundled_dir
+
+    path = tmp_path / "gsm8k.yaml"
+    data = bundled_dir()
+    path.write_text(
+        HARNESS_GSM8K.format(train=data / "train.jsonl", test=data / "test.jsonl"),
+        encoding="utf-8",
+    )
+    scores = {}
+    with FakeEngine(EngineBehaviour(accuracy=0.85)) as engine:
+        for task in ("gsm8k", str(path)):
+            out = tmp_path / ("file" if task == str(path) else "built-in")
+            args = _args(engine, out, tmp_path, "--task", task, "--limit", "40")
+            index = args.index("--dataset-dir")
+            del args[index : index + 2]
+            result = cli(*args, "--min-samples", "0")
+            assert result.code == 1, result.text  # 0.85 is below gsm8k's 0.90
+            doc = load_result(out)
+            assert doc["threshold"]["value"] == 0.9
+            scores[task] = {(s["filter"], s["value"], s["n"]) for s in doc["scores"]}
+    assert scores[str(path)] == scores["gsm8k"]
+    assert {f for f, _, _ in scores["gsm8k"]} == {"strict-match", "flexible-extract"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "task: t\ndataset_path: json\nprocess_docs: !function utils.process_docs\n",
+            "runs Python code (process_docs), which evalgate does not import",
+        ),
+        (
+            "task: t\ndataset_path: Idavidrein/gpqa\n",
+            "its data must be local JSONL files (dataset_path: json and",
+        ),
+    ],
+)
+def test_a_generation_task_file_evalgate_cannot_run_is_refused(tmp_path, text, expected):
+    path = tmp_path / "task.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError) as caught:
+        load_task("chat", str(path))
+    assert expected in caught.value.message
