@@ -481,6 +481,8 @@ class RequestRecord:
     finish_reason: str | None = None
     completion_tokens: int | None = None
     finished_at: float | None = None
+    raw: bytes = b""
+    """The body's bytes as they arrived."""
 
     @property
     def question(self) -> str | None:
@@ -1034,6 +1036,7 @@ class _Handler(BaseHTTPRequestHandler):
         record = engine._receive(
             method, path, body, request_questions(path, body), bool(body and body.get("stream"))
         )
+        record.raw = raw
         self._record = record
         try:
             self._route(record, method, path, body, problem)
