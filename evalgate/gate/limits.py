@@ -111,6 +111,15 @@ def longest_prompt_tokens(
     return estimate, prompt, None
 
 
+def merge_tokenize_limit(served: Sequence[Limit], told: Limit | None) -> list[Limit]:
+    """The served limits, with the one /tokenize reported added when no other source reported
+    that value. A prefill/decode router shows the prefill's card on /v1/models, but the decode
+    answers /tokenize: a limit nobody else reported is the decode's, and it binds."""
+    if told is None or any(told.value == limit.value for limit in served):
+        return list(served)
+    return [*served, told]
+
+
 def gather_context(
     settings: Settings,
     *,
@@ -128,10 +137,7 @@ def gather_context(
         *configured_limits(settings),
     ]
     prompt_tokens, longest, told = longest_prompt_tokens(info, settings.served_model, candidates)
-    if told is not None and all(told.value != limit.value for limit in served):
-        # A prefill/decode router shows the prefill's card on /v1/models, but the decode
-        # answers /tokenize: a limit nobody else reported is the decode's, and it binds.
-        served.append(told)
+    served = merge_tokenize_limit(served, told)
     context = derive_context(
         isl=settings.isl,
         osl=settings.osl,
