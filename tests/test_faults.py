@@ -899,3 +899,20 @@ def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, capsys
     assert elapsed < 15
     failed = [s for s in load_samples(out) if s["error"]]
     assert failed and all(f"worker {worker} is unreachable" in s["error"] for s in failed)
+
+
+def test_a_probe_busy_on_every_attempt_is_no_verdict_on_the_budget(engine, tmp_path):
+    engine.inject(Fault("router_busy"))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert_error(
+        run,
+        code=3,
+        stage="probe",
+        says="The engine did not answer the pre-flight request after 3 attempts "
+        "(HTTP 503: all circuits open).",
+    )
+    assert "rejected" not in run.outcome.reason and "--max-tokens" not in run.outcome.reason
+    assert run.doc["probe"]["status_code"] == 503
+    assert engine.total == 3  # --max-attempts, then no eval
