@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from urllib import error, request
 
 import pytest
 
@@ -41,8 +42,12 @@ WAITING = ["--ready-timeout", "300", "--retry-wait-min", "0.5", "--retry-wait-ma
 
 
 def http_text(url: str) -> tuple[int, str]:
-    status, body = http_json(url)
-    return status, body if isinstance(body, str) else json.dumps(body)
+    """GET, and the status and text of the answer (an HTTP error status is an answer too)."""
+    try:
+        with request.urlopen(url, timeout=30) as response:
+            return response.status, response.read().decode()
+    except error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def worker(running: EngineStack) -> list[str]:
