@@ -377,7 +377,11 @@ def test_engine_killed_mid_eval_is_an_eval_error_with_evidence(dedicated_single,
     assert document["exit_code"] == 4
     assert document["error"]["type"] == "EvalFailedError"
     reason = document["reason"]
+    # The router's answers to requests in flight at the kill name the engine it lost.
+    gone = re.escape(str(dedicated_single.engine_url).removesuffix("/v1"))
     assert re.fullmatch(
+        rf"(The worker {gone} behind the router is unreachable: the engine went away during "
+        r"the eval\. )?"
         r"\d+ request\(s\) failed after 2 attempt\(s\) each \(allowed: 0, "
         r"--max-failed-requests\); last: question \d+: .+\. A failed request cannot be "
         r"scored, so the run cannot be gated\.",
