@@ -56,6 +56,8 @@ def run_args(engine: FakeEngine, out, *extra: str, model: str = MODEL) -> list[s
         "4",
         "--output-dir",
         str(out),
+        "--min-samples",
+        "0",  # routers' shapes, not statistics: the point estimate decides
         *FAST,
         *extra,
     ]

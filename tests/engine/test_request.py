@@ -12,7 +12,7 @@ import pytest
 from evalgate.engine.request import PROBE_KEYS, generation_body, probe_body
 from evalgate.gate.run import run_gate
 from evalgate.settings import Settings
-from tests.conftest import deadline
+from tests.conftest import deadline, load_result
 from tests.fakeengine import FakeEngine, load_gsm8k
 
 DOCS = sorted(load_gsm8k().values(), key=lambda doc: doc.index)
@@ -31,6 +31,7 @@ def test_the_probe_sends_byte_for_byte_the_body_the_eval_sends(engine: FakeEngin
         retry_wait_min=0,
         retry_wait_max=0,
         ready_timeout=5,
+        min_samples=0,
         output_dir=tmp_path / "run",
     )
     with deadline(60, engine):
@@ -46,8 +47,9 @@ def test_the_probe_sends_byte_for_byte_the_body_the_eval_sends(engine: FakeEngin
     assert {k: v for k, v in probe.body.items() if k not in PROBE_KEYS} == same.body
     # Byte for byte: the eval's bytes, with the streaming key appended.
     assert probe.raw == same.raw.removesuffix(b"}") + b',"stream":true}'
-    assert probe.body["max_tokens"] == outcome.document["context"]["max_tokens"]
-    assert probe.question == DOCS[outcome.document["probe"]["doc_id"]].question.strip()
+    document = load_result(tmp_path / "run")
+    assert probe.body["max_tokens"] == document["context"]["max_tokens"]
+    assert probe.question == DOCS[document["probe"]["doc_id"]].question.strip()
 
 
 def test_the_probe_body_adds_only_the_streaming_key():
