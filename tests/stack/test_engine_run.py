@@ -103,10 +103,12 @@ def exact_match(extracted: str, target: str) -> bool:
 def verdict_line(document: dict[str, Any]) -> str:
     """The FAIL line `evalgate run` prints, rebuilt from the checks in result.json."""
     failed = [c for c in document["checks"] if not c["passed"]]
-    worst = min(failed, key=lambda c: c["value"])
-    listed = ", ".join(f"{c['metric']},{c['filter']} = {c['value']:.4f}" for c in failed)
-    threshold = document["threshold"]["value"]
-    return f"FAIL: {listed} below threshold {threshold:.4f} (worst: {worst['filter']})"
+    listed = ", ".join(
+        f"{c['filter']} {c['value']:.4f} (95% CI {c['low']:.4f}-{c['high']:.4f}, n={c['n']})"
+        for c in failed
+    )
+    threshold = document["threshold"]
+    return f"FAIL: {listed} below threshold {threshold['value']:.4f} ({threshold['matched']})"
 
 
 def error_line(stderr: str, kind: str) -> str:
