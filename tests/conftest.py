@@ -64,6 +64,7 @@ _STACK_VARS = (
     "EVALGATE_SKIP_ENGINE",
     "EVALGATE_SINGLE_",
     "EVALGATE_PD_",
+    "EVALGATE_SGLANG_",
     "EVALGATE_ROUTER_",
 )
 FAST = ["--retry-wait-min", "0", "--retry-wait-max", "0", "--ready-timeout", "5"]

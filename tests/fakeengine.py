@@ -52,8 +52,20 @@ Faults (`Fault`, in `EngineBehaviour.faults`; the first that matches a request a
   "null_content" 200 with "" or null; "length" the answer cut to `tokens` (default half) with
   finish_reason "length" ("content_filter": the same with finish_reason "content_filter");
   "die_mid_stream" send the first `tokens` (default 1) SSE events, or
-  half the body, then close. Refused connections: `unused_port()`, `refused_url()`, or a
-  stopped engine. `/v1/models` variants are settings: `listed_model`, `list_max_model_len`.
+  half the body, then close; "worker_unreachable" the router's 500 when the worker behind it
+  refuses connections (`Fault.worker_url`; vllm-router's prefill/decode text, or sglang-router's
+  JSON). Refused connections: `unused_port()`, `refused_url()`, or a stopped engine. `/v1/models`
+  variants are settings: `listed_model`, `list_max_model_len`.
+
+A router in front (`EngineBehaviour.router`, shapes seen on vllm-router 0.1.17 and sglang-router
+0.3.2 in front of vLLM): both answer `GET /readiness` (200 `{"status": "ready", ...}`, or 503
+`{"status": "not ready", ...}` while `workers_ready` is False, when generation answers 503 "No
+available workers (all circuits open or unhealthy)"). sglang-router also lists one model named
+`unknown` (owned_by "local", no max_model_len, as text/plain) or 503 "No models available",
+answers `/health` 200 `OK` whatever the workers, has no `/tokenize` or `/version` (404, empty
+body), sends "router_busy" as JSON with code `no_available_workers`, and renames a chat request's
+`max_tokens` to `max_completion_tokens` before the engine sees it (so vLLM's message names it).
+Without a router, `/readiness` is 404 as on vLLM.
 """
 
 from __future__ import annotations
@@ -106,7 +118,9 @@ Action = Literal[
     "length",
     "content_filter",
     "die_mid_stream",
+    "worker_unreachable",
 ]
+Router = Literal["vllm-router", "sglang-router"]
 ACTIONS: frozenset[str] = frozenset(get_args(Action))
 Json = dict[str, Any]
 
@@ -121,7 +135,13 @@ _ERROR_TYPES = {
     500: "InternalServerError",
     503: "ServiceUnavailableError",
 }
-_DEFAULT_STATUS: dict[str, int] = {"error": 500, "router_busy": 503, "router_wrapped": 400}
+_DEFAULT_STATUS: dict[str, int] = {
+    "error": 500,
+    "router_busy": 503,
+    "router_wrapped": 400,
+    "worker_unreachable": 500,
+}
+NO_AVAILABLE_WORKERS = "No available workers (all circuits open or unhealthy)"
 _DEFAULT_MESSAGE: dict[str, str] = {"router_busy": "all circuits open"}
 
 
@@ -363,6 +383,8 @@ class Fault:
     """Only during this many seconds after `armed_at` (creation or `rearm()`)."""
     status: int | None = None
     """HTTP status: "error" 500, "router_busy" 503; the worker's status for "router_wrapped"."""
+    worker_url: str = "http://127.0.0.1:8200"
+    """"worker_unreachable": the worker the router cannot reach."""
     message: str | None = None
     """Error text (defaults: "injected fault", "all circuits open" for "router_busy")."""
     delay_s: float = 0.0
@@ -473,6 +495,10 @@ class EngineBehaviour:
     """Answers list a stray choice with index 1 before the real one (index 0)."""
     router_wraps_errors: bool = False
     """Generation 4xx answers come back as vllm-router's wrapped 500 text."""
+    router: Router | None = None
+    """A router in front of the engine, answering in its own shapes (see the module docstring)."""
+    workers_ready: bool = True
+    """False: the router has no healthy worker yet (`/readiness` 503, generation 503)."""
     faults: list[Fault] = field(default_factory=list)
     dataset: Path = GSM8K_TEST
     thinking: Literal["reasoning_content", "reasoning"] | None = None
@@ -537,6 +563,8 @@ class RequestRecord:
     finish_reason: str | None = None
     completion_tokens: int | None = None
     finished_at: float | None = None
+    raw: bytes = b""
+    """The body's bytes as they arrived."""
 
     @property
     def question(self) -> str | None:
@@ -599,6 +627,43 @@ def error_body(dialect: Dialect, rejection: Rejection) -> Json:
     if dialect == "vllm":
         return {"error": info}
     return {"object": "error", **info}
+
+
+SGLANG_ROUTER_MODELS: Json = {
+    "object": "list",
+    "data": [{"id": "unknown", "object": "model", "owned_by": "local"}],
+}
+"""sglang-router's `/v1/models` in front of a vLLM worker: no served name, no max_model_len."""
+NO_WORKERS_CODE = "no_available_workers"
+UPSTREAM_ERROR = "call_upstream_request_error"
+
+
+def readiness_body(behaviour: EngineBehaviour) -> tuple[int, Json]:
+    """A router's `GET /readiness`."""
+    if behaviour.workers_ready:
+        return 200, {"status": "ready", "healthy_workers": 1, "total_workers": 1}
+    return 503, {"status": "not ready", "reason": "insufficient healthy workers"}
+
+
+def sglang_router_error(code: str, message: str) -> Json:
+    """sglang-router's own error body."""
+    kind = "Service Unavailable" if code == NO_WORKERS_CODE else "Internal Server Error"
+    return {"error": {"type": kind, "code": code, "message": message}}
+
+
+def unreachable_text(url: str) -> str:
+    """sglang-router's message when the worker refuses the connection."""
+    return f"error sending request for url ({url}). URL: {url}"
+
+
+def vllm_router_unreachable_text(url: str) -> str:
+    """vllm-router's (prefill/decode mode) text/plain 500 when the decode worker refuses the
+    connection: the reqwest error chain, ending in the OS's errno."""
+    return (
+        f"Transparent proxy request failed: Network error: Decode request failed to {url}: "
+        f"error sending request for url ({url}) caused by: client error (Connect) caused by: "
+        "tcp connect error caused by: Connection refused (os error 111)"
+    )
 
 
 def router_wrapped_text(status: int, body: Json) -> str:
@@ -1104,6 +1169,7 @@ class _Handler(BaseHTTPRequestHandler):
         record = engine._receive(
             method, path, body, request_questions(path, body), bool(body and body.get("stream"))
         )
+        record.raw = raw
         self._record = record
         try:
             self._route(record, method, path, body, problem)
@@ -1118,6 +1184,12 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         routes = {"/v1/models": "GET", "/version": "GET", "/health": "GET", "/tokenize": "POST"}
         routes |= dict.fromkeys(GENERATION_PATHS, "POST")
+        router = self.server.engine.behaviour.router
+        if router is not None:
+            routes["/readiness"] = "GET"
+        if router == "sglang-router" and path in ("/tokenize", "/version"):
+            self._send(404, b"", "text/plain; charset=utf-8")  # it has neither
+            return
         if path not in routes:
             self._send_json(404, {"detail": "Not Found"})
             return
@@ -1144,7 +1216,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer_get(self, path: str, fault: Fault | None) -> None:
         behaviour = self.server.engine.behaviour
-        if path == "/health":
+        plain = "text/plain; charset=utf-8"
+        if path == "/readiness":
+            self._send_json(*readiness_body(behaviour), fault)
+        elif path == "/health" and behaviour.router == "sglang-router":
+            self._send(200, b"OK", plain)  # liveness only, whatever the workers
+        elif path == "/v1/models" and behaviour.router == "sglang-router":
+            if behaviour.workers_ready:
+                self._send(200, _dumps(SGLANG_ROUTER_MODELS).encode(), plain)
+            else:
+                self._send(503, b"No models available", plain)
+        elif path == "/health":
             self._send(200 if behaviour.healthy else 503, b"", "application/json")
         elif path == "/v1/models":
             self._send_json(200, models_body(behaviour), fault)
@@ -1168,16 +1250,24 @@ class _Handler(BaseHTTPRequestHandler):
             stopped = engine._hang() if action == "hang" else engine._sleep(fault.delay_s)
             self.close_connection = self.close_connection or stopped
             return not stopped
-        if action in ("error", "router_busy", "router_wrapped"):
+        if action in ("error", "router_busy", "router_wrapped", "worker_unreachable"):
             self._send_fault_status(fault)
             return False
         return True
 
     def _send_fault_status(self, fault: Fault) -> None:
         plain = "text/plain; charset=utf-8"
-        status, dialect = fault.http_status, self.server.engine.behaviour.dialect
+        behaviour = self.server.engine.behaviour
+        status, dialect = fault.http_status, behaviour.dialect
         if fault.action == "router_busy":
-            self._send(status, fault.text.encode(), plain)
+            self._send_router_busy(status, fault.message)
+            return
+        if fault.action == "worker_unreachable":
+            url = fault.worker_url + urlsplit(self.path).path
+            if behaviour.router == "sglang-router":
+                self._send_json(status, sglang_router_error(UPSTREAM_ERROR, unreachable_text(url)))
+            else:
+                self._send(status, vllm_router_unreachable_text(url).encode(), plain)
             return
         body = error_body(dialect, Rejection(status, fault.text))
         if fault.action == "router_wrapped":
@@ -1185,11 +1275,27 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(status, body)
 
-    def _answer_generation(
+    def _send_router_busy(self, status: int, message: str | None) -> None:
+        """A router with no worker to send the request to: vllm-router's text/plain 503, or
+        sglang-router's JSON."""
+        if self.server.engine.behaviour.router == "sglang-router":
+            body = sglang_router_error(NO_WORKERS_CODE, message or NO_AVAILABLE_WORKERS)
+            self._send_json(status, body)
+        else:
+            text = message or _DEFAULT_MESSAGE["router_busy"]
+            self._send(status, text.encode(), "text/plain; charset=utf-8")
+
+    def _answer_generation(  # noqa: PLR0912  # one branch per engine answer, read top down
         self, record: RequestRecord, path: str, body: Json, fault: Fault | None
     ) -> None:
         engine = self.server.engine
         behaviour = engine.behaviour
+        if behaviour.router is not None and not behaviour.workers_ready:
+            self._send_router_busy(503, NO_AVAILABLE_WORKERS)
+            return
+        if behaviour.router == "sglang-router" and path == CHAT_PATH and "max_tokens" in body:
+            body = {**body, "max_completion_tokens": body["max_tokens"]}  # as the router does
+            del body["max_tokens"]
         plan = plan_completion(behaviour, path, body)
         if isinstance(plan, Rejection):
             self._send_rejection(plan, path)

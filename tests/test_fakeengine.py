@@ -681,6 +681,98 @@ def test_router_wrapped_errors():
         )
 
 
+# --- routers in front: the shapes seen on sglang-router 0.3.2 and vllm-router 0.1.17 ---------
+
+
+def test_sglang_router_shapes():
+    with FakeEngine(router="sglang-router", max_model_len=1024) as front:
+        root = front.root_url
+        assert request(root + "/health") == (200, "text/plain; charset=utf-8", "OK")
+        assert request(root + "/readiness") == (
+            200,
+            "application/json",
+            '{"status":"ready","healthy_workers":1,"total_workers":1}',
+        )
+        assert request(front.url + "/models") == (
+            200,
+            "text/plain; charset=utf-8",
+            '{"object":"list","data":[{"id":"unknown","object":"model","owned_by":"local"}]}',
+        )
+        assert request(root + "/tokenize", {"model": "fake-model", "prompt": "Hi"})[::2] == (
+            404,
+            "",
+        )
+        assert request(root + "/version")[::2] == (404, "")
+        # The router renames max_tokens, so vLLM's message names max_completion_tokens.
+        status, body = post_json(
+            front.url + "/chat/completions", chat_body(JANET.question, max_tokens=1500)
+        )
+        assert status == 400
+        assert body["error"]["message"].startswith(
+            "max_completion_tokens=1500 cannot be greater than max_model_len=1024."
+        )
+        assert front.requests[-1].body["max_tokens"] == 1500  # recorded as the client sent it
+
+        front.behaviour.workers_ready = False
+        assert request(root + "/readiness") == (
+            503,
+            "application/json",
+            '{"status":"not ready","reason":"insufficient healthy workers"}',
+        )
+        assert request(front.url + "/models")[::2] == (503, "No models available")
+        assert request(root + "/health")[0] == 200  # liveness only
+        assert post_json(front.url + "/chat/completions", chat_body(JANET.question)) == (
+            503,
+            {
+                "error": {
+                    "type": "Service Unavailable",
+                    "code": "no_available_workers",
+                    "message": "No available workers (all circuits open or unhealthy)",
+                }
+            },
+        )
+
+
+def test_a_worker_the_router_cannot_reach():
+    worker = "http://127.0.0.1:18201"
+    with FakeEngine() as front:
+        front.inject(Fault("worker_unreachable", worker_url=worker, times=1))
+        assert request(front.url + "/chat/completions", chat_body(JANET.question)) == (
+            500,
+            "text/plain; charset=utf-8",
+            "Transparent proxy request failed: Network error: Decode request failed to "
+            f"{worker}/v1/chat/completions: error sending request for url "
+            f"({worker}/v1/chat/completions) caused by: client error (Connect) caused by: tcp "
+            "connect error caused by: Connection refused (os error 111)",
+        )
+    with FakeEngine(router="sglang-router") as front:
+        front.inject(Fault("worker_unreachable", worker_url=worker, times=1))
+        url = f"{worker}/v1/completions"
+        assert post_json(front.url + "/completions", completion_body(JANET.question)) == (
+            500,
+            {
+                "error": {
+                    "type": "Internal Server Error",
+                    "code": "call_upstream_request_error",
+                    "message": f"error sending request for url ({url}). URL: {url}",
+                }
+            },
+        )
+
+
+def test_vllm_router_readiness_and_an_engine_without_one():
+    with FakeEngine(router="vllm-router") as front:
+        assert request(front.root_url + "/readiness")[0] == 200
+        front.behaviour.workers_ready = False
+        assert request(front.root_url + "/readiness")[0] == 503
+        assert request(front.url + "/chat/completions", chat_body(JANET.question))[::2] == (
+            503,
+            "No available workers (all circuits open or unhealthy)",
+        )
+    with FakeEngine() as engine:  # vLLM itself has no /readiness
+        assert request(engine.root_url + "/readiness")[::2] == (404, '{"detail":"Not Found"}')
+
+
 def test_faults_on_other_endpoints_and_switched_while_running(engine):
     busy = engine.inject(Fault("router_busy", paths={"/v1/models"}, times=1))
     assert request(engine.url + "/models")[0] == 503

@@ -34,7 +34,7 @@ from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings
 from evalgate.tasks.dataset import bundled_dir
-from tests.conftest import deadline
+from tests.conftest import deadline, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, refused_url
 
 MODEL = "fake-model"
@@ -1033,3 +1033,53 @@ def test_a_redirect_names_where_it_points(engine, tmp_path):
     assert_error(run, code=3, stage="readiness", says="HTTP 302")
     assert f"redirects to {engine.url}/models" in run.outcome.reason
     assert "empty body" not in run.outcome.reason
+
+
+# -- a worker behind the router goes away ------------------------------------------------------
+
+
+@pytest.mark.parametrize("router", ["vllm-router", "sglang-router"])
+def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, capsys, router):
+    """vllm-router's 500 "... Connection refused (os error 111)" is no HTTP status 111 from the
+    worker, and no verdict on the prompt: the worker at that URL went away."""
+    worker = "http://127.0.0.1:18201"
+    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, router=router)) as front:
+        front.inject(Fault("worker_unreachable", nth=NOT_PROBE, worker_url=worker))
+        out = tmp_path / "run"
+
+        started = time.monotonic()
+        code, stdout, stderr = cli(
+            run_args(front, out, "--served-max-model-len", "4096"), capsys, engine=front
+        )
+        elapsed = time.monotonic() - started
+
+    doc = read_result(out)
+    assert (code, doc["status"], doc["stage"], doc["exit_code"]) == (4, "error", "eval", 4)
+    reason = doc["reason"]
+    assert f"The worker {worker} behind the router is unreachable" in reason
+    assert "the engine went away" in reason
+    assert "rejected" not in reason and "the prompt is unusual" not in reason
+    assert "worker said 111" not in reason
+    assert f"EvalFailedError: {reason}" in stderr
+    assert stdout.strip() == f"ERROR: {reason}"
+    assert max(eval_attempts(front).values()) == 3  # retried like a refused connection
+    assert elapsed < 15
+    failed = [s for s in load_samples(out) if s["error"]]
+    assert failed and all(f"worker {worker} is unreachable" in s["error"] for s in failed)
+
+
+def test_a_probe_busy_on_every_attempt_is_no_verdict_on_the_budget(engine, tmp_path):
+    engine.inject(Fault("router_busy"))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert_error(
+        run,
+        code=3,
+        stage="probe",
+        says="The engine did not answer the pre-flight request after 3 attempts "
+        "(HTTP 503: all circuits open).",
+    )
+    assert "rejected" not in run.outcome.reason and "--max-tokens" not in run.outcome.reason
+    assert run.doc["probe"]["status_code"] == 503
+    assert engine.total == 3  # --max-attempts, then no eval

@@ -1,9 +1,10 @@
 """Sending the eval's generation requests: retries only where waiting can help.
 
 lm-eval's own client retries every exception, HTTP 400 included, and then loses the whole run.
-Here a request is retried (exponential backoff, bounded attempts) only on connection errors,
-timeouts, 408, 429, 5xx and malformed answers; any other status is the engine's verdict on the
-request and is raised as fatal at once, with the engine's own message.
+Here a request is retried by engine.retry's policy (connection errors, timeouts, 408, 429, 5xx and
+malformed answers, with backoff, bounded attempts and time); any other status is the engine's
+verdict on the request and is raised as fatal at once, with the engine's own message. The body
+is engine.request's, the one the probe sent too.
 
 Every attempt has a deadline (--timeout) on the whole answer, not only between bytes: a server
 that trickles a byte now and then cannot hold a request forever. Credentials in the URL
@@ -21,17 +22,13 @@ from typing import Any
 
 import httpx2
 import openai
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
+from tenacity import RetryCallState
 
+from evalgate.engine import request
 from evalgate.engine.discovery import api_root
+from evalgate.engine.retry import RetryPolicy, TransientAnswer, engine_answer, should_retry
 from evalgate.engine.urls import split_credentials
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import EngineError
 
 log = logging.getLogger(__name__)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -66,25 +63,28 @@ def describe_failure(error: EngineError) -> str:
 class RequestFailed(Exception):
     """A request that got no answer: `fatal` when retrying cannot help (a 4xx)."""
 
-    def __init__(self, error: EngineError, *, fatal: bool, attempts: int) -> None:
+    def __init__(
+        self,
+        error: EngineError,
+        *,
+        fatal: bool,
+        attempts: int,
+        unreachable_workers: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(describe_failure(error))
         self.error = error
         self.fatal = fatal
         self.attempts = attempts
+        self.unreachable_workers = unreachable_workers
+        """Workers the router said it could not reach, in any answer of this eval so far."""
 
 
-class MalformedAnswer(Exception):
+class MalformedAnswer(TransientAnswer):
     """A 200 whose body is not a completion."""
 
 
-class AnswerTimedOut(Exception):
+class AnswerTimedOut(TransientAnswer):
     """No complete answer within --timeout (the whole answer, not one read)."""
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APIStatusError):
-        return parse_error(exc.status_code, exc.response.text).retryable
-    return isinstance(exc, openai.APIConnectionError | MalformedAnswer | AnswerTimedOut)
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -108,8 +108,9 @@ def _timed_out(exc: BaseException) -> bool:
 
 
 def _as_engine_error(exc: BaseException) -> EngineError:
-    if isinstance(exc, openai.APIStatusError):
-        return parse_error(exc.status_code, exc.response.text)
+    answer = engine_answer(exc)
+    if answer is not None:
+        return answer
     if _timed_out(exc):
         return EngineError(0, "request timed out (--timeout)")
     if isinstance(exc, openai.APIConnectionError):
@@ -205,10 +206,11 @@ class EvalClient:
     ) -> None:
         self.api = api
         self.timeout = timeout
-        self.attempts = attempts
-        self.wait_min = wait_min
-        self.wait_max = wait_max
+        self.policy = RetryPolicy.for_requests(
+            attempts=attempts, timeout=timeout, wait_min=wait_min, wait_max=wait_max
+        )
         self.retried = 0
+        self.unreachable_workers: dict[str, None] = {}  # ordered set
         limits = httpx2.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
@@ -228,10 +230,9 @@ class EvalClient:
     async def _send(
         self, body: dict[str, Any]
     ) -> tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None], str | None]:
-        path = "/chat/completions" if self.api == "chat" else "/completions"
         try:
             raw = await asyncio.wait_for(
-                self._client.post(path, body=body, cast_to=object), self.timeout
+                self._client.post(request.path(self.api), body=body, cast_to=object), self.timeout
             )
         except asyncio.TimeoutError as exc:
             raise AnswerTimedOut(f"no complete answer within {self.timeout:g} s") from exc
@@ -241,30 +242,36 @@ class EvalClient:
         model = named if isinstance(named, str) else None
         return parse_completion(raw, self.api), parse_reasoning(raw, self.api), model
 
+    def _note(self, exc: BaseException | None) -> None:
+        """Remember a worker the router could not reach: later answers (a router's 503 "No
+        available workers") no longer name it."""
+        answer = engine_answer(exc) if exc is not None else None
+        worker = answer.unreachable_worker if answer is not None else None
+        if worker is not None:
+            self.unreachable_workers[worker] = None
+
     def _count_retry(self, state: RetryCallState) -> None:
         self.retried += 1
         error = state.outcome.exception() if state.outcome else None
+        self._note(error)
         cause = error.__cause__ if error is not None else None
         log.debug("retry %d after %s (%r)", state.attempt_number, error, cause)
 
     async def complete(self, body: dict[str, Any]) -> Completion:
         """One request, retried as the policy allows; raises RequestFailed."""
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(_retryable),
-            stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential(multiplier=self.wait_min, min=self.wait_min, max=self.wait_max),
-            before_sleep=self._count_retry,
-            reraise=True,
-        )
         attempt = 0
         try:
-            async for attempt_state in retrying:
+            async for attempt_state in self.policy.async_retrying(before_sleep=self._count_retry):
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
                     answer, (reasoning, thought), model = await self._send(body)
         except (openai.APIError, MalformedAnswer, AnswerTimedOut) as exc:
+            self._note(exc)
             raise RequestFailed(
-                _as_engine_error(exc), fatal=not _retryable(exc), attempts=attempt
+                _as_engine_error(exc),
+                fatal=not should_retry(exc),
+                attempts=attempt,
+                unreachable_workers=tuple(self.unreachable_workers),
             ) from exc
         text, finish, tokens, source = answer
         return Completion(

@@ -1,18 +1,24 @@
-"""Talking to an engine's side doors: /v1/models, /tokenize, /version.
+"""Talking to an engine's side doors: /readiness, /v1/models, /tokenize, /version.
 
-These requests tell evalgate what an engine serves (its max_model_len, its version) and how long
-a prompt is in the engine's own tokens. Generation requests go through the openai SDK elsewhere.
+These requests tell evalgate whether an endpoint is ready, what it serves (its max_model_len, its
+version) and how long a prompt is in the engine's own tokens. Generation requests go through the
+openai SDK elsewhere.
+
+One rule picks the model card from a /v1/models answer (`pick_card`), for readiness, the engine's
+labels and the served limit alike. A router may list a placeholder instead of the model it
+serves: sglang-router lists one card named `unknown`, with no max_model_len.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx2
 
+from evalgate.engine.retry import EngineAnswerError
 from evalgate.engine.urls import redact_url, split_credentials
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.gate.context import Limit
@@ -20,6 +26,8 @@ from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
 SIDE_DOOR_TIMEOUT = 30.0
+PLACEHOLDER_MODELS = frozenset({"unknown"})
+"""Model ids a router lists when it does not know the served name (sglang-router)."""
 
 
 def api_root(url: str) -> str:
@@ -37,12 +45,8 @@ def server_root(url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-class SideDoorError(Exception):
+class SideDoorError(EngineAnswerError):
     """An answer that is not the expected JSON (kept internal; callers decide what it means)."""
-
-    def __init__(self, error: EngineError) -> None:
-        super().__init__(error.describe())
-        self.error = error
 
 
 @dataclass(frozen=True)
@@ -133,20 +137,22 @@ class EngineInfo:
                 )
         return found
 
+    def readiness(self, timeout: float | None = None) -> EngineError | None:
+        """GET /readiness, where a router has one: None when it is ready or has none (an
+        engine answers 404), else its answer (503 while it has no healthy worker)."""
+        url = f"{server_root(self.url)}/readiness"
+        if timeout is None:
+            response = self._client.get(url)
+        else:
+            response = self._client.get(url, timeout=timeout)
+        if response.status_code == 200 or 400 <= response.status_code < 500:
+            return None  # ready, or no such door: /v1/models decides
+        error = parse_error(response.status_code, response.text)
+        return replace(error, message=f"/readiness says {error.message}")
+
     def served_limit(self, model: str | None, label: str) -> Limit | None:
-        """max_model_len of the model's card (or the only card), as a Limit from `label`."""
-        cards = self.models()
-        card = next((c for c in cards if c.id == model), None)
-        if card is None and len(cards) == 1:
-            card = cards[0]
-        if card is not None and card.unreadable_length is not None:
-            self.notes.append(
-                f"/v1/models of {label} reports max_model_len {card.unreadable_length!r} for "
-                f"{card.id}, not a positive whole number: ignored"
-            )
-        if card is None or card.max_model_len is None:
-            return None
-        return Limit(card.max_model_len, f"/v1/models of {label}")
+        """The served limit of `model` by its /v1/models card (fetched now)."""
+        return served_limit(self.models(), model, label, self.notes)
 
     def version(self) -> str | None:
         """GET /version (vLLM, SGLang); None where the server has none (a router: 405)."""
@@ -176,3 +182,33 @@ class EngineInfo:
             return None
         limit = data.get("max_model_len")
         return TokenCount(data["count"], limit if isinstance(limit, int) and limit > 0 else None)
+
+
+def pick_card(cards: list[ModelCard], model: str | None) -> ModelCard | None:
+    """The card of `model`; without one by that name, the only card there is (a router's
+    placeholder, or the one model an engine serves under another name)."""
+    card = next((c for c in cards if c.id == model), None)
+    if card is None and len(cards) == 1:
+        card = cards[0]
+    return card
+
+
+def is_placeholder(cards: list[ModelCard]) -> bool:
+    """Does the list name no model at all (empty, or only placeholders such as `unknown`)?"""
+    return all(card.id in PLACEHOLDER_MODELS for card in cards)
+
+
+def served_limit(
+    cards: list[ModelCard], model: str | None, label: str, notes: list[str] | None = None
+) -> Limit | None:
+    """max_model_len of the picked card, as a Limit from `label`; a length that cannot be read
+    is noted in `notes`."""
+    card = pick_card(cards, model)
+    if card is not None and card.unreadable_length is not None and notes is not None:
+        notes.append(
+            f"/v1/models of {label} reports max_model_len {card.unreadable_length!r} for "
+            f"{card.id}, not a positive whole number: ignored"
+        )
+    if card is None or card.max_model_len is None:
+        return None
+    return Limit(card.max_model_len, f"/v1/models of {label}")

@@ -1,48 +1,50 @@
 """Wait, with a deadline, until the endpoint serves the model.
 
-Retried: refused or reset connections, timeouts, 408/429/5xx, and a router's 503 "all circuits
-open" / "No available ..." while its workers come up. Not retried: an answer that cannot change
-by waiting (401, 404, a model list without the model), which fails at once.
+Each check asks the router's `GET /readiness` where it has one (vllm-router and sglang-router
+do; an engine answers 404 and is asked /v1/models alone), then `GET /v1/models`, once. What is
+retried is engine.retry's rule: refused or reset connections, timeouts, 408/429/5xx, a router's
+503 "all circuits open" / "No available workers" (text or JSON) or "not ready" while its workers
+come up. An answer that cannot change by waiting (401, 404, a model list naming other models)
+fails at once.
+
+A router that lists only a placeholder (sglang-router's `unknown`) or no model at all does not
+fail here: the check warns, naming what it listed, and the probe proves the model name.
 """
 
 from __future__ import annotations
 
 import logging
-import ssl
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import httpx2
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_delay,
-    wait_exponential,
-)
+from tenacity import RetryCallState
 
-from evalgate.engine.discovery import SIDE_DOOR_TIMEOUT, EngineInfo, ModelCard, SideDoorError
+from evalgate.engine.discovery import (
+    SIDE_DOOR_TIMEOUT,
+    EngineInfo,
+    ModelCard,
+    SideDoorError,
+    is_placeholder,
+    pick_card,
+)
+from evalgate.engine.retry import RetryPolicy, should_retry, tls_to_plain_http
 from evalgate.engine.urls import redact_url
 from evalgate.errors import EndpointError, NotReadyError
 
 log = logging.getLogger(__name__)
 
 
-def _tls_to_plain_http(exc: BaseException) -> bool:
-    """An https:// URL whose server answers plain HTTP: no wait can change that."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+@dataclass(frozen=True)
+class Readiness:
+    """What the endpoint said once it was ready."""
 
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx2.TransportError):
-        return not _tls_to_plain_http(exc)
-    # A 200 that is not a model list (a server still starting) may become one; a 4xx will not.
-    return isinstance(exc, SideDoorError) and (exc.error.retryable or exc.error.status == 200)
+    cards: list[ModelCard]
+    """Its /v1/models, as listed."""
+    card: ModelCard | None
+    """The card of the model (engine.discovery.pick_card)."""
+    warnings: tuple[str, ...] = ()
 
 
 def _describe(exc: BaseException | None) -> str:
@@ -55,7 +57,7 @@ def _describe(exc: BaseException | None) -> str:
 
 def _hint(url: str, exc: BaseException) -> str:
     """What to change, from the answer that cannot change by waiting."""
-    if _tls_to_plain_http(exc):
+    if tls_to_plain_http(exc):
         return (
             f"The server did not answer TLS: it speaks plain HTTP, so try "
             f"http://{url.split('://', 1)[1]} as --base-url."
@@ -68,17 +70,24 @@ def _hint(url: str, exc: BaseException) -> str:
     return "Check --base-url and --api-key."
 
 
+def _check(info: EngineInfo, timeout: float) -> list[ModelCard]:
+    """One check: /readiness (where there is one), then /v1/models."""
+    not_ready = info.readiness(timeout=timeout)
+    if not_ready is not None:
+        raise SideDoorError(not_ready)
+    return info.models(timeout=timeout)
+
+
 def wait_until_ready(
     info: EngineInfo,
     model: str | None,
     *,
-    timeout: float,
-    wait_min: float,
-    wait_max: float,
+    policy: RetryPolicy,
     sleep: Callable[[float], None] = time.sleep,
-) -> list[ModelCard]:
-    """Poll /v1/models until it answers and lists `model`; return the model cards."""
+) -> Readiness:
+    """Check until the endpoint is ready and lists `model` (or only a placeholder)."""
     url = redact_url(info.url)
+    timeout = policy.deadline if policy.deadline is not None else SIDE_DOOR_TIMEOUT
     started = time.monotonic()
     deadline = started + timeout
 
@@ -88,24 +97,14 @@ def wait_until_ready(
         waited = time.monotonic() - started
         log.info("waiting for %s: %s (%.0f s of %.0f s)", url, _describe(error), waited, timeout)
 
-    retrying = Retrying(
-        retry=retry_if_exception(_retryable),
-        stop=stop_after_delay(timeout),
-        wait=wait_exponential(multiplier=wait_min, min=wait_min, max=wait_max),
-        before_sleep=progress,
-        sleep=sleep,
-        reraise=True,
-    )
     try:
         # Each attempt gets at most the time left, so a hung server cannot outlast the deadline.
-        cards: list[ModelCard] = retrying(
-            lambda: info.models(
-                timeout=max(0.5, min(SIDE_DOOR_TIMEOUT, deadline - time.monotonic()))
-            )
+        cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
+            lambda: _check(info, max(0.5, min(SIDE_DOOR_TIMEOUT, deadline - time.monotonic())))
         )
     except (httpx2.HTTPError, SideDoorError) as exc:
         waited = time.monotonic() - started
-        if _retryable(exc):
+        if should_retry(exc):
             raise NotReadyError(
                 f"{url} was not ready after {waited:.0f} s (--ready-timeout {timeout:g}); last "
                 f"answer: {_describe(exc)}. Check that the engines and the router are up, or "
@@ -113,10 +112,19 @@ def wait_until_ready(
             ) from exc
         raise EndpointError(f"{url}/models answered {_describe(exc)}. {_hint(url, exc)}") from exc
     ids = [card.id for card in cards]
-    if model is not None and model not in ids:
-        raise EndpointError(
-            f"{url} does not serve model {model!r}; it serves {ids}. Pass --model (MODEL) with "
-            "the served model name."
+    card = pick_card(cards, model)
+    warnings: list[str] = []
+    if model is not None and (card is None or card.id != model):
+        if not is_placeholder(cards):
+            raise EndpointError(
+                f"{url} does not serve model {model!r}; it serves {ids}. Pass --model (MODEL) "
+                "with the served model name."
+            )
+        warnings.append(
+            f"{url}/models does not name the model: it lists {ids} (a router that does not "
+            f"know the served name); the probe proves {model!r}, and the served limit must "
+            "come from /tokenize, --worker-url, --server-config or --served-max-model-len"
         )
+        log.warning("%s", warnings[-1])
     log.info("%s is ready (%.1f s), serving %s", url, time.monotonic() - started, ids)
-    return cards
+    return Readiness(cards, card, tuple(warnings))

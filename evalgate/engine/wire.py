@@ -8,6 +8,11 @@ Bodies understood (REFERENCE: vLLM, SGLang, TensorRT-LLM, vllm-router):
 - FastAPI's ``{"detail": ...}``;
 - vllm-router's ``text/plain`` 500 that wraps a worker's error:
   ``Request processing failed: Prefill server error 400 Bad Request: {engine json}``;
+- a router's 500 when a worker refuses the connection, which names the worker's URL: vllm-router's
+  text ``Transparent proxy request failed: ... error sending request for url (URL) caused by: ...
+  Connection refused (os error 111)`` (an errno, never the worker's HTTP status), and
+  sglang-router's JSON ``{"error": {"code": "call_upstream_request_error", "message": "error
+  sending request for url (URL). URL: URL"}}``;
 - anything else: the text itself.
 
 Pure functions only: the HTTP happens elsewhere.
@@ -19,8 +24,12 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-_WRAPPED_STATUS = re.compile(r"\berror (\d{3})\b", re.IGNORECASE)
+# "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
+_WRAPPED_STATUS = re.compile(r"\b(?<!os )error ([45]\d\d)\b", re.IGNORECASE)
+_UNREACHABLE = re.compile(r"error sending request for url \((https?://[^)\s]+)\)")
+_CAUSE = re.compile(r"caused by: ([^:]+?)\s*$")
 _ROUTER_BUSY = ("circuits open", "circuit open", "no available", "no healthy")
 MAX_MESSAGE_CHARS = 2000
 
@@ -51,13 +60,32 @@ class EngineError:
         return status in (408, 429) or 500 <= status < 600
 
     @property
+    def unreachable_worker(self) -> str | None:
+        """The worker a router could not send the request to (``http://host:port``), when a
+        router's 5xx says so."""
+        match = _UNREACHABLE.search(self.message) if self.status >= 500 else None
+        if match is None:
+            return None
+        parts = urlsplit(match.group(1))
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
     def router_busy(self) -> bool:
         """A router with no healthy worker yet ("all circuits open", "No available ...")."""
         return any(word in self.message.lower() for word in _ROUTER_BUSY)
 
     def describe(self) -> str:
-        """One line: status and the engine's words."""
+        """One line: status and the engine's words (after what they mean, for a router that
+        could not reach its worker)."""
         wrapped = f" (worker said {self.wrapped_status})" if self.wrapped_status else ""
+        worker = self.unreachable_worker
+        if worker is not None:
+            cause = _CAUSE.search(self.message)
+            why = f" ({cause.group(1)})" if cause else ""
+            return (
+                f"HTTP {self.status}: worker {worker} is unreachable{why}; the router said: "
+                f"{self.message}"
+            )
         return f"HTTP {self.status}{wrapped}: {self.message}"
 
 

@@ -60,7 +60,9 @@ def reference_answer(answer: str) -> str:
     return match.group(1).strip() if match else answer.strip()
 
 
-def _scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, ...]:
+def extract_scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, ...]:
+    """Every metric,filter score of `task` in lm-eval's results, with its stderr (None when
+    lm-eval says "N/A"), each over `n` questions."""
     found = []
     for key, value in results.get(task, {}).items():
         if "," not in key or key.startswith(("alias", "name")) or "_stderr" in key:
@@ -192,4 +194,5 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
     n = int(output.get("n-samples", {}).get(spec.name, {}).get("effective", 0))
     samples = _samples(output.get("samples", {}).get(spec.name, []), lm)
     raw = {key: value for key, value in output.items() if key != "samples"}
-    return Evaluation(_scores(spec.name, output["results"], n), raw, samples, lm_eval_version())
+    scores = extract_scores(spec.name, output["results"], n)
+    return Evaluation(scores, raw, samples, lm_eval_version())

@@ -33,6 +33,7 @@ from evalgate.engine.client import (
     RequestFailed,
     describe_failure,
 )
+from evalgate.engine.request import generation_body
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import RequestCounts, TokenSpread
@@ -94,11 +95,15 @@ class _OverBudget(Exception):
     """More requests failed than --max-failed-requests allows (the message waits for the
     final count)."""
 
-    def __init__(self, doc_id: int, detail: str, attempts: int) -> None:
+    def __init__(
+        self, doc_id: int, detail: str, attempts: int, workers: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(detail)
         self.doc_id = doc_id
         self.detail = detail
         self.attempts = attempts
+        self.workers = workers
+        """Workers the router said it could not reach (the engine went away)."""
 
 
 def spread(values: list[int]) -> TokenSpread | None:
@@ -190,19 +195,17 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         # the harness's job overrides it with its gen_kwargs, and the engine receives 0).
         extra = {k: v for k, v in gen_kwargs.items() if k not in _NOT_SENT} | self.sampling
         temperature = extra.pop("temperature", gen_kwargs.get("temperature", 0))
-        stop = list(gen_kwargs.get("until") or [])
-        prompt_key, prompt = (
-            ("messages", json.loads(context)) if self.api == "chat" else ("prompt", context)
+        chat = self.api == "chat"
+        body = generation_body(
+            api=self.api,
+            model=self.model,
+            max_tokens=self.max_tokens,
+            stop=list(gen_kwargs.get("until") or []),
+            temperature=temperature,
+            messages=json.loads(context) if chat else None,
+            prompt=None if chat else context,
+            extra=extra,
         )
-        body: dict[str, Any] = {
-            prompt_key: prompt,
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "temperature": temperature,
-            "stop": stop[:4] if self.api == "chat" else stop,
-            "seed": 1234,
-            **extra,
-        }
         return Request(int(instance.doc_id), body, body_key(body))
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
@@ -313,13 +316,23 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
                 "Fix the request or the engine; the probe passed, so the prompt is unusual."
             )
         if tally.failed > self.max_failed:
-            raise _OverBudget(request.doc_id, message, failure.attempts)
+            raise _OverBudget(
+                request.doc_id, message, failure.attempts, failure.unreachable_workers
+            )
 
     def _over_budget(self, first: _OverBudget) -> EvalFailedError:
         """The error for failures over the budget, counted once every request in flight has
         ended: the same number result.json records."""
+        workers = first.workers
+        gone = (
+            f"The worker{'s' if len(workers) > 1 else ''} {', '.join(workers)} behind the "
+            f"router {'are' if len(workers) > 1 else 'is'} unreachable: the engine went "
+            "away during the eval. "
+            if workers
+            else ""
+        )
         return EvalFailedError(
-            f"{self.tally.failed} request(s) failed after {first.attempts} attempt(s) each "
+            f"{gone}{self.tally.failed} request(s) failed after {first.attempts} attempt(s) each "
             f"(allowed: {self.max_failed}, --max-failed-requests); last: question "
             f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
             "cannot be gated."

@@ -7,11 +7,12 @@ disagree about a number.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from evalgate.engine.discovery import EngineInfo, api_root
+from evalgate.engine.discovery import EngineInfo, api_root, served_limit
 from evalgate.engine.readiness import wait_until_ready
+from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import split_credentials
 from evalgate.errors import UsageError
 from evalgate.evidence.model import Stage
@@ -72,22 +73,24 @@ def derive(
         )
         return context, longest, None
     on_stage("readiness")
+    policy = RetryPolicy.for_readiness(
+        timeout=settings.ready_timeout,
+        wait_min=settings.retry_wait_min,
+        wait_max=settings.retry_wait_max,
+    )
     with EngineInfo(settings.base_url, key) as info:
-        cards = wait_until_ready(
-            info,
-            settings.served_model,
-            timeout=settings.ready_timeout,
-            wait_min=settings.retry_wait_min,
-            wait_max=settings.retry_wait_max,
-        )
-        served = settings.served_model
-        card = next((c for c in cards if c.id == served), cards[0] if cards else None)
-        engine = Engine(card.owned_by if card else None, info.version())
+        ready = wait_until_ready(info, settings.served_model, policy=policy)
+        engine = Engine(ready.card.owned_by if ready.card else None, info.version())
         on_stage("context")
-        endpoint_limit = info.served_limit(served, "the endpoint")
+        # The model list of the readiness check, not a second one: the same card decides.
+        endpoint_limit = served_limit(
+            ready.cards, settings.served_model, "the endpoint", info.notes
+        )
         context, longest = gather_context(
             settings, endpoint_limit=endpoint_limit, info=info, candidates=candidates, api_key=key
         )
+    if ready.warnings:
+        context = replace(context, warnings=(*ready.warnings, *context.warnings))
     return context, longest, engine
 
 
@@ -125,4 +128,5 @@ def probe(
             attempts=settings.max_attempts,
             wait_min=settings.retry_wait_min,
             wait_max=settings.retry_wait_max,
+            timeout=timeout,
         )

@@ -1,7 +1,8 @@
 """The pre-flight probe: one request exactly as the eval will send it, before the eval.
 
-Same API, model name, stop strings and temperature, the real max_tokens, and the longest eval
-prompt. Streamed, and closed at the first token, so a good budget costs well under a second. A 4xx
+The body is engine.request's, as the eval builds it (same API, model name, stop strings,
+temperature and seed, the real max_tokens, the longest eval prompt), streamed and closed at the
+first token, so a good budget costs well under a second. Retried by engine.retry's policy. A 4xx
 is the engine's answer, not a glitch: it fails at once with the engine's words, the numbers
 evalgate derived, and what to change.
 """
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine import request
+from evalgate.engine.retry import RetryPolicy, engine_answer, should_retry
+from evalgate.engine.wire import EngineError
 from evalgate.errors import ProbeError
 from evalgate.gate.context import EvalContext
 from evalgate.tasks.prompts import Prompt
@@ -39,45 +41,6 @@ class ProbeOutcome:
     prompt_tokens: int | None
     max_tokens: int
     doc_id: int
-
-
-_EXTRA_BODY = frozenset({"chat_template_kwargs", "reasoning_effort"})
-"""Request fields the SDK's create() does not take as keywords for both APIs."""
-
-
-def request_body(
-    prompt: Prompt,
-    *,
-    model: str,
-    max_tokens: int,
-    stop: list[str],
-    api: str,
-    sampling: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The body the eval sends for a prompt (lm-eval's local-*-completions payload): the task's
-    temperature (0 by default) and its other generation settings (`sampling`, e.g. top_p)."""
-    extra = dict(sampling or {})
-    chat = api == "chat"
-    return {
-        **({"messages": list(prompt.messages or ())} if chat else {"prompt": prompt.text}),
-        "model": model,
-        "max_tokens": max_tokens,
-        "temperature": extra.pop("temperature", 0),
-        "stop": stop[:4] if chat else stop,  # lm-eval keeps only 4 stop strings for chat
-        "seed": 1234,
-        **extra,
-    }
-
-
-def engine_error(exc: openai.APIStatusError) -> EngineError:
-    """The engine's answer inside an SDK exception, parsed from the raw body."""
-    return parse_error(exc.status_code, exc.response.text)
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APIConnectionError):
-        return True
-    return isinstance(exc, openai.APIStatusError) and engine_error(exc).retryable
 
 
 def suggest_fix(error: EngineError, context: EvalContext) -> str:
@@ -134,36 +97,48 @@ def run_probe(
     attempts: int,
     wait_min: float,
     wait_max: float,
+    timeout: float,
 ) -> ProbeOutcome:
     """Send the probe; raise ProbeError on a rejection (or a truncation risk under strict)."""
-    body = request_body(
-        prompt, model=model, max_tokens=context.max_tokens, stop=stop, api=api, sampling=sampling
+    body = request.probe_body(
+        request.prompt_body(
+            prompt,
+            api=api,
+            model=model,
+            max_tokens=context.max_tokens,
+            stop=stop,
+            sampling=sampling,
+        )
     )
     started = time.monotonic()
 
-    # Fields the SDK's create() does not name go in its extra_body, sent as they are.
-    named = {k: v for k, v in body.items() if k not in _EXTRA_BODY}
-    extra = {k: v for k, v in body.items() if k in _EXTRA_BODY} or None
-
     def send() -> None:
-        if api == "chat":
-            stream: Any = client.chat.completions.create(**named, extra_body=extra, stream=True)
-        else:
-            stream = client.completions.create(**named, extra_body=extra, stream=True)
+        stream: Any = client.post(
+            request.path(api),
+            body=body,
+            cast_to=object,
+            stream=True,
+            stream_cls=openai.Stream[object],
+        )
         with stream:
             for _chunk in stream:
                 break  # the first event proves the request was accepted
 
-    retrying = Retrying(
-        retry=retry_if_exception(_retryable),
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=wait_min, min=wait_min, max=wait_max),
-        reraise=True,
+    policy = RetryPolicy.for_requests(
+        attempts=attempts, timeout=timeout, wait_min=wait_min, wait_max=wait_max
     )
     try:
-        retrying(send)
+        policy.retrying()(send)
     except openai.APIStatusError as exc:
-        error = engine_error(exc)
+        error = engine_answer(exc) or EngineError(exc.status_code, str(exc))
+        if should_retry(exc):  # still busy or gone after every attempt: no verdict on the body
+            unavailable = ProbeError(
+                f"The engine did not answer the pre-flight request after {attempts} attempts "
+                f"({error.describe()}). Check that the engines behind {client.base_url} are up "
+                "and healthy; it answered /v1/models a moment ago."
+            )
+            unavailable.engine_error = error
+            raise unavailable from exc
         rejected = ProbeError(
             f"The engine rejected the pre-flight request ({error.describe()}). "
             f"{_numbers(context)}. {suggest_fix(error, context)}"

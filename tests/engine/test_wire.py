@@ -209,3 +209,68 @@ def test_message_whitespace_is_kept_verbatim():
     message = "line one\n  line two\t(tab)"
 
     assert parse_error(400, nested(message, 400)).message == message
+
+
+WORKER = "http://127.0.0.1:18201"
+UNREACHABLE = [
+    # (case, status, body, the cause shown)
+    (
+        "vllm-router prefill/decode, decode refused",
+        500,
+        "Transparent proxy request failed: Network error: Decode request failed to "
+        f"{WORKER}/v1/chat/completions: error sending request for url "
+        f"({WORKER}/v1/chat/completions) caused by: client error (Connect) caused by: tcp "
+        "connect error caused by: Connection refused (os error 111)",
+        " (Connection refused (os error 111))",
+    ),
+    (
+        "vllm-router plain mode",
+        500,
+        f"Request failed: error sending request for url ({WORKER}/v1/chat/completions)",
+        "",
+    ),
+    (
+        "sglang-router JSON",
+        500,
+        json.dumps(
+            {
+                "error": {
+                    "type": "Internal Server Error",
+                    "code": "call_upstream_request_error",
+                    "message": f"error sending request for url ({WORKER}/v1/completions). "
+                    f"URL: {WORKER}/v1/completions",
+                }
+            }
+        ),
+        "",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cause"),
+    [case[1:] for case in UNREACHABLE],
+    ids=[case[0] for case in UNREACHABLE],
+)
+def test_a_router_that_cannot_reach_its_worker_names_it(status, body, cause):
+    error = parse_error(status, body)
+
+    assert error.unreachable_worker == WORKER
+    assert error.wrapped_status is None  # "os error 111" is an errno, not the worker's status
+    assert error.effective_status == 500 and error.retryable
+    assert error.describe() == (
+        f"HTTP 500: worker {WORKER} is unreachable{cause}; the router said: {error.message}"
+    )
+
+
+def test_an_errno_is_never_a_wrapped_status():
+    error = parse_error(500, "upstream failed: Connection reset by peer (os error 104)")
+
+    assert error.wrapped_status is None and error.retryable
+    assert error.unreachable_worker is None
+
+
+def test_a_4xx_naming_a_url_is_no_unreachable_worker():
+    error = parse_error(400, f"error sending request for url ({WORKER}/v1/completions)")
+
+    assert error.unreachable_worker is None and not error.retryable

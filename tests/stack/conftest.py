@@ -1,7 +1,8 @@
 """Fixtures that start the real local engine stack once per test session.
 
-`engine_single` and `engine_pd` install the stack if needed (scripts/engine-setup), start their
-topology (scripts/engine-up) and stop it at the end of the session (scripts/engine-down).
+`engine_single`, `engine_pd` and `engine_sglang` install the stack if needed
+(scripts/engine-setup), start their topology (scripts/engine-up) and stop it at the end of the
+session (scripts/engine-down).
 Set EVALGATE_SKIP_ENGINE=1 to skip these tests; without it, a stack that cannot be installed or
 started is a test error, never a skip.
 """
@@ -45,3 +46,10 @@ def engine_pd(engine_installed: None) -> Iterator[stack.EngineStack]:
     enough for a short GSM8K eval (SmolLM2's 5-shot chat prompts reach ~1200 tokens).
     """
     yield from _running("pd")
+
+
+@pytest.fixture(scope="session")
+def engine_sglang(engine_installed: None) -> Iterator[stack.EngineStack]:
+    """One vLLM engine (max-model-len 2048) behind sglang-router, which lists the model as
+    `unknown` with no max_model_len and has no /tokenize."""
+    yield from _running("sglang")

@@ -1,9 +1,9 @@
-"""Drive the real local engine stack (vLLM on the CPU behind vllm-router) from tests.
+"""Drive the real local engine stack (vLLM on the CPU behind vllm-router or sglang-router).
 
 The work is done by the scripts in `scripts/`; this module runs them and reads their answer:
 
     engine-setup        install once into ~/.cache/evalgate/engine (cached: seconds afterwards)
-    engine-up TOPOLOGY  start `single` or `pd`, print KEY=VALUE lines with the URLs
+    engine-up TOPOLOGY  start `single`, `pd` or `sglang`, print KEY=VALUE lines with the URLs
     engine-down TOPOLOGY
 
 Standard library only, so that it works in any interpreter that has pytest.
@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,11 @@ class EngineStackTimeout(EngineStackError):
 class EngineStack:
     """A running stack, as engine-up described it. URLs are OpenAI base URLs ending in /v1."""
 
-    topology: str  # "single" or "pd"
+    topology: str  # "single", "pd" or "sglang"
     run_dir: Path  # pids and logs
     model: str  # served model name
     router_url: str
-    engine_url: str | None = None  # single
+    engine_url: str | None = None  # single, sglang
     engine_max_model_len: int | None = None
     prefill_url: str | None = None  # pd
     prefill_max_model_len: int | None = None
@@ -67,12 +68,16 @@ def skip_reason() -> str | None:
     return None
 
 
-def _run(script: str, *args: str, timeout: float) -> str:
-    """Run scripts/SCRIPT and return its stdout; raise EngineStackError on any failure."""
+def _run(script: str, *args: str, timeout: float, env: Mapping[str, str] | None = None) -> str:
+    """Run scripts/SCRIPT (with `env` added to the environment) and return its stdout; raise
+    EngineStackError on any failure."""
     command = [str(SCRIPTS / script), *args]
     shown = shlex.join(command)
+    full_env = {**os.environ, **(env or {})}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, check=False, env=full_env
+        )
     except subprocess.TimeoutExpired as exc:
         raise EngineStackTimeout(f"{shown} did not finish within {timeout:.0f} s") from exc
     if done.returncode != 0:
@@ -96,14 +101,20 @@ def setup() -> None:
     _run("engine-setup", timeout=SETUP_TIMEOUT)
 
 
-def up(topology: str) -> EngineStack:
-    """Start TOPOLOGY and wait until its router serves; engine-up stops it again on failure."""
+def up(topology: str, env: Mapping[str, str] | None = None) -> EngineStack:
+    """Start TOPOLOGY and wait until its router serves; engine-up stops it again on failure.
+    `env`: engine-up's own settings (ports, run directory) for a stack of a test's own."""
     try:
-        env = parse_env(_run("engine-up", topology, timeout=UP_TIMEOUT))
+        answer = parse_env(_run("engine-up", topology, timeout=UP_TIMEOUT, env=env))
     except EngineStackTimeout:
         # engine-up stops what it started when it fails, but it gets no chance when killed.
-        down(topology)
+        down(topology, env)
         raise
+    return _stack(answer)
+
+
+def _stack(env: Mapping[str, str]) -> EngineStack:
+    """The stack engine-up's KEY=VALUE lines describe."""
 
     def length(key: str) -> int | None:
         return int(env[key]) if key in env else None
@@ -122,9 +133,9 @@ def up(topology: str) -> EngineStack:
     )
 
 
-def down(topology: str) -> None:
+def down(topology: str, env: Mapping[str, str] | None = None) -> None:
     """Stop TOPOLOGY: SIGTERM, then SIGKILL after a deadline, to every process group it started."""
-    _run("engine-down", topology, timeout=DOWN_TIMEOUT)
+    _run("engine-down", topology, timeout=DOWN_TIMEOUT, env=env)
 
 
 # --- HTTP, for the tests ---------------------------------------------------------------------

@@ -103,10 +103,12 @@ def exact_match(extracted: str, target: str) -> bool:
 def verdict_line(document: dict[str, Any]) -> str:
     """The FAIL line `evalgate run` prints, rebuilt from the checks in result.json."""
     failed = [c for c in document["checks"] if not c["passed"]]
-    worst = min(failed, key=lambda c: c["value"])
-    listed = ", ".join(f"{c['metric']},{c['filter']} = {c['value']:.4f}" for c in failed)
-    threshold = document["threshold"]["value"]
-    return f"FAIL: {listed} below threshold {threshold:.4f} (worst: {worst['filter']})"
+    listed = ", ".join(
+        f"{c['filter']} {c['value']:.4f} (95% CI {c['low']:.4f}-{c['high']:.4f}, n={c['n']})"
+        for c in failed
+    )
+    threshold = document["threshold"]
+    return f"FAIL: {listed} below threshold {threshold['value']:.4f} ({threshold['matched']})"
 
 
 def error_line(stderr: str, kind: str) -> str:
@@ -377,7 +379,11 @@ def test_engine_killed_mid_eval_is_an_eval_error_with_evidence(dedicated_single,
     assert document["exit_code"] == 4
     assert document["error"]["type"] == "EvalFailedError"
     reason = document["reason"]
+    # The router's answers to requests in flight at the kill name the engine it lost.
+    gone = re.escape(str(dedicated_single.engine_url).removesuffix("/v1"))
     assert re.fullmatch(
+        rf"(The worker {gone} behind the router is unreachable: the engine went away during "
+        r"the eval\. )?"
         r"\d+ request\(s\) failed after 2 attempt\(s\) each \(allowed: 0, "
         r"--max-failed-requests\); last: question \d+: .+\. A failed request cannot be "
         r"scored, so the run cannot be gated\.",

@@ -1,0 +1,86 @@
+"""The body of a generation request: one builder for the probe and the eval.
+
+The body is lm-eval's local-chat-completions / local-completions payload, as the benchmark
+harness sends it: the messages (chat) or the prompt (completions), the model, ``max_tokens``,
+the task's temperature, the stop strings (chat keeps the first 4, as lm-eval does), lm-eval's
+seed, then the task's other generation settings (top_p).
+
+The probe sends `probe_body` of the eval's body for the longest prompt: the same keys with the
+same values, plus only `PROBE_KEYS` (it streams, so that it can stop at the first token). A
+loopback test compares the two bodies as the engine receives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalgate.tasks.prompts import Message, Prompt
+
+SEED = 1234
+"""lm-eval sends this seed in every API request."""
+CHAT_STOP_STRINGS = 4
+"""lm-eval's chat model keeps only the first 4 stop strings (the API's limit)."""
+PROBE_KEYS = frozenset({"stream"})
+"""The only keys the probe adds to the eval's body."""
+
+
+def path(api: str) -> str:
+    """The endpoint under /v1 that takes the body."""
+    return "/chat/completions" if api == "chat" else "/completions"
+
+
+def generation_body(
+    *,
+    api: str,
+    model: str,
+    max_tokens: int,
+    stop: Sequence[str],
+    temperature: Any,
+    messages: Sequence[Message] | None = None,
+    prompt: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The body the eval sends: `messages` for the chat API, `prompt` for completions; the
+    temperature as the task writes it; then the task's other generation settings (`extra`,
+    e.g. top_p), in lm-eval's order."""
+    chat = api == "chat"
+    return {
+        **({"messages": list(messages or ())} if chat else {"prompt": prompt}),
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stop": list(stop)[:CHAT_STOP_STRINGS] if chat else list(stop),
+        "seed": SEED,
+        **(extra or {}),
+    }
+
+
+def prompt_body(
+    prompt: Prompt,
+    *,
+    api: str,
+    model: str,
+    max_tokens: int,
+    stop: Sequence[str],
+    sampling: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The eval's body for one of evalgate's own prompts (tasks.prompts), with the task's
+    temperature (0 unless `sampling` says otherwise) and other generation settings."""
+    extra = dict(sampling or {})
+    temperature = extra.pop("temperature", 0)
+    return generation_body(
+        api=api,
+        model=model,
+        max_tokens=max_tokens,
+        stop=stop,
+        temperature=temperature,
+        messages=prompt.messages,
+        prompt=prompt.text,
+        extra=extra,
+    )
+
+
+def probe_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The probe's body: the eval's `body`, streamed."""
+    return {**body, "stream": True}

@@ -1,0 +1,152 @@
+"""The one retry policy for every request evalgate sends an engine: readiness, probe and eval.
+
+What can succeed later is retried; what cannot fails at once:
+
+    retried      no connection, or a connection refused, reset or closed before the answer;
+                 a timeout; HTTP 408, 429 and 5xx (a router's 503 "all circuits open" / "No
+                 available workers" while its workers come up, and a router's 500 saying a
+                 worker is unreachable or wrapping a worker's 5xx, among them); a 200 whose body
+                 is not the answer asked for
+    not retried  every other status: a 4xx is the engine's answer, not a glitch (also when a
+                 router wraps it in a 500)
+
+Waits grow exponentially from --retry-wait-min to --retry-wait-max (zero in tests). Every policy
+bounds both the attempts and the total time: readiness by --ready-timeout, a generation request
+(the probe, each eval request) by --max-attempts and by the time those attempts may take back to
+back (a wait that would pass that bound is not started).
+"""
+
+from __future__ import annotations
+
+import ssl
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    stop_never,
+    wait_exponential,
+)
+from tenacity.stop import stop_base
+
+from evalgate.engine.wire import EngineError, parse_error
+
+BeforeSleep = Callable[[RetryCallState], None]
+
+
+class EngineAnswerError(Exception):
+    """An error answer from an engine, parsed (raised by evalgate's own HTTP calls)."""
+
+    def __init__(self, error: EngineError) -> None:
+        super().__init__(error.describe())
+        self.error = error
+
+
+class TransientAnswer(Exception):
+    """An answer that may be right next time: a 200 whose body is not what was asked for, or
+    no whole answer within the deadline."""
+
+
+def _openai() -> Any:
+    """The openai SDK if something imported it (it takes a second to import: readiness and
+    `evalgate context` never do, and then no SDK exception can exist)."""
+    return sys.modules.get("openai")
+
+
+def engine_answer(exc: BaseException) -> EngineError | None:
+    """The engine's error answer that `exc` carries, if it carries one."""
+    if isinstance(exc, EngineAnswerError):
+        return exc.error
+    openai = _openai()
+    if openai is not None and isinstance(exc, openai.APIStatusError):
+        return parse_error(exc.status_code, exc.response.text)
+    return None
+
+
+def tls_to_plain_http(exc: BaseException) -> bool:
+    """An https:// URL whose server answers plain HTTP: no wait can change that."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def should_retry(exc: BaseException) -> bool:
+    """Can the same request succeed later? (The table in the module docstring.)"""
+    error = engine_answer(exc)
+    if error is not None:
+        return error.retryable or error.status == 200
+    if tls_to_plain_http(exc):
+        return False
+    if isinstance(exc, TransientAnswer | httpx2.TransportError | TimeoutError | ConnectionError):
+        return True
+    openai = _openai()
+    return openai is not None and isinstance(exc, openai.APIConnectionError)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry, and how long to wait in between."""
+
+    wait_min: float
+    wait_max: float
+    attempts: int | None = None
+    """At most this many attempts (None: bounded by `deadline` alone)."""
+    deadline: float | None = None
+    """Seconds from the first attempt after which no retry starts."""
+
+    @classmethod
+    def for_requests(
+        cls, *, attempts: int, timeout: float, wait_min: float, wait_max: float
+    ) -> RetryPolicy:
+        """A generation request: `attempts` of at most `timeout` seconds each."""
+        return cls(wait_min, wait_max, attempts=attempts, deadline=attempts * timeout)
+
+    @classmethod
+    def for_readiness(cls, *, timeout: float, wait_min: float, wait_max: float) -> RetryPolicy:
+        """Waiting for an endpoint: as often as `timeout` seconds allow."""
+        return cls(wait_min, wait_max, deadline=timeout)
+
+    def _stop(self) -> stop_base:
+        stop: stop_base = stop_never
+        if self.attempts is not None:
+            stop = stop_after_attempt(self.attempts)
+        if self.deadline is not None:
+            by_time = stop_before_delay(self.deadline)
+            stop = by_time if self.attempts is None else stop | by_time
+        return stop
+
+    def _options(self, before_sleep: BeforeSleep | None) -> dict[str, Any]:
+        return {
+            "retry": retry_if_exception(should_retry),
+            "stop": self._stop(),
+            "wait": wait_exponential(
+                multiplier=self.wait_min, min=self.wait_min, max=self.wait_max
+            ),
+            "before_sleep": before_sleep,
+            "reraise": True,
+        }
+
+    def retrying(
+        self,
+        *,
+        before_sleep: BeforeSleep | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> Retrying:
+        """For a blocking call: ``policy.retrying()(function)``."""
+        options = self._options(before_sleep)
+        return Retrying(**options) if sleep is None else Retrying(sleep=sleep, **options)
+
+    def async_retrying(self, *, before_sleep: BeforeSleep | None = None) -> AsyncRetrying:
+        """For a coroutine: ``async for attempt in policy.async_retrying(): with attempt: ...``."""
+        return AsyncRetrying(**self._options(before_sleep))

@@ -1,0 +1,262 @@
+"""engine.readiness: one check reads /readiness (where a router has one) and /v1/models once;
+behind a router that lists a placeholder (sglang-router's `unknown`) the probe proves the model.
+
+Every test drives `evalgate` as a user would (cli.main) against the fake engine, in the shapes
+sglang-router 0.3.2 and vllm-router 0.1.17 answer in front of vLLM (REFERENCE.md §6).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from evalgate.engine.discovery import ModelCard, is_placeholder, pick_card, served_limit
+from evalgate.gate.context import Limit
+from tests.conftest import FAST, deadline, load_result
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+
+MODEL = "fake-model"
+
+
+def context_args(engine: FakeEngine, *extra: str) -> list[str]:
+    return [
+        "context",
+        "--json",
+        "--base-url",
+        engine.url,
+        "--model",
+        MODEL,
+        "--isl",
+        "1024",
+        "--osl",
+        "1024",
+        "--limit",
+        "5",
+        *FAST,
+        *extra,
+    ]
+
+
+def run_args(engine: FakeEngine, out, *extra: str, model: str = MODEL) -> list[str]:
+    return [
+        "run",
+        "--base-url",
+        engine.url,
+        "--model",
+        model,
+        "--isl",
+        "1024",
+        "--osl",
+        "1024",
+        "--limit",
+        "10",
+        "--num-concurrent",
+        "4",
+        "--output-dir",
+        str(out),
+        "--min-samples",
+        "0",  # routers' shapes, not statistics: the point estimate decides
+        *FAST,
+        *extra,
+    ]
+
+
+@pytest.fixture
+def sglang_router():
+    """The fake engine behind sglang-router: lists `unknown`, no lengths, no /tokenize."""
+    with FakeEngine(EngineBehaviour(router="sglang-router", max_model_len=4096)) as front:
+        yield front
+
+
+# -- one /v1/models per check, one rule for the card ------------------------------------------
+
+
+@pytest.mark.parametrize("router", [None, "vllm-router"])
+def test_one_check_reads_the_model_list_once(cli, router):
+    with FakeEngine(EngineBehaviour(router=router)) as engine:
+        with deadline(30, engine):
+            result = cli(*context_args(engine))
+
+        paths = [record.path for record in engine.log]
+    assert result.code == 0, result.err
+    assert paths.count("/v1/models") == 1
+    assert paths.count("/readiness") == 1  # answered 404 by an engine, ready by a router
+    document = json.loads(result.out)
+    assert document["served"] == [{"value": 4096, "source": "/v1/models of the endpoint"}]
+
+
+CARD = ModelCard("fake-model", "vllm", 4096, None)
+OTHER = ModelCard("other-model", "vllm", 2048, None)
+UNKNOWN = ModelCard("unknown", "local", None, None)
+PICKS = [
+    # (case, cards, model asked for, card picked)
+    ("the model's own card", [OTHER, CARD], "fake-model", CARD),
+    ("the only card, under another name", [OTHER], "fake-model", OTHER),
+    ("sglang-router's placeholder", [UNKNOWN], "fake-model", UNKNOWN),
+    ("several cards, none the model's", [OTHER, UNKNOWN], "fake-model", None),
+    ("no cards", [], "fake-model", None),
+    ("no model asked for, one card", [CARD], None, CARD),
+]
+
+
+@pytest.mark.parametrize(
+    ("cards", "model", "picked"), [c[1:] for c in PICKS], ids=[c[0] for c in PICKS]
+)
+def test_pick_card(cards, model, picked):
+    assert pick_card(cards, model) == picked
+
+
+@pytest.mark.parametrize(
+    ("cards", "placeholder"),
+    [([], True), ([UNKNOWN], True), ([CARD], False), ([UNKNOWN, OTHER], False)],
+)
+def test_is_placeholder(cards, placeholder):
+    assert is_placeholder(cards) is placeholder
+
+
+def test_served_limit_follows_the_picked_card():
+    assert served_limit([OTHER, CARD], "fake-model", "x") == Limit(4096, "/v1/models of x")
+    assert served_limit([UNKNOWN], "fake-model", "x") is None  # no length listed
+    assert served_limit([OTHER, UNKNOWN], "fake-model", "x") is None
+
+
+# -- a router that lists `unknown` -------------------------------------------------------------
+
+
+def test_a_router_listing_unknown_runs_to_a_pass_with_a_warning(sglang_router, cli, tmp_path):
+    out = tmp_path / "run"
+    with deadline(60, sglang_router):
+        result = cli(*run_args(sglang_router, out, "--served-max-model-len", "4096"))
+
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[0].startswith("PASS: ")
+    document = load_result(out)
+    assert (document["status"], document["exit_code"]) == ("pass", 0)
+    (warning,) = [w for w in document["warnings"] if "does not name the model" in w]
+    assert f"{sglang_router.url}/models does not name the model: it lists ['unknown']" in warning
+    assert "the probe proves 'fake-model'" in warning
+    assert f"warning: {warning}" in result.err
+    assert document["context"]["served"] == [{"value": 4096, "source": "--served-max-model-len"}]
+    assert document["context"]["prompt_tokens"]["source"].startswith("estimate")  # no /tokenize
+    assert document["probe"]["outcome"] == "ok"
+    assert document["endpoint"]["engine"]["owned_by"] == "local"
+    # The probe sent the real name; the router renamed max_tokens on the way, as it does.
+    assert sglang_router.requests[0].body["model"] == MODEL
+
+
+def test_a_wrong_model_name_behind_the_placeholder_fails_at_the_probe(sglang_router, cli, tmp_path):
+    out = tmp_path / "run"
+    with deadline(30, sglang_router):
+        result = cli(
+            *run_args(sglang_router, out, "--served-max-model-len", "4096", model="smollm")
+        )
+
+    assert result.code == 3, result.err
+    document = load_result(out)
+    assert (document["stage"], document["error"]["type"]) == ("probe", "ProbeError")
+    message = "The model `smollm` does not exist. Valid aliases: fake-model."
+    assert document["probe"]["status_code"] == 404
+    assert document["probe"]["engine_message"] == message
+    assert f"The engine rejected the pre-flight request (HTTP 404: {message})" in result.err
+    assert sglang_router.total == 1  # the probe alone: a 404 is an answer, sent once
+
+
+def test_a_router_listing_unknown_with_no_limit_anywhere_is_the_clear_context_error(
+    sglang_router, cli
+):
+    with deadline(30, sglang_router):
+        result = cli(*context_args(sglang_router))
+
+    assert result.code == 2
+    assert "ContextError: Cannot derive EVAL_MAX_MODEL_LEN: missing" in result.err
+    assert "the served --max-model-len (--base-url or --worker-url to ask the engines" in result.err
+    assert "does not name the model: it lists ['unknown']" in result.err  # the reason, logged
+
+
+def test_the_workers_limit_comes_from_worker_url_behind_the_placeholder(sglang_router, cli):
+    with FakeEngine(EngineBehaviour(max_model_len=3072)) as worker, deadline(30, sglang_router):
+        result = cli(*context_args(sglang_router, "--worker-url", worker.url))
+
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["served"] == [{"value": 3072, "source": f"/v1/models of worker {worker.url}"}]
+    assert document["eval_max_model_len"] == 2304
+    assert any("it lists ['unknown']" in warning for warning in document["warnings"])
+
+
+# -- a router whose workers are not up yet -------------------------------------------------------
+
+
+@pytest.mark.parametrize("router", ["sglang-router", "vllm-router"])
+def test_no_healthy_worker_is_not_ready_within_the_ready_timeout(cli, tmp_path, router):
+    behaviour = EngineBehaviour(router=router, workers_ready=False)
+    with FakeEngine(behaviour) as front:
+        out = tmp_path / "run"
+        with deadline(20, front):
+            result = cli(
+                *run_args(front, out, "--served-max-model-len", "4096"),
+                "--ready-timeout",
+                "0.5",
+                "--retry-wait-min",
+                "0.02",
+            )
+
+        generation = front.total
+    assert result.code == 3, result.err
+    document = load_result(out)
+    assert (document["stage"], document["error"]["type"]) == ("readiness", "NotReadyError")
+    assert "was not ready after" in document["reason"]
+    assert (
+        'last answer: HTTP 503: /readiness says {"status":"not ready","reason":"insufficient '
+        'healthy workers"}' in document["reason"]
+    )
+    assert generation == 0  # not one generation request while the router had no worker
+
+
+def test_workers_coming_up_are_waited_out(cli, tmp_path):
+    """Readiness before the worker is up: /readiness says not ready, then ready; the run goes on."""
+    behaviour = EngineBehaviour(router="sglang-router", workers_ready=False)
+    with FakeEngine(behaviour) as front:
+
+        def worker_comes_up() -> None:
+            if front.wait_until(lambda e: sum(r.path == "/readiness" for r in e.log) >= 3, 20):
+                front.behaviour.workers_ready = True
+
+        threading.Thread(target=worker_comes_up, daemon=True).start()
+        out = tmp_path / "run"
+        with deadline(60, front):
+            result = cli(
+                *run_args(front, out, "--served-max-model-len", "4096"),
+                "--ready-timeout",
+                "30",
+                "--retry-wait-min",
+                "0.01",
+                "--retry-wait-max",
+                "0.05",
+            )
+
+        readiness = [r.status for r in front.log if r.path == "/readiness"]
+    assert result.code == 0, result.err
+    assert readiness[:3] == [503, 503, 503] and readiness[-1] == 200
+    assert load_result(out)["status"] == "pass"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("router_busy", paths={"/v1/models"}, times=2),
+        Fault("router_busy", paths={"/readiness"}, times=2),
+    ],
+    ids=["No available workers on /v1/models", "No available workers on /readiness"],
+)
+def test_no_available_workers_as_json_is_waited_out(sglang_router, cli, tmp_path, fault):
+    sglang_router.inject(fault)
+    out = tmp_path / "run"
+    with deadline(60, sglang_router):
+        result = cli(*run_args(sglang_router, out, "--served-max-model-len", "4096"))
+
+    assert result.code == 0, result.err
+    assert fault.hits == 2
+    assert load_result(out)["status"] == "pass"

@@ -1,0 +1,74 @@
+"""engine.request: the probe sends the eval's own body, as the engine receives it.
+
+A whole `evalgate run` against the fake engine, which records every body it receives: the
+probe's body for its question is the eval's body for the same question, byte for byte, with the
+documented streaming key appended.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from evalgate.engine.request import PROBE_KEYS, generation_body, probe_body
+from evalgate.gate.run import run_gate
+from evalgate.settings import Settings
+from tests.conftest import deadline, load_result
+from tests.fakeengine import FakeEngine, load_gsm8k
+
+DOCS = sorted(load_gsm8k().values(), key=lambda doc: doc.index)
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_the_probe_sends_byte_for_byte_the_body_the_eval_sends(engine: FakeEngine, tmp_path, api):
+    settings = Settings(
+        base_url=engine.url,
+        model="fake-model",
+        api=api,
+        isl=1024,
+        osl=1024,
+        limit=6,
+        num_concurrent=2,
+        retry_wait_min=0,
+        retry_wait_max=0,
+        ready_timeout=5,
+        min_samples=0,
+        output_dir=tmp_path / "run",
+    )
+    with deadline(60, engine):
+        outcome = run_gate(settings)
+    assert outcome.exit_code == 0, outcome.reason
+
+    probe, *evals = engine.requests
+    assert probe.stream and not any(record.stream for record in evals)
+    assert len(evals) == 6
+    (same,) = [record for record in evals if record.question == probe.question]
+    assert probe.body is not None and same.body is not None
+    assert set(probe.body) - set(same.body) == PROBE_KEYS
+    assert {k: v for k, v in probe.body.items() if k not in PROBE_KEYS} == same.body
+    # Byte for byte: the eval's bytes, with the streaming key appended.
+    assert probe.raw == same.raw.removesuffix(b"}") + b',"stream":true}'
+    document = load_result(tmp_path / "run")
+    assert probe.body["max_tokens"] == document["context"]["max_tokens"]
+    assert probe.question == DOCS[document["probe"]["doc_id"]].question.strip()
+
+
+def test_the_probe_body_adds_only_the_streaming_key():
+    body = generation_body(
+        api="chat",
+        model="m",
+        max_tokens=10,
+        stop=["a", "b", "c", "d", "e"],
+        temperature=0.0,
+        messages=[{"role": "user", "content": "Question: 1 + 1?\nAnswer:"}],
+    )
+
+    assert body == {
+        "model": "m",
+        "max_tokens": 10,
+        "temperature": 0.0,
+        "messages": [{"role": "user", "content": "Question: 1 + 1?\nAnswer:"}],
+        "stop": ["a", "b", "c", "d"],  # lm-eval's chat model keeps the first 4
+        "seed": 1234,
+    }
+    assert probe_body(body) == {**body, "stream": True}
+    assert "stream" not in body  # the eval's body is left as it was

@@ -1,0 +1,277 @@
+"""`evalgate` behind sglang-router, in front of the real vLLM CPU engine.
+
+sglang-router 0.3.2 lists the model as `unknown`, with no max_model_len, has no /tokenize, and
+answers /health OK even with no healthy worker (/readiness tells). evalgate warns, lets the probe
+prove the model name, takes the served limit from the worker (--worker-url) and estimates the
+prompts' length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from urllib import error, request
+
+import pytest
+
+from tests.conftest import load_result, load_samples, run_subprocess
+
+from . import stack
+from .stack import EngineStack, http_json, server_root
+from .test_engine_run import (
+    FAILS_WITHIN,
+    RUN_TIMEOUT,
+    args,
+    assert_gated_fail,
+    error_line,
+    journal_answers,
+    run_args,
+)
+
+pytestmark = pytest.mark.engine
+
+# A worker that is still starting takes about a minute on two cores: poll twice a second, not in
+# a busy loop (the common arguments' zero waits), while it starts.
+WAITING = ["--ready-timeout", "300", "--retry-wait-min", "0.5", "--retry-wait-max", "1"]
+
+
+def http_text(url: str) -> tuple[int, str]:
+    """GET, and the status and text of the answer (an HTTP error status is an answer too)."""
+    try:
+        with request.urlopen(url, timeout=30) as response:
+            return response.status, response.read().decode()
+    except error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def worker(running: EngineStack) -> list[str]:
+    assert running.engine_url is not None
+    return ["--worker-url", running.engine_url]
+
+
+def unknown_warning(running: EngineStack) -> str:
+    return f"{running.router_url}/models does not name the model: it lists ['unknown']"
+
+
+# --- what sglang-router answers (REFERENCE.md §6) -----------------------------------------------
+
+
+def test_sglang_router_answers_as_seen(engine_sglang: EngineStack) -> None:
+    root = server_root(engine_sglang.router_url)
+    assert http_json(f"{root}/readiness") == (
+        200,
+        {"status": "ready", "healthy_workers": 1, "total_workers": 1},
+    )
+    assert http_text(f"{root}/health") == (200, "OK")
+    status, models = http_json(f"{engine_sglang.router_url}/models")
+    assert status == 200
+    assert models["data"] == [{"id": "unknown", "object": "model", "owned_by": "local"}]
+    assert http_json(f"{root}/tokenize", {"model": engine_sglang.model, "prompt": "Hi"})[0] == 404
+
+    status, body = http_json(
+        f"{engine_sglang.router_url}/chat/completions",
+        {
+            "model": engine_sglang.model,
+            "messages": [{"role": "user", "content": "What is 2 + 3?"}],
+            "max_tokens": 8,
+        },
+    )
+    assert status == 200 and body["model"] == engine_sglang.model
+    assert 0 < body["usage"]["completion_tokens"] <= 8
+
+
+# --- context, a full small eval, the incident ---------------------------------------------------
+
+
+def test_sglang_context_takes_the_limit_from_the_worker(engine_sglang, cli):
+    result = cli(
+        *args(
+            "context --json",
+            engine_sglang.router_url,
+            engine_sglang.model,
+            "--isl 1024 --osl 1024 --limit 8",
+            raw=worker(engine_sglang),
+        )
+    )
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["served"] == [
+        {"value": 2048, "source": f"/v1/models of worker {engine_sglang.engine_url}"}
+    ]
+    assert document["eval_max_model_len"] == 2048
+    assert document["prompt_tokens"]["source"].startswith("estimate")  # no /tokenize
+    assert any(w.startswith(unknown_warning(engine_sglang)) for w in document["warnings"])
+    assert f"{engine_sglang.router_url} is ready" in result.err
+
+
+def test_sglang_full_small_eval_completes_with_evidence(engine_sglang, tmp_path):
+    questions = 8
+    out = tmp_path / "run"
+    done = run_subprocess(
+        *run_args(
+            engine_sglang.router_url,
+            engine_sglang.model,
+            out,
+            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
+            raw=worker(engine_sglang),
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    document, _ = assert_gated_fail(done, out, questions)
+
+    assert document["endpoint"]["engine"]["owned_by"] == "local"  # the router's placeholder card
+    assert document["probe"]["outcome"] == "ok"
+    assert document["context"]["served"] == [
+        {"value": 2048, "source": f"/v1/models of worker {engine_sglang.engine_url}"}
+    ]
+    (warning,) = [w for w in document["warnings"] if w.startswith(unknown_warning(engine_sglang))]
+    assert f"warning: {warning}" in done.stderr
+
+
+def test_sglang_incident_fails_at_the_probe_with_vllms_words(engine_sglang, tmp_path):
+    # What vLLM answers through the router: the router renames max_tokens before vLLM sees it.
+    status, body = http_json(
+        f"{engine_sglang.router_url}/chat/completions",
+        {
+            "model": engine_sglang.model,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 12288,
+        },
+    )
+    assert status == 400, body
+    vllm_message = body["error"]["message"]
+    assert vllm_message == (
+        "max_completion_tokens=12288 cannot be greater than max_model_len=2048. Please request "
+        "fewer output tokens. (parameter=max_completion_tokens, value=12288)"
+    )
+
+    out = tmp_path / "run"
+    started = time.monotonic()
+    done = run_subprocess(
+        *run_args(
+            engine_sglang.router_url,
+            engine_sglang.model,
+            out,
+            "--isl 1024 --osl 1024 --max-tokens 12288",
+            raw=worker(engine_sglang),
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3, done.stderr
+    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
+
+    document = load_result(out)
+    assert (document["status"], document["stage"]) == ("error", "probe")
+    assert document["probe"]["status_code"] == 400
+    assert document["probe"]["engine_message"] == vllm_message
+    assert document["eval"] is None
+    line = error_line(done.stderr, "ProbeError")
+    assert line.startswith(
+        f"ProbeError: The engine rejected the pre-flight request (HTTP 400: {vllm_message})."
+    )
+    assert "Drop --max-tokens 12288 to let evalgate derive the budget" in line
+
+
+# --- a stack of its own: the router starts before its worker, which is then killed -------------
+
+
+@pytest.fixture(scope="module")
+def router_first(
+    engine_installed: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EngineStack]:
+    """sglang-router up, its worker (the engine) still starting; other ports, its own run
+    directory: its engine gets killed, which the session's shared stacks must never be."""
+    env = {
+        "EVALGATE_ENGINE_RUN": str(tmp_path_factory.mktemp("sglang-router-first")),
+        "EVALGATE_SGLANG_ROUTER_PORT": "18012",
+        "EVALGATE_SGLANG_METRICS_PORT": "18096",
+        "EVALGATE_SGLANG_ENGINE_PORT": "18310",
+        "EVALGATE_SGLANG_ROUTER_FIRST": "1",
+    }
+    running = stack.up("sglang", env)
+    try:
+        yield running
+    finally:
+        stack.down("sglang", env)
+
+
+def test_sglang_readiness_waits_for_the_worker(router_first, tmp_path):
+    root = server_root(router_first.router_url)
+    status, body = http_json(f"{root}/readiness")
+    assert status == 503, body  # the worker is not up yet
+    assert body == {"status": "not ready", "reason": "insufficient healthy workers"}
+    assert http_text(f"{root}/health") == (200, "OK")  # liveness says nothing of the workers
+
+    out = tmp_path / "run"
+    done = run_subprocess(
+        *run_args(
+            router_first.router_url,
+            router_first.model,
+            out,
+            "--isl 1024 --osl 256 --limit 2 --num-concurrent 2",
+            raw=[*worker(router_first), *WAITING],
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    document, _ = assert_gated_fail(done, out, 2)
+    assert document["timings"]["readiness"] > 5  # it waited for the worker, then went on
+    assert http_json(f"{root}/readiness")[0] == 200
+
+
+def test_sglang_worker_killed_mid_eval_names_the_unreachable_worker(router_first, tmp_path):
+    out = tmp_path / "run"
+    questions = 40
+    command = [
+        sys.executable,
+        "-m",
+        "evalgate.cli",
+        *run_args(
+            router_first.router_url,
+            router_first.model,
+            out,
+            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
+            "--max-attempts 2 --timeout 60",
+            raw=[*worker(router_first), *WAITING],
+        ),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
+    process = subprocess.Popen(
+        command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 400
+        while journal_answers(out) < 1:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no answer within 400 s"
+            time.sleep(0.2)
+        os.killpg(int((router_first.run_dir / "engine.pid").read_text()), signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+        after_kill = time.monotonic() - killed
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+    assert process.returncode == 4, stderr
+    assert after_kill < 30, f"took {after_kill:.1f} s to give up after the kill"
+    document = load_result(out)
+    assert (document["status"], document["stage"]) == ("error", "eval")
+    reason = document["reason"]
+    worker_root = server_root(str(router_first.engine_url))
+    assert reason.startswith(
+        f"The worker {worker_root} behind the router is unreachable: the engine went away "
+        "during the eval. "
+    ), reason
+    assert "rejected" not in reason
+    assert error_line(stderr, "EvalFailedError") == f"EvalFailedError: {reason}"
+    assert stdout.strip() == f"ERROR: {reason}"
+    failed = [s for s in load_samples(out) if s["error"] is not None]
+    assert failed and all(re.match(r"HTTP 5\d\d: ", s["error"]) for s in failed), failed
