@@ -93,11 +93,13 @@ def test_verify_accepts_the_early_pass(passed_early, cli, tmp_path):
     assert "stopped early after" in entry["reason"]
 
 
-def test_compare_refuses_an_early_stopped_run(passed_early, cli, tmp_path):
+def test_compare_refuses_an_early_stopped_run(passed_early, engine, cli, tmp_path):
     _, out, _ = passed_early
-    result = cli("compare", str(out), str(out))
+    full = tmp_path / "full"
+    assert cli(*_args(engine, full, "--limit", "20", "--min-samples", "0")).code == 0
+    result = cli("compare", str(full), str(out))
     assert result.code == 2
-    assert f"The baseline run {out} stopped early (--early-stop both) after" in result.err
+    assert f"The candidate run {out} stopped early (--early-stop both) after" in result.err
     assert "it is incomplete" in result.err
     assert "Compare runs made with --early-stop off." in result.err
 
