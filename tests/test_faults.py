@@ -527,8 +527,8 @@ def test_the_message_counts_the_failed_requests_the_result_counts(engine, tmp_pa
 
     run = gate(engine, tmp_path / "run", num_concurrent=LIMIT, max_attempts=2)
 
-    failed = run.requests["failed"]
-    assert failed > 1  # several were in flight when the first one used up its attempts
+    failed = run.requests["failed"]  # how many were in flight then depends on timing
+    assert failed >= 1
     assert_error(
         run, code=4, stage="eval", says=f"{failed} request(s) failed after 2 attempt(s) each"
     )

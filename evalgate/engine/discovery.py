@@ -145,8 +145,8 @@ class EngineInfo:
             response = self._client.get(url)
         else:
             response = self._client.get(url, timeout=timeout)
-        if response.status_code == 200 or 400 <= response.status_code < 500:
-            return None  # ready, or no such door: /v1/models decides
+        if response.status_code < 500:
+            return None  # ready, no such door, or elsewhere (a redirect): /v1/models decides
         error = parse_error(response.status_code, response.text)
         return replace(error, message=f"/readiness says {error.message}")
 

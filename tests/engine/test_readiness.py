@@ -201,6 +201,8 @@ def test_no_healthy_worker_is_not_ready_within_the_ready_timeout(cli, tmp_path, 
                 "0.5",
                 "--retry-wait-min",
                 "0.02",
+                "--retry-wait-max",
+                "0.02",
             )
 
         generation = front.total
