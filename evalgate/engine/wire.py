@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 _WRAPPED_STATUS = re.compile(r"\b(?<!os )error ([45]\d\d)\b", re.IGNORECASE)
 _UNREACHABLE = re.compile(r"error sending request for url \((https?://[^)\s]+)\)")
 _CAUSE = re.compile(r"caused by: ([^:]+?)\s*$")
-_ROUTER_BUSY = ("circuits open", "circuit open", "no available", "no healthy")
 MAX_MESSAGE_CHARS = 2000
 
 
@@ -68,11 +67,6 @@ class EngineError:
             return None
         parts = urlsplit(match.group(1))
         return f"{parts.scheme}://{parts.netloc}"
-
-    @property
-    def router_busy(self) -> bool:
-        """A router with no healthy worker yet ("all circuits open", "No available ...")."""
-        return any(word in self.message.lower() for word in _ROUTER_BUSY)
 
     def describe(self) -> str:
         """One line: status and the engine's words (after what they mean, for a router that

@@ -56,7 +56,7 @@ def flat(message: str) -> str:
     )
 
 
-def want(message, type_=None, code=None, param=None, wrapped=None, *, retry=False, busy=False):
+def want(message, type_=None, code=None, param=None, wrapped=None, *, retry=False):
     """What the user sees of one parsed error."""
     return {
         "message": message,
@@ -65,7 +65,6 @@ def want(message, type_=None, code=None, param=None, wrapped=None, *, retry=Fals
         "param": param,
         "wrapped_status": wrapped,
         "retryable": retry,
-        "router_busy": busy,
     }
 
 
@@ -140,13 +139,13 @@ BODIES = [
         "vllm-router 503, all circuits open",
         503,
         "all circuits open",
-        want("all circuits open", retry=True, busy=True),
+        want("all circuits open", retry=True),
     ),
     (
         "vllm-router 503, no available workers",
         503,
         "No available workers for the request",
-        want("No available workers for the request", retry=True, busy=True),
+        want("No available workers for the request", retry=True),
     ),
     ("429 text", 429, "Too Many Requests", want("Too Many Requests", retry=True)),
     ("408 text", 408, "Request Timeout", want("Request Timeout", retry=True)),
