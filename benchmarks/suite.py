@@ -94,16 +94,22 @@ def timed(
 
 
 def expect(
-    done: subprocess.CompletedProcess[str], code: int, says: str, *, stream: str = "stdout"
+    done: subprocess.CompletedProcess[str],
+    code: int,
+    says: str | tuple[str, ...],
+    *,
+    stream: str = "stdout",
 ) -> None:
-    """A timed command must have done its job: the exit code and the line that shows it.
-    Timing a crash as a fast start-up is the mistake this guards against."""
+    """A timed command must have done its job: the exit code and the line that shows it (one of
+    `says`). Timing a crash as a fast start-up is the mistake this guards against."""
     output = done.stdout if stream == "stdout" else done.stderr
-    if done.returncode != code or says not in output:
+    lines = (says,) if isinstance(says, str) else says
+    shown = any(line in output for line in lines)
+    if done.returncode != code or not shown:
         raise AssertionError(
             f"{' '.join(done.args[4:])!r} exited {done.returncode} (expected {code}) and its "
-            f"{stream} {'holds' if says in output else 'lacks'} {says!r}; stderr: "
-            f"{done.stderr[-2000:]}"
+            f"{stream} {'holds' if shown else 'lacks'} {' or '.join(map(repr, lines))}; "
+            f"stderr: {done.stderr[-2000:]}"
         )
 
 
@@ -205,8 +211,10 @@ def incident(tmp: Path, repeats: int, harness_repeats: int) -> list[Row]:
                     out=tmp / f"harness-incident-{i}",
                 )
             )
-            # REFERENCE §2: lm-eval 0.4.13 ends this storm with "RuntimeError: Session is closed"
-            expect(done, 1, "RuntimeError: Session is closed", stream="stderr")
+            # REFERENCE §2: lm-eval 0.4.13 ends this storm with "RuntimeError: Session is closed",
+            # or, when a retry's 400 is the last thing raised, with that 400
+            ended = ("RuntimeError: Session is closed", "400, message='Bad Request'")
+            expect(done, 1, ended, stream="stderr")
             return wall, peak
 
         harness_walls, harness_peak = repeat(harness_repeats, theirs)
