@@ -271,7 +271,14 @@ def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
     batches = math.ceil(1319 / concurrency)
     latency = (10.0 if quick else 60.0) / batches
     ideal = batches * latency
-    behaviour = EngineBehaviour(max_model_len=9472, latency_s=latency, max_concurrency=concurrency)
+    # A streamed answer starts at once, as vLLM's does (its role chunk before any token): the
+    # probe, closed at its first event, costs a round trip, not a whole answer.
+    behaviour = EngineBehaviour(
+        max_model_len=9472,
+        latency_s=latency,
+        max_concurrency=concurrency,
+        stream_starts_at_once=True,
+    )
     rows = []
     with FakeEngine(behaviour) as engine:
 
@@ -311,8 +318,8 @@ def overhead(tmp: Path, repeats: int, quick: bool) -> list[Row]:
         Row(
             f"full GSM8K, ideal {ideal:.0f} s: evalgate run",
             walls,
-            goal="<= 1.10x ideal, no slower than lm-eval",
-            met=ours_ratio <= 1.10 and ours_ratio <= theirs_ratio,
+            goal="<= 1.05x ideal, no slower than lm-eval",
+            met=ours_ratio <= 1.05 and ours_ratio <= theirs_ratio,
             ratio=f"{ours_ratio:.3f}x ideal",
             peak_mb=peak,
             note="readiness, context, probe, eval, gate, artifacts",

@@ -75,6 +75,7 @@ import json
 import logging
 import math
 import re
+import select
 import socket
 import struct
 import sys
@@ -482,6 +483,10 @@ class EngineBehaviour:
     content null) its reasoning_content or reasoning."""
     latency_s: float = 0.0
     """Time each accepted generation request takes inside its concurrency slot."""
+    stream_starts_at_once: bool = False
+    """A streamed chat answer's first event (the role chunk) goes out as soon as the request
+    holds its slot, before the latency, as vLLM sends it (the rest follows the latency); False:
+    the whole stream waits the latency."""
     wrong_latency_s: float | None = None
     """Time a question answered wrong takes instead (wrong answers run longer); None: latency_s."""
     max_concurrency: int | None = None
@@ -1303,11 +1308,22 @@ class _Handler(BaseHTTPRequestHandler):
         if not engine._acquire_slot():
             self.close_connection = True
             return
+        model = behaviour.response_model or behaviour.model
+        stream = bool(body.get("stream"))
+        options = body.get("stream_options") if stream else None
+        usage = bool(isinstance(options, dict) and options.get("include_usage"))
+        started: Json | None = None
+        if stream and behaviour.stream_starts_at_once and path == CHAT_PATH and fault is None:
+            started = stream_events(path, model, plan, include_usage=False)[0]
+            self._start_stream()
+            self._write_chunk(f"data: {_dumps(started)}\n\n")
+            self.wfile.flush()
         latency = behaviour.latency_s
         if behaviour.wrong_latency_s is not None and not behaviour.is_right(record.question):
             latency = behaviour.wrong_latency_s
         try:
-            if engine._sleep(latency):
+            waited = engine._sleep(latency) if started is None else self._wait_unless_gone(latency)
+            if waited:
                 self.close_connection = True
                 return
         finally:
@@ -1328,8 +1344,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         record.finish_reason = plan.choices[0].finish_reason if plan.choices else None
         record.completion_tokens = plan.completion_tokens
-        model = behaviour.response_model or behaviour.model
-        if behaviour.extra_choice_first and not body.get("stream"):
+        if behaviour.extra_choice_first and not stream:
             answer = (chat_response if path == CHAT_PATH else completions_response)(model, plan)
             stray = json.loads(json.dumps(answer["choices"][0]))
             stray["index"] = 1
@@ -1340,10 +1355,11 @@ class _Handler(BaseHTTPRequestHandler):
             answer["choices"].insert(0, stray)
             self._send_json(200, answer, fault)
             return
-        if body.get("stream"):
-            options = body.get("stream_options") or {}
-            usage = bool(isinstance(options, dict) and options.get("include_usage"))
-            self._send_stream(stream_events(path, model, plan, include_usage=usage), fault)
+        if stream:
+            events = stream_events(path, model, plan, include_usage=usage)
+            if started is not None:  # its role chunk went out before the latency
+                events = [{**event, "id": started["id"]} for event in events[1:]]
+            self._send_stream(events, fault, started=started is not None)
         elif path == CHAT_PATH:
             self._send_json(
                 200, chat_response(model, plan, behaviour.answer_field, behaviour.thinking), fault
@@ -1384,11 +1400,29 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(rejection.status, body)
 
-    def _send_stream(self, events: list[Json], fault: Fault | None) -> None:
+    def _wait_unless_gone(self, seconds: float) -> bool:
+        """Wait `seconds` while the client listens; True when stopped or the client hung up
+        (a probe that read its first event): the slot is free again at once, as in vLLM."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.server.engine._sleep(min(left, 0.02)):
+                return True
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                return True
+        return False
+
+    def _start_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+
+    def _send_stream(
+        self, events: list[Json], fault: Fault | None, *, started: bool = False
+    ) -> None:
+        if not started:
+            self._start_stream()
         action = fault.action if fault is not None else None
         die_after = (
             (fault.tokens or 1) if fault is not None and action == "die_mid_stream" else None

@@ -47,10 +47,15 @@ def _interrupt(name: str) -> None:
 
 
 def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
-    """A stop signal: stop like Ctrl-C, so the result is still written. Inside the eval's event
-    loop the interrupt is raised between callbacks, not inside whichever task was running (that
-    task would keep it, and print a traceback when collected)."""
+    """A stop signal: stop like Ctrl-C, so the result is still written. The eval's requests stop
+    at once (its dispatch thread is cancelled, and re-raises the interrupt when waited for, even
+    if the KeyboardInterrupt raised here is swallowed by whatever the main thread was running).
+    Inside an event loop the interrupt is raised between callbacks, not inside whichever task
+    was running (that task would keep it, and print a traceback when collected)."""
     name = signal.Signals(signum).name
+    dispatch = sys.modules.get("evalgate.gate.dispatch")  # loaded: an eval may be sending
+    if dispatch is not None:
+        dispatch.stop_all(name)
     asyncio = sys.modules.get("asyncio")  # not imported: no event loop can be running
     try:
         loop = asyncio.get_running_loop() if asyncio is not None else None
@@ -63,8 +68,9 @@ def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
-    """While a run is under way, every stop signal aborts it like Ctrl-C; then as before."""
-    previous = {signum: signal.signal(signum, terminate_as_interrupt) for signum in STOP_SIGNALS}
+    """While a run is under way, every stop signal (Ctrl-C too) aborts it; then as before."""
+    signals = (signal.SIGINT, *STOP_SIGNALS)
+    previous = {signum: signal.signal(signum, terminate_as_interrupt) for signum in signals}
     try:
         yield
     finally:

@@ -2,8 +2,8 @@
 stopped keeps.
 
     test(settings, spec, threshold)   the SequentialTest over the task's gated filters (None: off)
-    GateLM                            sends in dispatch order, scores live, stops when certain
-    settle(result, lm, test)          lm-eval's own verdicts, replayed in dispatch order, must
+    Dispatch                          sends in a seeded order, scores live, stops when certain
+    settle(result, sent, test)        lm-eval's own verdicts, replayed in dispatch order, must
                                       reach the live decision at the same answer; a stopped run
                                       keeps the samples and scores of the questions read
 
@@ -23,8 +23,8 @@ from evalgate.gate import sequential
 from evalgate.gate.sequential import SequentialTest
 
 if TYPE_CHECKING:
+    from evalgate.gate.dispatch import Dispatch, Scorer
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.gate.lm import GateLM, Scorer
     from evalgate.settings import Settings
     from evalgate.tasks.spec import TaskSpec
 
@@ -93,16 +93,16 @@ def record(
 
 
 def settle(
-    evaluation: Evaluation, lm: GateLM, test: SequentialTest
+    evaluation: Evaluation, sent: Dispatch, test: SequentialTest
 ) -> tuple[Evaluation, EarlyStopRecord]:
     """(the evaluation to keep, eval.early_stop): a stopped run keeps the questions it read."""
     from evalgate.gate.evaluate import prefix_result
 
-    live = lm.reader.current() if lm.reader is not None else None
-    questions = len(lm.dispatched)
+    live = sent.reader.current() if sent.reader is not None else None
+    questions = len(sent.dispatched)
     read = live.n if live is not None and live.outcome is not None else questions
     checked = sequential.replay(
-        test, _lm_eval_answers(evaluation, lm.dispatched[:read], test.filters)
+        test, _lm_eval_answers(evaluation, sent.dispatched[:read], test.filters)
     )
     if live is not None and (checked.outcome, checked.n) != (live.outcome, live.n):
         raise EvalFailedError(
@@ -111,8 +111,8 @@ def settle(
             f"same answers gives {checked.outcome or 'no decision'} after {checked.n}. This is "
             "an evalgate bug (please report it); rerun with --early-stop off."
         )
-    kept = record(checked, test, questions=questions, asked=lm.asked)
+    kept = record(checked, test, questions=questions, asked=sent.asked)
     if checked.outcome is None:
         return evaluation, kept
     log.info("%s", checked.reason(test.threshold, questions, test.alpha))
-    return prefix_result(evaluation, lm.dispatched[: checked.n]), kept
+    return prefix_result(evaluation, sent.dispatched[: checked.n]), kept

@@ -107,7 +107,7 @@ def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
                 question=str(doc.get("question", "")),
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
-                **lm.tally.answers.get(doc_id, NO_ANSWER),
+                **lm.dispatch.tally.answers.get(doc_id, NO_ANSWER),
             )
         )
     return samples

@@ -29,7 +29,7 @@ from evalgate.gate.run import Checked, RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
 
 if TYPE_CHECKING:
-    from evalgate.gate.lm import Progress
+    from evalgate.gate.dispatch import Progress
 
 log = logging.getLogger(__name__)
 _TOPOLOGY_VAR = re.compile(

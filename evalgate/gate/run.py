@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
 from evalgate.evidence import artifacts, journal
 from evalgate.evidence.model import (
@@ -39,8 +41,8 @@ from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:  # lm-eval loads only when an eval starts, after the probe
     from evalgate.compare.runs import Run
+    from evalgate.gate.dispatch import Dispatch, Progress
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.gate.lm import GateLM, Progress
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,7 @@ class GateRun:
         self.prior = prior
         self.checked: Checked | None = None
         self.dataset: Dataset | None = None
-        self.lm: GateLM | None = None
+        self.dispatch: Dispatch | None = None
         self.progress = progress
         self.resume = resume
         self.log = RunLog(settings, topology=topology)
@@ -164,7 +166,7 @@ class GateRun:
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
         run.enter("eval")
-        evaluation = self._eval(spec, dataset, len(prompts), context.max_tokens, floor.value)
+        evaluation = self._eval(spec, dataset, prompts, context.max_tokens, floor.value)
         run.enter("gate")
         verdict = self._gate(spec, evaluation, floor, baseline)
         if not verdict.problems:
@@ -234,14 +236,68 @@ class GateRun:
         return context
 
     def _eval(
-        self, spec: TaskSpec, dataset: Dataset, questions: int, max_tokens: int, threshold: float
+        self,
+        spec: TaskSpec,
+        dataset: Dataset,
+        prompts: list[Prompt],
+        max_tokens: int,
+        threshold: float,
     ) -> Evaluation:
+        from evalgate.engine import request
         from evalgate.engine.client import EvalClient
-        from evalgate.gate.evaluate import lm_eval_version, run_eval
-        from evalgate.gate.lm import GateLM
+        from evalgate.gate.dispatch import Dispatch, Request
 
         s = self.settings
         run = self.log
+        questions = len(prompts)
+        fingerprint = _fingerprint(s, run, spec, dataset, questions)
+        journal_path = self.out / artifacts.JOURNAL_NAME
+        kept = journal.read_journal(journal_path, fingerprint) if self.resume else {}
+        if kept:
+            log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
+        answers = journal.Journal(journal_path, fingerprint, kept)
+        base_url, model = preflight.target(s)
+        sampling = spec.sampling | s.request_fields()
+
+        def client() -> EvalClient:
+            return EvalClient(
+                base_url=base_url,
+                api_key=preflight.api_key(s),
+                api=s.api,
+                timeout=s.timeout,
+                attempts=s.max_attempts,
+                wait_min=s.retry_wait_min,
+                wait_max=s.retry_wait_max,
+                max_connections=s.num_concurrent,
+            )
+
+        sent = self.dispatch = Dispatch(
+            client_factory=client,
+            model=model,
+            api=s.api,
+            max_tokens=max_tokens,
+            num_concurrent=s.num_concurrent,
+            max_failed=s.max_failed_requests,
+            journal=answers,
+            resumed=kept,
+            progress=self.progress,
+        )
+        test = early_stop.test(s, spec, threshold)
+        if test is None:  # the answers flow while lm-eval loads and builds its contexts
+            bodies = (
+                request.prompt_body(
+                    p,
+                    api=s.api,
+                    model=model,
+                    max_tokens=max_tokens,
+                    stop=spec.stop,
+                    sampling=sampling,
+                )
+                for p in prompts
+            )
+            sent.start(
+                [Request.of(p.doc_id, body) for p, body in zip(prompts, bodies, strict=True)]
+            )
         protocol = EvalRecord(
             task=spec.name,
             task_version=spec.version,
@@ -256,56 +312,32 @@ class GateRun:
             chat_template_kwargs=s.chat_template_kwargs,
             reasoning_effort=s.reasoning_effort,
             questions=questions,
-            lm_eval_version=lm_eval_version(),
             dataset=DatasetRecord(**dataset.describe()),
             requests=RequestCounts(),
         )
         run.eval = protocol
-        fingerprint = _fingerprint(s, run, spec, dataset, questions)
-        journal_path = self.out / artifacts.JOURNAL_NAME
-        kept = journal.read_journal(journal_path, fingerprint) if self.resume else {}
-        if kept:
-            log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
-        answers = journal.Journal(journal_path, fingerprint, kept)
-        base_url, model = preflight.target(s)
-
-        def client() -> EvalClient:
-            return EvalClient(
-                base_url=base_url,
-                api_key=preflight.api_key(s),
-                api=s.api,
-                timeout=s.timeout,
-                attempts=s.max_attempts,
-                wait_min=s.retry_wait_min,
-                wait_max=s.retry_wait_max,
-                max_connections=s.num_concurrent,
-            )
-
-        test = early_stop.test(s, spec, threshold)
-        lm = self.lm = GateLM(
-            client_factory=client,
-            model=model,
-            api=s.api,
-            max_tokens=max_tokens,
-            num_concurrent=s.num_concurrent,
-            max_failed=s.max_failed_requests,
-            journal=answers,
-            resumed=kept,
-            progress=self.progress,
-            sampling=spec.sampling | s.request_fields(),
-            sequential=test,
-            scorer=early_stop.scorer(spec) if test is not None else None,
-        )
         try:
+            from evalgate.gate.evaluate import lm_eval_version, run_eval
+            from evalgate.gate.lm import GateLM
+
+            protocol = run.eval = msgspec.structs.replace(
+                protocol, lm_eval_version=lm_eval_version()
+            )
+            lm = GateLM(
+                dispatch=sent,
+                sampling=sampling,
+                sequential=test,
+                scorer=early_stop.scorer(spec) if test is not None else None,
+            )
             evaluation = run_eval(spec, dataset, lm, s.limit)
         finally:
+            sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
-            run.eval = _with_counts(protocol, lm.tally.counts())
+            run.eval = _with_counts(protocol, sent.tally.counts())
+            run.warnings += sent.warnings
         stopped = False
         if test is not None:
-            import msgspec
-
-            evaluation, record = early_stop.settle(evaluation, lm, test)
+            evaluation, record = early_stop.settle(evaluation, sent, test)
             run.eval = msgspec.structs.replace(run.eval, early_stop=record)
             stopped = record.stopped
         run.scores = evaluation.scores
@@ -341,7 +373,7 @@ class GateRun:
                 f"{counts.truncated} answer(s) ended by length and {counts.empty} "
                 f"came back empty ({truncated_rate:.1%} of {answered})"
             )
-        run.warnings += self.lm.notes() if self.lm is not None else []
+        run.warnings += self.dispatch.notes() if self.dispatch is not None else []
         if counts.cut_while_thinking:
             run.warnings.append(thinking_warning(counts, run.eval.max_tokens if run.eval else 0))
         if truncated_rate > s.max_truncated_rate:
@@ -392,7 +424,7 @@ class GateRun:
 
     def partial_samples(self) -> None:
         """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
-        if self.lm is None or not self.lm.tally.answers:
+        if self.dispatch is None or not self.dispatch.tally.answers:
             return
         from evalgate.gate.evaluate import reference_answer
 
@@ -408,7 +440,7 @@ class GateRun:
                 target=reference_answer(doc(doc_id)["answer"]),
                 **answer,
             )  # no filters: the eval did not finish, so nothing was scored
-            for doc_id, answer in sorted(self.lm.tally.answers.items())
+            for doc_id, answer in sorted(self.dispatch.tally.answers.items())
         ]
         artifacts.write_samples(self.out, records)
         self.log.files.setdefault("samples", artifacts.SAMPLES_NAME)
@@ -438,8 +470,6 @@ def run_labels(run: RunLog) -> dict[str, Any]:
 
 
 def _with_counts(protocol: EvalRecord, counts: RequestCounts) -> EvalRecord:
-    import msgspec
-
     return msgspec.structs.replace(protocol, requests=counts)
 
 
