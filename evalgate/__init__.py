@@ -30,10 +30,11 @@ from evalgate.errors import (
 if TYPE_CHECKING:
     from evalgate.compare.comparison import Comparison, compare_runs
     from evalgate.evidence.model import Check, HookSummary, Result, Sample, Score
-    from evalgate.gate.context import EvalContext, Limit, derive_context
+    from evalgate.gate.context import EvalContext, derive_context
     from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
     from evalgate.gate.run import RunOutcome, run_gate
     from evalgate.gate.verdict import Verdict, decide
+    from evalgate.lengths import Limit
     from evalgate.settings import Settings
     from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
 

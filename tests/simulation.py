@@ -29,8 +29,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalgate.compare.paired import DEFAULT_MAX_DROP, Finding, PairedCounts, classify
+from evalgate.compare.paired import Finding, PairedCounts, classify
 from evalgate.gate.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
+from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 QUESTIONS = 1319
 FILTERS = ("strict-match", "flexible-extract")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from evalgate.compare import DEFAULT_FLIPS
-from evalgate.compare.paired import DEFAULT_MAX_DROP
+from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 HELP = (
     "pair two runs over the same questions and test whether the candidate lost accuracy "

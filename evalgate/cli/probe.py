@@ -21,8 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import flags
     from evalgate.evidence.model import to_document
-    from evalgate.evidence.record import context_record
     from evalgate.gate.preflight import derive, probe, require
+    from evalgate.gate.record import context_record
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from evalgate.compare.paired import (
     ALPHA,
-    DEFAULT_MAX_DROP,
     Finding,
     PairedCounts,
     classify,
@@ -30,6 +29,7 @@ from evalgate.compare.paired import (
 from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
 from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence.model import to_document
+from evalgate.settings.defaults import DEFAULT_MAX_DROP
 from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 
 

@@ -41,8 +41,6 @@ from statistics import NormalDist
 
 from evalgate.errors import ExitCode
 
-DEFAULT_MAX_DROP = 0.02
-"""The default margin: a drop of up to two points of accuracy is tolerated."""
 PRACTICAL_SHARE = 0.5
 """A REGRESSION's observed drop must reach this share of the margin (half: one point of two)."""
 ALPHA = 0.05

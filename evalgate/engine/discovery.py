@@ -21,7 +21,7 @@ import httpx2
 from evalgate.engine.retry import EngineAnswerError
 from evalgate.engine.urls import redact_url, split_credentials
 from evalgate.engine.wire import EngineError, parse_error
-from evalgate.gate.context import Limit
+from evalgate.lengths import Limit
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)

@@ -29,16 +29,17 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result, Sample
-from evalgate.settings import Settings
-from evalgate.verify.collect import HARNESS_LAYOUT_DIR
+
+if TYPE_CHECKING:
+    from evalgate.settings import Settings
 
 TASK = "gsm8k"
 """The task name the harness's validator looks its threshold up by."""
-EVALGATE_DIR = HARNESS_LAYOUT_DIR
+EVALGATE_DIR = "evalgate"
 """Where evalgate's own folders go in a harness-layout staging folder (verify knows it too)."""
 META_NAME = artifacts.META_NAME
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
@@ -139,8 +140,6 @@ def meta_env(
 def topology(meta: Mapping[str, Any]) -> dict[str, Any] | None:
     """The topology labels `evalgate verify` reads from this meta_env.json: evalgate's own
     result.json records the same, so both name the job alike."""
-    from evalgate.verify.harness_output import meta_labels
-
     labels: dict[str, Any] | None = meta_labels(dict(meta))[1].get("topology")
     return labels
 
@@ -239,3 +238,109 @@ def write_meta(out_dir: Path, meta: Mapping[str, Any]) -> Path:
     path = out_dir / META_NAME
     artifacts.write_json(path, dict(meta))
     return path
+
+
+UNKNOWN = ("", "unknown", "none", "null")
+_SINGLE = ("tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size")
+_PHASES = tuple(
+    f"{phase}_{key}"
+    for phase in ("prefill", "decode")
+    for key in ("tp", "ep", "dp_attention", "num_workers", *_SINGLE[3:])
+)
+_ONE_BY_DEFAULT = {"pp", "dcp_size", "pcp_size"}
+
+
+class FormatError(Exception):
+    """A harness file breaks its format; the message says how."""
+
+
+# -- meta_env.json -------------------------------------------------------------------------------
+
+
+def _int(meta: Mapping[str, Any], key: str, bad: list[str]) -> int | None:
+    value = meta.get(key)
+    if value is None or isinstance(value, bool):
+        if isinstance(value, bool):
+            bad.append(f"{key} is {value!r}, not an integer")
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in UNKNOWN:
+        return None
+    bad.append(f"{key} is {value!r}, not an integer")
+    return None
+
+
+def meta_text(meta: Mapping[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip().lower() not in UNKNOWN:
+            return value.strip()
+    return None
+
+
+def _flag(value: Any) -> Any:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
+
+
+def _concs(meta: Mapping[str, Any], key: str, bad: list[str]) -> list[int] | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in value
+    ):
+        bad.append(f"{key} is {value!r}, not a list of positive integers")
+        return None
+    return value
+
+
+def _topology(meta: Mapping[str, Any], bad: list[str]) -> dict[str, Any] | None:
+    multinode = _flag(meta.get("is_multinode")) is True
+    topology: dict[str, Any] = {}
+    for key in _PHASES if multinode else _SINGLE:
+        short = key.split("_", 1)[1] if multinode else key
+        if key not in meta:
+            continue
+        value = _flag(meta[key]) if "dp_attention" in key else _int(meta, key, bad)
+        if value is None or (short in _ONE_BY_DEFAULT and value == 1):
+            continue
+        topology[key] = value
+    spec = meta_text(meta, "spec_decoding")
+    if spec is not None:
+        topology["spec_decoding"] = spec
+    return topology or None
+
+
+def meta_labels(meta: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(model, identity labels, batch fields) from a meta_env.json; FormatError if malformed."""
+    if not isinstance(meta, dict):
+        raise FormatError(f"is not a JSON object but {type(meta).__name__}")
+    bad: list[str] = []
+    labels = {
+        "model_prefix": meta_text(meta, "model_prefix", "infmax_model_prefix"),
+        "hardware": meta_text(meta, "hardware", "hw"),
+        "framework": meta_text(meta, "framework"),
+        "precision": meta_text(meta, "precision"),
+        "kv_cache_dtype": meta_text(meta, "kv_cache_dtype"),
+        "isl": _int(meta, "isl", bad) or None,
+        "osl": _int(meta, "osl", bad) or None,
+        "concurrency": _int(meta, "conc", bad),
+        "topology": _topology(meta, bad),
+    }
+    batch = {
+        "eval_concs": _concs(meta, "eval_concs", bad),
+        "completed": _concs(meta, "completed_eval_concs", bad),
+        "failed": _concs(meta, "failed_eval_concs", bad),
+        "exit_code": _int(meta, "eval_exit_code", bad),
+    }
+    model = meta_text(meta, "model")
+    if model is None and labels["model_prefix"] is None:
+        bad.append("neither model nor model_prefix (infmax_model_prefix) is set")
+    if bad:
+        raise FormatError("is not a valid benchmark meta_env.json: " + "; ".join(bad))
+    return model, labels, batch

@@ -1,6 +1,6 @@
 """The evidence, typed: result.json, one line of samples.jsonl, and hook.json.
 
-Every stage returns typed values; ``evidence.record.build_result`` turns them into one
+Every stage returns typed values; ``gate.record.build_result`` turns them into one
 ``Result``; ``evidence.artifacts`` is the one writer and the one reader of these files, for
 run, hook, verify and compare alike. The JSON schemas in ``evalgate/schemas`` stay the contract:
 the tests hold every document this model writes against them, and the reader checks a file

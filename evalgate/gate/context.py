@@ -16,23 +16,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from evalgate.errors import ContextError
+from evalgate.lengths import SUFFIXES, Limit
 
 # Server arguments that set the served context, by engine: vLLM, SGLang, TensorRT-LLM.
 _SERVED_LEN_FLAG = re.compile(
     r"--(?:max[-_]model[-_]len|context[-_]length|max[-_]seq[-_]len)(?:=|\s+)(\d+)([kKmM]?)\b"
 )
-# vLLM reads "32k" as 32000 and "32K" as 32768 (human_readable_int).
-SUFFIXES = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
 MIN_USEFUL_BUDGET = 256
 """lm-eval's own default for gsm8k answers; a smaller budget truncates typical answers."""
-
-
-@dataclass(frozen=True)
-class Limit:
-    """A length in tokens and where it came from."""
-
-    value: int
-    source: str
 
 
 @dataclass(frozen=True)

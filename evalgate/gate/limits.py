@@ -17,8 +17,9 @@ import httpx2
 from evalgate.engine.discovery import EngineInfo, SideDoorError
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ContextError, EndpointError
-from evalgate.gate.context import EvalContext, Limit, derive_context, served_limits_from_args
+from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
 from evalgate.gate.native import LENGTH_KEYS, NativeLength, load_native_max_len
+from evalgate.lengths import Limit
 from evalgate.settings import Settings
 from evalgate.tasks.prompts import Prompt
 

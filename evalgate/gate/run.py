@@ -1,7 +1,7 @@
 """One gate run, stage by stage: thresholds, data, readiness, context, probe, eval, verdict.
 
-Each stage returns a typed value that the run's log keeps (evidence.record.RunLog); whatever
-happens, evidence.record.build_result turns the log into the result, and result.json is written
+Each stage returns a typed value that the run's log keeps (gate.record.RunLog); whatever
+happens, gate.record.build_result turns the log into the result, and result.json is written
 last, atomically, with the stage reached and why it stopped. Errors are recorded and returned,
 never printed: the CLI decides what to show.
 """
@@ -29,9 +29,9 @@ from evalgate.evidence.model import (
     Status,
     ThresholdRecord,
 )
-from evalgate.evidence.record import RunLog, build_result, context_record, endpoint_record
 from evalgate.gate import early_stop, preflight
 from evalgate.gate.context import EvalContext
+from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
 from evalgate.tasks.dataset import Dataset
@@ -463,7 +463,7 @@ def thinking_warning(counts: RequestCounts, budget: int) -> str:
 def run_labels(run: RunLog) -> dict[str, Any]:
     """The run's labels as thresholds.resolve_floor matches them."""
     from evalgate.evidence.model import to_document
-    from evalgate.evidence.record import labels
+    from evalgate.gate.record import labels
 
     document: dict[str, Any] = to_document(labels(run.settings, run.topology))
     return document

@@ -24,9 +24,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from evalgate.compare.paired import DEFAULT_MAX_DROP
 from evalgate.engine.urls import redact_url
-from evalgate.gate.context import SUFFIXES
+from evalgate.lengths import SUFFIXES
+from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 TOKEN_LENGTHS = (
     "isl",

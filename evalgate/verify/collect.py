@@ -32,6 +32,7 @@ from evalgate.evidence.artifacts import (
     read_hook,
     result_from_document,
 )
+from evalgate.evidence.harness_layout import EVALGATE_DIR, FormatError
 from evalgate.evidence.model import (
     LABEL_NAMES,
     EarlyStopRecord,
@@ -116,7 +117,7 @@ def _harness_set(meta_path: str, files: list[tuple[str, Any]]) -> list[Found | N
     """The runs one meta_env.json and its lm-eval results describe."""
     try:
         evals, unusable = harness_output.evals(meta_path, read_document(meta_path), files)
-    except (ArtifactError, harness_output.FormatError) as exc:
+    except (ArtifactError, FormatError) as exc:
         lost = f"; the {len(files)} lm-eval result(s) it describes go unchecked" if files else ""
         said = exc.message if isinstance(exc, ArtifactError) else f"{meta_path} {exc}"
         return [Note(meta_path, f"{said}{lost}")]
@@ -204,8 +205,6 @@ def _hook(path: str, found: Sequence[Found]) -> list[Found | Note]:
     ]
 
 
-HARNESS_LAYOUT_DIR = "evalgate"
-"""Where `evalgate hook --layout harness` keeps its own runs, beside the harness's files."""
 _MIRROR = (
     "{path} is the benchmark harness's copy of the evalgate runs in evalgate/ beside it "
     "(evalgate hook --layout harness): each run is counted once, from its result.json"
@@ -214,7 +213,7 @@ _MIRROR = (
 
 def _mirrors_evalgate(folder: str) -> bool:
     """A harness-layout staging folder: its harness files repeat the evalgate runs below it."""
-    return os.path.isfile(os.path.join(folder, HARNESS_LAYOUT_DIR, HOOK_NAME))
+    return os.path.isfile(os.path.join(folder, EVALGATE_DIR, HOOK_NAME))
 
 
 def _add(out: Collection, item: Found | Note) -> None:

@@ -19,22 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalgate.evidence.harness_layout import FormatError, meta_labels, meta_text
 from evalgate.evidence.model import Score
 from evalgate.gate.verdict import GATED_METRIC
 
 CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
-UNKNOWN = ("", "unknown", "none", "null")
-_SINGLE = ("tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size")
-_PHASES = tuple(
-    f"{phase}_{key}"
-    for phase in ("prefill", "decode")
-    for key in ("tp", "ep", "dp_attention", "num_workers", *_SINGLE[3:])
-)
-_ONE_BY_DEFAULT = {"pp", "dcp_size", "pcp_size"}
-
-
-class FormatError(Exception):
-    """A harness file breaks its format; the message says how."""
 
 
 @dataclass(frozen=True)
@@ -46,98 +35,6 @@ class Eval:
     labels: Mapping[str, Any]
     scores: tuple[Score, ...] = ()
     error: str | None = None
-
-
-# -- meta_env.json -------------------------------------------------------------------------------
-
-
-def _int(meta: Mapping[str, Any], key: str, bad: list[str]) -> int | None:
-    value = meta.get(key)
-    if value is None or isinstance(value, bool):
-        if isinstance(value, bool):
-            bad.append(f"{key} is {value!r}, not an integer")
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    if isinstance(value, str) and value.strip().lower() in UNKNOWN:
-        return None
-    bad.append(f"{key} is {value!r}, not an integer")
-    return None
-
-
-def _text(meta: Mapping[str, Any], *keys: str) -> str | None:
-    for key in keys:
-        value = meta.get(key)
-        if isinstance(value, str) and value.strip().lower() not in UNKNOWN:
-            return value.strip()
-    return None
-
-
-def _flag(value: Any) -> Any:
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return value
-
-
-def _concs(meta: Mapping[str, Any], key: str, bad: list[str]) -> list[int] | None:
-    value = meta.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(
-        isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in value
-    ):
-        bad.append(f"{key} is {value!r}, not a list of positive integers")
-        return None
-    return value
-
-
-def _topology(meta: Mapping[str, Any], bad: list[str]) -> dict[str, Any] | None:
-    multinode = _flag(meta.get("is_multinode")) is True
-    topology: dict[str, Any] = {}
-    for key in _PHASES if multinode else _SINGLE:
-        short = key.split("_", 1)[1] if multinode else key
-        if key not in meta:
-            continue
-        value = _flag(meta[key]) if "dp_attention" in key else _int(meta, key, bad)
-        if value is None or (short in _ONE_BY_DEFAULT and value == 1):
-            continue
-        topology[key] = value
-    spec = _text(meta, "spec_decoding")
-    if spec is not None:
-        topology["spec_decoding"] = spec
-    return topology or None
-
-
-def meta_labels(meta: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
-    """(model, identity labels, batch fields) from a meta_env.json; FormatError if malformed."""
-    if not isinstance(meta, dict):
-        raise FormatError(f"is not a JSON object but {type(meta).__name__}")
-    bad: list[str] = []
-    labels = {
-        "model_prefix": _text(meta, "model_prefix", "infmax_model_prefix"),
-        "hardware": _text(meta, "hardware", "hw"),
-        "framework": _text(meta, "framework"),
-        "precision": _text(meta, "precision"),
-        "kv_cache_dtype": _text(meta, "kv_cache_dtype"),
-        "isl": _int(meta, "isl", bad) or None,
-        "osl": _int(meta, "osl", bad) or None,
-        "concurrency": _int(meta, "conc", bad),
-        "topology": _topology(meta, bad),
-    }
-    batch = {
-        "eval_concs": _concs(meta, "eval_concs", bad),
-        "completed": _concs(meta, "completed_eval_concs", bad),
-        "failed": _concs(meta, "failed_eval_concs", bad),
-        "exit_code": _int(meta, "eval_exit_code", bad),
-    }
-    model = _text(meta, "model")
-    if model is None and labels["model_prefix"] is None:
-        bad.append("neither model nor model_prefix (infmax_model_prefix) is set")
-    if bad:
-        raise FormatError("is not a valid benchmark meta_env.json: " + "; ".join(bad))
-    return model, labels, batch
 
 
 # -- lm-eval's results*.json ---------------------------------------------------------------------
@@ -271,7 +168,7 @@ def evals(
     runs: list[Staged] = []
     for path, doc in files:
         try:
-            runs.append((path, lm_eval_scores(doc), model or _text(doc, "model_name")))
+            runs.append((path, lm_eval_scores(doc), model or meta_text(doc, "model_name")))
         except FormatError as exc:
             unusable.append((path, f"{path} {exc}"))
     if batch["eval_concs"] is None:

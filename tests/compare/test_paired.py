@@ -9,7 +9,6 @@ from scipy.optimize import brentq, minimize_scalar
 from scipy.stats import binomtest, norm
 
 from evalgate.compare.paired import (
-    DEFAULT_MAX_DROP,
     Finding,
     PairedCounts,
     classify,
@@ -19,6 +18,7 @@ from evalgate.compare.paired import (
     score_interval,
 )
 from evalgate.errors import ExitCode
+from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 
 def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:

@@ -30,7 +30,7 @@ from evalgate.cli.flags import env_names
 from evalgate.errors import ArtifactError
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result
-from evalgate.evidence.record import RunLog, build_result
+from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.run import run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from evalgate.engine.discovery import TokenCount
-from evalgate.gate.context import Limit
 from evalgate.gate.limits import estimate_tokens, longest_prompt_tokens, merge_tokenize_limit
+from evalgate.lengths import Limit
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.prompts import Prompt, build_prompts
 from evalgate.tasks.spec import load_task

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from evalgate.engine.wire import EngineError
-from evalgate.gate.context import EvalContext, Limit
+from evalgate.gate.context import EvalContext
 from evalgate.gate.probe import suggest_fix
+from evalgate.lengths import Limit
 
 VLLM_MAX_TOKENS = (
     "max_tokens=1500 cannot be greater than max_model_len=1024. Please request fewer output "

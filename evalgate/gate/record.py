@@ -35,8 +35,8 @@ from evalgate.settings import Settings
 
 if TYPE_CHECKING:
     from evalgate.gate.context import EvalContext
-    from evalgate.gate.context import Limit as ContextLimit
     from evalgate.gate.verdict import Verdict
+    from evalgate.lengths import Limit as ContextLimit
 
 
 def _now() -> str:

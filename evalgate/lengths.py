@@ -1,0 +1,16 @@
+"""Lengths in tokens: a limit with where it came from, and vLLM's shorthand for lengths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SUFFIXES = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
+"""vLLM reads "32k" as 32000 and "32K" as 32768 (human_readable_int)."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A length in tokens and where it came from."""
+
+    value: int
+    source: str
