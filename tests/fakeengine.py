@@ -66,6 +66,19 @@ answers `/health` 200 `OK` whatever the workers, has no `/tokenize` or `/version
 body), sends "router_busy" as JSON with code `no_available_workers`, and renames a chat request's
 `max_tokens` to `max_completion_tokens` before the engine sees it (so vLLM's message names it).
 Without a router, `/readiness` is 404 as on vLLM.
+
+Reasoning models (`EngineBehaviour.thinking`, vLLM behind a reasoning parser): a chat answer
+thinks first, the thinking in the message's `reasoning_content` or `reasoning` (as configured;
+vLLM 0.32 names it `reasoning`, older releases `reasoning_content`), then answers in content;
+usage carries `completion_tokens_details.reasoning_tokens`. Thinking that never ends
+(`endless_thinking`) is cut by the budget: content null, finish_reason "length". Streamed, as
+vLLM's serving_chat sends it (chunks dumped with exclude_unset): the role chunk
+`{"role": "assistant", "content": ""}`, one `{"<field>": piece}` delta per thinking token, one
+`{"content": piece}` delta per answer token, the last delta carrying finish_reason and
+stop_reason (an answer cut while thinking streams only reasoning deltas), then, when
+`stream_options.include_usage`, a usage chunk with `choices: []` whose completion_tokens_details
+holds the reasoning tokens. `answer_field` puts the whole answer in a reasoning field instead
+(a parser that never saw the thinking end), streamed as that field's deltas.
 """
 
 from __future__ import annotations
@@ -85,7 +98,7 @@ import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import lru_cache
@@ -607,6 +620,11 @@ class Choice:
 class Completion:
     prompt_tokens: int
     choices: tuple[Choice, ...]
+    reasoning_field: str | None = None
+    """The field a chat answer's thinking goes in (EngineBehaviour.thinking); None: no
+    reasoning parser."""
+    answer_field: str = "content"
+    """The field a chat answer goes in (EngineBehaviour.answer_field)."""
 
     @property
     def completion_tokens(self) -> int:
@@ -817,12 +835,15 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
             return verdict
         budgets.append(verdict)
     lead = "" if path == CHAT_PATH else " "
+    fields: dict[str, Any] = {}
+    if path == CHAT_PATH:
+        fields = {"reasoning_field": behaviour.thinking, "answer_field": behaviour.answer_field}
     if path == CHAT_PATH and behaviour.thinking is not None:
         choices = tuple(
             _think_then_answer(behaviour, prompt.text, budget, _stops(body))
             for prompt, budget in zip(prompts, budgets, strict=True)
         )
-        return Completion(sum(p.tokens for p in prompts), choices)
+        return Completion(sum(p.tokens for p in prompts), choices, **fields)
     choices = tuple(
         _generate(
             lead + behaviour.answer(prompt.text),
@@ -832,7 +853,7 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
         )
         for prompt, budget in zip(prompts, budgets, strict=True)
     )
-    return Completion(sum(p.tokens for p in prompts), choices)
+    return Completion(sum(p.tokens for p in prompts), choices, **fields)
 
 
 def _think_then_answer(
@@ -890,7 +911,7 @@ def _apply_content_fault(completion: Completion, fault: Fault | None) -> Complet
             cut = truncate_tokens(text, keep)
             finish = "length" if fault.action == "length" else "content_filter"
             changed.append(Choice(cut, finish, None, count_tokens(cut)))
-    return Completion(completion.prompt_tokens, tuple(changed))
+    return replace(completion, choices=tuple(changed))
 
 
 # --- generation: the wire shapes (vLLM 0.32.0 protocol classes) ---------------------------------
@@ -986,11 +1007,26 @@ def completions_response(model: str, completion: Completion) -> Json:
     }
 
 
+def _chat_deltas(completion: Completion, choice: Choice) -> list[Json]:
+    """The deltas of a streamed chat answer after its role chunk, one token each: the thinking
+    in the reasoning field, then the answer in its field; a null answer with nothing before it
+    is one `content: null` delta, an empty one one `content: ""`."""
+    deltas: list[Json] = []
+    if choice.reasoning and completion.reasoning_field is not None:
+        deltas += [{completion.reasoning_field: p} for p in _pieces(choice.reasoning)]
+    if choice.text is not None:
+        field = completion.answer_field
+        deltas += [{field: p} for p in _pieces(choice.text)] or [{field: ""}]
+    return deltas or [{"content": None}]
+
+
 def stream_events(
     path: str, model: str, completion: Completion, *, include_usage: bool
 ) -> list[Json]:
     """The SSE events of a streamed answer, before `data: [DONE]`: for chat a role chunk, then
-    one chunk per token, the last carrying finish_reason; then the usage chunk when asked."""
+    one chunk per token (the thinking's first, see `_chat_deltas`), the last carrying
+    finish_reason; then the usage chunk when asked (with the reasoning tokens behind a
+    reasoning parser)."""
     chat = path == CHAT_PATH
     head: Json = {
         "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
@@ -1004,21 +1040,28 @@ def stream_events(
             role: Json = {"index": index, "delta": {"role": "assistant", "content": ""}}
             role |= {"logprobs": None, "finish_reason": None}
             events.append({**head, "choices": [role]})
+            deltas = _chat_deltas(completion, choice)
+            for number, delta in enumerate(deltas, start=1):
+                last = number == len(deltas)
+                item: Json = {"index": index, "delta": delta, "logprobs": None}
+                item["finish_reason"] = choice.finish_reason if last else None
+                if last:
+                    item["stop_reason"] = choice.stop_reason
+                events.append({**head, "choices": [item]})
+            continue
         contents: list[str | None] = [None] if choice.text is None else [*_pieces(choice.text)]
         for number, piece in enumerate(contents or [""], start=1):
             last = number >= len(contents)
-            finish = choice.finish_reason if last else None
-            item: Json = {"index": index}
-            if chat:
-                item |= {"delta": {"content": piece}, "logprobs": None, "finish_reason": finish}
-                if last:
-                    item["stop_reason"] = choice.stop_reason
-            else:
-                item |= {"text": piece, "logprobs": None, "finish_reason": finish}
-                item["stop_reason"] = choice.stop_reason if last else None
+            item = {"index": index, "text": piece, "logprobs": None}
+            item["finish_reason"] = choice.finish_reason if last else None
+            item["stop_reason"] = choice.stop_reason if last else None
             events.append({**head, "choices": [item]})
     if include_usage:
-        events.append({**head, "choices": [], "usage": _usage(completion, details=False)})
+        usage = _usage(completion, details=False)
+        if chat and completion.reasoning_field is not None:  # vLLM: whenever a parser is on
+            thought = sum(c.reasoning_tokens or 0 for c in completion.choices)
+            usage["completion_tokens_details"] = {"reasoning_tokens": thought}
+        events.append({**head, "choices": [], "usage": usage})
     return events
 
 

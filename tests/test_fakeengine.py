@@ -20,6 +20,7 @@ import pytest
 from tests.fakeengine import (
     CHAT_PATH,
     COMPLETIONS_PATH,
+    FILLER,
     EngineBehaviour,
     FakeEngine,
     Fault,
@@ -222,6 +223,82 @@ def test_chat_stream_is_vllms_event_sequence(engine):
     assert deltas[-1]["finish_reason"] == "stop"
     assert chunks[-1]["choices"] == []
     assert chunks[-1]["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
+
+
+def chunks_of(events: list[str]) -> list[dict[str, Any]]:
+    """The JSON chunks of a stream that ended with [DONE]."""
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_a_reasoning_model_streams_its_thinking_before_its_answer(field):
+    behaviour = EngineBehaviour(thinking=field, thinking_tokens=14)
+    with FakeEngine(behaviour) as engine:
+        plain = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
+        body = chat_body(JANET.question, stream=True, stream_options={"include_usage": True})
+        chunks = chunks_of(stream(engine.url + "/chat/completions", body)[1])
+        client = openai.OpenAI(base_url=engine.url, api_key="none", max_retries=0)
+        parsed = list(
+            client.chat.completions.create(
+                model="fake-model", messages=body["messages"], stream=True
+            )
+        )
+    message = plain["choices"][0]["message"]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    deltas = [c["choices"][0] for c in chunks[1:-1]]
+    keys = [next(iter(d["delta"])) for d in deltas]
+    thinking = keys.count(field)
+    assert (
+        thinking
+        == 2 * count_tokens(FILLER)
+        == plain["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    )
+    assert keys == [field] * thinking + ["content"] * (len(keys) - thinking)
+    assert all(len(d["delta"]) == 1 for d in deltas)  # one field a delta, as vLLM's exclude_unset
+    assert "".join(d["delta"][field] for d in deltas[:thinking]) == message[field]
+    assert "".join(d["delta"]["content"] for d in deltas[thinking:]) == message["content"]
+    assert final_number(message["content"]) == "18"
+    assert [d["finish_reason"] for d in deltas] == [None] * (len(deltas) - 1) + ["stop"]
+    assert chunks[-1]["choices"] == []
+    usage = chunks[-1]["usage"]
+    assert usage["completion_tokens"] == plain["usage"]["completion_tokens"]
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": thinking}
+    # The openai SDK keeps the reasoning field of each delta as an extra.
+    extras = [p.choices[0].delta.model_extra or {} for p in parsed]
+    assert "".join(e.get(field) or "" for e in extras) == message[field]
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_a_stream_cut_while_thinking_sends_only_reasoning_then_length(field):
+    behaviour = EngineBehaviour(thinking=field, endless_thinking=1.0)
+    with FakeEngine(behaviour) as engine:
+        plain = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
+        body = chat_body(JANET.question, stream=True, stream_options={"include_usage": True})
+        chunks = chunks_of(stream(engine.url + "/chat/completions", body)[1])
+    assert plain["choices"][0]["message"]["content"] is None
+    assert plain["choices"][0]["finish_reason"] == "length"
+    deltas = [c["choices"][0] for c in chunks[1:-1]]
+    assert len(deltas) == 256  # the whole budget, one thinking token a delta
+    assert all(list(d["delta"]) == [field] for d in deltas)
+    assert "".join(d["delta"][field] for d in deltas) == plain["choices"][0]["message"][field]
+    assert deltas[-1]["finish_reason"] == "length" and deltas[-1]["stop_reason"] is None
+    assert chunks[-1]["usage"]["completion_tokens"] == 256
+    assert chunks[-1]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 256}
+
+
+def test_an_answer_in_the_reasoning_field_streams_there(engine):
+    engine.behaviour.answer_field = "reasoning_content"
+    plain = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
+    body = chat_body(JANET.question, stream=True)
+    chunks = chunks_of(stream(engine.url + "/chat/completions", body)[1])
+    deltas = [c["choices"][0]["delta"] for c in chunks[1:]]
+    assert all(list(d) == ["reasoning_content"] for d in deltas)
+    answer = plain["choices"][0]["message"]["reasoning_content"]
+    assert "".join(d["reasoning_content"] for d in deltas) == answer
+    assert final_number(answer) == "18"
+    assert plain["choices"][0]["message"]["content"] is None
+    assert all("usage" not in c for c in chunks)
 
 
 def test_completions_stream_without_usage(engine):

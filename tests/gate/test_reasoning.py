@@ -3,12 +3,17 @@ options that steer thinking sent in every request."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import FAST, load_result, load_samples
 from tests.fakeengine import CHAT_PATH, FILLER, EngineBehaviour, FakeEngine, count_tokens
 
 QUESTIONS = 100
+FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+"""The two fields vLLM's reasoning parsers put the thinking in (older releases, 0.32)."""
 
 
 def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
@@ -35,12 +40,21 @@ def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
     ]
 
 
-def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_path):
-    behaviour = EngineBehaviour(thinking="reasoning_content", endless_thinking=0.3)
+def _probed_once_streamed(engine: FakeEngine, doc: dict[str, object]) -> None:
+    """The run's one streamed request, the probe, was answered and accepted."""
+    streamed = [r for r in engine.requests if r.stream]
+    assert [(r.path, r.status) for r in streamed] == [(CHAT_PATH, 200)]
+    assert doc["probe"] == doc["probe"] | {"outcome": "ok", "status_code": 200}
+
+
+@FIELDS
+def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_path, field):
+    behaviour = EngineBehaviour(thinking=field, endless_thinking=0.3)
     with FakeEngine(behaviour) as engine:
         result = cli(*_args(engine, tmp_path, "--max-truncated-rate", "0.2"))
     assert result.code == 1, result.text
     doc = load_result(tmp_path)
+    _probed_once_streamed(engine, doc)
     budget = doc["eval"]["max_tokens"]
     requests = doc["eval"]["requests"]
     assert requests["cut_while_thinking"] == 30
@@ -65,7 +79,7 @@ def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_p
     )
     samples = load_samples(tmp_path)
     assert all(s["reasoning"] and s["reasoning"].startswith(FILLER) for s in samples)
-    cut = [s for s in samples if s["answer_field"] == "reasoning_content"]
+    cut = [s for s in samples if s["answer_field"] == field]
     assert len(cut) == 30
     assert all(s["finish_reason"] == "length" and s["reasoning_tokens"] == budget for s in cut)
     answered = [s for s in samples if s["answer_field"] == "content"]
@@ -73,14 +87,51 @@ def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_p
     assert all(s["reasoning_tokens"] == thought for s in answered)
 
 
-def test_thinking_that_ends_in_time_passes_and_keeps_the_reasoning(cli, tmp_path):
-    with FakeEngine(EngineBehaviour(thinking="reasoning")) as engine:
+@FIELDS
+def test_thinking_that_ends_in_time_passes_and_keeps_the_reasoning(cli, tmp_path, field):
+    with FakeEngine(EngineBehaviour(thinking=field)) as engine:
         result = cli(*_args(engine, tmp_path))
     assert result.code == 0, result.text
-    requests = load_result(tmp_path)["eval"]["requests"]
+    doc = load_result(tmp_path)
+    _probed_once_streamed(engine, doc)
+    requests = doc["eval"]["requests"]
     assert requests["cut_while_thinking"] == 0 and requests["from_reasoning"] == 0
     assert requests["reasoning_tokens"]["answers"] == QUESTIONS
-    assert all(s["reasoning"] for s in load_samples(tmp_path))
+    samples = load_samples(tmp_path)
+    assert len(samples) == QUESTIONS
+    assert all(
+        s["reasoning"].startswith(FILLER) and s["answer_field"] == "content" for s in samples
+    )
+
+
+@FIELDS
+def test_the_probe_accepts_a_stream_that_only_thinks(cli, field):
+    """Every answer runs out of budget while thinking: the probe's stream carries reasoning
+    deltas only, and is still the engine accepting the request."""
+    behaviour = EngineBehaviour(thinking=field, endless_thinking=1.0)
+    with FakeEngine(behaviour) as engine:
+        result = cli(
+            "probe",
+            "--base-url",
+            engine.url,
+            "--model",
+            "fake-model",
+            "--isl",
+            "1024",
+            "--osl",
+            "512",
+            "--limit",
+            "5",
+            *FAST,
+            "--json",
+        )
+    assert result.code == 0, result.text
+    outcome = json.loads(result.out)
+    assert outcome["outcome"] == "ok"
+    [probe] = engine.requests
+    assert (probe.path, probe.status, probe.stream) == (CHAT_PATH, 200, True)
+    assert probe.body is not None and probe.body["max_tokens"] == outcome["max_tokens"]
+    assert probe.finish_reason == "length"  # what the engine was streaming: thinking only
 
 
 def test_a_plain_model_reports_no_reasoning(engine, cli, tmp_path):

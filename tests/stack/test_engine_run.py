@@ -3,7 +3,7 @@
 What the loopback tier can only imitate, seen on real processes: the served limits and prompt
 lengths evalgate discovers, vLLM's own rejection of an over-large budget (the original incident),
 a prefill/decode pair whose router shows only the prefill's larger limit, whole GSM8K runs with
-real answers, and an engine killed mid-eval.
+real answers, a GPQA-shaped run on made-up questions, and an engine killed mid-eval.
 
 SmolLM2-135M's 5-shot prompts take about 1100-1750 tokens. It answers in the right format
 (`... #### 24`) but almost always wrongly, so a run that completes ends in FAIL (exit 1).
@@ -11,6 +11,7 @@ SmolLM2-135M's 5-shot prompts take about 1100-1750 tokens. It answers in the rig
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,8 @@ from typing import Any
 import pytest
 
 from evalgate.tasks.dataset import load_dataset
-from evalgate.tasks.prompts import build_prompts
+from evalgate.tasks.gpqa import load_gpqa
+from evalgate.tasks.prompts import Prompt, build_prompts
 from evalgate.tasks.spec import load_task
 from tests.conftest import FAST, load_result, load_samples, run_subprocess
 
@@ -66,7 +69,13 @@ def run_args(
 def real_prompt_tokens(base_url: str, model: str, api: str, limit: int) -> list[int]:
     """Each eval prompt's length as the engine's own POST /tokenize counts it."""
     dataset = load_dataset()
-    prompts = build_prompts(load_task(api), dataset.test, dataset.train, limit)
+    return tokenized(
+        base_url, model, build_prompts(load_task(api), dataset.test, dataset.train, limit)
+    )
+
+
+def tokenized(base_url: str, model: str, prompts: Sequence[Prompt]) -> list[int]:
+    """Each prompt's length as the engine's own POST /tokenize counts it."""
     counts = []
     for prompt in prompts:
         body: dict[str, Any] = {"model": model}
@@ -307,6 +316,86 @@ def test_full_run_through_the_router_fails_the_gate_on_real_answers(engine_singl
     assert document["eval"]["max_tokens"] == context["max_tokens"] == 1536 - longest
     assert any(re.search(STRICT, sample["response"]) for sample in samples)  # "#### N" answers
     assert f"gsm8k: {questions}/{questions} answered" in done.stderr.splitlines()
+
+
+# --- GPQA-diamond on made-up questions ---------------------------------------------------------
+
+GPQA = "gpqa_diamond_cot_n_shot"
+ABCD = r"(?i)\b\(?([A-D])\)?\b"  # the task's extract_abcd filter, its last match
+MADE_UP = [  # in gpqa_diamond.csv's columns; of clearly different lengths, for the longest prompt
+    ("What colour is the made-up fruit zibble?", "blue", "red", "green", "yellow"),
+    (
+        "A made-up planet, Quorb, has three moons that each take a different number of days to "
+        "circle it. Which of these is the number of moons of Quorb?",
+        "three",
+        "one",
+        "seven",
+        "twelve",
+    ),
+    ("How many legs has a made-up tri-pod stool?", "3", "4", "5", "6"),
+]
+
+
+def write_gpqa(folder: Path) -> Path:
+    folder.mkdir()
+    columns = ["Question", "Correct Answer", *(f"Incorrect Answer {n}" for n in (1, 2, 3))]
+    with (folder / "gpqa_diamond.csv").open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        writer.writerows(MADE_UP)
+    return folder
+
+
+def test_gpqa_shaped_run_through_the_router(engine_single, tmp_path):
+    """The harness's GPQA task on the real stack: every (question, repeat) asked once, the probe
+    at the task's own longest prompt. SmolLM2 mostly picks wrongly, so the verdict may go
+    either way; an error may not."""
+    data = write_gpqa(tmp_path / "data")
+    asked = 2 * len(MADE_UP)  # every question twice, its choices shuffled each time
+    router = engine_single.router_url
+    dataset = load_gpqa(data)
+    prompts = build_prompts(load_task("chat", GPQA), dataset.test, dataset.train, asked)
+    counts = tokenized(router, engine_single.model, prompts)
+    longest = max(counts)
+    out = tmp_path / "run"
+    done = run_subprocess(
+        *run_args(
+            router,
+            engine_single.model,
+            out,
+            f"--task {GPQA} --dataset-dir {data} --limit {asked} --min-samples 0",
+            "--isl 256 --osl 64 --max-tokens 64 --num-concurrent 2",
+        ),
+        timeout=RUN_TIMEOUT,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    document = load_result(out)
+    assert document["exit_code"] == done.returncode and document["error"] is None
+    assert document["status"] == ("pass" if done.returncode == 0 else "fail")
+    assert document["eval"]["task"] == GPQA
+    assert document["threshold"] == document["threshold"] | {"value": 0.3, "matched": "default"}
+    assert "threshold 0.3000 (default)" in done.stdout
+
+    probe = document["probe"]
+    assert probe["outcome"] == "ok"
+    assert probe["prompt_tokens"] == longest == document["context"]["prompt_tokens"]["value"]
+    assert counts[probe["doc_id"]] == longest
+    assert probe["max_tokens"] == document["eval"]["max_tokens"] == 64
+
+    requests = document["eval"]["requests"]
+    assert requests["total"] == requests["completed"] == asked and requests["failed"] == 0
+    samples = load_samples(out)
+    assert sorted(s["doc_id"] for s in samples) == list(range(asked))
+    assert Counter(s["question"] for s in samples) == {row[0]: 2 for row in MADE_UP}
+    for sample in samples:
+        assert sample["error"] is None and sample["target"] in set("ABCD"), sample
+        verdict = sample["filters"]["extract_abcd"]
+        assert verdict["extracted"] == extract(ABCD, sample["response"], -1), sample
+        assert verdict["correct"] == (verdict["extracted"].upper() == sample["target"])
+    [score] = document["scores"]
+    assert (score["filter"], score["n"]) == ("extract_abcd", asked)
+    right = sum(s["filters"]["extract_abcd"]["correct"] for s in samples)
+    assert score["value"] == pytest.approx(right / asked)
 
 
 # --- the engine dies mid-eval ------------------------------------------------------------------
