@@ -355,8 +355,8 @@ def choice_docs(rows: Sequence[Mapping[str, str]]) -> dict[str, ChoiceDoc]:
 
 def choice_reply(behaviour: EngineBehaviour, text: str) -> str | None:
     """ "The answer is (X).": the right letter for the `index`-th question when
-    `answered_right(index, accuracy)` (both repeats alike), else the next letter; None when the
-    prompt asks no known multiple-choice question."""
+    `answered_right(index, accuracy)` (both repeats alike) and it is not in `wrong_questions`,
+    else the next letter; None when the prompt asks no known multiple-choice question."""
     match = _CHOICES.match(text.lstrip())
     doc = behaviour.choice_docs.get(match.group(1).strip()) if match else None
     if match is None or doc is None:
@@ -365,7 +365,8 @@ def choice_reply(behaviour: EngineBehaviour, text: str) -> str | None:
     if doc.correct not in options:
         return None
     right = options.index(doc.correct)
-    pick = right if answered_right(doc.index, behaviour.accuracy) else (right + 1) % 4
+    wrong = match.group(1).strip() in {q.strip() for q in behaviour.wrong_questions}
+    pick = right if answered_right(doc.index, behaviour.accuracy) and not wrong else (right + 1) % 4
     return f"Weighing the options given.\nThe answer is ({CHOICE_LETTERS[pick]})."
 
 

@@ -17,6 +17,12 @@ PrefixReader itself each run's answers in arrival order and counts any run it de
 
 compare's rule (evalgate.compare.paired.classify): full GSM8K, 3% of questions flipping between two
 runs of the same model (1.5% lost, 1.5% gained); a true drop of d adds d to the lost share.
+
+compare on repeated questions: GPQA-diamond as the harness asks it (198 questions, each twice),
+two runs of the same model (no true change) in which 20% of the questions flip (half lost, half
+gained); a flipped question flips in both its repeats with probability `together` (else in one),
+and each pair of runs is judged by the clustered rule and by the naive one that counts every
+answer as independent.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalgate.compare.paired import Finding, PairedCounts, classify
+from evalgate.compare.paired import Cluster, Finding, PairedCounts, classify
 from evalgate.gate.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
 from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
@@ -232,7 +238,105 @@ def simulate_compare(
     )
 
 
+GPQA_QUESTIONS = 198
+GPQA_REPEATS = 2
+GPQA_FLIP_RATE = 0.20
+
+
+@dataclass(frozen=True)
+class RepeatRates:
+    """compare's rule on simulated pairs of runs of a task asking every question twice."""
+
+    together: float
+    runs: int
+    clustered: CompareRates
+    """The repeats of a question one cluster (evalgate's rule)."""
+    naive: CompareRates
+    """Every answer counted as independent (the rule without clusters)."""
+
+
+@cache
+def _repeat_finding(
+    split: tuple[int, int, int, int], questions: int, max_drop: float, clustered: bool
+) -> Finding:
+    # The finding depends only on how many questions lost or gained one or both repeats.
+    lost_one, lost_both, gained_one, gained_both = split
+    clusters = [Cluster(2, 1, 0)] * lost_one + [Cluster(2, 2, 0)] * lost_both
+    clusters += [Cluster(2, 0, 1)] * gained_one + [Cluster(2, 0, 2)] * gained_both
+    clusters += [Cluster(2, 0, 0)] * (questions - len(clusters))
+    lost, gained = lost_one + 2 * lost_both, gained_one + 2 * gained_both
+    counts = PairedCounts(
+        2 * questions - lost - gained, lost, gained, 0, tuple(clusters) if clustered else ()
+    )
+    return classify(counts, max_drop)[0]
+
+
+def simulate_compare_repeats(
+    together: float,
+    *,
+    runs: int,
+    seed: int,
+    flip_rate: float = GPQA_FLIP_RATE,
+    max_drop: float = DEFAULT_MAX_DROP,
+    questions: int = GPQA_QUESTIONS,
+) -> RepeatRates:
+    """`runs` seeded pairs of runs with no true change, each question asked twice; a flipped
+    question flips in both repeats (the same way) with probability `together`."""
+    rng = np.random.default_rng(seed)
+    found = {rule: dict.fromkeys(Finding, 0) for rule in (True, False)}
+    for _ in range(runs):
+        state = rng.choice(3, size=questions, p=[flip_rate / 2, flip_rate / 2, 1 - flip_rate])
+        both = rng.random(questions) < together
+        split = (
+            int(((state == 0) & ~both).sum()),
+            int(((state == 0) & both).sum()),
+            int(((state == 1) & ~both).sum()),
+            int(((state == 1) & both).sum()),
+        )
+        for rule in (True, False):
+            found[rule][_repeat_finding(split, questions, max_drop, rule)] += 1
+
+    def rates(rule: bool) -> CompareRates:
+        share = {finding: count / runs for finding, count in found[rule].items()}
+        return CompareRates(
+            0.0,
+            runs,
+            share[Finding.EQUIVALENT],
+            share[Finding.REGRESSION],
+            share[Finding.INCONCLUSIVE],
+        )
+
+    return RepeatRates(together, runs, rates(True), rates(False))
+
+
 # -- the tables docs/compare.md and BENCHMARKS.md show -----------------------------------------
+
+TOGETHER = (1.0, 0.5, 0.0)
+"""How often a flipped GPQA question flips in both repeats, in the repeats table."""
+
+
+def repeat_rates(runs: int = 2000) -> list[RepeatRates]:
+    """compare on GPQA-shaped runs at each of TOGETHER, seeded (seed 1600 + its index)."""
+    return [
+        simulate_compare_repeats(together, runs=runs, seed=1600 + i)
+        for i, together in enumerate(TOGETHER)
+    ]
+
+
+def repeat_table(rates: Sequence[RepeatRates]) -> str:
+    """No true change, questions asked twice: the clustered rule against the naive one."""
+    lines = [
+        "| flipped questions flipping in both repeats | REGRESSION, clustered | REGRESSION, "
+        "naive | EQUIVALENT, clustered | EQUIVALENT, naive |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in rates:
+        lines.append(
+            f"| {r.together:.0%} | {r.clustered.regression:.1%} | {r.naive.regression:.1%} | "
+            f"{r.clustered.equivalent:.1%} | {r.naive.equivalent:.1%} |"
+        )
+    return "\n".join(lines) + "\n"
+
 
 DROPS = (0.0, 0.005, 0.01, 0.02, 0.03)
 """True drops in accuracy the compare table shows (0.02: two points)."""

@@ -15,7 +15,10 @@ from tests.simulation import (
     compare_rates,
     compare_table,
     prefix_reader_agrees,
+    repeat_rates,
+    repeat_table,
     simulate_compare,
+    simulate_compare_repeats,
     simulate_gate,
 )
 
@@ -90,3 +93,29 @@ def test_the_compare_table_in_the_docs_is_what_the_simulation_gives():
         0
     ]
     assert shown == compare_table(compare_rates())
+
+
+def test_compare_clusters_repeated_questions_where_counting_answers_would_cry_regression():
+    """GPQA-shaped runs (198 questions, each asked twice), no true change, 20% of the questions
+    flipping and always in both repeats: the clustered rule keeps false REGRESSIONs within 5%,
+    the naive one (every answer independent) does not."""
+    rates = simulate_compare_repeats(1.0, runs=RUNS, seed=21)
+    clustered, naive = rates.clustered.regression, rates.naive.regression
+    print(f"false REGRESSION: clustered {clustered:.1%}, naive {naive:.1%}")
+    assert clustered <= 0.05
+    assert naive > 0.05
+    assert naive > 2 * clustered
+
+
+def test_compare_clustering_independent_repeats_costs_next_to_nothing():
+    """A flip that hits one repeat only: the clustered test is the naive one exactly, and the
+    interval widens only by the small-sample correction of the cluster count."""
+    rates = simulate_compare_repeats(0.0, runs=500, seed=22)
+    assert rates.clustered.regression == rates.naive.regression
+    assert abs(rates.clustered.equivalent - rates.naive.equivalent) <= 0.01
+
+
+def test_the_repeats_table_in_the_docs_is_what_the_simulation_gives():
+    text = (REPO / "docs" / "compare.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- repeat-rates:start -->\n", 1)[1].split("<!-- repeat-rates:end -->")[0]
+    assert shown == repeat_table(repeat_rates())

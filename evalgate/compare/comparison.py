@@ -3,7 +3,10 @@
     compare_runs(baseline, candidate)       load both runs (evalgate.compare.runs)
       -> a run stopped early (--early-stop) is refused (UsageError): it is incomplete
       -> protocol_differences               refuse (UsageError) unless allow_protocol_drift
-      -> pair by doc_id, per filter         a failed request is excluded, and reported
+      -> pair by doc_id, per filter         a failed request is excluded, and reported; a
+                                            question asked several times (GPQA's repeats) is
+                                            paired per (question, repeat), its answers one
+                                            cluster
       -> classify (compare.paired)          EQUIVALENT / INCONCLUSIVE / REGRESSION per filter
       -> Comparison                         the worst filter decides; render_* and
                                             comparison_document turn it into output
@@ -20,9 +23,11 @@ from typing import Any
 
 from evalgate.compare.paired import (
     ALPHA,
+    Cluster,
     Finding,
     PairedCounts,
     classify,
+    design_effect,
     practical_drop,
     questions_to_settle,
 )
@@ -59,6 +64,8 @@ class FilterComparison:
     questions_to_settle: int | None
     flips: tuple[Flip, ...]
     """Every flip: the lost ones first, each group by doc_id."""
+    design_effect: float = 1.0
+    """The variance inflation of clustering a question's repeats (1 without repeats)."""
 
 
 @dataclass(frozen=True)
@@ -110,10 +117,12 @@ def p_text(p_value: float) -> str:
     return f"{p_value:.3f}" if p_value >= 0.001 else f"{p_value:.1e}"
 
 
-def _settle_text(needed: int | None, n: int) -> str:
+def _settle_text(needed: int | None, n: int, *, clustered: bool = False) -> str:
     if needed is None:
         return "; no number of questions would settle it at these rates"
     text = f"; about {needed} paired questions would settle it at these rates (an estimate)"
+    if clustered:
+        return f"{text}: compare runs of at least {needed} questions" if needed > n else text
     if needed > GSM8K_TEST_SIZE:
         return (
             f"{text}, more than the {GSM8K_TEST_SIZE} GSM8K has: no rerun can settle it. Widen "
@@ -137,6 +146,14 @@ def _reason(
         f"{counts.lost} lost, {counts.gained} gained: {points(counts.difference)} points, "
         f"95% CI [{points(interval[0])}, {points(interval[1])}], McNemar p = {p_text(p_value)}"
     )
+    if counts.clustered:
+        table = (
+            f"{counts.lost} answers lost, {counts.gained} gained, of {counts.n} answers to "
+            f"{counts.questions} questions: {points(counts.difference)} points, 95% CI "
+            f"[{points(interval[0])}, {points(interval[1])}], clustered McNemar p = "
+            f"{p_text(p_value)} (each question's repeats one cluster, design effect "
+            f"{design_effect(counts):.2f})"
+        )
     margin = f"{max_drop * 100:.1f}-point margin"
     if finding is Finding.REGRESSION:
         if counts.difference < -max_drop:
@@ -151,7 +168,8 @@ def _reason(
         why = f"the drop reaches half the {margin} but is not significant"
     else:
         why = f"a drop beyond the {margin} cannot be ruled out"
-    return f"{table}: {why}{_settle_text(needed, counts.n)}"
+    settle = _settle_text(needed, counts.questions, clustered=counts.clustered)
+    return f"{table}: {why}{settle}"
 
 
 def _compare_filter(
@@ -159,18 +177,25 @@ def _compare_filter(
 ) -> FilterComparison:
     cells = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}
     flips: list[Flip] = []
+    questions: dict[int, list[int]] = {}  # cluster -> [answers, lost, gained]
+    repeated = False
     for doc_id in doc_ids:
         was, now = baseline.samples[doc_id], candidate.samples[doc_id]
         if name not in was.filters or name not in now.filters:
             continue
         right = (was.filters[name].correct, now.filters[name].correct)
         cells[right] += 1
+        repeated = repeated or was.repeat is not None
+        tally = questions.setdefault(doc_id if was.cluster is None else was.cluster, [0, 0, 0])
+        tally[0] += 1
         if right[0] != right[1]:
             change = "lost" if right[0] else "gained"
+            tally[1 if right[0] else 2] += 1
             answers = (was.filters[name].extracted, now.filters[name].extracted)
             flips.append(Flip(doc_id, change, was.question, was.target, *answers))
+    clusters = tuple(Cluster(*tally) for tally in questions.values()) if repeated else ()
     counts = PairedCounts(
-        cells[True, True], cells[True, False], cells[False, True], cells[False, False]
+        cells[True, True], cells[True, False], cells[False, True], cells[False, False], clusters
     )
     finding, p_value, interval = classify(counts, max_drop)
     needed = questions_to_settle(counts, max_drop) if finding is Finding.INCONCLUSIVE else None
@@ -183,7 +208,17 @@ def _compare_filter(
         max_drop=max_drop,
         needed=needed,
     )
-    return FilterComparison(name, counts, finding, p_value, interval, reason, needed, tuple(flips))
+    return FilterComparison(
+        name,
+        counts,
+        finding,
+        p_value,
+        interval,
+        reason,
+        needed,
+        tuple(flips),
+        design_effect(counts),
+    )
 
 
 def _info(run: Run) -> RunInfo:
@@ -207,6 +242,12 @@ def _changed(baseline: Run, candidate: Run) -> tuple[Difference, ...]:
     )
 
 
+def _same_question(baseline: Run, candidate: Run, doc_id: int) -> bool:
+    """Do both runs ask the same question (and the same repeat of it) under this doc_id?"""
+    was, now = baseline.samples[doc_id], candidate.samples[doc_id]
+    return (was.question, was.cluster, was.repeat) == (now.question, now.cluster, now.repeat)
+
+
 def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]]) -> list[str]:
     found = [
         f"the {side} run ended with status {run.result.status}: its samples may be incomplete"
@@ -225,6 +266,16 @@ def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]])
             f"lm_eval_version differs ({versions[0]} vs {versions[1]}): scoring code "
             "may differ between the runs"
         )
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        texts = [s.question for s in run.samples.values() if s.repeat is None]
+        repeated = len(texts) - len(set(texts))
+        if repeated and all(s.repeat is None for s in run.samples.values()):
+            found.append(
+                f"the {side} run asks {repeated} question(s) more than once but its samples "
+                "do not record the repeats (cluster, repeat: written by this evalgate, not by "
+                "older ones): its answers are counted as independent, which overstates the "
+                "evidence; rerun it to have the repeats clustered"
+            )
     found += [
         f"questions left out because their request failed in the {side} run: {len(ids)} "
         f"({format_doc_ids(ids)})"
@@ -275,9 +326,7 @@ def compare(
         side: tuple(i for i in shared if run.samples[i].error is not None)
         for side, run in (("baseline", baseline), ("candidate", candidate))
     }
-    unpaired = tuple(
-        i for i in shared if baseline.samples[i].question != candidate.samples[i].question
-    )
+    unpaired = tuple(i for i in shared if not _same_question(baseline, candidate, i))
     skip = {*failed["baseline"], *failed["candidate"], *unpaired}
     names = [f for f in baseline.filters if f in candidate.filters]
     paired = [i for i in shared if i not in skip]

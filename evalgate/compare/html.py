@@ -37,6 +37,9 @@ def _scores(c: Comparison) -> str:
         described = (
             f"{f.filter}: baseline {_percent(before)}, candidate {_percent(after)} "
             f"over {f.counts.n} paired questions"
+            if not f.counts.clustered
+            else f"over {f.counts.n} paired answers to {f.counts.questions} questions, their "
+            "repeats clustered"
         )
         rows.append(
             page.chart_row(
@@ -98,7 +101,7 @@ def _statistics(c: Comparison) -> str:
         n = f.counts
         cells: list[page.Cell] = [
             esc(f.filter),
-            (esc(n.n), n.n),
+            (esc(f"{n.n} answers, {n.questions} questions" if n.clustered else n.n), n.n),
             (_percent(n.baseline_score), n.baseline_score),
             (_percent(n.candidate_score), n.candidate_score),
             (points(n.difference), n.difference),

@@ -29,11 +29,48 @@ Per filter, every question answered in both runs falls in one cell::
   n until the rule would decide: when d > -m/2, until the interval's lower end passes -m
   (EQUIVALENT); when d < -m/2, until the exact test on the rescaled (rounded) discordant counts
   gives p < 0.05 (REGRESSION). It assumes the proportions hold, which they need not.
+
+Repeated questions (GPQA-diamond as the harness runs it asks every question twice, each time
+with its choices shuffled anew): the answers are paired by (question, repeat), but the two
+answers to one question are not independent (a question the change made harder is usually
+lost in both repeats), and the test above, counting them as two, would call too many
+REGRESSIONs. The repeats of a question form one cluster (PairedCounts.clusters), and with any
+cluster of two or more answers:
+
+- Test: the clustered McNemar test of Durkalski et al. 2003 (Statistics in Medicine 22:1417),
+  computed exactly. Per question k, T_k = its answers gained - its answers lost; their sum is
+  the numerator of d. Under no change the two runs are exchangeable within a question, so each
+  T_k is as likely negated: p = min(1, 2 P[S <= -|sum T_k|]) for S = sum of +-T_k with
+  independent fair signs, counted exactly over all 2^K sign patterns (Durkalski's chi-square
+  statistic (sum T_k)^2 / sum T_k^2 is this distribution's normal approximation, which is poor
+  for the few dozen discordant questions of a GPQA run). With one answer per question every
+  T_k is +-1 and this is the exact McNemar test above, to the last bit.
+- Interval: Tango's interval on the counts divided by the design effect (Rao and Scott 1992's
+  adjustment for clustered binary data): DE = the cluster-robust variance of sum t_i
+  (K/(K-1) sum_k (T_k - m_k d)^2, m_k the question's answers) over the variance that treats
+  every answer as independent (N/(N-1) sum_i (t_i - d)^2, t_i = +1 gained, -1 lost, else 0),
+  floored at 1 (never narrower than the answers alone give). With no flip at all (or every
+  answer flipped the same way) the variance says nothing and DE = N/K, the answers per
+  question: the worst case, repeats that always agree. With one answer per question DE = 1
+  and this is Tango's interval above.
+- The point estimate d and the rule are unchanged: d is over all answers (the score lm-eval
+  reports counts every repeat), and so are the cells of the table.
+- Questions to settle: the estimate above on the design-effect-adjusted counts, converted back
+  to questions (clusters).
+
+Why these rather than averaging each question's repeats into one score: the mean of a question's
+answers takes the values 0, 1/2, 1, which neither McNemar nor Tango's binary interval accepts,
+and a t-interval on per-question means needs a normal approximation the exact test avoids; the
+sign-flip test on T_k is already the per-question analysis (it counts questions, not answers),
+and the design effect leaves d and the table in the answers lm-eval scores. Both methods reduce
+to today's exactly with one answer per question, which is why GSM8K's results do not move.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -76,13 +113,43 @@ class Finding(Enum):
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """The paired answers to one question asked several times (its repeats)."""
+
+    answers: int
+    lost: int
+    gained: int
+
+
+@dataclass(frozen=True)
 class PairedCounts:
-    """The 2x2 table of one filter over the questions both runs answered."""
+    """The 2x2 table of one filter over the answers both runs gave, and the questions they
+    answer when a question is asked more than once."""
 
     both_right: int
     lost: int
     gained: int
     both_wrong: int
+    clusters: tuple[Cluster, ...] = ()
+    """One per question; empty when every answer is its own question (no repeats)."""
+
+    def __post_init__(self) -> None:
+        if self.clusters and (
+            sum(c.answers for c in self.clusters) != self.n
+            or sum(c.lost for c in self.clusters) != self.lost
+            or sum(c.gained for c in self.clusters) != self.gained
+        ):
+            raise ValueError("the clusters do not add up to the table")
+
+    @property
+    def questions(self) -> int:
+        """Questions paired: the clusters, or the answers when there are no repeats."""
+        return len(self.clusters) if self.clusters else self.n
+
+    @property
+    def clustered(self) -> bool:
+        """Was any question answered more than once (the statistics then cluster)?"""
+        return any(c.answers > 1 for c in self.clusters)
 
     @property
     def n(self) -> int:
@@ -149,9 +216,56 @@ def score_interval(gained: float, lost: float, n: float) -> tuple[float, float]:
     return (_bound(gained, lost, n, lower=True), _bound(gained, lost, n, lower=False))
 
 
+def clustered_exact_p(totals: Sequence[int]) -> float:
+    """Two-sided exact clustered McNemar p-value over per-question totals T_k (gained - lost):
+    the share of the 2^K sign patterns whose sum is at least as far from zero, in exact
+    integers. With every T_k = +-1 this is mcnemar_exact_p."""
+    sizes = Counter(abs(t) for t in totals if t)
+    ways = {0: 1}  # sum of the signed totals -> sign patterns giving it
+    for size, count in sizes.items():
+        spread = [(size * (2 * j - count), math.comb(count, j)) for j in range(count + 1)]
+        step: dict[int, int] = {}
+        for total, w in ways.items():
+            for shift, c in spread:
+                step[total + shift] = step.get(total + shift, 0) + w * c
+        ways = step
+    observed = abs(sum(totals))
+    tail = sum(w for total, w in ways.items() if total <= -observed)
+    patterns = 2 ** sum(sizes.values())
+    return float(min(Fraction(1), Fraction(2 * tail, patterns)))
+
+
+def design_effect(counts: PairedCounts) -> float:
+    """How many times the variance of gained - lost exceeds what independent answers would
+    give, floored at 1; N/K (answers per question) when nothing flipped; 1 without repeats."""
+    if not counts.clustered:
+        return 1.0
+    n, k = counts.n, counts.questions
+    if counts.lost + counts.gained == 0 or k < 2:
+        return n / k
+    d = counts.difference
+    rest = n - counts.lost - counts.gained
+    independent = (
+        n / (n - 1) * (counts.lost * (1 + d) ** 2 + counts.gained * (1 - d) ** 2 + rest * d * d)
+    )
+    if independent == 0:  # every answer flipped the same way: nothing varies to compare
+        return n / k
+    robust = k / (k - 1) * sum((c.gained - c.lost - c.answers * d) ** 2 for c in counts.clusters)
+    return max(1.0, robust / independent)
+
+
+def paired_p(counts: PairedCounts) -> float:
+    """The test's p-value: exact McNemar, or its clustered form when questions repeat."""
+    if counts.clustered:
+        return clustered_exact_p([c.gained - c.lost for c in counts.clusters])
+    return mcnemar_exact_p(counts.lost, counts.gained)
+
+
 def difference_interval(counts: PairedCounts) -> tuple[float, float]:
-    """95% Tango score interval for candidate minus baseline; (-1, 1) with nothing paired."""
-    return score_interval(counts.gained, counts.lost, counts.n)
+    """95% Tango score interval for candidate minus baseline, on the counts divided by the
+    design effect when questions repeat; (-1, 1) with nothing paired."""
+    effect = design_effect(counts)
+    return score_interval(counts.gained / effect, counts.lost / effect, counts.n / effect)
 
 
 def practical_drop(max_drop: float) -> float:
@@ -161,7 +275,7 @@ def practical_drop(max_drop: float) -> float:
 
 def classify(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tuple[float, float]]:
     """The finding for one filter, with the McNemar p-value and the interval behind it."""
-    p_value = mcnemar_exact_p(counts.lost, counts.gained)
+    p_value = paired_p(counts)
     interval = difference_interval(counts)
     if counts.n and p_value < ALPHA and counts.difference < -practical_drop(max_drop):
         return Finding.REGRESSION, p_value, interval
@@ -170,32 +284,38 @@ def classify(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tup
     return Finding.INCONCLUSIVE, p_value, interval
 
 
-def _settled(counts: PairedCounts, size: int, max_drop: float) -> bool:
+def _settled(gained: float, lost: float, n: float, size: int, max_drop: float) -> bool:
     """Would the rule decide with `size` questions in the same proportions?"""
-    scale = size / counts.n
-    if counts.difference > -practical_drop(max_drop):
-        return score_interval(counts.gained * scale, counts.lost * scale, size)[0] > -max_drop
-    lost, gained = round(counts.lost * scale), round(counts.gained * scale)
-    if lost + gained > EXACT_LIMIT:  # the score interval and the exact test agree by then
-        return score_interval(gained, lost, size)[1] < 0
-    return mcnemar_exact_p(lost, gained) < ALPHA
+    scale = size / n
+    if (gained - lost) / n > -practical_drop(max_drop):
+        return score_interval(gained * scale, lost * scale, size)[0] > -max_drop
+    lost_at, gained_at = round(lost * scale), round(gained * scale)
+    if lost_at + gained_at > EXACT_LIMIT:  # the score interval and the exact test agree by then
+        return score_interval(gained_at, lost_at, size)[1] < 0
+    return mcnemar_exact_p(lost_at, gained_at) < ALPHA
 
 
 def questions_to_settle(counts: PairedCounts, max_drop: float) -> int | None:
-    """About how many paired questions, at the observed proportions, the rule needs to decide.
+    """About how many paired questions, at the observed proportions, the rule needs to decide
+    (questions, not answers, when questions repeat: found on the counts divided by the design
+    effect, then converted back).
 
     None when nothing is paired, when the drop sits exactly at half the margin (neither side
     can be reached), or beyond SETTLE_CAP.
     """
-    n = counts.n
-    if n == 0 or math.isclose(counts.difference, -practical_drop(max_drop), abs_tol=1e-12):
+    if counts.n == 0 or math.isclose(counts.difference, -practical_drop(max_drop), abs_tol=1e-12):
         return None
-    low, high = n, 2 * n
-    while not _settled(counts, high, max_drop):
+    effect = design_effect(counts)
+    gained, lost, n = counts.gained / effect, counts.lost / effect, counts.n / effect
+    low = max(1, math.floor(n))
+    high = 2 * low
+    while not _settled(gained, lost, n, high, max_drop):
         if high > SETTLE_CAP:
             return None
         low, high = high, 2 * high
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if _settled(counts, middle, max_drop) else (middle, high)
-    return high
+        low, high = (low, middle) if _settled(gained, lost, n, middle, max_drop) else (middle, high)
+    if not counts.clustered:
+        return high
+    return math.ceil(high * effect * counts.questions / counts.n)

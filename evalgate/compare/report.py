@@ -20,6 +20,9 @@ METHOD = {
     "interval": "Tango score interval for a difference of paired proportions, 95%",
     "rule": "regression: p < alpha and difference < -max_drop; equivalent: interval low end "
     "> -max_drop; otherwise inconclusive; the worst filter decides",
+    "repeats": "a question asked more than once (GPQA-diamond's two repeats) is one cluster: "
+    "the exact clustered McNemar test (sign flips of each question's gained - lost, Durkalski "
+    "2003) and Tango's interval on the counts divided by the design effect (Rao-Scott)",
 }
 HEADERS = (
     "filter",
@@ -53,9 +56,25 @@ def _row(f: FilterComparison) -> tuple[str, ...]:
 
 
 def _margin(comparison: Comparison, code: str = "") -> str:
+    method = "exact McNemar test, Tango 95% score interval"
+    if any(f.counts.clustered for f in comparison.filters):
+        method = (
+            "repeated questions clustered: clustered exact McNemar test, Tango 95% score "
+            "interval with the design effect"
+        )
     return (
         f"{code}--max-drop {comparison.max_drop:g}{code} ({comparison.max_drop * 100:.1f} points); "
-        "exact McNemar test, Tango 95% score interval"
+        f"{method}"
+    )
+
+
+def _pairing(f: FilterComparison) -> str:
+    """'extract_abcd: 100 answers to 50 questions paired, ...' (only when questions repeat)."""
+    c = f.counts
+    return (
+        f"{f.filter}: {c.n} answers to {c.questions} questions paired by (question, repeat); "
+        f"the repeats of each question are one cluster in the statistics (design effect "
+        f"{f.design_effect:.2f})"
     )
 
 
@@ -100,6 +119,7 @@ def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
         ]
         lines.append("  ".join(cells).rstrip())
     lines.append("")
+    lines += [f"{_pairing(f)}." for f in c.filters if f.counts.clustered]
     lines += [f"{f.filter}: {f.finding.name}. {f.reason}." for f in c.filters]
     if c.drift:
         lines += ["", "protocol differences allowed by --allow-protocol-drift:"]
@@ -141,7 +161,8 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
         "|---|" + "--:|" * (len(HEADERS) - 2) + "---|",
     ]
     lines += ["| " + " | ".join(_cell(cell) for cell in _row(f)) + " |" for f in c.filters]
-    lines += ["", *(f"- **{f.filter}**: {f.finding.name}. {_cell(f.reason)}." for f in c.filters)]
+    lines += [""] + [f"- {_cell(_pairing(f))}." for f in c.filters if f.counts.clustered]
+    lines += [f"- **{f.filter}**: {f.finding.name}. {_cell(f.reason)}." for f in c.filters]
     if c.drift:
         lines += ["", "Protocol differences allowed by `--allow-protocol-drift`:", ""]
         lines += [f"- {_cell(d.describe())}" for d in c.drift]
@@ -178,6 +199,9 @@ def _filter_document(f: FilterComparison, flips: int) -> dict[str, Any]:
         "verdict": f.finding.value,
         "reason": f.reason,
         "n": c.n,
+        "questions": c.questions,
+        "repeats_clustered": c.clustered,
+        "design_effect": f.design_effect,
         "baseline_score": c.baseline_score,
         "candidate_score": c.candidate_score,
         "difference": c.difference,

@@ -7,7 +7,8 @@ a comparison reads, and a line that fails gets the schema's full diagnosis.
 The protocol is what decides which questions are asked and how answers are produced and scored:
 result.json's ``eval`` (task, task_version, task_sha256, api, num_fewshot, fewshot_seed,
 max_tokens, temperature, limit, the data set's sha256 per split), the filters scored, and the
-question set (the doc_ids in samples.jsonl, with their question and reference answer).
+question set (the doc_ids in samples.jsonl, with their question and reference answer, and for a
+task that repeats its questions which question and repeat each doc_id is).
 """
 
 from __future__ import annotations
@@ -146,17 +147,24 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             )
         )
     shared = sorted(set(base.samples) & set(cand.samples))
-    for name in ("question", "target"):
+    for name, field in (
+        ("question", "question text"),
+        ("target", "target text"),
+        ("repeat", "repeat"),
+        ("cluster", "repeated question"),
+    ):
         changed = [
             i for i in shared if getattr(base.samples[i], name) != getattr(cand.samples[i], name)
         ]
         if changed:
             first = changed[0]
+            values = [getattr(run.samples[first], name) for run in (base, cand)]
+            shown = [v[:60] if isinstance(v, str) else v for v in values]
             found.append(
                 Difference(
-                    f"{name} text",
-                    _show(getattr(base.samples[first], name)[:60]),
-                    _show(getattr(cand.samples[first], name)[:60]),
+                    field,
+                    _show(shown[0]),
+                    _show(shown[1]),
                     f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}",
                 )
             )

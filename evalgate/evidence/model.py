@@ -300,6 +300,13 @@ class Sample(_Record, kw_only=True, frozen=True):
     reasoning_tokens: int | None = None
     error: str | None = None
     filters: dict[str, Answer] = {}
+    cluster: int | None = None
+    """For a task that asks each question more than once (GPQA-diamond: twice): the doc_id of
+    the question's first asking, shared by all its repeats. None when questions are not
+    repeated."""
+    repeat: int | None = None
+    """Which asking of its question this is (the doc's repeat_id: 0, 1, ...); None when
+    questions are not repeated."""
 
 
 class HookRun(_Record, kw_only=True, frozen=True):

@@ -98,19 +98,36 @@ def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
             extracted=str(extracted), correct=float(record.get("exact_match", 0.0)) == 1.0
         )
     samples = []
+    first_asked: dict[str, int] = {}
     for doc_id in sorted(docs):
         record = docs[doc_id]
         doc = record.get("doc") or {}
+        question = str(doc.get("question", ""))
+        repeat = _repeat(doc)
         samples.append(
             Sample(
                 doc_id=doc_id,
-                question=str(doc.get("question", "")),
+                question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
+                cluster=None if repeat is None else first_asked.setdefault(question, doc_id),
+                repeat=repeat,
                 **lm.dispatch.tally.answers.get(doc_id, NO_ANSWER),
             )
         )
     return samples
+
+
+def _repeat(doc: dict[str, Any]) -> int | None:
+    """The doc's repeat_id (a task asking each question several times, GPQA's), else None.
+
+    The repeats of one question are recognised by its text: two questions of the same text
+    would be taken for one, which only makes compare's statistics more cautious."""
+    value = doc.get("repeat_id")
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _git_hash() -> str | None:

@@ -9,9 +9,12 @@ from scipy.optimize import brentq, minimize_scalar
 from scipy.stats import binomtest, norm
 
 from evalgate.compare.paired import (
+    Cluster,
     Finding,
     PairedCounts,
     classify,
+    clustered_exact_p,
+    design_effect,
     difference_interval,
     mcnemar_exact_p,
     questions_to_settle,
@@ -218,3 +221,114 @@ def test_questions_to_settle_on_the_equivalence_side_is_exact_for_the_interval()
 )
 def test_questions_to_settle_out_of_reach(counts):
     assert questions_to_settle(counts, 0.02) is None
+
+
+# -- repeated questions: the clustered statistics, against values worked out by hand ------------
+
+
+def repeated(*clusters: tuple[int, int], questions: int = 50) -> PairedCounts:
+    """`questions` questions asked twice: the given (lost, gained) answers per question for the
+    first ones, nothing flipped in the rest; the concordant answers all right."""
+    shapes = [Cluster(2, lost, gained) for lost, gained in clusters]
+    shapes += [Cluster(2, 0, 0)] * (questions - len(shapes))
+    lost = sum(c.lost for c in shapes)
+    gained = sum(c.gained for c in shapes)
+    return PairedCounts(2 * questions - lost - gained, lost, gained, 0, tuple(shapes))
+
+
+@pytest.mark.parametrize(
+    ("totals", "expected"),
+    [
+        ([], 1.0),
+        ([0, 0], 1.0),  # a lost and a gained repeat of one question cancel
+        ([-2, 2], 1.0),
+        ([-2] * 5, 2 / 2**5),  # five questions lost twice: 1 pattern of 32 as low, two-sided
+        ([-2] * 6, 2 / 2**6),
+        ([-1, -2], 2 * 1 / 4),  # sums -3, -1, 1, 3: one as low as -3
+        # sums 2(+-1+-1+-1) + (+-1+-1) <= -6: all three 2s negative and the 1s not both
+        # positive (3 of 32 patterns)
+        ([-2, -2, -1, 1, -2], 2 * 3 / 32),
+        ([-2, -2, 0, -2, -1, 1], 2 * 3 / 32),  # a cluster with T = 0 changes nothing
+    ],
+)
+def test_clustered_exact_p_known_values(totals, expected):
+    assert clustered_exact_p(totals) == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize(("lost", "gained"), [(0, 0), (0, 5), (1, 5), (40, 5), (560, 500)])
+def test_clustered_exact_p_of_single_answers_is_mcnemar_to_the_bit(lost, gained):
+    assert clustered_exact_p([-1] * lost + [1] * gained) == mcnemar_exact_p(lost, gained)
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        # 5 of 50 questions lost in both repeats, d = -0.1: robust 50/49 (5 (-2 + 0.2)^2 +
+        # 45 (0.2)^2) = 50/49 * 18 over independent 100/99 (10 (0.9)^2 + 90 (0.1)^2) =
+        # 100/99 * 9: 99/49
+        (repeated(*[(2, 0)] * 5), 99 / 49),
+        # 4 questions lost in one repeat, d = -0.04: 50/49 * 3.68 over 100/99 * 3.84 < 1
+        (repeated(*[(1, 0)] * 4), 1.0),
+        # one question lost in one repeat and gained in the other: T = 0, robust 0
+        (repeated((1, 1), questions=10), 1.0),
+        (repeated(), 2.0),  # nothing flipped: the answers per question
+        (repeated(*[(2, 0)] * 3, questions=3), 2.0),  # every answer lost: nothing varies
+        (table(1319, 40, 5), 1.0),  # no repeats
+    ],
+)
+def test_design_effect_known_values(counts, expected):
+    assert design_effect(counts) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("counts", "finding", "p_value"),
+    [
+        # 5 questions lost in both repeats of 50: 10 answers, p = 2/32: not significant
+        (repeated(*[(2, 0)] * 5), Finding.INCONCLUSIVE, 2 / 32),
+        # 6 questions: p = 2/64 < 0.05 and d = -12 points: a regression
+        (repeated(*[(2, 0)] * 6), Finding.REGRESSION, 2 / 64),
+        # the same 10 answers as single questions of 100: p = 2/1024, a regression
+        (PairedCounts(90, 10, 0, 0), Finding.REGRESSION, 2 / 1024),
+    ],
+)
+def test_clustered_classify_counts_questions_not_answers(counts, finding, p_value):
+    got, p, interval = classify(counts, DEFAULT_MAX_DROP)
+    assert (got, p) == (finding, pytest.approx(p_value, rel=1e-15))
+    effect = design_effect(counts)
+    assert interval == score_interval(
+        counts.gained / effect, counts.lost / effect, counts.n / effect
+    )
+
+
+def test_clustered_interval_is_wider_than_the_naive_one_by_the_design_effect():
+    clustered = repeated(*[(2, 0)] * 5)
+    naive = PairedCounts(clustered.both_right, clustered.lost, clustered.gained, 0)
+    low, high = difference_interval(clustered)
+    naive_low, naive_high = difference_interval(naive)
+    assert low < naive_low < -0.1 < naive_high < high
+    # Dividing the counts by DE = 99/49 by hand: 10 / DE lost of 100 / DE answers.
+    assert (low, high) == pytest.approx(score_interval(0, 10 * 49 / 99, 100 * 49 / 99), abs=1e-12)
+
+
+def test_with_one_answer_per_question_clusters_change_nothing():
+    for lost, gained in [(0, 0), (21, 0), (40, 5), (3, 12)]:
+        plain = table(1319, lost, gained)
+        singles = [Cluster(1, 1, 0)] * lost + [Cluster(1, 0, 1)] * gained
+        singles += [Cluster(1, 0, 0)] * (1319 - lost - gained)
+        clustered = PairedCounts(plain.both_right, lost, gained, plain.both_wrong, tuple(singles))
+        assert not clustered.clustered
+        assert classify(clustered, 0.02) == classify(plain, 0.02)
+        assert questions_to_settle(clustered, 0.02) == questions_to_settle(plain, 0.02)
+
+
+def test_questions_to_settle_counts_questions_when_they_repeat():
+    counts = repeated(*[(2, 0)] * 5)  # INCONCLUSIVE at 50 questions
+    needed = questions_to_settle(counts, DEFAULT_MAX_DROP)
+    assert needed is not None and needed > counts.questions
+    grown = repeated(*[(2, 0)] * (needed // 10 + 1), questions=needed)
+    assert classify(grown, DEFAULT_MAX_DROP)[0] is Finding.REGRESSION
+
+
+def test_clusters_must_add_up_to_the_table():
+    with pytest.raises(ValueError, match="the clusters do not add up to the table"):
+        PairedCounts(10, 1, 0, 0, (Cluster(2, 1, 0),))
