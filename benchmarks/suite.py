@@ -505,6 +505,7 @@ def simulation_section(runs: int) -> str:
     """The seeded simulation's figures (the same functions tests/test_simulation.py asserts)."""
     gate = simulation.gate_table(simulation.gate_scenarios(runs))
     compare = simulation.compare_table(simulation.compare_rates(runs))
+    repeats = simulation.repeat_table(simulation.repeat_rates(runs))
     return (
         "## Sound verdicts: simulated operating characteristics\n\n"
         "Seeded simulation of the statistics alone, no HTTP (tests/simulation.py). The "
@@ -516,7 +517,13 @@ def simulation_section(runs: int) -> str:
         + gate
         + "\ncompare on full GSM8K, default margin (2 points), 3% of questions flipping between "
         "runs; a true drop of d adds d to the share lost (goals: no change EQUIVALENT >= 80% "
-        "and REGRESSION <= 5%; a 2-point drop REGRESSION >= 80%):\n\n" + compare
+        "and REGRESSION <= 5%; a 2-point drop REGRESSION >= 80%):\n\n"
+        + compare
+        + "\ncompare on GPQA-diamond as the harness asks it (198 questions, each twice), no "
+        "true change, 20% of questions flipping between runs, a flipped question flipping in "
+        "both repeats with the share in the first column: the repeats clustered (evalgate) "
+        "against every answer counted as independent (goal: clustered REGRESSION <= 5%):\n\n"
+        + repeats
     )
 
 
