@@ -272,9 +272,9 @@ def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]])
         if repeated and all(s.repeat is None for s in run.samples.values()):
             found.append(
                 f"the {side} run asks {repeated} question(s) more than once but its samples "
-                "do not record the repeats (cluster, repeat: written by this evalgate, not by "
-                "older ones): its answers are counted as independent, which overstates the "
-                "evidence; rerun it to have the repeats clustered"
+                "do not record the repeats (samples.jsonl's cluster and repeat, which older "
+                "versions of evalgate did not write): its answers are counted as independent, "
+                "which overstates the evidence; rerun it to have the repeats clustered"
             )
     found += [
         f"questions left out because their request failed in the {side} run: {len(ids)} "

@@ -4,6 +4,7 @@ against the fake engine on a made-up GPQA-shaped set."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from evalgate.schemas import validation_errors
@@ -105,3 +106,25 @@ def test_compare_of_gpqa_runs_clusters_each_question_s_two_repeats(cli, tmp_path
     html = page.read_text(encoding="utf-8")
     assert "100 answers, 50 questions" in html
     assert "over 100 paired answers to 50 questions, their repeats clustered" in html
+
+    # The same runs as written before samples recorded the repeats: counted as independent
+    # answers (p = 2/1024, a REGRESSION), with a warning that says so.
+    for name in ("base", "five"):
+        old = tmp_path / f"old-{name}"
+        shutil.copytree(tmp_path / name, old)
+        lines = (old / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+        stripped = []
+        for line in lines:
+            record = json.loads(line)
+            del record["cluster"], record["repeat"]
+            assert validation_errors("sample", record) == []
+            stripped.append(json.dumps(record) + "\n")
+        (old / "samples.jsonl").write_text("".join(stripped), encoding="utf-8")
+    result = cli("compare", str(tmp_path / "old-base"), str(tmp_path / "old-five"))
+    assert result.code == 1, result.text
+    assert "10 lost, 0 gained: -10.00 points" in result.out
+    assert "McNemar p = 0.002" in result.out
+    assert (
+        "warning: the baseline run asks 50 question(s) more than once but its samples do not "
+        "record the repeats" in result.out
+    )
