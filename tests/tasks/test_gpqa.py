@@ -195,46 +195,9 @@ def test_the_cli_refuses_a_loglikelihood_task_with_exit_2(engine, cli, tmp_path)
     assert engine.requests == []
 
 
-HARNESS_GSM8K = """\
-task: gsm8k
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    train: {train}
-    test: {test}
-output_type: generate_until
-training_split: train
-fewshot_split: train
-test_split: test
-doc_to_text: "Question: {{{{question}}}}\\nEnd your response with the answer on the last line, \
-formatted as: #### [number]\\nAnswer:"
-doc_to_target: "{{{{answer}}}}"
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-    ignore_case: true
-    ignore_punctuation: false
-    regexes_to_ignore: [",", "\\\\$", "(?s).*#### ", "\\\\.$"]
-generation_kwargs:
-  until: ["</s>", "<|im_end|>"]
-  do_sample: false
-  temperature: 0
-num_fewshot: 5
-filter_list:
-  - name: "strict-match"
-    filter:
-      - function: "regex"
-        group_select: -1
-        regex_pattern: "#### (\\\\-?[0-9\\\\.\\\\,]+)"
-      - function: "take_first"
-  - name: "flexible-extract"
-    filter:
-      - function: "regex"
-        group_select: -1
-        regex_pattern: "(-?[$0-9.,]{{2,}})|(-?[0-9]+)"
-      - function: "take_first"
-"""
+HARNESS_GSM8K = Path(__file__).parent / "data" / "harness_gsm8k.yaml"
+"""The benchmark harness's utils/evals/gsm8k.yaml as it is, but for its data: the hub's
+`dataset_path: openai/gsm8k` / `dataset_name: main` pointed at local JSONL files (TRAIN, TEST)."""
 
 
 def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp_path):
@@ -242,10 +205,9 @@ def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp
 
     path = tmp_path / "gsm8k.yaml"
     data = bundled_dir()
-    path.write_text(
-        HARNESS_GSM8K.format(train=data / "train.jsonl", test=data / "test.jsonl"),
-        encoding="utf-8",
-    )
+    text = HARNESS_GSM8K.read_text(encoding="utf-8")
+    text = text.replace("TRAIN", str(data / "train.jsonl")).replace("TEST", str(data / "test.jsonl"))
+    path.write_text(text, encoding="utf-8")
     scores = {}
     with FakeEngine(EngineBehaviour(accuracy=0.85)) as engine:
         for task in ("gsm8k", str(path)):
