@@ -206,7 +206,8 @@ def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp
     path = tmp_path / "gsm8k.yaml"
     data = bundled_dir()
     text = HARNESS_GSM8K.read_text(encoding="utf-8")
-    text = text.replace("TRAIN", str(data / "train.jsonl")).replace("TEST", str(data / "test.jsonl"))
+    for split in ("train", "test"):
+        text = text.replace(split.upper(), str(data / f"{split}.jsonl"))
     path.write_text(text, encoding="utf-8")
     scores = {}
     with FakeEngine(EngineBehaviour(accuracy=0.85)) as engine:
