@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from msgspec import structs
 
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.artifacts import (
@@ -43,7 +45,7 @@ from evalgate.evidence.model import (
 from evalgate.verify import harness_output
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Found:
     """One run to gate, whichever tool wrote it."""
 
@@ -65,7 +67,7 @@ class Found:
     """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Note:
     """A file that is not a usable result, and why."""
 
@@ -86,16 +88,53 @@ class Collection:
 # -- reading -------------------------------------------------------------------------------------
 
 
-def _evalgate(path: str) -> Found:
+Share = Callable[[str], str]
+"""The one copy kept of a string that repeats from result to result (_sharing)."""
+
+
+def _sharing() -> Share:
+    kept: dict[str, str] = {}
+
+    def share(text: str) -> str:
+        return kept.setdefault(text, text)
+
+    return share
+
+
+def _shared_labels(labels: dict[str, Any], share: Share) -> dict[str, Any]:
+    for name, value in labels.items():
+        if isinstance(value, str):
+            labels[name] = share(value)
+        elif isinstance(value, dict):  # the topology
+            labels[name] = {
+                share(k): share(x) if isinstance(x, str) else x for k, x in value.items()
+            }
+    return labels
+
+
+def _evalgate(path: str, share: Share) -> Found:
+    """What verify needs of one result.json; the document and the rest of the record go.
+
+    The strings a sweep repeats in every result (labels, task, metric, filter, model) are kept
+    once (`share`): decoded, each result would hold its own copies, a kilobyte a result."""
     result = result_from_document(read_document(path), path)
+    scores = tuple(
+        structs.replace(
+            s,
+            task=share(s.task),
+            metric=share(s.metric),
+            filter=share(s.filter),
+        )
+        for s in result.scores
+    )
     return Found(
         path=path,
         source="evalgate",
-        model=result.model,
-        labels=to_document(result.labels),
-        scores=tuple(result.scores),
-        status=result.status,
-        stage=result.stage,
+        model=None if result.model is None else share(result.model),
+        labels=_shared_labels(to_document(result.labels), share),
+        scores=scores,
+        status=share(result.status),
+        stage=share(result.stage),
         reason=result.reason + (f" ({result.error.type})" if result.error else ""),
         failed_on_scores=any(not c.passed for c in result.checks),
         verdict=result.verdict,
@@ -103,9 +142,9 @@ def _evalgate(path: str) -> Found:
     )
 
 
-def _evalgate_or_note(path: str) -> Found | Note:
+def _evalgate_or_note(path: str, share: Share) -> Found | Note:
     try:
-        return _evalgate(path)
+        return _evalgate(path, share)
     except ArtifactError as exc:
         return Note(path, exc.message)
 
@@ -223,11 +262,11 @@ def _add(out: Collection, item: Found | Note) -> None:
         out.found.append(item)
 
 
-def _scan(root: str, out: Collection) -> None:
+def _scan(root: str, out: Collection, share: Share) -> None:
     tree = _files(root)
     results, metas = tree.results, tree.metas
     for path in results:
-        _add(out, _evalgate_or_note(path))
+        _add(out, _evalgate_or_note(path, share))
     for path in tree.hooks:
         for item in _hook(path, out.found):
             _add(out, item)
@@ -290,6 +329,7 @@ def collect(paths: Iterable[str]) -> Collection:
     A path inside another one given (or given twice) is searched once.
     """
     out = Collection()
+    share = _sharing()
     roots = list(paths)
     skip = _covered(roots) if len(roots) > 1 else set()
     for index, root in enumerate(roots):
@@ -302,7 +342,7 @@ def collect(paths: Iterable[str]) -> Collection:
             continue
         before = len(out.found) + len(out.malformed)
         if os.path.isdir(root):
-            _scan(os.path.normpath(root), out)
+            _scan(os.path.normpath(root), out, share)
         elif os.path.basename(root) == META_NAME or re.fullmatch(
             r"results.*\.json", os.path.basename(root)
         ):
@@ -311,7 +351,7 @@ def collect(paths: Iterable[str]) -> Collection:
                 f"meta_env.json and its lm-eval results, not the file."
             )
         else:
-            _add(out, _evalgate_or_note(root))
+            _add(out, _evalgate_or_note(root, share))
         if len(out.found) + len(out.malformed) == before:
             out.empty.append(root)
     return out

@@ -39,7 +39,7 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CheckRow:
     """One exact_match score against its threshold, with its uncertainty."""
 
@@ -56,7 +56,7 @@ class CheckRow:
     outcome: CheckOutcome
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One line of the verdict: a result gated, or a problem with the set."""
 
@@ -254,6 +254,10 @@ def summarise(entries: Sequence[Entry], results: int, configs: int) -> tuple[Ver
     return "pass", int(ExitCode.PASS), line
 
 
+_BATCH = 4096
+"""Results gated between two releases (judge_sweep)."""
+
+
 def judge_sweep(
     collection: Collection,
     thresholds: Thresholds,
@@ -261,12 +265,24 @@ def judge_sweep(
     paths: Iterable[str],
     expectation: Expectation | None = None,
     min_samples: int | None = None,
+    release: bool = False,
 ) -> Report:
-    """Gate every result found, check the set, and reach the sweep's verdict (pure)."""
+    """Gate every result found, check the set, and reach the sweep's verdict.
+
+    Pure, unless `release`: then each result found is let go once gated (the collection's
+    `found` ends empty), so a sweep never holds every run read and every verdict line at once.
+    """
     floors = Floors(thresholds)
     found = collection.found
+    count = len(found)
     keys = config_keys(found)
-    gated = [gate(f, k, floors, min_samples) for f, k in zip(found, keys, strict=True)]
+    gated: list[Entry] = []
+    while len(gated) < count:
+        start = 0 if release else len(gated)
+        batch = found[start : start + _BATCH]
+        gated += [gate(f, keys[len(gated) + i], floors, min_samples) for i, f in enumerate(batch)]
+        if release:
+            del found[:_BATCH], batch
     entries: list[Entry] = list(gated)
     entries += [Entry(n.path, "malformed", n.reason, n.path) for n in collection.malformed]
     entries += [
@@ -278,7 +294,7 @@ def judge_sweep(
         for p in check_set(gated, expectation)
     ]
     entries.sort(key=_order)
-    results = len(found) + len(collection.malformed)
+    results = count + len(collection.malformed)
     verdict, code, reason = summarise(entries, results, len(set(keys)))
     return Report(
         verdict,
@@ -315,6 +331,7 @@ def verify(
             paths=paths,
             expectation=expectation,
             min_samples=min_samples,
+            release=True,
         )
     finally:
         if paused:
