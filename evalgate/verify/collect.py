@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -88,53 +88,67 @@ class Collection:
 # -- reading -------------------------------------------------------------------------------------
 
 
-Share = Callable[[str], str]
-"""The one copy kept of a string that repeats from result to result (_sharing)."""
+_PLAIN = (str, int, bool, type(None))
+"""A topology's values that can be shared safely (a float's -0.0 would turn into 0.0)."""
 
 
-def _sharing() -> Share:
-    kept: dict[str, str] = {}
+class _Shared:
+    """One copy of each value that repeats from result to result in a sweep: decoded, every
+    result would hold its own copies of its labels, task, metric and filter names and of its
+    topology, a kilobyte a result (10^5 results: 100 MB)."""
 
-    def share(text: str) -> str:
-        return kept.setdefault(text, text)
+    def __init__(self) -> None:
+        self._kept: dict[Any, Any] = {}
 
-    return share
+    def text(self, text: str) -> str:
+        return self._kept.setdefault(text, text)  # type: ignore[no-any-return]
+
+    def value(self, value: Any) -> Any:
+        """A label's value: a string or an integer kept once (keyed by type, as 1 == True)."""
+        kind = type(value)
+        if kind is str:
+            return self._kept.setdefault(value, value)
+        if kind is int:
+            return self._kept.setdefault((int, value), value)
+        return value
+
+    def labels(self, labels: dict[str, Any]) -> dict[str, Any]:
+        """The labels, their values kept once; a topology is one dict shared by every result
+        that has it (nothing writes into labels)."""
+        for name, value in labels.items():
+            if isinstance(value, dict) and all(type(x) in _PLAIN for x in value.values()):
+                key = (dict, *((k, type(x), x) for k, x in value.items()))
+                kept = self._kept.get(key)
+                if kept is None:
+                    kept = self._kept[key] = {self.text(k): self.value(x) for k, x in value.items()}
+                labels[name] = kept
+            else:
+                labels[name] = self.value(value)
+        return labels
 
 
-def _shared_labels(labels: dict[str, Any], share: Share) -> dict[str, Any]:
-    for name, value in labels.items():
-        if isinstance(value, str):
-            labels[name] = share(value)
-        elif isinstance(value, dict):  # the topology
-            labels[name] = {
-                share(k): share(x) if isinstance(x, str) else x for k, x in value.items()
-            }
-    return labels
-
-
-def _evalgate(path: str, share: Share) -> Found:
-    """What verify needs of one result.json; the document and the rest of the record go.
-
-    The strings a sweep repeats in every result (labels, task, metric, filter, model) are kept
-    once (`share`): decoded, each result would hold its own copies, a kilobyte a result."""
+def _evalgate(path: str, shared: _Shared) -> Found:
+    """What verify needs of one result.json; the document and the rest of the record go."""
     result = result_from_document(read_document(path), path)
+    text = shared.text
     scores = tuple(
         structs.replace(
             s,
-            task=share(s.task),
-            metric=share(s.metric),
-            filter=share(s.filter),
+            task=text(s.task),
+            metric=text(s.metric),
+            filter=text(s.filter),
+            n=shared.value(s.n),
         )
         for s in result.scores
     )
     return Found(
         path=path,
         source="evalgate",
-        model=None if result.model is None else share(result.model),
-        labels=_shared_labels(to_document(result.labels), share),
+        model=None if result.model is None else text(result.model),
+        labels=shared.labels(to_document(result.labels)),
         scores=scores,
-        status=share(result.status),
-        stage=share(result.stage),
+        status=text(result.status),
+        stage=text(result.stage),
         reason=result.reason + (f" ({result.error.type})" if result.error else ""),
         failed_on_scores=any(not c.passed for c in result.checks),
         verdict=result.verdict,
@@ -142,9 +156,9 @@ def _evalgate(path: str, share: Share) -> Found:
     )
 
 
-def _evalgate_or_note(path: str, share: Share) -> Found | Note:
+def _evalgate_or_note(path: str, shared: _Shared) -> Found | Note:
     try:
-        return _evalgate(path, share)
+        return _evalgate(path, shared)
     except ArtifactError as exc:
         return Note(path, exc.message)
 
@@ -262,11 +276,11 @@ def _add(out: Collection, item: Found | Note) -> None:
         out.found.append(item)
 
 
-def _scan(root: str, out: Collection, share: Share) -> None:
+def _scan(root: str, out: Collection, shared: _Shared) -> None:
     tree = _files(root)
     results, metas = tree.results, tree.metas
     for path in results:
-        _add(out, _evalgate_or_note(path, share))
+        _add(out, _evalgate_or_note(path, shared))
     for path in tree.hooks:
         for item in _hook(path, out.found):
             _add(out, item)
@@ -329,7 +343,7 @@ def collect(paths: Iterable[str]) -> Collection:
     A path inside another one given (or given twice) is searched once.
     """
     out = Collection()
-    share = _sharing()
+    shared = _Shared()
     roots = list(paths)
     skip = _covered(roots) if len(roots) > 1 else set()
     for index, root in enumerate(roots):
@@ -342,7 +356,7 @@ def collect(paths: Iterable[str]) -> Collection:
             continue
         before = len(out.found) + len(out.malformed)
         if os.path.isdir(root):
-            _scan(os.path.normpath(root), out, share)
+            _scan(os.path.normpath(root), out, shared)
         elif os.path.basename(root) == META_NAME or re.fullmatch(
             r"results.*\.json", os.path.basename(root)
         ):
@@ -351,7 +365,7 @@ def collect(paths: Iterable[str]) -> Collection:
                 f"meta_env.json and its lm-eval results, not the file."
             )
         else:
-            _add(out, _evalgate_or_note(root, share))
+            _add(out, _evalgate_or_note(root, shared))
         if len(out.found) + len(out.malformed) == before:
             out.empty.append(root)
     return out

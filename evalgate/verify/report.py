@@ -5,6 +5,7 @@ a verify.Report; writing it anywhere is the caller's business.
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -98,15 +99,15 @@ def _results(report: Report) -> list[Entry]:
 
 def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     """terminal()'s lines, each ending in a newline, made as they are written: the table's cells
-    are let go row by row, so a sweep of 10^5 results never holds its whole table twice."""
-    rows = [] if quiet else [_cells(e) for e in _results(report)]
-    if rows:
-        widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+    are made once to measure the columns and again for each line, so a sweep of 10^5 results
+    never holds its whole table (30 MB) at once."""
+    results = [] if quiet else _results(report)
+    if results:
+        widths = [len(h) for h in HEADER]
+        for entry in results:
+            widths = [max(w, len(c)) for w, c in zip(widths, _cells(entry), strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
-        rows.reverse()
-        rows.append(HEADER)  # popped first
-        while rows:
-            row = rows.pop()
+        for row in itertools.chain([HEADER], map(_cells, results)):
             yield "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]

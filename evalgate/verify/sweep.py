@@ -221,16 +221,19 @@ def gate(found: Found, key: str, floors: Floors, min_samples: int | None = None)
 # -- the sweep -----------------------------------------------------------------------------------
 
 
-def _order(entry: Entry) -> tuple[Any, ...]:
-    """Entries by config, numbers as numbers (conc=4 before conc=16); the rest by name after."""
+def _order(entry: Entry, shared: dict[str, str] | None = None) -> tuple[Any, ...]:
+    """Entries by config, numbers as numbers (conc=4 before conc=16); the rest by name after.
+
+    `shared` keeps one copy of each config's name before isl= (a sort holds every key)."""
     labels = entry.labels
     if labels is None:
         return (1, entry.key, "", 0, 0, 0, entry.path or "", entry.outcome)
     get = labels.get
+    name = entry.key.split(" isl=")[0]
     return (
         0,
         str(get("model_prefix") or entry.model),
-        entry.key.split(" isl=")[0],
+        name if shared is None else shared.setdefault(name, name),
         get("isl") or 0,
         get("osl") or 0,
         get("concurrency") or 0,
@@ -276,6 +279,7 @@ def judge_sweep(
     found = collection.found
     count = len(found)
     keys = config_keys(found)
+    configs = len(set(keys))
     gated: list[Entry] = []
     while len(gated) < count:
         start = 0 if release else len(gated)
@@ -283,7 +287,8 @@ def judge_sweep(
         gated += [gate(f, keys[len(gated) + i], floors, min_samples) for i, f in enumerate(batch)]
         if release:
             del found[:_BATCH], batch
-    entries: list[Entry] = list(gated)
+    set_problems = check_set(gated, expectation)
+    entries = gated  # the same list, grown: 10^5 results need not be listed twice
     entries += [Entry(n.path, "malformed", n.reason, n.path) for n in collection.malformed]
     entries += [
         Entry(root, "empty", f"no eval results found under {root}", root)
@@ -291,11 +296,12 @@ def judge_sweep(
     ]
     entries += [
         Entry(p.key, p.outcome, p.reason, p.path, model=p.model, labels=p.labels)
-        for p in check_set(gated, expectation)
+        for p in set_problems
     ]
-    entries.sort(key=_order)
+    shared: dict[str, str] = {}
+    entries.sort(key=lambda entry: _order(entry, shared))
     results = count + len(collection.malformed)
-    verdict, code, reason = summarise(entries, results, len(set(keys)))
+    verdict, code, reason = summarise(entries, results, configs)
     return Report(
         verdict,
         code,
