@@ -14,7 +14,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
@@ -117,6 +117,10 @@ class _Guarded:
             except OSError as exc:
                 self.failure = exc
         return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         if self.failure is None:

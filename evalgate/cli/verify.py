@@ -166,7 +166,7 @@ def command(args: argparse.Namespace) -> int:
         list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
     )
 
-    sys.stdout.write(report.terminal(result, quiet=args.quiet))
+    sys.stdout.writelines(report.terminal_lines(result, quiet=args.quiet))
     if github:
         if summary:
             write_file(summary, report.markdown(result), append=True, label="GITHUB_STEP_SUMMARY")

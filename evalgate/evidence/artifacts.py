@@ -16,6 +16,7 @@ import contextlib
 import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -133,15 +134,29 @@ def write_hook(folder: Path, summary: HookSummary) -> Path:
 # -- reading -------------------------------------------------------------------------------------
 
 
+_decode = msgspec.json.Decoder().decode
+
+
 def read_document(path: Path | str) -> Any:
-    """A JSON file's content; an unreadable, non-UTF-8 or invalid file is an ArtifactError."""
-    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block forever
-        raise ArtifactError(f"{path} is not a regular file (a FIFO, a device or a socket).")
+    """A JSON file's content; an unreadable, non-UTF-8 or invalid file is an ArtifactError.
+
+    msgspec decodes (in C, twice as fast as the json module); a file it refuses is decoded
+    again by the json module, which accepts what it accepts (NaN, integers of any size) and
+    says where the text breaks, so the answer and the message are the json module's.
+    """
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block forever
+            raise ArtifactError(f"{path} is not a regular file (a FIFO, a device or a socket).")
         with open(path, "rb") as stream:
-            return json.loads(stream.read().decode("utf-8"))
+            data = stream.read()
     except OSError as exc:
         raise ArtifactError(f"Cannot read {path}: {exc.strerror}.") from exc
+    try:
+        return _decode(data)
+    except msgspec.DecodeError:
+        pass
+    try:
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ArtifactError(
             f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})."

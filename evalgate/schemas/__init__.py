@@ -57,12 +57,25 @@ _TESTS = {
     "integer": "((isinstance({v}, int) and not isinstance({v}, bool)) or "
     "(isinstance({v}, float) and {v}.is_integer()))",
 }
+_FIRST = {
+    "number": "type({v}) is float or type({v}) is int",
+    "integer": "type({v}) is int",
+}
+"""What a decoded document's value almost always is, tested first: `type(v) is int` is one
+comparison where `isinstance(v, int) and not isinstance(v, bool)` is two calls."""
 _FAILS = {
     "minimum": "{v} < {b}",
     "maximum": "{v} > {b}",
     "exclusiveMinimum": "{v} <= {b}",
     "exclusiveMaximum": "{v} >= {b}",
 }
+
+
+def _types(node: Mapping[str, Any]) -> list[str] | None:
+    """The JSON types a (sub)schema allows, None when it does not say."""
+    if "type" not in node:
+        return None
+    return [node["type"]] if isinstance(node["type"], str) else list(node["type"])
 
 
 class _Compiler:
@@ -128,23 +141,28 @@ class _Compiler:
     def scalar(self, node: Any, v: str) -> list[str]:
         """Tests (true when the value fails) for the keywords that need no nesting."""
         fails = []
-        if "type" in node:
-            names = [node["type"]] if isinstance(node["type"], str) else node["type"]
-            fails.append("not (" + " or ".join(_TESTS[name] for name in names).format(v=v) + ")")
+        names = _types(node)
+        if names is not None:
+            tests = [_FIRST[name] for name in names if name in _FIRST]
+            tests += [_TESTS[name] for name in names]
+            fails.append("not (" + " or ".join(tests).format(v=v) + ")")
         if "enum" in node or "const" in node:
             fails.append(f"not ({self.enum(node.get('enum', [node.get('const')]), v)})")
-        number = _TESTS["number"].format(v=v)
+        # a value the type test above let through is a number already
+        numeric = names is not None and set(names) <= {"number", "integer"}
+        number = "" if numeric else _TESTS["number"].format(v=v) + " and "
         fails += [
-            f"{number} and " + test.format(v=v, b=repr(node[word]))
+            number + test.format(v=v, b=repr(node[word]))
             for word, test in _FAILS.items()
             if word in node
         ]
         fails += [
-            f"isinstance({v}, {kind}) and len({v}) < {node[word]}"
-            for word, kind in (
-                ("minLength", "str"),
-                ("minItems", "list"),
-                ("minProperties", "dict"),
+            ("" if names == [json_type] else f"isinstance({v}, {kind}) and ")
+            + f"len({v}) < {node[word]}"
+            for word, kind, json_type in (
+                ("minLength", "str", "string"),
+                ("minItems", "list", "array"),
+                ("minProperties", "dict", "object"),
             )
             if word in node
         ]
@@ -169,7 +187,9 @@ class _Compiler:
         extra = node.get("additionalProperties", True)
         if not ({"properties", "required"} & set(node)) and extra is True:
             return []
-        out = [f"{pad}if isinstance({v}, dict):"]
+        # the type test above already returned on anything but a dict (compiled away)
+        known_dict = _types(node) == ["object"]
+        out = [f"{pad}if True:" if known_dict else f"{pad}if isinstance({v}, dict):"]
         if node.get("required"):
             out.append(
                 f"{pad}    if not {self.const(frozenset(node['required']))} <= {v}.keys(): "

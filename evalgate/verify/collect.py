@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from msgspec import structs
+
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.artifacts import (
     HOOK_NAME,
@@ -43,7 +45,7 @@ from evalgate.evidence.model import (
 from evalgate.verify import harness_output
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Found:
     """One run to gate, whichever tool wrote it."""
 
@@ -65,7 +67,7 @@ class Found:
     """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Note:
     """A file that is not a usable result, and why."""
 
@@ -86,16 +88,67 @@ class Collection:
 # -- reading -------------------------------------------------------------------------------------
 
 
-def _evalgate(path: str) -> Found:
+_PLAIN = (str, int, bool, type(None))
+"""A topology's values that can be shared safely (a float's -0.0 would turn into 0.0)."""
+
+
+class _Shared:
+    """One copy of each value that repeats from result to result in a sweep: decoded, every
+    result would hold its own copies of its labels, task, metric and filter names and of its
+    topology, a kilobyte a result (10^5 results: 100 MB)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[Any, Any] = {}
+
+    def text(self, text: str) -> str:
+        return self._kept.setdefault(text, text)  # type: ignore[no-any-return]
+
+    def value(self, value: Any) -> Any:
+        """A label's value: a string or an integer kept once (keyed by type, as 1 == True)."""
+        kind = type(value)
+        if kind is str:
+            return self._kept.setdefault(value, value)
+        if kind is int:
+            return self._kept.setdefault((int, value), value)
+        return value
+
+    def labels(self, labels: dict[str, Any]) -> dict[str, Any]:
+        """The labels, their values kept once; a topology is one dict shared by every result
+        that has it (nothing writes into labels)."""
+        for name, value in labels.items():
+            if isinstance(value, dict) and all(type(x) in _PLAIN for x in value.values()):
+                key = (dict, *((k, type(x), x) for k, x in value.items()))
+                kept = self._kept.get(key)
+                if kept is None:
+                    kept = self._kept[key] = {self.text(k): self.value(x) for k, x in value.items()}
+                labels[name] = kept
+            else:
+                labels[name] = self.value(value)
+        return labels
+
+
+def _evalgate(path: str, shared: _Shared) -> Found:
+    """What verify needs of one result.json; the document and the rest of the record go."""
     result = result_from_document(read_document(path), path)
+    text = shared.text
+    scores = tuple(
+        structs.replace(
+            s,
+            task=text(s.task),
+            metric=text(s.metric),
+            filter=text(s.filter),
+            n=shared.value(s.n),
+        )
+        for s in result.scores
+    )
     return Found(
         path=path,
         source="evalgate",
-        model=result.model,
-        labels=to_document(result.labels),
-        scores=tuple(result.scores),
-        status=result.status,
-        stage=result.stage,
+        model=None if result.model is None else text(result.model),
+        labels=shared.labels(to_document(result.labels)),
+        scores=scores,
+        status=text(result.status),
+        stage=text(result.stage),
         reason=result.reason + (f" ({result.error.type})" if result.error else ""),
         failed_on_scores=any(not c.passed for c in result.checks),
         verdict=result.verdict,
@@ -103,9 +156,9 @@ def _evalgate(path: str) -> Found:
     )
 
 
-def _evalgate_or_note(path: str) -> Found | Note:
+def _evalgate_or_note(path: str, shared: _Shared) -> Found | Note:
     try:
-        return _evalgate(path)
+        return _evalgate(path, shared)
     except ArtifactError as exc:
         return Note(path, exc.message)
 
@@ -223,11 +276,11 @@ def _add(out: Collection, item: Found | Note) -> None:
         out.found.append(item)
 
 
-def _scan(root: str, out: Collection) -> None:
+def _scan(root: str, out: Collection, shared: _Shared) -> None:
     tree = _files(root)
     results, metas = tree.results, tree.metas
     for path in results:
-        _add(out, _evalgate_or_note(path))
+        _add(out, _evalgate_or_note(path, shared))
     for path in tree.hooks:
         for item in _hook(path, out.found):
             _add(out, item)
@@ -290,6 +343,7 @@ def collect(paths: Iterable[str]) -> Collection:
     A path inside another one given (or given twice) is searched once.
     """
     out = Collection()
+    shared = _Shared()
     roots = list(paths)
     skip = _covered(roots) if len(roots) > 1 else set()
     for index, root in enumerate(roots):
@@ -302,7 +356,7 @@ def collect(paths: Iterable[str]) -> Collection:
             continue
         before = len(out.found) + len(out.malformed)
         if os.path.isdir(root):
-            _scan(os.path.normpath(root), out)
+            _scan(os.path.normpath(root), out, shared)
         elif os.path.basename(root) == META_NAME or re.fullmatch(
             r"results.*\.json", os.path.basename(root)
         ):
@@ -311,7 +365,7 @@ def collect(paths: Iterable[str]) -> Collection:
                 f"meta_env.json and its lm-eval results, not the file."
             )
         else:
-            _add(out, _evalgate_or_note(root))
+            _add(out, _evalgate_or_note(root, shared))
         if len(out.found) + len(out.malformed) == before:
             out.empty.append(root)
     return out

@@ -5,8 +5,9 @@ a verify.Report; writing it anywhere is the caller's business.
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from evalgate._version import __version__
@@ -96,33 +97,36 @@ def _results(report: Report) -> list[Entry]:
     return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
-def terminal(report: Report, *, quiet: bool = False) -> str:
-    """The table of results, every problem with its reason and path, and the verdict line."""
-    lines: list[str] = []
-    rows = [] if quiet else [_cells(e) for e in _results(report)]
-    if rows:
-        widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
+    """terminal()'s lines, each ending in a newline, made as they are written: the table's cells
+    are made once to measure the columns and again for each line, so a sweep of 10^5 results
+    never holds its whole table (30 MB) at once."""
+    results = [] if quiet else _results(report)
+    if results:
+        widths = [len(h) for h in HEADER]
+        for entry in results:
+            widths = [max(w, len(c)) for w, c in zip(widths, _cells(entry), strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
-        lines += [
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-            for r in [HEADER, *rows]
-        ]
-        lines.append("")
+        for row in itertools.chain([HEADER], map(_cells, results)):
+            yield "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]
     if problems:
-        lines.append("Problems:")
+        yield "Problems:\n"
         for entry in problems:
-            lines.append(f"  {entry.outcome.upper():<12} {entry.key}")
-            lines.append(f"  {'':<12} {entry.reason}")
+            yield f"  {entry.outcome.upper():<12} {entry.key}\n"
+            yield f"  {'':<12} {entry.reason}\n"
             if entry.path and entry.path != entry.key:
-                lines.append(f"  {'':<12} {entry.path}")
-        lines.append("")
+                yield f"  {'':<12} {entry.path}\n"
+        yield "\n"
     for note in report.ignored:
-        lines.append(f"ignored: {note.reason}")
-    lines.append(
-        f"evalgate verify: {report.verdict.upper()} (exit {report.exit_code}): {report.reason}"
-    )
-    return "\n".join(lines) + "\n"
+        yield f"ignored: {note.reason}\n"
+    yield f"evalgate verify: {report.verdict.upper()} (exit {report.exit_code}): {report.reason}\n"
+
+
+def terminal(report: Report, *, quiet: bool = False) -> str:
+    """The table of results, every problem with its reason and path, and the verdict line."""
+    return "".join(terminal_lines(report, quiet=quiet))
 
 
 def _md(text: str) -> str:

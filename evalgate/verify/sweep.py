@@ -39,7 +39,7 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CheckRow:
     """One exact_match score against its threshold, with its uncertainty."""
 
@@ -56,7 +56,7 @@ class CheckRow:
     outcome: CheckOutcome
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One line of the verdict: a result gated, or a problem with the set."""
 
@@ -221,16 +221,19 @@ def gate(found: Found, key: str, floors: Floors, min_samples: int | None = None)
 # -- the sweep -----------------------------------------------------------------------------------
 
 
-def _order(entry: Entry) -> tuple[Any, ...]:
-    """Entries by config, numbers as numbers (conc=4 before conc=16); the rest by name after."""
+def _order(entry: Entry, shared: dict[str, str] | None = None) -> tuple[Any, ...]:
+    """Entries by config, numbers as numbers (conc=4 before conc=16); the rest by name after.
+
+    `shared` keeps one copy of each config's name before isl= (a sort holds every key)."""
     labels = entry.labels
     if labels is None:
         return (1, entry.key, "", 0, 0, 0, entry.path or "", entry.outcome)
     get = labels.get
+    name = entry.key.split(" isl=")[0]
     return (
         0,
         str(get("model_prefix") or entry.model),
-        entry.key.split(" isl=")[0],
+        name if shared is None else shared.setdefault(name, name),
         get("isl") or 0,
         get("osl") or 0,
         get("concurrency") or 0,
@@ -254,6 +257,10 @@ def summarise(entries: Sequence[Entry], results: int, configs: int) -> tuple[Ver
     return "pass", int(ExitCode.PASS), line
 
 
+_BATCH = 4096
+"""Results gated between two releases (judge_sweep)."""
+
+
 def judge_sweep(
     collection: Collection,
     thresholds: Thresholds,
@@ -261,13 +268,27 @@ def judge_sweep(
     paths: Iterable[str],
     expectation: Expectation | None = None,
     min_samples: int | None = None,
+    release: bool = False,
 ) -> Report:
-    """Gate every result found, check the set, and reach the sweep's verdict (pure)."""
+    """Gate every result found, check the set, and reach the sweep's verdict.
+
+    Pure, unless `release`: then each result found is let go once gated (the collection's
+    `found` ends empty), so a sweep never holds every run read and every verdict line at once.
+    """
     floors = Floors(thresholds)
     found = collection.found
+    count = len(found)
     keys = config_keys(found)
-    gated = [gate(f, k, floors, min_samples) for f, k in zip(found, keys, strict=True)]
-    entries: list[Entry] = list(gated)
+    configs = len(set(keys))
+    gated: list[Entry] = []
+    while len(gated) < count:
+        start = 0 if release else len(gated)
+        batch = found[start : start + _BATCH]
+        gated += [gate(f, keys[len(gated) + i], floors, min_samples) for i, f in enumerate(batch)]
+        if release:
+            del found[:_BATCH], batch
+    set_problems = check_set(gated, expectation)
+    entries = gated  # the same list, grown: 10^5 results need not be listed twice
     entries += [Entry(n.path, "malformed", n.reason, n.path) for n in collection.malformed]
     entries += [
         Entry(root, "empty", f"no eval results found under {root}", root)
@@ -275,11 +296,12 @@ def judge_sweep(
     ]
     entries += [
         Entry(p.key, p.outcome, p.reason, p.path, model=p.model, labels=p.labels)
-        for p in check_set(gated, expectation)
+        for p in set_problems
     ]
-    entries.sort(key=_order)
-    results = len(found) + len(collection.malformed)
-    verdict, code, reason = summarise(entries, results, len(set(keys)))
+    shared: dict[str, str] = {}
+    entries.sort(key=lambda entry: _order(entry, shared))
+    results = count + len(collection.malformed)
+    verdict, code, reason = summarise(entries, results, configs)
     return Report(
         verdict,
         code,
@@ -315,6 +337,7 @@ def verify(
             paths=paths,
             expectation=expectation,
             min_samples=min_samples,
+            release=True,
         )
     finally:
         if paused:
