@@ -82,3 +82,24 @@ def test_the_readme_upload_step_is_the_example_workflows():
     assert step["with"]["name"] == example["with"]["name"]
     assert set(step["with"]["path"].split()) <= set(example["with"]["path"].split())
     assert "evalgate-report.html" in step["with"]["path"].split()
+
+
+def test_the_quickstart_timing_names_a_date_and_every_phase_the_script_reports():
+    script = (ROOT / "scripts" / "quickstart").read_text()
+    [phases] = re.findall(r'say "phases: (.*)"', script)
+    names = [n.strip() for n in re.findall(r"(?:^|[,;] )([a-z][a-z ]+?) \$", phases)]
+    assert names == [
+        "engine install",
+        "evalgate install",
+        "engine start",
+        "ready at",
+        "incident",
+        "fix",
+        "eval",
+        "verify",
+    ]
+    section = README.split("## The two commands", 1)[1].split("\n## ", 1)[0]
+    measured = re.search(r"measured on (\d{4}-\d{2}-\d{2})", section)
+    assert measured is not None, "the README's quickstart timing must say when it was measured"
+    for name in names:
+        assert re.search(rf"{name} \d+(\.\d+)? s", section), f"README lacks the {name} phase"
