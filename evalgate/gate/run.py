@@ -34,9 +34,9 @@ from evalgate.gate.context import EvalContext
 from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
-from evalgate.tasks.dataset import Dataset
+from evalgate.tasks.dataset import Dataset, full_size
 from evalgate.tasks.prompts import Prompt, build_prompts
-from evalgate.tasks.spec import BUILT_IN, FEWSHOT_SEED, TaskSpec, full_size, load_data, load_task
+from evalgate.tasks.spec import BUILT_IN, FEWSHOT_SEED, TaskSpec, load_data, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:  # lm-eval loads only when an eval starts, after the probe

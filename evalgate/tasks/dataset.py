@@ -34,6 +34,19 @@ HUB_PATH = "openai/gsm8k"
 HUB_NAME = "main"
 
 
+FULL_SIZES = {"gsm8k": GSM8K_TEST_SIZE, "gpqa_diamond_cot_n_shot": 396, "swebench_lite": 300}
+"""Each gated task's full test set (GPQA-diamond: 198 questions asked twice), by task family."""
+
+
+def full_size(task: str) -> int:
+    """A task's full test set, the default --min-samples for its scores (evalgate's
+    gsm8k_evalgate_chat is gsm8k's; an unknown task gets GSM8K's)."""
+    for name, size in FULL_SIZES.items():
+        if task == name or task.startswith(name + "_"):
+            return size
+    return GSM8K_TEST_SIZE
+
+
 @dataclass(frozen=True)
 class Dataset:
     """GSM8K as evalgate will use it."""

@@ -25,7 +25,7 @@ from evalgate.evidence.model import Check, Score
 from evalgate.evidence.model import Outcome as CheckOutcome
 from evalgate.gate.stats import standard_error
 from evalgate.gate.verdict import GATED_METRIC, decide
-from evalgate.tasks.spec import full_size
+from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import Collection, Found, Note, collect
 from evalgate.verify.expect import Expectation, SetOutcome, check_set, config_keys
@@ -83,7 +83,7 @@ class Report:
     paths: tuple[str, ...]
     thresholds_file: str
     min_samples: int | None
-    """None: what each run recorded, else each task's full test set (tasks.spec.full_size)."""
+    """None: what each run recorded, else each task's full test set (tasks.dataset.full_size)."""
     expectation: Expectation | None
     ignored: tuple[Note, ...]
 
