@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from evalgate._version import __version__
-from evalgate.page import Scale
 from evalgate.verify.sweep import FAILING, OUTCOMES, CheckRow, Entry, Report
 
 MARKS = {
@@ -152,6 +151,8 @@ def _quoted(text: str) -> str:
 def mermaid(report: Report) -> list[str]:
     """A chart per task that GitHub draws itself (mermaid's xychart): each config's deciding
     score as a bar, its threshold as a line; at most MAX_CHART_BARS configs, problems first."""
+    from evalgate.page import Scale  # the HTML page's module: only the chart needs it
+
     lines: list[str] = []
     tasks = dict.fromkeys(c.task for e in report.entries for c in e.checks)
     for task in tasks:
