@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from evalgate.schemas import validation_errors
-from tests.conftest import FAST, load_samples
+from tests.conftest import load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, answered_right, choice_docs, gpqa_rows
 from tests.tasks.test_gpqa import write_csv
 
@@ -24,26 +24,7 @@ def gpqa_run(cli, data: Path, out: Path, wrong: list[str]) -> None:
         accuracy=ACCURACY, choice_docs=choice_docs(rows), wrong_questions=frozenset(wrong)
     )
     with FakeEngine(behaviour) as engine:
-        result = cli(
-            "run",
-            "--task",
-            TASK,
-            "--dataset-dir",
-            str(data),
-            "--base-url",
-            engine.url,
-            "--model",
-            "fake-model",
-            "--isl",
-            "1024",
-            "--osl",
-            "512",
-            "--output-dir",
-            str(out),
-            "--num-concurrent",
-            "8",
-            *FAST,
-        )
+        result = cli(*run_args(engine.url, out, "--task", TASK, "--dataset-dir", str(data)))
     assert result.code == 0, result.text
 
 

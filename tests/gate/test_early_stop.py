@@ -8,28 +8,12 @@ from pathlib import Path
 import pytest
 
 from evalgate.gate.sequential import SequentialTest
-from tests.conftest import FAST, deadline, load_result, load_samples
+from tests.conftest import deadline, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 
 def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        engine.url,
-        "--model",
-        "fake-model",
-        "--isl",
-        "1024",
-        "--osl",
-        "512",
-        "--output-dir",
-        str(out),
-        "--num-concurrent",
-        "8",
-        *FAST,
-        *extra,
-    ]
+    return run_args(engine.url, out, *extra)
 
 
 def _generation_requests(engine: FakeEngine) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST, load_result, load_samples
+from tests.conftest import FAST, load_result, load_samples, run_args
 from tests.fakeengine import CHAT_PATH, FILLER, EngineBehaviour, FakeEngine, count_tokens
 
 QUESTIONS = 100
@@ -17,27 +17,7 @@ FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 
 
 def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        engine.url,
-        "--model",
-        "fake-model",
-        "--isl",
-        "1024",
-        "--osl",
-        "512",
-        "--output-dir",
-        str(out),
-        "--num-concurrent",
-        "8",
-        "--limit",
-        str(QUESTIONS),
-        "--min-samples",
-        "0",
-        *FAST,
-        *extra,
-    ]
+    return run_args(engine.url, out, "--limit", str(QUESTIONS), "--min-samples", "0", *extra)
 
 
 def _probed_once_streamed(engine: FakeEngine, doc: dict[str, object]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST, load_result, load_samples, run_subprocess
+from tests.conftest import load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, expected_right
 
 POINT = ["--min-samples", "0"]
@@ -18,24 +18,7 @@ tests."""
 
 
 def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        engine.url,
-        "--model",
-        "fake-model",
-        "--isl",
-        "1024",
-        "--osl",
-        "512",
-        "--output-dir",
-        str(out),
-        "--num-concurrent",
-        "8",
-        *FAST,
-        *POINT,
-        *extra,
-    ]
+    return run_args(engine.url, out, *POINT, *extra)
 
 
 def test_every_answer_right_passes(engine, cli, tmp_path):

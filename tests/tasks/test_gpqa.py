@@ -13,7 +13,7 @@ from evalgate.errors import DatasetError, UsageError
 from evalgate.tasks.gpqa import load_gpqa, process_docs
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import load_task
-from tests.conftest import FAST, load_result, load_samples
+from tests.conftest import load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
 
 TASK = "gpqa_diamond_cot_n_shot"
@@ -31,27 +31,7 @@ def write_csv(folder: Path, rows: list[dict[str, str]]) -> Path:
 
 
 def _args(engine: FakeEngine, out: Path, data: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--task",
-        TASK,
-        "--dataset-dir",
-        str(data),
-        "--base-url",
-        engine.url,
-        "--model",
-        "fake-model",
-        "--isl",
-        "1024",
-        "--osl",
-        "512",
-        "--output-dir",
-        str(out),
-        "--num-concurrent",
-        "8",
-        *FAST,
-        *extra,
-    ]
+    return run_args(engine.url, out, "--task", TASK, "--dataset-dir", str(data), *extra)
 
 
 def test_every_question_is_asked_twice_with_its_choices_shuffled_by_a_fixed_seed():
