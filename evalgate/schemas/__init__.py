@@ -3,7 +3,8 @@
 A valid document is answered by a compiled check: one Python function per (sub)schema, the same
 keyword semantics as jsonschema's Draft 2020-12 for the keywords evalgate's schemas use, 50 times
 faster. jsonschema is loaded only for a document that fails it, to say how (or for a schema with
-a keyword the compiler does not know).
+a keyword the compiler does not know). JSON text read from disk can skip the Python check: a
+msgspec type that states the schema (typed.py) accepts it in C while decoding (accepts_json).
 """
 
 from __future__ import annotations
@@ -258,6 +259,32 @@ def _fast_check(name: str) -> Check | None:
         return compile_schema(schema) if isinstance(schema, Mapping) else None
     except NotImplementedError:
         return None
+
+
+@cache
+def _typed(name: str) -> Callable[[bytes], Any] | None:
+    from evalgate.schemas.typed import decoder
+
+    schema = load(name)
+    typed = decoder(schema) if isinstance(schema, Mapping) else None
+    return None if typed is None else typed.decode
+
+
+def accepts_json(name: str, data: bytes) -> bool:
+    """Whether JSON text is, for certain, a document that matches schema `name`: decoded in C
+    against the schema as a msgspec type (evalgate.schemas.typed). False means "not certain":
+    the text may be invalid JSON, break the schema, or hold what the type states more strictly
+    (an integer written 1.0); decode it and ask validation_errors."""
+    typed = _typed(name)
+    if typed is None:
+        return False
+    import msgspec
+
+    try:
+        typed(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return False
+    return True
 
 
 def is_valid(name: str, document: Any) -> bool:

@@ -32,7 +32,7 @@ from evalgate.evidence.artifacts import (
     RESULT_NAME,
     read_document,
     read_hook,
-    result_from_document,
+    read_result,
 )
 from evalgate.evidence.harness_layout import EVALGATE_DIR, FormatError
 from evalgate.evidence.model import (
@@ -115,8 +115,12 @@ class _Shared:
     def labels(self, labels: dict[str, Any]) -> dict[str, Any]:
         """The labels, their values kept once; a topology is one dict shared by every result
         that has it (nothing writes into labels)."""
+        keep = self._kept.setdefault
         for name, value in labels.items():
-            if isinstance(value, dict) and all(type(x) in _PLAIN for x in value.values()):
+            kind = type(value)
+            if kind is str:  # value() inlined: most labels are strings
+                labels[name] = keep(value, value)
+            elif kind is dict and all(type(x) in _PLAIN for x in value.values()):
                 key = (dict, *((k, type(x), x) for k, x in value.items()))
                 kept = self._kept.get(key)
                 if kept is None:
@@ -129,7 +133,7 @@ class _Shared:
 
 def _evalgate(path: str, shared: _Shared) -> Found:
     """What verify needs of one result.json; the document and the rest of the record go."""
-    result = result_from_document(read_document(path), path)
+    result = read_result(path)
     text = shared.text
     scores = tuple(
         structs.replace(

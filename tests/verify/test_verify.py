@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalgate import cli, schemas
-from evalgate.errors import ExitCode, UsageError
-from evalgate.evidence.artifacts import NOT_A_RESULT
+from evalgate.errors import ArtifactError, ExitCode, UsageError
+from evalgate.evidence.artifacts import NOT_A_RESULT, read_result, result_from_document
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors, validator
@@ -382,6 +382,63 @@ def test_compiled_check_agrees_on_any_json(doc):
         fast = schemas._fast_check(name)
         assert fast is not None, name
         assert fast(doc) == validator(name).is_valid(doc)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=mutated_results())
+def test_the_typed_decode_never_accepts_what_the_schema_refuses(doc):
+    text = json.dumps(doc).encode()
+    if schemas.accepts_json("result", text):
+        assert validator("result").is_valid(doc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=JSON)
+def test_the_typed_decode_never_accepts_any_json_the_schemas_refuse(doc):
+    text = json.dumps(doc).encode()
+    for name in ("result", "sample", "hook", "verdict", "comparison"):
+        if schemas.accepts_json(name, text):
+            assert validator(name).is_valid(doc), name
+
+
+@pytest.mark.parametrize("status", ["pass", "fail", "error", "aborted", "running"])
+def test_a_valid_result_is_read_by_the_typed_decode_into_the_same_model(tmp_path, status):
+    doc = result_doc(status=status)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc, indent=2))
+    assert schemas.accepts_json("result", path.read_bytes())  # the fast way is taken
+    assert read_result(path) == result_from_document(copy.deepcopy(doc), path)
+
+
+def test_what_the_typed_decode_states_more_strictly_takes_the_full_way(tmp_path):
+    doc = result_doc()
+    doc["exit_code"] = 0.0  # an integer to JSON Schema, not to msgspec
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc))
+    assert not schemas.accepts_json("result", path.read_bytes())
+    assert validation_errors("result", doc) == []
+    with pytest.raises(ArtifactError) as full_way:
+        result_from_document(doc, path)
+    with pytest.raises(ArtifactError) as read:
+        read_result(path)
+    assert read.value.message == full_way.value.message
+    assert "Expected `int`, got `float` - at `$.exit_code`" in read.value.message
+
+
+def test_a_result_the_schema_refuses_is_refused_with_the_schemas_words(tmp_path):
+    doc = result_doc()
+    doc["status"] = "great"
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match=r"\$\.status: 'great' is not one of"):
+        read_result(path)
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    path = tmp_path / "result.json"
+    os.mkfifo(path)
+    with pytest.raises(ArtifactError, match="is not a regular file"):
+        read_result(path)
 
 
 def test_compiled_check_refuses_keywords_it_does_not_know():
