@@ -25,6 +25,7 @@ other `--only` measurements leave the file unchanged.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import math
 import os
@@ -352,13 +353,13 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool) -> list[Row]:
             return wall, peak
 
         walls, peak = repeat(repeats, run)
-        goal = "< 2 s" if count == 10_000 else ""
+        goal = "< 1 s" if count == 10_000 else "<= 200 MB"
         rows.append(
             Row(
                 f"evalgate verify, {count:,} artifacts",
                 walls,
                 goal=goal,
-                met=statistics.median(walls) < 2 if goal else None,
+                met=statistics.median(walls) < 1 if count == 10_000 else peak <= 200,
                 peak_mb=peak,
                 ratio=f"{statistics.median(walls) / count * 1e6:.0f} us/artifact",
             )
@@ -644,6 +645,9 @@ def main() -> int:
     parser.add_argument("--engine-model", default="smollm2-135m")
     args = parser.parse_args()
     repeats = 3 if args.quick else 5
+    # evalgate's modules compiled, as an installed package's are: where PYTHONDONTWRITEBYTECODE
+    # is set, an editable checkout would otherwise compile them again in every timed start-up.
+    compileall.compile_dir(ROOT / "evalgate", quiet=1)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="evalgate-bench-") as name:
         tmp = Path(name)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 SUFFIXES = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
 """vLLM reads "32k" as 32000 and "32K" as 32768 (human_readable_int)."""
 
 
-@dataclass(frozen=True)
-class Limit:
+class Limit(msgspec.Struct, frozen=True):
     """A length in tokens and where it came from."""
 
     value: int

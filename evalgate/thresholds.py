@@ -19,26 +19,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from evalgate.errors import ThresholdsError
 
 TASK_KEY = "gsm8k"
 
 
-@dataclass(frozen=True)
-class Thresholds:
+class Thresholds(msgspec.Struct, frozen=True):
     """A validated thresholds file."""
 
     data: dict[str, Any]
     path: str
 
 
-@dataclass(frozen=True)
-class Floor:
+class Floor(msgspec.Struct, frozen=True):
     """The threshold that applies to one run, and which entry gave it."""
 
     value: float

@@ -1,7 +1,5 @@
 """`python -m evalgate.cli`: the same as the `evalgate` command."""
 
-import sys
+from evalgate.cli import console
 
-from evalgate.cli import main
-
-sys.exit(main())
+console()

@@ -17,9 +17,10 @@ The statistics and the rule are documented in evalgate.compare.paired.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from evalgate.compare.paired import (
     ALPHA,
@@ -38,8 +39,7 @@ from evalgate.settings.defaults import DEFAULT_MAX_DROP
 from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 
 
-@dataclass(frozen=True)
-class Flip:
+class Flip(msgspec.Struct, frozen=True):
     """A question answered rightly by one run and wrongly by the other."""
 
     doc_id: int
@@ -51,8 +51,7 @@ class Flip:
     candidate_answer: str
 
 
-@dataclass(frozen=True)
-class FilterComparison:
+class FilterComparison(msgspec.Struct, frozen=True):
     """One filter's paired table, statistics and finding."""
 
     filter: str
@@ -68,8 +67,7 @@ class FilterComparison:
     """The variance inflation of clustering a question's repeats (1 without repeats)."""
 
 
-@dataclass(frozen=True)
-class RunInfo:
+class RunInfo(msgspec.Struct, frozen=True):
     """Which run a side of the comparison is."""
 
     path: str
@@ -79,8 +77,7 @@ class RunInfo:
     labels: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Comparison:
+class Comparison(msgspec.Struct, frozen=True):
     """The answer of `evalgate compare`: the finding, and everything a reader needs to trust it."""
 
     baseline: RunInfo

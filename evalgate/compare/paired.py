@@ -71,10 +71,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 from statistics import NormalDist
+
+import msgspec
 
 from evalgate.errors import ExitCode
 
@@ -112,8 +113,7 @@ class Finding(Enum):
         return list(Finding).index(self)
 
 
-@dataclass(frozen=True)
-class Cluster:
+class Cluster(msgspec.Struct, frozen=True):
     """The paired answers to one question asked several times (its repeats)."""
 
     answers: int
@@ -121,8 +121,7 @@ class Cluster:
     gained: int
 
 
-@dataclass(frozen=True)
-class PairedCounts:
+class PairedCounts(msgspec.Struct, frozen=True):
     """The 2x2 table of one filter over the answers both runs gave, and the questions they
     answer when a question is asked more than once."""
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result, read_samples
@@ -38,8 +39,7 @@ PROTOCOL_FIELDS = (
 _SHOWN = 5
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(msgspec.Struct, frozen=True, dict=True):
     """A run's result and its samples, keyed by doc_id (read from disk, or still in memory)."""
 
     path: Path
@@ -62,8 +62,7 @@ class Run:
         return tuple(seen)
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(msgspec.Struct, frozen=True):
     """One way two runs' protocols differ."""
 
     field: str

@@ -199,6 +199,16 @@ def result_from_document(document: Any, path: Path | str) -> Result:
 
 
 _decode_result = msgspec.json.Decoder(Result).decode
+_decode_sample = msgspec.json.Decoder(Sample).decode
+
+
+def _typed_sample(line: str) -> Sample | None:
+    """A samples.jsonl line its schema's msgspec type accepted, decoded into the model (None:
+    the model is stricter; the full way says why)."""
+    try:
+        return _decode_sample(line)
+    except msgspec.ValidationError:
+        return None
 
 
 def read_result(path: Path | str) -> Result:
@@ -229,16 +239,19 @@ def read_samples(path: Path) -> list[Sample]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ArtifactError(f"{path} line {number} is not valid JSON ({exc.msg}).") from exc
-        problems = validation_errors("sample", record)
-        if problems:
-            raise ArtifactError(
-                f"{path} line {number} is not a valid evalgate sample: {'; '.join(problems[:5])}."
-            )
-        sample = from_document(record, Sample)
+        sample = _typed_sample(line) if accepts_json("sample", line) else None
+        if sample is None:  # the full way, which says what is wrong
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ArtifactError(f"{path} line {number} is not valid JSON ({exc.msg}).") from exc
+            problems = validation_errors("sample", record)
+            if problems:
+                raise ArtifactError(
+                    f"{path} line {number} is not a valid evalgate sample: "
+                    f"{'; '.join(problems[:5])}."
+                )
+            sample = from_document(record, Sample)
         if sample.doc_id in seen:
             raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
         seen.add(sample.doc_id)

@@ -43,8 +43,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 EarlyStop = Literal["off", "fail", "pass", "both"]
 Outcome = Literal["pass", "fail"]
@@ -81,8 +82,7 @@ def log_e_value(right: int, wrong: int, threshold: float, weight: float = PRIOR_
     )
 
 
-@dataclass(frozen=True)
-class FilterState:
+class FilterState(msgspec.Struct, frozen=True):
     """One filter after n answers: its count, its evidence, and which side it is certain of."""
 
     filter: str
@@ -97,8 +97,7 @@ class FilterState:
         return self.right / self.n if self.n else 0.0
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """What the test says after n answers: a verdict, or None while it is not certain."""
 
     outcome: Outcome | None

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from evalgate.errors import ExitCode
 from evalgate.evidence.model import Check, EarlyStopRecord, Outcome, Score, VerdictRecord
@@ -45,8 +46,7 @@ gpqa_diamond_cot_n_shot has the one filter extract_abcd)."""
 EXIT_CODES = {"pass": ExitCode.PASS, "fail": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE}
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """The run's outcome, the checks behind it, and a one-line reason."""
 
     outcome: Outcome

@@ -262,7 +262,7 @@ def _fast_check(name: str) -> Check | None:
 
 
 @cache
-def _typed(name: str) -> Callable[[bytes], Any] | None:
+def _typed(name: str) -> Callable[[bytes | str], Any] | None:
     from evalgate.schemas.typed import decoder
 
     schema = load(name)
@@ -270,7 +270,7 @@ def _typed(name: str) -> Callable[[bytes], Any] | None:
     return None if typed is None else typed.decode
 
 
-def accepts_json(name: str, data: bytes) -> bool:
+def accepts_json(name: str, data: bytes | str) -> bool:
     """Whether JSON text is, for certain, a document that matches schema `name`: decoded in C
     against the schema as a msgspec type (evalgate.schemas.typed). False means "not certain":
     the text may be invalid JSON, break the schema, or hold what the type states more strictly

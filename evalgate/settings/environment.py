@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 JOB_VARIABLES = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"
@@ -23,8 +24,7 @@ def job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {name: value for name, value in source.items() if JOB_VARIABLES.match(name)}
 
 
-@dataclass(frozen=True)
-class VerifyEnvironment:
+class VerifyEnvironment(msgspec.Struct, frozen=True):
     """What `evalgate verify` takes from its environment."""
 
     thresholds: str | None

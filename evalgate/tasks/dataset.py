@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from evalgate.errors import DatasetError
 
@@ -47,8 +48,7 @@ def full_size(task: str) -> int:
     return GSM8K_TEST_SIZE
 
 
-@dataclass(frozen=True)
-class Dataset:
+class Dataset(msgspec.Struct, frozen=True):
     """GSM8K as evalgate will use it."""
 
     source: str

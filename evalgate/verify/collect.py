@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 from msgspec import structs
 
 from evalgate.errors import ArtifactError, UsageError
@@ -45,8 +45,7 @@ from evalgate.evidence.model import (
 from evalgate.verify import harness_output
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(msgspec.Struct, frozen=True):
     """One run to gate, whichever tool wrote it."""
 
     path: str
@@ -67,22 +66,20 @@ class Found:
     """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
 
 
-@dataclass(frozen=True, slots=True)
-class Note:
+class Note(msgspec.Struct, frozen=True):
     """A file that is not a usable result, and why."""
 
     path: str
     reason: str
 
 
-@dataclass
-class Collection:
+class Collection(msgspec.Struct):
     """Everything found under the paths given."""
 
-    found: list[Found] = field(default_factory=list)
-    malformed: list[Note] = field(default_factory=list)
-    ignored: list[Note] = field(default_factory=list)
-    empty: list[str] = field(default_factory=list)
+    found: list[Found] = msgspec.field(default_factory=list)
+    malformed: list[Note] = msgspec.field(default_factory=list)
+    ignored: list[Note] = msgspec.field(default_factory=list)
+    empty: list[str] = msgspec.field(default_factory=list)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -202,15 +199,14 @@ def _within_run(folder: str, root: str, run_dirs: set[str]) -> bool:
         folder = parent
 
 
-@dataclass
-class _Tree:
+class _Tree(msgspec.Struct):
     """The files under one root that verify reads."""
 
-    results: list[str] = field(default_factory=list)
-    metas: dict[str, str] = field(default_factory=dict)
+    results: list[str] = msgspec.field(default_factory=list)
+    metas: dict[str, str] = msgspec.field(default_factory=dict)
     """meta_env.json path by folder."""
-    candidates: list[str] = field(default_factory=list)
-    hooks: list[str] = field(default_factory=list)
+    candidates: list[str] = msgspec.field(default_factory=list)
+    hooks: list[str] = msgspec.field(default_factory=list)
 
 
 def _files(root: str) -> _Tree:

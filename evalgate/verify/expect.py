@@ -20,9 +20,10 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Protocol
+
+import msgspec
 
 from evalgate.errors import UsageError
 from evalgate.evidence.model import LABEL_NAMES
@@ -42,8 +43,7 @@ _SHORT = {
 SetOutcome = Literal["missing", "unexpected", "duplicate"]
 
 
-@dataclass(frozen=True)
-class Expectation:
+class Expectation(msgspec.Struct, frozen=True):
     """What --expect asks for: a number of configs, or configs each matched exactly once."""
 
     source: str
@@ -64,8 +64,7 @@ class Keyed(Protocol):
     def labels(self) -> Mapping[str, Any] | None: ...
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(msgspec.Struct, frozen=True):
     """A problem with the set: a config missing, unexpected, or with more than one result."""
 
     key: str

@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from evalgate.evidence.harness_layout import FormatError, meta_labels, meta_text
 from evalgate.evidence.model import Score
@@ -26,8 +27,7 @@ from evalgate.gate.verdict import GATED_METRIC
 CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
 
 
-@dataclass(frozen=True)
-class Eval:
+class Eval(msgspec.Struct, frozen=True):
     """One eval of a harness set: its scores, or why it has none (error)."""
 
     path: str

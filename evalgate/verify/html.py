@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from evalgate import page
 from evalgate.page import Mark, Scale, esc
@@ -59,8 +60,7 @@ def outcome_in_chart(entry: Entry, check: CheckRow | None) -> str:
     return entry.outcome
 
 
-@dataclass(frozen=True)
-class _Line:
+class _Line(msgspec.Struct, frozen=True):
     index: int
     """The entry's place in the report."""
     entry: Entry

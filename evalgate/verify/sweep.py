@@ -17,8 +17,9 @@ from __future__ import annotations
 import gc
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, get_args
+
+import msgspec
 
 from evalgate.errors import ExitCode, ThresholdsError
 from evalgate.evidence.model import Check, Score
@@ -39,8 +40,7 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 
-@dataclass(frozen=True, slots=True)
-class CheckRow:
+class CheckRow(msgspec.Struct, frozen=True):
     """One exact_match score against its threshold, with its uncertainty."""
 
     task: str
@@ -56,8 +56,7 @@ class CheckRow:
     outcome: CheckOutcome
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """One line of the verdict: a result gated, or a problem with the set."""
 
     key: str
@@ -72,8 +71,7 @@ class Entry:
     checks: tuple[CheckRow, ...] = ()
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(msgspec.Struct, frozen=True):
     """The sweep's verdict and every line behind it."""
 
     verdict: Verdict

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from evalgate.cli import build_parser, main
@@ -48,3 +51,44 @@ def test_run_dash_v_after_the_subcommand_shows_the_traceback(tmp_path, capsys):
     assert "NotReadyError: " in err
     assert "Traceback (most recent call last)" in err  # what -v is for
     assert (tmp_path / "run" / "result.json").is_file()
+
+
+# -- the console script's exit -------------------------------------------------------------------
+
+_CONSOLE = """
+import atexit, sys, threading, time
+from evalgate.cli import console
+atexit.register(lambda: print("exit handler ran", flush=True))
+def late():
+    time.sleep(0.3)
+    print("non-daemon thread finished", file=sys.stderr, flush=True)
+threading.Thread(target=late).start()
+sys.argv = ["evalgate", *sys.argv[1:]]
+console()
+"""
+
+
+def _console(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _CONSOLE, *argv], capture_output=True, text=True, check=False
+    )
+
+
+def test_the_console_exit_keeps_the_code_the_output_the_handlers_and_the_threads():
+    done = _console("context", "--isl", "1024", "--osl", "1024", "--served-max-model-len", "4096")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("EVAL_MAX_MODEL_LEN=2304\n")
+    assert done.stdout.endswith("exit handler ran\n")  # after main()'s output, before the end
+    assert "non-daemon thread finished" in done.stderr  # waited for, as a normal exit does
+
+
+def test_the_console_exit_keeps_a_failures_code_and_message(tmp_path):
+    done = _console("verify", str(tmp_path / "nowhere"))
+    assert done.returncode == 2
+    assert "nowhere" in done.stderr
+
+
+def test_the_console_exit_delivers_long_output_whole():
+    done = _console("--help")
+    assert done.returncode == 0
+    assert done.stdout.count("\n") > 20 and "exit codes:" in done.stdout

@@ -23,8 +23,13 @@ from hypothesis import strategies as st
 
 from evalgate import cli, schemas
 from evalgate.errors import ArtifactError, ExitCode, UsageError
-from evalgate.evidence.artifacts import NOT_A_RESULT, read_result, result_from_document
-from evalgate.evidence.model import LABEL_NAMES
+from evalgate.evidence.artifacts import (
+    NOT_A_RESULT,
+    read_result,
+    read_samples,
+    result_from_document,
+)
+from evalgate.evidence.model import LABEL_NAMES, Sample, from_document
 from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors, validator
 from evalgate.thresholds import parse_thresholds
@@ -347,9 +352,33 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found_paths
 
 
+def sample_doc(doc_id: int = 3) -> dict[str, Any]:
+    answer = {"extracted": "18", "correct": True}
+    return {
+        "doc_id": doc_id,
+        "question": "Janet has 3 ducks...",
+        "target": "18",
+        "prompt_sha256": f"{doc_id:064x}",
+        "response": "#### 18",
+        "finish_reason": "stop",
+        "completion_tokens": 40,
+        "error": None,
+        "filters": {"strict-match": answer, "flexible-extract": answer},
+    }
+
+
+@st.composite
+def mutated_samples(draw: st.DrawFn) -> Any:
+    return _mutate(draw, sample_doc())
+
+
 @st.composite
 def mutated_results(draw: st.DrawFn) -> Any:
-    doc = copy.deepcopy(result_doc(status=draw(st.sampled_from(["pass", "error"]))))
+    return _mutate(draw, result_doc(status=draw(st.sampled_from(["pass", "error"]))))
+
+
+def _mutate(draw: st.DrawFn, doc: Any) -> Any:
+    doc = copy.deepcopy(doc)
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(_paths(doc)))
         if not path:
@@ -390,6 +419,32 @@ def test_the_typed_decode_never_accepts_what_the_schema_refuses(doc):
     text = json.dumps(doc).encode()
     if schemas.accepts_json("result", text):
         assert validator("result").is_valid(doc)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=mutated_samples())
+def test_the_typed_decode_never_accepts_a_sample_the_schema_refuses(doc):
+    if schemas.accepts_json("sample", json.dumps(doc)):
+        assert validator("sample").is_valid(doc)
+
+
+def test_samples_are_read_by_the_typed_decode_into_the_same_model(tmp_path):
+    docs = [sample_doc(i) for i in range(5)]
+    docs[2]["error"], docs[2]["filters"] = "HTTP 400: too long", {}
+    lines = [json.dumps(d) for d in docs]
+    assert all(schemas.accepts_json("sample", line) for line in lines)  # the fast way is taken
+    path = tmp_path / "samples.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert read_samples(path) == [from_document(d, Sample) for d in docs]
+
+
+def test_a_sample_line_the_schema_refuses_is_refused_with_its_line_number(tmp_path):
+    bad = sample_doc(1)
+    bad["doc_id"] = -1
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(sample_doc(0)) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(ArtifactError, match=r"line 2 is not a valid evalgate sample: \$\.doc_id"):
+        read_samples(path)
 
 
 @settings(max_examples=200, deadline=None)
