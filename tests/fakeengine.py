@@ -496,7 +496,10 @@ class EngineBehaviour:
     """Where a chat answer goes: the message's content, or (a reasoning parser's way, with
     content null) its reasoning_content or reasoning."""
     latency_s: float = 0.0
-    """Time each accepted generation request takes inside its concurrency slot."""
+    """Time each accepted generation request takes inside its concurrency slot, counted from
+    its arrival (or from the moment it got a slot, when it queued for one): the fake's own
+    reading and planning of the answer are inside it, as an engine's own work is, so 64
+    requests arriving together all answer `latency_s` later, not one planning time apart."""
     stream_starts_at_once: bool = False
     """A streamed chat answer's first event (the role chunk) goes out as soon as the request
     holds its slot, before the latency, as vLLM sends it (the rest follows the latency); False:
@@ -1187,6 +1190,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    """TCP_NODELAY, as uvicorn sets it: the headers and the body go out in two writes, and with
+    Nagle's algorithm the body would wait for the client's delayed ACK (40 ms an answer)."""
     server: _Server
     _record: RequestRecord | None = None
 
@@ -1349,9 +1355,11 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(plan, Rejection):
             self._send_rejection(plan, path)
             return
-        if not engine._acquire_slot():
+        granted = engine._acquire_slot()
+        if granted is None:
             self.close_connection = True
             return
+        begun = max(record.received_at, granted)  # the latency counts from here
         model = behaviour.response_model or behaviour.model
         stream = bool(body.get("stream"))
         options = body.get("stream_options") if stream else None
@@ -1365,6 +1373,7 @@ class _Handler(BaseHTTPRequestHandler):
         latency = behaviour.latency_s
         if behaviour.wrong_latency_s is not None and not behaviour.is_right(record.question):
             latency = behaviour.wrong_latency_s
+        latency -= time.monotonic() - begun  # reading and planning the answer are inside it
         try:
             waited = engine._sleep(latency) if started is None else self._wait_unless_gone(latency)
             if waited:
@@ -1531,6 +1540,9 @@ class FakeEngine:
         self._hanging = 0
         self._releases = 0
         self._stopping = False
+        self._stopped = threading.Event()
+        """Set with _stopping: what sleeping handlers wait on, so that the condition's every
+        notify (a request in, a request out) does not wake all 64 sleepers to no purpose."""
         self._connections: dict[socket.socket, threading.Thread] = {}
         self._server: _Server | None = None
         self._serving: threading.Thread | None = None
@@ -1546,6 +1558,7 @@ class FakeEngine:
             if self._server is not None:
                 return self
             self._stopping = False
+            self._stopped.clear()
             self._server = _Server(self, self._port)
             self._port = self._server.server_address[1]
             self._serving = threading.Thread(
@@ -1565,6 +1578,7 @@ class FakeEngine:
             if server is None or serving is None:
                 return
             self._stopping = True
+            self._stopped.set()
             self._cond.notify_all()
         server.shutdown()
         server.server_close()
@@ -1754,26 +1768,25 @@ class FakeEngine:
 
     def _sleep(self, seconds: float) -> bool:
         """Wait `seconds` unless stopped first; True when stopped."""
-        with self._cond:
-            if seconds <= 0:
-                return self._stopping
-            return self._cond.wait_for(lambda: self._stopping, timeout=seconds)
+        return self._stopped.wait(seconds) if seconds > 0 else self._stopped.is_set()
 
-    def _acquire_slot(self) -> bool:
-        """Queue for a concurrency slot; False when stopped first."""
+    def _acquire_slot(self) -> float | None:
+        """Queue for a concurrency slot: the time it was granted after queueing (0.0 when one
+        was free at once); None when stopped first."""
 
         def free() -> bool:
             cap = self.behaviour.max_concurrency
             return self._stopping or cap is None or self._active < cap
 
         with self._cond:
+            granted = 0.0 if free() else None
             self._cond.wait_for(free)
             if self._stopping:
-                return False
+                return None
             self._active += 1
             self._peak_active = max(self._peak_active, self._active)
             self._cond.notify_all()
-            return True
+            return time.monotonic() if granted is None else granted
 
     def _release_slot(self) -> None:
         with self._cond:

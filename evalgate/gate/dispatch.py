@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import math
 import statistics
@@ -259,11 +260,17 @@ class Dispatch:
         """Block until every answer is in (or the eval stopped); re-raise what stopped it."""
         if self._thread is None:
             raise RuntimeError("nothing was dispatched")
+        # What exists now (lm-eval, its data set, its contexts) lives until the answers are in:
+        # frozen, the collector stops walking it on each full collection the answers' objects
+        # set off, which held the sending thread up to a quarter of a second at a time.
+        gc.freeze()
         try:
             self._thread.join()
         except BaseException:  # Ctrl-C or a stop signal, raised in this (the main) thread
             self.halt()
             raise
+        finally:
+            gc.unfreeze()
         if self._stopped is not None:
             raise KeyboardInterrupt(self._stopped)
         outcome = self._outcome

@@ -17,10 +17,12 @@ files that ``evalgate hook --layout harness`` writes beside its own runs (in ``e
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal, NoReturn
 
 import msgspec
 from msgspec import structs
@@ -44,8 +46,10 @@ from evalgate.evidence.model import (
 )
 from evalgate.verify import harness_output
 
+log = logging.getLogger(__name__)
 
-class Found(msgspec.Struct, frozen=True):
+
+class Found(msgspec.Struct, frozen=True, tag=True):
     """One run to gate, whichever tool wrote it."""
 
     path: str
@@ -66,7 +70,7 @@ class Found(msgspec.Struct, frozen=True):
     """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
 
 
-class Note(msgspec.Struct, frozen=True):
+class Note(msgspec.Struct, frozen=True, tag=True):
     """A file that is not a usable result, and why."""
 
     path: str
@@ -127,29 +131,45 @@ class _Shared:
                 labels[name] = self.value(value)
         return labels
 
-
-def _evalgate(path: str, shared: _Shared) -> Found:
-    """What verify needs of one result.json; the document and the rest of the record go."""
-    result = read_result(path)
-    text = shared.text
-    scores = tuple(
-        structs.replace(
-            s,
-            task=text(s.task),
-            metric=text(s.metric),
-            filter=text(s.filter),
-            n=shared.value(s.n),
+    def found(self, found: Found | Note) -> Found | Note:
+        """The run with its repeated values kept once (a Note as it is)."""
+        if isinstance(found, Note):
+            return found
+        text = self.text
+        scores = tuple(
+            structs.replace(
+                s,
+                task=text(s.task),
+                metric=text(s.metric),
+                filter=text(s.filter),
+                n=self.value(s.n),
+            )
+            for s in found.scores
         )
-        for s in result.scores
-    )
+        return structs.replace(
+            found,
+            model=None if found.model is None else text(found.model),
+            labels=self.labels(dict(found.labels)),
+            scores=scores,
+            status=None if found.status is None else text(found.status),
+            stage=None if found.stage is None else text(found.stage),
+        )
+
+
+def _evalgate(path: str) -> Found | Note:
+    """What verify needs of one result.json; the document and the rest of the record go."""
+    try:
+        result = read_result(path)
+    except ArtifactError as exc:
+        return Note(path, exc.message)
     return Found(
         path=path,
         source="evalgate",
-        model=None if result.model is None else text(result.model),
-        labels=shared.labels(to_document(result.labels)),
-        scores=scores,
-        status=text(result.status),
-        stage=text(result.stage),
+        model=result.model,
+        labels=to_document(result.labels),
+        scores=tuple(result.scores),
+        status=result.status,
+        stage=result.stage,
         reason=result.reason + (f" ({result.error.type})" if result.error else ""),
         failed_on_scores=any(not c.passed for c in result.checks),
         verdict=result.verdict,
@@ -157,11 +177,70 @@ def _evalgate(path: str, shared: _Shared) -> Found:
     )
 
 
-def _evalgate_or_note(path: str, shared: _Shared) -> Found | Note:
+# -- many result.json: half of them read by a second process -----------------------------------
+
+_SPLIT_AT = 4000
+"""From this many result.json on, a forked child reads the last three fifths while this process
+reads the rest and the sweep's lm-eval results (on a machine with a second core): a sweep's
+reading is per file and shares nothing."""
+_FRAME = 2048
+"""Runs the child encodes at a time (each a length-prefixed msgpack frame in a spool file)."""
+_read_frame = msgspec.msgpack.Decoder(list[Found | Note]).decode
+
+
+class _Reading:
+    """The result.json files of one tree, read in their order: from _SPLIT_AT on, a child
+    process, forked here, reads the last part while this one does other work."""
+
+    def __init__(self, paths: list[str], shared: _Shared) -> None:
+        self.paths, self.shared = paths, shared
+        parallel = len(paths) >= _SPLIT_AT and hasattr(os, "fork") and (os.cpu_count() or 1) > 1
+        self.split = len(paths) * 2 // 5 if parallel else len(paths)
+        self.child = 0
+        self.spool: Any = None
+        if parallel:
+            self.spool = tempfile.TemporaryFile()  # noqa: SIM115  # closed in runs()
+            self.child = os.fork()
+            if self.child == 0:  # pragma: no cover (the child's coverage is never written)
+                _spool_and_exit(paths[self.split :], self.spool)
+
+    def runs(self) -> Iterator[Found | Note]:
+        """Every file as a run (or a note), in order; waits for the child's part."""
+        found = self.shared.found
+        if not self.child:
+            for path in self.paths:
+                yield found(_evalgate(path))
+            return
+        try:
+            mine = [found(_evalgate(path)) for path in self.paths[: self.split]]
+        finally:
+            _, status = os.waitpid(self.child, 0)
+        with self.spool as spool:
+            yield from mine
+            del mine
+            if status == 0:
+                spool.seek(0)
+                while header := spool.read(8):
+                    for item in _read_frame(spool.read(int.from_bytes(header, "little"))):
+                        yield found(item)
+                return
+        log.debug("the reading process ended with status %d: reading its part here", status)
+        for path in self.paths[self.split :]:
+            yield found(_evalgate(path))
+
+
+def _spool_and_exit(paths: list[str], spool: Any) -> NoReturn:
+    """The child: read `paths`, write them to the spool, end without any parent's clean-up."""
+    code = 1
     try:
-        return _evalgate(path, shared)
-    except ArtifactError as exc:
-        return Note(path, exc.message)
+        encode = msgspec.msgpack.Encoder().encode
+        for start in range(0, len(paths), _FRAME):
+            frame = encode([_evalgate(path) for path in paths[start : start + _FRAME]])
+            spool.write(len(frame).to_bytes(8, "little") + frame)
+        spool.flush()
+        code = 0
+    finally:
+        os._exit(code)
 
 
 # -- a harness eval set: its meta_env.json read here, its evals from harness_output.py -------
@@ -278,13 +357,25 @@ def _add(out: Collection, item: Found | Note) -> None:
 
 def _scan(root: str, out: Collection, shared: _Shared) -> None:
     tree = _files(root)
-    results, metas = tree.results, tree.metas
-    for path in results:
-        _add(out, _evalgate_or_note(path, shared))
+    results = tree.results
+    reading = _Reading(results, shared)  # a large tree's child starts reading now
+    harness = _harness_sets(root, tree)
+    for item in reading.runs():
+        _add(out, item)
     for path in tree.hooks:
         for item in _hook(path, out.found):
             _add(out, item)
-    run_dirs = {os.path.dirname(path) for path in results}
+    out.found += harness.found
+    out.malformed += harness.malformed
+    out.ignored += harness.ignored
+
+
+def _harness_sets(root: str, tree: _Tree) -> Collection:
+    """The benchmark harness's eval sets under root (meta_env.json and its lm-eval results)
+    outside evalgate's own run folders."""
+    out = Collection()
+    metas = tree.metas
+    run_dirs = {os.path.dirname(path) for path in tree.results}
     mirrors = {meta for folder, meta in metas.items() if _mirrors_evalgate(folder)}
     out.ignored += [Note(meta, _MIRROR.format(path=meta)) for meta in sorted(mirrors)]
     sets: dict[str, list[tuple[str, Any]]] = {
@@ -324,6 +415,7 @@ def _scan(root: str, out: Collection, shared: _Shared) -> None:
     for meta, files in sets.items():
         for item in _harness_set(meta, files):
             _add(out, item)
+    return out
 
 
 def _covered(paths: list[str]) -> set[int]:
@@ -365,7 +457,7 @@ def collect(paths: Iterable[str]) -> Collection:
                 f"meta_env.json and its lm-eval results, not the file."
             )
         else:
-            _add(out, _evalgate_or_note(root, shared))
+            _add(out, shared.found(_evalgate(root)))
         if len(out.found) + len(out.malformed) == before:
             out.empty.append(root)
     return out

@@ -505,6 +505,40 @@ def test_compiled_check_refuses_keywords_it_does_not_know():
 # -- collecting ----------------------------------------------------------------------------------
 
 
+def _sweep_of(tmp_path: Path, count: int) -> Path:
+    """`count` runs, every fifth at its own hardware; one broken result.json among them."""
+    for i in range(count):
+        write_result(tmp_path / f"run-{i:03d}", hardware=f"h{i % 5}", conc=i + 1)
+    (tmp_path / "run-007" / "result.json").write_text("{not json")
+    return tmp_path
+
+
+def test_a_large_sweep_read_by_two_processes_is_the_sweep_read_by_one(tmp_path, monkeypatch):
+    root = str(_sweep_of(tmp_path, 30))
+    serial = collect.collect([root])
+    monkeypatch.setattr(collect, "_SPLIT_AT", 4)  # from 4 results on, a child reads half
+    monkeypatch.setattr(collect, "_FRAME", 4)  # several frames in the spool
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    forked = collect.collect([root])
+    assert forks == [1]
+    assert forked.found == serial.found and len(forked.found) == 29
+    assert forked.malformed == serial.malformed
+    assert [n.path for n in forked.malformed] == [str(tmp_path / "run-007" / "result.json")]
+    # the child's runs share their repeated values with the parent's, as one process's do
+    hardware = {id(f.labels["hardware"]) for f in forked.found if f.labels["hardware"] == "h1"}
+    assert len(hardware) == 1
+
+
+def test_a_reading_child_that_fails_leaves_its_half_to_the_parent(tmp_path, monkeypatch):
+    root = str(_sweep_of(tmp_path, 12))
+    serial = collect.collect([root])
+    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
+    monkeypatch.setattr(collect, "_spool_and_exit", lambda paths, spool: os._exit(3))
+    assert collect.collect([root]).found == serial.found
+
+
 def test_collect_reads_an_evalgate_result(tmp_path):
     write_result(tmp_path / "a", kv="fp8", topology={"tp": 8, "dp_attention": False})
     out = collect.collect([str(tmp_path)])
