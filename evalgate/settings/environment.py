@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-
-import msgspec
+from typing import NamedTuple
 
 JOB_VARIABLES = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"
@@ -24,8 +23,9 @@ def job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {name: value for name, value in source.items() if JOB_VARIABLES.match(name)}
 
 
-class VerifyEnvironment(msgspec.Struct, frozen=True):
-    """What `evalgate verify` takes from its environment."""
+class VerifyEnvironment(NamedTuple):
+    """What `evalgate verify` takes from its environment (a NamedTuple: `evalgate --help`
+    imports this module, and starts without msgspec)."""
 
     thresholds: str | None
     """EVALGATE_THRESHOLDS: the thresholds file when --thresholds is not given."""
