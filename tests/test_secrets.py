@@ -258,9 +258,9 @@ def test_no_secret_in_evalgates_logs_outcome_or_exception_chain(
 
 
 def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers, caplog):
-    """The eval's own requests: httpx2 logs each URL at INFO, so the URL it gets has no
-    password; the credentials go as basic auth, as before."""
-    caplog.set_level(logging.DEBUG)  # every logger: httpx2, httpcore2, openai
+    """The eval's own requests: the URL the HTTP library gets has no password (whatever it
+    logs); the credentials go as basic auth, as before."""
+    caplog.set_level(logging.DEBUG)  # every logger: aiohttp, asyncio, evalgate
     client = EvalClient(
         base_url=with_password(engine.url),
         api_key=KEY,
@@ -288,7 +288,6 @@ def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers,
 
     assert text.endswith("#### 18")
     assert headers == [("/v1/chat/completions", BASIC)]
-    assert f"POST {engine.url}/chat/completions" in caplog.text  # logged, without the password
     assert_nowhere(caplog.text)
 
 

@@ -15,20 +15,28 @@ URL, so the HTTP library's request log never shows them.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
-import openai
+import aiohttp
 from tenacity import RetryCallState
 
 from evalgate.engine import request
 from evalgate.engine.discovery import api_root
-from evalgate.engine.retry import RetryPolicy, TransientAnswer, engine_answer, should_retry
-from evalgate.engine.urls import split_credentials
-from evalgate.engine.wire import EngineError
+from evalgate.engine.retry import (
+    ConnectionFailed,
+    EngineAnswerError,
+    RetryPolicy,
+    TransientAnswer,
+    engine_answer,
+    should_retry,
+)
+from evalgate.engine.urls import authorization
+from evalgate.engine.wire import EngineError, parse_error
 
 log = logging.getLogger(__name__)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -87,41 +95,14 @@ class AnswerTimedOut(TransientAnswer):
     """No complete answer within --timeout (the whole answer, not one read)."""
 
 
-def _root_cause(exc: BaseException) -> BaseException:
-    """The first exception in the chain (the transport's own, under the SDK's wrappers)."""
-    seen = {id(exc)}
-    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
-        exc = exc.__cause__
-        seen.add(id(exc))
-    return exc
-
-
-def _timed_out(exc: BaseException) -> bool:
-    """A real timeout? The SDK's aiohttp adapter reports a closed or reset connection as a
-    ConnectTimeout; the root cause tells them apart."""
-    if isinstance(exc, AnswerTimedOut):
-        return True
-    if not isinstance(exc, openai.APITimeoutError):
-        return False
-    root = _root_cause(exc)
-    return root is exc or isinstance(root, TimeoutError) or "Timeout" in type(root).__name__
-
-
 def _as_engine_error(exc: BaseException) -> EngineError:
     answer = engine_answer(exc)
     if answer is not None:
         return answer
-    if _timed_out(exc):
+    if isinstance(exc, AnswerTimedOut):
         return EngineError(0, "request timed out (--timeout)")
-    if isinstance(exc, openai.APIConnectionError):
-        cause = _root_cause(exc) if exc.__cause__ is not None else None
-        if cause is None:
-            detail = str(exc)
-        elif str(cause):
-            detail = f"{type(cause).__name__}: {cause}"
-        else:  # httpx says nothing when the peer closes or resets the connection
-            detail = f"{type(cause).__name__}: the connection was closed before an answer"
-        return EngineError(0, f"connection failed ({detail})")
+    if isinstance(exc, ConnectionFailed):
+        return EngineError(0, f"connection failed ({exc})")
     return EngineError(200, f"malformed answer: {exc}")
 
 
@@ -189,6 +170,13 @@ def parse_reasoning(raw: Any, api: str) -> tuple[str | None, int | None]:
     return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
 
 
+async def _headers_sent(_session: Any, context: Any, _params: Any) -> None:
+    """aiohttp's signal that a request's headers left: the caller's `on_sent`."""
+    on_sent = context.trace_request_ctx
+    if on_sent is not None:
+        on_sent()
+
+
 class EvalClient:
     """Async generation requests against one endpoint, with evalgate's retry policy."""
 
@@ -211,32 +199,50 @@ class EvalClient:
         )
         self.retried = 0
         self.unreachable_workers: dict[str, None] = {}  # ordered set
-        limits = httpx2.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
-        url, auth = split_credentials(api_root(base_url))
-        # aiohttp under the SDK: httpx's connection pool costs ~40% more CPU at 64 streams.
-        self._client = openai.AsyncOpenAI(
-            base_url=url,
-            api_key=api_key or "EMPTY",
-            timeout=timeout,
-            max_retries=0,
-            http_client=openai.DefaultAioHttpClient(limits=limits, timeout=timeout, auth=auth),
-        )
+        url, header = authorization(api_root(base_url), api_key)
+        self._url = url + request.path(api)
+        self._headers = request.headers(header)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        """The connection pool, made in the event loop that sends (aiohttp's rule)."""
+        if self._session is None:
+            trace = aiohttp.TraceConfig()
+            trace.on_request_headers_sent.append(_headers_sent)
+            self._session = aiohttp.ClientSession(
+                trace_configs=[trace],
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the readiness check reads them
+            )
+        return self._session
 
     async def close(self) -> None:
-        await self._client.close()
+        if self._session is not None:
+            await self._session.close()
 
     async def _send(
-        self, body: dict[str, Any]
+        self, body: dict[str, Any], on_sent: Callable[[], None] | None
     ) -> tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None], str | None]:
         try:
-            raw = await asyncio.wait_for(
-                self._client.post(request.path(self.api), body=body, cast_to=object), self.timeout
-            )
+            async with self._open().post(
+                self._url,
+                data=request.encode(body),
+                allow_redirects=False,
+                trace_request_ctx=on_sent,
+            ) as response:
+                status, data = response.status, await response.read()
         except asyncio.TimeoutError as exc:
             raise AnswerTimedOut(f"no complete answer within {self.timeout:g} s") from exc
-        except ValueError as exc:  # a 200 whose body is not JSON
+        except aiohttp.ClientError as exc:
+            raise ConnectionFailed.of(exc) from exc
+        if not 200 <= status < 300:
+            raise EngineAnswerError(parse_error(status, data.decode("utf-8", "replace")))
+        try:
+            raw = json.loads(data)
+        except ValueError as exc:  # a 200 whose body is not JSON (or not UTF-8)
             raise MalformedAnswer(f"body is not JSON ({exc})") from exc
         named = raw.get("model") if isinstance(raw, dict) else None
         model = named if isinstance(named, str) else None
@@ -257,15 +263,18 @@ class EvalClient:
         cause = error.__cause__ if error is not None else None
         log.debug("retry %d after %s (%r)", state.attempt_number, error, cause)
 
-    async def complete(self, body: dict[str, Any]) -> Completion:
-        """One request, retried as the policy allows; raises RequestFailed."""
+    async def complete(
+        self, body: dict[str, Any], *, on_sent: Callable[[], None] | None = None
+    ) -> Completion:
+        """One request, retried as the policy allows; raises RequestFailed. `on_sent` is called
+        each time the request's headers have left for the engine."""
         attempt = 0
         try:
             async for attempt_state in self.policy.async_retrying(before_sleep=self._count_retry):
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
-                    answer, (reasoning, thought), model = await self._send(body)
-        except (openai.APIError, MalformedAnswer, AnswerTimedOut) as exc:
+                    answer, (reasoning, thought), model = await self._send(body, on_sent)
+        except (EngineAnswerError, ConnectionFailed, MalformedAnswer, AnswerTimedOut) as exc:
             self._note(exc)
             raise RequestFailed(
                 _as_engine_error(exc),

@@ -1,8 +1,8 @@
 """Talking to an engine's side doors: /readiness, /v1/models, /tokenize, /version.
 
 These requests tell evalgate whether an endpoint is ready, what it serves (its max_model_len, its
-version) and how long a prompt is in the engine's own tokens. Generation requests go through the
-openai SDK elsewhere.
+version) and how long a prompt is in the engine's own tokens. Generation requests are sent
+elsewhere: the probe's in gate/probe.py, the eval's in engine/client.py.
 
 One rule picks the model card from a /v1/models answer (`pick_card`), for readiness, the engine's
 labels and the served limit alike. A router may list a placeholder instead of the model it
@@ -31,7 +31,7 @@ PLACEHOLDER_MODELS = frozenset({"unknown"})
 
 
 def api_root(url: str) -> str:
-    """The /v1 base, with no trailing slash: what the openai SDK takes."""
+    """The /v1 base, with no trailing slash (the generation paths go under it)."""
     url = url.rstrip("/")
     for suffix in ("/chat/completions", "/completions"):
         if url.endswith(suffix):

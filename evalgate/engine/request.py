@@ -12,6 +12,7 @@ loopback test compares the two bodies as the engine receives them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,20 @@ CHAT_STOP_STRINGS = 4
 """lm-eval's chat model keeps only the first 4 stop strings (the API's limit)."""
 PROBE_KEYS = frozenset({"stream"})
 """The only keys the probe adds to the eval's body."""
+
+
+def encode(body: Mapping[str, Any]) -> bytes:
+    """The body's bytes on the wire, the probe's and the eval's alike (compact UTF-8 JSON)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def headers(authorization: str) -> dict[str, str]:
+    """The headers of every generation request."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "Authorization": authorization,
+    }
 
 
 def path(api: str) -> str:

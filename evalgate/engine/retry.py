@@ -19,7 +19,6 @@ back (a wait that would pass that bound is not started).
 from __future__ import annotations
 
 import ssl
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,7 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import EngineError
 
 BeforeSleep = Callable[[RetryCallState], None]
 
@@ -55,20 +54,26 @@ class TransientAnswer(Exception):
     no whole answer within the deadline."""
 
 
-def _openai() -> Any:
-    """The openai SDK if something imported it (it takes a second to import: readiness and
-    `evalgate context` never do, and then no SDK exception can exist)."""
-    return sys.modules.get("openai")
+class ConnectionFailed(ConnectionError):
+    """No answer came back: the connection was refused, reset or closed before the answer."""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ConnectionFailed:
+        """From the HTTP library's error, named by its first cause (the socket's own error)."""
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        named = root
+        if isinstance(root, OSError) and root.errno and type(root).__module__ != "builtins":
+            # the library's own OSError (aiohttp's ClientOSError): the socket's error by errno
+            named = OSError(root.errno, root.strerror)  # ConnectionResetError, ...
+        text = str(named) or "the connection was closed before an answer"
+        return cls(f"{type(named).__name__}: {text}")
 
 
 def engine_answer(exc: BaseException) -> EngineError | None:
     """The engine's error answer that `exc` carries, if it carries one."""
-    if isinstance(exc, EngineAnswerError):
-        return exc.error
-    openai = _openai()
-    if openai is not None and isinstance(exc, openai.APIStatusError):
-        return parse_error(exc.status_code, exc.response.text)
-    return None
+    return exc.error if isinstance(exc, EngineAnswerError) else None
 
 
 def tls_to_plain_http(exc: BaseException) -> bool:
@@ -88,10 +93,7 @@ def should_retry(exc: BaseException) -> bool:
         return error.retryable or error.status == 200
     if tls_to_plain_http(exc):
         return False
-    if isinstance(exc, TransientAnswer | httpx2.TransportError | TimeoutError | ConnectionError):
-        return True
-    openai = _openai()
-    return openai is not None and isinstance(exc, openai.APIConnectionError)
+    return isinstance(exc, TransientAnswer | httpx2.TransportError | TimeoutError | ConnectionError)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,19 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
+def authorization(url: str, api_key: str | None) -> tuple[str, str]:
+    """The URL without user:password, and the Authorization header every generation request
+    carries: HTTP basic auth from the URL's credentials, else the API key as a bearer token
+    ("EMPTY" without one, as OpenAI clients send it)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, f"Bearer {api_key or 'EMPTY'}"
+    import base64
+
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    return redact_url(url), "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+
+
 def split_credentials(url: str) -> tuple[str, httpx2.BasicAuth | None]:
     """The URL without user:password, and those credentials as basic auth (None if absent)."""
     parts = urlsplit(url)

@@ -437,6 +437,26 @@ class Dispatch:
             "cannot be gated."
         )
 
+    async def _ask(self, client: EvalClient, request: Request) -> Completion | None:
+        """Send one request: its answer, or None when it failed (recorded). It counts as asked
+        once its headers left: one cancelled while it connected never reached the engine."""
+        counted = False
+
+        def asked() -> None:
+            nonlocal counted
+            if not counted:
+                counted = True
+                self.asked += 1
+
+        try:
+            completion = await client.complete(request.body, on_sent=asked)
+        except RequestFailed as failure:
+            asked()
+            self._fail(request, failure)
+            return None
+        asked()
+        return completion
+
     async def _run_all(
         self,
         prepared: list[Request],
@@ -472,12 +492,7 @@ class Dispatch:
                 async with semaphore:
                     if self.reader is not None and self.reader.decision is not None:
                         return  # certain while this one waited for a slot: never sent
-                    self.asked += 1
-                    try:
-                        completion = await client.complete(request.body)
-                    except RequestFailed as failure:
-                        self._fail(request, failure)
-                        completion = None
+                    completion = await self._ask(client, request)
                 if completion is not None:
                     text = results[index] = self._record(request, completion, resumed=False)
             if docs:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,11 +16,10 @@ from typing import Any
 from evalgate.errors import AbortedError, EvalFailedError
 from evalgate.evidence.model import Answer, Sample, Score
 from evalgate.gate.lm import GateLM
-from evalgate.tasks.dataset import Dataset
+from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_dir
 
 log = logging.getLogger(__name__)
-_TARGET = re.compile(r"####\s*(.+)\s*$")
 
 
 NO_ANSWER = {
@@ -52,12 +50,6 @@ def lm_eval_version() -> str | None:
         return version("lm_eval")
     except PackageNotFoundError:
         return None
-
-
-def reference_answer(answer: str) -> str:
-    """The number after '####' in a GSM8K answer."""
-    match = _TARGET.search(answer.strip().splitlines()[-1] if answer.strip() else "")
-    return match.group(1).strip() if match else answer.strip()
 
 
 def extract_scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, ...]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.engine.discovery import EngineInfo, api_root, served_limit
 from evalgate.engine.readiness import wait_until_ready
 from evalgate.engine.retry import RetryPolicy
-from evalgate.engine.urls import split_credentials
+from evalgate.engine.urls import authorization
 from evalgate.errors import UsageError
 from evalgate.evidence.model import Stage
 from evalgate.gate.context import EvalContext
@@ -21,7 +21,7 @@ from evalgate.gate.limits import gather_context
 from evalgate.settings import Settings
 from evalgate.tasks.prompts import Prompt, longest_candidates
 
-if TYPE_CHECKING:  # the openai SDK takes a second to import: only the probe needs it
+if TYPE_CHECKING:  # the probe module (and its HTTP client) loads when the probe is sent
     from evalgate.gate.probe import ProbeOutcome
 
 PROBE_TIMEOUT = 60.0
@@ -102,19 +102,16 @@ def probe(
     sampling: Mapping[str, Any] | None = None,
 ) -> ProbeOutcome:
     """The pre-flight request at the real budget, with the task's stops and sampling."""
-    import openai
+    import httpx2
 
+    from evalgate.engine import request
     from evalgate.gate.probe import run_probe
 
     base_url, model = target(settings)
-    url, auth = split_credentials(api_root(base_url))
+    url, header = authorization(api_root(base_url), api_key(settings))
     timeout = min(settings.timeout, PROBE_TIMEOUT)
-    with openai.OpenAI(
-        base_url=url,
-        api_key=api_key(settings) or "EMPTY",
-        max_retries=0,
-        timeout=timeout,
-        http_client=openai.DefaultHttpxClient(auth=auth, timeout=timeout) if auth else None,
+    with httpx2.Client(
+        base_url=url + "/", headers=request.headers(header), timeout=timeout
     ) as client:
         return run_probe(
             client,

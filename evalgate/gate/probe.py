@@ -9,6 +9,7 @@ evalgate derived, and what to change.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -16,11 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import openai
+import httpx2
 
 from evalgate.engine import request
-from evalgate.engine.retry import RetryPolicy, engine_answer, should_retry
-from evalgate.engine.wire import EngineError
+from evalgate.engine.retry import EngineAnswerError, RetryPolicy, should_retry
+from evalgate.engine.wire import EngineError, parse_error
 from evalgate.errors import ProbeError
 from evalgate.gate.context import EvalContext
 from evalgate.tasks.prompts import Prompt
@@ -84,8 +85,29 @@ def _numbers(context: EvalContext) -> str:
     )
 
 
+class NotAStream(ValueError):
+    """A 200 whose body is not a stream of server-sent events."""
+
+
+def _first_event(response: httpx2.Response) -> None:
+    """Read up to the stream's first event (which proves the request was accepted)."""
+    if not 200 <= response.status_code < 300:
+        raise EngineAnswerError(parse_error(response.status_code, response.read().decode()))
+    for line in response.iter_lines():
+        if line.startswith("data:"):
+            event = line[5:].strip()
+            try:
+                answer = json.loads(event)
+            except ValueError as exc:
+                raise NotAStream(f"its first event is not JSON: {event[:200]!r}") from exc
+            if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
+                raise EngineAnswerError(parse_error(response.status_code, event))
+            return
+    raise NotAStream("the stream ended before its first event")
+
+
 def run_probe(
-    client: openai.OpenAI,
+    client: httpx2.Client,
     prompt: Prompt,
     context: EvalContext,
     *,
@@ -113,24 +135,18 @@ def run_probe(
     started = time.monotonic()
 
     def send() -> None:
-        stream: Any = client.post(
-            request.path(api),
-            body=body,
-            cast_to=object,
-            stream=True,
-            stream_cls=openai.Stream[object],
-        )
-        with stream:
-            for _chunk in stream:
-                break  # the first event proves the request was accepted
+        with client.stream(
+            "POST", request.path(api).lstrip("/"), content=request.encode(body)
+        ) as response:
+            _first_event(response)
 
     policy = RetryPolicy.for_requests(
         attempts=attempts, timeout=timeout, wait_min=wait_min, wait_max=wait_max
     )
     try:
         policy.retrying()(send)
-    except openai.APIStatusError as exc:
-        error = engine_answer(exc) or EngineError(exc.status_code, str(exc))
+    except EngineAnswerError as exc:
+        error = exc.error
         if should_retry(exc):  # still busy or gone after every attempt: no verdict on the body
             unavailable = ProbeError(
                 f"The engine did not answer the pre-flight request after {attempts} attempts "
@@ -145,13 +161,17 @@ def run_probe(
         )
         rejected.engine_error = error
         raise rejected from exc
-    except openai.APIConnectionError as exc:
+    except httpx2.TransportError as exc:
+        seen = (
+            f"no first token within {timeout:g} s"
+            if isinstance(exc, httpx2.TimeoutException)
+            else f"{type(exc).__name__}: {exc}"
+        )
         raise ProbeError(
             f"The pre-flight request could not reach the engine after {attempts} attempts "
-            f"({type(exc).__name__}: {exc}). Check the endpoint; it answered /v1/models a "
-            "moment ago."
+            f"({seen}). Check the endpoint; it answered /v1/models a moment ago."
         ) from exc
-    except (openai.APIError, ValueError) as exc:
+    except (httpx2.HTTPError, ValueError) as exc:
         raise ProbeError(
             f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
             f"({type(exc).__name__}: {exc}). Check that --base-url points at the engine or "

@@ -34,7 +34,7 @@ from evalgate.gate.context import EvalContext
 from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
-from evalgate.tasks.dataset import Dataset, full_size
+from evalgate.tasks.dataset import Dataset, full_size, reference_answer
 from evalgate.tasks.prompts import Prompt, build_prompts
 from evalgate.tasks.spec import BUILT_IN, FEWSHOT_SEED, TaskSpec, load_data, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
@@ -426,8 +426,6 @@ class GateRun:
         """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
         if self.dispatch is None or not self.dispatch.tally.answers:
             return
-        from evalgate.gate.evaluate import reference_answer
-
         test = self.dataset.test if self.dataset else []
 
         def doc(doc_id: int) -> dict[str, str]:
@@ -512,6 +510,8 @@ def run_gate(
             gate.partial_samples()
         except OSError as exc:  # a full disk: the error already says so
             log.warning("could not write the samples received so far: %s", exc.strerror)
+        except Exception as exc:  # a signal may have broken an import: the error still stands
+            log.warning("could not write the samples received so far: %r", exc)
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
     if gate.prepared:  # never write into a folder whose earlier result we refused to bury

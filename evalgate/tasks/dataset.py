@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,12 @@ def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Datas
         test=_read_split(files["test"]),
         train=_read_split(files["train"]),
     )
+
+
+_TARGET = re.compile(r"####\s*(.+)\s*$")
+
+
+def reference_answer(answer: str) -> str:
+    """The number after '####' in a GSM8K answer."""
+    match = _TARGET.search(answer.strip().splitlines()[-1] if answer.strip() else "")
+    return match.group(1).strip() if match else answer.strip()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
+import aiohttp
 import httpx2
-import openai
 import pytest
 from tenacity import RetryError
 
 from evalgate.engine.client import AnswerTimedOut, MalformedAnswer
 from evalgate.engine.discovery import SideDoorError
-from evalgate.engine.retry import RetryPolicy, should_retry
+from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, RetryPolicy, should_retry
 from evalgate.engine.wire import EngineError, parse_error
 
 REQUEST = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
@@ -33,10 +33,9 @@ NO_WORKERS_JSON = json.dumps(
 )
 
 
-def sdk_status(status: int, body: str) -> openai.APIStatusError:
-    """The SDK's exception for an HTTP error answer, as the probe and the eval see it."""
-    response = httpx2.Response(status, text=body, request=REQUEST)
-    return openai.APIStatusError("error", response=response, body=None)
+def sdk_status(status: int, body: str) -> EngineAnswerError:
+    """An HTTP error answer, as the probe and the eval raise it."""
+    return EngineAnswerError(parse_error(status, body))
 
 
 def side_door(status: int, body: str) -> SideDoorError:
@@ -49,8 +48,7 @@ CASES: list[tuple[str, BaseException, bool]] = [
     ("connection refused (httpx)", httpx2.ConnectError("refused", request=REQUEST), True),
     ("read timeout (httpx)", httpx2.ReadTimeout("slow", request=REQUEST), True),
     ("connection reset (httpx)", httpx2.RemoteProtocolError("reset", request=REQUEST), True),
-    ("connection error (SDK)", openai.APIConnectionError(request=REQUEST), True),
-    ("timeout (SDK)", openai.APITimeoutError(request=REQUEST), True),
+    ("connection reset (eval)", ConnectionFailed("ConnectionResetError: reset"), True),
     ("no whole answer in time", AnswerTimedOut("late"), True),
     ("a 200 that is not a completion", MalformedAnswer("not JSON"), True),
     ("a 200 that is not a model list", SideDoorError(EngineError(200, "not JSON")), True),
@@ -118,6 +116,26 @@ class Flaky:
         self.waits.append(seconds)
 
 
+@pytest.mark.parametrize(
+    ("library_error", "said"),
+    [
+        (
+            aiohttp.ClientOSError(104, "Connection reset by peer"),
+            "ConnectionResetError: [Errno 104] Connection reset by peer",
+        ),
+        (aiohttp.ServerDisconnectedError(), "ServerDisconnectedError: Server disconnected"),
+        (
+            aiohttp.ClientPayloadError(""),
+            "ClientPayloadError: the connection was closed before an answer",
+        ),
+    ],
+)
+def test_a_lost_connection_is_named_by_its_socket_error_and_retried(library_error, said):
+    failed = ConnectionFailed.of(library_error)
+    assert str(failed) == said
+    assert should_retry(failed)
+
+
 def test_retried_failures_then_an_answer():
     flaky = Flaky(sdk_status(503, "all circuits open"), httpx2.ConnectError("x", request=REQUEST))
     policy = RetryPolicy(0.0, 0.0, attempts=3)
@@ -130,7 +148,7 @@ def test_a_4xx_is_raised_at_once():
     rejection = sdk_status(400, VLLM_400)
     flaky = Flaky(rejection)
 
-    with pytest.raises(openai.APIStatusError) as raised:
+    with pytest.raises(EngineAnswerError) as raised:
         RetryPolicy(0.0, 0.0, attempts=5).retrying(sleep=flaky.sleep)(flaky)
 
     assert raised.value is rejection
@@ -141,7 +159,7 @@ def test_attempts_bound_the_retries_and_the_last_error_is_raised():
     errors = [sdk_status(500, f"boom {n}") for n in range(10)]
     flaky = Flaky(*errors)
 
-    with pytest.raises(openai.APIStatusError) as raised:
+    with pytest.raises(EngineAnswerError) as raised:
         RetryPolicy(0.0, 0.0, attempts=3).retrying(sleep=flaky.sleep)(flaky)
 
     assert raised.value is errors[2]  # reraised as it was, not a tenacity RetryError
@@ -178,7 +196,7 @@ def test_the_deadline_stops_a_wait_that_would_pass_it(monkeypatch):
         flaky.sleep(seconds)
         clock.now += seconds
 
-    with pytest.raises(openai.APIStatusError):
+    with pytest.raises(EngineAnswerError):
         RetryPolicy(4.0, 4.0, deadline=10.0).retrying(sleep=sleep)(flaky)
 
     # attempts at 0 s, 4 s and 8 s; a third wait would end at 12 s, past the 10 s deadline

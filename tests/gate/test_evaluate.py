@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evalgate.evidence.model import Score
-from evalgate.gate.evaluate import extract_scores, reference_answer
+from evalgate.gate.evaluate import extract_scores
+from evalgate.tasks.dataset import reference_answer
 
 GSM8K = {
     "alias": "gsm8k_evalgate_chat",
