@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
 import msgspec
@@ -93,6 +93,11 @@ _PLAIN = (str, int, bool, type(None))
 """A topology's values that can be shared safely (a float's -0.0 would turn into 0.0)."""
 
 
+_SHARE_FROM = 20_000
+"""From this many result.json in a tree on, their repeated values are kept once (_Shared): below
+it, the copies cost a few MB and keeping them once costs a tenth of the reading time."""
+
+
 class _Shared:
     """One copy of each value that repeats from result to result in a sweep: decoded, every
     result would hold its own copies of its labels, task, metric and filter names and of its
@@ -131,10 +136,8 @@ class _Shared:
                 labels[name] = self.value(value)
         return labels
 
-    def found(self, found: Found | Note) -> Found | Note:
-        """The run with its repeated values kept once (a Note as it is)."""
-        if isinstance(found, Note):
-            return found
+    def found(self, found: Found) -> Found:
+        """The run with its repeated values kept once."""
         text = self.text
         scores = tuple(
             structs.replace(
@@ -177,70 +180,101 @@ def _evalgate(path: str) -> Found | Note:
     )
 
 
-# -- many result.json: half of them read by a second process -----------------------------------
+# -- a wide tree: part of it walked and read by a second process ------------------------------
 
-_SPLIT_AT = 4000
-"""From this many result.json on, a forked child reads the last three fifths while this process
-reads the rest and the sweep's lm-eval results (on a machine with a second core): a sweep's
-reading is per file and shares nothing."""
+_SPLIT_AT = 2000
+"""From this many folders side by side (at the first level of the tree that has as many), a
+forked child walks and reads the last three fifths of them while this process does the rest
+(on a machine with a second core): each folder's results, hooks and harness sets are its own."""
 _FRAME = 2048
 """Runs the child encodes at a time (each a length-prefixed msgpack frame in a spool file)."""
-_read_frame = msgspec.msgpack.Decoder(list[Found | Note]).decode
+_Keep = Callable[[Found], Found]
+"""What becomes of each run read: kept as read, or with its repeated values shared (_Shared)."""
 
 
-class _Reading:
-    """The result.json files of one tree, read in their order: from _SPLIT_AT on, a child
-    process, forked here, reads the last part while this one does other work."""
-
-    def __init__(self, paths: list[str], shared: _Shared) -> None:
-        self.paths, self.shared = paths, shared
-        parallel = len(paths) >= _SPLIT_AT and hasattr(os, "fork") and (os.cpu_count() or 1) > 1
-        self.split = len(paths) * 2 // 5 if parallel else len(paths)
-        self.child = 0
-        self.spool: Any = None
-        if parallel:
-            self.spool = tempfile.TemporaryFile()  # noqa: SIM115  # closed in runs()
-            self.child = os.fork()
-            if self.child == 0:  # pragma: no cover (the child's coverage is never written)
-                _spool_and_exit(paths[self.split :], self.spool)
-
-    def runs(self) -> Iterator[Found | Note]:
-        """Every file as a run (or a note), in order; waits for the child's part."""
-        found = self.shared.found
-        if not self.child:
-            for path in self.paths:
-                yield found(_evalgate(path))
-            return
-        try:
-            mine = [found(_evalgate(path)) for path in self.paths[: self.split]]
-        finally:
-            _, status = os.waitpid(self.child, 0)
-        with self.spool as spool:
-            yield from mine
-            del mine
-            if status == 0:
-                spool.seek(0)
-                while header := spool.read(8):
-                    for item in _read_frame(spool.read(int.from_bytes(header, "little"))):
-                        yield found(item)
-                return
-        log.debug("the reading process ended with status %d: reading its part here", status)
-        for path in self.paths[self.split :]:
-            yield found(_evalgate(path))
+def _as_read(found: Found) -> Found:
+    return found
 
 
-def _spool_and_exit(paths: list[str], spool: Any) -> NoReturn:
-    """The child: read `paths`, write them to the spool, end without any parent's clean-up."""
+class _Frame(msgspec.Struct, array_like=True):
+    """Part of what the child found (a length-prefixed msgpack frame in the spool)."""
+
+    found: list[Found] = msgspec.field(default_factory=list)
+    malformed: list[Note] = msgspec.field(default_factory=list)
+    ignored: list[Note] = msgspec.field(default_factory=list)
+
+
+_read_frame = msgspec.msgpack.Decoder(_Frame).decode
+
+
+def _frontier(root: str) -> tuple[list[str], _Tree, bool]:
+    """The walk of root down to its first level of _SPLIT_AT folders side by side: those folders
+    (not yet listed), the files above them, and whether the folders can be split between two
+    processes. They cannot if there is no such level (the walk then ends with the folders
+    empty), or if a file above them belongs to the folders below (a result.json, meta_env.json
+    or hook.json: a run's folder, an eval set's, a hook's): no part of the tree could then be
+    judged on its own."""
+    above = _Tree()
+    level = [root]
+    while len(level) < _SPLIT_AT:
+        level = _level(level, above)
+        if above.results or above.metas or above.hooks or not level:
+            return level, above, False
+    return level, above, True
+
+
+def _spool_and_exit(root: str, folders: list[str], spool: Any) -> NoReturn:
+    """The child: scan `folders`, write what it found to the spool, end without any parent's
+    clean-up."""
     code = 1
     try:
+        part = Collection()
+        _scan_tree(root, _files(folders), part, _as_read)
         encode = msgspec.msgpack.Encoder().encode
-        for start in range(0, len(paths), _FRAME):
-            frame = encode([_evalgate(path) for path in paths[start : start + _FRAME]])
-            spool.write(len(frame).to_bytes(8, "little") + frame)
+        frames = [
+            _Frame(found=part.found[i : i + _FRAME]) for i in range(0, len(part.found), _FRAME)
+        ]
+        frames.append(_Frame(malformed=part.malformed, ignored=part.ignored))
+        for frame in frames:
+            data = encode(frame)
+            spool.write(len(data).to_bytes(8, "little") + data)
         spool.flush()
         code = 0
     finally:
         os._exit(code)
+
+
+def _merge_spool(spool: Any, out: Collection, keep: _Keep) -> None:
+    """The child's findings, frame by frame, into `out` (its runs through `keep`)."""
+    spool.seek(0)
+    while header := spool.read(8):
+        frame = _read_frame(spool.read(int.from_bytes(header, "little")))
+        out.found += map(keep, frame.found)
+        out.malformed += frame.malformed
+        out.ignored += frame.ignored
+
+
+def _scan_split(
+    root: str, frontier: list[str], above: _Tree, out: Collection, shared: _Shared
+) -> None:
+    """Scan a wide tree in two processes: a forked child takes the last three fifths of the
+    frontier's folders; this process the rest, with the files above them."""
+    cut = len(frontier) * 2 // 5
+    with tempfile.TemporaryFile() as spool:
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the child's coverage is never written)
+            _spool_and_exit(root, frontier[cut:], spool)
+        try:
+            mine = _files(frontier[:cut], above)
+            keep = shared.found if len(mine.results) * 5 // 2 >= _SHARE_FROM else _as_read
+            _scan_tree(root, mine, out, keep)
+        finally:
+            _, status = os.waitpid(child, 0)
+        if status == 0:
+            _merge_spool(spool, out, keep)
+            return
+    log.debug("the scanning process ended with status %d: scanning its part here", status)
+    _scan_tree(root, _files(frontier[cut:]), out, keep)
 
 
 # -- a harness eval set: its meta_env.json read here, its evals from harness_output.py -------
@@ -288,11 +322,10 @@ class _Tree(msgspec.Struct):
     hooks: list[str] = msgspec.field(default_factory=list)
 
 
-def _files(root: str) -> _Tree:
-    tree = _Tree()
-    folders = [root]
-    while folders:
-        folder = folders.pop()
+def _level(folders: list[str], tree: _Tree) -> list[str]:
+    """The folders inside `folders`; the files there that verify reads are added to `tree`."""
+    inside: list[str] = []
+    for folder in folders:
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
@@ -300,7 +333,7 @@ def _files(root: str) -> _Tree:
         for entry in entries:
             name = entry.name
             if entry.is_dir(follow_symlinks=False):
-                folders.append(entry.path)
+                inside.append(entry.path)
             elif name == RESULT_NAME:
                 tree.results.append(entry.path)
             elif name == META_NAME:
@@ -309,6 +342,14 @@ def _files(root: str) -> _Tree:
                 tree.hooks.append(entry.path)
             elif name.startswith("results") and name.endswith(".json"):
                 tree.candidates.append(entry.path)
+    return inside
+
+
+def _files(folders: list[str], tree: _Tree | None = None) -> _Tree:
+    """The files verify reads anywhere under `folders`, added to `tree`."""
+    tree = _Tree() if tree is None else tree
+    while folders:
+        folders = _level(folders, tree)
     return tree
 
 
@@ -356,12 +397,33 @@ def _add(out: Collection, item: Found | Note) -> None:
 
 
 def _scan(root: str, out: Collection, shared: _Shared) -> None:
-    tree = _files(root)
-    results = tree.results
-    reading = _Reading(results, shared)  # a large tree's child starts reading now
+    """Every run under the folder root, in path order."""
+    first = len(out.found), len(out.malformed), len(out.ignored)
+    level, above, wide = _frontier(root)
+    if wide and hasattr(os, "fork") and (os.cpu_count() or 1) > 1:
+        _scan_split(root, level, above, out, shared)
+    else:
+        tree = _files(level, above)
+        _scan_tree(root, tree, out, shared.found if len(tree.results) >= _SHARE_FROM else _as_read)
+    found, malformed, ignored = first
+    out.found[found:] = sorted(out.found[found:], key=_by_path)
+    out.malformed[malformed:] = sorted(out.malformed[malformed:], key=_by_path)
+    out.ignored[ignored:] = sorted(out.ignored[ignored:], key=_by_path)
+
+
+def _by_path(item: Found | Note) -> str:
+    return item.path
+
+
+def _scan_tree(root: str, tree: _Tree, out: Collection, keep: _Keep) -> None:
+    """The runs in `tree` (its results, hooks and harness sets) into `out`, through `keep`."""
     harness = _harness_sets(root, tree)
-    for item in reading.runs():
-        _add(out, item)
+    for path in tree.results:
+        item = _evalgate(path)
+        if isinstance(item, Note):
+            out.malformed.append(item)
+        else:
+            out.found.append(keep(item))
     for path in tree.hooks:
         for item in _hook(path, out.found):
             _add(out, item)
@@ -457,7 +519,7 @@ def collect(paths: Iterable[str]) -> Collection:
                 f"meta_env.json and its lm-eval results, not the file."
             )
         else:
-            _add(out, shared.found(_evalgate(root)))
+            _add(out, _evalgate(root))
         if len(out.found) + len(out.malformed) == before:
             out.empty.append(root)
     return out

@@ -96,17 +96,26 @@ def _results(report: Report) -> list[Entry]:
     return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
+KEPT_ROWS = 20_000
+"""Up to this many results, the table's cells are made once and kept (about 6 MB); past it,
+they are made once to measure the columns and again for each line, so a sweep of 10^5 results
+never holds its whole table (30 MB) at once."""
+
+
 def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
-    """terminal()'s lines, each ending in a newline, made as they are written: the table's cells
-    are made once to measure the columns and again for each line, so a sweep of 10^5 results
-    never holds its whole table (30 MB) at once."""
+    """terminal()'s lines, each ending in a newline, made as they are written."""
     results = [] if quiet else _results(report)
     if results:
+        rows: Iterable[list[str]] = (
+            list(map(_cells, results)) if len(results) <= KEPT_ROWS else map(_cells, results)
+        )
         widths = [len(h) for h in HEADER]
-        for entry in results:
-            widths = [max(w, len(c)) for w, c in zip(widths, _cells(entry), strict=True)]
+        for cells in rows:
+            widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
-        for row in itertools.chain([HEADER], map(_cells, results)):
+        if len(results) > KEPT_ROWS:
+            rows = map(_cells, results)
+        for row in itertools.chain([HEADER], rows):
             yield "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]

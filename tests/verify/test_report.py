@@ -58,6 +58,18 @@ def test_the_terminal_lists_problems_after_the_table():
     )
 
 
+def test_a_table_too_long_to_keep_is_made_twice_and_prints_the_same(monkeypatch):
+    result = decide(run(4, 0.95), run(16, 0.5), run(128, 0.93))
+    kept = report.terminal(result)
+    monkeypatch.setattr(report, "KEPT_ROWS", 2)
+    made = []
+    cells = report._cells
+    monkeypatch.setattr(report, "_cells", lambda entry: made.append(entry) or cells(entry))
+    assert report.terminal(result) == kept
+    assert len(made) == 6  # each of the three rows measured, then made again to print
+    assert "conc=128  0.9300" in kept
+
+
 def test_the_terminal_lists_ignored_files():
     collection = Collection([run(4, 0.95)], [], [Note("x/results_a.json", "x is not lm-eval")])
     result = sweep.judge_sweep(collection, THRESHOLDS, paths=["x"])

@@ -513,30 +513,43 @@ def _sweep_of(tmp_path: Path, count: int) -> Path:
     return tmp_path
 
 
-def test_a_large_sweep_read_by_two_processes_is_the_sweep_read_by_one(tmp_path, monkeypatch):
+def test_a_wide_sweep_scanned_by_two_processes_is_the_sweep_scanned_by_one(tmp_path, monkeypatch):
     root = str(_sweep_of(tmp_path, 30))
+    write_harness(tmp_path / "harness-a")  # an lm-eval set among the runs
     serial = collect.collect([root])
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)  # from 4 results on, a child reads half
+    monkeypatch.setattr(collect, "_SPLIT_AT", 4)  # from 4 folders side by side, a child scans
     monkeypatch.setattr(collect, "_FRAME", 4)  # several frames in the spool
+    monkeypatch.setattr(collect, "_SHARE_FROM", 4)  # repeated values kept once, as at 10^5
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
     forked = collect.collect([root])
     assert forks == [1]
-    assert forked.found == serial.found and len(forked.found) == 29
-    assert forked.malformed == serial.malformed
+    assert forked == serial and len(forked.found) == 30
+    assert [f.source for f in forked.found].count("lm-eval") == 1
     assert [n.path for n in forked.malformed] == [str(tmp_path / "run-007" / "result.json")]
+    assert [f.path for f in forked.found] == sorted(f.path for f in forked.found)
     # the child's runs share their repeated values with the parent's, as one process's do
     hardware = {id(f.labels["hardware"]) for f in forked.found if f.labels["hardware"] == "h1"}
     assert len(hardware) == 1
 
 
-def test_a_reading_child_that_fails_leaves_its_half_to_the_parent(tmp_path, monkeypatch):
+def test_a_sweep_with_a_run_above_its_wide_level_is_scanned_by_one_process(tmp_path, monkeypatch):
+    _sweep_of(tmp_path / "sweep", 8)
+    write_result(tmp_path)  # the root is a run's folder: its folders below are not on their own
+    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
+    forks = []
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or 0)
+    out = collect.collect([str(tmp_path)])
+    assert forks == [] and len(out.found) == 8  # the root's run, and 7 of the 8 below
+
+
+def test_a_scanning_child_that_fails_leaves_its_part_to_the_parent(tmp_path, monkeypatch):
     root = str(_sweep_of(tmp_path, 12))
     serial = collect.collect([root])
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(collect, "_spool_and_exit", lambda paths, spool: os._exit(3))
-    assert collect.collect([root]).found == serial.found
+    monkeypatch.setattr(collect, "_spool_and_exit", lambda root, folders, spool: os._exit(3))
+    assert collect.collect([root]) == serial
 
 
 def test_collect_reads_an_evalgate_result(tmp_path):
