@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -198,8 +199,8 @@ def result_from_document(document: Any, path: Path | str) -> Result:
         raise ArtifactError(f"{path} {NOT_A_RESULT}: {exc}") from exc
 
 
-_decode_result = msgspec.json.Decoder(Result).decode
 _decode_sample = msgspec.json.Decoder(Sample).decode
+ViewT = TypeVar("ViewT", bound=msgspec.Struct)
 
 
 def _typed_sample(line: str) -> Sample | None:
@@ -211,16 +212,29 @@ def _typed_sample(line: str) -> Sample | None:
         return None
 
 
-def read_result(path: Path | str) -> Result:
-    """result.json, checked against its schema and decoded.
+@functools.cache
+def _result_decoder(view: type[msgspec.Struct]) -> Callable[[bytes], Any]:
+    return msgspec.json.Decoder(view).decode
+
+
+@overload
+def read_result(path: Path | str) -> Result: ...
+@overload
+def read_result(path: Path | str, view: type[ViewT]) -> ViewT: ...
+def read_result(path: Path | str, view: type[msgspec.Struct] = Result) -> Any:
+    """result.json, checked against its schema and decoded: into the model, or into `view`, a
+    Struct holding the part of it a reader needs, typed as the model types it (the rest of the
+    text is then checked and skipped, not built).
 
     Text the schema's msgspec type accepts is decoded straight into the model, in C; any other
     text takes the full way (parse, check, convert), which says what is wrong with it."""
     data = _read_bytes(path)
     if accepts_json("result", data):
         with contextlib.suppress(msgspec.ValidationError):  # the model is stricter: say why below
-            return _decode_result(data)
-    return result_from_document(_parse(data, path), path)
+            return _result_decoder(view)(data)
+    document = _parse(data, path)
+    result = result_from_document(document, path)
+    return result if view is Result else msgspec.convert(document, view)
 
 
 def read_samples(path: Path) -> list[Sample]:

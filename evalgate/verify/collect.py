@@ -21,8 +21,8 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, NoReturn
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn
 
 import msgspec
 from msgspec import structs
@@ -40,41 +40,17 @@ from evalgate.evidence.harness_layout import EVALGATE_DIR, FormatError
 from evalgate.evidence.model import (
     LABEL_NAMES,
     EarlyStopRecord,
+    Labels,
     Score,
+    Stage,
+    Status,
     VerdictRecord,
     to_document,
 )
 from evalgate.verify import harness_output
+from evalgate.verify.records import Entry, Found, Note
 
 log = logging.getLogger(__name__)
-
-
-class Found(msgspec.Struct, frozen=True, tag=True):
-    """One run to gate, whichever tool wrote it."""
-
-    path: str
-    source: Literal["evalgate", "lm-eval"]
-    model: str | None
-    labels: Mapping[str, Any]
-    scores: tuple[Score, ...]
-    status: str | None = None
-    """evalgate: the run's own status, or "skipped" (listed as not run in an `evalgate hook`
-    summary); lm-eval: None, or "error" when the harness says the eval failed."""
-    stage: str | None = None
-    reason: str | None = None
-    failed_on_scores: bool = False
-    """evalgate: the run's own checks failed (so the recorded "fail" is about scores)."""
-    verdict: VerdictRecord | None = None
-    """evalgate: the gate rule's decision as the run recorded it, with its parameters."""
-    early_stop: EarlyStopRecord | None = None
-    """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
-
-
-class Note(msgspec.Struct, frozen=True, tag=True):
-    """A file that is not a usable result, and why."""
-
-    path: str
-    reason: str
 
 
 class Collection(msgspec.Struct):
@@ -84,6 +60,9 @@ class Collection(msgspec.Struct):
     malformed: list[Note] = msgspec.field(default_factory=list)
     ignored: list[Note] = msgspec.field(default_factory=list)
     empty: list[str] = msgspec.field(default_factory=list)
+    entries: list[Entry] = msgspec.field(default_factory=list)
+    """Runs judged where they were read (collect's `judge`); their keys are not yet told apart
+    from other configs' of the same name."""
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -159,10 +138,37 @@ class _Shared:
         )
 
 
+class _Failure(msgspec.Struct):
+    type: str
+
+
+class _Check(msgspec.Struct):
+    passed: bool
+
+
+class _Eval(msgspec.Struct):
+    early_stop: EarlyStopRecord | None = None
+
+
+class _Run(msgspec.Struct, kw_only=True):
+    """The part of a result.json that verify reads, typed as the evidence model types it."""
+
+    status: Status
+    stage: Stage
+    reason: str
+    error: _Failure | None = None
+    model: str | None
+    labels: Labels
+    eval: _Eval | None = None
+    scores: list[Score] = []
+    checks: list[_Check] = []
+    verdict: VerdictRecord | None = None
+
+
 def _evalgate(path: str) -> Found | Note:
-    """What verify needs of one result.json; the document and the rest of the record go."""
+    """What verify needs of one result.json (checked whole against its schema)."""
     try:
-        result = read_result(path)
+        result = read_result(path, _Run)
     except ArtifactError as exc:
         return Note(path, exc.message)
     return Found(
@@ -188,18 +194,36 @@ forked child walks and reads the last three fifths of them while this process do
 (on a machine with a second core): each folder's results, hooks and harness sets are its own."""
 _FRAME = 2048
 """Runs the child encodes at a time (each a length-prefixed msgpack frame in a spool file)."""
-_Keep = Callable[[Found], Found]
-"""What becomes of each run read: kept as read, or with its repeated values shared (_Shared)."""
+Judge = Callable[[Found], Entry]
+"""The verdict on one run, made by the process that read it (verify's gate)."""
 
 
 def _as_read(found: Found) -> Found:
     return found
 
 
+class _Sink:
+    """Where the runs of a tree of about `results` result.json go: judged at once, when `judge`
+    is given, below _SHARE_FROM results (their runs are then let go); else kept for later, their
+    repeated values shared (with `shared`) from _SHARE_FROM on."""
+
+    def __init__(self, results: int, judge: Judge | None, shared: _Shared | None) -> None:
+        large = results >= _SHARE_FROM
+        self.judge = None if large else judge
+        self.keep = shared.found if large and shared is not None else _as_read
+
+    def add(self, out: Collection, runs: list[Found]) -> None:
+        if self.judge is not None:
+            out.entries += map(self.judge, runs)
+        else:
+            out.found += map(self.keep, runs)
+
+
 class _Frame(msgspec.Struct, array_like=True):
     """Part of what the child found (a length-prefixed msgpack frame in the spool)."""
 
     found: list[Found] = msgspec.field(default_factory=list)
+    entries: list[Entry] = msgspec.field(default_factory=list)
     malformed: list[Note] = msgspec.field(default_factory=list)
     ignored: list[Note] = msgspec.field(default_factory=list)
 
@@ -223,17 +247,18 @@ def _frontier(root: str) -> tuple[list[str], _Tree, bool]:
     return level, above, True
 
 
-def _spool_and_exit(root: str, folders: list[str], spool: Any) -> NoReturn:
+def _spool_and_exit(root: str, folders: list[str], judge: Judge | None, spool: Any) -> NoReturn:
     """The child: scan `folders`, write what it found to the spool, end without any parent's
     clean-up."""
     code = 1
     try:
         part = Collection()
-        _scan_tree(root, _files(folders), part, _as_read)
+        tree = _files(folders)
+        _scan_tree(root, tree, part, _Sink(len(tree.results) * 2, judge, None))
         encode = msgspec.msgpack.Encoder().encode
-        frames = [
-            _Frame(found=part.found[i : i + _FRAME]) for i in range(0, len(part.found), _FRAME)
-        ]
+        found, entries = part.found, part.entries
+        frames = [_Frame(found=found[i : i + _FRAME]) for i in range(0, len(found), _FRAME)]
+        frames += [_Frame(entries=entries[i : i + _FRAME]) for i in range(0, len(entries), _FRAME)]
         frames.append(_Frame(malformed=part.malformed, ignored=part.ignored))
         for frame in frames:
             data = encode(frame)
@@ -244,37 +269,48 @@ def _spool_and_exit(root: str, folders: list[str], spool: Any) -> NoReturn:
         os._exit(code)
 
 
-def _merge_spool(spool: Any, out: Collection, keep: _Keep) -> None:
-    """The child's findings, frame by frame, into `out` (its runs through `keep`)."""
+def _merge_spool(spool: Any, out: Collection, sink: _Sink) -> None:
+    """The child's findings, frame by frame, into `out` (its runs kept as `sink` keeps them)."""
     spool.seek(0)
     while header := spool.read(8):
         frame = _read_frame(spool.read(int.from_bytes(header, "little")))
-        out.found += map(keep, frame.found)
+        out.found += map(sink.keep, frame.found)
+        out.entries += frame.entries
         out.malformed += frame.malformed
         out.ignored += frame.ignored
 
 
 def _scan_split(
-    root: str, frontier: list[str], above: _Tree, out: Collection, shared: _Shared
+    root: str,
+    frontier: list[str],
+    above: _Tree,
+    out: Collection,
+    *,
+    judge: Judge | None,
+    shared: _Shared,
 ) -> None:
-    """Scan a wide tree in two processes: a forked child takes the last three fifths of the
-    frontier's folders; this process the rest, with the files above them."""
-    cut = len(frontier) * 2 // 5
+    """Scan a wide tree in two processes: a forked child takes the last half of the frontier's
+    folders; this process the first half, with the files above them, and then merges the
+    child's findings."""
+    cut = len(frontier) // 2
     with tempfile.TemporaryFile() as spool:
         child = os.fork()
         if child == 0:  # pragma: no cover (the child's coverage is never written)
-            _spool_and_exit(root, frontier[cut:], spool)
+            try:
+                _spool_and_exit(root, frontier[cut:], judge, spool)
+            finally:  # whatever happens, the child never returns into the parent's code
+                os._exit(1)
         try:
             mine = _files(frontier[:cut], above)
-            keep = shared.found if len(mine.results) * 5 // 2 >= _SHARE_FROM else _as_read
-            _scan_tree(root, mine, out, keep)
+            sink = _Sink(len(mine.results) * 2, judge, shared)
+            _scan_tree(root, mine, out, sink)
         finally:
             _, status = os.waitpid(child, 0)
         if status == 0:
-            _merge_spool(spool, out, keep)
+            _merge_spool(spool, out, sink)
             return
     log.debug("the scanning process ended with status %d: scanning its part here", status)
-    _scan_tree(root, _files(frontier[cut:]), out, keep)
+    _scan_tree(root, _files(frontier[cut:]), out, sink)
 
 
 # -- a harness eval set: its meta_env.json read here, its evals from harness_output.py -------
@@ -396,38 +432,46 @@ def _add(out: Collection, item: Found | Note) -> None:
         out.found.append(item)
 
 
-def _scan(root: str, out: Collection, shared: _Shared) -> None:
+def _scan(root: str, out: Collection, judge: Judge | None, shared: _Shared) -> None:
     """Every run under the folder root, in path order."""
-    first = len(out.found), len(out.malformed), len(out.ignored)
+    first = len(out.found), len(out.entries), len(out.malformed), len(out.ignored)
     level, above, wide = _frontier(root)
     if wide and hasattr(os, "fork") and (os.cpu_count() or 1) > 1:
-        _scan_split(root, level, above, out, shared)
+        _scan_split(root, level, above, out, judge=judge, shared=shared)
     else:
         tree = _files(level, above)
-        _scan_tree(root, tree, out, shared.found if len(tree.results) >= _SHARE_FROM else _as_read)
-    found, malformed, ignored = first
+        _scan_tree(root, tree, out, _Sink(len(tree.results), judge, shared))
+    found, entries, malformed, ignored = first
     out.found[found:] = sorted(out.found[found:], key=_by_path)
+    out.entries[entries:] = sorted(out.entries[entries:], key=_by_path)
     out.malformed[malformed:] = sorted(out.malformed[malformed:], key=_by_path)
     out.ignored[ignored:] = sorted(out.ignored[ignored:], key=_by_path)
 
 
-def _by_path(item: Found | Note) -> str:
-    return item.path
+def _by_path(item: Found | Entry | Note) -> str:
+    return item.path or ""
 
 
-def _scan_tree(root: str, tree: _Tree, out: Collection, keep: _Keep) -> None:
-    """The runs in `tree` (its results, hooks and harness sets) into `out`, through `keep`."""
+def _scan_tree(root: str, tree: _Tree, out: Collection, sink: _Sink) -> None:
+    """The runs in `tree` (its results, hooks and harness sets) into `out`, through `sink`."""
     harness = _harness_sets(root, tree)
+    runs: list[Found] = []
     for path in tree.results:
         item = _evalgate(path)
         if isinstance(item, Note):
             out.malformed.append(item)
         else:
-            out.found.append(keep(item))
+            runs.append(item)
+    skipped: list[Found] = []
     for path in tree.hooks:
-        for item in _hook(path, out.found):
-            _add(out, item)
-    out.found += harness.found
+        for item in _hook(path, runs):
+            if isinstance(item, Note):
+                out.malformed.append(item)
+            else:
+                skipped.append(item)
+    sink.add(out, runs)
+    sink.add(out, skipped)
+    sink.add(out, harness.found)
     out.malformed += harness.malformed
     out.ignored += harness.ignored
 
@@ -491,10 +535,12 @@ def _covered(paths: list[str]) -> set[int]:
     }
 
 
-def collect(paths: Iterable[str]) -> Collection:
+def collect(paths: Iterable[str], judge: Judge | None = None) -> Collection:
     """Every result under `paths` (folders, searched recursively, or evalgate result files).
 
-    A path inside another one given (or given twice) is searched once.
+    A path inside another one given (or given twice) is searched once. With `judge`, the runs
+    of a tree below _SHARE_FROM results are judged by the process that reads them (in
+    `entries`, the rest in `found`): a wide tree's second process then judges its part too.
     """
     out = Collection()
     shared = _Shared()
@@ -508,9 +554,9 @@ def collect(paths: Iterable[str]) -> Collection:
             )
         if index in skip:
             continue
-        before = len(out.found) + len(out.malformed)
+        before = len(out.found) + len(out.entries) + len(out.malformed)
         if os.path.isdir(root):
-            _scan(os.path.normpath(root), out, shared)
+            _scan(os.path.normpath(root), out, judge, shared)
         elif os.path.basename(root) == META_NAME or re.fullmatch(
             r"results.*\.json", os.path.basename(root)
         ):
@@ -520,6 +566,6 @@ def collect(paths: Iterable[str]) -> Collection:
             )
         else:
             _add(out, _evalgate(root))
-        if len(out.found) + len(out.malformed) == before:
+        if len(out.found) + len(out.entries) + len(out.malformed) == before:
             out.empty.append(root)
     return out

@@ -21,13 +21,13 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
 from evalgate.errors import UsageError
 from evalgate.evidence.model import LABEL_NAMES
-from evalgate.verify.collect import Found
+from evalgate.verify.records import SetOutcome
 
 IDENTITY = ("model", *LABEL_NAMES)
 FIELDS = frozenset(IDENTITY)
@@ -40,7 +40,6 @@ _SHORT = {
     "prefill_": "p.",
     "decode_": "d.",
 }
-SetOutcome = Literal["missing", "unexpected", "duplicate"]
 
 
 class Expectation(msgspec.Struct, frozen=True):
@@ -160,19 +159,30 @@ def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool
     return " ".join(str(w) for w in words if w) or "(unlabelled)"
 
 
-def config_keys(found: Sequence[Found]) -> list[str]:
-    """Readable keys; the model name is added where two different configs would share one."""
-    keys = [config_key(f.model, f.labels) for f in found]
+class Labelled(Protocol):
+    """A run with its config (verify's Found, or its Entry once judged)."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, Any] | None: ...
+
+
+def config_keys(runs: Sequence[Labelled], keys: list[str] | None = None) -> list[str]:
+    """Readable keys; the model name is added where two different configs would share one.
+
+    `keys`: each run's config_key, where they are made already."""
+    keys = [config_key(r.model, r.labels or {}) for r in runs] if keys is None else list(keys)
     users: dict[str, list[int]] = {}
     for index, key in enumerate(keys):
         users.setdefault(key, []).append(index)
     for indexes in users.values():
         if (
             len(indexes) > 1
-            and len({identity(found[i].model, found[i].labels) for i in indexes}) > 1
+            and len({identity(runs[i].model, runs[i].labels or {}) for i in indexes}) > 1
         ):
             for i in indexes:
-                keys[i] = config_key(found[i].model, found[i].labels, with_model=True)
+                keys[i] = config_key(runs[i].model, runs[i].labels or {}, with_model=True)
     return keys
 
 

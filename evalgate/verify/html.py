@@ -19,8 +19,9 @@ import msgspec
 
 from evalgate import page
 from evalgate.page import Mark, Scale, esc
+from evalgate.verify.records import OUTCOMES, CheckRow, Entry
 from evalgate.verify.report import deciding, rank, short_keys, worst
-from evalgate.verify.sweep import OUTCOMES, CheckRow, Entry, Report
+from evalgate.verify.sweep import Report
 
 TONES: Mapping[str, page.Tone] = {"pass": "pass", "inconclusive": "warn", "fail": "fail"}
 """Outcomes with a score to judge; every other outcome is "broken": there was none to judge."""

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from evalgate._version import __version__
-from evalgate.verify.sweep import FAILING, OUTCOMES, CheckRow, Entry, Report
+from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
+from evalgate.verify.sweep import Report
 
 MARKS = {
     "pass": "✅",
@@ -115,8 +116,9 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
         if len(results) > KEPT_ROWS:
             rows = map(_cells, results)
+        line = "  ".join(f"{{:<{w}}}" for w in widths).format
         for row in itertools.chain([HEADER], rows):
-            yield "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n"
+            yield line(*row).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]
     if problems:

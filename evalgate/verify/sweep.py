@@ -17,58 +17,30 @@ from __future__ import annotations
 import gc
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 
 import msgspec
+from msgspec import structs
 
 from evalgate.errors import ExitCode, ThresholdsError
 from evalgate.evidence.model import Check, Score
-from evalgate.evidence.model import Outcome as CheckOutcome
 from evalgate.gate.stats import standard_error
 from evalgate.gate.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
-from evalgate.verify.collect import Collection, Found, Note, collect
-from evalgate.verify.expect import Expectation, SetOutcome, check_set, config_keys
+from evalgate.verify.collect import Collection, collect
+from evalgate.verify.expect import Expectation, check_set, config_key, config_keys
 from evalgate.verify.expect import load_expectation as load_expectation  # noqa: PLC0414 - for cli_verify
-
-Verdict = Literal["pass", "fail", "inconclusive"]
-Outcome = Literal[CheckOutcome, "error", "malformed", SetOutcome, "empty"]
-"""A verdict line's outcome: a score's verdict, a run that errored, a file that is malformed, a
-problem with the set (expect.py), or a path with nothing in it."""
-OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
-FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
-
-
-class CheckRow(msgspec.Struct, frozen=True):
-    """One exact_match score against its threshold, with its uncertainty."""
-
-    task: str
-    metric: str
-    filter: str
-    value: float
-    stderr: float | None
-    n: int
-    low: float
-    high: float
-    threshold: float
-    matched: str
-    outcome: CheckOutcome
-
-
-class Entry(msgspec.Struct, frozen=True):
-    """One line of the verdict: a result gated, or a problem with the set."""
-
-    key: str
-    outcome: Outcome
-    reason: str
-    path: str | None = None
-    source: str | None = None
-    model: str | None = None
-    labels: Mapping[str, Any] | None = None
-    status: str | None = None
-    stage: str | None = None
-    checks: tuple[CheckRow, ...] = ()
+from evalgate.verify.records import (
+    FAILING,
+    OUTCOMES,
+    CheckRow,
+    Entry,
+    Found,
+    Note,
+    Outcome,
+    Verdict,
+)
 
 
 class Report(msgspec.Struct, frozen=True):
@@ -274,13 +246,18 @@ def judge_sweep(
     `found` ends empty), so a sweep never holds every run read and every verdict line at once.
     """
     floors = Floors(thresholds)
-    found = collection.found
-    count = len(found)
-    keys = config_keys(found)
+    judged, found = collection.entries, collection.found
+    count = len(judged) + len(found)
+    keys = config_keys(
+        [*judged, *found],
+        [e.key for e in judged] + [config_key(f.model, f.labels) for f in found],
+    )
     configs = len(set(keys))
-    gated: list[Entry] = []
+    # the runs judged as they were read, under their keys told apart from other configs'
+    told = zip(judged, keys[: len(judged)], strict=True)
+    gated = [e if e.key == k else structs.replace(e, key=k) for e, k in told]
     while len(gated) < count:
-        start = 0 if release else len(gated)
+        start = 0 if release else len(gated) - len(judged)
         batch = found[start : start + _BATCH]
         gated += [gate(f, keys[len(gated) + i], floors, min_samples) for i, f in enumerate(batch)]
         if release:
@@ -326,11 +303,16 @@ def verify(
     millions of containers, none in a cycle, and the collector would rescan the growing heap
     again and again (it doubled the time at 100,000 artifacts).
     """
+    floors = Floors(thresholds)
+
+    def judge(found: Found) -> Entry:
+        return gate(found, config_key(found.model, found.labels), floors, min_samples)
+
     paused = gc.isenabled()
     gc.disable()
     try:
         return judge_sweep(
-            collect(paths),
+            collect(paths, judge),
             thresholds,
             paths=paths,
             expectation=expectation,

@@ -534,6 +534,35 @@ def test_a_wide_sweep_scanned_by_two_processes_is_the_sweep_scanned_by_one(tmp_p
     assert len(hardware) == 1
 
 
+def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
+    tmp_path, monkeypatch
+):
+    """The three ways one sweep is judged (by the two processes that read it, by one, or after
+    reading it all, as from 20,000 results on) give the same report; two configs whose names
+    collide, wherever they are read, are told apart by their models either way."""
+    _sweep_of(tmp_path, 20)
+    write_result(tmp_path / "run-000b", model="other/model", hardware="h0", conc=1)
+    write_harness(tmp_path / "harness-a")
+    write_result(tmp_path / "zz-dup", hardware="h4", conc=20)  # a second result of run-019
+    write_result(tmp_path / "zz-low", hardware="h9", scores=(0.5, 0.5))
+    root = str(tmp_path)
+    after = sweep.judge_sweep(collect.collect([root]), thresholds(), paths=[root])
+    assert sweep.verify([root], thresholds()) == after  # one process, judging as it reads
+    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    split = sweep.verify([root], thresholds())
+    assert forks == [1]
+    assert split == after
+    counts = {o: after.count(o) for o in ("pass", "fail", "malformed", "duplicate")}
+    assert counts == {"pass": 22, "fail": 1, "malformed": 1, "duplicate": 1}
+    [duplicate] = [e for e in after.entries if e.outcome == "duplicate"]
+    assert "h4" in duplicate.key and "conc=20" in duplicate.key
+    keys = [e.key for e in after.entries if e.path and "run-000" in e.path]
+    assert len(keys) == 2 and len(set(keys)) == 2 and any("model=other/model" in k for k in keys)
+
+
 def test_a_sweep_with_a_run_above_its_wide_level_is_scanned_by_one_process(tmp_path, monkeypatch):
     _sweep_of(tmp_path / "sweep", 8)
     write_result(tmp_path)  # the root is a run's folder: its folders below are not on their own
@@ -548,7 +577,7 @@ def test_a_scanning_child_that_fails_leaves_its_part_to_the_parent(tmp_path, mon
     root = str(_sweep_of(tmp_path, 12))
     serial = collect.collect([root])
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(collect, "_spool_and_exit", lambda root, folders, spool: os._exit(3))
+    monkeypatch.setattr(collect, "_spool_and_exit", lambda root, folders, judge, spool: 1 / 0)
     assert collect.collect([root]) == serial
 
 

@@ -1,0 +1,82 @@
+"""The records verify passes between its steps: a run found on disk (or a file that is not
+one), and a line of the verdict with the checks behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+import msgspec
+
+from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
+from evalgate.evidence.model import Outcome as CheckOutcome
+
+SetOutcome = Literal["missing", "unexpected", "duplicate"]
+"""A problem with the set of results (expect.py)."""
+
+
+class Found(msgspec.Struct, frozen=True, tag=True):
+    """One run to gate, whichever tool wrote it."""
+
+    path: str
+    source: Literal["evalgate", "lm-eval"]
+    model: str | None
+    labels: Mapping[str, Any]
+    scores: tuple[Score, ...]
+    status: str | None = None
+    """evalgate: the run's own status, or "skipped" (listed as not run in an `evalgate hook`
+    summary); lm-eval: None, or "error" when the harness says the eval failed."""
+    stage: str | None = None
+    reason: str | None = None
+    failed_on_scores: bool = False
+    """evalgate: the run's own checks failed (so the recorded "fail" is about scores)."""
+    verdict: VerdictRecord | None = None
+    """evalgate: the gate rule's decision as the run recorded it, with its parameters."""
+    early_stop: EarlyStopRecord | None = None
+    """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
+
+
+class Note(msgspec.Struct, frozen=True, tag=True):
+    """A file that is not a usable result, and why."""
+
+    path: str
+    reason: str
+
+
+Verdict = Literal["pass", "fail", "inconclusive"]
+Outcome = Literal[CheckOutcome, "error", "malformed", SetOutcome, "empty"]
+"""A verdict line's outcome: a score's verdict, a run that errored, a file that is malformed, a
+problem with the set (expect.py), or a path with nothing in it."""
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
+
+
+class CheckRow(msgspec.Struct, frozen=True):
+    """One exact_match score against its threshold, with its uncertainty."""
+
+    task: str
+    metric: str
+    filter: str
+    value: float
+    stderr: float | None
+    n: int
+    low: float
+    high: float
+    threshold: float
+    matched: str
+    outcome: CheckOutcome
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """One line of the verdict: a result gated, or a problem with the set."""
+
+    key: str
+    outcome: Outcome
+    reason: str
+    path: str | None = None
+    source: str | None = None
+    model: str | None = None
+    labels: Mapping[str, Any] | None = None
+    status: str | None = None
+    stage: str | None = None
+    checks: tuple[CheckRow, ...] = ()
