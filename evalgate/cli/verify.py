@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import sys
@@ -166,7 +167,9 @@ def command(args: argparse.Namespace) -> int:
         list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
     )
 
-    sys.stdout.writelines(report.terminal_lines(result, quiet=args.quiet))
+    lines = iter(report.terminal_lines(result, quiet=args.quiet))
+    while chunk := list(itertools.islice(lines, 4096)):  # a write per 4,096 lines, not per line
+        sys.stdout.write("".join(chunk))
     if github:
         if summary:
             write_file(summary, report.markdown(result), append=True, label="GITHUB_STEP_SUMMARY")

@@ -29,6 +29,7 @@ decides every straddling score on its point estimate, as the benchmark harness d
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -135,8 +136,13 @@ def listing(checks: Sequence[Check]) -> str:
 
 
 def _missing(scores: Sequence[Score], gated: Sequence[Check]) -> list[str]:
-    have = {c.filter for c in gated}
-    tasks = {s.task for s in scores if s.metric == GATED_METRIC}
+    tasks = frozenset(s.task for s in scores if s.metric == GATED_METRIC)
+    return list(_missing_filters(tasks, frozenset(c.filter for c in gated)))
+
+
+@functools.cache
+def _missing_filters(tasks: frozenset[str], have: frozenset[str]) -> tuple[str, ...]:
+    """What the gate of each task needs and `have` lacks (a sweep asks the same few times)."""
     missing = []
     for task in sorted(tasks):
         family = task.split("_", 1)[0]
@@ -146,7 +152,7 @@ def _missing(scores: Sequence[Score], gated: Sequence[Check]) -> list[str]:
                     f"no {GATED_METRIC},{name} score: the {family} gate needs every one of "
                     f"{', '.join(REQUIRED_FILTERS[family])}"
                 )
-    return missing
+    return tuple(missing)
 
 
 def decide(

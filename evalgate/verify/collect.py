@@ -17,6 +17,7 @@ files that ``evalgate hook --layout harness`` writes beside its own runs (in ``e
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -228,7 +229,9 @@ class _Frame(msgspec.Struct, array_like=True):
     ignored: list[Note] = msgspec.field(default_factory=list)
 
 
-_read_frame = msgspec.msgpack.Decoder(_Frame).decode
+@functools.cache
+def _frames() -> msgspec.msgpack.Decoder[_Frame]:
+    return msgspec.msgpack.Decoder(_Frame)
 
 
 def _frontier(root: str) -> tuple[list[str], _Tree, bool]:
@@ -273,7 +276,7 @@ def _merge_spool(spool: Any, out: Collection, sink: _Sink) -> None:
     """The child's findings, frame by frame, into `out` (its runs kept as `sink` keeps them)."""
     spool.seek(0)
     while header := spool.read(8):
-        frame = _read_frame(spool.read(int.from_bytes(header, "little")))
+        frame = _frames().decode(spool.read(int.from_bytes(header, "little")))
         out.found += map(sink.keep, frame.found)
         out.entries += frame.entries
         out.malformed += frame.malformed

@@ -6,7 +6,6 @@ a verify.Report; writing it anywhere is the caller's business.
 from __future__ import annotations
 
 import itertools
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -37,10 +36,16 @@ MAX_CHART_BARS = 40
 threshold (every config stays in the table)."""
 
 
+_DECIDING_FIRST = {"fail": 0, "inconclusive": 1, "pass": 2}
+
+
+def _deciding_order(check: CheckRow) -> tuple[int, float]:
+    return _DECIDING_FIRST[check.outcome], check.value - check.threshold
+
+
 def deciding(checks: Iterable[CheckRow]) -> CheckRow | None:
     """The check that decides: the failing one, else the one nearest its threshold."""
-    order = {"fail": 0, "inconclusive": 1, "pass": 2}
-    return min(checks, key=lambda c: (order[c.outcome], c.value - c.threshold), default=None)
+    return min(checks, key=_deciding_order, default=None)
 
 
 def rank(outcome: str) -> int:
@@ -267,6 +272,8 @@ def junit(report: Report) -> str:
     groups: dict[str, list[Entry]] = {}
     for entry in report.entries:
         groups.setdefault(entry.key, []).append(entry)
+    import xml.etree.ElementTree as ET
+
     suites = ET.Element("testsuites", name="evalgate verify")
     suite = ET.SubElement(suites, "testsuite", name="evalgate verify")
     tally = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
