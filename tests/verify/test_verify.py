@@ -513,6 +513,11 @@ def _sweep_of(tmp_path: Path, count: int) -> Path:
     return tmp_path
 
 
+def _by_path(found: list[collect.Found]) -> list[collect.Found]:
+    """Runs in path order (collect keeps them in the order read)."""
+    return sorted(found, key=lambda f: f.path)
+
+
 def test_a_wide_sweep_scanned_by_two_processes_is_the_sweep_scanned_by_one(tmp_path, monkeypatch):
     root = str(_sweep_of(tmp_path, 30))
     write_harness(tmp_path / "harness-a")  # an lm-eval set among the runs
@@ -525,10 +530,10 @@ def test_a_wide_sweep_scanned_by_two_processes_is_the_sweep_scanned_by_one(tmp_p
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
     forked = collect.collect([root])
     assert forks == [1]
-    assert forked == serial and len(forked.found) == 30
+    assert _by_path(forked.found) == _by_path(serial.found) and len(forked.found) == 30
+    assert forked.malformed == serial.malformed and forked.ignored == serial.ignored
     assert [f.source for f in forked.found].count("lm-eval") == 1
     assert [n.path for n in forked.malformed] == [str(tmp_path / "run-007" / "result.json")]
-    assert [f.path for f in forked.found] == sorted(f.path for f in forked.found)
     # the child's runs share their repeated values with the parent's, as one process's do
     hardware = {id(f.labels["hardware"]) for f in forked.found if f.labels["hardware"] == "h1"}
     assert len(hardware) == 1
@@ -578,7 +583,9 @@ def test_a_scanning_child_that_fails_leaves_its_part_to_the_parent(tmp_path, mon
     serial = collect.collect([root])
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)
     monkeypatch.setattr(collect, "_spool_and_exit", lambda root, folders, judge, spool: 1 / 0)
-    assert collect.collect([root]) == serial
+    again = collect.collect([root])
+    assert _by_path(again.found) == _by_path(serial.found) and len(again.found) == 11
+    assert again.malformed == serial.malformed
 
 
 def test_collect_reads_an_evalgate_result(tmp_path):
