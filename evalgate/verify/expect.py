@@ -82,6 +82,7 @@ _RENAMED = (("dp_attn", "dp_attention"), ("ep_size", "ep"))
 its meta_env.json does (prefill_dp_attention, ep)."""
 
 
+@cache
 def _canonical_name(key: str) -> str:
     for spelled, canonical in _RENAMED:
         if key == spelled or key.endswith("_" + spelled):
