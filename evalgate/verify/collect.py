@@ -23,7 +23,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 from msgspec import structs
@@ -191,7 +191,7 @@ def _evalgate(path: str) -> Found | Note:
 
 _SPLIT_AT = 2000
 """From this many folders side by side (at the first level of the tree that has as many), a
-forked child walks and reads the last three fifths of them while this process does the rest
+forked child walks, reads and judges the second half of them while this process does the first
 (on a machine with a second core): each folder's results, hooks and harness sets are its own."""
 _FRAME = 2048
 """Runs the child encodes at a time (each a length-prefixed msgpack frame in a spool file)."""
@@ -251,26 +251,20 @@ def _frontier(root: str) -> tuple[list[str], _Tree, bool]:
     return level, above, True
 
 
-def _spool_and_exit(root: str, folders: list[str], judge: Judge | None, spool: Any) -> NoReturn:
-    """The child: scan `folders`, write what it found to the spool, end without any parent's
-    clean-up."""
-    code = 1
-    try:
-        part = Collection()
-        tree = _files(folders)
-        _scan_tree(root, tree, part, _Sink(len(tree.results) * 2, judge, None))
-        encode = msgspec.msgpack.Encoder().encode
-        found, entries = part.found, part.entries
-        frames = [_Frame(found=found[i : i + _FRAME]) for i in range(0, len(found), _FRAME)]
-        frames += [_Frame(entries=entries[i : i + _FRAME]) for i in range(0, len(entries), _FRAME)]
-        frames.append(_Frame(malformed=part.malformed, ignored=part.ignored))
-        for frame in frames:
-            data = encode(frame)
-            spool.write(len(data).to_bytes(8, "little") + data)
-        spool.flush()
-        code = 0
-    finally:
-        os._exit(code)
+def _spool(root: str, folders: list[str], judge: Judge | None, spool: Any) -> None:
+    """The child's work: scan `folders` and write what it found to the spool."""
+    part = Collection()
+    tree = _files(folders)
+    _scan_tree(root, tree, part, _Sink(len(tree.results) * 2, judge, None))
+    encode = msgspec.msgpack.Encoder().encode
+    found, entries = part.found, part.entries
+    frames = [_Frame(found=found[i : i + _FRAME]) for i in range(0, len(found), _FRAME)]
+    frames += [_Frame(entries=entries[i : i + _FRAME]) for i in range(0, len(entries), _FRAME)]
+    frames.append(_Frame(malformed=part.malformed, ignored=part.ignored))
+    for frame in frames:
+        data = encode(frame)
+        spool.write(len(data).to_bytes(8, "little") + data)
+    spool.flush()
 
 
 def _merge_spool(spool: Any, out: Collection, sink: _Sink) -> None:
@@ -300,10 +294,12 @@ def _scan_split(
     with tempfile.TemporaryFile() as spool:
         child = os.fork()
         if child == 0:  # pragma: no cover (the child's coverage is never written)
+            code = 1
             try:
-                _spool_and_exit(root, frontier[cut:], judge, spool)
-            finally:  # whatever happens, the child never returns into the parent's code
-                os._exit(1)
+                _spool(root, frontier[cut:], judge, spool)
+                code = 0
+            finally:  # whatever happens, the child ends here, without any parent's clean-up
+                os._exit(code)
         try:
             mine = _files(frontier[:cut], above)
             sink = _Sink(len(mine.results) * 2, judge, shared)

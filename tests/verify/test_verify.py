@@ -582,7 +582,7 @@ def test_a_scanning_child_that_fails_leaves_its_part_to_the_parent(tmp_path, mon
     root = str(_sweep_of(tmp_path, 12))
     serial = collect.collect([root])
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(collect, "_spool_and_exit", lambda root, folders, judge, spool: 1 / 0)
+    monkeypatch.setattr(collect, "_spool", lambda root, folders, judge, spool: 1 / 0)
     again = collect.collect([root])
     assert _by_path(again.found) == _by_path(serial.found) and len(again.found) == 11
     assert again.malformed == serial.malformed
