@@ -8,6 +8,10 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalgate.verify.sweep import Report
 
 HELP = (
     "Gate a whole sweep: find every evalgate result.json and harness lm-eval result "
@@ -136,11 +140,9 @@ def _check_writable(label: str, path: str) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    import json
-
     from evalgate.settings import verify_environment
     from evalgate.thresholds import load_thresholds
-    from evalgate.verify import report, sweep
+    from evalgate.verify import sweep
 
     environment = verify_environment()
     thresholds_path = args.thresholds or environment.thresholds
@@ -163,9 +165,21 @@ def command(args: argparse.Namespace) -> int:
                     f"{label} {path} is one of the files verify reads: writing it would destroy "
                     "the evidence. Write the report outside the results."
                 )
-    result = sweep.verify(
-        list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
-    )
+    with sweep.collector_paused():
+        result = sweep.verify(
+            list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
+        )
+        _write(result, args, github=github, summary=summary)
+        code = result.exit_code
+        del result  # freed before the collector resumes, which would walk the report once more
+    return code
+
+
+def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
+    """The verdict on stdout, and in each report asked for."""
+    import json
+
+    from evalgate.verify import report
 
     lines = iter(report.terminal_lines(result, quiet=args.quiet))
     while chunk := list(itertools.islice(lines, 4096)):  # a write per 4,096 lines, not per line
@@ -185,4 +199,3 @@ def command(args: argparse.Namespace) -> int:
 
         write_file(args.html, html.render(result), label="--html")
     sys.stdout.flush()
-    return result.exit_code

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -49,7 +49,7 @@ from evalgate.evidence.model import (
     to_document,
 )
 from evalgate.verify import harness_output
-from evalgate.verify.records import Entry, Found, Note
+from evalgate.verify.records import CheckRow, Entry, Found, Note, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -221,11 +221,34 @@ class _Sink:
             out.found += runs
 
 
+class _Decision(msgspec.Struct, array_like=True):
+    """A verdict as the child's runs share it (sweep.Rule decides runs alike once)."""
+
+    outcome: Outcome
+    reason: str
+    checks: tuple[CheckRow, ...]
+
+
+class _Judged(msgspec.Struct, array_like=True):
+    """One of the child's runs judged: an Entry with its decision given by number."""
+
+    key: str
+    decision: int
+    path: str | None
+    source: str | None
+    model: str | None
+    labels: Mapping[str, Any] | None
+    status: str | None
+    stage: str | None
+
+
 class _Frame(msgspec.Struct, array_like=True):
     """Part of what the child found (a length-prefixed msgpack frame in the spool)."""
 
     found: list[Found] = msgspec.field(default_factory=list)
-    entries: list[Entry] = msgspec.field(default_factory=list)
+    decisions: list[_Decision] = msgspec.field(default_factory=list)
+    """The decisions first made by this frame's judged runs (numbered on from the last)."""
+    judged: list[_Judged] = msgspec.field(default_factory=list)
     malformed: list[Note] = msgspec.field(default_factory=list)
     ignored: list[Note] = msgspec.field(default_factory=list)
 
@@ -233,6 +256,33 @@ class _Frame(msgspec.Struct, array_like=True):
 @functools.cache
 def _frames() -> msgspec.msgpack.Decoder[_Frame]:
     return msgspec.msgpack.Decoder(_Frame)
+
+
+def _judged_frames(entries: list[Entry]) -> Iterator[_Frame]:
+    """The child's judged runs, _FRAME at a time, each decision sent once: the runs decided
+    alike share one reason and checks (entries live meanwhile, so an id names one of them)."""
+    numbers: dict[tuple[str, int, int], int] = {}
+    for start in range(0, len(entries), _FRAME):
+        frame = _Frame()
+        for entry in entries[start : start + _FRAME]:
+            alike = (entry.outcome, id(entry.reason), id(entry.checks))
+            number = numbers.get(alike)
+            if number is None:
+                number = numbers[alike] = len(numbers)
+                frame.decisions.append(_Decision(entry.outcome, entry.reason, entry.checks))
+            frame.judged.append(
+                _Judged(
+                    entry.key,
+                    number,
+                    entry.path,
+                    entry.source,
+                    entry.model,
+                    entry.labels,
+                    entry.status,
+                    entry.stage,
+                )
+            )
+        yield frame
 
 
 def _frontier(root: str) -> tuple[list[str], _Tree, bool]:
@@ -257,9 +307,9 @@ def _spool(root: str, folders: list[str], judge: Judge | None, spool: Any) -> No
     tree = _files(folders)
     _scan_tree(root, tree, part, _Sink(len(tree.results) * 2, judge, None))
     encode = msgspec.msgpack.Encoder().encode
-    found, entries = part.found, part.entries
+    found = part.found
     frames = [_Frame(found=found[i : i + _FRAME]) for i in range(0, len(found), _FRAME)]
-    frames += [_Frame(entries=entries[i : i + _FRAME]) for i in range(0, len(entries), _FRAME)]
+    frames += _judged_frames(part.entries)
     frames.append(_Frame(malformed=part.malformed, ignored=part.ignored))
     for frame in frames:
         data = encode(frame)
@@ -268,12 +318,29 @@ def _spool(root: str, folders: list[str], judge: Judge | None, spool: Any) -> No
 
 
 def _merge_spool(spool: Any, out: Collection, sink: _Sink) -> None:
-    """The child's findings, frame by frame, into `out` (its runs kept as `sink` keeps them)."""
+    """The child's findings, frame by frame, into `out` (its runs kept as `sink` keeps them;
+    its judged runs alike sharing one decision, as the child's did)."""
+    decisions: list[_Decision] = []
     spool.seek(0)
     while header := spool.read(8):
         frame = _frames().decode(spool.read(int.from_bytes(header, "little")))
         out.found += map(sink.keep, frame.found)  # the child keeps its runs as it read them
-        out.entries += frame.entries
+        decisions += frame.decisions
+        out.entries += [
+            Entry(
+                run.key,
+                (made := decisions[run.decision]).outcome,
+                made.reason,
+                run.path,
+                run.source,
+                run.model,
+                run.labels,
+                run.status,
+                run.stage,
+                made.checks,
+            )
+            for run in frame.judged
+        ]
         out.malformed += frame.malformed
         out.ignored += frame.ignored
 

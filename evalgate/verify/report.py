@@ -78,19 +78,34 @@ def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str
     return " ".join(common), shorts
 
 
-def _cells(entry: Entry) -> list[str]:
-    check = worst(entry)
+def _check_cells(checks: tuple[CheckRow, ...]) -> tuple[str, ...]:
+    """The table's cells for an entry's deciding check (score, interval, n, threshold)."""
+    check = deciding(checks)
     if check is None:
-        return [entry.outcome.upper(), entry.key, "-", "-", "-", "-"]
+        return ("-", "-", "-", "-")
     stderr = f" ±{check.stderr:.4f}" if check.stderr is not None else ""
-    return [
-        entry.outcome.upper(),
-        entry.key,
+    return (
         f"{check.value:.4f}{stderr} {check.filter}",
         f"[{check.low:.4f}, {check.high:.4f}]",
         str(check.n),
         f"{check.threshold:.2f} {check.matched}",
-    ]
+    )
+
+
+class _Cells:
+    """Each entry's row of the table. Runs decided alike share their checks (sweep.Rule), so
+    the cells of a set of checks are made once, looked up by the identity of its tuple: every
+    entry, and so every tuple, lives as long as the report does (an id names one tuple)."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, tuple[str, ...]] = {}
+
+    def __call__(self, entry: Entry) -> list[str]:
+        checks = entry.checks
+        made = self._made.get(id(checks))
+        if made is None:
+            made = self._made[id(checks)] = _check_cells(checks)
+        return [entry.outcome.upper(), entry.key, *made]
 
 
 HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
@@ -112,15 +127,18 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     """terminal()'s lines, each ending in a newline, made as they are written."""
     results = [] if quiet else _results(report)
     if results:
-        rows: Iterable[list[str]] = (
-            list(map(_cells, results)) if len(results) <= KEPT_ROWS else map(_cells, results)
-        )
+        cells = _Cells()
         widths = [len(h) for h in HEADER]
-        for cells in rows:
-            widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
+        rows: Iterable[list[str]]
+        if len(results) <= KEPT_ROWS:
+            rows = list(map(cells, results))
+            columns = zip(*rows, strict=True)
+            widths = [max(w, *map(len, c)) for w, c in zip(widths, columns, strict=True)]
+        else:
+            for row in map(cells, results):
+                widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+            rows = map(cells, results)
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
-        if len(results) > KEPT_ROWS:
-            rows = map(_cells, results)
         line = "  ".join(f"{{:<{w}}}" for w in widths).format
         for row in itertools.chain([HEADER], rows):
             yield line(*row).rstrip() + "\n"
@@ -151,8 +169,9 @@ def _md(text: str) -> str:
 def _md_table(entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
     header = ["", *HEADER[1:], *(["Reason"] if with_reason else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    row = _Cells()
     for entry in entries[:rows]:
-        cells = [MARKS[entry.outcome] + " " + entry.outcome, *_cells(entry)[1:]]
+        cells = [MARKS[entry.outcome] + " " + entry.outcome, *row(entry)[1:]]
         cells += [entry.reason] if with_reason else []
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
     if len(entries) > rows:

@@ -14,9 +14,11 @@ uncertain to decide; else PASS (exit 0).
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -132,21 +134,18 @@ def _row(score: Score, check: Check, matched: str) -> CheckRow:
     )
 
 
+Decision = tuple[Outcome, str, tuple[CheckRow, ...]]
+
+_KEPT_DECISIONS = 4096
+"""Distinct decisions a sweep keeps (Rule): a GSM8K score is one of 1,320 fractions, so a
+sweep's runs share a few dozen; past this many, the rest are decided without being kept."""
+
+
 def _decide(
-    found: Found, floors: Floors, min_samples: int | None
-) -> tuple[Outcome, str, tuple[CheckRow, ...]]:
+    found: Found, floor: Floor, min_samples: int, problems: Sequence[str], doubts: Sequence[str]
+) -> Decision:
     """The gate rule on one result, with the parameters and run-level findings it recorded."""
     gated = [s for s in found.scores if s.metric == GATED_METRIC]
-    floor = floors.find(found.model, found.labels, gated[0].task if gated else TASK_KEY)
-    recorded = found.verdict
-    if min_samples is None:
-        needed = full_size(gated[0].task if gated else TASK_KEY)
-        min_samples = recorded.min_samples if recorded is not None else needed
-    if recorded is not None:
-        problems, doubts = list(recorded.problems), list(recorded.doubts)
-    else:  # written before results recorded their verdict
-        failed = found.status == "fail" and not found.failed_on_scores
-        problems, doubts = ([f"the run failed: {found.reason}"] if failed else []), []
     verdict = decide(
         found.scores,
         floor.value,
@@ -160,32 +159,73 @@ def _decide(
     return verdict.outcome, verdict.reason, rows
 
 
-def gate(found: Found, key: str, floors: Floors, min_samples: int | None = None) -> Entry:
-    """The verdict on one result: its run's own status, then the gate rule on its scores.
-
-    `min_samples` None: the value the run recorded (else the task's full test set)."""
-    checks: tuple[CheckRow, ...] = ()
-    problem = _run_problem(found)
-    if problem is not None:
-        outcome: Outcome = "error"
-        reason = problem
-    else:
-        try:
-            outcome, reason, checks = _decide(found, floors, min_samples)
-        except ThresholdsError as exc:
-            outcome, reason = "fail", exc.message
-    return Entry(
-        key,
-        outcome,
-        reason,
-        found.path,
-        found.source,
-        found.model,
-        found.labels,
-        found.status,
-        found.stage,
-        checks,
+def _same_text(scores: Sequence[Score]) -> bool:
+    """Whether scores equal to these are written the same (a zero may be -0.0, and NaN equals
+    nothing): only then may their decision be shared."""
+    return all(
+        s.value and math.isfinite(s.value) and (s.stderr is None or s.stderr) for s in scores
     )
+
+
+class Rule:
+    """The gate rule as one sweep applies it, to one run at a time: each run's threshold found
+    once per distinct config (Floors), and each decision made once per distinct set of scores,
+    floor and recorded parameters (the rule is pure; the rows and reason are then shared)."""
+
+    def __init__(self, thresholds: Thresholds, min_samples: int | None = None) -> None:
+        self.floors = Floors(thresholds)
+        self.min_samples = min_samples
+        """None: what each run recorded, else each task's full test set."""
+        self._decided: dict[tuple[Any, ...], Decision] = {}
+
+    def decision(self, found: Found) -> Decision:
+        """The gate rule on one result's scores (a ThresholdsError when no threshold applies)."""
+        gated = [s.task for s in found.scores if s.metric == GATED_METRIC]
+        task = gated[0] if gated else TASK_KEY
+        floor = self.floors.find(found.model, found.labels, task)
+        recorded = found.verdict
+        min_samples = self.min_samples
+        if min_samples is None:
+            min_samples = recorded.min_samples if recorded is not None else full_size(task)
+        if recorded is not None:
+            problems, doubts = tuple(recorded.problems), tuple(recorded.doubts)
+        else:  # written before results recorded their verdict
+            failed = found.status == "fail" and not found.failed_on_scores
+            problems, doubts = ((f"the run failed: {found.reason}",) if failed else ()), ()
+        if found.early_stop is not None or not _same_text(found.scores):
+            return _decide(found, floor, min_samples, problems, doubts)
+        key = (found.scores, floor, min_samples, problems, doubts)
+        decided = self._decided.get(key)
+        if decided is None:
+            decided = _decide(found, floor, min_samples, problems, doubts)
+            if len(self._decided) < _KEPT_DECISIONS:
+                self._decided[key] = decided
+        return decided
+
+    def gate(self, found: Found, key: str) -> Entry:
+        """The verdict on one result: its run's own status, then the gate rule on its scores."""
+        checks: tuple[CheckRow, ...] = ()
+        problem = _run_problem(found)
+        if problem is not None:
+            outcome: Outcome = "error"
+            reason = problem
+        else:
+            try:
+                outcome, reason, checks = self.decision(found)
+            except ThresholdsError as exc:
+                outcome, reason = "fail", exc.message
+        return Entry(
+            key,
+            outcome,
+            reason,
+            found.path,
+            found.source,
+            found.model,
+            found.labels,
+            found.status,
+            found.stage,
+            checks,
+        )
 
 
 # -- the sweep -----------------------------------------------------------------------------------
@@ -239,13 +279,16 @@ def judge_sweep(
     expectation: Expectation | None = None,
     min_samples: int | None = None,
     release: bool = False,
+    rule: Rule | None = None,
 ) -> Report:
     """Gate every result found, check the set, and reach the sweep's verdict.
 
     Pure, unless `release`: then each result found is let go once gated (the collection's
     `found` ends empty), so a sweep never holds every run read and every verdict line at once.
+    `rule`: the one that judged the collection's `entries` as they were read (its floors and
+    decisions are reused), else one for `thresholds` and `min_samples`.
     """
-    floors = Floors(thresholds)
+    rule = Rule(thresholds, min_samples) if rule is None else rule
     judged, found = collection.entries, collection.found
     count = len(judged) + len(found)
     keys = config_keys(
@@ -259,7 +302,7 @@ def judge_sweep(
     while len(gated) < count:
         start = 0 if release else len(gated) - len(judged)
         batch = found[start : start + _BATCH]
-        gated += [gate(f, keys[len(gated) + i], floors, min_samples) for i, f in enumerate(batch)]
+        gated += [rule.gate(f, keys[len(gated) + i]) for i, f in enumerate(batch)]
         if release:
             del found[:_BATCH], batch
     set_problems = check_set(gated, expectation)
@@ -290,6 +333,22 @@ def judge_sweep(
     )
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused meanwhile (and restored after): a sweep's records
+    are millions of containers, none in a cycle (reference counting frees them), and the
+    collector would rescan the growing heap again and again: it doubled verify's time at
+    100,000 artifacts, and its passes over the finished report cost a tenth of a second at
+    10,000 while the verdict was written."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def verify(
     paths: Sequence[str],
     thresholds: Thresholds,
@@ -297,20 +356,14 @@ def verify(
     expectation: Expectation | None = None,
     min_samples: int | None = None,
 ) -> Report:
-    """Collect every result under `paths` and decide (reads files; never prints or exits).
-
-    The cyclic garbage collector is paused meanwhile: parsing 10^5 JSON documents allocates
-    millions of containers, none in a cycle, and the collector would rescan the growing heap
-    again and again (it doubled the time at 100,000 artifacts).
-    """
-    floors = Floors(thresholds)
+    """Collect every result under `paths` and decide (reads files; never prints or exits), the
+    collector paused (collector_paused)."""
+    rule = Rule(thresholds, min_samples)
 
     def judge(found: Found) -> Entry:
-        return gate(found, config_key(found.model, found.labels), floors, min_samples)
+        return rule.gate(found, config_key(found.model, found.labels))
 
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return judge_sweep(
             collect(paths, judge),
             thresholds,
@@ -318,7 +371,5 @@ def verify(
             expectation=expectation,
             min_samples=min_samples,
             release=True,
+            rule=rule,
         )
-    finally:
-        if paused:
-            gc.enable()

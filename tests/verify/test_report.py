@@ -61,13 +61,27 @@ def test_the_terminal_lists_problems_after_the_table():
 def test_a_table_too_long_to_keep_is_made_twice_and_prints_the_same(monkeypatch):
     result = decide(run(4, 0.95), run(16, 0.5), run(128, 0.93))
     kept = report.terminal(result)
+    assert result.entries[0].checks is not result.entries[2].checks
     monkeypatch.setattr(report, "KEPT_ROWS", 2)
     made = []
-    cells = report._cells
-    monkeypatch.setattr(report, "_cells", lambda entry: made.append(entry) or cells(entry))
+    cells = report._Cells.__call__
+    monkeypatch.setattr(report._Cells, "__call__", lambda self, e: made.append(e) or cells(self, e))
     assert report.terminal(result) == kept
     assert len(made) == 6  # each of the three rows measured, then made again to print
     assert "conc=128  0.9300" in kept
+
+
+def test_rows_decided_alike_share_their_cells_and_keep_their_own_config():
+    """Runs with the same scores share one decision (sweep.Rule): their rows are made once,
+    each with its own config and outcome."""
+    result = decide(run(4, 0.95), run(8, 0.5), run(16, 0.95), run(32, 0.5, n=50))
+    assert result.entries[0].checks is result.entries[2].checks
+    rows = {line.split()[3]: line.split() for line in report.terminal(result).splitlines()[1:5]}
+    assert rows["conc=4"][0] == rows["conc=16"][0] == "PASS"
+    assert rows["conc=4"][4:] == rows["conc=16"][4:]
+    assert rows["conc=4"][4:6] == ["0.9500", "±0.0060"]
+    assert rows["conc=8"][0] == "FAIL" and rows["conc=8"][4:6] == ["0.5000", "±0.0138"]
+    assert rows["conc=32"][4:6] == ["0.5000", "±0.0714"] and rows["conc=32"][-3] == "50"
 
 
 def test_the_terminal_lists_ignored_files():

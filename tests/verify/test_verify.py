@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -554,12 +556,17 @@ def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
     after = sweep.judge_sweep(collect.collect([root]), thresholds(), paths=[root])
     assert sweep.verify([root], thresholds()) == after  # one process, judging as it reads
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)
+    monkeypatch.setattr(collect, "_FRAME", 3)  # the child's decisions numbered across frames
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
     split = sweep.verify([root], thresholds())
     assert forks == [1]
     assert split == after
+    # runs decided alike share one decision, the child's as the parent's
+    passed = [e for e in split.entries if e.outcome == "pass" and e.source == "evalgate"]
+    assert len({id(e.checks) for e in passed}) == 2  # one per process
+    assert len({id(e.reason) for e in passed}) == 2
     counts = {o: after.count(o) for o in ("pass", "fail", "malformed", "duplicate")}
     assert counts == {"pass": 22, "fail": 1, "malformed": 1, "duplicate": 1}
     [duplicate] = [e for e in after.entries if e.outcome == "duplicate"]
@@ -922,16 +929,15 @@ FLOORS = {
     ],
 )
 def test_gate(item, outcome, reason):
-    entry = sweep.gate(item, "key", sweep.Floors(thresholds(FLOORS)))
+    entry = sweep.Rule(thresholds(FLOORS)).gate(item, "key")
     assert entry.outcome == outcome
     assert reason in entry.reason
 
 
 def test_gate_min_samples_zero_decides_on_the_point_estimate():
-    floors = sweep.Floors(thresholds(FLOORS))
     item = found(scores=em2(0.92, n=50), model_prefix="kimi")
-    assert sweep.gate(item, "k", floors).outcome == "inconclusive"
-    assert sweep.gate(item, "k", floors, min_samples=0).outcome == "pass"
+    assert sweep.Rule(thresholds(FLOORS)).gate(item, "k").outcome == "inconclusive"
+    assert sweep.Rule(thresholds(FLOORS), min_samples=0).gate(item, "k").outcome == "pass"
 
 
 @settings(deadline=None)  # timing varies on a shared CI machine; the property does not
@@ -947,8 +953,8 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
     names = ("strict-match", "flexible-extract")
     scores = tuple(em(v, n, filt=names[i]) for i, (v, n) in enumerate(values))
     item = found(scores=scores, status=status, failed_on_scores=True)
-    floors = sweep.Floors(thresholds({"default": {"gsm8k": threshold}}))
-    entry = sweep.gate(item, "k", floors, min_samples)
+    rule = sweep.Rule(thresholds({"default": {"gsm8k": threshold}}), min_samples)
+    entry = rule.gate(item, "k")
     if not scores:
         assert entry.outcome == "fail"
     for check in entry.checks:
@@ -956,6 +962,41 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
             assert entry.outcome == "fail"
     if entry.outcome == "pass":
         assert entry.checks and all(c.outcome == "pass" for c in entry.checks)
+
+
+def test_a_rule_shares_a_decision_only_where_a_fresh_one_would_decide_the_same(monkeypatch):
+    """Runs with the same scores share one decision (its reason and rows); a zero that is -0.0,
+    a NaN, a different floor or recorded parameters are decided on their own; past the kept
+    number, decisions are made and not kept."""
+    runs = [
+        found(scores=em2(0.95)),
+        found(scores=em2(0.95), concurrency=128),
+        found(scores=em2(0.0)),
+        found(scores=em2(-0.0)),
+        found(scores=em2(float("nan"))),
+        found(scores=em2(float("nan"))),
+        found(scores=em2(0.95), hardware="mi355x", precision="fp4"),  # another floor: 0.88
+        found(scores=em2(0.92, n=50)),
+        found(scores=em2(0.92, n=50), status="fail"),  # a run-level problem
+        found(scores=em2(0.92, n=50)),
+        found(scores=em2(0.92, n=50), status="fail"),
+    ]
+    monkeypatch.setattr(sweep, "_KEPT_DECISIONS", 3)
+    rule = sweep.Rule(thresholds(FLOORS))
+    shared = [rule.gate(run, "k") for run in runs]
+    alone = [sweep.Rule(thresholds(FLOORS)).gate(run, "k") for run in runs]
+    for one, other in zip(shared, alone, strict=True):
+        assert (one.outcome, one.reason) == (other.outcome, other.reason)
+        assert [msgspec.to_builtins(c) for c in one.checks] == [
+            msgspec.to_builtins(c) for c in other.checks
+        ] or math.isnan(one.checks[0].value)
+    assert shared[0].checks is shared[1].checks  # one decision for the same scores
+    assert "-0.0000" in shared[3].reason and "-0.0000" not in shared[2].reason
+    assert "0.8800" in shared[6].reason and "0.9100" in shared[0].reason
+    assert shared[7].outcome == "inconclusive" and shared[8].outcome == "fail"
+    assert shared[9].checks is shared[7].checks
+    assert shared[10].checks is not shared[8].checks  # three kept already: decided, not kept
+    assert len(rule._decided) == 3
 
 
 # -- config keys ---------------------------------------------------------------------------------
@@ -1030,10 +1071,10 @@ def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
 )
 def test_min_samples_defaults_to_each_tasks_full_size(task, n, outcome):
     """A full run of any gated task is decided on its score; a shorter one only beyond doubt."""
-    floors = sweep.Floors(thresholds({"default": {task: 0.5}}))
+    rule = sweep.Rule(thresholds({"default": {task: 0.5}}))
     one = "extract_abcd" if task.startswith("gpqa") else "strict-match"  # GPQA's one filter
     scores = em2(0.52, n=n, task=task) if task.startswith("gsm8k") else (em(0.52, n, one, task),)
-    entry = sweep.gate(found(scores=scores), "k", floors)
+    entry = rule.gate(found(scores=scores), "k")
     assert entry.outcome == outcome, entry.reason
     assert entry.checks[0].threshold == 0.5
 
@@ -1530,7 +1571,7 @@ def test_collect_reads_an_evalgate_hook_staging_folder(tmp_path):
     assert "meta_env.json has no lm-eval results" in str(by_conc[8].reason)
     assert by_conc[16].status == "skipped"
     assert by_conc[16].labels["model_prefix"] == "dsr1" and by_conc[16].model == by_conc[4].model
-    entry = sweep.gate(by_conc[16], "k", sweep.Floors(thresholds()))
+    entry = sweep.Rule(thresholds()).gate(by_conc[16], "k")
     assert entry.outcome == "error"
     assert entry.reason == (
         "run skipped: not run: an earlier run stopped the hook (error at stage eval: boom)"
