@@ -124,9 +124,11 @@ def identity(model: str | None, labels: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 @cache
-def _topology_words(items: tuple[tuple[str, Any], ...]) -> str:
+def _topology_words(items: tuple[tuple[str, type, Any], ...]) -> str:
+    """A topology's words, once per topology (its items with their types: True and 1, which
+    are equal, are written true and 1)."""
     words = []
-    for key, value in items:
+    for key, value in canonical_topology({key: value for key, _, value in items}).items():
         name = key
         for long, short in _SHORT.items():
             name = name.replace(long, short)
@@ -138,26 +140,28 @@ def _topology_words(items: tuple[tuple[str, Any], ...]) -> str:
 def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool = False) -> str:
     """The readable name of a (possibly partial) config, used in every message."""
     get = labels.get
-    kv, isl, osl, conc, topology = (
+    prefix, kv, isl, osl, conc, topology = (
+        get("model_prefix"),
         get("kv_cache_dtype"),
         get("isl"),
         get("osl"),
         get("concurrency"),
-        canonical_topology(get("topology")),
+        get("topology"),
     )
-    words = [
-        get("model_prefix") or model,
-        get("hardware"),
-        get("framework"),
-        get("precision"),
-        kv and f"kv={kv}",
-        None if isl is None else f"isl={isl}",
-        None if osl is None else f"osl={osl}",
-        None if conc is None else f"conc={conc}",
-        _topology_words(tuple(topology.items())) if isinstance(topology, dict) else None,
-        f"model={model}" if with_model and get("model_prefix") and model else None,
-    ]
-    return " ".join(str(w) for w in words if w) or "(unlabelled)"
+    words = [prefix or model, get("hardware"), get("framework"), get("precision")]
+    if kv:
+        words.append(f"kv={kv}")
+    if isl is not None:
+        words.append(f"isl={isl}")
+    if osl is not None:
+        words.append(f"osl={osl}")
+    if conc is not None:
+        words.append(f"conc={conc}")
+    if isinstance(topology, Mapping):  # spelled once per distinct topology
+        words.append(_topology_words(tuple([(k, v.__class__, v) for k, v in topology.items()])))
+    if with_model and prefix and model:
+        words.append(f"model={model}")
+    return " ".join([str(w) for w in words if w]) or "(unlabelled)"
 
 
 class Labelled(Protocol):

@@ -1058,6 +1058,14 @@ def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     assert expect.check_set([entry], manifest) == []
 
 
+def test_a_topology_is_written_as_its_values_are_whichever_came_first():
+    """True and 1 are equal (one key for a cache that ignored their types): each is written as
+    it is, in either order."""
+    for first, second in (((True, "true"), (1, "1")), ((1, "1"), (True, "true"))):
+        for value, shown in (first, second):
+            assert expect.config_key("m", {"topology": {"tp": value}}) == f"m tp={shown}"
+
+
 @pytest.mark.parametrize(
     ("task", "n", "outcome"),
     [
