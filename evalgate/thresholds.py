@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ class Floor(msgspec.Struct, frozen=True):
 
 def default_path() -> Path:
     """The thresholds.json evalgate ships."""
-    return Path(str(resources.files("evalgate") / "thresholds.json"))
+    return Path(__file__).parent / "thresholds.json"
 
 
 def _floors(data: dict[str, Any]) -> Iterator[tuple[str, Any]]:

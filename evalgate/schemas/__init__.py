@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def compile_schema(schema: Mapping[str, Any]) -> Check:
 @cache
 def load(name: str) -> Any:
     """The parsed ``<name>.schema.json``, read once."""
-    text = (resources.files("evalgate.schemas") / f"{name}.schema.json").read_text("utf-8")
+    text = (Path(__file__).parent / f"{name}.schema.json").read_text("utf-8")
     return json.loads(text)
 
 

@@ -13,7 +13,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +61,7 @@ class TaskSpec:
 
 def tasks_dir() -> Path:
     """The folder of evalgate's task files inside the installed package."""
-    return Path(str(resources.files("evalgate.tasks")))
+    return Path(__file__).parent
 
 
 BUILT_IN = ("gsm8k", "gpqa_diamond_cot_n_shot")

@@ -234,12 +234,16 @@ class Rule:
 def _order(entry: Entry, shared: dict[str, str] | None = None) -> tuple[Any, ...]:
     """Entries by config, numbers as numbers (conc=4 before conc=16); the rest by name after.
 
-    `shared` keeps one copy of each config's name before isl= (a sort holds every key)."""
+    A config's name is its key before its numbers (isl=, osl=, conc=); `shared` keeps one copy
+    of each name (a sort holds every key)."""
     labels = entry.labels
     if labels is None:
         return (1, entry.key, "", 0, 0, 0, entry.path or "", entry.outcome)
     get = labels.get
-    name = entry.key.split(" isl=")[0]
+    key = entry.key
+    name, cut, _ = key.partition(" isl=")
+    if not cut:  # a partial config: its numbers start later, if anywhere
+        name = name.partition(" osl=")[0].partition(" conc=")[0]
     return (
         0,
         str(get("model_prefix") or entry.model),
@@ -247,7 +251,7 @@ def _order(entry: Entry, shared: dict[str, str] | None = None) -> tuple[Any, ...
         get("isl") or 0,
         get("osl") or 0,
         get("concurrency") or 0,
-        entry.key,
+        key,
         entry.path or "",
         entry.outcome,
     )

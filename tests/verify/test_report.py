@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
+from msgspec import structs
 
 from evalgate.evidence.model import LABEL_NAMES as LABELS
 from evalgate.gate.verdict import Score
@@ -69,6 +70,17 @@ def test_a_table_too_long_to_keep_is_made_twice_and_prints_the_same(monkeypatch)
     assert report.terminal(result) == kept
     assert len(made) == 6  # each of the three rows measured, then made again to print
     assert "conc=128  0.9300" in kept
+
+
+def test_the_table_lists_configs_by_their_numbers_with_or_without_an_isl():
+    """conc=4 before conc=16, whether the configs name their sequence lengths or not."""
+    with_isl = dict.fromkeys(LABELS) | {"model_prefix": "dsr1", "isl": 1024, "osl": 1024}
+    runs = [run(c, 0.95) for c in (16, 4, 128, 32)]
+    runs += [structs.replace(run(c, 0.95), labels={**with_isl, "concurrency": c}) for c in (16, 4)]
+    runs = [structs.replace(r, path=f"a/{i}/result.json") for i, r in enumerate(runs)]
+    lines = report.terminal(decide(*runs)).splitlines()[1:7]
+    order = [next(w for w in line.split() if w.startswith("conc=")) for line in lines]
+    assert order == ["conc=4", "conc=16", "conc=4", "conc=16", "conc=32", "conc=128"]
 
 
 def test_rows_decided_alike_share_their_cells_and_keep_their_own_config():
