@@ -17,12 +17,11 @@ files that ``evalgate hook --layout harness`` writes beside its own runs (in ``e
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -48,8 +47,8 @@ from evalgate.evidence.model import (
     VerdictRecord,
     to_document,
 )
-from evalgate.verify import harness_output
-from evalgate.verify.records import CheckRow, Entry, Found, Note, Outcome
+from evalgate.verify import harness_output, spool
+from evalgate.verify.records import Entry, Found, Note
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +192,6 @@ _SPLIT_AT = 2000
 """From this many folders side by side (at the first level of the tree that has as many), a
 forked child walks, reads and judges the second half of them while this process does the first
 (on a machine with a second core): each folder's results, hooks and harness sets are its own."""
-_FRAME = 2048
-"""Runs the child encodes at a time (each a length-prefixed msgpack frame in a spool file)."""
 Judge = Callable[[Found], Entry]
 """The verdict on one run, made by the process that read it (verify's gate)."""
 
@@ -221,70 +218,6 @@ class _Sink:
             out.found += runs
 
 
-class _Decision(msgspec.Struct, array_like=True):
-    """A verdict as the child's runs share it (sweep.Rule decides runs alike once)."""
-
-    outcome: Outcome
-    reason: str
-    checks: tuple[CheckRow, ...]
-
-
-class _Judged(msgspec.Struct, array_like=True):
-    """One of the child's runs judged: an Entry with its decision given by number."""
-
-    key: str
-    decision: int
-    path: str | None
-    source: str | None
-    model: str | None
-    labels: Mapping[str, Any] | None
-    status: str | None
-    stage: str | None
-
-
-class _Frame(msgspec.Struct, array_like=True):
-    """Part of what the child found (a length-prefixed msgpack frame in the spool)."""
-
-    found: list[Found] = msgspec.field(default_factory=list)
-    decisions: list[_Decision] = msgspec.field(default_factory=list)
-    """The decisions first made by this frame's judged runs (numbered on from the last)."""
-    judged: list[_Judged] = msgspec.field(default_factory=list)
-    malformed: list[Note] = msgspec.field(default_factory=list)
-    ignored: list[Note] = msgspec.field(default_factory=list)
-
-
-@functools.cache
-def _frames() -> msgspec.msgpack.Decoder[_Frame]:
-    return msgspec.msgpack.Decoder(_Frame)
-
-
-def _judged_frames(entries: list[Entry]) -> Iterator[_Frame]:
-    """The child's judged runs, _FRAME at a time, each decision sent once: the runs decided
-    alike share one reason and checks (entries live meanwhile, so an id names one of them)."""
-    numbers: dict[tuple[str, int, int], int] = {}
-    for start in range(0, len(entries), _FRAME):
-        frame = _Frame()
-        for entry in entries[start : start + _FRAME]:
-            alike = (entry.outcome, id(entry.reason), id(entry.checks))
-            number = numbers.get(alike)
-            if number is None:
-                number = numbers[alike] = len(numbers)
-                frame.decisions.append(_Decision(entry.outcome, entry.reason, entry.checks))
-            frame.judged.append(
-                _Judged(
-                    entry.key,
-                    number,
-                    entry.path,
-                    entry.source,
-                    entry.model,
-                    entry.labels,
-                    entry.status,
-                    entry.stage,
-                )
-            )
-        yield frame
-
-
 def _frontier(root: str) -> tuple[list[str], _Tree, bool]:
     """The walk of root down to its first level of _SPLIT_AT folders side by side: those folders
     (not yet listed), the files above them, and whether the folders can be split between two
@@ -301,48 +234,21 @@ def _frontier(root: str) -> tuple[list[str], _Tree, bool]:
     return level, above, True
 
 
-def _spool(root: str, folders: list[str], judge: Judge | None, spool: Any) -> None:
-    """The child's work: scan `folders` and write what it found to the spool."""
+def _spool(root: str, folders: list[str], judge: Judge | None, file: Any) -> None:
+    """The child's work: scan `folders` and write what it found to the spool file."""
     part = Collection()
     tree = _files(folders)
     _scan_tree(root, tree, part, _Sink(len(tree.results) * 2, judge, None))
-    encode = msgspec.msgpack.Encoder().encode
-    found = part.found
-    frames = [_Frame(found=found[i : i + _FRAME]) for i in range(0, len(found), _FRAME)]
-    frames += _judged_frames(part.entries)
-    frames.append(_Frame(malformed=part.malformed, ignored=part.ignored))
-    for frame in frames:
-        data = encode(frame)
-        spool.write(len(data).to_bytes(8, "little") + data)
-    spool.flush()
+    spool.write(file, spool.Part(part.found, part.entries, part.malformed, part.ignored))
 
 
-def _merge_spool(spool: Any, out: Collection, sink: _Sink) -> None:
-    """The child's findings, frame by frame, into `out` (its runs kept as `sink` keeps them;
-    its judged runs alike sharing one decision, as the child's did)."""
-    decisions: list[_Decision] = []
-    spool.seek(0)
-    while header := spool.read(8):
-        frame = _frames().decode(spool.read(int.from_bytes(header, "little")))
-        out.found += map(sink.keep, frame.found)  # the child keeps its runs as it read them
-        decisions += frame.decisions
-        out.entries += [
-            Entry(
-                run.key,
-                (made := decisions[run.decision]).outcome,
-                made.reason,
-                run.path,
-                run.source,
-                run.model,
-                run.labels,
-                run.status,
-                run.stage,
-                made.checks,
-            )
-            for run in frame.judged
-        ]
-        out.malformed += frame.malformed
-        out.ignored += frame.ignored
+def _merge_spool(file: Any, out: Collection, sink: _Sink) -> None:
+    """The child's findings, part by part, into `out` (its runs kept as `sink` keeps them)."""
+    for part in spool.read(file):
+        out.found += map(sink.keep, part.found)  # the child keeps its runs as it read them
+        out.entries += part.entries
+        out.malformed += part.malformed
+        out.ignored += part.ignored
 
 
 def _scan_split(
@@ -358,12 +264,12 @@ def _scan_split(
     folders; this process the first half, with the files above them, and then merges the
     child's findings."""
     cut = len(frontier) // 2
-    with tempfile.TemporaryFile() as spool:
+    with tempfile.TemporaryFile() as file:
         child = os.fork()
         if child == 0:  # pragma: no cover (the child's coverage is never written)
             code = 1
             try:
-                _spool(root, frontier[cut:], judge, spool)
+                _spool(root, frontier[cut:], judge, file)
                 code = 0
             finally:  # whatever happens, the child ends here, without any parent's clean-up
                 os._exit(code)
@@ -374,7 +280,7 @@ def _scan_split(
         finally:
             _, status = os.waitpid(child, 0)
         if status == 0:
-            _merge_spool(spool, out, sink)
+            _merge_spool(file, out, sink)
             return
     log.debug("the scanning process ended with status %d: scanning its part here", status)
     _scan_tree(root, _files(frontier[cut:]), out, sink)

@@ -35,7 +35,7 @@ from evalgate.evidence.model import LABEL_NAMES, Sample, from_document
 from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors, validator
 from evalgate.thresholds import parse_thresholds
-from evalgate.verify import collect, expect, sweep
+from evalgate.verify import collect, expect, spool, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -525,7 +525,7 @@ def test_a_wide_sweep_scanned_by_two_processes_is_the_sweep_scanned_by_one(tmp_p
     write_harness(tmp_path / "harness-a")  # an lm-eval set among the runs
     serial = collect.collect([root])
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)  # from 4 folders side by side, a child scans
-    monkeypatch.setattr(collect, "_FRAME", 4)  # several frames in the spool
+    monkeypatch.setattr(spool, "_FRAME", 4)  # several frames in the spool
     monkeypatch.setattr(collect, "_SHARE_FROM", 4)  # repeated values kept once, as at 10^5
     forks = []
     real_fork = os.fork
@@ -556,7 +556,7 @@ def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
     after = sweep.judge_sweep(collect.collect([root]), thresholds(), paths=[root])
     assert sweep.verify([root], thresholds()) == after  # one process, judging as it reads
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(collect, "_FRAME", 3)  # the child's decisions numbered across frames
+    monkeypatch.setattr(spool, "_FRAME", 3)  # the child's decisions numbered across frames
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
