@@ -277,22 +277,18 @@ _BATCH = 4096
 
 def judge_sweep(
     collection: Collection,
-    thresholds: Thresholds,
+    rule: Rule,
     *,
     paths: Iterable[str],
     expectation: Expectation | None = None,
-    min_samples: int | None = None,
     release: bool = False,
-    rule: Rule | None = None,
 ) -> Report:
-    """Gate every result found, check the set, and reach the sweep's verdict.
+    """Gate every result found by `rule` (the one that judged the collection's `entries` as
+    they were read, if any), check the set, and reach the sweep's verdict.
 
     Pure, unless `release`: then each result found is let go once gated (the collection's
     `found` ends empty), so a sweep never holds every run read and every verdict line at once.
-    `rule`: the one that judged the collection's `entries` as they were read (its floors and
-    decisions are reused), else one for `thresholds` and `min_samples`.
     """
-    rule = Rule(thresholds, min_samples) if rule is None else rule
     judged, found = collection.entries, collection.found
     count = len(judged) + len(found)
     keys = config_keys(
@@ -330,8 +326,8 @@ def judge_sweep(
         reason,
         tuple(entries),
         tuple(paths),
-        thresholds.path,
-        min_samples,
+        rule.floors.thresholds.path,
+        rule.min_samples,
         expectation,
         tuple(collection.ignored),
     )
@@ -369,11 +365,5 @@ def verify(
 
     with collector_paused():
         return judge_sweep(
-            collect(paths, judge),
-            thresholds,
-            paths=paths,
-            expectation=expectation,
-            min_samples=min_samples,
-            release=True,
-            rule=rule,
+            collect(paths, judge), rule, paths=paths, expectation=expectation, release=True
         )

@@ -43,7 +43,7 @@ def found(conc: int, *scores: tuple[str, float], hardware: str = "b200", **extra
 
 def page_of(*items: Found, malformed: tuple[Note, ...] = ()) -> str:
     collection = Collection(list(items), list(malformed), [], [])
-    return html.render(sweep.judge_sweep(collection, THRESHOLDS, paths=["a"]))
+    return html.render(sweep.judge_sweep(collection, sweep.Rule(THRESHOLDS), paths=["a"]))
 
 
 def chart_rows(page: str) -> list[list[str]]:

@@ -34,7 +34,7 @@ def decide(
     *found: Found, malformed: tuple[Note, ...] = (), expect: Any = None, empty: tuple[str, ...] = ()
 ) -> sweep.Report:
     collection = Collection(list(found), list(malformed), [], list(empty))
-    return sweep.judge_sweep(collection, THRESHOLDS, paths=["a"], expectation=expect)
+    return sweep.judge_sweep(collection, sweep.Rule(THRESHOLDS), paths=["a"], expectation=expect)
 
 
 def test_the_terminal_lists_problems_after_the_table():
@@ -98,7 +98,7 @@ def test_rows_decided_alike_share_their_cells_and_keep_their_own_config():
 
 def test_the_terminal_lists_ignored_files():
     collection = Collection([run(4, 0.95)], [], [Note("x/results_a.json", "x is not lm-eval")])
-    result = sweep.judge_sweep(collection, THRESHOLDS, paths=["x"])
+    result = sweep.judge_sweep(collection, sweep.Rule(THRESHOLDS), paths=["x"])
     assert "ignored: x is not lm-eval\n" in report.terminal(result)
 
 

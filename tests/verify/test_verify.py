@@ -553,7 +553,7 @@ def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
     write_result(tmp_path / "zz-dup", hardware="h4", conc=20)  # a second result of run-019
     write_result(tmp_path / "zz-low", hardware="h9", scores=(0.5, 0.5))
     root = str(tmp_path)
-    after = sweep.judge_sweep(collect.collect([root]), thresholds(), paths=[root])
+    after = sweep.judge_sweep(collect.collect([root]), sweep.Rule(thresholds()), paths=[root])
     assert sweep.verify([root], thresholds()) == after  # one process, judging as it reads
     monkeypatch.setattr(collect, "_SPLIT_AT", 4)
     monkeypatch.setattr(spool, "_FRAME", 3)  # the child's decisions numbered across frames
