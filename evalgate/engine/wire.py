@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from evalgate.outside import BODY_CHARS, capped
+
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
 _WRAPPED_STATUS = re.compile(r"\b(?<!os )error ([45]\d\d)\b", re.IGNORECASE)
 _UNREACHABLE = re.compile(r"error sending request for url \((https?://[^)\s]+)\)")
@@ -69,18 +71,18 @@ class EngineError:
         return f"{parts.scheme}://{parts.netloc}"
 
     def describe(self) -> str:
-        """One line: status and the engine's words (after what they mean, for a router that
-        could not reach its worker)."""
+        """One line: status and the engine's words, their first BODY_CHARS characters (after
+        what they mean, for a router that could not reach its worker)."""
         wrapped = f" (worker said {self.wrapped_status})" if self.wrapped_status else ""
         worker = self.unreachable_worker
+        said = capped(self.message, BODY_CHARS)
         if worker is not None:
             cause = _CAUSE.search(self.message)
             why = f" ({cause.group(1)})" if cause else ""
             return (
-                f"HTTP {self.status}: worker {worker} is unreachable{why}; the router said: "
-                f"{self.message}"
+                f"HTTP {self.status}: worker {worker} is unreachable{why}; the router said: " + said
             )
-        return f"HTTP {self.status}{wrapped}: {self.message}"
+        return f"HTTP {self.status}{wrapped}: {said}"
 
 
 def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:

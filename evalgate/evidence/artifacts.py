@@ -25,6 +25,7 @@ from typing import Any, TypeVar, overload
 
 import msgspec
 
+from evalgate import outside
 from evalgate.errors import ArtifactError, EvalFailedError
 from evalgate.evidence.model import HookSummary, Result, Sample, from_document, to_document
 from evalgate.schemas import accepts_json, validation_errors
@@ -92,13 +93,13 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, document: Any) -> None:
-    """Atomic JSON file."""
-    write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Atomic JSON file: the exact text minus the configured secrets (evalgate.outside)."""
+    write_atomic(path, outside.json_text(document, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, records: Iterable[Any]) -> None:
-    """Atomic JSON-lines file."""
-    write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    """Atomic JSON-lines file, as write_json writes each line."""
+    write_atomic(path, "".join(outside.json_text(r) + "\n" for r in records))
 
 
 def _checked(kind: str, document: Any) -> Any:

@@ -17,6 +17,8 @@ import logging
 from pathlib import Path
 from typing import IO, Any
 
+from evalgate import outside
+
 log = logging.getLogger(__name__)
 JOURNAL_NAME = "journal.jsonl"
 
@@ -69,7 +71,7 @@ class Journal:
 
     def _write(self, record: dict[str, Any]) -> None:
         try:
-            self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._handle.write(outside.json_text(record) + "\n")  # minus secrets
             self._handle.flush()
         except OSError as exc:
             if exc.filename is None:

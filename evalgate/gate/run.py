@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from evalgate import scrub
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
 from evalgate.evidence import artifacts, journal
 from evalgate.evidence.model import (
@@ -483,6 +484,7 @@ def run_gate(
 
     `prior` skips readiness, context and probe, reusing what an earlier run against the same
     live engine established; `topology` is recorded among the result's labels."""
+    scrub.configure_for(settings)  # the evidence never holds a secret the engine echoed
     gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
     error: EvalgateError | None = None
     status: Status
