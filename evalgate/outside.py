@@ -35,8 +35,6 @@ from evalgate import scrub
 
 TERMINAL_CHARS = 2000
 """The most of one outside text (a whole message, a cell) shown on a line."""
-BODY_CHARS = 300
-"""The most of an engine's answer quoted in a message."""
 LISTED = 5
 """Items of an outside list (a /v1/models answer) quoted in a message."""
 
@@ -53,7 +51,7 @@ _SEPARATORS = "\u2028\u2029"
 _SURROGATES = "\ud800-\udfff"  # a lone one cannot be written as UTF-8
 _UNPRINTABLE = re.compile(f"[{_CONTROLS}{_BIDI}{_SEPARATORS}{_SURROGATES}]")
 _IN_HTML = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]")
-_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_IN_XML = re.compile(f"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[{_BIDI}]")
 _LONE_SURROGATE = re.compile(f"[{_SURROGATES}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _NEEDS_WORK = re.compile(f"[{_CONTROLS}{_BIDI}{_SEPARATORS}{_SURROGATES}]|##\\[|^\\s*::")
@@ -134,8 +132,9 @@ def markdown_code(text: object) -> str:
 
 def xml(text: object) -> str:
     """Text for an XML 1.0 document (JUnit): ANSI sequences removed, and the characters XML 1.0
-    forbids (NUL and most control characters, lone surrogates) escaped."""
-    return _XML_INVALID.sub(_escape, _ANSI.sub("", scrub.text(str(text))))
+    forbids (NUL and most control characters, lone surrogates) and bidirectional overrides
+    escaped."""
+    return _IN_XML.sub(_escape, _ANSI.sub("", scrub.text(str(text))))
 
 
 def html(text: object) -> str:

@@ -34,7 +34,6 @@ MIN_LENGTH = 8
 def _forms(secret: str) -> set[str]:
     """Every way `secret` may be written in a text evalgate was given."""
     encoded = {quote(secret, safe=""), quote(secret), quote_plus(secret)}
-    lower = {re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), e) for e in encoded}
     b64 = base64.b64encode(secret.encode("utf-8", "surrogatepass")).decode("ascii")
     return {
         secret,
@@ -42,11 +41,19 @@ def _forms(secret: str) -> set[str]:
         json.dumps(secret)[1:-1].replace("/", "\\/"),  # JSON writers that escape the slash
         json.dumps(secret, ensure_ascii=False)[1:-1],
         *encoded,
-        *lower,
         b64,
         b64.rstrip("="),
         base64.urlsafe_b64encode(secret.encode("utf-8", "surrogatepass")).decode("ascii"),
     }
+
+
+def _pattern(form: str) -> str:
+    """A form as a regular expression: a percent escape matches in either case of hex."""
+    return re.sub(
+        r"%([0-9A-F])([0-9A-F])",
+        lambda m: "%" + "".join(f"[{c}{c.lower()}]" if c.isalpha() else c for c in m.groups()),
+        re.escape(form),
+    )
 
 
 def url_secrets(url: str) -> list[str]:
@@ -69,7 +76,7 @@ class Secrets:
         forms = {form for v in values if len(v) >= MIN_LENGTH for form in _forms(v)}
         # the longest first, so that a form inside another is never matched in its place
         alternatives = sorted(forms, key=lambda form: (-len(form), form))
-        self._pattern = re.compile("|".join(map(re.escape, alternatives))) if forms else None
+        self._pattern = re.compile("|".join(map(_pattern, alternatives))) if forms else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from evalgate.outside import BODY_CHARS, capped
+from evalgate.outside import capped
 
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
 _WRAPPED_STATUS = re.compile(r"\b(?<!os )error ([45]\d\d)\b", re.IGNORECASE)
 _UNREACHABLE = re.compile(r"error sending request for url \((https?://[^)\s]+)\)")
 _CAUSE = re.compile(r"caused by: ([^:]+?)\s*$")
-MAX_MESSAGE_CHARS = 2000
+MAX_MESSAGE_CHARS = 500
+"""The engine's words kept: their first few hundred characters, then how long they were."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class EngineError:
     status: int
     """HTTP status the client saw."""
     message: str
-    """The engine's own words, verbatim (trimmed to MAX_MESSAGE_CHARS)."""
+    """The engine's own words, verbatim (past MAX_MESSAGE_CHARS: that many, and the length)."""
     type: str | None = None
     code: str | int | None = None
     param: str | None = None
@@ -71,18 +72,23 @@ class EngineError:
         return f"{parts.scheme}://{parts.netloc}"
 
     def describe(self) -> str:
-        """One line: status and the engine's words, their first BODY_CHARS characters (after
-        what they mean, for a router that could not reach its worker)."""
+        """One line: status and the engine's words (after what they mean, for a router that
+        could not reach its worker)."""
         wrapped = f" (worker said {self.wrapped_status})" if self.wrapped_status else ""
         worker = self.unreachable_worker
-        said = capped(self.message, BODY_CHARS)
         if worker is not None:
             cause = _CAUSE.search(self.message)
             why = f" ({cause.group(1)})" if cause else ""
             return (
-                f"HTTP {self.status}: worker {worker} is unreachable{why}; the router said: " + said
+                f"HTTP {self.status}: worker {worker} is unreachable{why}; the router said: "
+                f"{self.message}"
             )
-        return f"HTTP {self.status}{wrapped}: {said}"
+        return f"HTTP {self.status}{wrapped}: {self.message}"
+
+
+def _said(text: str) -> str:
+    """An engine's words as kept: a body of megabytes is not one line to print."""
+    return capped(text, MAX_MESSAGE_CHARS)
 
 
 def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
@@ -90,12 +96,12 @@ def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     if isinstance(inner, dict) and "message" in inner:
         obj = inner
     elif isinstance(inner, str) and "message" not in obj:
-        return EngineError(status, inner[:MAX_MESSAGE_CHARS])
+        return EngineError(status, _said(inner))
     if "message" in obj:
         code = obj.get("code")
         return EngineError(
             status=status,
-            message=str(obj["message"])[:MAX_MESSAGE_CHARS],
+            message=_said(str(obj["message"])),
             type=obj.get("type") if isinstance(obj.get("type"), str) else None,
             code=code if isinstance(code, str | int) and not isinstance(code, bool) else None,
             param=str(obj["param"]) if obj.get("param") is not None else None,
@@ -103,7 +109,7 @@ def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     detail = obj.get("detail")
     if detail is not None:
         text = detail if isinstance(detail, str) else json.dumps(detail)
-        return EngineError(status, text[:MAX_MESSAGE_CHARS])
+        return EngineError(status, _said(text))
     return None
 
 
@@ -143,6 +149,6 @@ def parse_error(status: int, body: str) -> EngineError:
     wrapped = int(match.group(1)) if match and status >= 500 else None
     return EngineError(
         status,
-        text[:MAX_MESSAGE_CHARS] or f"(empty body, HTTP {status})",
+        _said(text) or f"(empty body, HTTP {status})",
         wrapped_status=wrapped if wrapped and wrapped < 500 else None,
     )
