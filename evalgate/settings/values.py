@@ -124,7 +124,8 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = Field(
         None, validation_alias=_env("api_key", "OPENAI_API_KEY"), repr=False
     )
-    """Bearer token for the endpoint. Never printed or stored."""
+    """Bearer token for the endpoint. Never printed or stored, nor anything the engine says
+    back holding it (a placeholder under 8 characters, such as EMPTY, is no secret)."""
 
     api: Literal["chat", "completions"] = "chat"
     """Which API the eval uses: chat (the benchmark harness's protocol: chat template, 5-shot
