@@ -16,6 +16,7 @@ own words need none). Each function first scrubs the configured secrets (evalgat
     markdown(text)        a Markdown table cell or line: one line, `\ | * _ [ ] ...`
                           backslash-escaped and HTML written as entities, so a row keeps its cells
     markdown_code(text)   inline code, fenced by more backticks than the text holds
+    mermaid(text)         a quoted label of a mermaid chart in Markdown: plain characters only
     xml(text)             JUnit: the characters XML 1.0 forbids replaced, so the file parses
     html(text)            HTML content or an attribute's value
     json_text(doc)        evidence: the exact text minus secrets, always writable as UTF-8 (JSON
@@ -59,6 +60,7 @@ _NEEDS_WORK = re.compile(f"[{_CONTROLS}{_BIDI}{_SEPARATORS}{_SURROGATES}]|##\\[|
 # `##[command]` anywhere in one.
 _LEADING_COMMAND = re.compile(r"^(\s*):(?=:)")
 _MARKDOWN = re.compile(r"[\\`*_\[\]|~$#]")
+_MERMAID = re.compile(r"[^\w .,:=+\-/()@']")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -128,6 +130,12 @@ def markdown_code(text: object) -> str:
     fence = "`" * (max(map(len, re.findall("`+", value)), default=0) + 1)
     pad = " " if value[:1] in ("`", " ") or value[-1:] in ("`", " ") else ""
     return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def mermaid(text: object) -> str:
+    """A quoted mermaid label: one line of letters, digits and plain punctuation, the rest `?`
+    (mermaid reads a `%%{init: ...}%%` directive anywhere in a chart, and `#quot;` entities)."""
+    return '"' + _MERMAID.sub("?", terminal(text)) + '"'
 
 
 def xml(text: object) -> str:

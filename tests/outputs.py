@@ -145,12 +145,14 @@ def gfm_cells(line: str) -> list[str]:
     return cells[1:-1] if line.strip().startswith("|") else cells
 
 
+DELIMITER_ROW = re.compile(r"\|(?:\s*:?-+:?\s*\|)+")
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")
 
 
 def markdown_tables(text: str, where: str) -> int:
     """Every table of a Markdown document keeps its header's cell count in every row (fenced
-    blocks stay closed, so none swallows a table); no raw HTML element. Returns the rows."""
+    blocks stay closed, so none swallows a table); no raw HTML element outside code spans.
+    Returns how many rows the tables hold (header and delimiter rows not counted)."""
     outside_code = CODE_SPAN.sub("", text)  # a code span's text is literal, never HTML
     assert "<script" not in outside_code.lower(), f"raw HTML in {where}"
     rows = 0
@@ -166,6 +168,8 @@ def markdown_tables(text: str, where: str) -> int:
         cells = len(gfm_cells(line))
         if header is None:
             header = cells
+        elif DELIMITER_ROW.fullmatch(line.strip()):
+            assert cells == header, f"a delimiter row of {cells} cells in {where}: {line}"
         else:
             assert cells == header, f"a row of {cells} cells under {header} in {where}: {line}"
             rows += 1

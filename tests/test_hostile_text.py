@@ -10,6 +10,7 @@ consumer reads it. Beside it, one test per defect of issue 26, each failing on t
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -138,7 +139,9 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
     assert {case.get("name") for case in ht.junit(junit).iter("testcase")}
     for html in (page, reports / "compare.html"):
         ht.html_page(html.read_text(encoding="utf-8"), html.name)
-    assert ht.markdown_tables((out / "summary.md").read_text(encoding="utf-8"), "summary") >= 3
+    assert (
+        ht.markdown_tables((out / "summary.md").read_text(encoding="utf-8"), "summary") == 6
+    )  # the 6 problems
     assert ht.markdown_tables(streams["compare --markdown"][0], "compare --markdown") >= 2
     # JSON: the exact text minus secrets
     result = json.loads((a / "result.json").read_text(encoding="utf-8"))
@@ -298,3 +301,79 @@ def test_a_huge_error_body_is_echoed_as_its_start_and_its_length(tmp_path, capsy
     [line] = [line for line in err.splitlines() if line.startswith("EndpointError: ")]
     assert "HTTP 401: Unauthorized: xxx" in line and "… (100,014 characters)" in line
     assert len(line) < 1000
+
+
+# -- found by attacking the outputs ----------------------------------------------------------------
+
+
+def test_a_label_that_is_not_utf8_is_recorded_exactly_and_printed_safely(
+    tmp_path, capsys, monkeypatch
+):
+    """A job variable holding bytes that are not UTF-8 (Python reads them as lone surrogates):
+    result.json is still written, with the label exact; the terminal shows it escaped."""
+    label = os.fsdecode(b"b200\xff\n::stop-commands::t")
+    monkeypatch.setenv("RUNNER_TYPE", label)
+    with FakeEngine(EngineBehaviour()) as engine:
+        args = [*run_args(engine.url, tmp_path / "run"), "--min-samples", "0"]
+        code, out, err = _run(args, capsys, engine)
+
+    assert code == 0, err
+    assert commands(out + err) == []
+    result = json.loads((tmp_path / "run" / "result.json").read_text(encoding="utf-8"))
+    assert result["labels"]["hardware"] == label
+
+
+def test_verify_reports_a_folder_whose_name_is_not_utf8(tmp_path, capsys):
+    """Every report is written, and parses, when a result's folder name is not UTF-8 and the
+    file holds a lone surrogate."""
+    folder = tmp_path / "sweep" / os.fsdecode(b"run-\xff\n::add-mask::x")
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text('{"schema": "\\ud800<b>|</b>"}', encoding="utf-8")
+    reports = tmp_path / "reports"
+
+    code, out, err = _run(
+        ["verify", str(tmp_path / "sweep"), "--github", "--junit", str(reports / "junit.xml"),
+         "--json", str(reports / "verdict.json"), "--html", str(reports / "page.html")],
+        capsys,
+    )  # fmt: skip
+
+    assert code == 1, err
+    assert [line.split(" ", 1)[0] for line in commands(out)] == ["::error"]
+    assert "run-\\udcff\\n::add-mask::x" in out
+    ht.junit(reports / "junit.xml")
+    [entry] = json.loads((reports / "verdict.json").read_text(encoding="utf-8"))["entries"]
+    assert entry["path"] == str(folder / "result.json")
+    assert ht.Page((reports / "page.html").read_text(encoding="utf-8")).tags["script"] == 1
+
+
+def test_a_label_cannot_direct_the_summarys_chart(tmp_path, capsys, monkeypatch):
+    """mermaid reads `%%{init: ...}%%` anywhere in a chart: a label keeps its plain characters
+    only; the table below still holds it whole, escaped."""
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    evil = '%%{init: {"theme": "dark"}}%%"]\n```\n</details><img src=x onerror=alert(1)>|x|'
+    with FakeEngine(EngineBehaviour(accuracy=0.5)) as engine:
+        for folder, hardware in (("1", "b200"), ("2", evil)):
+            args = run_args(engine.url, tmp_path / "sweep" / folder, "--hardware", hardware)
+            _run([*args, "--min-samples", "0"], capsys, engine)
+
+    code, out, _ = _run(["verify", str(tmp_path / "sweep"), "--github"], capsys)
+
+    assert code == 1
+    assert len(commands(out)) == 2  # both annotations, nothing else
+    text = summary.read_text(encoding="utf-8")
+    chart = text.split("```mermaid\n", 1)[1].split("\n```\n", 1)[0]
+    assert "%%" not in chart and "<" not in chart
+    assert ht.markdown_tables(text, "summary") == 2
+    assert "onerror=alert(1)&gt;\\|x\\|" in text
+
+
+def test_an_argument_argparse_cannot_place_is_quoted_on_one_line(capsys):
+    """A third folder given to compare (a name with a newline and a command in it)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "a", "b", "c\n::stop-commands::t"])
+
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert commands(err) == []
+    assert "unrecognized arguments: c\\n::stop-commands::t" in err

@@ -35,6 +35,14 @@ TERMINAL = [
     ("bidirectional overrides escaped", "a\u202eb", "a\\u202eb"),
     ("a lone surrogate escaped", "a\ud800b", "a\\ud800b"),
     ("an escape rebuilt by removal stays escaped", "\x1b\x1b[31m[31m", "\\x1b[31m"),
+    ("a command rebuilt by removal is broken", "##\x1b[0m[error]x", "##\\x5berror]x"),
+    (
+        "NEL, VT, FF and U+2028 are line ends too",
+        "a\x85b\x0bc\x0cd\u2028e",
+        "a\\x85b\\x0bc\\x0cd\\u2028e",
+    ),
+    ("no-break and ideographic spaces are trimmed", "\u00a0\u3000::x", "\u00a0\u3000\\x3a:x"),
+    ("a hyperlink keeps its text only", "\x1b]8;;http://e\x07link\x1b]8;;\x07", "link"),
 ]
 
 
@@ -85,6 +93,12 @@ MARKDOWN = [
 def test_markdown_keeps_a_cell_one_cell_of_literal_text(text, cell):
     assert outside.markdown(text) == cell
     assert len(outputs.gfm_cells(f"| {outside.markdown(text)} | next |")) == 2
+
+
+def test_mermaid_labels_keep_plain_characters_only():
+    assert outside.mermaid('conc=8 tp/2 (fp8) %%{init: {"x": 1}}%% "q" a\nb') == (
+        '"conc=8 tp/2 (fp8) ???init: ??x?: 1???? ?q? a?nb"'
+    )
 
 
 @pytest.mark.parametrize(

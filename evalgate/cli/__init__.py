@@ -56,11 +56,19 @@ def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse quotes in its error what it could not parse (a folder name among it): that
+    part is made one safe line (evalgate.outside); the usage above it is evalgate's."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(outside.terminal(message))
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser. Only the subcommand named in `argv` gets its flags (and their
     imports); with no argv, every subcommand does (for documentation and tests)."""
     chosen = next((a for a in argv if a in SUBCOMMANDS), None) if argv is not None else None
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="evalgate",
         description="Accuracy gate for LLM inference benchmarks (GSM8K through lm-eval).",
         epilog=EPILOG,

@@ -178,11 +178,6 @@ def _md_table(entries: Sequence[Entry], with_reason: bool, rows: int) -> list[st
     return lines
 
 
-def _quoted(text: str) -> str:
-    """A mermaid string: one line, no double quote (a fenced block: no Markdown escapes)."""
-    return '"' + outside.terminal(text).replace('"', "'") + '"'
-
-
 def mermaid(report: Report) -> list[str]:
     """A chart per task that GitHub draws itself (mermaid's xychart): each config's deciding
     score as a bar, its threshold as a line; at most MAX_CHART_BARS configs, problems first."""
@@ -209,8 +204,8 @@ def mermaid(report: Report) -> list[str]:
         lines += [
             "```mermaid",
             "xychart-beta horizontal",
-            f"    title {_quoted(f'{task}: score (bars), threshold (line)')}",
-            f"    x-axis [{', '.join(_quoted(n) for n in names)}]",
+            f"    title {outside.mermaid(f'{task}: score (bars), threshold (line)')}",
+            f"    x-axis [{', '.join(outside.mermaid(n) for n in names)}]",
             f'    y-axis "exact_match" {scale.low:g} --> {scale.high:g}',
             f"    bar [{', '.join(f'{c.value:.4f}' for _, c in shown)}]",
             f"    line [{', '.join(f'{c.threshold:.4f}' for _, c in shown)}]",
