@@ -55,7 +55,6 @@ _IN_HTML = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}
 _IN_XML = re.compile(f"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[{_BIDI}]")
 _LONE_SURROGATE = re.compile(f"[{_SURROGATES}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_NEEDS_WORK = re.compile(f"[{_CONTROLS}{_BIDI}{_SEPARATORS}{_SURROGATES}]|##\\[|^\\s*::")
 # GitHub's runner reads `::command::` at the start of a line (after white space) and the legacy
 # `##[command]` anywhere in one.
 _LEADING_COMMAND = re.compile(r"^(\s*):(?=:)")
@@ -86,10 +85,16 @@ def listed(items: Sequence[object], shown: int = LISTED) -> str:
     return f"[{head}]{more}"
 
 
+def _plain(value: str) -> bool:
+    """No control, format (bidirectional), separator or surrogate character: nothing to remove
+    or escape (str.isprintable, in C; the ASCII space is the only white space it allows)."""
+    return value.isprintable()
+
+
 def terminal(text: object) -> str:
     """One line of outside text for stdout or stderr (see the module's docstring)."""
     value = scrub.text(str(text))
-    if _NEEDS_WORK.search(value) is None:
+    if _plain(value) and "##[" not in value and not value.lstrip(" ").startswith("::"):
         return capped(value, TERMINAL_CHARS)
     value = _LEADING_COMMAND.sub(r"\1\\x3a", _visible(value))
     return capped(value.replace("##[", "##\\x5b"), TERMINAL_CHARS)
@@ -142,12 +147,15 @@ def xml(text: object) -> str:
     """Text for an XML 1.0 document (JUnit): ANSI sequences removed, and the characters XML 1.0
     forbids (NUL and most control characters, lone surrogates) and bidirectional overrides
     escaped."""
-    return _IN_XML.sub(_escape, _ANSI.sub("", scrub.text(str(text))))
+    value = scrub.text(str(text))
+    return value if _plain(value) else _IN_XML.sub(_escape, _ANSI.sub("", value))
 
 
 def html(text: object) -> str:
     """Text (or a number) made safe for HTML content and attribute values."""
-    value = _IN_HTML.sub(_escape, _ANSI.sub("", scrub.text(str(text))))
+    value = scrub.text(str(text))
+    if not _plain(value):
+        value = _IN_HTML.sub(_escape, _ANSI.sub("", value))
     return _html.escape(value, quote=True)
 
 
