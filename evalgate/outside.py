@@ -13,7 +13,7 @@ own words need none). Each function first scrubs the configured secrets (evalgat
     terminal_json(doc)    a JSON document for stdout: its exact text minus secrets, in ASCII
     workflow_data(text)   a GitHub workflow command's message, escaped as GitHub documents
     workflow_property(text)  a property's value (also `:` and `,`)
-    markdown(text)        a Markdown table cell or line: one line, `\ | * _ [ ] ...`
+    markdown(text)        a Markdown table cell or line: one line, ``\ ` * [ ] | $``
                           backslash-escaped and HTML written as entities, so a row keeps its cells
     markdown_code(text)   inline code, fenced by more backticks than the text holds
     mermaid(text)         a quoted label of a mermaid chart in Markdown: plain characters only
@@ -58,7 +58,9 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # GitHub's runner reads `::command::` at the start of a line (after white space) and the legacy
 # `##[command]` anywhere in one.
 _LEADING_COMMAND = re.compile(r"^(\s*):(?=:)")
-_MARKDOWN = re.compile(r"[\\`*_\[\]|~$#]")
+# cells, code, emphasis, links, math; `_` is left (names are full of it, and inside a word it
+# is no emphasis)
+_MARKDOWN = re.compile(r"[\\`*\[\]|$]")
 _MERMAID = re.compile(r"[^\w .,:=+\-/()@']")
 
 
@@ -140,7 +142,7 @@ def markdown_code(text: object) -> str:
 def mermaid(text: object) -> str:
     """A quoted mermaid label: one line of letters, digits and plain punctuation, the rest `?`
     (mermaid reads a `%%{init: ...}%%` directive anywhere in a chart, and `#quot;` entities)."""
-    return '"' + _MERMAID.sub("?", terminal(text)) + '"'
+    return '"' + _MERMAID.sub("?", terminal(text).replace('"', "'")) + '"'
 
 
 def xml(text: object) -> str:

@@ -97,7 +97,7 @@ def test_markdown_keeps_a_cell_one_cell_of_literal_text(text, cell):
 
 def test_mermaid_labels_keep_plain_characters_only():
     assert outside.mermaid('conc=8 tp/2 (fp8) %%{init: {"x": 1}}%% "q" a\nb') == (
-        '"conc=8 tp/2 (fp8) ???init: ??x?: 1???? ?q? a?nb"'
+        "\"conc=8 tp/2 (fp8) ???init: ?'x': 1???? 'q' a?nb\""
     )
 
 

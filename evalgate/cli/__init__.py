@@ -204,7 +204,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)
     _configure_logging(args.verbose)
-    scrub.configure(*credentials_environment())  # a command with settings adds its flags'
+    scrub.configure(*credentials_environment())  # a command with settings adds its own flags
     try:
         return int(args._command(args))
     except EvalgateError as exc:
