@@ -155,7 +155,7 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Any:
 
 
 def run_subprocess(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`python -m evalgate.cli ARGS` as its own process: start-up included."""
     full_env = {
@@ -169,6 +169,7 @@ def run_subprocess(
         timeout=timeout,
         env=full_env,
         check=False,
+        cwd=cwd,
     )
 
 
