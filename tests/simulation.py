@@ -203,6 +203,7 @@ class CompareRates:
     equivalent: float
     regression: float
     inconclusive: float
+    improved: float
 
 
 @cache
@@ -235,6 +236,7 @@ def simulate_compare(
         found[Finding.EQUIVALENT] / runs,
         found[Finding.REGRESSION] / runs,
         found[Finding.INCONCLUSIVE] / runs,
+        found[Finding.IMPROVED] / runs,
     )
 
 
@@ -304,6 +306,7 @@ def simulate_compare_repeats(
             share[Finding.EQUIVALENT],
             share[Finding.REGRESSION],
             share[Finding.INCONCLUSIVE],
+            share[Finding.IMPROVED],
         )
 
     return RepeatRates(together, runs, rates(True), rates(False))
@@ -350,13 +353,14 @@ def compare_rates(runs: int = 2000) -> list[CompareRates]:
 def compare_table(rates: Sequence[CompareRates]) -> str:
     """The operating characteristics as a markdown table."""
     lines = [
-        "| true change | EQUIVALENT | INCONCLUSIVE | REGRESSION |",
-        "| --- | --- | --- | --- |",
+        "| true change | IMPROVED | EQUIVALENT | INCONCLUSIVE | REGRESSION |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for r in rates:
         change = "none" if r.drop == 0 else f"-{r.drop * 100:g} points"
         lines.append(
-            f"| {change} | {r.equivalent:.1%} | {r.inconclusive:.1%} | {r.regression:.1%} |"
+            f"| {change} | {r.improved:.1%} | {r.equivalent:.1%} | {r.inconclusive:.1%} | "
+            f"{r.regression:.1%} |"
         )
     return "\n".join(lines) + "\n"
 
