@@ -133,9 +133,8 @@ class TokenSpread(_Record, kw_only=True, frozen=True):
     max: Count
 
 
-class RequestCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """What happened to the eval's requests: counted by the dispatch as answers arrive (the
-    one record not frozen), recorded once the eval ends."""
+class RequestCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):  # counted up
+    """What happened to the eval's requests."""
 
     total: Count
     completed: Count

@@ -109,7 +109,9 @@ def _python(data: bytes | str, where: str, pairs: Pairs | None) -> Any:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text, object_pairs_hook=pairs)
     except UnicodeDecodeError as exc:
-        raise ArtifactError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from exc
+        raise ArtifactError(
+            f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start})."
+        ) from exc
     except json.JSONDecodeError as exc:
         raise ArtifactError(
             f"{where} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
