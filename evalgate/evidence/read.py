@@ -120,8 +120,8 @@ def _python(data: bytes | str, where: str, pairs: Pairs | None) -> Any:
 
 def _too_deep(where: str) -> ArtifactError:
     return ArtifactError(
-        f"{where} nests arrays and objects more than {MAX_DEPTH} levels deep: no JSON evalgate "
-        "reads does, so it is malformed."
+        f"{where} nests arrays and objects more than {MAX_DEPTH} levels deep, as no file "
+        "evalgate reads does: it is malformed."
     )
 
 

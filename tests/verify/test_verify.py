@@ -985,7 +985,7 @@ def test_load_expectation(tmp_path):
     manifest = tmp_path / "expect.json"
     manifest.write_text(json.dumps([{"concurrency": [1, 2]}]))
     assert len(expect.load_expectation(str(manifest)).configs) == 2
-    with pytest.raises(UsageError, match="Cannot read --expect file"):
+    with pytest.raises(UsageError, match="--expect: Cannot read "):
         expect.load_expectation(str(tmp_path / "none.json"))
     manifest.write_text("[{")
     with pytest.raises(UsageError, match="is not valid JSON"):
@@ -1076,7 +1076,7 @@ def test_one_empty_path_among_others_fails(tmp_path, capsys):
             ["{tmp}", "--thresholds", "{tmp}/missing.json"],
             "ThresholdsError: Cannot read thresholds file {tmp}/missing.json",
         ),
-        (["{tmp}", "--expect", "{tmp}/missing.json"], "UsageError: Cannot read --expect file"),
+        (["{tmp}", "--expect", "{tmp}/missing.json"], "UsageError: --expect: Cannot read "),
         (
             ["{tmp}", "--expect", "{tmp}/result.json"],
             "UsageError: --expect {tmp}/result.json is neither a count nor a manifest",
