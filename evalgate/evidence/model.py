@@ -186,9 +186,7 @@ class EarlyStopRecord(_Record, kw_only=True, frozen=True):
     mode: Literal["off", "fail", "pass", "both"]
     alpha: Annotated[float, Meta(gt=0, lt=1)]
     prior_weight: Annotated[float, Meta(gt=0)]
-    order_seed: Annotated[
-        int | None, Meta(description="Seed of the dispatch order (null: sent in order)")
-    ] = None
+    order_seed: int | None = None
     stopped: bool
     decision: Literal["pass", "fail"] | None
     questions: Count
@@ -198,9 +196,7 @@ class EarlyStopRecord(_Record, kw_only=True, frozen=True):
             description="Answers read, in dispatch order, when the test stopped (all: it did not)"
         ),
     ]
-    questions_asked: Annotated[
-        Count, Meta(description="Questions sent (or answered from the journal) before the stop")
-    ]
+    questions_asked: Count
     filters: list[FilterEvidence]
 
 
@@ -217,12 +213,8 @@ class EvalRecord(_Record, kw_only=True, frozen=True):
     num_concurrent: Positive | UnsetType = UNSET
     max_tokens: Positive
     temperature: float | UnsetType = UNSET
-    chat_template_kwargs: Annotated[
-        dict[str, Any] | None, Meta(description="--chat-template-kwargs, sent in every request")
-    ] = None
-    reasoning_effort: Annotated[
-        str | None, Meta(description="--reasoning-effort, sent in every request")
-    ] = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
     questions: Count | UnsetType = UNSET
     lm_eval_version: str | None = None
     dataset: DatasetRecord
@@ -291,7 +283,7 @@ class Result(_Record, kw_only=True, frozen=True):
             "aborted: stopped by a signal; running: written while the run is in progress"
         ),
     ]
-    stage: Annotated[Stage, Meta(description="The stage reached (or stopped in)")]
+    stage: Stage
     reason: str
     error: ErrorRecord | None = None
     exit_code: Count
@@ -324,7 +316,7 @@ class Sample(_Record, kw_only=True, frozen=True):
 
     doc_id: Count
     question: str
-    target: Annotated[str, Meta(description="The reference answer")]
+    target: str
     prompt_sha256: str
     response: str | None
     finish_reason: str | None
@@ -337,9 +329,7 @@ class Sample(_Record, kw_only=True, frozen=True):
             "content was null or empty"
         ),
     ] = None
-    reasoning: Annotated[
-        str | None, Meta(description="A reasoning model's thinking, as its engine sent it")
-    ] = None
+    reasoning: str | None = None
     reasoning_tokens: Count | None = None
     error: Annotated[str | None, Meta(description="Why no answer was obtained (counted as failed)")]
     filters: dict[str, Answer]
@@ -364,9 +354,7 @@ class HookRun(_Record, kw_only=True, frozen=True):
     reason: str
     exit_code: Count | None = None
     stage: str | None = None
-    result: Annotated[
-        str | None, Meta(description="The run's result.json, relative to the staging folder")
-    ] = None
+    result: str | None = None
 
 
 class HookSummary(_Record, kw_only=True, frozen=True):
