@@ -24,7 +24,7 @@ may be absent but never null (files written before evalgate recorded it).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -372,11 +372,3 @@ def to_document(record: msgspec.Struct) -> Any:
     """The record as plain JSON values (dicts, lists, strings, numbers), every key present
     (but those absent as UNSET)."""
     return msgspec.to_builtins(record)
-
-
-RecordT = TypeVar("RecordT", bound=msgspec.Struct)
-
-
-def from_document(document: Any, kind: type[RecordT]) -> RecordT:
-    """A record from plain JSON values, checked as the reader checks a file."""
-    return msgspec.convert(document, kind)
