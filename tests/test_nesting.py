@@ -163,3 +163,24 @@ def test_run_into_a_folder_holding_a_deep_result_refuses_to_bury_it(cli, engine,
     assert done.code == 2
     assert "already holds a result (status unreadable)" in done.err
     assert (out / "result.json").read_text() == brackets(1_000_000)
+
+
+@pytest.mark.parametrize("where", ["header", "answer"])
+def test_resume_reads_a_journal_with_a_deep_line_as_far_as_it_is_json(cli, engine, tmp_path, where):
+    out = tmp_path / "out"
+    args = ["run", "--base-url", engine.url, "--model", "fake-model", "--isl", "1024"]
+    args += ["--osl", "512", "--output-dir", str(out), "--limit", "4", "--min-samples", "0", *FAST]
+    assert cli(*args).code == 0
+    journal = (out / "journal.jsonl").read_text().splitlines()
+    journal[0 if where == "header" else 2] = brackets(1_000_000)
+    (out / "journal.jsonl").write_text("\n".join(journal) + "\n")
+    result = json.loads((out / "result.json").read_text())
+    (out / "result.json").write_text(json.dumps(result | {"status": "aborted"}))
+    sent = len(engine.requests)
+
+    done = cli(*args, "--resume")
+
+    assert done.code == 0, done.err
+    resumed = json.loads((out / "result.json").read_text())["eval"]["requests"]["resumed"]
+    asked = len(engine.requests) - sent - 1  # the probe is sent again
+    assert (resumed, asked) == ((0, 4) if where == "header" else (1, 3))
