@@ -313,7 +313,7 @@ class GateRun:
             reasoning_effort=s.reasoning_effort,
             questions=questions,
             dataset=DatasetRecord(**dataset.describe()),
-            requests=RequestCounts(),
+            requests=RequestCounts.zero(),
         )
         run.eval = protocol
         try:
@@ -333,7 +333,7 @@ class GateRun:
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
-            run.eval = _with_counts(protocol, sent.tally.counts())
+            run.eval = _with_counts(protocol, sent.tally.recorded())
             run.warnings += sent.warnings
         stopped = False
         if test is not None:
@@ -357,7 +357,7 @@ class GateRun:
         """The gate rule on the scores, with the run-level problems beside them."""
         s = self.settings
         run = self.log
-        counts = run.eval.requests if run.eval else RequestCounts()
+        counts = run.eval.requests if run.eval else RequestCounts.zero()
         if counts.failed:
             run.warnings.append(
                 f"{counts.failed} request(s) failed and were scored as wrong "
@@ -436,8 +436,9 @@ class GateRun:
                 doc_id=doc_id,
                 question=doc(doc_id)["question"],
                 target=reference_answer(doc(doc_id)["answer"]),
+                filters={},  # the eval did not finish, so nothing was scored
                 **answer,
-            )  # no filters: the eval did not finish, so nothing was scored
+            )
             for doc_id, answer in sorted(self.dispatch.tally.answers.items())
         ]
         artifacts.write_samples(self.out, records)
