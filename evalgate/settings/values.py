@@ -139,10 +139,11 @@ class Settings(BaseSettings):
     # -- the eval context --------------------------------------------------------------------
     isl: int | None = Field(None, ge=1, validation_alias=_env("isl", "ISL"))
     """Benchmark input sequence length in tokens (8192; 8k = 8000 and 8K = 8192, as vLLM reads
-    server arguments; so for every length in tokens)."""
+    server arguments; so for every length in tokens). 0 or empty: not given, as the benchmark
+    harness's agentic rows say it; the context then starts from the native maximum."""
 
     osl: int | None = Field(None, ge=1, validation_alias=_env("osl", "OSL"))
-    """Benchmark output sequence length in tokens."""
+    """Benchmark output sequence length in tokens (0 or empty: not given)."""
 
     context_margin: int = Field(256, ge=0)
     """Tokens added to ISL + OSL for the eval context."""
@@ -173,7 +174,8 @@ class Settings(BaseSettings):
     eval_max_model_len: int | None = Field(
         None, ge=1, validation_alias=_env("eval_max_model_len", "EVAL_MAX_MODEL_LEN")
     )
-    """Explicit eval context, overriding the derivation (still clamped to what is served)."""
+    """Explicit eval context, overriding the derivation (still clamped to what is served; 0 or
+    empty: not given)."""
 
     max_tokens: int | None = Field(None, ge=1)
     """Force the output budget instead of deriving it (the probe still checks it)."""
@@ -327,6 +329,17 @@ class Settings(BaseSettings):
     @classmethod
     def _token_count(cls, value: Any) -> Any:
         return token_count(value)
+
+    @field_validator("isl", "osl", "eval_max_model_len", mode="before")
+    @classmethod
+    def _zero_is_unset(cls, value: Any) -> Any:
+        """0 (or an empty variable) means "not given", as the benchmark harness reads ISL, OSL
+        and the eval context: its agentic rows pass '0' for all three."""
+        value = token_count(value)
+        text = value.strip() if isinstance(value, str) else None
+        if text == "" or (text is not None and text.isdigit() and int(text) == 0):
+            return None
+        return None if type(value) is int and value == 0 else value
 
     @field_validator("retry_wait_max")
     @classmethod
