@@ -312,12 +312,13 @@ class Settings(BaseSettings):
     """KV-cache dtype label (auto, fp8, ...)."""
 
     spec_decoding: str | None = Field(None, validation_alias=_env("spec_decoding", "SPEC_DECODING"))
-    """Speculative decoding label (mtp, eagle, ...): written to the harness's meta_env.json,
-    and part of the config's topology with --layout harness."""
+    """Speculative decoding label (mtp, eagle, ...): written to meta_env.json and part of the
+    config's topology."""
 
     is_multinode: bool = Field(False, validation_alias=_env("is_multinode", "IS_MULTINODE"))
-    """A multi-node job: the benchmark harness's files then label it by its prefill and decode
-    topology."""
+    """A multi-node (disaggregated) job: its files then label it by its prefill and decode
+    topology (PREFILL_*, DECODE_*), as the benchmark harness's do; a single-node job by TP,
+    EP_SIZE and DP_ATTENTION."""
 
     result_filename: str | None = Field(
         None, validation_alias=_env("result_filename", "RESULT_FILENAME")
