@@ -56,6 +56,8 @@ CONTEXT = (
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
 EVAL = (
     "num_concurrent",
+    "think_end_marker",
+    "think_start_marker",
     "max_failed_requests",
     "max_truncated_rate",
     "early_stop",

@@ -142,7 +142,11 @@ class RequestCounts(_Record, kw_only=True, frozen=True):
     from_reasoning: int = 0
     """Answers taken from the reasoning field (content null or empty)."""
     cut_while_thinking: int = 0
-    """Answers that ran out of budget while thinking: no content, finish_reason length."""
+    """Answers that ran out of budget while thinking: no content, finish_reason length; or
+    thinking written into the answer that never reached its end marker."""
+    inline_thinking: int = 0
+    """Answers that wrote their thinking into the answer (<think>…</think>, no reasoning
+    parser): only the text after the end marker was scored."""
     reasoning_tokens: TokenSpread | None = None
     """Reasoning tokens per answer, where the engine reports them."""
 

@@ -46,6 +46,7 @@ from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import RequestCounts, TokenSpread
 from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
+from evalgate.gate.thinking import InlineThinking
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -80,6 +81,7 @@ class Tally:
     retried: int = 0
     from_reasoning: int = 0
     cut_while_thinking: int = 0
+    inline_thinking: int = 0
     reasoning_tokens: list[int] = field(default_factory=list)
     cut_tokens: list[int] = field(default_factory=list)
     """completion_tokens of the answers cut while thinking."""
@@ -105,6 +107,7 @@ class Tally:
             resumed=self.resumed,
             from_reasoning=self.from_reasoning,
             cut_while_thinking=self.cut_while_thinking,
+            inline_thinking=self.inline_thinking,
             reasoning_tokens=spread(self.reasoning_tokens),
         )
 
@@ -166,6 +169,7 @@ class Dispatch:
         journal: Journal | None,
         resumed: dict[str, dict[str, Any]] | None = None,
         progress: Progress | None = None,
+        thinking: InlineThinking | None = None,
     ) -> None:
         self._client_factory = client_factory
         self.model = model
@@ -176,6 +180,8 @@ class Dispatch:
         self.journal = journal
         self.resumed = resumed or {}
         self.progress = progress
+        self.thinking = thinking
+        """The markers of thinking written into the answer (None: the whole answer is scored)."""
         self.tally = Tally()
         self.reader: PrefixReader | None = None
         self.dispatched: list[int] = []
@@ -361,12 +367,15 @@ class Dispatch:
                 tally.truncated += 1
         if completion.model is not None and completion.model != self.model:
             tally.other_models[completion.model] += 1
+        sent = completion
+        completion, unended = self._inline(completion)
+        length = completion.finish_reason == "length"
         tally.filtered += int(completion.finish_reason == "content_filter")
-        tally.truncated += int(completion.finish_reason in ("length", "content_filter"))
-        tally.empty += int(not completion.text.strip())
+        tally.truncated += int(length or completion.finish_reason == "content_filter")
+        tally.empty += int(not completion.text.strip() and not (unended and length))
         thinking = completion.source in REASONING_FIELDS
         tally.from_reasoning += int(thinking)
-        if thinking and completion.finish_reason == "length":
+        if (thinking or unended) and length:
             tally.cut_while_thinking += 1
             tally.cut_tokens.append(completion.completion_tokens or self.max_tokens)
         if completion.reasoning_tokens is not None:
@@ -386,15 +395,27 @@ class Dispatch:
                 {
                     "key": request.key,
                     "doc_id": request.doc_id,
-                    "text": completion.text,
+                    "text": sent.text,  # as sent: a resumed answer is taken apart again
                     "finish_reason": completion.finish_reason,
                     "completion_tokens": completion.completion_tokens,
                     "source": completion.source,
-                    "reasoning": completion.reasoning,
+                    "reasoning": sent.reasoning,
                     "reasoning_tokens": completion.reasoning_tokens,
                 }
             )
         return completion.text
+
+    def _inline(self, completion: Completion) -> tuple[Completion, bool]:
+        """The answer with thinking written into it taken out (thinking.py), kept as its
+        reasoning; and whether that thinking never ended."""
+        if self.thinking is None or completion.source in REASONING_FIELDS:
+            return completion, False
+        answer, thought, ended = self.thinking.split(completion.text)
+        if thought is None:
+            return completion, False
+        self.tally.inline_thinking += 1
+        reasoning = completion.reasoning or thought
+        return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
 
     def _fail(self, request: Request, failure: RequestFailed) -> None:
         tally = self.tally

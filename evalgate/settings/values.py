@@ -254,6 +254,15 @@ class Settings(BaseSettings):
     """The benchmark harness's eval task file. evalgate runs its own copy of the harness's
     gsm8k task: `evalgate hook` warns when this names another file (other tasks are not run)."""
 
+    think_end_marker: str = "</think>"
+    """The end of a reasoning model's thinking written into its answer (no reasoning parser):
+    only the text after its last occurrence is scored. Empty: score the whole answer, as the
+    benchmark harness does."""
+
+    think_start_marker: str = "<think>"
+    """The start of thinking written into the answer: an answer holding it but never reaching
+    --think-end-marker was cut while thinking, and scores nothing. Empty: no such check."""
+
     # -- the gate and its evidence -----------------------------------------------------------
     thresholds: Path | None = None
     """Thresholds file to gate on, YAML or JSON (the benchmark harness's thresholds.yaml as it
