@@ -58,6 +58,7 @@ _READ_VARS = (
     "IS_MULTINODE",
     "GITHUB_ACTIONS",
     "GITHUB_STEP_SUMMARY",
+    "SGLANG_SIMULATE_ACC_LEN",
 )
 # The engine stack's own variables (scripts/engine-*) are the test environment's, not evalgate's.
 _STACK_VARS = (

@@ -58,6 +58,8 @@ EVAL = (
     "num_concurrent",
     "think_end_marker",
     "think_start_marker",
+    "sglang_simulate_acc_len",
+    "allow_simulated_acceptance",
     "max_failed_requests",
     "max_truncated_rate",
     "early_stop",

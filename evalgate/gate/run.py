@@ -32,6 +32,7 @@ from evalgate.evidence.model import (
 from evalgate.gate import early_stop, preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
+from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.gate.thinking import InlineThinking
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
@@ -149,6 +150,11 @@ class GateRun:
             build_result(run, status="running", reason="in progress", exit_code=ExitCode.EVAL),
         )
         preflight.require(s, "base_url", "model")
+        simulated = check_acceptance(
+            simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
+            allowed=s.allow_simulated_acceptance,
+        )
+        run.warnings += [simulated] if simulated else []
         baseline = self._baseline()
 
         spec = load_task(s.api, s.task)

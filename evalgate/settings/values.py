@@ -254,6 +254,19 @@ class Settings(BaseSettings):
     """The benchmark harness's eval task file. evalgate runs its own copy of the harness's
     gsm8k task: `evalgate hook` warns when this names another file (other tasks are not run)."""
 
+    sglang_simulate_acc_len: str | None = Field(
+        None,
+        validation_alias=_env("sglang_simulate_acc_len", "SGLANG_SIMULATE_ACC_LEN"),
+    )
+    """SGLang's simulated speculative acceptance length, as the job sets it: anything but empty
+    or 0 means the engine fakes which draft tokens it accepts, and the gate refuses (exit 2).
+    Give it when the engine's environment holds it but the gate's does not."""
+
+    allow_simulated_acceptance: bool = False
+    """Gate even when acceptance is simulated (SGLANG_SIMULATE_ACC_LEN, or
+    --spec-decode-acceptance-length in the server arguments): the scores then say nothing about
+    the model; the result's warnings record it."""
+
     think_end_marker: str = "</think>"
     """The end of a reasoning model's thinking written into its answer (no reasoning parser):
     only the text after its last occurrence is scored. Empty: score the whole answer, as the
@@ -452,6 +465,15 @@ class Settings(BaseSettings):
         if isinstance(value, str) and not value.strip():
             return False
         return value
+
+    def server_args(self) -> list[tuple[str, str]]:
+        """The engines' server-argument strings given, each with where it came from."""
+        given = [(args, f"--server-config #{i + 1}") for i, args in enumerate(self.server_config)]
+        if self.prefill_server_config:
+            given.append((self.prefill_server_config, "PREFILL_SERVER_CONFIG"))
+        if self.decode_server_config:
+            given.append((self.decode_server_config, "DECODE_SERVER_CONFIG"))
+        return given
 
     @property
     def served_model(self) -> str | None:
