@@ -150,7 +150,15 @@ class RequestCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):  
         Count,
         Meta(
             description="Answers that ran out of the output budget while still thinking: no "
-            "content, finish_reason length (also counted in truncated)"
+            "content, finish_reason length; or thinking written into the answer that never "
+            "reached its end marker (also counted in truncated)"
+        ),
+    ] = 0
+    inline_thinking: Annotated[
+        Count,
+        Meta(
+            description="Answers that wrote their thinking into the answer (<think>...</think>, "
+            "no reasoning parser): only the text after the end marker was scored"
         ),
     ] = 0
     reasoning_tokens: Annotated[

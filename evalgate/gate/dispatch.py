@@ -48,6 +48,7 @@ from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import RequestCounts, TokenSpread
 from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
+from evalgate.gate.thinking import InlineThinking
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -148,6 +149,7 @@ class Dispatch:
         journal: Journal | None,
         resumed: dict[str, dict[str, Any]] | None = None,
         progress: Progress | None = None,
+        thinking: InlineThinking | None = None,
     ) -> None:
         self._client_factory = client_factory
         self.model = model
@@ -158,6 +160,8 @@ class Dispatch:
         self.journal = journal
         self.resumed = resumed or {}
         self.progress = progress
+        self.thinking = thinking
+        """The markers of thinking written into the answer (None: the whole answer is scored)."""
         self.tally = Tally()
         self.reader: PrefixReader | None = None
         self.dispatched: list[int] = []
@@ -343,12 +347,15 @@ class Dispatch:
                 counts.truncated += 1
         if completion.model is not None and completion.model != self.model:
             tally.other_models[completion.model] += 1
+        sent = completion
+        completion, unended = self._inline(completion)
+        length = completion.finish_reason == "length"
         tally.filtered += int(completion.finish_reason == "content_filter")
-        counts.truncated += int(completion.finish_reason in ("length", "content_filter"))
-        counts.empty += int(not completion.text.strip())
+        counts.truncated += int(length or completion.finish_reason == "content_filter")
+        counts.empty += int(not completion.text.strip() and not (unended and length))
         thinking = completion.source in REASONING_FIELDS
         counts.from_reasoning += int(thinking)
-        counts.cut_while_thinking += int(thinking and completion.finish_reason == "length")
+        counts.cut_while_thinking += int((thinking or unended) and length)
         if completion.reasoning_tokens is not None:
             tally.reasoning_tokens.append(completion.reasoning_tokens)
         tally.answers[request.doc_id] = {
@@ -366,15 +373,27 @@ class Dispatch:
                 {
                     "key": request.key,
                     "doc_id": request.doc_id,
-                    "text": completion.text,
+                    "text": sent.text,  # as sent: a resumed answer is taken apart again
                     "finish_reason": completion.finish_reason,
                     "completion_tokens": completion.completion_tokens,
                     "source": completion.source,
-                    "reasoning": completion.reasoning,
+                    "reasoning": sent.reasoning,
                     "reasoning_tokens": completion.reasoning_tokens,
                 }
             )
         return completion.text
+
+    def _inline(self, completion: Completion) -> tuple[Completion, bool]:
+        """The answer with thinking written into it taken out (thinking.py), kept as its
+        reasoning; and whether that thinking never ended."""
+        if self.thinking is None or completion.source in REASONING_FIELDS:
+            return completion, False
+        answer, thought, ended = self.thinking.split(completion.text)
+        if thought is None:
+            return completion, False
+        self.tally.counts.inline_thinking += 1
+        reasoning = completion.reasoning or thought
+        return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
 
     def _fail(self, request: Request, failure: RequestFailed) -> None:
         tally = self.tally

@@ -32,6 +32,8 @@ from evalgate.evidence.model import (
 from evalgate.gate import early_stop, preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
+from evalgate.gate.speculation import check_acceptance, simulated_sources
+from evalgate.gate.thinking import InlineThinking
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
 from evalgate.tasks.dataset import Dataset, full_size, reference_answer
@@ -148,6 +150,11 @@ class GateRun:
             build_result(run, status="running", reason="in progress", exit_code=ExitCode.EVAL),
         )
         preflight.require(s, "base_url", "model")
+        simulated = check_acceptance(
+            simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
+            allowed=s.allow_simulated_acceptance,
+        )
+        run.warnings += [simulated] if simulated else []
         baseline = self._baseline()
 
         spec = load_task(s.api, s.task)
@@ -281,6 +288,7 @@ class GateRun:
             journal=answers,
             resumed=kept,
             progress=self.progress,
+            thinking=InlineThinking(s.think_start_marker, s.think_end_marker),
         )
         test = early_stop.test(s, spec, threshold)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
@@ -450,10 +458,19 @@ def thinking_warning(counts: RequestCounts, budget: int) -> str:
     """How many answers the budget cut while the model was still thinking, and the budget to
     try instead (they needed more than the whole budget: the next step is twice it)."""
     cut = counts.cut_while_thinking
+    how = "no content, finish_reason length; scored from their reasoning"
+    if counts.inline_thinking:  # thinking written into the answer: cut there, no answer
+        how = (
+            "thinking written into the answer, finish_reason length before its end marker; "
+            "scored as no answer"
+            if not counts.from_reasoning
+            else "finish_reason length before their thinking ended; scored from their "
+            "reasoning field, or as no answer where the thinking was written into the answer"
+        )
     return (
         f"{cut} answer(s) ran out of the {budget}-token budget while still thinking "
-        f"({cut / max(counts.total, 1):.1%} of {counts.total}: no content, finish_reason length; "
-        "scored from their reasoning): holding them takes a budget above "
+        f"({cut / max(counts.total, 1):.1%} of {counts.total}: {how}): holding them takes a "
+        "budget above "
         f"{budget} tokens, e.g. --max-tokens {2 * budget} with a context that fits it, or less "
         "thinking (--reasoning-effort, --chat-template-kwargs)"
     )
