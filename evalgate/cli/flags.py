@@ -57,6 +57,10 @@ CONTEXT = (
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
 EVAL = (
     "num_concurrent",
+    "think_end_marker",
+    "think_start_marker",
+    "sglang_simulate_acc_len",
+    "allow_simulated_acceptance",
     "max_failed_requests",
     "max_truncated_rate",
     "early_stop",
