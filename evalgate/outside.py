@@ -19,8 +19,8 @@ own words need none). Each function first scrubs the configured secrets (evalgat
     mermaid(text)         a quoted label of a mermaid chart in Markdown: plain characters only
     xml(text)             JUnit: the characters XML 1.0 forbids replaced, so the file parses
     html(text)            HTML content or an attribute's value
-    json_text(doc)        evidence: the exact text minus secrets, always writable as UTF-8 (JSON
-                          evidence is data, not neutralised)
+    json_text(doc)        evidence: the exact text minus secrets (JSON evidence is data, not
+                          neutralised); a lone surrogate, which is no text, written as U+FFFD
     capped(text, n), listed(items)  long outside text shortened, saying how long it was
 """
 
@@ -162,12 +162,14 @@ def html(text: object) -> str:
 
 
 def json_text(document: Any, *, indent: int | None = None) -> str:
-    """An evidence document's JSON: the exact text minus secrets. A lone surrogate (JSON allows
-    one, UTF-8 does not) is written as its escape, so the file can always be written."""
+    """An evidence document's JSON: the exact text minus secrets. A lone surrogate (bytes of a
+    variable or a name that are not UTF-8; UTF-8 cannot hold one, nor can evalgate's reader)
+    is written U+FFFD, as a decoder replaces what is not text, so the file is always written
+    and read back."""
     text = json.dumps(
         scrub.document(document),
         indent=indent,
         ensure_ascii=False,
         default=lambda value: scrub.text(str(value)),
     )
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _LONE_SURROGATE.sub("\ufffd", text)

@@ -310,7 +310,7 @@ def test_a_label_that_is_not_utf8_is_recorded_exactly_and_printed_safely(
     tmp_path, capsys, monkeypatch
 ):
     """A job variable holding bytes that are not UTF-8 (Python reads them as lone surrogates):
-    result.json is still written, with the label exact; the terminal shows it escaped."""
+    result.json is still written, those bytes as U+FFFD; no line of output is a command."""
     label = os.fsdecode(b"b200\xff\n::stop-commands::t")
     monkeypatch.setenv("RUNNER_TYPE", label)
     with FakeEngine(EngineBehaviour()) as engine:
@@ -320,12 +320,13 @@ def test_a_label_that_is_not_utf8_is_recorded_exactly_and_printed_safely(
     assert code == 0, err
     assert commands(out + err) == []
     result = json.loads((tmp_path / "run" / "result.json").read_text(encoding="utf-8"))
-    assert result["labels"]["hardware"] == label
+    assert result["labels"]["hardware"] == "b200\ufffd\n::stop-commands::t"
 
 
 def test_verify_reports_a_folder_whose_name_is_not_utf8(tmp_path, capsys):
-    """Every report is written, and parses, when a result's folder name is not UTF-8 and the
-    file holds a lone surrogate."""
+    """Every report is written, and parses, when a result's folder name is not UTF-8 (the JSON
+    writes those bytes as U+FFFD, the terminal escapes them) and the file holds a lone
+    surrogate escape (malformed)."""
     folder = tmp_path / "sweep" / os.fsdecode(b"run-\xff\n::add-mask::x")
     folder.mkdir(parents=True)
     (folder / "result.json").write_text('{"schema": "\\ud800<b>|</b>"}', encoding="utf-8")
@@ -342,7 +343,7 @@ def test_verify_reports_a_folder_whose_name_is_not_utf8(tmp_path, capsys):
     assert "run-\\udcff\\n::add-mask::x" in out
     ht.junit(reports / "junit.xml")
     [entry] = json.loads((reports / "verdict.json").read_text(encoding="utf-8"))["entries"]
-    assert entry["path"] == str(folder / "result.json")
+    assert entry["path"] == str(folder / "result.json").replace("\udcff", "\ufffd")
     assert ht.Page((reports / "page.html").read_text(encoding="utf-8")).tags["script"] == 1
 
 

@@ -126,13 +126,15 @@ def test_html_escapes_markup_and_controls():
 
 
 def test_json_text_is_exact_and_always_writable_as_utf8(tmp_path):
-    document = {"answer": "\ud800 é \x00 <b> ::x"}
+    document = {"answer": "é \x00 <b> ::x \u202e"}
 
-    text = outside.json_text(document)
+    text = outside.json_text({**document, "name": "b200\udcff"})
     (tmp_path / "a.json").write_text(text, encoding="utf-8")
 
-    assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8")) == document
-    assert "é" in text  # not neutralised: evidence is data
+    assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8")) == {
+        **document,  # not neutralised: evidence is data
+        "name": "b200\ufffd",  # a lone surrogate is no text: written as a decoder replaces it
+    }
 
 
 def test_every_neutraliser_scrubs_first():

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -107,7 +106,7 @@ def _checked(kind: str, record: msgspec.Struct) -> Any:
     writes, it can read (a record that breaks the contract is evalgate's bug)."""
     document = to_document(record)
     try:
-        decode(json.dumps(document, ensure_ascii=False), type(record), kind)
+        decode(outside.json_text(document), type(record), kind)  # the text as written
     except ArtifactError as exc:
         raise ArtifactError(
             f"evalgate built a {kind} record that breaks its own schema (please report this): "

@@ -82,6 +82,11 @@ def decode(
         raise ArtifactError(f"{where} {refusal}: {located(exc)}") from exc
     except RecursionError as exc:
         raise _too_deep(where) from exc
+    except UnicodeEncodeError as exc:  # json reads "\ud800" alone; no text can hold it
+        raise ArtifactError(
+            f"{where} holds a lone surrogate escape ({exc.object[exc.start]!r}), which is no "
+            "text: it is malformed."
+        ) from exc
     if kind is Any and _nested_deeper(value, MAX_DEPTH):
         raise _too_deep(where)
     return value
