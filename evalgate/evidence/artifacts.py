@@ -5,9 +5,8 @@ the target: a reader (or a crash) sees the old file or the new one, never half o
 written is checked against its schema first (a document that breaks it is evalgate's bug); what
 is read is checked against its schema, then decoded into the typed model (evidence.model).
 
-The overwrite rule: a folder that already holds a finished result.json is not written into
-unless the user says --overwrite (or --resume, for a run that did not finish). Two runs into
-different folders share nothing.
+The folder itself (one run at a time, the overwrite rule, no write through a link) is
+evidence.folder's.
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ META_NAME = "meta_env.json"
 """The benchmark harness's per-run metadata file (its collector reads it)."""
 
 NOT_A_RESULT = "is not a valid evalgate result (result.schema.json)"
-STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)
-"""Files a run rewrites; left from an earlier run in the same folder they would mislead."""
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -77,7 +74,7 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
+        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -280,49 +277,3 @@ def read_hook(path: Path | str) -> HookSummary:
     if problems:
         raise ArtifactError(f"{path} is not an evalgate hook summary: {'; '.join(problems[:3])}")
     return from_document(document, HookSummary)
-
-
-# -- the output folder ---------------------------------------------------------------------------
-
-
-def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
-    """Create the folder; refuse to bury an earlier run's finished result."""
-    existing = folder / RESULT_NAME
-    if existing.is_dir():  # no --overwrite replaces a folder: it may hold anything
-        raise ArtifactError(
-            f"{existing} is a folder, not a result file. Move it away, or choose another "
-            "--output-dir."
-        )
-    if existing.exists() and not existing.is_file():  # a FIFO would block the read forever
-        raise ArtifactError(
-            f"{existing} is not a regular file (a FIFO, a device or a socket). Move it away, "
-            "or choose another --output-dir."
-        )
-    if existing.exists() and not overwrite:
-        status = "unreadable"
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            status = str(json.loads(existing.read_text(encoding="utf-8")).get("status"))
-        if not (resume and status in ("aborted", "error", "running")):
-            raise ArtifactError(
-                f"{existing} already holds a result (status {status}). Choose another "
-                "--output-dir, pass --overwrite to replace it"
-                + (", or --resume to continue an interrupted run." if status != "pass" else ".")
-            )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ArtifactError(
-            f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
-            "--output-dir."
-        ) from exc
-    if not os.access(folder, os.W_OK | os.X_OK):  # read-only mounts too, even for root
-        raise ArtifactError(
-            f"The output folder {folder} is not writable (read-only file system or no "
-            "permission): choose a writable --output-dir."
-        )
-
-
-def clear_stale(folder: Path) -> None:
-    """Remove an earlier run's per-run files (the journal stays: --resume reads it)."""
-    for name in STALE:
-        (folder / name).unlink(missing_ok=True)

@@ -14,8 +14,11 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 from typing import IO, Any
+
+from evalgate.evidence.folder import open_in_place
 
 log = logging.getLogger(__name__)
 JOURNAL_NAME = "journal.jsonl"
@@ -51,13 +54,15 @@ def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, dict[str,
 
 
 class Journal:
-    """Append-only writer; each record is flushed before the next request is counted done."""
+    """Append-only writer; each record is flushed before the next request is counted done.
+    Opened never through a link (evidence.folder.open_in_place)."""
 
     def __init__(
         self, path: Path, fingerprint: dict[str, Any], kept: dict[str, dict[str, Any]]
     ) -> None:
         self.path = path
-        self._handle: IO[str] = path.open("w", encoding="utf-8")
+        fd = open_in_place(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self._handle: IO[str] = os.fdopen(fd, "w", encoding="utf-8")
         try:
             self._write({"fingerprint": fingerprint})
         except OSError:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ExitCode, UsageError
-from evalgate.evidence import artifacts, harness_layout
+from evalgate.evidence import artifacts, folder, harness_layout
 from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.run import Checked, RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
@@ -110,7 +110,22 @@ def run_hook(
     progress: Progress | None = None,
 ) -> HookOutcome:
     """Gate at each concurrency; stage everything under settings.output_dir (with
-    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/)."""
+    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/), held
+    for the whole hook, as each run holds its own folder."""
+    with folder.hold(settings.output_dir) as lock:
+        if lock.warning is not None:
+            log.warning("%s", lock.warning)
+        return _run_all(settings, concurrencies, resume=resume, environ=environ, progress=progress)
+
+
+def _run_all(
+    settings: Settings,
+    concurrencies: Sequence[int],
+    *,
+    resume: bool,
+    environ: Mapping[str, str] | None,
+    progress: Progress | None,
+) -> HookOutcome:
     env = job_environment(environ)
     harness = HarnessStage(settings, env, concurrencies) if settings.layout == "harness" else None
     stage = settings.output_dir / harness_layout.EVALGATE_DIR if harness else settings.output_dir

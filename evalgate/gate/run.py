@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
-from evalgate.evidence import artifacts, journal
+from evalgate.evidence import artifacts, folder, journal
 from evalgate.evidence.model import (
     ContextRecord,
     DatasetRecord,
@@ -128,6 +128,8 @@ class GateRun:
         self.resume = resume
         self.log = RunLog(settings, topology=topology)
         self.out = settings.output_dir
+        self.lock: folder.FolderLock | None = None
+        """Held from before the folder's first check to after its last write."""
         self.prepared = False
         self.comparison: str | None = None
 
@@ -138,11 +140,13 @@ class GateRun:
             from evalgate.compare.baseline import refuse_overlap
 
             refuse_overlap(s.baseline, self.out)
-        artifacts.prepare_output_dir(self.out, overwrite=s.overwrite, resume=self.resume)
+        self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.resume)
+        if self.lock.warning is not None:
+            run.warnings.append(self.lock.warning)
         self.prepared = True
         # From here on the folder holds this run: an earlier run's files must not outlive it,
         # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
-        artifacts.clear_stale(self.out)
+        folder.clear_stale(self.out)
         artifacts.write_result(
             self.out,
             build_result(run, status="running", reason="in progress", exit_code=ExitCode.EVAL),
@@ -484,6 +488,15 @@ def run_gate(
     `prior` skips readiness, context and probe, reusing what an earlier run against the same
     live engine established; `topology` is recorded among the result's labels."""
     gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
+    try:
+        return _record(gate, *_attempt(gate))
+    finally:  # after the last write: the next run may have the folder
+        if gate.lock is not None:
+            gate.lock.release()
+
+
+def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
+    """The run's stages, and what stopped them (with the answers received so far saved)."""
     error: EvalgateError | None = None
     status: Status
     try:
@@ -496,7 +509,7 @@ def run_gate(
         error = AbortedError("interrupted by a signal")
         status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
     except OSError as exc:  # the disk refused a write: full, read-only, a folder in the way
-        error = artifacts.cannot_write(settings.output_dir, exc)
+        error = artifacts.cannot_write(gate.out, exc)
         status, reason, code = "error", error.message, int(ExitCode.EVAL)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
@@ -512,17 +525,25 @@ def run_gate(
             log.warning("could not write the samples received so far: %s", exc.strerror)
         except Exception as exc:  # a signal may have broken an import: the error still stands
             log.warning("could not write the samples received so far: %r", exc)
+    return status, reason, code, error
+
+
+def _record(
+    gate: GateRun, status: Status, reason: str, code: int, error: EvalgateError | None
+) -> RunOutcome:
+    """Write result.json (never into a folder this run did not prepare) and say how it went."""
+    out = gate.out
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
     if gate.prepared:  # never write into a folder whose earlier result we refused to bury
         try:
-            path = artifacts.write_result(settings.output_dir, result)
+            path = artifacts.write_result(out, result)
         except (EvalgateError, OSError) as exc:
-            log.debug("could not write the result to %s", settings.output_dir, exc_info=True)
+            log.debug("could not write the result to %s", out, exc_info=True)
             # The result on disk, if any, is the "running" one written first (exit code 4):
             # the exit code must tell the same story, and a verdict without evidence is none.
             if code != ExitCode.EVAL or error is None:
-                target = settings.output_dir / artifacts.RESULT_NAME
+                target = out / artifacts.RESULT_NAME
                 detail = (
                     artifacts.cannot_write(target, exc).message
                     if isinstance(exc, OSError)
@@ -531,7 +552,7 @@ def run_gate(
                 error = EvalFailedError(f"the {status} verdict could not be recorded: {detail}")
                 status, reason, code = "error", error.message, int(ExitCode.EVAL)
             path = _record_in_little_room(gate, status=status, reason=reason, error=error)
-    checked = gate.checked or prior
+    checked = gate.checked or gate.prior
     return RunOutcome(code, status, reason, path, result, error, checked, gate.comparison)
 
 
