@@ -11,11 +11,11 @@ against its schema before it decodes it.
     ├── EndpointRecord           where the engine was, and what it said it is
     ├── ContextRecord            EVAL_MAX_MODEL_LEN, the budget, every source (Limit)
     ├── ProbeRecord              the pre-flight request's outcome
-    ├── EvalRecord               the protocol (task, API, budget, data set) and RequestCounts,
+    ├── EvalRecord               a Protocol (task, API, budget, data set) and RequestCounts,
     │   └── EarlyStopRecord      --early-stop: the sequential test, where it stopped
     ├── Score, Check             lm-eval's scores, each gated one against its threshold
     └── VerdictRecord            the gate rule's decision and its parameters
-    Sample                       one line of samples.jsonl: a question, its answer, per filter
+    Sample                       one line of samples.jsonl: a question, its Reply, per filter
     HookSummary                  hook.json: every concurrency of an `evalgate hook` call
 """
 
@@ -176,11 +176,12 @@ class EarlyStopRecord(_Record, kw_only=True, frozen=True):
     filters: list[FilterEvidence]
 
 
-class EvalRecord(_Record, kw_only=True, frozen=True):
-    """The eval's protocol (what decides which questions are asked, and how) and its requests.
+class Protocol(_Record, kw_only=True, frozen=True):
+    """What decides which questions are asked and how: two runs compare only under one
+    protocol, and a journal's answers are reused (--resume) only under the same one.
 
     The fields that may be absent from a result.json (the schema requires only task, api,
-    num_fewshot, max_tokens, dataset and requests) read as None; evalgate always writes them.
+    num_fewshot, max_tokens and dataset) read as None; evalgate always writes them.
     """
 
     task: str
@@ -189,15 +190,20 @@ class EvalRecord(_Record, kw_only=True, frozen=True):
     api: Api
     num_fewshot: int
     fewshot_seed: int | None = None
-    limit: int | None = None
-    num_concurrent: int | None = None
     max_tokens: int
     temperature: float | None = None
+    limit: int | None = None
+    dataset: DatasetRecord
+
+
+class EvalRecord(Protocol, kw_only=True, frozen=True):
+    """The eval: its protocol, how it was sent, and what happened to its requests."""
+
+    num_concurrent: int | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_effort: str | None = None
     questions: int | None = None
     lm_eval_version: str | None = None
-    dataset: DatasetRecord
     requests: RequestCounts
     early_stop: EarlyStopRecord | None = None
 
@@ -282,13 +288,13 @@ class Answer(_Record, kw_only=True, frozen=True):
     correct: bool
 
 
-class Sample(_Record, kw_only=True, frozen=True):
-    """One line of samples.jsonl: a question, the answer the engine gave, and how it scored."""
+class Reply(_Record, kw_only=True, frozen=True):
+    """The engine's answer to one question, as the eval received it (or why there is none):
+    recorded by the dispatch, kept in journal.jsonl for --resume, written in samples.jsonl."""
 
     doc_id: int
-    question: str
-    target: str
     prompt_sha256: str
+    """The sha256 of the request body: the journal's key."""
     response: str | None
     finish_reason: str | None
     completion_tokens: int | None = None
@@ -299,6 +305,13 @@ class Sample(_Record, kw_only=True, frozen=True):
     """A reasoning model's thinking, as its engine sent it."""
     reasoning_tokens: int | None = None
     error: str | None = None
+
+
+class Sample(Reply, kw_only=True, frozen=True):
+    """One line of samples.jsonl: a question, the engine's reply, and how it scored."""
+
+    question: str
+    target: str
     filters: dict[str, Answer] = {}
     cluster: int | None = None
     """For a task that asks each question more than once (GPQA-diamond: twice): the doc_id of
@@ -307,6 +320,27 @@ class Sample(_Record, kw_only=True, frozen=True):
     repeat: int | None = None
     """Which asking of its question this is (the doc's repeat_id: 0, 1, ...); None when
     questions are not repeated."""
+
+    @classmethod
+    def of(
+        cls,
+        reply: Reply,
+        *,
+        question: str,
+        target: str,
+        filters: dict[str, Answer] | None = None,
+        cluster: int | None = None,
+        repeat: int | None = None,
+    ) -> Sample:
+        """The reply to a question, with the question, its target and how it scored."""
+        return cls(
+            **msgspec.structs.asdict(reply),
+            question=question,
+            target=target,
+            filters=filters or {},
+            cluster=cluster,
+            repeat=repeat,
+        )
 
 
 class HookRun(_Record, kw_only=True, frozen=True):

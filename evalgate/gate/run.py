@@ -23,6 +23,7 @@ from evalgate.evidence.model import (
     EndpointRecord,
     EvalRecord,
     ProbeRecord,
+    Protocol,
     RequestCounts,
     Result,
     Sample,
@@ -73,38 +74,20 @@ class RunOutcome:
     """With --baseline: the comparison report, as text."""
 
 
-def _fingerprint(
-    settings: Settings, run: RunLog, spec: TaskSpec, dataset: Dataset, questions: int
-) -> dict[str, Any]:
-    """What must match for a journal's answers to be reused (--resume)."""
-    engine = run.endpoint.engine if run.endpoint else None
-    context = run.context
-    return {
-        "model": settings.model,
-        "engine_version": engine.version if engine else None,
-        "served": [{"value": s.value, "source": s.source} for s in context.served]
-        if context
-        else None,
-        "api": settings.api,
-        "task_sha256": spec.sha256,
-        "dataset_sha256": dataset.sha256,
-        "max_tokens": context.max_tokens if context else None,
-        "questions": questions,
-    }
-
-
-def _planned(settings: Settings, spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
-    """The protocol fields of result.json's eval section known before the first request."""
-    return {
-        "task": spec.name,
-        "task_sha256": spec.sha256,
-        "api": settings.api,
-        "num_fewshot": spec.num_fewshot,
-        "fewshot_seed": FEWSHOT_SEED,
-        "temperature": 0.0,
-        "limit": settings.limit,
-        "dataset_sha256": dataset.sha256,
-    }
+def protocol(settings: Settings, spec: TaskSpec, dataset: Dataset, max_tokens: int) -> Protocol:
+    """The run's protocol: the resume fingerprint, the comparison check and the record."""
+    return Protocol(
+        task=spec.name,
+        task_version=spec.version,
+        task_sha256=spec.sha256,
+        api=settings.api,
+        num_fewshot=spec.num_fewshot,
+        fewshot_seed=FEWSHOT_SEED,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        limit=settings.limit,
+        dataset=DatasetRecord(**dataset.describe()),
+    )
 
 
 class GateRun:
@@ -166,7 +149,9 @@ class GateRun:
         if baseline is not None and s.baseline is not None:  # found before the eval, not after
             from evalgate.compare.baseline import check_baseline
 
-            check_baseline(baseline, s.baseline, _planned(s, spec, dataset))
+            # The budget is known after the probe: it is compared with the rest after the eval.
+            planned = protocol(s, spec, dataset, max_tokens=baseline.eval.max_tokens)
+            check_baseline(baseline, s.baseline, planned)
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
         run.enter("eval")
@@ -254,7 +239,15 @@ class GateRun:
         s = self.settings
         run = self.log
         questions = len(prompts)
-        fingerprint = _fingerprint(s, run, spec, dataset, questions)
+        agreed = protocol(s, spec, dataset, max_tokens)
+        engine = run.endpoint.engine if run.endpoint else None
+        fingerprint = journal.fingerprint(
+            agreed,
+            model=s.model,
+            engine_version=engine.version if engine else None,
+            served=run.context.served if run.context else None,
+            questions=questions,
+        )
         journal_path = self.out / artifacts.JOURNAL_NAME
         kept = journal.read_journal(journal_path, fingerprint) if self.resume else {}
         if kept:
@@ -302,30 +295,20 @@ class GateRun:
             sent.start(
                 [Request.of(p.doc_id, body) for p, body in zip(prompts, bodies, strict=True)]
             )
-        protocol = EvalRecord(
-            task=spec.name,
-            task_version=spec.version,
-            task_sha256=spec.sha256,
-            api=s.api,
-            num_fewshot=spec.num_fewshot,
-            fewshot_seed=FEWSHOT_SEED,
-            limit=s.limit,
+        recorded = run.eval = EvalRecord(
+            **msgspec.structs.asdict(agreed),
             num_concurrent=s.num_concurrent,
-            max_tokens=max_tokens,
-            temperature=0.0,
             chat_template_kwargs=s.chat_template_kwargs,
             reasoning_effort=s.reasoning_effort,
             questions=questions,
-            dataset=DatasetRecord(**dataset.describe()),
             requests=RequestCounts(),
         )
-        run.eval = protocol
         try:
             from evalgate.gate.evaluate import lm_eval_version, run_eval
             from evalgate.gate.lm import GateLM
 
-            protocol = run.eval = msgspec.structs.replace(
-                protocol, lm_eval_version=lm_eval_version()
+            recorded = run.eval = msgspec.structs.replace(
+                recorded, lm_eval_version=lm_eval_version()
             )
             lm = GateLM(
                 dispatch=sent,
@@ -337,7 +320,7 @@ class GateRun:
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
-            run.eval = _with_counts(protocol, sent.tally.counts())
+            run.eval = _with_counts(recorded, sent.tally.counts())
             run.warnings += sent.warnings
         stopped = False
         if test is not None:
@@ -436,13 +419,12 @@ class GateRun:
             return test[doc_id] if doc_id < len(test) else {"question": "", "answer": ""}
 
         records = [
-            Sample(
-                doc_id=doc_id,
+            Sample.of(
+                reply,
                 question=doc(doc_id)["question"],
                 target=reference_answer(doc(doc_id)["answer"]),
-                **answer,
             )  # no filters: the eval did not finish, so nothing was scored
-            for doc_id, answer in sorted(self.dispatch.tally.answers.items())
+            for doc_id, reply in sorted(self.dispatch.tally.answers.items())
         ]
         artifacts.write_samples(self.out, records)
         self.log.files.setdefault("samples", artifacts.SAMPLES_NAME)
