@@ -47,6 +47,13 @@ def _link(path: Path) -> ArtifactError:
     )
 
 
+def _not_a_file(path: Path) -> ArtifactError:
+    return ArtifactError(
+        f"{path} is not a regular file (a FIFO, a device or a socket). Move it away, or choose "
+        "another --output-dir."
+    )
+
+
 def open_in_place(path: Path, flags: int) -> int:
     """A descriptor for a file written in place: never through a symbolic link, and only a
     regular file (O_NONBLOCK: a FIFO must not block the open)."""
@@ -55,16 +62,12 @@ def open_in_place(path: Path, flags: int) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP and path.is_symlink():
             raise _link(path) from exc
-        if exc.errno != errno.ENXIO:  # ENXIO: a FIFO nobody reads
-            raise
-        fd = -1
-    if fd < 0 or not stat.S_ISREG(os.fstat(fd).st_mode):
-        if fd >= 0:
-            os.close(fd)
-        raise ArtifactError(
-            f"{path} is not a regular file (a FIFO, a device or a socket). Move it away, or "
-            "choose another --output-dir."
-        )
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise _not_a_file(path) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_a_file(path)
     os.set_blocking(fd, True)
     return fd
 
@@ -103,6 +106,7 @@ class FolderLock:
             )
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.fsync(fd)  # on NFS, to the server: a run refused on another node reads it there
 
     def release(self) -> None:
         if self._fd is not None:
@@ -166,10 +170,7 @@ def _refuse(folder: Path, *, overwrite: bool, resume: bool) -> None:
             "--output-dir."
         )
     if existing.exists() and not existing.is_file():  # a FIFO would block the read forever
-        raise ArtifactError(
-            f"{existing} is not a regular file (a FIFO, a device or a socket). Move it away, "
-            "or choose another --output-dir."
-        )
+        raise _not_a_file(existing)
     if existing.exists() and not overwrite:
         status = "unreadable"
         with contextlib.suppress(OSError, ValueError, AttributeError):
