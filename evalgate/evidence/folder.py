@@ -5,12 +5,13 @@ first check to after its last write: an exclusive ``flock`` on that file, which 
 when the process ends, however it ends, so a lock file left by a killed run never blocks the
 next. The file holds the holder's process id, which a refused run names. On NFS, Linux emulates
 ``flock`` with a POSIX lock on the server; a file system with no locks at all (NFS without its
-lock service, Lustre mounted without ``-o flock``) is said in a warning, and the run goes on
-unlocked.
+lock service, Lustre mounted ``noflock``) is said in a warning, and the run goes on unlocked
+(RELIABILITY.md, the output folder, says where the lock holds).
 
 Files evalgate writes whole are renamed into place (artifacts.write_atomic), which replaces a
 link instead of following it. The two it writes in place, the journal (appended to) and the lock,
-are opened with ``O_NOFOLLOW``: a symbolic link there is refused, never written through.
+are opened with ``O_NOFOLLOW``: a symbolic link there is refused, never written through; so is
+one where a hook puts its run folders (``conc-<N>``, ``evalgate/``).
 """
 
 from __future__ import annotations
@@ -42,9 +43,16 @@ _NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})
 
 def _link(path: Path) -> ArtifactError:
     return ArtifactError(
-        f"{path} is a symbolic link: evalgate would write into the file it points to. Remove "
-        "it, or choose another --output-dir."
+        f"{path} is a symbolic link: evalgate would write into what it points to. Remove it, "
+        "or choose another --output-dir."
     )
+
+
+def refuse_link(path: Path) -> None:
+    """A file or folder evalgate names inside a folder it holds must not be a symbolic link:
+    its writes would land wherever the link points (found before anything is sent)."""
+    if path.is_symlink():
+        raise _link(path)
 
 
 def _not_a_file(path: Path) -> ArtifactError:
@@ -161,8 +169,7 @@ def prepare(folder: Path, *, overwrite: bool, resume: bool) -> FolderLock:
 
 
 def _refuse(folder: Path, *, overwrite: bool, resume: bool) -> None:
-    if (folder / JOURNAL_NAME).is_symlink():  # found now, not when the eval opens it
-        raise _link(folder / JOURNAL_NAME)
+    refuse_link(folder / JOURNAL_NAME)  # found now, not when the eval opens it
     existing = folder / RESULT_NAME
     if existing.is_dir():  # no --overwrite replaces a folder: it may hold anything
         raise ArtifactError(

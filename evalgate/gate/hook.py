@@ -127,21 +127,25 @@ def _run_all(
     progress: Progress | None,
 ) -> HookOutcome:
     env = job_environment(environ)
-    harness = HarnessStage(settings, env, concurrencies) if settings.layout == "harness" else None
-    stage = settings.output_dir / harness_layout.EVALGATE_DIR if harness else settings.output_dir
+    in_harness = settings.layout == "harness"
+    stage = settings.output_dir / harness_layout.EVALGATE_DIR if in_harness else settings.output_dir
+    named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
+    for path in named:  # the folders evalgate names; --output-dir itself may be a link
+        folder.refuse_link(path)
+    harness = HarnessStage(settings, env, concurrencies) if in_harness else None
     topology = harness.topology if harness else topology_from_env(env)
     runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
     prior: Checked | None = None
     stopped: str | None = None
     for concurrency in concurrencies:
-        folder = stage / f"conc-{concurrency}"
-        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": folder}
+        run_dir = stage / f"conc-{concurrency}"
+        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
         if harness is not None and settings.min_samples is None:
             update["min_samples"] = 0  # the harness's validator decides on the point estimate
         run_settings = settings.model_copy(update=update)
         if harness is None:
             artifacts.write_json(
-                folder / artifacts.META_NAME, meta_env(run_settings, concurrency, topology)
+                run_dir / artifacts.META_NAME, meta_env(run_settings, concurrency, topology)
             )
         outcome = run_gate(
             run_settings, progress=progress, resume=resume, prior=prior, topology=topology

@@ -8,6 +8,7 @@ RELIABILITY.md lists each case with its test.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -86,10 +87,22 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     }
 
 
-def stop(child: subprocess.Popen[str]) -> int:
-    """SIGTERM, as a scheduler stops a job: the run records itself as aborted."""
-    child.send_signal(signal.SIGTERM)
-    return finish(child, 60)[0]
+@contextlib.contextmanager
+def mid_eval(engine: FakeEngine, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """`evalgate ARGS` held mid-eval (two answers in, every further request hanging), so its
+    folder is locked; stopped at the end, if still running, by SIGTERM as a scheduler stops a
+    job (it then records itself as aborted, exit 6). The engine answers again afterwards."""
+    engine.inject(hang_after_two())
+    child = evalgate(*args)
+    try:
+        assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
+        yield child
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+        finish(child, 60)
+        engine.behaviour.faults.clear()
+        engine.release()
 
 
 # -- one run per folder --------------------------------------------------------------------------
@@ -100,43 +113,31 @@ def test_a_second_run_into_a_folder_in_use_exits_2_naming_the_folder_and_its_hol
 ):
     """Whatever it is told (--overwrite, --resume), a second process refuses a folder a live run
     holds: before it asks the engine anything, and without touching the first run's files."""
-    engine.inject(hang_after_two())
     out = tmp_path / "run"
-    with deadline(240, engine):
-        first = evalgate(*run_args(engine, out))
-        try:
-            assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
-            files, asked = snapshot(out), len(engine.log)
-            for extra in ([], ["--overwrite"], ["--resume"]):
-                code, err = finish(evalgate(*run_args(engine, out, *extra)))
+    with deadline(240, engine), mid_eval(engine, *run_args(engine, out)) as first:
+        files, asked = snapshot(out), len(engine.log)
+        for extra in ([], ["--overwrite"], ["--resume"]):
+            code, err = finish(evalgate(*run_args(engine, out, *extra)))
 
-                assert code == 2, err
-                assert f"{out} is in use by another evalgate run (process {first.pid})" in err
-                assert "choose another --output-dir" in err
-                assert len(engine.log) == asked  # not one request from the second run
-                assert snapshot(out) == files
-            assert (out / LOCK).read_text().strip() == str(first.pid)
-        finally:
-            stopped = stop(first)
+            assert code == 2, err
+            assert f"{out} is in use by another evalgate run (process {first.pid})" in err
+            assert "choose another --output-dir" in err
+            assert len(engine.log) == asked  # not one request from the second run
+            assert snapshot(out) == files
+        assert (out / LOCK).read_text().strip() == str(first.pid)
 
-    assert stopped == 6  # the first run went on undisturbed to its own end
+    assert first.returncode == 6  # the first run went on undisturbed to its own end
     assert json.loads((out / "result.json").read_text())["status"] == "aborted"
 
 
 def test_a_lock_left_by_a_killed_run_does_not_block_the_next(engine, tmp_path):
-    engine.inject(hang_after_two())
     out = tmp_path / "run"
     with deadline(240, engine):
-        first = evalgate(*run_args(engine, out))
-        try:
-            assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
-        finally:
+        with mid_eval(engine, *run_args(engine, out)) as first:
             first.kill()  # SIGKILL: nothing of the run's own ends its lock
             first.wait(30)
         assert (out / LOCK).is_file()
         assert (out / LOCK).read_text().strip() == str(first.pid)
-        engine.behaviour.faults.clear()
-        engine.release()
 
         code, err = finish(evalgate(*run_args(engine, out, "--resume")), 120)
 
@@ -153,28 +154,22 @@ def hook_args(engine: FakeEngine, stage: Path) -> list[str]:
 def test_a_hook_holds_its_staging_folder_and_each_run_folder(engine, tmp_path):
     """A second hook into the same staging folder, and a run into the folder of the concurrency
     the hook is running, are refused; the hook's files stay as they were."""
-    engine.inject(hang_after_two())
     stage = tmp_path / "stage"
-    with deadline(240, engine):
-        first = evalgate(*hook_args(engine, stage))
-        try:
-            assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
-            files, asked = snapshot(stage), len(engine.log)
+    with deadline(240, engine), mid_eval(engine, *hook_args(engine, stage)) as first:
+        files, asked = snapshot(stage), len(engine.log)
 
-            code, err = finish(evalgate(*hook_args(engine, stage)))
-            assert code == 2, err
-            assert f"{stage} is in use by another evalgate run (process {first.pid})" in err
+        code, err = finish(evalgate(*hook_args(engine, stage)))
+        assert code == 2, err
+        assert f"{stage} is in use by another evalgate run (process {first.pid})" in err
 
-            code, err = finish(evalgate(*run_args(engine, stage / "conc-2", "--overwrite")))
-            assert code == 2, err
-            in_use = f"{stage / 'conc-2'} is in use by another evalgate run (process {first.pid})"
-            assert in_use in err
-            assert len(engine.log) == asked
-            assert snapshot(stage) == files
-        finally:
-            stopped = stop(first)
+        code, err = finish(evalgate(*run_args(engine, stage / "conc-2", "--overwrite")))
+        assert code == 2, err
+        in_use = f"{stage / 'conc-2'} is in use by another evalgate run (process {first.pid})"
+        assert in_use in err
+        assert len(engine.log) == asked
+        assert snapshot(stage) == files
 
-    assert stopped == 6
+    assert first.returncode == 6
     assert json.loads((stage / "hook.json").read_text())["runs"][0]["status"] == "aborted"
 
 
@@ -234,6 +229,29 @@ def test_a_file_evalgate_writes_in_place_as_a_link_is_refused(engine, tmp_path, 
     assert f"{out / name} is a symbolic link" in done.err
     assert "Remove it" in done.err
     assert (victim.read_text() == "precious\n") if not dangling else not victim.exists()
+    assert engine.log == []
+
+
+@pytest.mark.parametrize(
+    ("layout", "link"),
+    [("evalgate", "conc-2"), ("harness", "evalgate")],
+    ids=["conc-2", "evalgate"],
+)
+def test_a_hook_run_folder_that_is_a_link_is_refused(engine, tmp_path, layout, link):
+    """The folders a hook names inside its staging folder: a link there would take a whole
+    run's evidence wherever it points."""
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (stage / link).symlink_to(elsewhere, target_is_directory=True)
+
+    with deadline(120, engine):
+        code, err = finish(evalgate(*hook_args(engine, stage), "--layout", layout), 110)
+
+    assert code == 2, err
+    assert f"{stage / link} is a symbolic link: evalgate would write into what it points to" in err
+    assert list(elsewhere.iterdir()) == []
     assert engine.log == []
 
 

@@ -10,13 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import deadline, load_samples
-from tests.evidence.test_folder import (
-    evalgate,
-    finish,
-    hang_after_two,
-    run_args,
-    stop,
-)
+from tests.evidence.test_folder import evalgate, finish, mid_eval, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
@@ -36,14 +30,8 @@ def engine() -> Iterator[FakeEngine]:
 
 def interrupted(engine: FakeEngine, out: Path) -> list[dict[str, object]]:
     """A run stopped by SIGTERM after two answers: its journal's lines, header first."""
-    engine.inject(hang_after_two())
-    first = evalgate(*run_args(engine, out))
-    try:
-        assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
-    finally:
-        assert stop(first) == 6
-    engine.behaviour.faults.clear()
-    engine.release()
+    with mid_eval(engine, *run_args(engine, out)):
+        pass
     return [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
 
 
