@@ -346,7 +346,7 @@ def test_a_journal_is_read_as_answers_or_ignored_never_a_crash(lines):
         path.unlink()
 
     assert other == {}  # another engine's or protocol's answers are never reused
-    assert all(isinstance(k, str) and v["key"] == k for k, v in kept.items())
+    assert all(isinstance(k, str) and v.prompt_sha256 == k for k, v in kept.items())
 
 
 configs = st.fixed_dictionaries(

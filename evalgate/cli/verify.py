@@ -100,13 +100,10 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
 
 def _is_input(path: str, roots: list[str]) -> bool:
     """Would verify read this file? Then writing a report over it destroys the evidence."""
-    import re
+    from evalgate.evidence.harness_layout import is_results_file
 
     name = os.path.basename(path)
-    if not (
-        name in ("result.json", "meta_env.json", "hook.json")
-        or re.fullmatch(r"results.*\.json", name)
-    ):
+    if not (name in ("result.json", "meta_env.json", "hook.json") or is_results_file(name)):
         return False
     target = os.path.realpath(path)
     for root in roots:

@@ -6,14 +6,12 @@ written is first read back as the reader reads it (a document that breaks the co
 evalgate's bug); what is read is decoded strictly into the contract, evidence/model.py, by the
 one reader, evidence/read.py.
 
-The overwrite rule: a folder that already holds a finished result.json is not written into
-unless the user says --overwrite (or --resume, for a run that did not finish). Two runs into
-different folders share nothing.
+The folder itself (one run at a time, the overwrite rule, no write through a link) is
+evidence.folder's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import tempfile
@@ -39,8 +37,6 @@ META_NAME = "meta_env.json"
 
 NOT_A_RESULT = "is not a valid evalgate result (result.schema.json)"
 NOT_A_SAMPLE = "is not a valid evalgate sample"
-STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)
-"""Files a run rewrites; left from an earlier run in the same folder they would mislead."""
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -77,7 +73,7 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
+        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -183,49 +179,3 @@ def read_samples(path: Path) -> list[Sample]:
 def read_hook(path: Path | str) -> HookSummary:
     """hook.json, decoded."""
     return read(path, HookSummary, "is not an evalgate hook summary")
-
-
-# -- the output folder ---------------------------------------------------------------------------
-
-
-def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
-    """Create the folder; refuse to bury an earlier run's finished result."""
-    existing = folder / RESULT_NAME
-    if existing.is_dir():  # no --overwrite replaces a folder: it may hold anything
-        raise ArtifactError(
-            f"{existing} is a folder, not a result file. Move it away, or choose another "
-            "--output-dir."
-        )
-    if existing.exists() and not existing.is_file():  # a FIFO would block the read forever
-        raise ArtifactError(
-            f"{existing} is not a regular file (a FIFO, a device or a socket). Move it away, "
-            "or choose another --output-dir."
-        )
-    if existing.exists() and not overwrite:
-        status = "unreadable"
-        with contextlib.suppress(ArtifactError, AttributeError):
-            status = str(read(existing).get("status"))
-        if not (resume and status in ("aborted", "error", "running")):
-            raise ArtifactError(
-                f"{existing} already holds a result (status {status}). Choose another "
-                "--output-dir, pass --overwrite to replace it"
-                + (", or --resume to continue an interrupted run." if status != "pass" else ".")
-            )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ArtifactError(
-            f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
-            "--output-dir."
-        ) from exc
-    if not os.access(folder, os.W_OK | os.X_OK):  # read-only mounts too, even for root
-        raise ArtifactError(
-            f"The output folder {folder} is not writable (read-only file system or no "
-            "permission): choose a writable --output-dir."
-        )
-
-
-def clear_stale(folder: Path) -> None:
-    """Remove an earlier run's per-run files (the journal stays: --resume reads it)."""
-    for name in STALE:
-        (folder / name).unlink(missing_ok=True)

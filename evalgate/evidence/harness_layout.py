@@ -42,6 +42,14 @@ TASK = "gsm8k"
 EVALGATE_DIR = "evalgate"
 """Where evalgate's own folders go in a harness-layout staging folder (verify knows it too)."""
 META_NAME = artifacts.META_NAME
+
+
+def is_results_file(name: str) -> bool:
+    """Is `name` one of lm-eval's results files as the harness names them, results*.json (its
+    workflow uploads that glob; verify reads them)?"""
+    return name.startswith("results") and name.endswith(".json")
+
+
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 """RESULT_FILENAME as the harness reads precision and framework from it."""
 _BEFORE_CONC = ("tp", "pp", "dcp_size", "pcp_size")

@@ -11,11 +11,11 @@ them together into one ``Result``; ``evidence.artifacts`` writes and reads the f
     ├── EndpointRecord           where the engine was, and what it said it is
     ├── ContextRecord            EVAL_MAX_MODEL_LEN, the budget, every source (lengths.Limit)
     ├── ProbeRecord              the pre-flight request's outcome
-    ├── EvalRecord               the protocol (task, API, budget, data set) and RequestCounts,
+    ├── EvalRecord               a Protocol (task, API, budget, data set) and RequestCounts,
     │   └── EarlyStopRecord      --early-stop: the sequential test, where it stopped
     ├── Score, Check             lm-eval's scores, and the gate rule's judgment of each
     └── VerdictRecord            the gate rule's decision and its parameters
-    Sample                       one line of samples.jsonl: a question, its answer, per filter
+    Sample                       one line of samples.jsonl: a question, its Reply, per filter
     HookSummary                  hook.json: every concurrency of an `evalgate hook` call
 
 A field with no default is required in the file; ``X | None`` may be null; ``X | UnsetType``
@@ -208,8 +208,9 @@ class EarlyStopRecord(_Record, kw_only=True, frozen=True):
     filters: list[FilterEvidence]
 
 
-class EvalRecord(_Record, kw_only=True, frozen=True):
-    """The eval's protocol (what decides which questions are asked, and how) and its requests."""
+class Protocol(_Record, kw_only=True, frozen=True):
+    """What decides which questions are asked and how: two runs compare only under one
+    protocol, and a journal's answers are reused (--resume) only under the same one."""
 
     task: str
     task_version: str | UnsetType = UNSET
@@ -217,15 +218,20 @@ class EvalRecord(_Record, kw_only=True, frozen=True):
     api: Api
     num_fewshot: int
     fewshot_seed: int | UnsetType = UNSET
-    limit: int | None = None
-    num_concurrent: Positive | UnsetType = UNSET
     max_tokens: Positive
     temperature: float | UnsetType = UNSET
+    limit: int | None = None
+    dataset: DatasetRecord
+
+
+class EvalRecord(Protocol, kw_only=True, frozen=True):
+    """The eval: its protocol, how it was sent, and what happened to its requests."""
+
+    num_concurrent: Positive | UnsetType = UNSET
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_effort: str | None = None
     questions: Count | UnsetType = UNSET
     lm_eval_version: str | None = None
-    dataset: DatasetRecord
     requests: RequestCounts
     early_stop: EarlyStopRecord | None = None
 
@@ -319,13 +325,13 @@ class Answer(_Record, kw_only=True, frozen=True):
     correct: bool
 
 
-class Sample(_Record, kw_only=True, frozen=True):
-    """One line of samples.jsonl: a question, the answer the engine gave, and how it scored."""
+class Reply(_Record, kw_only=True, frozen=True):
+    """The engine's answer to one question, as the eval received it (or why there is none):
+    recorded by the dispatch, kept in journal.jsonl for --resume, written in samples.jsonl."""
 
     doc_id: Count
-    question: str
-    target: str
     prompt_sha256: str
+    """The sha256 of the request body: the journal's key."""
     response: str | None
     finish_reason: str | None
     completion_tokens: int | None = None
@@ -338,8 +344,16 @@ class Sample(_Record, kw_only=True, frozen=True):
         ),
     ] = None
     reasoning: str | None = None
+    """A reasoning model's thinking, as its engine sent it."""
     reasoning_tokens: Count | None = None
     error: Annotated[str | None, Meta(description="Why no answer was obtained (counted as failed)")]
+
+
+class Sample(Reply, kw_only=True, frozen=True):
+    """One line of samples.jsonl: a question, the engine's reply, and how it scored."""
+
+    question: str
+    target: str
     filters: dict[str, Answer]
     cluster: Annotated[
         Count | None,
@@ -352,6 +366,27 @@ class Sample(_Record, kw_only=True, frozen=True):
         Count | None,
         Meta(description="Which asking of its question this is (0, 1, ...); null when not"),
     ] = None
+
+    @classmethod
+    def of(
+        cls,
+        reply: Reply,
+        *,
+        question: str,
+        target: str,
+        filters: dict[str, Answer] | None = None,
+        cluster: int | None = None,
+        repeat: int | None = None,
+    ) -> Sample:
+        """The reply to a question, with the question, its target and how it scored."""
+        return cls(
+            **msgspec.structs.asdict(reply),
+            question=question,
+            target=target,
+            filters=filters or {},
+            cluster=cluster,
+            repeat=repeat,
+        )
 
 
 class HookRun(_Record, kw_only=True, frozen=True):

@@ -33,7 +33,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -46,7 +46,7 @@ from evalgate.engine.client import (
 )
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
-from evalgate.evidence.model import RequestCounts, TokenSpread
+from evalgate.evidence.model import AnswerField, Reply, RequestCounts, TokenSpread
 from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
 from evalgate.gate.thinking import InlineThinking
 
@@ -77,9 +77,8 @@ class Tally:
 
     counts: RequestCounts = field(default_factory=RequestCounts.zero)
     reasoning_tokens: list[int] = field(default_factory=list)
-    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Per doc_id: response, finish_reason, completion_tokens, answer_field, reasoning,
-    reasoning_tokens, error, prompt_sha256."""
+    answers: dict[int, Reply] = field(default_factory=dict)
+    """The reply to each question, by doc_id."""
     filtered: int = 0
     """Answers stopped by the engine's content filter (also counted as truncated)."""
     oversized: int = 0
@@ -147,7 +146,7 @@ class Dispatch:
         num_concurrent: int,
         max_failed: int,
         journal: Journal | None,
-        resumed: dict[str, dict[str, Any]] | None = None,
+        resumed: dict[str, Reply] | None = None,
         progress: Progress | None = None,
         thinking: InlineThinking | None = None,
     ) -> None:
@@ -358,28 +357,21 @@ class Dispatch:
         counts.cut_while_thinking += int((thinking or unended) and length)
         if completion.reasoning_tokens is not None:
             tally.reasoning_tokens.append(completion.reasoning_tokens)
-        tally.answers[request.doc_id] = {
-            "response": completion.text,
-            "finish_reason": completion.finish_reason,
-            "completion_tokens": completion.completion_tokens,
-            "answer_field": completion.source,
-            "reasoning": completion.reasoning,
-            "reasoning_tokens": completion.reasoning_tokens,
-            "error": None,
-            "prompt_sha256": request.key,
-        }
+        reply = tally.answers[request.doc_id] = Reply(
+            doc_id=request.doc_id,
+            prompt_sha256=request.key,
+            response=completion.text,
+            finish_reason=completion.finish_reason,
+            completion_tokens=completion.completion_tokens,
+            answer_field=cast(AnswerField, completion.source),  # the client names one of these
+            reasoning=completion.reasoning,
+            reasoning_tokens=completion.reasoning_tokens,
+            error=None,
+        )
         if self.journal is not None and not resumed:
+            # as sent: a resumed answer is taken apart again
             self.journal.append(
-                {
-                    "key": request.key,
-                    "doc_id": request.doc_id,
-                    "text": sent.text,  # as sent: a resumed answer is taken apart again
-                    "finish_reason": completion.finish_reason,
-                    "completion_tokens": completion.completion_tokens,
-                    "source": completion.source,
-                    "reasoning": sent.reasoning,
-                    "reasoning_tokens": completion.reasoning_tokens,
-                }
+                msgspec.structs.replace(reply, response=sent.text, reasoning=sent.reasoning)
             )
         return completion.text
 
@@ -395,18 +387,30 @@ class Dispatch:
         reasoning = completion.reasoning or thought
         return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
 
+    def _received(self, kept: Reply) -> Completion:
+        """A journal's reply as the completion it recorded (a journal from before the answer
+        field was kept: the field the API answers in)."""
+        return Completion(
+            kept.response or "",
+            kept.finish_reason,
+            kept.completion_tokens,
+            0,
+            kept.answer_field or ("content" if self.api == "chat" else "text"),
+            reasoning=kept.reasoning,
+            reasoning_tokens=kept.reasoning_tokens,
+        )
+
     def _fail(self, request: Request, failure: RequestFailed) -> None:
         tally = self.tally
         tally.counts.failed += 1
         message = describe_failure(failure.error)
-        tally.answers[request.doc_id] = {
-            "response": None,
-            "finish_reason": None,
-            "completion_tokens": None,
-            "answer_field": None,
-            "error": message,
-            "prompt_sha256": request.key,
-        }
+        tally.answers[request.doc_id] = Reply(
+            doc_id=request.doc_id,
+            prompt_sha256=request.key,
+            response=None,
+            finish_reason=None,
+            error=message,
+        )
         if failure.fatal:
             raise EvalFailedError(
                 f"The engine rejected question {request.doc_id} ({message}). Retrying cannot "
@@ -474,19 +478,7 @@ class Dispatch:
             text: str | None = None
             if kept is not None:
                 self.asked += 1
-                text = results[index] = self._record(
-                    request,
-                    Completion(
-                        kept["text"],
-                        kept.get("finish_reason"),
-                        kept.get("completion_tokens"),
-                        0,
-                        kept.get("source") or ("content" if self.api == "chat" else "text"),
-                        reasoning=kept.get("reasoning"),
-                        reasoning_tokens=kept.get("reasoning_tokens"),
-                    ),
-                    resumed=True,
-                )
+                text = results[index] = self._record(request, self._received(kept), resumed=True)
             else:
                 async with semaphore:
                     if self.reader is not None and self.reader.decision is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ExitCode, UsageError
-from evalgate.evidence import artifacts, harness_layout
+from evalgate.evidence import artifacts, folder, harness_layout
 from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.run import Checked, RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
@@ -95,23 +95,42 @@ def run_hook(
     progress: Progress | None = None,
 ) -> HookOutcome:
     """Gate at each concurrency; stage everything under settings.output_dir (with
-    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/)."""
+    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/), held
+    for the whole hook, as each run holds its own folder."""
+    with folder.hold(settings.output_dir) as lock:
+        if lock.warning is not None:
+            log.warning("%s", lock.warning)
+        return _run_all(settings, concurrencies, resume=resume, environ=environ, progress=progress)
+
+
+def _run_all(
+    settings: Settings,
+    concurrencies: Sequence[int],
+    *,
+    resume: bool,
+    environ: Mapping[str, str] | None,
+    progress: Progress | None,
+) -> HookOutcome:
     env = job_environment(environ)
-    harness = HarnessStage(settings, env, concurrencies) if settings.layout == "harness" else None
-    stage = settings.output_dir / harness_layout.EVALGATE_DIR if harness else settings.output_dir
+    in_harness = settings.layout == "harness"
+    stage = settings.output_dir / harness_layout.EVALGATE_DIR if in_harness else settings.output_dir
+    named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
+    for path in named:  # the folders evalgate names; --output-dir itself may be a link
+        folder.refuse_link(path)
+    harness = HarnessStage(settings, env, concurrencies) if in_harness else None
     topology = harness_layout.job_topology(settings, env)
     runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
     prior: Checked | None = None
     stopped: str | None = None
     for concurrency in concurrencies:
-        folder = stage / f"conc-{concurrency}"
-        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": folder}
+        run_dir = stage / f"conc-{concurrency}"
+        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
         if harness is not None and settings.min_samples is None:
             update["min_samples"] = 0  # the harness's validator decides on the point estimate
         run_settings = settings.model_copy(update=update)
         if harness is None:
             artifacts.write_json(
-                folder / artifacts.META_NAME, meta_env(run_settings, concurrency, env)
+                run_dir / artifacts.META_NAME, meta_env(run_settings, concurrency, env)
             )
         outcome = run_gate(
             run_settings, progress=progress, resume=resume, prior=prior, topology=topology

@@ -460,6 +460,18 @@ class Settings(BaseSettings):
             return None
         return value
 
+    @field_validator("output_dir", mode="before")
+    @classmethod
+    def _a_folder_named(cls, value: Any) -> Any:
+        """'' would be read as the working directory itself: an unset variable, not a choice."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(
+                "an empty folder name would write the evidence into the working directory "
+                "itself: pass a folder (the default is evalgate-results), or . for the working "
+                "directory"
+            )
+        return value
+
     @field_validator("is_multinode", mode="before")
     @classmethod
     def _blank_is_false(cls, value: Any) -> Any:

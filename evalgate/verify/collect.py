@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -36,7 +35,7 @@ from evalgate.evidence.artifacts import (
     read_hook,
     read_result,
 )
-from evalgate.evidence.harness_layout import EVALGATE_DIR, FormatError
+from evalgate.evidence.harness_layout import EVALGATE_DIR, FormatError, is_results_file
 from evalgate.evidence.model import (
     LABEL_NAMES,
     EarlyStopRecord,
@@ -349,7 +348,7 @@ def _level(folders: list[str], tree: _Tree) -> list[str]:
                 tree.metas[folder] = entry.path
             elif name == HOOK_NAME:
                 tree.hooks.append(entry.path)
-            elif name.startswith("results") and name.endswith(".json"):
+            elif is_results_file(name):
                 tree.candidates.append(entry.path)
     return inside
 
@@ -530,9 +529,7 @@ def collect(paths: Iterable[str], judge: Judge | None = None) -> Collection:
         before = len(out.found) + len(out.entries) + len(out.malformed)
         if os.path.isdir(root):
             _scan(os.path.normpath(root), out, judge, shared)
-        elif os.path.basename(root) == META_NAME or re.fullmatch(
-            r"results.*\.json", os.path.basename(root)
-        ):
+        elif os.path.basename(root) == META_NAME or is_results_file(os.path.basename(root)):
             raise UsageError(
                 f"{root} is part of a benchmark harness eval: pass the folder that holds "
                 f"meta_env.json and its lm-eval results, not the file."

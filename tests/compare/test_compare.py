@@ -462,7 +462,7 @@ def _break(folder: Path, name: str, text: str | None) -> None:
         (
             ("samples.jsonl", '{"doc_id": 0}\n'),
             "{b}/samples.jsonl line 1 is not a valid evalgate "
-            "sample: $: Object missing required field `question`",
+            "sample: $: Object missing required field `prompt_sha256`",
         ),
         (("samples.jsonl", "not json\n"), "{b}/samples.jsonl line 1 is not valid JSON"),
         (("result.json", "{}"), "{b}/result.json " + NOT_A_RESULT + ": "),

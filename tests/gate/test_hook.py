@@ -26,8 +26,8 @@ def hook_env(engine_url: str, stage: Path, **extra: str) -> dict[str, str]:
     """Only what a benchmark job has in its environment, plus evalgate on PATH."""
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),  # this checkout's evalgate, whichever one is installed
         "HOME": os.environ.get("HOME", "/root"),
-        "PYTHONPATH": str(ROOT),  # this checkout's evalgate, whatever the environment installed
         "MODEL": "fake-model",
         "ISL": "1024",
         "OSL": "512",
