@@ -15,7 +15,7 @@ SetOutcome = Literal["missing", "unexpected", "duplicate"]
 """A problem with the set of results (expect.py)."""
 
 
-class Found(msgspec.Struct, frozen=True, tag=True):
+class Found(msgspec.Struct, frozen=True):
     """One run to gate, whichever tool wrote it."""
 
     path: str
@@ -34,10 +34,13 @@ class Found(msgspec.Struct, frozen=True, tag=True):
     """evalgate: the gate rule's decision as the run recorded it, with its parameters."""
     early_stop: EarlyStopRecord | None = None
     """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
+    holder: str | None = None
+    """evalgate, status running: the process id holding the folder's lock file (the run is
+    still alive), or None (it was interrupted)."""
 
 
-class Note(msgspec.Struct, frozen=True, tag=True):
-    """A file that is not a usable result, and why."""
+class Note(msgspec.Struct, frozen=True):
+    """A path that is not a usable result, and why."""
 
     path: str
     reason: str
