@@ -1,5 +1,5 @@
-"""The records verify passes between its steps: a run found on disk (or a file that is not
-one), and a line of the verdict with the checks behind it."""
+"""The records verify passes between its steps: a run found on disk (or a path that is not
+one), what a sweep's paths hold, and a line of the verdict with the checks behind it."""
 
 from __future__ import annotations
 
@@ -44,6 +44,15 @@ class Note(msgspec.Struct, frozen=True):
 
     path: str
     reason: str
+
+
+class Collection(msgspec.Struct):
+    """Everything found under the paths given: the runs, and the paths that are not runs."""
+
+    found: list[Found] = msgspec.field(default_factory=list)
+    malformed: list[Note] = msgspec.field(default_factory=list)
+    ignored: list[Note] = msgspec.field(default_factory=list)
+    empty: list[str] = msgspec.field(default_factory=list)
 
 
 Verdict = Literal["pass", "fail", "inconclusive"]

@@ -28,12 +28,13 @@ from evalgate.gate.stats import standard_error
 from evalgate.gate.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
-from evalgate.verify.collect import Collection, runs
+from evalgate.verify.collect import runs
 from evalgate.verify.expect import Expectation, check_set, config_key, config_keys
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
     CheckRow,
+    Collection,
     Entry,
     Found,
     Note,
