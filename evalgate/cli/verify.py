@@ -106,10 +106,12 @@ def _is_input(path: str, roots: list[str]) -> bool:
         or re.fullmatch(r"results.*\.json", name)
     ):
         return False
-    target = os.path.realpath(path)
-    for root in roots:
-        real = os.path.realpath(root)
-        if target == real or target.startswith(real.rstrip(os.sep) + os.sep):
+    # as written and as resolved: verify follows links to folders, so a path through one is read
+    for target, bases in (
+        (os.path.abspath(path), [os.path.abspath(root) for root in roots]),
+        (os.path.realpath(path), [os.path.realpath(root) for root in roots]),
+    ):
+        if any(target == base or target.startswith(base.rstrip(os.sep) + os.sep) for base in bases):
             return True
     return False
 

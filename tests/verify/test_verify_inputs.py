@@ -133,3 +133,17 @@ def test_files_nested_a_million_deep_are_malformed_and_the_rest_is_reported(tmp_
     assert (
         "evalgate verify: FAIL (exit 1): 3 results for 1 configs: 1 pass, 2 malformed"
     ) in done.stdout
+
+
+def test_a_report_through_a_linked_run_folder_is_refused_not_written_over_its_result(tmp_path):
+    result = write_result(tmp_path / "store" / "run-4", conc=4)
+    before = result.read_bytes()
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "conc4").symlink_to(result.parent, target_is_directory=True)
+    through = tmp_path / "sweep" / "conc4" / "result.json"
+
+    done = verify(str(tmp_path / "sweep"), "--json", str(through))
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--json {through} is one of the files verify reads" in done.stderr
+    assert result.read_bytes() == before
