@@ -87,9 +87,11 @@ def _harness_runs(root: str, tree: Tree, notes: Collection) -> Iterator[Found]:
 
 
 def _tree_runs(root: str, notes: Collection) -> Iterator[Found]:
-    """Every run under the folder root, each as it is read: its result.json files, the runs
-    its hook.json files list as not run, then the harness's eval sets."""
+    """Every run under the folder root, each as it is read: the harness's eval sets (first:
+    what they need to know of the tree is let go before the many results are read), the
+    result.json files, then the runs the hook.json files list as not run."""
     tree = walk(root, notes)
+    yield from _harness_runs(root, tree, notes)
     hooks = {os.path.dirname(path): path for path in tree.hooks}
     siblings: dict[str, Found] = {}  # a run under each hook's folder, to label its skipped runs
     for path in tree.results:
@@ -105,7 +107,6 @@ def _tree_runs(root: str, notes: Collection) -> Iterator[Found]:
         yield run
     for folder, path in hooks.items():
         yield from files.hook(path, siblings.get(folder), notes)
-    yield from _harness_runs(root, tree, notes)
 
 
 # -- the paths given -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -141,16 +142,14 @@ def config_keys(runs: Sequence[Found | Entry], keys: list[str] | None = None) ->
 
     `keys`: each run's config_key, where they are made already."""
     keys = [config_key(r.model, r.labels or {}) for r in runs] if keys is None else list(keys)
-    users: dict[str, list[int]] = {}
-    for index, key in enumerate(keys):
-        users.setdefault(key, []).append(index)
-    for indexes in users.values():
-        if (
-            len(indexes) > 1
-            and len({identity(runs[i].model, runs[i].labels or {}) for i in indexes}) > 1
-        ):
-            for i in indexes:
-                keys[i] = config_key(runs[i].model, runs[i].labels or {}, with_model=True)
+    uses = Counter(keys)
+    configs: dict[str, set[tuple[Any, ...]]] = {}
+    for run, key in zip(runs, keys, strict=True):
+        if uses[key] > 1:
+            configs.setdefault(key, set()).add(identity(run.model, run.labels or {}))
+    for index, (run, key) in enumerate(zip(runs, keys, strict=True)):
+        if len(configs.get(key, ())) > 1:
+            keys[index] = config_key(run.model, run.labels or {}, with_model=True)
     return keys
 
 
@@ -240,24 +239,27 @@ def _matches(want: Mapping[str, Any], entry: Entry) -> bool:
     return True
 
 
-def _duplicates(groups: Mapping[str, list[Entry]]) -> list[Entry]:
+def _duplicates(results: Sequence[Entry], uses: Counter[str]) -> list[Entry]:
     """A config with more than one result."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in results:
+        if uses[entry.key] > 1:
+            groups.setdefault(entry.key, []).append(entry)
     problems = []
     for key, group in groups.items():
-        if len(group) > 1:
-            paths = ", ".join(str(e.path) for e in group)
-            reason = f"{len(group)} results for one config: {paths}. Remove the stale ones (or "
-            first = group[0]
-            problems.append(
-                Entry(
-                    key,
-                    "duplicate",
-                    reason + "fix their labels)",
-                    first.path,
-                    model=first.model,
-                    labels=first.labels,
-                )
+        paths = ", ".join(str(e.path) for e in group)
+        reason = f"{len(group)} results for one config: {paths}. Remove the stale ones (or "
+        first = group[0]
+        problems.append(
+            Entry(
+                key,
+                "duplicate",
+                reason + "fix their labels)",
+                first.path,
+                model=first.model,
+                labels=first.labels,
             )
+        )
     return problems
 
 
@@ -297,17 +299,15 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
 def check_set(results: Sequence[Entry], expectation: Expectation | None) -> list[Entry]:
     """The set's problems: duplicates always; with an expectation, missing and unexpected
     configs too."""
-    groups: dict[str, list[Entry]] = {}
-    for entry in results:
-        groups.setdefault(entry.key, []).append(entry)
-    problems = _duplicates(groups)
+    uses = Counter(entry.key for entry in results)
+    problems = _duplicates(results, uses)
     if expectation is None:
         return problems
     if expectation.configs:
         return problems + _manifest(results, expectation)
     want = expectation.count
-    if want is not None and len(groups) != want:
-        outcome: SetOutcome = "missing" if len(groups) < want else "unexpected"
-        reason = f"expected {want} configs (--expect {expectation.source}), found {len(groups)}"
+    if want is not None and len(uses) != want:
+        outcome: SetOutcome = "missing" if len(uses) < want else "unexpected"
+        reason = f"expected {want} configs (--expect {expectation.source}), found {len(uses)}"
         problems.append(Entry(f"expected {want} configs", outcome, reason))
     return problems

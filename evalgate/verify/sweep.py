@@ -89,7 +89,7 @@ def _run_problem(found: Found) -> str | None:
 def _row(score: Score, check: Check, matched: str) -> CheckRow:
     return CheckRow(
         task=score.task,
-        metric=check.metric,
+        metric=GATED_METRIC,  # every row is the gated metric's: one string, not each file's
         filter=check.filter,
         value=check.value,
         stderr=standard_error(check.value, score.n, score.stderr),

@@ -39,30 +39,31 @@ def _list(
 ) -> list[str]:
     """The folders inside `folder` not met before; the files there that verify reads go to
     `tree`. Folders are known by device and inode, so a link back up ends the descent."""
-    with os.scandir(folder) as listing:
-        entries = sorted(listing, key=lambda entry: entry.name)
     inside = []
-    for entry in entries:
-        name, path = entry.name, entry.path
-        if _folder(entry):
-            info = entry.stat()
-            first = seen.setdefault((info.st_dev, info.st_ino), path)
-            if first == path:
-                inside.append(path)
-            else:
-                again = f"{path} is the folder {first} again (a symbolic link): searched once"
-                notes.ignored.append(Note(path, again))
-        elif name == RESULT_NAME:
-            tree.results.append(path)
-        elif name == META_NAME:
-            tree.metas[folder] = path
-        elif name == HOOK_NAME:
-            tree.hooks.append(path)
-        elif name.startswith("results") and name.endswith(".json"):
-            tree.candidates.append(path)
-        elif entry.is_symlink() and not os.path.exists(path):
-            nowhere = f"{path} is a symbolic link to {os.readlink(path)}, which cannot be reached"
-            notes.ignored.append(Note(path, nowhere + ": not searched"))
+    with os.scandir(folder) as listing:
+        for entry in listing:
+            name, path = entry.name, entry.path
+            if _folder(entry):
+                info = entry.stat()
+                first = seen.setdefault((info.st_dev, info.st_ino), path)
+                if first == path:
+                    inside.append(path)
+                else:
+                    again = f"{path} is the folder {first} again (a symbolic link): searched once"
+                    notes.ignored.append(Note(path, again))
+            elif name == RESULT_NAME:
+                tree.results.append(path)
+            elif name == META_NAME:
+                tree.metas[folder] = path
+            elif name == HOOK_NAME:
+                tree.hooks.append(path)
+            elif name.startswith("results") and name.endswith(".json"):
+                tree.candidates.append(path)
+            elif entry.is_symlink() and not os.path.exists(path):
+                nowhere = (
+                    f"{path} is a symbolic link to {os.readlink(path)}, which cannot be reached"
+                )
+                notes.ignored.append(Note(path, nowhere + ": not searched"))
     return inside
 
 
