@@ -218,6 +218,7 @@ def _report(
 ) -> Report:
     """The set checked and the sweep's verdict, from its results gated and its notes."""
     keys = config_keys(gated, [entry.key for entry in gated])  # tell colliding configs apart
+    configs = len(set(keys))
     entries = [
         e if e.key == k else structs.replace(e, key=k) for e, k in zip(gated, keys, strict=True)
     ]
@@ -228,7 +229,7 @@ def _report(
     ]
     entries.sort(key=_order)
     results = len(gated) + len(notes.malformed)
-    verdict, code, reason = summarise(entries, results, len(set(keys)))
+    verdict, code, reason = summarise(entries, results, configs)
     return Report(
         verdict,
         code,
