@@ -6,10 +6,12 @@ and files nested deeper than any decoder goes. Each runs the CLI as its own proc
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
@@ -147,3 +149,27 @@ def test_a_report_through_a_linked_run_folder_is_refused_not_written_over_its_re
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"--json {through} is one of the files verify reads" in done.stderr
     assert result.read_bytes() == before
+
+
+def test_a_folder_that_cannot_be_listed_is_malformed_and_the_rest_is_reported(
+    tmp_path, monkeypatch, cli
+):
+    """Root reads every folder, so the refusal is made by the one call that lists folders."""
+    write_result(tmp_path / "good")
+    write_result(tmp_path / "locked-away" / "run", conc=8)
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if str(path) == str(tmp_path / "locked-away"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    done = cli("verify", str(tmp_path), "--no-github")
+
+    assert done.code == 1, done.text
+    assert f"MALFORMED    {tmp_path}/locked-away\n" in done.out
+    assert (
+        f"Cannot list {tmp_path}/locked-away: Permission denied; the results in it go unchecked"
+    ) in done.out
+    assert "2 results for 1 configs: 1 pass, 1 malformed" in done.out
