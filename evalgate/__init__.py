@@ -83,7 +83,7 @@ _LAZY = {
     "EvalContext": "evalgate.gate.context",
     "Floor": "evalgate.thresholds",
     "HookSummary": "evalgate.evidence.model",
-    "Limit": "evalgate.gate.context",
+    "Limit": "evalgate.lengths",
     "NativeLength": "evalgate.gate.native",
     "Result": "evalgate.evidence.model",
     "RunOutcome": "evalgate.gate.run",

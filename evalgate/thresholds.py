@@ -24,7 +24,8 @@ from typing import Any
 
 import msgspec
 
-from evalgate.errors import ThresholdsError
+from evalgate.errors import ArtifactError, ThresholdsError
+from evalgate.evidence.read import decode
 
 TASK_KEY = "gsm8k"
 
@@ -115,13 +116,12 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         return found
 
     try:
-        data = json.loads(text, object_pairs_hook=no_repeats)
-    except json.JSONDecodeError as exc:
-        data = _yaml_or_none(text, target) if suffix != ".json" else None
+        data = decode(text, where=str(target), pairs=no_repeats)
+    except ArtifactError as exc:
+        syntax = isinstance(exc.__cause__, json.JSONDecodeError)  # else: nested too deep
+        data = _yaml_or_none(text, target) if syntax and suffix != ".json" else None
         if not isinstance(data, dict):
-            raise ThresholdsError(
-                f"{target} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
-            ) from exc
+            raise ThresholdsError(exc.message) from exc
         return parse_thresholds(data, str(target))
     if repeated:
         where, key = next(_repeated_keys(data, repeated, "$"))
@@ -132,48 +132,24 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
     return parse_thresholds(data, str(target))
 
 
-class _Repeated(ThresholdsError):
-    """A YAML mapping that repeats a key (reported even where YAML is only the fallback)."""
-
-
 def _yaml_or_none(text: str, target: Path) -> Any:
+    """YAML as the fallback reading of a file that is not JSON: None where it is not YAML
+    either (the JSON error is then the one reported), refused where YAML reads it unsafely."""
     try:
         return _yaml(text, target)
-    except _Repeated:
+    except ThresholdsError as exc:
+        if exc.__cause__ is not None and getattr(exc.__cause__, "kind", "") == "syntax":
+            return None
         raise
-    except ThresholdsError:
-        return None
 
 
 def _yaml(text: str, target: Path) -> Any:
-    import yaml
+    from evalgate.yamlfile import YamlRefused, load_yaml
 
-    class StrictLoader(yaml.SafeLoader):
-        """safe_load, except that a repeated key is an error instead of the last value."""
-
-    def mapping(loader: StrictLoader, node: yaml.MappingNode) -> Any:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node)
-            if not isinstance(key, str | int | float | bool):
-                continue  # unhashable keys: construct_mapping says what is wrong
-            if key in seen:
-                raise _Repeated(
-                    f"{target} repeats the key {key!r} in one mapping (line "
-                    f"{key_node.start_mark.line + 1}): YAML readers keep only one of the two "
-                    "values, so the floor is ambiguous. Keep one entry and run again."
-                )
-            seen.add(key)
-        return loader.construct_mapping(node)
-
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.load(text, Loader=StrictLoader)  # noqa: S506  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1} column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ThresholdsError(f"{target} is not valid YAML{where}: {problem}.") from exc
+        return load_yaml(text)
+    except YamlRefused as exc:
+        raise ThresholdsError(f"{target} {exc.message}.") from exc
 
 
 def _repeated_keys(node: Any, repeated: dict[int, str], where: str) -> Iterator[tuple[str, str]]:

@@ -79,6 +79,13 @@ stop_reason (an answer cut while thinking streams only reasoning deltas), then, 
 `stream_options.include_usage`, a usage chunk with `choices: []` whose completion_tokens_details
 holds the reasoning tokens. `answer_field` puts the whole answer in a reasoning field instead
 (a parser that never saw the thinking end), streamed as that field's deltas.
+
+Thinking written into the answer (`EngineBehaviour.inline_thinking`, a reasoning model served
+without a reasoning parser), for chat and completions alike: the text is `<think>\n` (left out
+with "prompt": the chat template opened the block in the prompt), a scratchpad naming the right
+answer as `#### n`, `thinking_tokens` of filler, `\n</think>\n\n`, then the answer. Thinking that
+never ends (`endless_thinking`) is cut by the budget before `</think>`, finish_reason "length":
+a scorer that reads the whole text takes the scratchpad's number.
 """
 
 from __future__ import annotations
@@ -531,6 +538,10 @@ class EngineBehaviour:
     endless_thinking: float = 0.0
     """Share of the GSM8K questions (picked by their index, as `accuracy` picks) whose thinking
     never ends: the budget cuts it, with content null and finish_reason "length"."""
+    inline_thinking: Literal["open", "prompt"] | None = None
+    """A reasoning model with no reasoning parser: every answer first thinks in its own text,
+    opening with `<think>` ("open") or not ("prompt": the template opened the block), and ends
+    the thinking with `</think>` (see the module docstring)."""
     choice_docs: Mapping[str, ChoiceDoc] = field(default_factory=dict)
     """Multiple-choice questions (GPQA-shaped), by their text: a prompt asking one of them with
     its choices (A) to (D) is answered "The answer is (X)." (see `choice_reply`)."""
@@ -850,7 +861,7 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
         return Completion(sum(p.tokens for p in prompts), choices, **fields)
     choices = tuple(
         _generate(
-            lead + behaviour.answer(prompt.text),
+            lead + _inline_thought(behaviour, prompt.text, budget) + behaviour.answer(prompt.text),
             budget,
             _stops(body),
             ignore_eos=bool(body.get("ignore_eos")),
@@ -858,6 +869,21 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
         for prompt, budget in zip(prompts, budgets, strict=True)
     )
     return Completion(sum(p.tokens for p in prompts), choices, **fields)
+
+
+def _inline_thought(behaviour: EngineBehaviour, text: str, budget: int) -> str:
+    """The thinking a model without a reasoning parser writes before its answer ("" for none):
+    a scratchpad holding the right answer, filler, and (unless it never ends) `</think>`."""
+    if behaviour.inline_thinking is None:
+        return ""
+    question = find_question(text)
+    doc = behaviour.docs().get(question.strip()) if question else None
+    endless = doc is not None and answered_right(doc.index, behaviour.endless_thinking)
+    wanted = budget + 1 if endless else behaviour.thinking_tokens
+    scratch = f"A first guess: #### {doc.number}\n" if doc is not None else ""
+    filler = " ".join([FILLER] * math.ceil(wanted / count_tokens(FILLER)))
+    opening = "<think>\n" if behaviour.inline_thinking == "open" else ""
+    return f"{opening}{scratch}{filler}\n</think>\n\n"
 
 
 def _think_then_answer(

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from evalgate import scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
@@ -56,6 +57,10 @@ CONTEXT = (
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
 EVAL = (
     "num_concurrent",
+    "think_end_marker",
+    "think_start_marker",
+    "sglang_simulate_acc_len",
+    "allow_simulated_acceptance",
     "max_failed_requests",
     "max_truncated_rate",
     "early_stop",
@@ -154,7 +159,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings from the typed flags, the environment and defaults; errors name the flag."""
     given = {k: v for k, v in vars(args).items() if k in Settings.model_fields}
     try:
-        return Settings(**given)
+        settings = Settings(**given)
     except ValidationError as exc:
         by_name = {name: field for field in Settings.model_fields for name in env_names(field)}
         problems = []
@@ -168,6 +173,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             where = " or ".join([flag_name(field), *env_names(field)])
             problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
+    scrub.configure_for(settings)  # the top of the command: from here on, outputs are scrubbed
+    return settings
 
 
 def _shown(field: str, value: Any) -> Any:

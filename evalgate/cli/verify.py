@@ -82,13 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def write_file(path: str, text: str, *, append: bool = False, label: str = "") -> None:
-    """Write (or append) a report file; an unwritable path is an ArtifactError (exit 2)."""
+    """Write (or append) a report file, never with a configured secret in it (evalgate.scrub);
+    an unwritable path is an ArtifactError (exit 2)."""
+    from evalgate import scrub
     from evalgate.errors import ArtifactError
 
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a" if append else "w", encoding="utf-8") as stream:
-            stream.write(text)
+            stream.write(scrub.text(text))
     except OSError as exc:
         given = f" ({label})" if label else ""
         raise ArtifactError(
@@ -177,8 +179,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
     """The verdict on stdout, and in each report asked for."""
-    import json
-
+    from evalgate import outside
     from evalgate.verify import report
 
     lines = report.terminal_lines(result, quiet=args.quiet)
@@ -193,7 +194,8 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
     if args.junit:
         write_file(args.junit, report.junit(result), label="--junit")
     if args.json:
-        write_file(args.json, json.dumps(report.document(result), indent=2) + "\n", label="--json")
+        document = outside.json_text(report.document(result), indent=2)
+        write_file(args.json, document + "\n", label="--json")
     if args.html:
         from evalgate.verify import html
 

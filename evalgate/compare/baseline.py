@@ -8,11 +8,10 @@ known only after the probe, is compared with the rest after the eval.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from evalgate.compare.runs import Run
+from evalgate.compare.runs import Run, show
 from evalgate.errors import UsageError
 
 KNOWN_BEFORE_THE_EVAL = (
@@ -41,8 +40,7 @@ def check_baseline(baseline: Run, path: Path, planned: dict[str, Any]) -> None:
     (exit 2) naming each difference."""
     recorded = baseline.eval
     differences = [
-        f"{name}: baseline {json.dumps(getattr(recorded, name))}, this run "
-        f"{json.dumps(planned[name])}"
+        f"{name}: baseline {show(getattr(recorded, name))}, this run {show(planned[name])}"
         for name in KNOWN_BEFORE_THE_EVAL
         if name in planned and getattr(recorded, name) != planned[name]
     ]

@@ -100,8 +100,11 @@ def load_run(path: Path) -> Run:
     return evaluated_run(result_path, result, read_samples(result_path.parent / SAMPLES_NAME))
 
 
-def _show(value: Any) -> str:
-    return "none" if value is None else json.dumps(value, ensure_ascii=False)
+def show(value: Any) -> str:
+    """A protocol value as a difference names it ("none": null, or absent from an older file)."""
+    return (
+        "none" if value is None or value is msgspec.UNSET else json.dumps(value, ensure_ascii=False)
+    )
 
 
 def format_doc_ids(ids: Sequence[int]) -> str:
@@ -112,15 +115,13 @@ def format_doc_ids(ids: Sequence[int]) -> str:
 
 def _eval_differences(base: EvalRecord, cand: EvalRecord) -> list[Difference]:
     found = [
-        Difference(name, _show(getattr(base, name)), _show(getattr(cand, name)))
+        Difference(name, show(getattr(base, name)), show(getattr(cand, name)))
         for name in PROTOCOL_FIELDS
         if getattr(base, name) != getattr(cand, name)
     ]
     base_sha, cand_sha = base.dataset.sha256, cand.dataset.sha256
     found += [
-        Difference(
-            f"dataset.sha256.{split}", _show(base_sha.get(split)), _show(cand_sha.get(split))
-        )
+        Difference(f"dataset.sha256.{split}", show(base_sha.get(split)), show(cand_sha.get(split)))
         for split in sorted(set(base_sha) | set(cand_sha))
         if base_sha.get(split) != cand_sha.get(split)
     ]
@@ -162,8 +163,8 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             found.append(
                 Difference(
                     field,
-                    _show(shown[0]),
-                    _show(shown[1]),
+                    show(shown[0]),
+                    show(shown[1]),
                     f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}",
                 )
             )

@@ -32,6 +32,7 @@ from evalgate.engine.discovery import (
 from evalgate.engine.retry import RetryPolicy, should_retry, tls_to_plain_http
 from evalgate.engine.urls import redact_url
 from evalgate.errors import EndpointError, NotReadyError
+from evalgate.outside import listed
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def wait_until_ready(
                 "raise --ready-timeout."
             ) from exc
         raise EndpointError(f"{url}/models answered {_describe(exc)}. {_hint(url, exc)}") from exc
-    ids = [card.id for card in cards]
+    ids = listed([card.id for card in cards])  # a list of 10^5 names is not one line to print
     card = pick_card(cards, model)
     warnings: list[str] = []
     if model is not None and (card is None or card.id != model):

@@ -17,6 +17,10 @@ import logging
 from pathlib import Path
 from typing import IO, Any
 
+from evalgate import outside
+from evalgate.errors import ArtifactError
+from evalgate.evidence.read import decode
+
 log = logging.getLogger(__name__)
 JOURNAL_NAME = "journal.jsonl"
 
@@ -34,17 +38,17 @@ def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, dict[str,
     with path.open(encoding="utf-8", errors="replace") as handle:
         header = handle.readline()
         try:
-            recorded = json.loads(header).get("fingerprint")
-        except (json.JSONDecodeError, AttributeError):
+            recorded = decode(header).get("fingerprint")
+        except (ArtifactError, AttributeError):
             recorded = None
         if recorded != fingerprint:
             log.warning("journal %s is from another engine or protocol: not reused", path)
             return {}
         for line in handle:
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a line cut by a crash ends the usable journal
+                record = decode(line)
+            except ArtifactError:
+                break  # a line cut by a crash (or not JSON at all) ends the usable journal
             if isinstance(record, dict) and isinstance(record.get("key"), str):
                 answers[record["key"]] = record
     return answers
@@ -69,7 +73,7 @@ class Journal:
 
     def _write(self, record: dict[str, Any]) -> None:
         try:
-            self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._handle.write(outside.json_text(record) + "\n")  # minus secrets
             self._handle.flush()
         except OSError as exc:
             if exc.filename is None:

@@ -35,6 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from evalgate.engine.client import (
     REASONING_FIELDS,
     Completion,
@@ -46,6 +48,7 @@ from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import RequestCounts, TokenSpread
 from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
+from evalgate.gate.thinking import InlineThinking
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -69,20 +72,11 @@ def stop_all(reason: str) -> None:
 
 @dataclass
 class Tally:
-    """What happened to the eval's requests."""
+    """What happened to the eval's requests: the counts result.json records, and what the
+    warnings and the samples need besides."""
 
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
-    truncated: int = 0
-    empty: int = 0
-    resumed: int = 0
-    retried: int = 0
-    from_reasoning: int = 0
-    cut_while_thinking: int = 0
+    counts: RequestCounts = field(default_factory=RequestCounts.zero)
     reasoning_tokens: list[int] = field(default_factory=list)
-    cut_tokens: list[int] = field(default_factory=list)
-    """completion_tokens of the answers cut while thinking."""
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Per doc_id: response, finish_reason, completion_tokens, answer_field, reasoning,
     reasoning_tokens, error, prompt_sha256."""
@@ -93,20 +87,9 @@ class Tally:
     other_models: Counter[str] = field(default_factory=Counter)
     """Answers naming a model other than the one requested, by the name they gave."""
 
-    def counts(self) -> RequestCounts:
+    def recorded(self) -> RequestCounts:
         """The counts as result.json records them."""
-        return RequestCounts(
-            total=self.total,
-            completed=self.completed,
-            failed=self.failed,
-            retried=self.retried,
-            truncated=self.truncated,
-            empty=self.empty,
-            resumed=self.resumed,
-            from_reasoning=self.from_reasoning,
-            cut_while_thinking=self.cut_while_thinking,
-            reasoning_tokens=spread(self.reasoning_tokens),
-        )
+        return msgspec.structs.replace(self.counts, reasoning_tokens=spread(self.reasoning_tokens))
 
 
 class _OverBudget(Exception):
@@ -166,6 +149,7 @@ class Dispatch:
         journal: Journal | None,
         resumed: dict[str, dict[str, Any]] | None = None,
         progress: Progress | None = None,
+        thinking: InlineThinking | None = None,
     ) -> None:
         self._client_factory = client_factory
         self.model = model
@@ -176,6 +160,8 @@ class Dispatch:
         self.journal = journal
         self.resumed = resumed or {}
         self.progress = progress
+        self.thinking = thinking
+        """The markers of thinking written into the answer (None: the whole answer is scored)."""
         self.tally = Tally()
         self.reader: PrefixReader | None = None
         self.dispatched: list[int] = []
@@ -207,7 +193,7 @@ class Dispatch:
         if sequential is not None and sequential.active:
             order = dispatch_order(len(requests))
             self.reader = PrefixReader(sequential)
-        self.tally.total = len(requests)
+        self.tally.counts.total = len(requests)
         self.dispatched = [requests[i].doc_id for i in order]
         self._keys = [r.key for r in requests]
         started = threading.Event()
@@ -249,7 +235,7 @@ class Dispatch:
                     "(%d sent, %d answered before it asked)",
                     len(requests),
                     self.asked,
-                    self.tally.completed + self.tally.failed,
+                    self.tally.counts.completed + self.tally.counts.failed,
                 )
                 return self.wait()
             self._discard(requests)
@@ -351,24 +337,25 @@ class Dispatch:
         return found
 
     def _record(self, request: Request, completion: Completion, *, resumed: bool) -> str:
-        tally = self.tally
-        tally.completed += 1
-        tally.resumed += int(resumed)
+        tally, counts = self.tally, self.tally.counts
+        counts.completed += 1
+        counts.resumed += int(resumed)
         if len(completion.text) > self.max_chars:  # the engine ignored the budget
             tally.oversized += 1
             completion = dataclasses.replace(completion, text=completion.text[: self.max_chars])
             if completion.finish_reason != "length":
-                tally.truncated += 1
+                counts.truncated += 1
         if completion.model is not None and completion.model != self.model:
             tally.other_models[completion.model] += 1
+        sent = completion
+        completion, unended = self._inline(completion)
+        length = completion.finish_reason == "length"
         tally.filtered += int(completion.finish_reason == "content_filter")
-        tally.truncated += int(completion.finish_reason in ("length", "content_filter"))
-        tally.empty += int(not completion.text.strip())
+        counts.truncated += int(length or completion.finish_reason == "content_filter")
+        counts.empty += int(not completion.text.strip() and not (unended and length))
         thinking = completion.source in REASONING_FIELDS
-        tally.from_reasoning += int(thinking)
-        if thinking and completion.finish_reason == "length":
-            tally.cut_while_thinking += 1
-            tally.cut_tokens.append(completion.completion_tokens or self.max_tokens)
+        counts.from_reasoning += int(thinking)
+        counts.cut_while_thinking += int((thinking or unended) and length)
         if completion.reasoning_tokens is not None:
             tally.reasoning_tokens.append(completion.reasoning_tokens)
         tally.answers[request.doc_id] = {
@@ -386,19 +373,31 @@ class Dispatch:
                 {
                     "key": request.key,
                     "doc_id": request.doc_id,
-                    "text": completion.text,
+                    "text": sent.text,  # as sent: a resumed answer is taken apart again
                     "finish_reason": completion.finish_reason,
                     "completion_tokens": completion.completion_tokens,
                     "source": completion.source,
-                    "reasoning": completion.reasoning,
+                    "reasoning": sent.reasoning,
                     "reasoning_tokens": completion.reasoning_tokens,
                 }
             )
         return completion.text
 
+    def _inline(self, completion: Completion) -> tuple[Completion, bool]:
+        """The answer with thinking written into it taken out (thinking.py), kept as its
+        reasoning; and whether that thinking never ended."""
+        if self.thinking is None or completion.source in REASONING_FIELDS:
+            return completion, False
+        answer, thought, ended = self.thinking.split(completion.text)
+        if thought is None:
+            return completion, False
+        self.tally.counts.inline_thinking += 1
+        reasoning = completion.reasoning or thought
+        return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
+
     def _fail(self, request: Request, failure: RequestFailed) -> None:
         tally = self.tally
-        tally.failed += 1
+        tally.counts.failed += 1
         message = describe_failure(failure.error)
         tally.answers[request.doc_id] = {
             "response": None,
@@ -414,7 +413,7 @@ class Dispatch:
                 "change this answer, so the eval stopped instead of sending the rest. "
                 "Fix the request or the engine; the probe passed, so the prompt is unusual."
             )
-        if tally.failed > self.max_failed:
+        if tally.counts.failed > self.max_failed:
             raise _OverBudget(
                 request.doc_id, message, failure.attempts, failure.unreachable_workers
             )
@@ -431,8 +430,8 @@ class Dispatch:
             else ""
         )
         return EvalFailedError(
-            f"{gone}{self.tally.failed} request(s) failed after {first.attempts} attempt(s) each "
-            f"(allowed: {self.max_failed}, --max-failed-requests); last: question "
+            f"{gone}{self.tally.counts.failed} request(s) failed after {first.attempts} "
+            f"attempt(s) each (allowed: {self.max_failed}, --max-failed-requests); last: question "
             f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
             "cannot be gated."
         )
@@ -522,7 +521,7 @@ class Dispatch:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.tally.retried = client.retried
+            self.tally.counts.retried = client.retried
             await client.close()
         if over is not None:
             raise self._over_budget(over)

@@ -166,11 +166,27 @@ def prefix_result(result: Evaluation, doc_ids: Sequence[int]) -> Evaluation:
     return Evaluation(tuple(scores), {}, samples, result.lm_eval_version)
 
 
+def sandbox_templates() -> None:
+    """Give lm-eval's template rendering jinja2's sandbox: the task-file check admits only
+    ``{{field}}`` templates, and this holds even for one that slipped past it."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
+    from lm_eval import utils
+
+    if isinstance(utils.env, SandboxedEnvironment):
+        return
+    env = ImmutableSandboxedEnvironment(
+        loader=utils.env.loader, undefined=utils.env.undefined, keep_trailing_newline=True
+    )
+    env.filters.update(utils.env.filters)  # lm-eval's regex_replace among them
+    utils.env = env  # apply_template reads the module's env at each call
+
+
 def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) -> Evaluation:
     """simple_evaluate on evalgate's task with lm-eval's built-in task index off."""
     from lm_eval import evaluator, simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    sandbox_templates()
     evaluator.get_git_commit_hash = _git_hash  # lm-eval calls it by this module-level name
 
     for name in ("lm-eval", "lm_eval"):

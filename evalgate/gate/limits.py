@@ -66,12 +66,7 @@ def configured_limits(settings: Settings) -> list[Limit]:
     found: list[Limit] = []
     if settings.served_max_model_len is not None:
         found.append(Limit(settings.served_max_model_len, "--served-max-model-len"))
-    strings = [(args, f"--server-config #{i + 1}") for i, args in enumerate(settings.server_config)]
-    if settings.prefill_server_config:
-        strings.append((settings.prefill_server_config, "PREFILL_SERVER_CONFIG"))
-    if settings.decode_server_config:
-        strings.append((settings.decode_server_config, "DECODE_SERVER_CONFIG"))
-    for args, source in strings:
+    for args, source in settings.server_args():
         limits = served_limits_from_args(args, source)
         if not limits:
             log.warning("%s holds no --max-model-len: it does not clamp the context", source)

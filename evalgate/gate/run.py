@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from evalgate import scrub
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
 from evalgate.evidence import artifacts, journal
 from evalgate.evidence.model import (
@@ -32,6 +33,8 @@ from evalgate.evidence.model import (
 from evalgate.gate import early_stop, preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
+from evalgate.gate.speculation import check_acceptance, simulated_sources
+from evalgate.gate.thinking import InlineThinking
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
 from evalgate.tasks.dataset import Dataset, full_size, reference_answer
@@ -148,6 +151,11 @@ class GateRun:
             build_result(run, status="running", reason="in progress", exit_code=ExitCode.EVAL),
         )
         preflight.require(s, "base_url", "model")
+        simulated = check_acceptance(
+            simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
+            allowed=s.allow_simulated_acceptance,
+        )
+        run.warnings += [simulated] if simulated else []
         baseline = self._baseline()
 
         spec = load_task(s.api, s.task)
@@ -281,6 +289,7 @@ class GateRun:
             journal=answers,
             resumed=kept,
             progress=self.progress,
+            thinking=InlineThinking(s.think_start_marker, s.think_end_marker),
         )
         test = early_stop.test(s, spec, threshold)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
@@ -313,7 +322,7 @@ class GateRun:
             reasoning_effort=s.reasoning_effort,
             questions=questions,
             dataset=DatasetRecord(**dataset.describe()),
-            requests=RequestCounts(),
+            requests=RequestCounts.zero(),
         )
         run.eval = protocol
         try:
@@ -333,7 +342,7 @@ class GateRun:
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
-            run.eval = _with_counts(protocol, sent.tally.counts())
+            run.eval = _with_counts(protocol, sent.tally.recorded())
             run.warnings += sent.warnings
         stopped = False
         if test is not None:
@@ -357,7 +366,7 @@ class GateRun:
         """The gate rule on the scores, with the run-level problems beside them."""
         s = self.settings
         run = self.log
-        counts = run.eval.requests if run.eval else RequestCounts()
+        counts = run.eval.requests if run.eval else RequestCounts.zero()
         if counts.failed:
             run.warnings.append(
                 f"{counts.failed} request(s) failed and were scored as wrong "
@@ -436,8 +445,9 @@ class GateRun:
                 doc_id=doc_id,
                 question=doc(doc_id)["question"],
                 target=reference_answer(doc(doc_id)["answer"]),
+                filters={},  # the eval did not finish, so nothing was scored
                 **answer,
-            )  # no filters: the eval did not finish, so nothing was scored
+            )
             for doc_id, answer in sorted(self.dispatch.tally.answers.items())
         ]
         artifacts.write_samples(self.out, records)
@@ -449,10 +459,19 @@ def thinking_warning(counts: RequestCounts, budget: int) -> str:
     """How many answers the budget cut while the model was still thinking, and the budget to
     try instead (they needed more than the whole budget: the next step is twice it)."""
     cut = counts.cut_while_thinking
+    how = "no content, finish_reason length; scored from their reasoning"
+    if counts.inline_thinking:  # thinking written into the answer: cut there, no answer
+        how = (
+            "thinking written into the answer, finish_reason length before its end marker; "
+            "scored as no answer"
+            if not counts.from_reasoning
+            else "finish_reason length before their thinking ended; scored from their "
+            "reasoning field, or as no answer where the thinking was written into the answer"
+        )
     return (
         f"{cut} answer(s) ran out of the {budget}-token budget while still thinking "
-        f"({cut / max(counts.total, 1):.1%} of {counts.total}: no content, finish_reason length; "
-        "scored from their reasoning): holding them takes a budget above "
+        f"({cut / max(counts.total, 1):.1%} of {counts.total}: {how}): holding them takes a "
+        "budget above "
         f"{budget} tokens, e.g. --max-tokens {2 * budget} with a context that fits it, or less "
         "thinking (--reasoning-effort, --chat-template-kwargs)"
     )
@@ -483,6 +502,7 @@ def run_gate(
 
     `prior` skips readiness, context and probe, reusing what an earlier run against the same
     live engine established; `topology` is recorded among the result's labels."""
+    scrub.configure_for(settings)  # the evidence never holds a secret the engine echoed
     gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
     error: EvalgateError | None = None
     status: Status

@@ -48,20 +48,18 @@ def build_prompt(
     spec: TaskSpec, doc_id: int, doc: dict[str, str], shots: Sequence[dict[str, str]]
 ) -> Prompt:
     """The prompt lm-eval sends for one question, given its few-shot examples."""
-    description = spec.config.get("description")
+    description = render(str(spec.config.get("description") or ""), doc)
     if spec.api == "chat":
         messages: list[Message] = []
         if description:
-            messages.append({"role": "system", "content": str(description)})
+            messages.append({"role": "system", "content": description})
         for shot in shots:
             messages.append({"role": "user", "content": _question(spec, shot)})
             messages.append({"role": "assistant", "content": _answer(spec, shot)})
         messages.append({"role": "user", "content": _question(spec, doc)})
         return Prompt(doc_id, tuple(messages), None)
     text = "".join(f"{_question(spec, shot)} {_answer(spec, shot)}\n\n" for shot in shots)
-    return Prompt(
-        doc_id, None, (str(description) if description else "") + text + _question(spec, doc)
-    )
+    return Prompt(doc_id, None, description + text + _question(spec, doc))
 
 
 def build_prompts(

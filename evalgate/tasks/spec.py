@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ import yaml
 
 from evalgate.errors import DatasetError, UsageError
 from evalgate.tasks.dataset import HUB_NAME, HUB_PATH, Dataset, load_dataset
+from evalgate.tasks.taskfile import FIELD
+from evalgate.tasks.taskfile import load_task_file as load_task_file_config
 
 FEWSHOT_SEED = 1234
 """lm-eval's default few-shot seed; evalgate pins it so two runs draw the same shots."""
@@ -81,46 +82,20 @@ def load_task(api: str, task: str = "gsm8k") -> TaskSpec:
 
 
 def load_task_file(api: str, path: Path) -> TaskSpec:
-    """A task the user names by its lm-eval YAML file: only generation tasks can be run."""
-    if not path.is_file():
-        raise UsageError(
-            f"--task {str(path)!r} is neither a task evalgate knows ({', '.join(BUILT_IN)}) "
-            "nor a task file. Name one of those, or the path of an lm-eval task YAML."
-        )
-    raw = path.read_bytes()
-    try:
-        config = yaml.load(raw, Loader=_TaskLoader)  # noqa: S506 - a loader that builds no objects
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path} is not valid YAML ({exc}). Fix the task file.") from exc
-    if not isinstance(config, dict):
-        raise UsageError(f"{path} is not an lm-eval task file (no mapping of task settings).")
-    output_type = config.get("output_type", "generate_until")
-    if output_type != "generate_until":
-        raise UsageError(
-            f"{path} is a {output_type} task (task {config.get('task')!r}): it scores the "
-            "log-likelihood of each choice, which the engines' chat and completions APIs "
-            "cannot report, so evalgate cannot run it. Use a generate_until version of the "
-            "task (one that asks the model to write its answer)."
-        )
+    """A task the user names by its lm-eval YAML file, checked whole (tasks/taskfile.py)."""
+    config = _with_defaults(path, load_task_file_config(path))
     return TaskSpec(
         api=api,
-        config=_checked(path, config),
-        sha256=hashlib.sha256(raw).hexdigest(),
+        config=config,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         path=path.resolve(),
     )
 
 
-def _checked(path: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """A generation task file as evalgate can run it, with lm-eval's defaults filled in."""
+def _with_defaults(path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """A checked task file as evalgate runs it: local data resolved, lm-eval's defaults filled."""
     if not isinstance(config.get("task"), str):
         raise UsageError(f"{path} names no task (its `task:` key). Fix the task file.")
-    tagged = [key for key, value in config.items() if isinstance(value, _Function)]
-    if tagged or any(k in config for k in ("process_docs", "process_results", "custom_dataset")):
-        raise UsageError(
-            f"{path} runs Python code ({', '.join(tagged) or 'process_docs/process_results'}), "
-            "which evalgate does not import: use a task whose prompts are templates and whose "
-            "data are local JSONL files."
-        )
     files = (config.get("dataset_kwargs") or {}).get("data_files")
     if config.get("dataset_path") != "json" or not isinstance(files, dict) or not files:
         raise UsageError(
@@ -132,17 +107,11 @@ def _checked(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     config["dataset_kwargs"] = {
         "data_files": {split: str(path.parent / str(file)) for split, file in files.items()}
     }
-    for key in ("doc_to_text", "doc_to_target"):
-        text = str(config.get(key, ""))
-        if "{{" not in text:  # lm-eval reads a bare name as that field of the doc
-            text = "{{" + text + "}}"
-        if "{%" in text or _FIELD.sub("", text).count("{{"):
-            raise UsageError(
-                f"{path}: {key} uses Jinja beyond {{{{field}}}} substitutions ({text!r}), which "
-                "evalgate does not render. Use plain {{field}} templates."
-            )
-        config[key] = text
+    missing = [key for key in ("doc_to_text", "doc_to_target") if key not in config]
+    if missing:
+        raise UsageError(f"{path} has no {' or '.join(missing)}: say how a question is asked.")
     config.setdefault("num_fewshot", 0)
+    config.setdefault("metric_list", [{"metric": "exact_match", "aggregation": "mean"}])
     kwargs = dict(config.get("generation_kwargs") or {"do_sample": False, "temperature": 0})
     kwargs.setdefault("until", [config.get("fewshot_delimiter", "\n\n")])
     config["generation_kwargs"] = kwargs
@@ -179,23 +148,6 @@ def load_file_data(spec: TaskSpec) -> Dataset:
     return Dataset(source="dir", files=files, sha256=sha256, test=test, train=train)
 
 
-class _TaskLoader(yaml.SafeLoader):
-    """lm-eval's task files tag functions (``!function utils.process_docs``): read the tag as
-    its text, so a file can be looked at without importing its code."""
-
-
-class _Function(str):
-    """The text of a ``!function`` tag: Python code the task file would have lm-eval import."""
-
-    __slots__ = ()
-
-
-_TaskLoader.add_constructor(
-    "!function",
-    lambda loader, node: _Function(loader.construct_scalar(node)),  # type: ignore[arg-type]
-)
-
-
 @dataclass(frozen=True)
 class Template:
     """A task file's ``{{question}}``/``{{answer}}`` template as a plain function of the doc.
@@ -213,12 +165,9 @@ class Template:
         return self.text
 
 
-_FIELD = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-
-
 def render(template: str, doc: dict[str, Any]) -> str:
     """Substitute each ``{{field}}`` (``{{question}}``, ``{{Question}}``, ``{{A}}``) in one pass."""
-    return _FIELD.sub(lambda match: str(doc[match.group(1)]), template)
+    return FIELD.sub(lambda match: str(doc[match.group(1)]), template)
 
 
 def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:

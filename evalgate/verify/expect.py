@@ -25,8 +25,9 @@ from typing import Any
 
 import msgspec
 
-from evalgate.errors import UsageError
+from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
+from evalgate.evidence.read import read
 from evalgate.verify.records import Entry, Found, SetOutcome
 
 IDENTITY = ("model", *LABEL_NAMES)
@@ -212,14 +213,9 @@ def load_expectation(value: str) -> Expectation:
     if value.strip().isdigit():
         return parse_expectation(int(value), value)
     try:
-        with open(value, encoding="utf-8") as stream:
-            data = json.load(stream)
-    except OSError as exc:
-        raise UsageError(f"Cannot read --expect file {value}: {exc.strerror}.") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"--expect file {value} is not valid JSON (line {exc.lineno}: {exc.msg})."
-        ) from exc
+        data = read(value)
+    except ArtifactError as exc:
+        raise UsageError(f"--expect: {exc.message}") from exc
     return parse_expectation(data, value)
 
 

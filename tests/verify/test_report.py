@@ -87,15 +87,6 @@ def test_the_terminal_lists_ignored_files():
     assert "ignored: x is not lm-eval\n" in report.terminal(result)
 
 
-@pytest.mark.parametrize(
-    ("text", "escaped"),
-    [("50% done\nnext", "50%25 done%0Anext"), ("a\r\nb", "a%0D%0Ab")],
-)
-def test_workflow_command_data_is_escaped(text, escaped):
-    assert report._escape_data(text) == escaped
-    assert report._escape_property(f"{text}: a,b") == f"{escaped}%3A a%2Cb"
-
-
 def test_annotations_are_capped_per_level():
     result = decide(*(run(c, 0.5) for c in range(1, 15)), run(20, 0.92, n=50))
     lines = report.workflow_commands(result).splitlines()

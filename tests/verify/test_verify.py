@@ -8,7 +8,6 @@ writes (isl/osl as strings, `hw`, `infmax_model_prefix`, batches with `_conc<N>`
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -18,20 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate import cli, schemas
+from evalgate import cli
 from evalgate.errors import ArtifactError, ExitCode, UsageError
-from evalgate.evidence.artifacts import (
-    NOT_A_RESULT,
-    read_result,
-    read_samples,
-    result_from_document,
-)
-from evalgate.evidence.model import LABEL_NAMES, Sample, from_document
+from evalgate.evidence.artifacts import NOT_A_RESULT, read_result
+from evalgate.evidence.model import LABEL_NAMES
 from evalgate.gate.verdict import Score
-from evalgate.schemas import validation_errors, validator
+from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import collect, expect, sweep
 
@@ -323,170 +317,7 @@ def test_result_factory_is_schema_valid(status):
     assert validation_errors("result", result_doc(status=status)) == []
 
 
-# -- the compiled schema check answers as jsonschema does ----------------------------------------
-
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-3, 3000)
-    | st.floats(allow_nan=False)
-    | st.sampled_from(["", "pass", "chat", "fit", "strict-match", "x"]),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(
-            st.sampled_from(["value", "source", "n", "type", "message", "extra"]), inner, max_size=3
-        )
-    ),
-    max_leaves=6,
-)
-
-
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found_paths = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found_paths += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found_paths += _paths(value, (*prefix, index))
-    return found_paths
-
-
-def sample_doc(doc_id: int = 3) -> dict[str, Any]:
-    answer = {"extracted": "18", "correct": True}
-    return {
-        "doc_id": doc_id,
-        "question": "Janet has 3 ducks...",
-        "target": "18",
-        "prompt_sha256": f"{doc_id:064x}",
-        "response": "#### 18",
-        "finish_reason": "stop",
-        "completion_tokens": 40,
-        "error": None,
-        "filters": {"strict-match": answer, "flexible-extract": answer},
-    }
-
-
-@st.composite
-def mutated_samples(draw: st.DrawFn) -> Any:
-    return _mutate(draw, sample_doc())
-
-
-@st.composite
-def mutated_results(draw: st.DrawFn) -> Any:
-    return _mutate(draw, result_doc(status=draw(st.sampled_from(["pass", "error"]))))
-
-
-def _mutate(draw: st.DrawFn, doc: Any) -> Any:
-    doc = copy.deepcopy(doc)
-    for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(doc)))
-        if not path:
-            continue
-        parent = doc
-        for part in path[:-1]:
-            parent = parent[part]
-        action = draw(st.sampled_from(["replace", "delete", "add"]))
-        if action == "replace":
-            parent[path[-1]] = draw(JSON)
-        elif action == "delete" and isinstance(parent, dict):
-            del parent[path[-1]]
-        elif isinstance(parent, dict):
-            parent[draw(st.sampled_from(["extra", "value", "n", "stderr"]))] = draw(JSON)
-    return doc
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=mutated_results())
-def test_compiled_check_agrees_with_jsonschema(doc):
-    fast = schemas._fast_check("result")
-    assert fast is not None
-    assert fast(doc) == validator("result").is_valid(doc)
-
-
-@settings(max_examples=200, deadline=None)
-@given(doc=JSON)
-def test_compiled_check_agrees_on_any_json(doc):
-    for name in ("result", "thresholds", "verdict"):
-        fast = schemas._fast_check(name)
-        assert fast is not None, name
-        assert fast(doc) == validator(name).is_valid(doc)
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=mutated_results())
-def test_the_typed_decode_never_accepts_what_the_schema_refuses(doc):
-    text = json.dumps(doc).encode()
-    if schemas.accepts_json("result", text):
-        assert validator("result").is_valid(doc)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=mutated_samples())
-def test_the_typed_decode_never_accepts_a_sample_the_schema_refuses(doc):
-    if schemas.accepts_json("sample", json.dumps(doc)):
-        assert validator("sample").is_valid(doc)
-
-
-def test_samples_are_read_by_the_typed_decode_into_the_same_model(tmp_path):
-    docs = [sample_doc(i) for i in range(5)]
-    docs[2]["error"], docs[2]["filters"] = "HTTP 400: too long", {}
-    lines = [json.dumps(d) for d in docs]
-    assert all(schemas.accepts_json("sample", line) for line in lines)  # the fast way is taken
-    path = tmp_path / "samples.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    assert read_samples(path) == [from_document(d, Sample) for d in docs]
-
-
-def test_a_sample_line_the_schema_refuses_is_refused_with_its_line_number(tmp_path):
-    bad = sample_doc(1)
-    bad["doc_id"] = -1
-    path = tmp_path / "samples.jsonl"
-    path.write_text(json.dumps(sample_doc(0)) + "\n" + json.dumps(bad) + "\n")
-    with pytest.raises(ArtifactError, match=r"line 2 is not a valid evalgate sample: \$\.doc_id"):
-        read_samples(path)
-
-
-@settings(max_examples=200, deadline=None)
-@given(doc=JSON)
-def test_the_typed_decode_never_accepts_any_json_the_schemas_refuse(doc):
-    text = json.dumps(doc).encode()
-    for name in ("result", "sample", "hook", "verdict", "comparison"):
-        if schemas.accepts_json(name, text):
-            assert validator(name).is_valid(doc), name
-
-
-@pytest.mark.parametrize("status", ["pass", "fail", "error", "aborted", "running"])
-def test_a_valid_result_is_read_by_the_typed_decode_into_the_same_model(tmp_path, status):
-    doc = result_doc(status=status)
-    path = tmp_path / "result.json"
-    path.write_text(json.dumps(doc, indent=2))
-    assert schemas.accepts_json("result", path.read_bytes())  # the fast way is taken
-    assert read_result(path) == result_from_document(copy.deepcopy(doc), path)
-
-
-def test_what_the_typed_decode_states_more_strictly_takes_the_full_way(tmp_path):
-    doc = result_doc()
-    doc["exit_code"] = 0.0  # an integer to JSON Schema, not to msgspec
-    path = tmp_path / "result.json"
-    path.write_text(json.dumps(doc))
-    assert not schemas.accepts_json("result", path.read_bytes())
-    assert validation_errors("result", doc) == []
-    with pytest.raises(ArtifactError) as full_way:
-        result_from_document(doc, path)
-    with pytest.raises(ArtifactError) as read:
-        read_result(path)
-    assert read.value.message == full_way.value.message
-    assert "Expected `int`, got `float` - at `$.exit_code`" in read.value.message
-
-
-def test_a_result_the_schema_refuses_is_refused_with_the_schemas_words(tmp_path):
-    doc = result_doc()
-    doc["status"] = "great"
-    path = tmp_path / "result.json"
-    path.write_text(json.dumps(doc))
-    with pytest.raises(ArtifactError, match=r"\$\.status: 'great' is not one of"):
-        read_result(path)
+# -- reading ---------------------------------------------------------------------------------------
 
 
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
@@ -494,12 +325,6 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path):
     os.mkfifo(path)
     with pytest.raises(ArtifactError, match="is not a regular file"):
         read_result(path)
-
-
-def test_compiled_check_refuses_keywords_it_does_not_know():
-    with pytest.raises(NotImplementedError):
-        schemas.compile_schema({"type": "object", "patternProperties": {"^x": True}})
-    assert schemas.compile_schema({"type": "string", "minLength": 2})("ab") is True
 
 
 # -- collecting ----------------------------------------------------------------------------------
@@ -580,7 +405,7 @@ def test_collect_an_empty_folder_is_reported_empty(tmp_path):
         ("", "is not valid JSON"),
         (b"\xff\xfe{}", "is not UTF-8 text"),
         ('{"schema": "evalgate.result/1"}', f"{NOT_A_RESULT}: $: "),
-        ("[]", f"{NOT_A_RESULT}: $: [] is not of type 'object'"),
+        ("[]", f"{NOT_A_RESULT}: $: Expected `object`, got `array`"),
     ],
 )
 def test_collect_reports_a_malformed_result_with_path_and_reason(tmp_path, content, reason):
@@ -601,8 +426,11 @@ def test_collect_names_the_bad_field_of_a_schema_invalid_result(tmp_path):
     del doc["labels"]
     (tmp_path / "result.json").write_text(json.dumps(doc))
     [note] = collect.collect([str(tmp_path)]).malformed
-    assert "$: 'labels' is a required property" in note.reason
-    assert "$.scores[0].value: 1.5 is greater than the maximum of 1" in note.reason
+    assert "$.scores[0].value: Expected `float` <= 1.0" in note.reason  # the first met
+    doc["scores"][0]["value"] = 0.5
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert "$: Object missing required field `labels`" in note.reason
 
 
 def test_collect_reads_a_harness_eval_with_its_metadata(tmp_path):
@@ -1070,7 +898,7 @@ def test_load_expectation(tmp_path):
     manifest = tmp_path / "expect.json"
     manifest.write_text(json.dumps([{"concurrency": [1, 2]}]))
     assert len(expect.load_expectation(str(manifest)).configs) == 2
-    with pytest.raises(UsageError, match="Cannot read --expect file"):
+    with pytest.raises(UsageError, match="--expect: Cannot read "):
         expect.load_expectation(str(tmp_path / "none.json"))
     manifest.write_text("[{")
     with pytest.raises(UsageError, match="is not valid JSON"):
@@ -1161,7 +989,7 @@ def test_one_empty_path_among_others_fails(tmp_path, capsys):
             ["{tmp}", "--thresholds", "{tmp}/missing.json"],
             "ThresholdsError: Cannot read thresholds file {tmp}/missing.json",
         ),
-        (["{tmp}", "--expect", "{tmp}/missing.json"], "UsageError: Cannot read --expect file"),
+        (["{tmp}", "--expect", "{tmp}/missing.json"], "UsageError: --expect: Cannot read "),
         (
             ["{tmp}", "--expect", "{tmp}/result.json"],
             "UsageError: --expect {tmp}/result.json is neither a count nor a manifest",
@@ -1505,7 +1333,7 @@ def test_collect_reports_a_malformed_hook_summary(tmp_path):
     [note] = collect.collect([str(tmp_path)]).malformed
     assert note.reason.startswith(
         f"{tmp_path / 'hook.json'} is not an evalgate hook summary: "
-        "$: 'concurrencies' is a required property"
+        "$.runs: Expected `array`, got `int`"
     )
 
 

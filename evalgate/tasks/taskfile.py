@@ -1,0 +1,265 @@
+"""A user's lm-eval task file (``--task FILE``), checked whole before anything is sent.
+
+The file is outside input, and lm-eval would act on it: import its ``!function`` code, render its
+templates with an unsandboxed jinja2 (``description``, ``gen_prefix``, ``doc_to_choice``, the
+few-shot overrides...), load a metric it names from the hub or a local script. So evalgate takes
+a generation task whose every key it knows (``KEYS``), whose rendered fields are plain
+``{{field}}`` templates, whose data are local JSONL files, scored with exact_match through
+lm-eval's built-in filters. Anything else is refused with exit 2, naming the key; lm-eval's own
+template environment is sandboxed as well (gate/evaluate.py), for what a parser might miss.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import UsageError
+from evalgate.yamlfile import YamlRefused, load_yaml
+
+FIELD = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+"""A plain substitution, ``{{question}}``: the only template syntax a task file may use."""
+
+FILTERS = frozenset(
+    {"regex", "regex_pos", "take_first", "take_first_k", "majority_vote", "remove_whitespace",
+     "lowercase", "uppercase", "multi_choice_regex", "map", "format_span"}
+)  # fmt: skip
+"""lm-eval's built-in filters that only transform text (not `custom`, which calls code)."""
+
+EXACT_MATCH_OPTIONS = frozenset(
+    {"metric", "aggregation", "higher_is_better", "ignore_case", "ignore_punctuation",
+     "ignore_numbers", "regexes_to_ignore"}
+)  # fmt: skip
+SAMPLING = frozenset(
+    {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
+     "repetition_penalty"}
+)  # fmt: skip
+"""generation_kwargs sent in each request body as they are (besides `until` and `do_sample`)."""
+
+
+class _Function(str):
+    """The text of a ``!function`` tag: Python code the task file would have lm-eval import."""
+
+    __slots__ = ()
+
+
+def load_task_file(path: Path) -> dict[str, Any]:
+    """The task file's settings, checked (the data files not yet read)."""
+    if not path.is_file():
+        raise UsageError(
+            f"--task {str(path)!r} is neither a task evalgate knows (gsm8k, "
+            "gpqa_diamond_cot_n_shot) nor a task file. Name one of those, or the path of an "
+            "lm-eval task YAML."
+        )
+    try:
+        config = load_yaml(path.read_text(encoding="utf-8"), tags={"!function": _Function})
+    except (YamlRefused, UnicodeDecodeError) as exc:
+        message = exc.message if isinstance(exc, YamlRefused) else "is not UTF-8 text"
+        raise UsageError(f"{path} {message}. Fix the task file.") from exc
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} is not an lm-eval task file (no mapping of task settings).")
+    output_type = config.get("output_type", "generate_until")
+    if output_type != "generate_until":
+        raise UsageError(
+            f"{path} is a {output_type} task (task {config.get('task')!r}): it scores the "
+            "log-likelihood of each choice, which the engines' chat and completions APIs "
+            "cannot report, so evalgate cannot run it. Use a generate_until version of the "
+            "task (one that asks the model to write its answer)."
+        )
+    code = [where for where, value in _walk(config, "") if isinstance(value, _Function)]
+    if code:
+        raise UsageError(
+            f"{path} runs Python code ({', '.join(code)}), which evalgate does not import "
+            "(a !function tag): use a task whose prompts are templates and whose data are "
+            "local JSONL files."
+        )
+    unknown = [str(key) for key in config if key not in KEYS]
+    if unknown:
+        raise UsageError(
+            f"{path} has keys evalgate does not run ({', '.join(unknown)}): the keys evalgate "
+            f"knows are {', '.join(KEYS)}. Remove the others (a task that needs them cannot "
+            "be run by evalgate)."
+        )
+    for key, value in config.items():
+        config[key] = KEYS[key](_Where(path, key), value)
+    return config
+
+
+def _walk(value: Any, where: str) -> Iterator[tuple[str, Any]]:
+    yield where or "the file", value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _walk(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk(item, f"{where}[{index}]")
+
+
+class _Where:
+    """A key's place in the file, for messages that name it."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path, self.key = path, key
+
+    def refuse(self, why: str, value: Any) -> UsageError:
+        return UsageError(f"{self.path}: {self.key} {why} (it is {value!r}). Fix the task file.")
+
+    def inner(self, key: str | int) -> _Where:
+        return _Where(
+            self.path, f"{self.key}[{key}]" if isinstance(key, int) else f"{self.key}.{key}"
+        )
+
+
+def _text(where: _Where, value: Any) -> str:
+    if not isinstance(value, str):
+        raise where.refuse("must be text", value)
+    return value
+
+
+def _count(where: _Where, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise where.refuse("must be a whole number, 0 or more", value)
+    return value
+
+
+def _data(where: _Where, value: Any) -> Any:
+    """Any plain value lm-eval only stores (metadata)."""
+    return value
+
+
+def _template(where: _Where, value: Any) -> str:
+    """A field lm-eval renders with jinja2: plain text with ``{{field}}`` substitutions only."""
+    text = _text(where, value)
+    if where.key.endswith(("doc_to_text", "doc_to_target")) and "{{" not in text:
+        text = "{{" + text + "}}"  # lm-eval reads a bare name as that field of the doc
+    rest = FIELD.sub("", text)
+    if any(mark in rest for mark in ("{{", "}}", "{%", "%}", "{#", "#}")):
+        raise where.refuse(
+            "uses Jinja beyond {{field}} substitutions, which evalgate does not render: use "
+            "plain {{field}} templates",
+            value,
+        )
+    return text
+
+
+def _tags(where: _Where, value: Any) -> Any:
+    if isinstance(value, list):
+        return [_text(where.inner(i), tag) for i, tag in enumerate(value)]
+    return _text(where, value)
+
+
+def _mapping(where: _Where, value: Any, known: dict[str, Checker]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise where.refuse("must be a mapping", value)
+    unknown = [str(key) for key in value if key not in known]
+    if unknown:
+        raise where.inner(unknown[0]).refuse(
+            f"is not a key evalgate knows here ({', '.join(known)})", value[unknown[0]]
+        )
+    return {key: known[key](where.inner(key), item) for key, item in value.items()}
+
+
+def _items(where: _Where, value: Any, check: Checker) -> list[Any]:
+    if not isinstance(value, list):
+        raise where.refuse("must be a list", value)
+    return [check(where.inner(index), item) for index, item in enumerate(value)]
+
+
+def _one_of(*allowed: Any) -> Checker:
+    def check(where: _Where, value: Any) -> Any:
+        if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
+            raise where.refuse(f"must be {' or '.join(map(repr, allowed))}", value)
+        return value
+
+    return check
+
+
+def _number(where: _Where, value: Any) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise where.refuse("must be a number", value)
+    return value
+
+
+def _stops(where: _Where, value: Any) -> Any:
+    return _text(where, value) if isinstance(value, str) else _items(where, value, _text)
+
+
+def _generation(where: _Where, value: Any) -> dict[str, Any]:
+    known: dict[str, Checker] = {"until": _stops, "do_sample": _one_of(False, True)}
+    known.update(dict.fromkeys(SAMPLING, _number))
+    return _mapping(where, value, known)
+
+
+def _step(where: _Where, value: Any) -> dict[str, Any]:
+    """One filter step: a built-in filter's name and its options (plain data)."""
+    if not isinstance(value, dict) or value.get("function") not in FILTERS:
+        name = value.get("function") if isinstance(value, dict) else value
+        raise where.refuse(
+            f"must name one of lm-eval's text filters ({', '.join(sorted(FILTERS))})", name
+        )
+    return value
+
+
+def _filter(where: _Where, value: Any) -> dict[str, Any]:
+    return _mapping(where, value, {"name": _text, "filter": lambda w, v: _items(w, v, _step)})
+
+
+def _metric(where: _Where, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or value.get("metric") != "exact_match":
+        name = value.get("metric") if isinstance(value, dict) else value
+        raise where.refuse("must be exact_match, the metric evalgate gates on", name)
+    known: dict[str, Checker] = dict.fromkeys(EXACT_MATCH_OPTIONS, _one_of(False, True))
+    known.update(metric=_text, aggregation=_one_of("mean"), regexes_to_ignore=_regexes)
+    return _mapping(where, value, known)
+
+
+def _regexes(where: _Where, value: Any) -> list[str]:
+    return _items(where, value, _text)
+
+
+def _fewshot(where: _Where, value: Any) -> dict[str, Any]:
+    return _mapping(where, value, {"sampler": _one_of("default")})
+
+
+def _files(where: _Where, value: Any) -> dict[str, Any]:
+    return _mapping(where, value, {"data_files": _splits})
+
+
+def _splits(where: _Where, value: Any) -> dict[str, str]:
+    """data_files: a file name for each split, any split names."""
+    if not isinstance(value, dict):
+        raise where.refuse("must map each split to its file", value)
+    return {
+        _text(where, split): _text(where.inner(str(split)), file) for split, file in value.items()
+    }
+
+
+Checker = Callable[[_Where, Any], Any]
+
+KEYS: dict[str, Checker] = {
+    "task": _text,
+    "task_alias": _text,
+    "tag": _tags,
+    "dataset_path": _text,
+    "dataset_kwargs": _files,
+    "training_split": _text,
+    "validation_split": _text,
+    "test_split": _text,
+    "fewshot_split": _text,
+    "output_type": _text,
+    "doc_to_text": _template,
+    "doc_to_target": _template,
+    "description": _template,
+    "target_delimiter": _text,
+    "fewshot_delimiter": _text,
+    "fewshot_config": _fewshot,
+    "num_fewshot": _count,
+    "generation_kwargs": _generation,
+    "filter_list": lambda where, value: _items(where, value, _filter),
+    "metric_list": lambda where, value: _items(where, value, _metric),
+    "repeats": _count,
+    "metadata": _data,
+}
+"""Every key a task file may hold, with the check of its value."""

@@ -1,0 +1,106 @@
+"""YAML from outside (task files, thresholds files), read with its size bounded by its structure.
+
+PyYAML's safe loader builds no objects, but it expands aliases (nine lines of ``&a``/``*a`` make
+nine to the ninth strings) and composes nesting by recursion. So this reader refuses aliases,
+nesting deeper than ``MAX_DEPTH``, files over ``MAX_CHARS`` and keys repeated in one mapping
+(readers disagree on which value wins); what it returns is plain data no bigger than its text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+MAX_DEPTH = 64
+"""Mappings and lists inside one another; lm-eval's task files and thresholds files use four."""
+MAX_CHARS = 4 * 1024 * 1024
+
+
+class YamlRefused(Exception):
+    """The text is not YAML this reader accepts; `kind` says why, `message` says where."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        """"syntax", "alias", "nesting", "size", "repeated" or "tag"."""
+        self.message = message
+
+
+def load_yaml(text: str, tags: Mapping[str, type[str]] | None = None) -> Any:
+    """Plain data from `text`; `tags` maps a local tag (``!function``) to the str subclass its
+    scalar is read as. Raises YamlRefused."""
+    if len(text) > MAX_CHARS:
+        raise YamlRefused(
+            "size", f"is {len(text):,} characters, over the {MAX_CHARS:,} this reader takes"
+        )
+    loader = _Loader(text)
+    loader.tags = dict(tags or {})
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1} column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise YamlRefused("syntax", f"is not valid YAML{where}: {problem}") from exc
+    finally:
+        loader.dispose()
+
+
+def _line(node_or_event: Any) -> int:
+    return int(node_or_event.start_mark.line) + 1
+
+
+class _Loader(yaml.SafeLoader):
+    tags: dict[str, type[str]]
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise YamlRefused(
+                "alias",
+                f"uses the alias *{event.anchor} (line {_line(event)}): aliases are not "
+                "accepted, since a few lines of them can expand to gigabytes. Write the "
+                "values out",
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise YamlRefused(
+                    "nesting",
+                    f"is nested more than {MAX_DEPTH} levels deep (line "
+                    f"{_line(self.peek_event())}): no task or thresholds file needs that",  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_undefined(self, node: Any) -> Any:
+        if node.tag in self.tags and isinstance(node, yaml.ScalarNode):
+            return self.tags[node.tag](self.construct_scalar(node))
+        raise YamlRefused(
+            "tag", f"uses the tag {node.tag} (line {_line(node)}), which evalgate does not read"
+        )
+
+    def construct_strict_mapping(self, node: yaml.MappingNode) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node)
+            if isinstance(key, str | int | float | bool):
+                if key in seen:
+                    raise YamlRefused(
+                        "repeated",
+                        f"repeats the key {key!r} in one mapping (line {_line(key_node)}): "
+                        "YAML readers keep only one of the two values, so the file is "
+                        "ambiguous. Keep one entry",
+                    )
+                seen.add(key)
+        return self.construct_mapping(node)
+
+
+_Loader.add_constructor(None, _Loader.construct_undefined)
+_Loader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_strict_mapping
+)

@@ -1,0 +1,199 @@
+"""`--task FILE` is outside input: refused before anything is sent unless every key is known and
+every field lm-eval renders is a plain ``{{field}}`` template. Black-box: the CLI in its own
+process against task files and the loopback fake engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_args, run_subprocess
+from tests.fakeengine import EngineBehaviour, FakeEngine
+
+PAYLOAD = "{{ cycler.__init__.__globals__.os.popen('id > PWNED').read() }}"
+ROWS = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(6)]
+
+GOOD = """\
+task: arithmetic
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: test.jsonl
+    train: train.jsonl
+output_type: generate_until
+test_split: test
+fewshot_split: train
+doc_to_text: "Question: {{question}}\\nAnswer:"
+doc_to_target: "{{answer}}"
+description: "Answer each question."
+num_fewshot: 1
+generation_kwargs:
+  until: ["</s>"]
+  do_sample: false
+  temperature: 0
+filter_list:
+  - name: strict-match
+    filter:
+      - function: regex
+        regex_pattern: "#### (\\\\-?[0-9]+)"
+      - function: take_first
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+"""
+
+
+def _task(folder: Path, text: str) -> Path:
+    for split in ("test", "train"):
+        lines = "".join(json.dumps(row) + "\n" for row in ROWS)
+        (folder / f"{split}.jsonl").write_text(lines, encoding="utf-8")
+    path = folder / "task.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _run(engine: FakeEngine, tmp_path: Path, task: Path, *extra: str) -> tuple[int, str]:
+    args = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
+    args += ["--thresholds", _floor(tmp_path)]
+    done = run_subprocess(*args, *extra, timeout=300, cwd=tmp_path)
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.fixture
+def fake() -> FakeEngine:
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        yield engine
+
+
+def test_a_plain_task_file_runs(fake, tmp_path):
+    code, text = _run(fake, tmp_path, _task(tmp_path, GOOD))
+    assert code in (0, 1), text
+    assert "Traceback" not in text
+
+
+def _floor(folder: Path) -> str:
+    path = folder / "floor.json"
+    path.write_text('{"default": {"arithmetic": 0.01}}', encoding="utf-8")
+    return str(path)
+
+
+HOSTILE = [
+    ("description", GOOD.replace('"Answer each question."', f'"{PAYLOAD}"'), "description"),
+    ("gen_prefix", GOOD + f'gen_prefix: "{PAYLOAD}"\n', "gen_prefix"),
+    ("doc_to_choice", GOOD + f'doc_to_choice: "{PAYLOAD}"\n', "doc_to_choice"),
+    (
+        "doc_to_decontamination_query",
+        GOOD + f'should_decontaminate: true\ndoc_to_decontamination_query: "{PAYLOAD}"\n',
+        "should_decontaminate",
+    ),
+    (
+        "fewshot_config.doc_to_text",
+        GOOD + f'fewshot_config:\n  sampler: default\n  doc_to_text: "{PAYLOAD}"\n',
+        "fewshot_config.doc_to_text",
+    ),
+    (
+        "fewshot_config.gen_prefix",
+        GOOD + f'fewshot_config:\n  gen_prefix: "{PAYLOAD}"\n',
+        "fewshot_config.gen_prefix",
+    ),
+    ("doc_to_text", GOOD.replace('"{{answer}}"', f'"{PAYLOAD}"'), "doc_to_target"),
+    (
+        "a !function in a filter list",
+        GOOD.replace("      - function: take_first\n", "      - function: custom\n"
+                     "        filter_fn: !function utils.evil\n"),
+        "!function",
+    ),
+    (
+        "a !function in a metric",
+        GOOD.replace("    aggregation: mean\n", "    aggregation: !function utils.evil\n"),
+        "!function",
+    ),
+    ("a metric loaded from elsewhere", GOOD.replace("exact_match", "./evil.py"), "./evil.py"),
+    ("include", "include: other.yaml\n" + GOOD, "include"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "names"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_a_task_file_that_could_run_code_is_refused_before_anything_is_sent(
+    fake, tmp_path, text, names
+):
+    code, out = _run(fake, tmp_path, _task(tmp_path, text))
+    assert not (tmp_path / "PWNED").exists(), "the task file ran a command"
+    assert code == 2, out
+    assert names in out
+    assert "Traceback" not in out
+    assert fake.requests == []
+
+
+def test_an_unknown_key_is_named(fake, tmp_path):
+    code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + "process_docs_v2: whatever\n"))
+    assert code == 2, out
+    assert "process_docs_v2" in out
+    assert "keys evalgate knows" in out
+    assert fake.requests == []
+
+
+BOMB = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+def test_a_yaml_alias_bomb_in_a_task_file_is_refused(fake, tmp_path):
+    text = GOOD + "metadata:\n" + "".join("  " + line + "\n" for line in BOMB.splitlines())
+    code, out = _run(fake, tmp_path, _task(tmp_path, text))
+    assert code == 2, out
+    assert "alias" in out
+    assert fake.requests == []
+
+
+def test_a_yaml_alias_bomb_in_a_thresholds_file_is_refused(fake, tmp_path):
+    path = tmp_path / "floors.yaml"
+    path.write_text("default:\n  gsm8k: 0.9\nmodels:\n" + "".join(
+        "  " + line + "\n" for line in BOMB.splitlines()
+    ), encoding="utf-8")  # fmt: skip
+    done = run_subprocess(*run_args(fake.url, tmp_path / "out", "--thresholds", str(path)))
+    assert done.returncode == 2, done.stderr
+    assert "alias" in done.stderr
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("kind", ["task", "thresholds"])
+def test_deeply_nested_yaml_is_refused(fake, tmp_path, kind):
+    deep = "[" * 100_000 + "]" * 100_000
+    if kind == "task":
+        code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata: {deep}\n"))
+    else:
+        path = tmp_path / "floors.yaml"
+        path.write_text(f"default: {deep}\n", encoding="utf-8")
+        done = run_subprocess(*run_args(fake.url, tmp_path / "out", "--thresholds", str(path)))
+        code, out = done.returncode, done.stderr
+    assert code == 2, out
+    assert "nested" in out
+    assert "Traceback" not in out and "InternalError" not in out
+
+
+def test_lm_evals_templates_are_sandboxed_for_a_payload_past_the_parser(tmp_path, monkeypatch):
+    """The parser refuses the payload; were it to slip past, lm-eval renders it in jinja2's
+    sandbox (the path `description` takes: ConfigurableTask.resolve_field)."""
+    from jinja2.exceptions import SecurityError
+    from lm_eval.api.task import ConfigurableTask
+
+    from evalgate.gate.evaluate import sandbox_templates
+
+    monkeypatch.chdir(tmp_path)
+    sandbox_templates()
+    with pytest.raises(SecurityError):
+        ConfigurableTask.resolve_field({"question": "q"}, PAYLOAD)
+    assert not (tmp_path / "PWNED").exists()
+    assert ConfigurableTask.resolve_field({"question": "q"}, "Q: {{question}}") == "Q: q"
