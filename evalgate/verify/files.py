@@ -1,8 +1,8 @@
 """A sweep's files, each read into what verify judges: a run (Found), or why not (a Note).
 
 Every reader's error is about its one file: it becomes a Note, never the end of the sweep.
-evalgate's result.json is read in part (what the gate rule needs, the whole checked against its
-schema); one that still says "running" is looked at with its folder's lock, which a live run
+evalgate's result.json is read whole into the evidence model, and verify keeps what the gate
+rule needs; one that still says "running" is looked at with its folder's lock, which a live run
 holds. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval set (a
 meta_env.json and its lm-eval results) gives its runs through harness_output.py.
 """
@@ -14,21 +14,10 @@ import os
 import stat
 from typing import Any
 
-import msgspec
-
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_document, read_hook, read_result
 from evalgate.evidence.harness_layout import FormatError
-from evalgate.evidence.model import (
-    LABEL_NAMES,
-    EarlyStopRecord,
-    Labels,
-    Score,
-    Stage,
-    Status,
-    VerdictRecord,
-    to_document,
-)
+from evalgate.evidence.model import LABEL_NAMES, to_document
 from evalgate.verify import harness_output
 from evalgate.verify.records import Collection, Found, Note
 
@@ -40,45 +29,11 @@ def read(path: str, reader: Any) -> Any:
         return reader(path)
     except ArtifactError as exc:
         return Note(path, exc.message)
-    except RecursionError:  # a document nested deeper than any decoder goes
-        return Note(path, f"{path} is not valid JSON: it is nested too deeply to read.")
-
-
-class _Failure(msgspec.Struct):
-    type: str
-
-
-class _Check(msgspec.Struct):
-    passed: bool
-
-
-class _Eval(msgspec.Struct):
-    early_stop: EarlyStopRecord | None = None
-
-
-class _Run(msgspec.Struct, kw_only=True):
-    """The part of a result.json that verify reads, typed as the evidence model types it."""
-
-    status: Status
-    stage: Stage
-    reason: str
-    error: _Failure | None = None
-    model: str | None
-    labels: Labels
-    eval: _Eval | None = None
-    scores: list[Score] = []
-    checks: list[_Check] = []
-    verdict: VerdictRecord | None = None
-
-
-def _read_run(path: str) -> _Run:
-    return read_result(path, _Run)
 
 
 def result(path: str) -> Found | Note:
-    """The run one result.json holds, as verify needs it (the file checked whole against its
-    schema)."""
-    run = read(path, _read_run)
+    """The run one result.json holds, as verify needs it."""
+    run = read(path, read_result)
     if isinstance(run, Note):
         return run
     return Found(
