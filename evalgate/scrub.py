@@ -20,11 +20,8 @@ import base64
 import json
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
-
-if TYPE_CHECKING:
-    from evalgate.settings import Settings
 
 MASK = "***"
 MIN_LENGTH = 8
@@ -108,13 +105,6 @@ def configure(keys: Iterable[str | None], urls: Iterable[str | None] = ()) -> No
     global _active  # noqa: PLW0603  # one set for the process: every writer and thread sees it
     values = [key for key in keys if key]
     _active = Secrets(values + [s for url in urls if url for s in url_secrets(url)])
-
-
-def configure_for(settings: Settings) -> None:
-    """The secrets of a command's settings: its API key, and the user info of --base-url and of
-    every --worker-url."""
-    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    configure([key], [settings.base_url, *settings.worker_urls])
 
 
 def text(value: str) -> str:

@@ -100,7 +100,7 @@ def test_the_settings_secrets_are_its_key_and_every_urls_user_info():
         base_url="http://gate:pw-PLANTED-456@router:8000/v1",
         worker_urls=["http://w:wk-PLANTED-789@decode:8200/v1"],
     )
-    scrub.configure_for(settings)
+    scrub.configure(*credentials(settings))
 
     assert scrub.text(f"{KEY} {PAIR} wk-PLANTED-789") == "*** *** ***"
 

@@ -20,6 +20,7 @@ from evalgate import scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
+from evalgate.settings.environment import credentials
 from evalgate.settings.values import TOKEN_LENGTHS, token_count
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
@@ -173,7 +174,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             where = " or ".join([flag_name(field), *env_names(field)])
             problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
-    scrub.configure_for(settings)  # the top of the command: from here on, outputs are scrubbed
+    scrub.configure(
+        *credentials(settings)
+    )  # the top of the command: from here on, outputs are scrubbed
     return settings
 
 

@@ -105,10 +105,12 @@ def _is_input(path: str, roots: list[str]) -> bool:
     name = os.path.basename(path)
     if not (name in ("result.json", "meta_env.json", "hook.json") or is_results_file(name)):
         return False
-    target = os.path.realpath(path)
-    for root in roots:
-        real = os.path.realpath(root)
-        if target == real or target.startswith(real.rstrip(os.sep) + os.sep):
+    # as written and as resolved: verify follows links to folders, so a path through one is read
+    for target, bases in (
+        (os.path.abspath(path), [os.path.abspath(root) for root in roots]),
+        (os.path.realpath(path), [os.path.realpath(root) for root in roots]),
+    ):
+        if any(target == base or target.startswith(base.rstrip(os.sep) + os.sep) for base in bases):
             return True
     return False
 
@@ -142,11 +144,12 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.settings import verify_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
+    from evalgate.verify.expect import load_expectation
 
     environment = verify_environment()
     thresholds_path = args.thresholds or environment.thresholds
     thresholds = load_thresholds(Path(thresholds_path) if thresholds_path else None)
-    expectation = sweep.load_expectation(args.expect) if args.expect is not None else None
+    expectation = load_expectation(args.expect) if args.expect is not None else None
     github = args.github if args.github is not None else environment.github_actions
     summary = environment.step_summary if github else None
     for label, path in (
@@ -164,14 +167,11 @@ def command(args: argparse.Namespace) -> int:
                     f"{label} {path} is one of the files verify reads: writing it would destroy "
                     "the evidence. Write the report outside the results."
                 )
-    with sweep.collector_paused():
-        result = sweep.verify(
-            list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
-        )
-        _write(result, args, github=github, summary=summary)
-        code = result.exit_code
-        del result  # freed before the collector resumes, which would walk the report once more
-    return code
+    result = sweep.verify(
+        list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
+    )
+    _write(result, args, github=github, summary=summary)
+    return result.exit_code
 
 
 def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
@@ -179,9 +179,9 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
     from evalgate import outside
     from evalgate.verify import report
 
-    lines = iter(report.terminal_lines(result, quiet=args.quiet))
-    while chunk := list(itertools.islice(lines, 4096)):  # a write per 4,096 lines, not per line
-        sys.stdout.write("".join(chunk))
+    lines = report.terminal_lines(result, quiet=args.quiet)
+    while chunk := "".join(itertools.islice(lines, 4096)):  # stdout may be unbuffered
+        sys.stdout.write(chunk)
     if github:
         if summary:
             write_file(summary, report.markdown(result), append=True, label="GITHUB_STEP_SUMMARY")

@@ -38,6 +38,7 @@ from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.gate.thinking import InlineThinking
 from evalgate.gate.verdict import Verdict, decide
 from evalgate.settings import Settings
+from evalgate.settings.environment import credentials
 from evalgate.tasks.dataset import Dataset, full_size, reference_answer
 from evalgate.tasks.prompts import Prompt, build_prompts
 from evalgate.tasks.spec import BUILT_IN, FEWSHOT_SEED, TaskSpec, load_data, load_task
@@ -487,7 +488,7 @@ def run_gate(
 
     `prior` skips readiness, context and probe, reusing what an earlier run against the same
     live engine established; `topology` is recorded among the result's labels."""
-    scrub.configure_for(settings)  # the evidence never holds a secret the engine echoed
+    scrub.configure(*credentials(settings))  # the evidence never holds a secret the engine echoed
     gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
     try:
         return _record(gate, *_attempt(gate))

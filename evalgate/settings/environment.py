@@ -4,6 +4,11 @@ topology variables, whose names vary by launcher."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalgate.settings.values import Settings
+
 import os
 import re
 from collections.abc import Mapping
@@ -65,3 +70,10 @@ def credentials_environment(
     for name in CREDENTIAL_VARIABLES["worker_urls"]:
         urls += [part.strip() for part in source.get(name, "").split(",") if part.strip()]
     return keys, urls
+
+
+def credentials(settings: Settings) -> tuple[list[str | None], list[str | None]]:
+    """A command's secrets for scrub.configure: its API key, and --base-url and every
+    --worker-url (their user info)."""
+    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    return [key], [settings.base_url, *settings.worker_urls]

@@ -56,11 +56,6 @@ def rank(outcome: str) -> int:
     return index if outcome in FAILING else len(OUTCOMES) + (outcome == "pass")
 
 
-def worst(entry: Entry) -> CheckRow | None:
-    """The check that decides an entry (see `deciding`)."""
-    return deciding(entry.checks)
-
-
 def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str, list[str]]:
     """The words every labelled config's key shares, and each key without them (a key that is
     a path, for a file with no config, is shown relative to the root it was found under)."""
@@ -94,20 +89,9 @@ def _check_cells(checks: tuple[CheckRow, ...]) -> tuple[str, ...]:
     )
 
 
-class _Cells:
-    """Each entry's row of the table. Runs decided alike share their checks (sweep.Rule), so
-    the cells of a set of checks are made once, looked up by the identity of its tuple: every
-    entry, and so every tuple, lives as long as the report does (an id names one tuple)."""
-
-    def __init__(self) -> None:
-        self._made: dict[int, tuple[str, ...]] = {}
-
-    def __call__(self, entry: Entry) -> list[str]:
-        checks = entry.checks
-        made = self._made.get(id(checks))
-        if made is None:
-            made = self._made[id(checks)] = _check_cells(checks)
-        return [entry.outcome.upper(), outside.terminal(entry.key), *made]
+def _cells(entry: Entry) -> list[str]:
+    """An entry's row of the table."""
+    return [entry.outcome.upper(), outside.terminal(entry.key), *_check_cells(entry.checks)]
 
 
 HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
@@ -119,30 +103,17 @@ def _results(report: Report) -> list[Entry]:
     return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
-KEPT_ROWS = 20_000
-"""Up to this many results, the table's cells are made once and kept (about 6 MB); past it,
-they are made once to measure the columns and again for each line, so a sweep of 10^5 results
-never holds its whole table (30 MB) at once."""
-
-
 def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
-    """terminal()'s lines, each ending in a newline, made as they are written."""
+    """terminal()'s lines, each ending in a newline, made as they are written (the rows are
+    made once to measure the columns and again to print: a sweep's whole table is never held)."""
     results = [] if quiet else _results(report)
     if results:
-        cells = _Cells()
         widths = [len(h) for h in HEADER]
-        rows: Iterable[list[str]]
-        if len(results) <= KEPT_ROWS:
-            rows = list(map(cells, results))
-            columns = zip(*rows, strict=True)
-            widths = [max(w, *map(len, c)) for w, c in zip(widths, columns, strict=True)]
-        else:
-            for row in map(cells, results):
-                widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-            rows = map(cells, results)
+        for row in map(_cells, results):
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
         line = "  ".join(f"{{:<{w}}}" for w in widths).format
-        for row in itertools.chain([HEADER], rows):
+        for row in itertools.chain([HEADER], map(_cells, results)):
             yield line(*row).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]
@@ -168,9 +139,8 @@ def terminal(report: Report, *, quiet: bool = False) -> str:
 def _md_table(entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
     header = ["", *HEADER[1:], *(["Reason"] if with_reason else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    row = _Cells()
     for entry in entries[:rows]:
-        cells = [MARKS[entry.outcome] + " " + entry.outcome, *row(entry)[1:]]
+        cells = [MARKS[entry.outcome] + " " + entry.outcome, *_cells(entry)[1:]]
         cells += [entry.reason] if with_reason else []
         lines.append("| " + " | ".join(map(outside.markdown, cells)) + " |")
     if len(entries) > rows:

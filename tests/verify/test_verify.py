@@ -9,7 +9,6 @@ writes (isl/osl as strings, `hw`, `infmax_model_prefix`, batches with `_conc<N>`
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -17,7 +16,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,7 +27,7 @@ from evalgate.evidence.model import LABEL_NAMES
 from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
-from evalgate.verify import collect, expect, spool, sweep
+from evalgate.verify import collect, expect, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -340,38 +338,9 @@ def _sweep_of(tmp_path: Path, count: int) -> Path:
     return tmp_path
 
 
-def _by_path(found: list[collect.Found]) -> list[collect.Found]:
-    """Runs in path order (collect keeps them in the order read)."""
-    return sorted(found, key=lambda f: f.path)
-
-
-def test_a_wide_sweep_scanned_by_two_processes_is_the_sweep_scanned_by_one(tmp_path, monkeypatch):
-    root = str(_sweep_of(tmp_path, 30))
-    write_harness(tmp_path / "harness-a")  # an lm-eval set among the runs
-    serial = collect.collect([root])
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)  # from 4 folders side by side, a child scans
-    monkeypatch.setattr(spool, "_FRAME", 4)  # several frames in the spool
-    monkeypatch.setattr(collect, "_SHARE_FROM", 4)  # repeated values kept once, as at 10^5
-    forks = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
-    forked = collect.collect([root])
-    assert forks == [1]
-    assert _by_path(forked.found) == _by_path(serial.found) and len(forked.found) == 30
-    assert forked.malformed == serial.malformed and forked.ignored == serial.ignored
-    assert [f.source for f in forked.found].count("lm-eval") == 1
-    assert [n.path for n in forked.malformed] == [str(tmp_path / "run-007" / "result.json")]
-    # the child's runs share their repeated values with the parent's, as one process's do
-    hardware = {id(f.labels["hardware"]) for f in forked.found if f.labels["hardware"] == "h1"}
-    assert len(hardware) == 1
-
-
-def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
-    tmp_path, monkeypatch
-):
-    """The three ways one sweep is judged (by the two processes that read it, by one, or after
-    reading it all, as from 20,000 results on) give the same report; two configs whose names
-    collide, wherever they are read, are told apart by their models either way."""
+def test_runs_judged_as_they_are_read_give_the_verdict_of_runs_judged_after_reading(tmp_path):
+    """verify gates each run as it is read; judging the collected runs after gives the same
+    report; two configs whose names collide are told apart by their models either way."""
     _sweep_of(tmp_path, 20)
     write_result(tmp_path / "run-000b", model="other/model", hardware="h0", conc=1)
     write_harness(tmp_path / "harness-a")
@@ -379,19 +348,7 @@ def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
     write_result(tmp_path / "zz-low", hardware="h9", scores=(0.5, 0.5))
     root = str(tmp_path)
     after = sweep.judge_sweep(collect.collect([root]), sweep.Rule(thresholds()), paths=[root])
-    assert sweep.verify([root], thresholds()) == after  # one process, judging as it reads
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(spool, "_FRAME", 3)  # the child's decisions numbered across frames
-    forks = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
-    split = sweep.verify([root], thresholds())
-    assert forks == [1]
-    assert split == after
-    # runs decided alike share one decision, the child's as the parent's
-    passed = [e for e in split.entries if e.outcome == "pass" and e.source == "evalgate"]
-    assert len({id(e.checks) for e in passed}) == 2  # one per process
-    assert len({id(e.reason) for e in passed}) == 2
+    assert sweep.verify([root], thresholds()) == after
     counts = {o: after.count(o) for o in ("pass", "fail", "malformed", "duplicate")}
     assert counts == {"pass": 22, "fail": 1, "malformed": 1, "duplicate": 1}
     [duplicate] = [e for e in after.entries if e.outcome == "duplicate"]
@@ -400,24 +357,11 @@ def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
     assert len(keys) == 2 and len(set(keys)) == 2 and any("model=other/model" in k for k in keys)
 
 
-def test_a_sweep_with_a_run_above_its_wide_level_is_scanned_by_one_process(tmp_path, monkeypatch):
+def test_a_run_folder_with_runs_below_it_counts_each_once(tmp_path):
     _sweep_of(tmp_path / "sweep", 8)
-    write_result(tmp_path)  # the root is a run's folder: its folders below are not on their own
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    forks = []
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or 0)
+    write_result(tmp_path)  # the root is a run's folder, with runs in the folders below
     out = collect.collect([str(tmp_path)])
-    assert forks == [] and len(out.found) == 8  # the root's run, and 7 of the 8 below
-
-
-def test_a_scanning_child_that_fails_leaves_its_part_to_the_parent(tmp_path, monkeypatch):
-    root = str(_sweep_of(tmp_path, 12))
-    serial = collect.collect([root])
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(collect, "_spool", lambda root, folders, judge, spool: 1 / 0)
-    again = collect.collect([root])
-    assert _by_path(again.found) == _by_path(serial.found) and len(again.found) == 11
-    assert again.malformed == serial.malformed
+    assert len(out.found) == 8 and len(out.malformed) == 1  # the root's run, and 7 of the 8
 
 
 def test_collect_reads_an_evalgate_result(tmp_path):
@@ -730,7 +674,11 @@ FLOORS = {
             "run error in stage eval: max_tokens=12288 cannot be greater than 2048",
         ),
         (found(status="aborted", reason="interrupted"), "error", "run aborted in stage eval"),
-        (found(status="running"), "error", "the run never finished (status running"),
+        (
+            found(status="running"),
+            "error",
+            "run interrupted: its result.json still says running, last recorded at stage eval",
+        ),
         # the run failed on something other than its scores: truncation, failed requests
         (
             found(scores=em2(0.95), status="fail", reason="12% of answers truncated"),
@@ -790,41 +738,6 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
             assert entry.outcome == "fail"
     if entry.outcome == "pass":
         assert entry.checks and all(c.outcome == "pass" for c in entry.checks)
-
-
-def test_a_rule_shares_a_decision_only_where_a_fresh_one_would_decide_the_same(monkeypatch):
-    """Runs with the same scores share one decision (its reason and rows); a zero that is -0.0,
-    a NaN, a different floor or recorded parameters are decided on their own; past the kept
-    number, decisions are made and not kept."""
-    runs = [
-        found(scores=em2(0.95)),
-        found(scores=em2(0.95), concurrency=128),
-        found(scores=em2(0.0)),
-        found(scores=em2(-0.0)),
-        found(scores=em2(float("nan"))),
-        found(scores=em2(float("nan"))),
-        found(scores=em2(0.95), hardware="mi355x", precision="fp4"),  # another floor: 0.88
-        found(scores=em2(0.92, n=50)),
-        found(scores=em2(0.92, n=50), status="fail"),  # a run-level problem
-        found(scores=em2(0.92, n=50)),
-        found(scores=em2(0.92, n=50), status="fail"),
-    ]
-    monkeypatch.setattr(sweep, "_KEPT_DECISIONS", 3)
-    rule = sweep.Rule(thresholds(FLOORS))
-    shared = [rule.gate(run, "k") for run in runs]
-    alone = [sweep.Rule(thresholds(FLOORS)).gate(run, "k") for run in runs]
-    for one, other in zip(shared, alone, strict=True):
-        assert (one.outcome, one.reason) == (other.outcome, other.reason)
-        assert [msgspec.to_builtins(c) for c in one.checks] == [
-            msgspec.to_builtins(c) for c in other.checks
-        ] or math.isnan(one.checks[0].value)
-    assert shared[0].checks is shared[1].checks  # one decision for the same scores
-    assert "-0.0000" in shared[3].reason and "-0.0000" not in shared[2].reason
-    assert "0.8800" in shared[6].reason and "0.9100" in shared[0].reason
-    assert shared[7].outcome == "inconclusive" and shared[8].outcome == "fail"
-    assert shared[9].checks is shared[7].checks
-    assert shared[10].checks is not shared[8].checks  # three kept already: decided, not kept
-    assert len(rule._decided) == 3
 
 
 # -- config keys ---------------------------------------------------------------------------------
