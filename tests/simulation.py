@@ -3,7 +3,7 @@
 Used by tests/test_simulation.py (which asserts the rates) and benchmarks/suite.py (which records
 them in BENCHMARKS.md), so the figures recorded are the ones tested.
 
-The sequential gate (evalgate.gate.sequential): each simulated run reads up to 1319 answers to
+The sequential gate (evalgate.rules.sequential): each simulated run reads up to 1319 answers to
 two filters that agree on every answer (the worst case for a false PASS: both are above together).
 Answers are drawn independently at a true accuracy, or, with `population`, as a shuffled fixed set
 of floor(accuracy * 1319) right answers (a GSM8K run's own situation). With `concurrency`, the
@@ -48,7 +48,7 @@ from evalgate.compare.paired import (
     difference_interval,
     one_sided_p,
 )
-from evalgate.gate.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
+from evalgate.rules.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
 from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 QUESTIONS = 1319

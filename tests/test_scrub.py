@@ -11,7 +11,7 @@ import pytest
 
 from evalgate import scrub
 from evalgate.settings import Settings, credentials_environment
-from evalgate.settings.environment import CREDENTIAL_VARIABLES
+from evalgate.settings.environment import CREDENTIAL_VARIABLES, credentials
 
 KEY = "sk-evalgate-PLANTED/+123"  # a slash and a plus: URL-encoding and JSON writers differ
 PAIR = "gate:pw-PLANTED-456"

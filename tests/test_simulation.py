@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.gate.sequential import DEFAULT_ALPHA
+from evalgate.rules.sequential import DEFAULT_ALPHA
 from tests.simulation import (
     compare_rates,
     compare_table,

@@ -47,8 +47,8 @@ from evalgate.engine.client import (
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import AnswerField, Reply, RequestCounts, TokenSpread
-from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
 from evalgate.gate.thinking import InlineThinking
+from evalgate.rules.sequential import PrefixReader, SequentialTest, dispatch_order
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]

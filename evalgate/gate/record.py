@@ -35,7 +35,7 @@ from evalgate.settings import Settings
 
 if TYPE_CHECKING:
     from evalgate.gate.context import EvalContext
-    from evalgate.gate.verdict import Verdict
+    from evalgate.rules.verdict import Verdict
 
 
 def _now() -> str:

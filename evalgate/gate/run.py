@@ -36,7 +36,7 @@ from evalgate.gate.context import EvalContext
 from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
 from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.gate.thinking import InlineThinking
-from evalgate.gate.verdict import Verdict, decide
+from evalgate.rules.verdict import Verdict, decide
 from evalgate.settings import Settings
 from evalgate.settings.environment import credentials
 from evalgate.tasks.dataset import Dataset, full_size, reference_answer

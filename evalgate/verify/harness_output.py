@@ -20,7 +20,7 @@ from typing import Any
 
 from evalgate.evidence.harness_layout import FormatError, meta_labels, meta_text
 from evalgate.evidence.model import Score
-from evalgate.gate.verdict import GATED_METRIC
+from evalgate.rules.verdict import GATED_METRIC
 from evalgate.verify.records import Found, Note
 
 CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")

@@ -1,7 +1,7 @@
 """`evalgate verify`: gate a whole sweep's results at once, and check the set is complete.
 
 One stream in one process: each result found (collect.py) is gated as it is read, on its own
-threshold (thresholds.py) by the same rule as `evalgate run` (gate/verdict.py, with the
+threshold (thresholds.py) by the same rule as `evalgate run` (rules/verdict.py, with the
 parameters the run recorded), and only its verdict line is kept; then the set itself is checked
 (expect.py): nothing found is a failure, two results for one config are a failure, and with an
 expectation (``--expect``) a missing or unexpected config is too. A run that stopped early
@@ -24,8 +24,8 @@ from msgspec import structs
 
 from evalgate.errors import ExitCode, ThresholdsError
 from evalgate.evidence.model import Check, Score
-from evalgate.gate.stats import standard_error
-from evalgate.gate.verdict import GATED_METRIC, decide
+from evalgate.rules.stats import standard_error
+from evalgate.rules.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import runs

@@ -10,7 +10,7 @@ import pytest
 from msgspec import structs
 
 from evalgate.evidence.model import LABEL_NAMES as LABELS
-from evalgate.gate.verdict import Score
+from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import report, sweep

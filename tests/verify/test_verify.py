@@ -24,7 +24,7 @@ from evalgate import cli
 from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence.artifacts import NOT_A_RESULT, read_result
 from evalgate.evidence.model import LABEL_NAMES
-from evalgate.gate.verdict import Score
+from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import collect, expect, sweep
