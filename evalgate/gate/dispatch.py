@@ -35,13 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.engine.client import (
-    REASONING_FIELDS,
-    Completion,
-    EvalClient,
-    RequestFailed,
-    describe_failure,
-)
+from evalgate.engine.answers import REASONING_FIELDS
+from evalgate.engine.client import Completion, EvalClient, RequestFailed, describe_failure
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import RequestCounts, TokenSpread
@@ -185,6 +180,8 @@ class Dispatch:
         self.early = False
         """Whether the answers lm-eval received were sent before it asked for them."""
         self.warnings: list[str] = []
+        self.engine_notes: list[str] = []
+        """Implausible values the engine's answers carried (not used)."""
         self._keys: list[str] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -348,7 +345,7 @@ class Dispatch:
             "check that --base-url reaches the engine serving it"
             for name, count in tally.other_models.items()
         ]
-        return found
+        return found + self.engine_notes
 
     def _record(self, request: Request, completion: Completion, *, resumed: bool) -> str:
         tally = self.tally
@@ -523,6 +520,7 @@ class Dispatch:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self.tally.retried = client.retried
+            self.engine_notes = client.problems.describe()
             await client.close()
         if over is not None:
             raise self._over_budget(over)
