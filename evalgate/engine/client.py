@@ -111,8 +111,10 @@ def _as_engine_error(exc: BaseException) -> EngineError:
         return answer
     if isinstance(exc, TimedOut):
         return EngineError(0, "request timed out (--timeout)")
-    if isinstance(exc, HostSilent | AnswerTooLarge):
+    if isinstance(exc, HostSilent):
         return EngineError(0, str(exc))
+    if isinstance(exc, AnswerTooLarge):
+        return EngineError(200, str(exc))
     if isinstance(exc, ConnectionFailed):
         return EngineError(0, f"connection failed ({exc})")
     return EngineError(200, f"malformed answer: {exc}")

@@ -23,14 +23,21 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-from collections.abc import Awaitable, Callable, Coroutine
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from evalgate.engine.retry import AnswerTooLarge, ConnectionFailed, HostSilent, TimedOut
+from evalgate.engine.retry import (
+    AnswerTooLarge,
+    ConnectionFailed,
+    HostSilent,
+    TimedOut,
+    TransientAnswer,
+)
 
 T = TypeVar("T")
 Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]
@@ -93,11 +100,13 @@ def open_session(
     trace: aiohttp.TraceConfig | None = None,
 ) -> aiohttp.ClientSession:
     """A connection pool with `network`'s settings; call inside the event loop that sends."""
+    headers = {"Accept-Encoding": "gzip, deflate", **(headers or {})}
     connector = aiohttp.TCPConnector(limit=max_connections, socket_factory=_socket_factory(network))
     return aiohttp.ClientSession(
         connector=connector,
         headers=headers,
         trace_configs=[trace] if trace is not None else None,
+        auto_decompress=False,  # decoded in `decoded`, within the cap
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=network.connect_timeout),
         trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as users expect
     )
@@ -163,19 +172,54 @@ async def exchange(
         raise TimedOut(f"no whole answer within {deadline:g} s") from exc
 
 
-async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
-    """The decoded body, read in chunks; raises AnswerTooLarge past `cap` bytes (the rest is
-    never read: the connection is dropped)."""
-    chunks: list[bytes] = []
+def _decoder(response: aiohttp.ClientResponse) -> Any:
+    """A zlib decoder for the body's Content-Encoding (None: not encoded)."""
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # +32: a gzip or a zlib header
+    raise TransientAnswer(f"an answer encoded {encoding!r}, which evalgate did not ask for")
+
+
+async def decoded(response: aiohttp.ClientResponse, cap: int) -> AsyncIterator[bytes]:
+    """The body in pieces, decoded, never more than `cap` bytes in all: decoding stops there
+    and AnswerTooLarge is raised (the rest is never read: the connection is dropped). aiohttp's
+    own decoding is off: one read of a small gzip body could expand a thousandfold."""
+    decoder = _decoder(response)
     size = 0
-    async for chunk in response.content.iter_chunked(CHUNK):
-        size += len(chunk)
-        if size > cap:
-            raise AnswerTooLarge(
-                f"the answer passed the cap of {cap} bytes (--max-response-bytes) and was cut there"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+    async for received in response.content.iter_chunked(CHUNK):
+        data = received
+        while data:
+            if decoder is None:
+                piece, data = data, b""
+            else:
+                piece = decoder.decompress(data, cap - size + 1)
+                data = decoder.unconsumed_tail
+            size += len(piece)
+            if size > cap:
+                raise AnswerTooLarge(
+                    f"the answer passed the cap of {cap} bytes (--max-response-bytes) and was "
+                    "cut there"
+                )
+            if piece:
+                yield piece
+
+
+async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The whole body, decoded, at most `cap` bytes (else AnswerTooLarge)."""
+    return b"".join([piece async for piece in decoded(response, cap)])
+
+
+async def lines(response: aiohttp.ClientResponse, cap: int) -> AsyncIterator[bytes]:
+    """The body's lines, decoded, each with its newline (the last may have none)."""
+    rest = b""
+    async for piece in decoded(response, cap):
+        *complete, rest = (rest + piece).split(b"\n")
+        for line in complete:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 class Blocking:

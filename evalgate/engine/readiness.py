@@ -29,6 +29,7 @@ from evalgate.engine.discovery import (
     pick_card,
 )
 from evalgate.engine.retry import (
+    AnswerTooLarge,
     ConnectionFailed,
     RetryPolicy,
     TimedOut,
@@ -57,7 +58,7 @@ def _describe(exc: BaseException | None) -> str:
         return "no answer"
     if isinstance(exc, SideDoorError):
         return exc.error.describe()
-    if isinstance(exc, ConnectionFailed | TimedOut):  # already named by what happened
+    if isinstance(exc, ConnectionFailed | TimedOut | AnswerTooLarge):  # named by what happened
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -68,6 +69,11 @@ def _hint(url: str, exc: BaseException) -> str:
         return (
             f"The server did not answer TLS: it speaks plain HTTP, so try "
             f"http://{url.split('://', 1)[1]} as --base-url."
+        )
+    if isinstance(exc, AnswerTooLarge):
+        return (
+            "A model list is a few kilobytes: check that --base-url points at the engine or "
+            "router, or raise --max-response-bytes."
         )
     status = exc.error.status if isinstance(exc, SideDoorError) else None
     if status is not None and 300 <= status < 400:

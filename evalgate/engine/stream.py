@@ -12,8 +12,8 @@ import json
 import aiohttp
 
 from evalgate.engine.answers import MalformedAnswer, error_answer
-from evalgate.engine.http import read_capped
-from evalgate.engine.retry import AnswerTooLarge, EngineAnswerError
+from evalgate.engine.http import lines, read_capped
+from evalgate.engine.retry import EngineAnswerError
 from evalgate.engine.wire import parse_error
 
 KEPT = 4096
@@ -37,24 +37,14 @@ def _not_a_stream(seen: bytes) -> Exception:
     return NotAStream(f"the stream ended before its first event{shown}")
 
 
-async def _line(response: aiohttp.ClientResponse) -> bytes:
-    try:
-        return await response.content.readline()
-    except ValueError as exc:  # aiohttp's "Chunk too big": no line of an event stream
-        raise NotAStream(f"a line longer than a stream's lines ({exc})") from exc
-
-
 async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
     """Read up to the stream's first `data:` event; raise the engine's error answer, or
     NotAStream, when there is none."""
     if not 200 <= response.status < 300:
         body = await read_capped(response, cap)
         raise EngineAnswerError(parse_error(response.status, body.decode("utf-8", "replace")))
-    size, seen = 0, bytearray()
-    while line := await _line(response):
-        size += len(line)
-        if size > cap:
-            raise AnswerTooLarge(f"no event in the first {cap} bytes (--max-response-bytes)")
+    seen = bytearray()
+    async for line in lines(response, cap):
         text = line.decode("utf-8", "replace").strip()
         if text.startswith("data:"):
             event = text[5:].strip()
