@@ -3,8 +3,8 @@
 `Front(upstream, answers)` listens on 127.0.0.1 (or `host`); a request whose path is in
 `answers` is answered by that function (hostile shapes: trickles, comment streams, gzip bombs,
 implausible numbers), any other is sent on to `upstream` as it came and its answer sent back
-(a router's job, with no timeout of its own, as routers wait on their workers). `rewrite`
-changes a forwarded JSON answer before it goes back.
+(a router's job, with no timeout of its own, as routers wait on their workers; it serves as a
+forwarding HTTP proxy too). `rewrite` changes a forwarded JSON answer before it goes back.
 
     with FakeEngine() as engine, Front(engine.root_url, {"/tokenize": trickle(b"{}")}) as front:
         ...  # evalgate against front.url
@@ -44,6 +44,7 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self.body = self.rfile.read(length) if length else b""
         path = urlsplit(self.path).path
+        self.server.front.seen.append(path)
         answer = self.server.front.answers.get(path)
         try:
             if answer is not None:
@@ -106,6 +107,8 @@ class Front:
         self.answers = dict(answers or {})
         self.rewrite = rewrite
         self.stopped = threading.Event()
+        self.seen: list[str] = []
+        """The paths asked, in order (a proxy's requests name the whole URL: its path)."""
         self._server = _Server((host, 0), Handler)
         self._server.front = self
         self.host = host

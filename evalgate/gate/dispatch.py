@@ -519,8 +519,7 @@ class Dispatch:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.tally.retried = client.retried
-            self.engine_notes = client.problems.describe()
+            self.tally.retried, self.engine_notes = client.retried, client.problems.describe()
             await client.close()
         if over is not None:
             raise self._over_budget(over)

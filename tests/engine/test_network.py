@@ -76,7 +76,7 @@ def test_a_probe_stream_of_comments_is_cut_at_the_timeout(engine, cli, tmp_path)
 
 def test_a_trickled_model_list_is_cut_at_the_ready_timeout(engine, cli):
     listing = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
-    with Front(engine.root_url, {"/v1/models": trickle(listing, every=0.5)}) as front:
+    with Front(engine.root_url, {"/v1/models": trickle(listing)}) as front:
         result, took = timed(cli, front, *context_args(front.url, "--ready-timeout", "2"))
 
     assert result.code == 3, result.err
@@ -87,7 +87,7 @@ def test_a_trickled_model_list_is_cut_at_the_ready_timeout(engine, cli):
 
 def test_a_trickled_tokenize_is_cut_at_the_ready_timeout(engine, cli):
     counted = json.dumps({"count": 1200, "max_model_len": 4096}).encode()
-    with Front(engine.root_url, {"/tokenize": trickle(counted, every=0.5)}) as front:
+    with Front(engine.root_url, {"/tokenize": trickle(counted)}) as front:
         result, took = timed(cli, front, *context_args(front.url, "--ready-timeout", "2"))
 
     assert result.code == 0, result.err
@@ -254,3 +254,27 @@ def test_a_200_json_error_to_the_probe_keeps_the_engines_words(engine, cli, tmp_
     assert f"(HTTP 200: {WORDS})" in result.err
     probe = load_result(tmp_path / "run")["probe"]
     assert (probe["status_code"], probe["engine_message"]) == (200, WORDS)
+
+
+# -- the proxies users expect ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "proxied"),
+    [(None, True), ("127.0.0.1,localhost", False)],
+    ids=["proxied", "NO_PROXY"],
+)
+def test_http_proxy_is_used_unless_no_proxy_names_the_host(
+    engine, cli, monkeypatch, no_proxy, proxied
+):
+    """aiohttp reads the environment as urllib does: a loopback engine goes through HTTP_PROXY
+    too, unless NO_PROXY names it (docs/architecture.md)."""
+    with Front(engine.root_url) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.root_url)
+        if no_proxy is not None:
+            monkeypatch.setenv("NO_PROXY", no_proxy)
+        result, _ = timed(cli, proxy, *context_args(engine.url))
+
+    assert result.code == 0, result.err
+    assert ("/v1/models" in proxy.seen) is proxied
+    assert ("/tokenize" in proxy.seen) is proxied
