@@ -101,10 +101,6 @@ class RequestFailed(Exception):
         """Workers the router said it could not reach, in any answer of this eval so far."""
 
 
-AnswerTimedOut = TimedOut
-"""No complete answer within --timeout (the whole answer, not one read)."""
-
-
 def _as_engine_error(exc: BaseException) -> EngineError:
     answer = engine_answer(exc)
     if answer is not None:

@@ -119,7 +119,7 @@ def _silent(exc: BaseException) -> bool:
         if isinstance(seen, OSError) and seen.errno == errno.ETIMEDOUT:
             return True
         seen = seen.__cause__ or seen.__context__
-    return "Errno 110" in str(exc) or "TimeoutError(110" in str(exc)
+    return f"TimeoutError({errno.ETIMEDOUT}," in str(exc)  # aiohttp's payload error quotes it
 
 
 def _where(url: str) -> str:
