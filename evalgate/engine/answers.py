@@ -47,15 +47,18 @@ class Problems:
         ]
 
 
+def whole(value: Any, least: int = 0) -> int | None:
+    """A number an engine reported: a whole number of at least `least` (never a bool)."""
+    usable = isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return value if usable else None
+
+
 def count(value: Any, name: str, problems: Problems | None) -> int | None:
-    """A count the engine reported: a whole number >= 0 (never a bool); else None, noted."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if problems is not None:
+    """A count the engine reported, >= 0; anything else None, noted."""
+    found = whole(value)
+    if found is None and value is not None and problems is not None:
         problems.note(name, value)
-    return None
+    return found
 
 
 def text_or_none(value: Any, name: str, problems: Problems | None) -> str | None:

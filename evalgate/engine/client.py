@@ -116,13 +116,6 @@ def _as_engine_error(exc: BaseException) -> EngineError:
     return EngineError(200, f"malformed answer: {exc}")
 
 
-async def _headers_sent(_session: Any, context: Any, _params: Any) -> None:
-    """aiohttp's signal that a request's headers left: the caller's `on_sent`."""
-    on_sent = context.trace_request_ctx
-    if on_sent is not None:
-        on_sent()
-
-
 class EvalClient:
     """Async generation requests against one endpoint, with evalgate's retry policy."""
 
@@ -161,16 +154,11 @@ class EvalClient:
         """The connection pool, made in the event loop that sends (aiohttp's rule); the
         workers' watch starts with it."""
         if self._session is None:
-            trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(_headers_sent)
             self._session = open_session(
-                self.network,
-                headers=self._headers,
-                max_connections=self._max_connections,
-                trace=trace,
+                self.network, headers=self._headers, max_connections=self._max_connections
             )
             if self._watch is not None:
-                self._watch.start(self._session)
+                self._watch.start()
         return self._session
 
     async def close(self) -> None:
@@ -188,7 +176,7 @@ class EvalClient:
             deadline=self.timeout,
             read=read,
             data=request.encode(body),
-            trace=on_sent,
+            on_sent=on_sent,
             network=self.network,
         )
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from evalgate.engine.answers import whole
 from evalgate.engine.http import Blocking, Network, exchange, open_session, read_capped
 from evalgate.engine.retry import (
     AnswerTooLarge,
@@ -80,18 +81,12 @@ class TokenCount:
     max_model_len: int | None
 
 
-def positive(value: Any) -> int | None:
-    """A length or a count an engine reported: a whole number above 0 (never a bool)."""
-    usable = isinstance(value, int) and not isinstance(value, bool) and value > 0
-    return value if usable else None
-
-
 def _card(card: Any) -> ModelCard | None:
     """A /v1/models entry, typed: None when it has no id."""
     if not isinstance(card, dict) or not isinstance(card.get("id"), str):
         return None
     length = card.get("max_model_len")
-    usable = positive(length)
+    usable = whole(length, 1)
     owned_by, root = card.get("owned_by"), card.get("root")
     return ModelCard(
         id=card["id"],
@@ -238,7 +233,7 @@ class EngineInfo:
             log.debug("no %s: %s", where, exc)
             return None
         found = data.get("count") if isinstance(data, dict) else None
-        count = positive(found)
+        count = whole(found, 1)
         if count is None:
             self.notes.append(
                 f"{where} reports count {found!r:.80}, not a whole number of tokens above 0: "
@@ -246,11 +241,11 @@ class EngineInfo:
             )
             return None
         limit = data.get("max_model_len")
-        if limit is not None and positive(limit) is None:
+        if limit is not None and whole(limit, 1) is None:
             self.notes.append(
                 f"{where} reports max_model_len {limit!r:.80}, not a positive whole number: ignored"
             )
-        return TokenCount(count, positive(limit))
+        return TokenCount(count, whole(limit, 1))
 
 
 def pick_card(cards: list[ModelCard], model: str | None) -> ModelCard | None:

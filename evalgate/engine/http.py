@@ -92,20 +92,32 @@ def _socket_factory(network: Network) -> Callable[[Any], socket.socket]:
     return make
 
 
+async def _headers_sent(_session: Any, context: Any, _params: Any) -> None:
+    """aiohttp's signal that a request's headers left: the sender's `on_sent`."""
+    on_sent = context.trace_request_ctx
+    if on_sent is not None:
+        on_sent()
+
+
 def open_session(
     network: Network,
     *,
     headers: dict[str, str] | None = None,
     max_connections: int = 100,
-    trace: aiohttp.TraceConfig | None = None,
+    fresh: bool = False,
 ) -> aiohttp.ClientSession:
-    """A connection pool with `network`'s settings; call inside the event loop that sends."""
+    """A connection pool with `network`'s settings (`fresh`: a new connection per request);
+    call inside the event loop that sends."""
     headers = {"Accept-Encoding": "gzip, deflate", **(headers or {})}
-    connector = aiohttp.TCPConnector(limit=max_connections, socket_factory=_socket_factory(network))
+    connector = aiohttp.TCPConnector(
+        limit=max_connections, socket_factory=_socket_factory(network), force_close=fresh
+    )
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_headers_sent)
     return aiohttp.ClientSession(
         connector=connector,
         headers=headers,
-        trace_configs=[trace] if trace is not None else None,
+        trace_configs=[trace],
         auto_decompress=False,  # decoded in `decoded`, within the cap
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=network.connect_timeout),
         trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as users expect
@@ -136,11 +148,11 @@ async def exchange(
     read: Reader[T],
     data: bytes | None = None,
     headers: dict[str, str] | None = None,
-    trace: Any = None,
+    on_sent: Callable[[], None] | None = None,
     network: Network,
 ) -> T:
-    """One request, `read` taking its response, all within `deadline` seconds; the library's
-    errors become evalgate's (engine.retry)."""
+    """One request, `read` taking its response, all within `deadline` seconds; `on_sent` is
+    called when its headers have left. The library's errors become evalgate's (engine.retry)."""
 
     async def send() -> T:
         try:
@@ -150,7 +162,7 @@ async def exchange(
                 data=data,
                 headers=headers,
                 allow_redirects=False,
-                trace_request_ctx=trace,
+                trace_request_ctx=on_sent,
             ) as response:
                 return await read(response)
         except aiohttp.ConnectionTimeoutError as exc:

@@ -2,10 +2,13 @@
 
 Most jobs talk to a router on node 0 whose socket stays alive when a worker's node vanishes: the
 eval's requests then wait on the router, which waits on a worker that will never answer. With
---worker-url given, each worker's /v1/models is polled every `interval` seconds; any HTTP answer
-counts (the host is there). A worker that has answered nothing for `limit` seconds (about a
-minute: the same silence that ends a connection, Network.silence_limit) is lost: every request
-in flight is stopped and the eval ends with an error naming it.
+--worker-url given, each worker's /v1/models is asked every `interval` seconds on a new
+connection. What is watched is the host, not the server's speed: a poll whose connection was
+made counts, answered or not (an engine busy generating may take its time to list its models),
+and so does a refusal; one that got no connection in time is silence. A worker silent for
+`limit` seconds (about a minute: the same silence that ends a connection,
+Network.silence_limit) is lost: every request in flight is stopped and the eval ends with an
+error naming it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any, TypeVar
 import aiohttp
 
 from evalgate.engine.discovery import SIDE_DOOR_FAILURES, api_root
-from evalgate.engine.http import Network, exchange
+from evalgate.engine.http import Network, exchange, open_session
+from evalgate.engine.retry import HostSilent, TimedOut
 from evalgate.engine.urls import credentials, redact_url
 from evalgate.errors import EvalFailedError
 
@@ -51,27 +55,42 @@ class WorkerWatch:
         self.lost: str | None = None
         self._gone = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._session: aiohttp.ClientSession | None = None
 
-    def start(self, session: aiohttp.ClientSession) -> None:
-        """Start polling, with the eval's connection settings (inside its event loop)."""
+    def start(self) -> None:
+        """Start polling (inside the eval's event loop)."""
         if self._task is None and self.workers:
-            self._task = asyncio.ensure_future(self._watch(session))
+            self._session = open_session(self.network, fresh=True)
+            self._task = asyncio.ensure_future(self._watch(self._session))
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._session is not None:
+            await self._session.close()
 
     async def _answers(self, session: aiohttp.ClientSession, url: str, **kw: Any) -> bool:
+        """Is the worker's host there? Its request left on a new connection."""
+        connected: list[bool] = []
+
         async def status(response: aiohttp.ClientResponse) -> int:
             return response.status
 
         try:
-            await exchange(session, "GET", f"{url}/models", read=status, **kw)
+            await exchange(
+                session,
+                "GET",
+                f"{url}/models",
+                read=status,
+                on_sent=lambda: connected.append(True),
+                **kw,
+            )
         except SIDE_DOOR_FAILURES as exc:
             log.info("worker %s did not answer /v1/models: %s", redact_url(url), exc)
-            return False
+            # silence is no connection in time; a refusal or a reset is the host answering
+            return bool(connected) or not isinstance(exc, HostSilent | TimedOut)
         return True
 
     async def _silent_for(
@@ -108,10 +127,10 @@ class WorkerWatch:
 
     def error(self) -> WorkerLost:
         return WorkerLost(
-            f"Worker {self.lost} stopped answering: no answer to /v1/models for "
-            f"{self.limit:g} s (polled every {self.interval:g} s), so the requests waiting on "
-            "it behind the router would never end; the eval stopped. Check that worker's node "
-            "and its network."
+            f"Worker {self.lost} stopped answering: no connection to it for {self.limit:g} s "
+            f"(tried every {self.interval:g} s), so the requests waiting on it behind the "
+            "router would never end; the eval stopped. Check that worker's node and its "
+            "network."
         )
 
     async def guard(self, work: Awaitable[T]) -> T:

@@ -278,3 +278,35 @@ def test_http_proxy_is_used_unless_no_proxy_names_the_host(
     assert result.code == 0, result.err
     assert ("/v1/models" in proxy.seen) is proxied
     assert ("/tokenize" in proxy.seen) is proxied
+
+
+# -- the workers' watch is about the host, not the server's speed ----------------------------
+
+
+def test_a_worker_slow_to_list_its_models_is_not_lost(cli, tmp_path):
+    """Polls connect but get no answer (an engine busy generating): the host is there, the eval
+    runs to its end. A minute of silence is two seconds here."""
+    with FakeEngine(EngineBehaviour(max_model_len=4096, latency_s=0.5)) as engine:
+
+        def models(handler: Handler) -> None:
+            if handler.server.front.seen.count("/v1/models") > 1:  # after the context's own
+                handler.stopped.wait(120)
+            handler.forward("/v1/models")
+
+        with Front(engine.root_url, {"/v1/models": models}) as worker:
+            quick = [
+                "--keepalive-idle",
+                "1",
+                "--keepalive-interval",
+                "1",
+                "--keepalive-probes",
+                "1",
+            ]
+            args = run_args(engine.url, tmp_path / "run", "--worker-url", worker.url, *quick,
+                            "--discovery-timeout", "1", "--limit", "16")  # fmt: skip
+            result, _ = timed(cli, worker, *args)
+            polls = worker.seen.count("/v1/models") - 1
+
+    assert result.code == 0, result.err
+    assert polls >= 2, polls  # polled while the eval ran, none answered
+    assert load_result(tmp_path / "run")["status"] == "pass"
