@@ -1188,7 +1188,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, engine: FakeEngine, port: int) -> None:
         self.engine = engine
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__((engine.host, port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up (an aborted eval does) is normal, not worth a traceback."""
@@ -1543,6 +1543,7 @@ class FakeEngine:
 
     `FakeEngine(behaviour, **overrides)` sets `overrides` on the behaviour (a new default one
     when None). `start=False` only reserves a port; `start()` serves it, again after `stop()`.
+    `host`: the address to listen on (another than 127.0.0.1 inside a network namespace).
     """
 
     def __init__(
@@ -1551,8 +1552,10 @@ class FakeEngine:
         *,
         port: int = 0,
         start: bool = True,
+        host: str = "127.0.0.1",
         **overrides: object,
     ) -> None:
+        self.host = host
         self.behaviour = behaviour if behaviour is not None else EngineBehaviour()
         for name, value in overrides.items():
             if not hasattr(self.behaviour, name):
@@ -1636,7 +1639,7 @@ class FakeEngine:
 
     @property
     def root_url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
+        return f"http://{self.host}:{self._port}"
 
     @property
     def url(self) -> str:

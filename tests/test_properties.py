@@ -18,13 +18,12 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx2
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evalgate.cli.flags import settings_from_args
-from evalgate.engine.client import MalformedAnswer, parse_completion
-from evalgate.engine.urls import redact_url, split_credentials
+from evalgate.engine.answers import MalformedAnswer, parse_completion
+from evalgate.engine.urls import authorization, redact_url
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
 from evalgate.errors import ArtifactError, ContextError, DatasetError, EvalgateError, UsageError
 from evalgate.evidence import artifacts, journal
@@ -183,23 +182,22 @@ def _url(user: str | None, password: str | None, host: str, port: int | None, pa
 
 @FAST
 @given(secrets, secrets, hosts, ports, paths)
-def test_split_credentials_moves_them_out_of_the_url(user, password, host, port, path):
+def test_credentials_move_out_of_the_url_into_basic_auth(user, password, host, port, path):
     url = _url(user, password, host, port, path)
 
-    bare, auth = split_credentials(url)
+    bare, header = authorization(url, "a key the URL's credentials replace")
 
     assert bare == _url(None, None, host, port, path)
-    assert auth is not None
-    sent = next(auth.auth_flow(httpx2.Request("GET", bare)))
-    assert sent.headers["Authorization"] == _basic(user, password)
+    assert header == _basic(user, password)
 
 
 @FAST
 @given(hosts, ports, paths)
-def test_split_credentials_leaves_a_plain_url_alone(host, port, path):
+def test_a_plain_url_is_left_alone_and_the_key_sent_as_a_bearer(host, port, path):
     url = _url(None, None, host, port, path)
 
-    assert split_credentials(url) == (url, None)
+    assert authorization(url, None) == (url, "Bearer EMPTY")
+    assert authorization(url, "k") == (url, "Bearer k")
 
 
 def _basic(user: str, password: str) -> str:

@@ -33,6 +33,12 @@ ENDPOINT = (
     "api",
     "worker_urls",
     "ready_timeout",
+    "discovery_timeout",
+    "connect_timeout",
+    "keepalive_idle",
+    "keepalive_interval",
+    "keepalive_probes",
+    "max_response_bytes",
     "retry_wait_min",
     "retry_wait_max",
 )

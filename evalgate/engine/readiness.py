@@ -18,18 +18,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import httpx2
 from tenacity import RetryCallState
 
 from evalgate.engine.discovery import (
-    SIDE_DOOR_TIMEOUT,
+    SIDE_DOOR_FAILURES,
     EngineInfo,
     ModelCard,
     SideDoorError,
     is_placeholder,
     pick_card,
 )
-from evalgate.engine.retry import RetryPolicy, should_retry, tls_to_plain_http
+from evalgate.engine.retry import (
+    AnswerTooLarge,
+    ConnectionFailed,
+    RetryPolicy,
+    TimedOut,
+    should_retry,
+    tls_to_plain_http,
+)
 from evalgate.engine.urls import redact_url
 from evalgate.errors import EndpointError, NotReadyError
 from evalgate.outside import listed
@@ -53,6 +59,8 @@ def _describe(exc: BaseException | None) -> str:
         return "no answer"
     if isinstance(exc, SideDoorError):
         return exc.error.describe()
+    if isinstance(exc, ConnectionFailed | TimedOut | AnswerTooLarge):  # named by what happened
+        return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -63,6 +71,11 @@ def _hint(url: str, exc: BaseException) -> str:
             f"The server did not answer TLS: it speaks plain HTTP, so try "
             f"http://{url.split('://', 1)[1]} as --base-url."
         )
+    if isinstance(exc, AnswerTooLarge):
+        return (
+            "A model list is a few kilobytes: check that --base-url points at the engine or "
+            "router, or raise --max-response-bytes."
+        )
     status = exc.error.status if isinstance(exc, SideDoorError) else None
     if status is not None and 300 <= status < 400:
         return "Give the URL it redirects to (without /models) as --base-url."
@@ -71,12 +84,17 @@ def _hint(url: str, exc: BaseException) -> str:
     return "Check --base-url and --api-key."
 
 
-def _check(info: EngineInfo, timeout: float) -> list[ModelCard]:
-    """One check: /readiness (where there is one), then /v1/models."""
-    not_ready = info.readiness(timeout=timeout)
+def _check(info: EngineInfo, deadline: float) -> list[ModelCard]:
+    """One check: /readiness (where there is one), then /v1/models, each whole within the
+    side-door timeout and the time left (a hung or trickling server cannot outlast it)."""
+
+    def left() -> float:
+        return max(0.5, min(info.timeout, deadline - time.monotonic()))
+
+    not_ready = info.readiness(timeout=left())
     if not_ready is not None:
         raise SideDoorError(not_ready)
-    return info.models(timeout=timeout)
+    return info.models(timeout=left())
 
 
 def wait_until_ready(
@@ -88,7 +106,7 @@ def wait_until_ready(
 ) -> Readiness:
     """Check until the endpoint is ready and lists `model` (or only a placeholder)."""
     url = redact_url(info.url)
-    timeout = policy.deadline if policy.deadline is not None else SIDE_DOOR_TIMEOUT
+    timeout = policy.deadline if policy.deadline is not None else info.timeout
     started = time.monotonic()
     deadline = started + timeout
 
@@ -99,11 +117,10 @@ def wait_until_ready(
         log.info("waiting for %s: %s (%.0f s of %.0f s)", url, _describe(error), waited, timeout)
 
     try:
-        # Each attempt gets at most the time left, so a hung server cannot outlast the deadline.
         cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
-            lambda: _check(info, max(0.5, min(SIDE_DOOR_TIMEOUT, deadline - time.monotonic())))
+            lambda: _check(info, deadline)
         )
-    except (httpx2.HTTPError, SideDoorError) as exc:
+    except SIDE_DOOR_FAILURES as exc:
         waited = time.monotonic() - started
         if should_retry(exc):
             raise NotReadyError(

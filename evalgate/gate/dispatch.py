@@ -37,13 +37,8 @@ from typing import Any, cast
 
 import msgspec
 
-from evalgate.engine.client import (
-    REASONING_FIELDS,
-    Completion,
-    EvalClient,
-    RequestFailed,
-    describe_failure,
-)
+from evalgate.engine.answers import REASONING_FIELDS
+from evalgate.engine.client import Completion, EvalClient, RequestFailed, describe_failure
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import AnswerField, Reply, RequestCounts, TokenSpread
@@ -170,6 +165,8 @@ class Dispatch:
         self.early = False
         """Whether the answers lm-eval received were sent before it asked for them."""
         self.warnings: list[str] = []
+        self.engine_notes: list[str] = []
+        """Implausible values the engine's answers carried (not used)."""
         self._keys: list[str] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -333,7 +330,7 @@ class Dispatch:
             "check that --base-url reaches the engine serving it"
             for name, count in tally.other_models.items()
         ]
-        return found
+        return found + self.engine_notes
 
     def _record(self, request: Request, completion: Completion, *, resumed: bool) -> str:
         tally, counts = self.tally, self.tally.counts
@@ -513,7 +510,10 @@ class Dispatch:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.tally.counts.retried = client.retried
+            self.tally.counts.retried, self.engine_notes = (
+                client.retried,
+                client.problems.describe(),
+            )
             await client.close()
         if over is not None:
             raise self._over_budget(over)

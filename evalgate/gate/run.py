@@ -243,6 +243,7 @@ class GateRun:
     ) -> Evaluation:
         from evalgate.engine import request
         from evalgate.engine.client import EvalClient
+        from evalgate.engine.workers import WorkerWatch
         from evalgate.gate.dispatch import Dispatch, Request
 
         s = self.settings
@@ -262,20 +263,18 @@ class GateRun:
         if kept:
             log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
         answers = journal.Journal(journal_path, fingerprint, kept)
-        base_url, model = preflight.target(s)
+        _, model = preflight.target(s)
         sampling = spec.sampling | s.request_fields()
 
         def client() -> EvalClient:
-            return EvalClient(
-                base_url=base_url,
-                api_key=preflight.api_key(s),
-                api=s.api,
-                timeout=s.timeout,
-                attempts=s.max_attempts,
-                wait_min=s.retry_wait_min,
-                wait_max=s.retry_wait_max,
-                max_connections=s.num_concurrent,
+            options = preflight.eval_client(s, timeout=s.timeout, max_connections=s.num_concurrent)
+            watch = WorkerWatch(
+                s.worker_urls,
+                preflight.api_key(s),
+                network=options["network"],
+                deadline=s.discovery_timeout,
             )
+            return EvalClient(**options, watch=watch)
 
         sent = self.dispatch = Dispatch(
             client_factory=client,

@@ -192,6 +192,32 @@ class Settings(BaseSettings):
     ready_timeout: float = Field(600.0, ge=0)
     """Seconds to wait for the endpoint to answer /v1/models before giving up."""
 
+    discovery_timeout: float = Field(30.0, gt=0)
+    """Seconds one side-door request may take, first byte to last: /readiness, /v1/models,
+    /tokenize, /version (never past --ready-timeout), a worker's /v1/models, and each poll of the
+    workers during the eval."""
+
+    connect_timeout: float = Field(30.0, gt=0)
+    """Seconds to wait for a TCP connection to the engine, the router or a worker: a host that
+    does not answer within it has stopped answering."""
+
+    keepalive_idle: float = Field(30.0, ge=1)
+    """Seconds a connection may be silent before TCP keepalive probes start (every connection:
+    a host that vanished without closing it is found without waiting for --timeout)."""
+
+    keepalive_interval: float = Field(10.0, ge=1)
+    """Seconds between TCP keepalive probes; also how often the workers are polled during the
+    eval (--worker-url)."""
+
+    keepalive_probes: int = Field(3, ge=1)
+    """Keepalive probes unanswered before a connection is dropped: a host that answers nothing
+    for --keepalive-idle + --keepalive-interval x this (60 s by default; TCP_USER_TIMEOUT) has
+    stopped answering, and so has a worker no poll reached for as long."""
+
+    max_response_bytes: int = Field(16 << 20, ge=1024)
+    """Largest answer read from an engine, decoded (after gzip): a longer one is cut there and
+    counts as a failed request, said so."""
+
     retry_wait_min: float = Field(1.0, ge=0)
     """First backoff wait in seconds between retries of a retryable failure."""
 
@@ -216,7 +242,8 @@ class Settings(BaseSettings):
     (one probe), e.g. "4 8" or 16,64,256; each gets its own result. Default: --num-concurrent."""
 
     timeout: float = Field(1800.0, gt=0)
-    """Seconds one request may take."""
+    """Seconds one generation request may take, first byte to last (the probe: at most 60 s to
+    its first token)."""
 
     max_attempts: int = Field(5, ge=1)
     """Attempts per request for retryable failures (connection errors, 408, 429, 5xx)."""
