@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -102,14 +103,19 @@ class RunLog:
     verdict: Verdict | None = None
     warnings: list[str] = field(default_factory=list)
     files: dict[str, str | None] = field(default_factory=dict)
+    checkpoint: Callable[[], None] | None = None
+    """Called as each stage starts (the run rewrites its "running" result)."""
     _started: float = field(default_factory=time.monotonic)
     _stage_started: float = field(default_factory=time.monotonic)
 
     def enter(self, stage: Stage) -> None:
-        """Mark the start of a stage (and time the one before)."""
+        """Mark the start of a stage (and time the one before); then `checkpoint`, which the run
+        sets to rewrite its "running" result, so a run killed outright says how far it got."""
         self._close_stage()
         self.stage = stage
         self._stage_started = time.monotonic()
+        if self.checkpoint is not None:
+            self.checkpoint()
 
     def _close_stage(self) -> None:
         if self.stage not in ("settings", "done"):

@@ -120,6 +120,13 @@ class GateRun:
         self.prepared = False
         self.comparison: str | None = None
 
+    def _running(self) -> None:
+        """result.json as "running" at the stage reached: what a run killed outright leaves."""
+        if self.log.stage == "done":  # the verdict is written next
+            return
+        running = build_result(self.log, status="running", reason="in progress", exit_code=4)
+        artifacts.write_result(self.out, running)
+
     def execute(self) -> tuple[Status, str, int]:
         s = self.settings
         run = self.log
@@ -134,10 +141,8 @@ class GateRun:
         # From here on the folder holds this run: an earlier run's files must not outlive it,
         # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
         folder.clear_stale(self.out)
-        artifacts.write_result(
-            self.out,
-            build_result(run, status="running", reason="in progress", exit_code=ExitCode.EVAL),
-        )
+        run.checkpoint = self._running
+        self._running()
         preflight.require(s, "base_url", "model")
         simulated = check_acceptance(
             simulated_sources(s.sglang_simulate_acc_len, s.server_args()),

@@ -65,14 +65,15 @@ def test_a_run_killed_outright_is_interrupted_at_the_stage_it_last_recorded(tmp_
             run.kill()  # SIGKILL: the run writes nothing more
             run.wait()
             engine.release()
-    assert json.loads((out / "result.json").read_text())["status"] == "running"
+    recorded = json.loads((out / "result.json").read_text())
+    assert (recorded["status"], recorded["stage"]) == ("running", "eval")
 
     done = verify(str(out))
 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ERROR" in done.stdout
     assert re.search(
-        r"run interrupted: its result\.json still says running, last recorded at stage \w+: "
+        r"run interrupted: its result\.json still says running, last recorded at stage eval: "
         r"the run was killed, or its result was collected before it finished",
         done.stdout,
     ), done.stdout
