@@ -1,9 +1,10 @@
 """Hostile inputs chosen by an attacker, or met by an unlucky CI: each is a clear error with its
 exit code (2 for an input), in bounded time and memory, with nothing run and nothing lost.
 
-Thresholds files, model configs, result trees and compare inputs here; task files in
-tests/tasks/test_task_file.py. Black-box: the CLI (in-process, or in its own process where a
-FIFO could block it) against files. RELIABILITY.md lists each case with its test.
+Thresholds files, model configs, result trees, task files and their data (more task files in
+tests/tasks/test_task_file.py). Black-box: the CLI (in-process, or in its own process where a
+FIFO could block it) against files and the loopback fake engine. RELIABILITY.md lists each case
+with its test.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_subprocess
+from tests.conftest import run_args, run_subprocess
+from tests.tasks.test_task_file import GOOD, _task
 
 DOCUMENTS = Path(__file__).parent / "evidence" / "data" / "documents"
 BIG = "1" + "0" * 400
@@ -135,3 +137,128 @@ def test_verify_reports_a_result_holding_an_integer_past_64_bits_malformed(cli, 
         str(bad / "result.json"): "malformed",
     }
     assert "holds an integer of 401 digits" in done.out
+
+
+# -- task files ----------------------------------------------------------------------------------
+
+PATTERN = 'regex_pattern: "#### (\\\\-?[0-9]+)"'
+TAKE_FIRST = "      - function: take_first\n"
+EM = "    higher_is_better: true\n"
+
+
+def _edit(old: str, new: str) -> str:
+    assert old in GOOD, old
+    return GOOD.replace(old, new)
+
+
+TASKS = [
+    ("a Jinja global as a field", _edit('"Answer each question."', '"{{ cycler }}"'),
+     "test.jsonl line 1 has no field 'cycler', which description names"),
+    ("a field no row has", _edit("Question: {{question}}", "Q: {{nosuch}}"),
+     "test.jsonl line 1 has no field 'nosuch', which doc_to_text names"),
+    ("a bare name no row has", _edit('"Question: {{question}}\\nAnswer:"', "Hello"),
+     "has no field 'Hello', which doc_to_text names"),
+    ("three braces", _edit('"Answer each question."', '"{{{question}}}"'), "uses Jinja beyond"),
+    ("a keyword as a field", _edit('"Answer each question."', '"{{ not }}"'), "uses Jinja beyond"),
+    ("a number as a field", _edit('"Answer each question."', '"{{ 1 }}"'), "uses Jinja beyond"),
+    ("a filter option lm-eval does not take",
+     _edit(TAKE_FIRST, TAKE_FIRST + "        bogus: 1\n"), "bogus is not a key evalgate knows"),
+    ("take_first_k without k", _edit("function: take_first\n", "function: take_first_k\n"),
+     "filter_list[0].filter[1] has no k, which take_first_k needs"),
+    ("map without a default",
+     _edit(TAKE_FIRST, "      - function: map\n        mapping_dict: {a: b}\n" + TAKE_FIRST),
+     "has no default_value, which map needs"),
+    ("a regex that does not compile", _edit(PATTERN, 'regex_pattern: "(("'),
+     "regex_pattern is not a regular expression (missing )"),
+    ("a nested repeat", _edit(PATTERN, 'regex_pattern: "^(\\\\s*\\\\S+\\\\s*)*!$"'),
+     "regex_pattern repeats a part that itself repeats or branches"),
+    ("overlapping alternatives repeated", _edit(EM, EM + "    regexes_to_ignore: ['(a|aa)+b']\n"),
+     "regexes_to_ignore[0] repeats a part that itself repeats or branches"),
+    ("a match index past the first and the last",
+     _edit(PATTERN, PATTERN + "\n        group_select: 1"), "group_select must be 0 or -1"),
+    ("more shots than examples", _edit("num_fewshot: 1", "num_fewshot: 50"),
+     "num_fewshot is 50, but"),
+    ("repeats 0", GOOD + "repeats: 0\n", "repeats must be 1"),
+    ("repeats 2", GOOD + "repeats: 2\n", "repeats must be 1"),
+    ("an infinite temperature", _edit("temperature: 0", "temperature: .inf"),
+     "generation_kwargs.temperature must be a finite number (it is inf)"),
+    ("a NaN top_p", _edit("temperature: 0", "temperature: 0\n  top_p: .nan"),
+     "generation_kwargs.top_p must be a finite number (it is nan)"),
+    ("a !!set in metadata", GOOD + "metadata: !!set {a, b}\n",
+     "uses the tag tag:yaml.org,2002:set"),
+    ("60,000 values in metadata", GOOD + "metadata: {x: [" + "[]," * 60_000 + "]}\n",
+     "holds more than 50,000 values"),
+    ("an integer key", GOOD + "1: x\n", "has the key '1' (line 28), which YAML reads as int"),
+    ("a file over 4 MiB", GOOD + "metadata: {x: '" + "a" * 4_200_000 + "'}\n",
+     "bytes, over the 4,194,304"),
+    ("multi_choice_regex on rows without choices",
+     _edit("function: regex\n", "function: multi_choice_regex\n"),
+     "test.jsonl line 1 has no field 'choices', which the multi_choice_regex filter names"),
+]  # fmt: skip
+
+DATA = [
+    ("not UTF-8", b'{"question": "caf\xe9", "answer": "#### 1"}\n', "line 1 is not UTF-8 text"),
+    ("a row that is a list", b"[1, 2]\n", "line 1 is a JSON list, not an object of fields"),
+    ("a row nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000 + b"\n",
+     "line 1 nests arrays and objects more than 100 levels deep"),
+    ("no rows", b"\n\n", "holds no questions"),
+    ("a FIFO", None, "test.jsonl is not a regular file (a FIFO, a device or a socket)"),
+]  # fmt: skip
+
+
+def _run_task(cli, engine, folder: Path, text: str):
+    """`evalgate run --task` of `text` (beside GOOD's data) on 3 questions, floor 0.01."""
+    task, floor = _task(folder, text), folder / "floor.json"
+    floor.write_text('{"default": {"arithmetic": 0.01}}')
+    args = run_args(engine.url, folder / "out", "--task", str(task), "--min-samples", "0")
+    return cli(*args, "--thresholds", str(floor), "--limit", "3")
+
+
+@pytest.mark.parametrize(("text", "says"), [t[1:] for t in TASKS], ids=[t[0] for t in TASKS])
+def test_a_task_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
+    cli, engine, tmp_path, text, says
+):
+    done = _run_task(cli, engine, tmp_path, text)
+
+    assert done.code == 2, done.err
+    assert says in done.err
+    assert "InternalError" not in done.err and "please report" not in done.err
+    assert engine.requests == []
+
+
+@pytest.mark.parametrize(("data", "says"), [d[1:] for d in DATA], ids=[d[0] for d in DATA])
+def test_a_data_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
+    cli, engine, tmp_path, data, says
+):
+    bad = tmp_path / "bad" / "test.jsonl"
+    bad.parent.mkdir()
+    if data is None:
+        os.mkfifo(bad)
+    else:
+        bad.write_bytes(data)
+
+    done = _run_task(cli, engine, tmp_path, _edit("test: test.jsonl", f"test: {bad}"))
+
+    assert done.code == 2, done.err
+    assert f"DatasetError: {bad}" in done.err and says in done.err
+    assert engine.requests == []
+
+
+@pytest.mark.parametrize("extra", ["/etc/passwd", "nothere.jsonl", "fifo"])
+def test_every_data_file_is_read_not_only_the_splits_evalgate_asks(cli, engine, tmp_path, extra):
+    if extra == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+    text = _edit("train: train.jsonl", f"train: train.jsonl\n    validation: {extra}")
+
+    done = _run_task(cli, engine, tmp_path, text)
+
+    assert done.code == 2, done.err
+    assert "DatasetError: " in done.err and "lm-eval failed" not in done.err
+    assert engine.requests == []
+
+
+def test_shots_drawn_from_the_split_asked_are_the_prompts_lm_eval_sends(cli, engine, tmp_path):
+    done = _run_task(cli, engine, tmp_path, _edit("fewshot_split: train", "fewshot_split: test"))
+
+    assert done.code in (0, 1), done.err
+    assert "prompts differ" not in done.err and "please report" not in done.err
