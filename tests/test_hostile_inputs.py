@@ -184,6 +184,8 @@ TASKS = [
      "generation_kwargs.temperature must be a finite number (it is inf)"),
     ("a NaN top_p", _edit("temperature: 0", "temperature: 0\n  top_p: .nan"),
      "generation_kwargs.top_p must be a finite number (it is nan)"),
+    ("a !function as a key", GOOD + "metadata: {? !function evil.x : 1}\n",
+     "runs Python code (metadata.evil.x)"),
     ("a !!set in metadata", GOOD + "metadata: !!set {a, b}\n",
      "uses the tag tag:yaml.org,2002:set"),
     ("60,000 values in metadata", GOOD + "metadata: {x: [" + "[]," * 60_000 + "]}\n",
@@ -202,6 +204,8 @@ DATA = [
     ("a row nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000 + b"\n",
      "line 1 nests arrays and objects more than 100 levels deep"),
     ("no rows", b"\n\n", "holds no questions"),
+    ("a field twice in a row", b'{"question": "a", "answer": "#### 1", "question": "b"}\n',
+     "line 1 repeats the field 'question'"),
     ("a FIFO", None, "test.jsonl is not a regular file (a FIFO, a device or a socket)"),
 ]  # fmt: skip
 

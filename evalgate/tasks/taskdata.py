@@ -4,13 +4,15 @@ lm-eval loads a task file's data_files with the datasets library only after the 
 renders each row through the templates: a file it cannot read, or a row without a field a
 template names, would end the eval after its requests went out. So every file the task names is
 read here first, through the one JSON reader: a regular file (not a FIFO, a device or a folder)
-of UTF-8 text, one JSON object per line, nested no deeper than the reader takes. The rows of the
+of UTF-8 text, one JSON object per line with no field twice, nested no deeper than the reader
+takes. The rows of the
 test and few-shot splits hold every field the templates name (and ``choices``, a list of text,
 where a filter is multi_choice_regex), and the few-shot split holds the shots asked for.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +79,17 @@ def _file_bytes(path: Path) -> bytes:
         ) from exc
 
 
+def _unique(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
+    """An object whose keys are all different (the datasets library refuses a row repeating
+    one, after the probe)."""
+    row = dict(pairs)
+    if len(row) < len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise DatasetError(f"{where} repeats the field {key!r}. Keep one.")
+    return row
+
+
 def _rows(path: Path, data: bytes, fields: dict[str, str]) -> list[dict[str, Any]]:
     """One JSON object per line (blank lines skipped), each holding `fields`."""
     rows = []
@@ -85,7 +98,7 @@ def _rows(path: Path, data: bytes, fields: dict[str, str]) -> list[dict[str, Any
             continue
         where = f"{path} line {number}"
         try:
-            row = decode(line, Any, where, "is not JSON evalgate can read")
+            row = decode(line, Any, where, pairs=functools.partial(_unique, where=where))
         except ArtifactError as exc:
             raise DatasetError(exc.message) from exc
         if not isinstance(row, dict):

@@ -91,7 +91,9 @@ def _walk(value: Any, where: str) -> Iterator[tuple[str, Any]]:
     yield where or "the file", value
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from _walk(item, f"{where}.{key}" if where else str(key))
+            inner = f"{where}.{key}" if where else str(key)
+            yield inner, key  # a key can be tagged too
+            yield from _walk(item, inner)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _walk(item, f"{where}[{index}]")
