@@ -96,13 +96,14 @@ def test_a_thresholds_error_quoting_a_huge_value_stays_short(cli, tmp_path):
 
 CONFIGS = [
     ("a 401-digit length", '{"max_position_embeddings": ' + BIG + "}",
-     "max_position_embeddings is 1000000000000000000000000000000000000..., not a positive number"),
+     "config.json holds an integer of 401 digits, past what a float holds: it is malformed"),
     ("a 401-digit rope factor",
      '{"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": ' + BIG + "}}",
-     "rope_scaling.factor is 1000"),
+     "config.json holds an integer of 401 digits"),
     ("a rope factor scaling past any float",
      '{"max_position_embeddings": 1e308, "rope_scaling": {"type": "linear", "factor": 1e308}}',
-     "max_position_embeddings scaled by rope_scaling.factor 1e+308 is past any length"),
+     "config.json: max_position_embeddings scaled by rope_scaling.factor 1e+308 is past any "
+     "length"),
 ]  # fmt: skip
 
 
@@ -114,7 +115,7 @@ def test_a_model_config_with_numbers_past_a_float_is_exit_2(cli, tmp_path, text,
     done = cli("context", "--model-config", str(config), "--isl", "1024", "--osl", "512")
 
     assert done.code == 2, done.err
-    assert "ContextError: config.json: " + says in done.err
+    assert "ContextError: " in done.err and says in done.err
     assert "InternalError" not in done.err
 
 
@@ -122,6 +123,7 @@ def test_a_model_config_with_numbers_past_a_float_is_exit_2(cli, tmp_path, text,
 
 
 def test_verify_reports_a_result_holding_an_integer_past_64_bits_malformed(cli, tmp_path):
+    """And the rest of the tree as usual (before: InternalError, nothing reported)."""
     good = good_run(tmp_path / "tree" / "good")
     bad = good_run(tmp_path / "tree" / "bad")
     text = (bad / "result.json").read_text()
@@ -266,3 +268,22 @@ def test_shots_drawn_from_the_split_asked_are_the_prompts_lm_eval_sends(cli, eng
 
     assert done.code in (0, 1), done.err
     assert "prompts differ" not in done.err and "please report" not in done.err
+
+
+def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli, tmp_path):
+    """The harness's own lm-eval output: a plain document, its integers bounded by a float."""
+    from tests.verify.test_verify import lm_eval_doc, write_harness
+
+    good = good_run(tmp_path / "tree" / "good")
+    doc = lm_eval_doc()
+    doc["n-samples"]["gsm8k"]["effective"] = int(BIG)
+    name = "results_2026-05-01T10-00-00.000001.json"
+    bad = write_harness(tmp_path / "tree" / "harness", results={name: doc}) / name
+    verdict = tmp_path / "verdict.json"
+
+    done = cli("verify", str(tmp_path / "tree"), "--json", str(verdict))
+
+    assert done.code == 1, done.err
+    outcomes = {e["path"]: e["outcome"] for e in json.loads(verdict.read_text())["entries"]}
+    assert (outcomes[str(good / "result.json")], outcomes[str(bad)]) == ("pass", "malformed")
+    assert "holds an integer of 401 digits, past what a float holds" in done.out

@@ -12,9 +12,9 @@ recursion limit (some 1,000 levels less the caller's stack) with RecursionError,
 values are held to MAX_DEPTH levels, so nothing that walks them later (a schema check, a
 message that shows a value) recurses near that limit. Either way the file is malformed. So is
 an integer past 64 bits in a document of the contract (no count or length evalgate writes is
-one, and the arithmetic on it would overflow); plain values keep theirs (a tokenizer_config's
-model_max_length is 10^30), and Python's json, which refuses integers of over 4,300 digits,
-says so as any other malformed text.
+one, and the arithmetic on it would overflow), or past what a float holds in plain values (a
+tokenizer_config's model_max_length of 10^30 is read); Python's json, which refuses integers of
+over 4,300 digits, says so as any other malformed text.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import json
 import os
 import re
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -36,8 +37,10 @@ MAX_DEPTH = 100
 evalgate reads nests more than a few levels (a model config, lm-eval's results: under 10)."""
 BIG_INT = 2**63
 """Integers of the contract are below this in magnitude (int64)."""
-_LONG_DIGITS = re.compile(rb"\d{19}")
-"""A run of digits as long as BIG_INT's: the only text that can hold an integer past it."""
+HUGE_INT = int(sys.float_info.max)
+"""Integers of plain values are below this: past it no float holds them."""
+_DIGITS = {BIG_INT: re.compile(rb"\d{19}"), HUGE_INT: re.compile(rb"\d{309}")}
+"""A run of digits as long as the bound: the only text that can hold an integer past it."""
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
@@ -84,8 +87,10 @@ def decode(
     (a repeated one): the text then goes to Python's json module alone."""
     try:
         value = _decode(data, kind, where, pairs)
-        if kind is not Any and _LONG_DIGITS.search(_bytes(data)):
-            _refuse_big_ints(_decode(data, Any, where, None), where)
+        bound = HUGE_INT if kind is Any else BIG_INT
+        if _DIGITS[bound].search(_bytes(data)):
+            plain = value if kind is Any else _decode(data, Any, where, None)
+            _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
         name = getattr(kind, "__name__", kind)
         refusal = refusal or (
@@ -108,9 +113,9 @@ def _bytes(data: bytes | str) -> bytes:
     return data if isinstance(data, bytes) else data.encode("utf-8", "replace")
 
 
-def _refuse_big_ints(value: Any, where: str) -> None:
-    """Refuse a document of the contract holding an integer past 64 bits (walked without
-    recursion; its nesting is already bounded by the typed decode)."""
+def _refuse_big_ints(value: Any, where: str, bound: int) -> None:
+    """Refuse a document holding an integer of `bound` or more in magnitude (walked without
+    recursion, whatever its nesting)."""
     stack = [value]
     while stack:
         node = stack.pop()
@@ -118,11 +123,11 @@ def _refuse_big_ints(value: Any, where: str) -> None:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= BIG_INT:
-            digits = len(str(abs(node)))
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= bound:
+            what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
             raise ArtifactError(
-                f"{where} holds an integer of {digits} digits, past the 64 bits of every count "
-                "and length evalgate writes: it is malformed."
+                f"{where} holds an integer of {len(str(abs(node)))} digits, past {what}: it "
+                "is malformed."
             )
 
 
