@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from evalgate.errors import ArtifactError, ThresholdsError
-from evalgate.evidence.read import decode
+from evalgate.evidence.read import decode, read_bytes
 
 TASK_KEY = "gsm8k"
 
@@ -79,10 +79,15 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
     if problems:
         raise ThresholdsError(
             f"{path} is not a valid thresholds file: "
-            + "; ".join(problems[:5])
+            + "; ".join(_clipped(problem) for problem in problems[:5])
             + '. Thresholds are numbers in (0, 1], e.g. {"default": {"gsm8k": 0.90}}.'
         )
     return Thresholds(data=data, path=path)
+
+
+def _clipped(problem: str, limit: int = 300) -> str:
+    """A schema problem as a message shows it: one that quotes a huge value, cut."""
+    return problem if len(problem) <= limit else problem[: limit - 3] + "..."
 
 
 def load_thresholds(path: Path | None = None) -> Thresholds:
@@ -91,18 +96,7 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
     A ``.yaml``/``.yml`` file is read as YAML (JSON is YAML too), a ``.json`` file as JSON, any
     other as JSON and, failing that, as YAML; an error names the line and column."""
     target = path or default_path()
-    try:
-        text = target.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ThresholdsError(
-            f"{target} is not UTF-8 text ({exc.reason} at byte {exc.start}): pass a YAML or "
-            "JSON thresholds file."
-        ) from exc
-    except OSError as exc:
-        raise ThresholdsError(
-            f"Cannot read thresholds file {target}: {exc.strerror}. Pass --thresholds with an "
-            "existing file, or leave it out to use the shipped one."
-        ) from exc
+    text = _text(target)
     suffix = target.suffix.lower()
     if suffix in (".yaml", ".yml"):
         return parse_thresholds(_yaml(text, target), str(target))
@@ -130,6 +124,31 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
             "one of the two values, so the floor is ambiguous. Keep one entry and run again."
         )
     return parse_thresholds(data, str(target))
+
+
+def _text(target: Path) -> str:
+    """The file's text: a regular file (a FIFO or /dev/zero would never end) of UTF-8, no
+    bigger than the YAML reader takes."""
+    from evalgate.yamlfile import MAX_CHARS
+
+    try:
+        return read_bytes(target, MAX_CHARS).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ThresholdsError(
+            f"{target} is not UTF-8 text ({exc.reason} at byte {exc.start}): pass a YAML or "
+            "JSON thresholds file."
+        ) from exc
+    except ArtifactError as exc:
+        cause = exc.__cause__
+        what = (
+            f"Cannot read thresholds file {target}: {cause.strerror}."
+            if isinstance(cause, OSError)
+            else exc.message
+        )
+        raise ThresholdsError(
+            f"{what} Pass --thresholds with an existing file, or leave it out to use the "
+            "shipped one."
+        ) from exc
 
 
 def _yaml_or_none(text: str, target: Path) -> Any:
@@ -201,6 +220,6 @@ def resolve_floor(
     if task not in data["default"]:
         raise ThresholdsError(
             f"{thresholds.path} has no threshold for task {task!r} for model {model!r}: add "
-            f'"{task}" to "default".'
+            f'{json.dumps(task)} to "default".'
         )
     return Floor(float(data["default"][task]), "default", thresholds.path)

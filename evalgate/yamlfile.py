@@ -1,9 +1,12 @@
 """YAML from outside (task files, thresholds files), read with its size bounded by its structure.
 
 PyYAML's safe loader builds no objects, but it expands aliases (nine lines of ``&a``/``*a`` make
-nine to the ninth strings) and composes nesting by recursion. So this reader refuses aliases,
-nesting deeper than ``MAX_DEPTH``, files over ``MAX_CHARS`` and keys repeated in one mapping
-(readers disagree on which value wins); what it returns is plain data no bigger than its text.
+nine to the ninth strings), composes nesting by recursion, and holds a node of some kilobytes for
+every value (4 MiB of ``[],`` make a million of them: over a gigabyte). So this reader refuses
+aliases, nesting deeper than ``MAX_DEPTH``, more than ``MAX_NODES`` values, files over
+``MAX_CHARS`` and keys repeated in one mapping (readers disagree on which value wins). What it
+returns is JSON's kinds of data: keys are text, a date is the text it is written as, and the
+tags that would make bytes, sets or pairs are refused.
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ import yaml
 
 MAX_DEPTH = 64
 """Mappings and lists inside one another; lm-eval's task files and thresholds files use four."""
+MAX_NODES = 50_000
+"""Values in one file (each key, scalar, list and mapping): a task file holds about a hundred,
+a thresholds file for a thousand models some four thousand."""
 MAX_CHARS = 4 * 1024 * 1024
+"""Characters in one text; a file of more bytes is refused unread."""
+_NOT_PLAIN = ("binary", "set", "omap", "pairs")
+"""YAML's types beyond JSON's (bytes, sets, ordered pairs): refused as unknown tags."""
 
 
 class YamlRefused(Exception):
@@ -24,7 +33,7 @@ class YamlRefused(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-        """"syntax", "alias", "nesting", "size", "repeated" or "tag"."""
+        """"syntax", "alias", "nesting", "size", "repeated", "key" or "tag"."""
         self.message = message
 
 
@@ -55,6 +64,7 @@ def _line(node_or_event: Any) -> int:
 class _Loader(yaml.SafeLoader):
     tags: dict[str, type[str]]
     _depth = 0
+    _nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -66,11 +76,18 @@ class _Loader(yaml.SafeLoader):
                 "values out",
             )
         self._depth += 1
+        self._nodes += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise YamlRefused(
                     "nesting",
                     f"is nested more than {MAX_DEPTH} levels deep (line "
+                    f"{_line(self.peek_event())}): no task or thresholds file needs that",  # type: ignore[no-untyped-call]
+                )
+            if self._nodes > MAX_NODES:
+                raise YamlRefused(
+                    "size",
+                    f"holds more than {MAX_NODES:,} values (line "
                     f"{_line(self.peek_event())}): no task or thresholds file needs that",  # type: ignore[no-untyped-call]
                 )
             return super().compose_node(parent, index)
@@ -85,22 +102,35 @@ class _Loader(yaml.SafeLoader):
         )
 
     def construct_strict_mapping(self, node: yaml.MappingNode) -> Any:
-        seen: set[Any] = set()
+        seen: set[str] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node)
-            if isinstance(key, str | int | float | bool):
-                if key in seen:
-                    raise YamlRefused(
-                        "repeated",
-                        f"repeats the key {key!r} in one mapping (line {_line(key_node)}): "
-                        "YAML readers keep only one of the two values, so the file is "
-                        "ambiguous. Keep one entry",
-                    )
-                seen.add(key)
+            if not isinstance(key, str):
+                written = key_node.value if isinstance(key_node, yaml.ScalarNode) else key
+                raise YamlRefused(
+                    "key",
+                    f"has the key {written!r} (line {_line(key_node)}), which YAML reads as "
+                    f"{type(key).__name__}, not text: quote it",
+                )
+            if key in seen:
+                raise YamlRefused(
+                    "repeated",
+                    f"repeats the key {key!r} in one mapping (line {_line(key_node)}): "
+                    "YAML readers keep only one of the two values, so the file is "
+                    "ambiguous. Keep one entry",
+                )
+            seen.add(key)
         return self.construct_mapping(node)
+
+    def construct_text(self, node: yaml.ScalarNode) -> str:
+        """A date as the text it is written as."""
+        return str(self.construct_scalar(node))
 
 
 _Loader.add_constructor(None, _Loader.construct_undefined)
 _Loader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_strict_mapping
 )
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_text)
+for _kind in _NOT_PLAIN:
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_kind}", _Loader.construct_undefined)

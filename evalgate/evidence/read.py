@@ -10,14 +10,20 @@ refused naming the JSON path of what is wrong, first: ``$.scores[0].n: Expected 
 Nesting is bounded: msgspec and json both stop a document nested deeper than the interpreter's
 recursion limit (some 1,000 levels less the caller's stack) with RecursionError, and plain
 values are held to MAX_DEPTH levels, so nothing that walks them later (a schema check, a
-message that shows a value) recurses near that limit. Either way the file is malformed.
+message that shows a value) recurses near that limit. Either way the file is malformed. So is
+an integer past 64 bits in a document of the contract (no count or length evalgate writes is
+one, and the arithmetic on it would overflow), or past what a float holds in plain values (a
+tokenizer_config's model_max_length of 10^30 is read); Python's json, which refuses integers of
+over 4,300 digits, says so as any other malformed text.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -29,30 +35,34 @@ from evalgate.errors import ArtifactError
 MAX_DEPTH = 100
 """Arrays and objects nested deeper than this are refused in plain JSON values: no file
 evalgate reads nests more than a few levels (a model config, lm-eval's results: under 10)."""
+BIG_INT = 2**63
+"""Integers of the contract are below this in magnitude (int64)."""
+HUGE_INT = int(sys.float_info.max)
+"""Integers of plain values are below this: past it no float holds them."""
+_DIGITS = {BIG_INT: re.compile(rb"\d{19}"), HUGE_INT: re.compile(rb"\d{309}")}
+"""A run of digits as long as the bound: the only text that can hold an integer past it."""
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
 
-def read_bytes(path: Path | str) -> bytes:
+def read_bytes(path: Path | str, limit: int | None = None) -> bytes:
     """A file's bytes: opened without blocking (a FIFO would block forever), then refused
-    unless it is a regular file."""
+    unless it is a regular file, and unread when it is over `limit` bytes."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        try:
+        with open(fd, "rb", buffering=0) as file:  # closes fd
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise ArtifactError(f"{path} is not a regular file (a FIFO, a device or a socket).")
-            data = os.read(fd, info.st_size + 1)
-            while len(data) > info.st_size:  # it grew since the fstat: read to its end
-                more = os.read(fd, 1 << 20)
-                if not more:
-                    break
-                data += more
-            return data
-        finally:
-            os.close(fd)
+            data = file.readall() if limit is None else file.read(limit + 1)
     except OSError as exc:
         raise ArtifactError(f"Cannot read {path}: {exc.strerror}.") from exc
+    if limit is not None and len(data) > limit:
+        raise ArtifactError(
+            f"{path} is {max(len(data), info.st_size):,} bytes, over the {limit:,} that a file "
+            "of its kind can need."
+        )
+    return data
 
 
 @overload
@@ -77,8 +87,15 @@ def decode(
     (a repeated one): the text then goes to Python's json module alone."""
     try:
         value = _decode(data, kind, where, pairs)
+        bound = HUGE_INT if kind is Any else BIG_INT
+        if _DIGITS[bound].search(_bytes(data)):
+            plain = value if kind is Any else _decode(data, Any, where, None)
+            _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
-        refusal = refusal or f"is not a valid {getattr(kind, '__name__', kind)}"
+        name = getattr(kind, "__name__", kind)
+        refusal = refusal or (
+            "is not JSON evalgate can read" if kind is Any else f"is not a valid {name}"
+        )
         raise ArtifactError(f"{where} {refusal}: {located(exc)}") from exc
     except RecursionError as exc:
         raise _too_deep(where) from exc
@@ -90,6 +107,28 @@ def decode(
     if kind is Any and _nested_deeper(value, MAX_DEPTH):
         raise _too_deep(where)
     return value
+
+
+def _bytes(data: bytes | str) -> bytes:
+    return data if isinstance(data, bytes) else data.encode("utf-8", "replace")
+
+
+def _refuse_big_ints(value: Any, where: str, bound: int) -> None:
+    """Refuse a document holding an integer of `bound` or more in magnitude (walked without
+    recursion, whatever its nesting)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= bound:
+            what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
+            raise ArtifactError(
+                f"{where} holds an integer of {len(str(abs(node)))} digits, past {what}: it "
+                "is malformed."
+            )
 
 
 def _decode(data: bytes | str, kind: Any, where: str, pairs: Pairs | None) -> Any:
@@ -121,6 +160,8 @@ def _python(data: bytes | str, where: str, pairs: Pairs | None) -> Any:
         raise ArtifactError(
             f"{where} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
         ) from exc
+    except ValueError as exc:  # an integer of over 4,300 digits (int_max_str_digits)
+        raise ArtifactError(f"{where} is not JSON evalgate can read ({exc}).") from exc
 
 
 def _too_deep(where: str) -> ArtifactError:

@@ -72,18 +72,26 @@ def _rope_scaling(config: dict[str, Any]) -> dict[str, Any] | None:
 def _positive(value: Any, key: str, name: str, minimum: float = 0.0) -> float:
     """A length or factor from the config: a finite number above `minimum` (a length: at
     least 1), else a clear error."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-        or value < minimum
-    ):
+    number = _finite(value)
+    if number is None or number <= 0 or number < minimum:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         raise ContextError(
-            f"{name or 'The model config'}: {key} is {value!r}, not a positive number. Pass the "
+            f"{name or 'The model config'}: {key} is {shown}, not a positive number. Pass the "
             "model's own config.json, or set --eval-max-model-len explicitly."
         )
-    return float(value)
+    return number
+
+
+def _finite(value: Any) -> float | None:
+    """A JSON number as a finite float; None for anything else (an integer too big for a
+    float among them)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def native_max_len(
@@ -122,6 +130,11 @@ def native_max_len(
             steps.append(f"{where}rope type {rope_type}: length already scaled, factor ignored")
         else:
             length *= factor
+            if not math.isfinite(length):
+                raise ContextError(
+                    f"{name}: {key} scaled by rope_scaling.factor {factor:g} is past any "
+                    "length. Check the model's config, or pass --eval-max-model-len."
+                )
             steps.append(f"{where}rope type {rope_type or '?'} x{factor:g} -> {int(length)}")
             if int(length) < 1:
                 raise ContextError(

@@ -73,7 +73,23 @@ def build_prompts(
     docs = test[:limit] if limit is not None else test
     k = spec.num_fewshot
     pool = list(train)
-    return [build_prompt(spec, i, doc, rnd.sample(pool, k)) for i, doc in enumerate(docs)]
+    split = spec.config.get("fewshot_split")
+    same = split is not None and split == spec.config.get("test_split")
+    return [
+        build_prompt(spec, i, doc, _shots(rnd, pool, k, doc if same else None))
+        for i, doc in enumerate(docs)
+    ]
+
+
+def _shots(
+    rnd: random.Random, pool: list[dict[str, str]], k: int, doc: dict[str, str] | None
+) -> list[dict[str, str]]:
+    """lm-eval's draw (ContextSampler.sample): `k` of the pool; when the shots come from the
+    split asked (`doc` given), k + 1 less the doc itself, drawn again without it if fewer remain."""
+    if k == 0 or doc is None:
+        return rnd.sample(pool, k)
+    shots = [shot for shot in rnd.sample(pool, k + 1) if shot != doc][:k]
+    return shots if len(shots) == k else rnd.sample([s for s in pool if s != doc], k)
 
 
 def longest_candidates(prompts: Sequence[Prompt], count: int = 3) -> list[Prompt]:

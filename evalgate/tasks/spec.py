@@ -10,7 +10,6 @@ of 14k built-in task files is never built.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ import yaml
 
 from evalgate.errors import DatasetError, UsageError
 from evalgate.tasks.dataset import HUB_NAME, HUB_PATH, Dataset, load_dataset
-from evalgate.tasks.taskfile import FIELD
+from evalgate.tasks.syntax import FIELD
+from evalgate.tasks.taskdata import load_file_data
 from evalgate.tasks.taskfile import load_task_file as load_task_file_config
 
 FEWSHOT_SEED = 1234
@@ -83,11 +83,11 @@ def load_task(api: str, task: str = "gsm8k") -> TaskSpec:
 
 def load_task_file(api: str, path: Path) -> TaskSpec:
     """A task the user names by its lm-eval YAML file, checked whole (tasks/taskfile.py)."""
-    config = _with_defaults(path, load_task_file_config(path))
+    config, raw = load_task_file_config(path)
     return TaskSpec(
         api=api,
-        config=config,
-        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        config=_with_defaults(path, config),
+        sha256=hashlib.sha256(raw).hexdigest(),
         path=path.resolve(),
     )
 
@@ -111,41 +111,12 @@ def _with_defaults(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise UsageError(f"{path} has no {' or '.join(missing)}: say how a question is asked.")
     config.setdefault("num_fewshot", 0)
+    config.setdefault("test_split", "test")  # lm-eval would ask the validation split instead
     config.setdefault("metric_list", [{"metric": "exact_match", "aggregation": "mean"}])
     kwargs = dict(config.get("generation_kwargs") or {"do_sample": False, "temperature": 0})
     kwargs.setdefault("until", [config.get("fewshot_delimiter", "\n\n")])
     config["generation_kwargs"] = kwargs
     return config
-
-
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise DatasetError(f"The task file's data file {path} does not exist. Put it there.")
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path} line {number} is not JSON ({exc.msg}).") from exc
-    return rows
-
-
-def load_file_data(spec: TaskSpec) -> Dataset:
-    """The data a user's task file names, read for the probe's prompts and checked."""
-    files = {split: Path(f) for split, f in spec.config["dataset_kwargs"]["data_files"].items()}
-    test_split = str(spec.config.get("test_split") or "test")
-    shot_split = str(spec.config.get("fewshot_split") or spec.config.get("training_split") or "")
-    if test_split not in files:
-        raise UsageError(f"{spec.path}: its data_files have no {test_split!r} (its test_split).")
-    if spec.num_fewshot and shot_split not in files:
-        raise UsageError(f"{spec.path}: {spec.num_fewshot}-shot needs data_files {shot_split!r}.")
-    test = _read_rows(files[test_split])
-    train = _read_rows(files[shot_split]) if spec.num_fewshot else []
-    sha256 = {}
-    for split, file in files.items():
-        sha256[split] = hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else ""
-    return Dataset(source="dir", files=files, sha256=sha256, test=test, train=train)
 
 
 @dataclass(frozen=True)

@@ -5,28 +5,23 @@ templates with an unsandboxed jinja2 (``description``, ``gen_prefix``, ``doc_to_
 few-shot overrides...), load a metric it names from the hub or a local script. So evalgate takes
 a generation task whose every key it knows (``KEYS``), whose rendered fields are plain
 ``{{field}}`` templates, whose data are local JSONL files, scored with exact_match through
-lm-eval's built-in filters. Anything else is refused with exit 2, naming the key; lm-eval's own
+lm-eval's built-in filters (each step's options checked; templates and regexes as
+tasks/syntax.py takes them). Anything else is refused with exit 2, naming the key; lm-eval's own
 template environment is sandboxed as well (gate/evaluate.py), for what a parser might miss.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import UsageError
-from evalgate.yamlfile import YamlRefused, load_yaml
-
-FIELD = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-"""A plain substitution, ``{{question}}``: the only template syntax a task file may use."""
-
-FILTERS = frozenset(
-    {"regex", "regex_pos", "take_first", "take_first_k", "majority_vote", "remove_whitespace",
-     "lowercase", "uppercase", "multi_choice_regex", "map", "format_span"}
-)  # fmt: skip
-"""lm-eval's built-in filters that only transform text (not `custom`, which calls code)."""
+from evalgate.errors import ArtifactError, UsageError
+from evalgate.evidence.read import read_bytes
+from evalgate.outside import capped
+from evalgate.tasks.syntax import pattern_problem, plain_template
+from evalgate.yamlfile import MAX_CHARS, YamlRefused, load_yaml
 
 EXACT_MATCH_OPTIONS = frozenset(
     {"metric", "aggregation", "higher_is_better", "ignore_case", "ignore_punctuation",
@@ -45,8 +40,9 @@ class _Function(str):
     __slots__ = ()
 
 
-def load_task_file(path: Path) -> dict[str, Any]:
-    """The task file's settings, checked (the data files not yet read)."""
+def load_task_file(path: Path) -> tuple[dict[str, Any], bytes]:
+    """The task file's settings, checked (the data files not yet read), and the bytes they
+    were read from."""
     if not path.is_file():
         raise UsageError(
             f"--task {str(path)!r} is neither a task evalgate knows (gsm8k, "
@@ -54,7 +50,10 @@ def load_task_file(path: Path) -> dict[str, Any]:
             "lm-eval task YAML."
         )
     try:
-        config = load_yaml(path.read_text(encoding="utf-8"), tags={"!function": _Function})
+        raw = read_bytes(path, MAX_CHARS)
+        config = load_yaml(raw.decode("utf-8"), tags={"!function": _Function})
+    except ArtifactError as exc:  # not a regular file, or over the size YAML is read at
+        raise UsageError(f"{exc.message} Fix the task file.") from exc
     except (YamlRefused, UnicodeDecodeError) as exc:
         message = exc.message if isinstance(exc, YamlRefused) else "is not UTF-8 text"
         raise UsageError(f"{path} {message}. Fix the task file.") from exc
@@ -62,11 +61,12 @@ def load_task_file(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path} is not an lm-eval task file (no mapping of task settings).")
     output_type = config.get("output_type", "generate_until")
     if output_type != "generate_until":
+        task = capped(repr(config.get("task")), 200)
         raise UsageError(
-            f"{path} is a {output_type} task (task {config.get('task')!r}): it scores the "
-            "log-likelihood of each choice, which the engines' chat and completions APIs "
-            "cannot report, so evalgate cannot run it. Use a generate_until version of the "
-            "task (one that asks the model to write its answer)."
+            f"{path} is a {output_type} task (task {task}): it scores the log-likelihood of "
+            "each choice, which the engines' chat and completions APIs cannot report, so "
+            "evalgate cannot run it. Use a generate_until version of the task (one that asks "
+            "the model to write its answer)."
         )
     code = [where for where, value in _walk(config, "") if isinstance(value, _Function)]
     if code:
@@ -84,14 +84,16 @@ def load_task_file(path: Path) -> dict[str, Any]:
         )
     for key, value in config.items():
         config[key] = KEYS[key](_Where(path, key), value)
-    return config
+    return config, raw
 
 
 def _walk(value: Any, where: str) -> Iterator[tuple[str, Any]]:
     yield where or "the file", value
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from _walk(item, f"{where}.{key}" if where else str(key))
+            inner = f"{where}.{key}" if where else str(key)
+            yield inner, key  # a key can be tagged too
+            yield from _walk(item, inner)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _walk(item, f"{where}[{index}]")
@@ -104,7 +106,9 @@ class _Where:
         self.path, self.key = path, key
 
     def refuse(self, why: str, value: Any) -> UsageError:
-        return UsageError(f"{self.path}: {self.key} {why} (it is {value!r}). Fix the task file.")
+        return UsageError(
+            f"{self.path}: {self.key} {why} (it is {capped(repr(value), 200)}). Fix the task file."
+        )
 
     def inner(self, key: str | int) -> _Where:
         return _Where(
@@ -124,18 +128,12 @@ def _count(where: _Where, value: Any) -> int:
     return value
 
 
-def _data(where: _Where, value: Any) -> Any:
-    """Any plain value lm-eval only stores (metadata)."""
-    return value
-
-
 def _template(where: _Where, value: Any) -> str:
-    """A field lm-eval renders with jinja2: plain text with ``{{field}}`` substitutions only."""
+    """A field lm-eval renders with jinja2: plain ``{{field}}`` substitutions (tasks/syntax.py)."""
     text = _text(where, value)
     if where.key.endswith(("doc_to_text", "doc_to_target")) and "{{" not in text:
         text = "{{" + text + "}}"  # lm-eval reads a bare name as that field of the doc
-    rest = FIELD.sub("", text)
-    if any(mark in rest for mark in ("{{", "}}", "{%", "%}", "{#", "#}")):
+    if not plain_template(text):
         raise where.refuse(
             "uses Jinja beyond {{field}} substitutions, which evalgate does not render: use "
             "plain {{field}} templates",
@@ -177,8 +175,9 @@ def _one_of(*allowed: Any) -> Checker:
 
 
 def _number(where: _Where, value: Any) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise where.refuse("must be a number", value)
+    """A finite number (JSON has no other: a request body holding NaN is refused upstream)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise where.refuse("must be a finite number", value)
     return value
 
 
@@ -193,13 +192,30 @@ def _generation(where: _Where, value: Any) -> dict[str, Any]:
 
 
 def _step(where: _Where, value: Any) -> dict[str, Any]:
-    """One filter step: a built-in filter's name and its options (plain data)."""
+    """One filter step: a built-in text filter's name and its options, each checked."""
     if not isinstance(value, dict) or value.get("function") not in FILTERS:
         name = value.get("function") if isinstance(value, dict) else value
         raise where.refuse(
             f"must name one of lm-eval's text filters ({', '.join(sorted(FILTERS))})", name
         )
-    return value
+    name = value["function"]
+    for option in REQUIRED.get(name, ()):
+        if option not in value:
+            raise UsageError(f"{where.path}: {where.key} has no {option}, which {name} needs.")
+    return _mapping(where, value, {"function": _text, **FILTERS[name]})
+
+
+def _regex(where: _Where, value: Any) -> str:
+    """A regular expression lm-eval applies to each answer (tasks/syntax.py)."""
+    text = _text(where, value)
+    problem = pattern_problem(text)
+    if problem:
+        raise where.refuse(problem, value)
+    return text
+
+
+def _texts(where: _Where, value: Any) -> dict[str, str]:
+    return _mapping(where, value, dict.fromkeys(value, _text) if isinstance(value, dict) else {})
 
 
 def _filter(where: _Where, value: Any) -> dict[str, Any]:
@@ -216,7 +232,7 @@ def _metric(where: _Where, value: Any) -> dict[str, Any]:
 
 
 def _regexes(where: _Where, value: Any) -> list[str]:
-    return _items(where, value, _text)
+    return _items(where, value, _regex)
 
 
 def _fewshot(where: _Where, value: Any) -> dict[str, Any]:
@@ -237,6 +253,25 @@ def _splits(where: _Where, value: Any) -> dict[str, str]:
 
 
 Checker = Callable[[_Where, Any], Any]
+
+_MATCH: dict[str, Checker] = {
+    "regex_pattern": _regex, "group_select": _one_of(0, -1), "fallback": _text}  # fmt: skip
+FILTERS: dict[str, dict[str, Checker]] = {
+    "regex": _MATCH,
+    "regex_pos": _MATCH,
+    "multi_choice_regex": _MATCH | {
+        "ignore_case": _one_of(False, True), "ignore_punctuation": _one_of(False, True),
+        "regexes_to_ignore": _regexes},
+    "take_first": {}, "majority_vote": {}, "remove_whitespace": {}, "lowercase": {},
+    "uppercase": {}, "format_span": {},
+    "take_first_k": {"k": _one_of(1)},
+    "map": {"mapping_dict": _texts, "default_value": _text},
+}  # fmt: skip
+"""lm-eval's built-in filters that only transform text (not `custom`, which calls code), with
+their options: group_select takes the first or the last match (another index fails on an answer
+with fewer matches), take_first_k the one answer a question gets (repeats is 1), and REQUIRED
+those a filter fails without (map's default: the text of an answer it does not map)."""
+REQUIRED = {"take_first_k": ("k",), "map": ("default_value",)}
 
 KEYS: dict[str, Checker] = {
     "task": _text,
@@ -259,7 +294,7 @@ KEYS: dict[str, Checker] = {
     "generation_kwargs": _generation,
     "filter_list": lambda where, value: _items(where, value, _filter),
     "metric_list": lambda where, value: _items(where, value, _metric),
-    "repeats": _count,
-    "metadata": _data,
+    "repeats": _one_of(1),  # evalgate asks each question once; a task asks again in its data
+    "metadata": lambda where, value: value,  # plain data lm-eval only stores
 }
 """Every key a task file may hold, with the check of its value."""

@@ -1,0 +1,116 @@
+"""The data a user's task file names (``--task FILE``), read and checked before anything is sent.
+
+lm-eval loads a task file's data_files with the datasets library only after the probe, and
+renders each row through the templates: a file it cannot read, or a row without a field a
+template names, would end the eval after its requests went out. So every file the task names is
+read here first, through the one JSON reader: a regular file (not a FIFO, a device or a folder)
+of UTF-8 text, one JSON object per line with no field twice, nested no deeper than the reader
+takes. The rows of the
+test and few-shot splits hold every field the templates name (and ``choices``, a list of text,
+where a filter is multi_choice_regex), and the few-shot split holds the shots asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalgate.errors import ArtifactError, DatasetError, UsageError
+from evalgate.evidence.read import decode, read_bytes
+from evalgate.tasks.dataset import Dataset
+from evalgate.tasks.syntax import FIELD
+
+if TYPE_CHECKING:
+    from evalgate.tasks.spec import TaskSpec
+
+TEMPLATES = ("description", "doc_to_text", "doc_to_target")
+
+
+def load_file_data(spec: TaskSpec) -> Dataset:
+    """The data a user's task file names, every file read and checked."""
+    files = {split: Path(f) for split, f in spec.config["dataset_kwargs"]["data_files"].items()}
+    test_split = str(spec.config["test_split"])
+    shot_split = str(spec.config.get("fewshot_split") or spec.config.get("training_split") or "")
+    if test_split not in files:
+        raise UsageError(f"{spec.path}: its data_files have no {test_split!r} (its test_split).")
+    if spec.num_fewshot and shot_split not in files:
+        raise UsageError(
+            f"{spec.path}: {spec.num_fewshot}-shot needs the shots' split: name it in "
+            "fewshot_split (or training_split) and in data_files."
+        )
+    used = {test_split, shot_split} if spec.num_fewshot else {test_split}
+    fields = needed_fields(spec)
+    rows, sha256 = {}, {}
+    for split, path in files.items():
+        data = _file_bytes(path)
+        sha256[split] = hashlib.sha256(data).hexdigest()
+        rows[split] = _rows(path, data, fields if split in used else {})
+    if not rows[test_split]:
+        raise DatasetError(f"{files[test_split]} holds no questions (its lines are empty).")
+    train = rows[shot_split] if spec.num_fewshot else []
+    shots = len(train) - (spec.config.get("fewshot_split") == test_split)  # the doc is no shot
+    if spec.num_fewshot > shots:
+        raise UsageError(
+            f"{spec.path}: num_fewshot is {spec.num_fewshot}, but {files[shot_split]} holds "
+            f"{shots} shot(s) to draw from. Lower num_fewshot or give more examples."
+        )
+    return Dataset(source="dir", files=files, sha256=sha256, test=rows[test_split], train=train)
+
+
+def needed_fields(spec: TaskSpec) -> dict[str, str]:
+    """{field: what needs it} for every field a template (or a filter) reads from a row."""
+    fields = {
+        name: key for key in TEMPLATES for name in FIELD.findall(str(spec.config.get(key) or ""))
+    }
+    steps = [step for entry in spec.config.get("filter_list", []) for step in entry["filter"]]
+    if any(step["function"] == "multi_choice_regex" for step in steps):
+        fields["choices"] = "the multi_choice_regex filter"
+    return fields
+
+
+def _file_bytes(path: Path) -> bytes:
+    try:
+        return read_bytes(path)
+    except ArtifactError as exc:
+        raise DatasetError(
+            f"{exc.message} The task file's data_files must name local JSONL files."
+        ) from exc
+
+
+def _unique(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
+    """An object whose keys are all different (the datasets library refuses a row repeating
+    one, after the probe)."""
+    row = dict(pairs)
+    if len(row) < len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise DatasetError(f"{where} repeats the field {key!r}. Keep one.")
+    return row
+
+
+def _rows(path: Path, data: bytes, fields: dict[str, str]) -> list[dict[str, Any]]:
+    """One JSON object per line (blank lines skipped), each holding `fields`."""
+    rows = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            row = decode(line, Any, where, pairs=functools.partial(_unique, where=where))
+        except ArtifactError as exc:
+            raise DatasetError(exc.message) from exc
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where} is a JSON {type(row).__name__}, not an object of fields.")
+        missing = next((name for name in fields if name not in row), None)
+        if missing is not None:
+            raise DatasetError(
+                f"{where} has no field {missing!r}, which {fields[missing]} names. Give every "
+                "row that field, or change the task file."
+            )
+        choices = row.get("choices") if "choices" in fields else []
+        if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+            raise DatasetError(f"{where}: its choices must be a list of text.")
+        rows.append(row)
+    return rows
