@@ -212,12 +212,15 @@ DATA = [
 ]  # fmt: skip
 
 
-def _run_task(cli, engine, folder: Path, text: str):
-    """`evalgate run --task` of `text` (beside GOOD's data) on 3 questions, floor 0.01."""
+def _run_task(cli, engine, folder: Path, text: str, data: dict[str, str] | None = None):
+    """`evalgate run --task` of `text` (beside GOOD's data, or `data` by file name) on 3
+    questions, floor 0.01."""
     task, floor = _task(folder, text), folder / "floor.json"
+    for name, rows in (data or {}).items():
+        (folder / name).write_text(rows)
     floor.write_text('{"default": {"arithmetic": 0.01}}')
     args = run_args(engine.url, folder / "out", "--task", str(task), "--min-samples", "0")
-    return cli(*args, "--thresholds", str(floor), "--limit", "3")
+    return cli(*args, "--thresholds", str(floor), "--limit", "3", "--overwrite")
 
 
 @pytest.mark.parametrize(("text", "says"), [t[1:] for t in TASKS], ids=[t[0] for t in TASKS])
@@ -287,3 +290,18 @@ def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli,
     outcomes = {e["path"]: e["outcome"] for e in json.loads(verdict.read_text())["entries"]}
     assert (outcomes[str(good / "result.json")], outcomes[str(bad)]) == ("pass", "malformed")
     assert "holds an integer of 401 digits, past what a float holds" in done.out
+
+
+def test_a_shot_needs_the_fields_of_its_question_and_answer_only(cli, engine, tmp_path):
+    """The description is rendered for the question asked, never for a shot."""
+    text = _edit('"Answer each question."', '"Subject: {{subject}}"')
+    rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(6)]
+    test = "".join(json.dumps(row | {"subject": "sums"}) + "\n" for row in rows)
+
+    done = _run_task(cli, engine, tmp_path, text, {"test.jsonl": test})
+    assert done.code in (0, 1), done.err
+
+    shots = '{"answer": "#### 1"}\n' * 6
+    done = _run_task(cli, engine, tmp_path, text, {"test.jsonl": test, "train.jsonl": shots})
+    assert done.code == 2
+    assert "train.jsonl line 1 has no field 'question', which doc_to_text names" in done.err

@@ -5,9 +5,9 @@ renders each row through the templates: a file it cannot read, or a row without 
 template names, would end the eval after its requests went out. So every file the task names is
 read here first, through the one JSON reader: a regular file (not a FIFO, a device or a folder)
 of UTF-8 text, one JSON object per line with no field twice, nested no deeper than the reader
-takes. The rows of the
-test and few-shot splits hold every field the templates name (and ``choices``, a list of text,
-where a filter is multi_choice_regex), and the few-shot split holds the shots asked for.
+takes. The rows of the test split hold every field the templates name (and ``choices``, a list
+of text, where a filter is multi_choice_regex), those of the few-shot split the fields of
+doc_to_text and doc_to_target, and the few-shot split holds the shots asked for.
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ def load_file_data(spec: TaskSpec) -> Dataset:
             f"{spec.path}: {spec.num_fewshot}-shot needs the shots' split: name it in "
             "fewshot_split (or training_split) and in data_files."
         )
-    used = {test_split, shot_split} if spec.num_fewshot else {test_split}
-    fields = needed_fields(spec)
+    fields = needed_fields(spec)  # a shot is rendered by doc_to_text and doc_to_target only
+    shot = {name: key for name, key in fields.items() if key in ("doc_to_text", "doc_to_target")}
+    needs = {shot_split: shot} if spec.num_fewshot else {}
     rows, sha256 = {}, {}
     for split, path in files.items():
         data = _file_bytes(path)
         sha256[split] = hashlib.sha256(data).hexdigest()
-        rows[split] = _rows(path, data, fields if split in used else {})
+        rows[split] = _rows(path, data, fields if split == test_split else needs.get(split, {}))
     if not rows[test_split]:
         raise DatasetError(f"{files[test_split]} holds no questions (its lines are empty).")
     train = rows[shot_split] if spec.num_fewshot else []
