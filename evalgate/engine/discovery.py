@@ -6,7 +6,8 @@ elsewhere: the probe's in gate/probe.py, the eval's in engine/client.py.
 
 One rule picks the model card from a /v1/models answer (`pick_card`), for readiness, the engine's
 labels and the served limit alike. A router may list a placeholder instead of the model it
-serves: sglang-router lists one card named `unknown`, with no max_model_len.
+serves: sglang-router lists one card named `unknown`, with no max_model_len. NVIDIA Dynamo's
+frontend lists `context_window` instead, which is not read as a served limit (engine.dynamo).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import json
 import logging
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 
+from evalgate.engine import dynamo
 from evalgate.engine.retry import EngineAnswerError
 from evalgate.engine.urls import redact_url, split_credentials
 from evalgate.engine.wire import EngineError, parse_error
@@ -59,6 +62,9 @@ class ModelCard:
     root: str | None
     unreadable_length: object = None
     """A max_model_len the card holds that is not a positive whole number ("9472", -1)."""
+    context_window: int | None = None
+    """Dynamo's `context_window`: a registered length or the model config's, so not a served
+    limit (engine.dynamo)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class EngineInfo:
                         max_model_len=length if usable else None,
                         root=card.get("root") if isinstance(card.get("root"), str) else None,
                         unreadable_length=None if usable else length,
+                        context_window=dynamo.context_window(card),
                     )
                 )
         return found
@@ -149,6 +156,18 @@ class EngineInfo:
             return None  # ready, no such door, or elsewhere (a redirect): /v1/models decides
         error = parse_error(response.status_code, response.text)
         return replace(error, message=f"/readiness says {error.message}")
+
+    def model_ready(
+        self, model: str, timeout: float | None = None
+    ) -> tuple[dynamo.ReadyState, str] | None:
+        """GET /v1/models/{model}/ready, Dynamo's readiness of one model, decoded; None where
+        the server has no such route."""
+        url = f"{self.url}/models/{quote(model, safe='')}/ready"
+        if timeout is None:
+            response = self._client.get(url)
+        else:
+            response = self._client.get(url, timeout=timeout)
+        return dynamo.ready_answer(response.status_code, response.text)
 
     def served_limit(self, model: str | None, label: str) -> Limit | None:
         """The served limit of `model` by its /v1/models card (fetched now)."""

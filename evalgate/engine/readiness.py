@@ -9,6 +9,11 @@ fails at once.
 
 A router that lists only a placeholder (sglang-router's `unknown`) or no model at all does not
 fail here: the check warns, naming what it listed, and the probe proves the model name.
+
+NVIDIA Dynamo's frontend has no /readiness, and its /health is healthy with no worker: where the
+model list is Dynamo's (a `context_window` on a card) or empty, the check also asks
+`GET /v1/models/{model}/ready` and waits while Dynamo says the model is not ready, or lists no
+model at all (no worker has registered it yet).
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from evalgate.engine.discovery import (
     is_placeholder,
     pick_card,
 )
-from evalgate.engine.retry import RetryPolicy, should_retry, tls_to_plain_http
+from evalgate.engine.retry import RetryPolicy, TransientAnswer, should_retry, tls_to_plain_http
 from evalgate.engine.urls import redact_url
+from evalgate.engine.wire import EngineError
 from evalgate.errors import EndpointError, NotReadyError
 
 log = logging.getLogger(__name__)
@@ -52,6 +58,8 @@ def _describe(exc: BaseException | None) -> str:
         return "no answer"
     if isinstance(exc, SideDoorError):
         return exc.error.describe()
+    if isinstance(exc, TransientAnswer):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -70,12 +78,33 @@ def _hint(url: str, exc: BaseException) -> str:
     return "Check --base-url and --api-key."
 
 
-def _check(info: EngineInfo, timeout: float) -> list[ModelCard]:
-    """One check: /readiness (where there is one), then /v1/models."""
+def _check(info: EngineInfo, model: str | None, timeout: float) -> list[ModelCard]:
+    """One check: /readiness (where there is one), then /v1/models, then Dynamo's readiness of
+    the model where the list is Dynamo's or empty."""
     not_ready = info.readiness(timeout=timeout)
     if not_ready is not None:
         raise SideDoorError(not_ready)
-    return info.models(timeout=timeout)
+    cards = info.models(timeout=timeout)
+    if model is not None and (not cards or any(c.context_window for c in cards)):
+        _dynamo_check(info, model, cards, timeout)
+    return cards
+
+
+def _dynamo_check(info: EngineInfo, model: str, cards: list[ModelCard], timeout: float) -> None:
+    """Raise what can change by waiting: Dynamo says the model is not ready, or lists no model
+    because no worker has registered one yet."""
+    answer = info.model_ready(model, timeout=timeout)
+    if answer is None:
+        return  # not Dynamo: /v1/models decides
+    state, reason = answer
+    path = f"/v1/models/{model}/ready"
+    if state == "not ready":
+        raise SideDoorError(EngineError(503, f"{path} says not ready: {reason}"))
+    if state == "unlisted" and not cards:
+        raise TransientAnswer(
+            f"Dynamo's frontend lists no model yet ({path}: 404 {reason}): no worker has "
+            "registered one"
+        )
 
 
 def wait_until_ready(
@@ -100,9 +129,11 @@ def wait_until_ready(
     try:
         # Each attempt gets at most the time left, so a hung server cannot outlast the deadline.
         cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
-            lambda: _check(info, max(0.5, min(SIDE_DOOR_TIMEOUT, deadline - time.monotonic())))
+            lambda: _check(
+                info, model, max(0.5, min(SIDE_DOOR_TIMEOUT, deadline - time.monotonic()))
+            )
         )
-    except (httpx2.HTTPError, SideDoorError) as exc:
+    except (httpx2.HTTPError, SideDoorError, TransientAnswer) as exc:
         waited = time.monotonic() - started
         if should_retry(exc):
             raise NotReadyError(

@@ -4,7 +4,9 @@ The body is engine.request's, as the eval builds it (same API, model name, stop 
 temperature and seed, the real max_tokens, the longest eval prompt), streamed and closed at the
 first token, so a good budget costs well under a second. Retried by engine.retry's policy. A 4xx
 is the engine's answer, not a glitch: it fails at once with the engine's words, the numbers
-evalgate derived, and what to change.
+evalgate derived, and what to change. An error sent as a stream event after HTTP 200 (NVIDIA
+Dynamo's frontend sends its 400s so) counts with its own code; Dynamo's answers for a model whose
+worker went away are named (engine.dynamo).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import httpx2
 
-from evalgate.engine import request
+from evalgate.engine import dynamo, request
 from evalgate.engine.retry import EngineAnswerError, RetryPolicy, should_retry
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.errors import ProbeError
@@ -85,6 +87,20 @@ def _numbers(context: EvalContext) -> str:
     )
 
 
+def _rejected(error: EngineError, context: EvalContext, base_url: str) -> str:
+    """The message for a probe the engine answered with a status retrying cannot change."""
+    gone = dynamo.worker_gone(error)
+    if gone is not None:
+        return (
+            f"{gone}: no worker serves the model now. Check the workers behind {base_url} "
+            "(their logs say why they stopped); it listed the model a moment ago."
+        )
+    return (
+        f"The engine rejected the pre-flight request ({error.describe()}). "
+        f"{_numbers(context)}. {suggest_fix(error, context)}"
+    )
+
+
 class NotAStream(ValueError):
     """A 200 whose body is not a stream of server-sent events."""
 
@@ -101,7 +117,7 @@ def _first_event(response: httpx2.Response) -> None:
             except ValueError as exc:
                 raise NotAStream(f"its first event is not JSON: {event[:200]!r}") from exc
             if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
-                raise EngineAnswerError(parse_error(response.status_code, event))
+                raise EngineAnswerError(dynamo.stream_error(answer, event, response.status_code))
             return
     raise NotAStream("the stream ended before its first event")
 
@@ -155,10 +171,7 @@ def run_probe(
             )
             unavailable.engine_error = error
             raise unavailable from exc
-        rejected = ProbeError(
-            f"The engine rejected the pre-flight request ({error.describe()}). "
-            f"{_numbers(context)}. {suggest_fix(error, context)}"
-        )
+        rejected = ProbeError(_rejected(error, context, str(client.base_url)))
         rejected.engine_error = error
         raise rejected from exc
     except httpx2.TransportError as exc:
