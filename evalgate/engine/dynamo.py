@@ -29,7 +29,7 @@ import re
 from dataclasses import replace
 from typing import Any, Literal
 
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
 
 ReadyState = Literal["ready", "not ready", "unlisted"]
 WORDLESS = frozenset({"Bad Request", "Invalid request"})
@@ -74,7 +74,8 @@ def ready_answer(status: int, body: str) -> tuple[ReadyState, str] | None:
     ready = parsed.get("ready")
     if isinstance(ready, bool) and status in (200, 503):
         reason = parsed.get("reason")
-        return ("ready" if ready else "not ready"), str(reason or f"HTTP {status}")
+        said = str(reason or f"HTTP {status}")[:MAX_MESSAGE_CHARS]
+        return ("ready" if ready else "not ready"), said
     if status == 404 and (parsed.get("message"), parsed.get("type")) == (
         "Model not found",
         "Not Found",

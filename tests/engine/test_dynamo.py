@@ -97,6 +97,12 @@ READY = [
         '{"message":"Model not found","type":"Not Found","code":404}',
         ("unlisted", "Model not found"),
     ),
+    (
+        "a reason too long to quote whole",
+        503,
+        json.dumps({"ready": False, "reason": "x" * 5000}),
+        ("not ready", "x" * 2000),
+    ),
     ("vLLM has no such route", 404, '{"detail":"Not Found"}', None),
     ("sglang-router has none", 404, "", None),
     ("not an object", 200, "[true]", None),
