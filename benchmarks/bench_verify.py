@@ -1,4 +1,5 @@
-"""Time `evalgate verify` over synthetic sweeps of N artifacts (issue 4: 10,000 in under 2 s).
+"""Time `evalgate verify` over synthetic sweeps of N artifacts (issue 27: 10,000 in at most 1.5 s,
+100,000 in at most 20 s and 250 MB).
 
     python benchmarks/bench_verify.py                 # N = 10,000 and 100,000, 5 runs each
     python benchmarks/bench_verify.py --sizes 10000 --runs 3

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from evalgate.gate.context import EvalContext, derive_context
     from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
     from evalgate.gate.run import RunOutcome, run_gate
-    from evalgate.gate.verdict import Verdict, decide
     from evalgate.lengths import Limit
+    from evalgate.rules.verdict import Verdict, decide
     from evalgate.settings import Settings
     from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
 
@@ -83,7 +83,7 @@ _LAZY = {
     "EvalContext": "evalgate.gate.context",
     "Floor": "evalgate.thresholds",
     "HookSummary": "evalgate.evidence.model",
-    "Limit": "evalgate.gate.context",
+    "Limit": "evalgate.lengths",
     "NativeLength": "evalgate.gate.native",
     "Result": "evalgate.evidence.model",
     "RunOutcome": "evalgate.gate.run",
@@ -91,9 +91,9 @@ _LAZY = {
     "Score": "evalgate.evidence.model",
     "Settings": "evalgate.settings",
     "Thresholds": "evalgate.thresholds",
-    "Verdict": "evalgate.gate.verdict",
+    "Verdict": "evalgate.rules.verdict",
     "compare_runs": "evalgate.compare.comparison",
-    "decide": "evalgate.gate.verdict",
+    "decide": "evalgate.rules.verdict",
     "derive_context": "evalgate.gate.context",
     "load_native_max_len": "evalgate.gate.native",
     "load_thresholds": "evalgate.thresholds",

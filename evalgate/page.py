@@ -16,22 +16,21 @@ default order.
 from __future__ import annotations
 
 import functools
-import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from evalgate import outside
 from evalgate._version import __version__
 
 Tone = Literal["pass", "warn", "fail", "broken", "info"]
 """A colour family; "broken": there was no score to judge."""
 
 
-def esc(text: object) -> str:
-    """Text (or a number) made safe for HTML content and attribute values."""
-    return html.escape(str(text), quote=True)
+esc = outside.html
+"""Text (or a number) made safe for HTML content and attribute values (evalgate.outside)."""
 
 
 def attrs(values: Mapping[str, object]) -> str:

@@ -24,7 +24,8 @@ from typing import Any
 
 import msgspec
 
-from evalgate.errors import ThresholdsError
+from evalgate.errors import ArtifactError, ThresholdsError
+from evalgate.evidence.read import decode
 
 TASK_KEY = "gsm8k"
 
@@ -115,13 +116,12 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         return found
 
     try:
-        data = json.loads(text, object_pairs_hook=no_repeats)
-    except json.JSONDecodeError as exc:
-        data = _yaml_or_none(text, target) if suffix != ".json" else None
+        data = decode(text, where=str(target), pairs=no_repeats)
+    except ArtifactError as exc:
+        syntax = isinstance(exc.__cause__, json.JSONDecodeError)  # else: nested too deep
+        data = _yaml_or_none(text, target) if syntax and suffix != ".json" else None
         if not isinstance(data, dict):
-            raise ThresholdsError(
-                f"{target} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})."
-            ) from exc
+            raise ThresholdsError(exc.message) from exc
         return parse_thresholds(data, str(target))
     if repeated:
         where, key = next(_repeated_keys(data, repeated, "$"))

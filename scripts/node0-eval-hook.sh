@@ -8,7 +8,8 @@
 # 6 aborted. An eval that could not run fails the job.
 #
 # Environment read (the benchmark's names; see the README for every variable):
-#   MODEL, ISL, OSL                    required
+#   MODEL                              required
+#   ISL, OSL                           the context (0 or unset: the native maximum, else served)
 #   ROUTER_URL                         the router's OpenAI base URL (…/v1), or EVALGATE_BASE_URL
 #   DECODE_SERVER_CONFIG, PREFILL_SERVER_CONFIG   server arguments holding --max-model-len N
 #   EVALGATE_WORKER_URLS               prefill/decode worker URLs, comma-separated (optional)
@@ -16,6 +17,8 @@
 #   EVAL_CONC, EVAL_CONCURRENT_REQUESTS or CONC   concurrencies, e.g. "16 64 256"
 #   FRAMEWORK, PRECISION, RUNNER_TYPE, MODEL_PREFIX, KV_CACHE_DTYPE   labels for the results
 #   PREFILL_*/DECODE_* topology (PREFILL_TP, DECODE_NUM_WORKERS, ...)  recorded as labels
+#   SGLANG_SIMULATE_ACC_LEN            simulated MTP acceptance: refused (exit 2) unless
+#                                      --allow-simulated-acceptance is passed
 #   EVALGATE_STAGE_DIR                 staging folder for the artifacts [./evalgate-stage]
 #   EVALGATE_LAYOUT                    "harness": the benchmark harness's own files (docs/harness.md)
 #   EVALGATE_PYTHON_ENV                a virtualenv holding evalgate, activated if given

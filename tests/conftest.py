@@ -19,6 +19,7 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.schemas import validation_errors
+from evalgate.settings import JOB_VARIABLES
 from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
@@ -57,6 +58,7 @@ _READ_VARS = (
     "IS_MULTINODE",
     "GITHUB_ACTIONS",
     "GITHUB_STEP_SUMMARY",
+    "SGLANG_SIMULATE_ACC_LEN",
 )
 # The engine stack's own variables (scripts/engine-*) are the test environment's, not evalgate's.
 _STACK_VARS = (
@@ -89,7 +91,7 @@ def isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
         if name.startswith(_STACK_VARS):
             continue
-        if name.startswith("EVALGATE_") or name in _READ_VARS:
+        if name.startswith("EVALGATE_") or name in _READ_VARS or JOB_VARIABLES.match(name):
             monkeypatch.delenv(name, raising=False)
     try:
         yield

@@ -94,6 +94,13 @@ stop_reason (an answer cut while thinking streams only reasoning deltas), then, 
 `stream_options.include_usage`, a usage chunk with `choices: []` whose completion_tokens_details
 holds the reasoning tokens. `answer_field` puts the whole answer in a reasoning field instead
 (a parser that never saw the thinking end), streamed as that field's deltas.
+
+Thinking written into the answer (`EngineBehaviour.inline_thinking`, a reasoning model served
+without a reasoning parser), for chat and completions alike: the text is `<think>\n` (left out
+with "prompt": the chat template opened the block in the prompt), a scratchpad naming the right
+answer as `#### n`, `thinking_tokens` of filler, `\n</think>\n\n`, then the answer. Thinking that
+never ends (`endless_thinking`) is cut by the budget before `</think>`, finish_reason "length":
+a scorer that reads the whole text takes the scratchpad's number.
 """
 
 from __future__ import annotations
@@ -559,6 +566,10 @@ class EngineBehaviour:
     endless_thinking: float = 0.0
     """Share of the GSM8K questions (picked by their index, as `accuracy` picks) whose thinking
     never ends: the budget cuts it, with content null and finish_reason "length"."""
+    inline_thinking: Literal["open", "prompt"] | None = None
+    """A reasoning model with no reasoning parser: every answer first thinks in its own text,
+    opening with `<think>` ("open") or not ("prompt": the template opened the block), and ends
+    the thinking with `</think>` (see the module docstring)."""
     choice_docs: Mapping[str, ChoiceDoc] = field(default_factory=dict)
     """Multiple-choice questions (GPQA-shaped), by their text: a prompt asking one of them with
     its choices (A) to (D) is answered "The answer is (X)." (see `choice_reply`)."""
@@ -918,7 +929,7 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
         return Completion(sum(p.tokens for p in prompts), choices, **fields)
     choices = tuple(
         _generate(
-            lead + behaviour.answer(prompt.text),
+            lead + _inline_thought(behaviour, prompt.text, budget) + behaviour.answer(prompt.text),
             budget,
             _stops(body),
             ignore_eos=bool(body.get("ignore_eos")),
@@ -926,6 +937,21 @@ def plan_completion(behaviour: EngineBehaviour, path: str, body: Json) -> Comple
         for prompt, budget in zip(prompts, budgets, strict=True)
     )
     return Completion(sum(p.tokens for p in prompts), choices, **fields)
+
+
+def _inline_thought(behaviour: EngineBehaviour, text: str, budget: int) -> str:
+    """The thinking a model without a reasoning parser writes before its answer ("" for none):
+    a scratchpad holding the right answer, filler, and (unless it never ends) `</think>`."""
+    if behaviour.inline_thinking is None:
+        return ""
+    question = find_question(text)
+    doc = behaviour.docs().get(question.strip()) if question else None
+    endless = doc is not None and answered_right(doc.index, behaviour.endless_thinking)
+    wanted = budget + 1 if endless else behaviour.thinking_tokens
+    scratch = f"A first guess: #### {doc.number}\n" if doc is not None else ""
+    filler = " ".join([FILLER] * math.ceil(wanted / count_tokens(FILLER)))
+    opening = "<think>\n" if behaviour.inline_thinking == "open" else ""
+    return f"{opening}{scratch}{filler}\n</think>\n\n"
 
 
 def _think_then_answer(
@@ -1230,7 +1256,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, engine: FakeEngine, port: int) -> None:
         self.engine = engine
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__((engine.host, port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up (an aborted eval does) is normal, not worth a traceback."""
@@ -1628,6 +1654,7 @@ class FakeEngine:
 
     `FakeEngine(behaviour, **overrides)` sets `overrides` on the behaviour (a new default one
     when None). `start=False` only reserves a port; `start()` serves it, again after `stop()`.
+    `host`: the address to listen on (another than 127.0.0.1 inside a network namespace).
     """
 
     def __init__(
@@ -1636,8 +1663,10 @@ class FakeEngine:
         *,
         port: int = 0,
         start: bool = True,
+        host: str = "127.0.0.1",
         **overrides: object,
     ) -> None:
+        self.host = host
         self.behaviour = behaviour if behaviour is not None else EngineBehaviour()
         for name, value in overrides.items():
             if not hasattr(self.behaviour, name):
@@ -1721,7 +1750,7 @@ class FakeEngine:
 
     @property
     def root_url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
+        return f"http://{self.host}:{self._port}"
 
     @property
     def url(self) -> str:

@@ -287,6 +287,38 @@ def test_a_stream_cut_while_thinking_sends_only_reasoning_then_length(field):
     assert chunks[-1]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 256}
 
 
+@pytest.mark.parametrize("opened", ["open", "prompt"])
+def test_thinking_written_into_the_answer_chat_and_completions(opened):
+    """No reasoning parser: the thinking is the answer's own text, `<think>` (unless the
+    template opened it), a scratchpad naming the right number, `</think>`, then the answer."""
+    behaviour = EngineBehaviour(inline_thinking=opened, accuracy=0.0, thinking_tokens=14)
+    with FakeEngine(behaviour) as engine:
+        chat = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
+        text = post_json(engine.url + "/completions", completion_body(JANET.question))[1]
+    content = chat["choices"][0]["message"]["content"]
+    completed = text["choices"][0]["text"]
+    assert completed == " " + content  # the same answer, continuing the prompt
+    assert content.startswith("<think>\nA first guess: #### 18\n" if opened == "open" else "A fi")
+    thought, answer = content.split("\n</think>\n\n")
+    assert "<think>" not in answer and FILLER in thought
+    assert final_number(answer) == "19"  # wrong (accuracy 0), the scratchpad right
+    assert "reasoning_content" not in chat["choices"][0]["message"] or (
+        chat["choices"][0]["message"]["reasoning_content"] is None
+    )
+    assert chat["usage"]["completion_tokens"] == count_tokens(content)
+
+
+def test_thinking_written_into_the_answer_that_never_ends_is_cut_before_its_end():
+    behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=1.0)
+    with FakeEngine(behaviour) as engine:
+        chat = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
+    choice = chat["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert chat["usage"]["completion_tokens"] == 256  # the whole budget
+    assert choice["message"]["content"].startswith("<think>\nA first guess: #### 18\n")
+    assert "</think>" not in choice["message"]["content"]
+
+
 def test_an_answer_in_the_reasoning_field_streams_there(engine):
     engine.behaviour.answer_field = "reasoning_content"
     plain = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]

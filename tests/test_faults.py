@@ -318,7 +318,7 @@ def test_refused_connections_are_not_ready_within_the_ready_timeout(tmp_path):
 
     assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (3, "error", "readiness")
     assert "was not ready after" in run.outcome.reason
-    assert "(--ready-timeout 0.5); last answer: ConnectError" in run.outcome.reason
+    assert "(--ready-timeout 0.5); last answer: ConnectionRefusedError" in run.outcome.reason
     assert run.elapsed < 0.5 + 3
     assert run.doc["eval"] is None
 

@@ -199,6 +199,103 @@ def test_no_secret_in_the_errors_of_a_failed_run(engine, headers, cli, case):
     assert_nowhere(stdout, stderr, files_text(out))
 
 
+# -- secrets the engine echoes back (issue 26, 1) -------------------------------------------------
+
+
+def test_a_key_the_engine_echoes_back_is_scrubbed_from_every_output(engine, cli):
+    """OpenAI's 401 names the key it refused: the message is kept, the key is not."""
+    engine.inject(
+        Fault(
+            "error",
+            status=401,
+            paths={"/v1/models"},
+            message=f"Incorrect API key provided: {KEY}. You can find your API key at ...",
+        )
+    )
+    out = cli.out
+
+    code, stdout, stderr = cli(
+        ["run", *common_args(engine.url), "--api-key", KEY, "--output-dir", str(out)], engine
+    )
+
+    assert code == 3
+    assert "HTTP 401: Incorrect API key provided: ***. You can find" in stderr
+    assert "Incorrect API key provided: ***." in stdout
+    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    assert "Incorrect API key provided: ***." in result["reason"]
+    assert_nowhere(stdout, stderr, files_text(out))
+
+
+def test_url_passwords_the_engine_echoes_are_scrubbed_from_samples_and_journal(engine, cli):
+    """A proxy's 403 names the URL with its password; an answer quotes a worker's URL: neither
+    password reaches samples.jsonl, journal.jsonl, result.json or the terminal (each of
+    --base-url and --worker-url)."""
+    url = with_password(engine.url)
+    worker = engine.url.replace("http://", "http://w0rker:wk-PLANTED-789@", 1)
+    engine.behaviour.trailer = f"\n(via {worker})"
+    engine.inject(
+        Fault(
+            "error",
+            status=403,
+            questions={DOCS[4].question},
+            message=f"forbidden: {url}/chat/completions",
+        )
+    )
+    out = cli.out
+
+    args = ["run", *common_args(url), "--worker-url", worker, *POINT, "--output-dir", str(out)]
+    code, stdout, stderr = cli(args, engine)
+
+    assert code == 4  # a 4xx stops the eval; the answers so far are kept
+    port = engine.url.rsplit(":", 1)[1]
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    [failed] = [s for s in samples if s["error"]]
+    # the user info as a whole ("user:password") is masked
+    assert failed["error"] == f"HTTP 403: forbidden: http://***@127.0.0.1:{port}/chat/completions"
+    answered = [s["response"] for s in samples if s["response"]]
+    assert answered and all(a.endswith(f"(via http://***@127.0.0.1:{port})") for a in answered)
+    journal = (out / "journal.jsonl").read_text(encoding="utf-8")
+    assert "(via http://***@127.0.0.1:" in journal  # the answers; a failure is not journalled
+    for text in (stdout, stderr, files_text(out)):
+        assert "wk-PLANTED-789" not in text
+    assert_nowhere(stdout, stderr, files_text(out))
+
+
+def test_an_answer_is_scored_as_the_engine_sent_it_and_stored_scrubbed(engine, cli):
+    """Scrubbing comes after scoring: an answer ending in the key ends in its digits for the
+    flexible filter (the last number), though samples.jsonl shows the key masked."""
+    engine.behaviour.trailer = f"\n{KEY}"
+    out = cli.out
+
+    code, _, _ = cli(
+        ["run", *common_args(engine.url), "--api-key", KEY, *POINT, "--output-dir", str(out)],
+        engine,
+    )
+
+    assert code == 1  # flexible-extract reads -123: every answer wrong
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert {s["filters"]["flexible-extract"]["extracted"] for s in samples} == {"-123"}
+    assert all(s["filters"]["strict-match"]["correct"] for s in samples)
+    assert all(s["response"].endswith("\n***") for s in samples)
+    assert_nowhere(files_text(out))
+
+
+def test_a_placeholder_key_is_sent_but_not_scrubbed(engine, cli):
+    """vLLM's convention `EMPTY` (any value under 8 characters) is no secret: scrubbing it
+    would shred ordinary text."""
+    engine.behaviour.trailer = "\nEMPTY"
+    out = cli.out
+
+    code, _, _ = cli(
+        ["run", *common_args(engine.url), "--api-key", "EMPTY", *POINT, "--output-dir", str(out)],
+        engine,
+    )
+
+    assert code == 0
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert all(s["response"].endswith("\nEMPTY") for s in samples)
+
+
 def test_no_secret_when_the_endpoint_is_never_ready(cli):
     url = with_password(f"http://127.0.0.1:{unused_port()}/v1")
     out = cli.out

@@ -288,7 +288,7 @@ def test_server_config_flag_is_repeatable():
 INVALID = [
     # (case, argv, environment, what the message must say)
     ("ISL not a number", [], {"ISL": "abc"}, ["--isl = 'abc'", "valid integer"]),
-    ("OSL zero", [], {"OSL": "0"}, ["--osl = '0'", "greater than or equal to 1"]),
+    ("OSL negative", [], {"OSL": "-3"}, ["--osl = '-3'", "greater than or equal to 1"]),
     (
         "--num-concurrent 0",
         ["--num-concurrent", "0"],
@@ -312,7 +312,7 @@ INVALID = [
     ("EVAL_MAX_MODEL_LEN text", [], {"EVAL_MAX_MODEL_LEN": "9x"}, ["--eval-max-model-len = '9x'"]),
     ("ISL 8x", [], {"ISL": "8x"}, ["--isl = '8x'", "valid integer"]),
     ("ISL 1.5k", [], {"ISL": "1.5k"}, ["--isl = '1.5k'"]),
-    ("--osl 0k", ["--osl", "0k"], {}, ["--osl = 0", "greater than or equal to 1"]),
+    ("--osl -1", ["--osl=-1"], {}, ["--osl = -1", "greater than or equal to 1"]),
     (
         "--retry-wait-min 5 --retry-wait-max 1",
         ["--retry-wait-min", "5", "--retry-wait-max", "1"],
@@ -325,8 +325,24 @@ INVALID = [
         {"EVALGATE_RETRY_WAIT_MIN": "3", "EVALGATE_RETRY_WAIT_MAX": "2"},
         ["--retry-wait-max = '2'", "is below --retry-wait-min 3"],
     ),
-    ("two problems, both listed", ["--osl", "0"], {"ISL": "x"}, ["--isl = 'x'", "--osl = 0"]),
+    ("two problems, both listed", ["--osl=-2"], {"ISL": "x"}, ["--isl = 'x'", "--osl = -2"]),
 ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment"),
+    [
+        ([], {"ISL": "0", "OSL": "0", "EVAL_MAX_MODEL_LEN": "0"}),  # the harness's agentic rows
+        ([], {"ISL": "", "OSL": " ", "EVAL_MAX_MODEL_LEN": ""}),
+        (["--isl", "0", "--osl", "0k", "--eval-max-model-len", "0"], {}),
+        (["--isl", "0"], {"ISL": "8192", "OSL": "00"}),  # the flag's 0 beats the variable
+    ],
+)
+def test_zero_or_empty_lengths_mean_not_given(monkeypatch, argv, environment):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    given = settings(*argv)
+    assert (given.isl, given.osl, given.eval_max_model_len) == (None, None, None)
 
 
 @pytest.mark.parametrize(

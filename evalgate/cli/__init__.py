@@ -21,8 +21,10 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, NoReturn, TextIO
 
+from evalgate import outside, scrub
 from evalgate._version import __version__
 from evalgate.errors import EvalgateError, ExitCode
+from evalgate.settings.environment import credentials_environment
 
 SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare")
 RECORDING = ("run", "hook")
@@ -54,11 +56,19 @@ def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse quotes in its error what it could not parse (a folder name among it): that
+    part is made one safe line (evalgate.outside); the usage above it is evalgate's."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(outside.terminal(message))
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser. Only the subcommand named in `argv` gets its flags (and their
     imports); with no argv, every subcommand does (for documentation and tests)."""
     chosen = next((a for a in argv if a in SUBCOMMANDS), None) if argv is not None else None
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="evalgate",
         description="Accuracy gate for LLM inference benchmarks (GSM8K through lm-eval).",
         epilog=EPILOG,
@@ -83,11 +93,26 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _OneLine(logging.Formatter):
+    """Log records carry outside text (engine answers, model names, URLs): each message is one
+    safe line, a traceback safe line by line (evalgate.outside)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = outside.terminal(record.message)
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:
+        return outside.terminal_block(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return outside.terminal_block(super().formatStack(stack_info))
+
+
 def _configure_logging(verbose: int) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter(
+        _OneLine(
             "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
         )
     )
@@ -106,8 +131,9 @@ def _open_closed_streams() -> None:
 
 
 class _Guarded:
-    """A standard stream that cannot break a run: the first write that fails (a full device, a
-    closed pipe) is remembered and every later write is dropped."""
+    """A standard stream that cannot break a run and never shows a configured secret: what is
+    written is scrubbed (evalgate.scrub); the first write that fails (a full device, a closed
+    pipe) is remembered and every later write is dropped."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -116,7 +142,7 @@ class _Guarded:
     def write(self, text: str) -> int:
         if self.failure is None:
             try:
-                return self.stream.write(text)
+                self.stream.write(scrub.text(text))
             except OSError as exc:
                 self.failure = exc
         return len(text)
@@ -178,12 +204,13 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)
     _configure_logging(args.verbose)
+    scrub.configure(*credentials_environment())  # a command with settings adds its own flags
     try:
         return int(args._command(args))
     except EvalgateError as exc:
         if args.verbose:
             logging.getLogger("evalgate").exception("traceback")
-        print(f"{type(exc).__name__}: {exc.message}", file=sys.stderr)
+        print(f"{type(exc).__name__}: {outside.terminal(exc.message)}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("AbortedError: interrupted", file=sys.stderr)
@@ -192,8 +219,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.verbose:
             logging.getLogger("evalgate").exception("traceback")
         print(
-            f"InternalError: unexpected {type(exc).__name__}: {exc}. Rerun with -v for the "
-            "traceback, and please report it.",
+            f"InternalError: unexpected {type(exc).__name__}: {outside.terminal(exc)}. Rerun "
+            "with -v for the traceback, and please report it.",
             file=sys.stderr,
         )
         return int(ExitCode.EVAL)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from evalgate.compare import DEFAULT_FLIPS
@@ -53,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Compare, print the report, return the finding's exit code."""
+    from evalgate import outside
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.report import comparison_document, render_markdown, render_text
 
@@ -63,12 +63,7 @@ def command(args: argparse.Namespace) -> int:
         allow_protocol_drift=args.allow_protocol_drift,
     )
     if args.json:
-        text = (
-            json.dumps(
-                comparison_document(comparison, flips=args.flips), indent=2, ensure_ascii=False
-            )
-            + "\n"
-        )
+        text = outside.terminal_json(comparison_document(comparison, flips=args.flips)) + "\n"
     elif args.markdown:
         text = render_markdown(comparison, flips=args.flips)
     else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 HELP = (
     "Derive EVAL_MAX_MODEL_LEN (ISL + OSL + margin, capped at the native maximum, clamped to "
@@ -36,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     import sys
 
+    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive
@@ -50,7 +50,7 @@ def command(args: argparse.Namespace) -> int:
     context, _, _ = derive(settings, prompts)
     document = to_document(context_record(context)) | {"warnings": list(context.warnings)}
     if args.format == "json":
-        print(json.dumps(document, indent=2))
+        print(outside.terminal_json(document))
     elif args.format == "env":
         print(context.as_env(), end="")
     else:
@@ -59,7 +59,7 @@ def command(args: argparse.Namespace) -> int:
     if args.explain:
         out = sys.stdout if args.format == "text" else sys.stderr  # env and JSON stay parseable
         for number, step in enumerate(context.steps, start=1):
-            print(f"  {number}. {step}", file=out)
+            print(f"  {number}. {outside.terminal(step)}", file=out)
     for warning in context.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {outside.terminal(warning)}", file=sys.stderr)
     return 0

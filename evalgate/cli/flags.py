@@ -16,9 +16,11 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from evalgate import scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
+from evalgate.settings.environment import credentials
 from evalgate.settings.values import TOKEN_LENGTHS, token_count
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
@@ -31,6 +33,12 @@ ENDPOINT = (
     "api",
     "worker_urls",
     "ready_timeout",
+    "discovery_timeout",
+    "connect_timeout",
+    "keepalive_idle",
+    "keepalive_interval",
+    "keepalive_probes",
+    "max_response_bytes",
     "retry_wait_min",
     "retry_wait_max",
 )
@@ -56,6 +64,10 @@ CONTEXT = (
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
 EVAL = (
     "num_concurrent",
+    "think_end_marker",
+    "think_start_marker",
+    "sglang_simulate_acc_len",
+    "allow_simulated_acceptance",
     "max_failed_requests",
     "max_truncated_rate",
     "early_stop",
@@ -154,7 +166,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings from the typed flags, the environment and defaults; errors name the flag."""
     given = {k: v for k, v in vars(args).items() if k in Settings.model_fields}
     try:
-        return Settings(**given)
+        settings = Settings(**given)
     except ValidationError as exc:
         by_name = {name: field for field in Settings.model_fields for name in env_names(field)}
         problems = []
@@ -168,6 +180,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             where = " or ".join([flag_name(field), *env_names(field)])
             problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
+    scrub.configure(
+        *credentials(settings)
+    )  # the top of the command: from here on, outputs are scrubbed
+    return settings
 
 
 def _shown(field: str, value: Any) -> Any:

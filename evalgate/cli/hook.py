@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.gate.hook import parse_concurrencies, run_hook
 
@@ -39,8 +40,8 @@ def command(args: argparse.Namespace) -> int:
     with stop_signals_interrupt():
         outcome = run_hook(settings, concurrencies, resume=args.resume, progress=progress_printer())
     for entry in outcome.summary.runs:
-        line = f"conc {entry.concurrency}: {entry.status.upper()}: {entry.reason}"
+        line = f"conc {entry.concurrency}: {entry.status.upper()}: {outside.terminal(entry.reason)}"
         verdict = entry.status in ("pass", "fail", "inconclusive")
         print(line, file=sys.stdout if verdict else sys.stderr)
-    print(f"staged in {settings.output_dir}", file=sys.stderr)
+    print(f"staged in {outside.terminal(settings.output_dir)}", file=sys.stderr)
     return outcome.exit_code

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 HELP = (
     "Wait for the endpoint, derive the context and send one request at the real output "
@@ -19,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive, probe, require
@@ -37,15 +37,14 @@ def command(args: argparse.Namespace) -> int:
     )
     if args.json:
         print(
-            json.dumps(
+            outside.terminal_json(
                 {
                     "outcome": outcome.outcome,
                     "latency_s": round(outcome.latency_s, 3),
                     "max_tokens": outcome.max_tokens,
                     "prompt_tokens": outcome.prompt_tokens,
                     "context": to_document(context_record(context)),
-                },
-                indent=2,
+                }
             )
         )
     else:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import sys
 import traceback
@@ -106,6 +105,7 @@ def progress_printer() -> Callable[[int, int], None]:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.evidence.model import to_document
     from evalgate.gate.run import run_gate
@@ -114,18 +114,20 @@ def command(args: argparse.Namespace) -> int:
     with stop_signals_interrupt():
         outcome = run_gate(settings, progress=progress_printer(), resume=args.resume)
     if args.json:
-        print(json.dumps(to_document(outcome.result), indent=2))
+        print(outside.terminal_json(to_document(outcome.result)))
     if outcome.error is not None:
         if getattr(args, "verbose", 0):
-            traceback.print_exception(outcome.error, file=sys.stderr)
-        print(f"{type(outcome.error).__name__}: {outcome.error.message}", file=sys.stderr)
+            shown = "".join(traceback.format_exception(outcome.error))
+            print(outside.terminal_block(shown), file=sys.stderr)
+        error = outside.terminal(outcome.error.message)
+        print(f"{type(outcome.error).__name__}: {error}", file=sys.stderr)
         print(f"stage: {outcome.result.stage}", file=sys.stderr)
     for warning in outcome.result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {outside.terminal(warning)}", file=sys.stderr)
     if not args.json:
-        print(f"{outcome.status.upper()}: {outcome.reason}")
+        print(f"{outcome.status.upper()}: {outside.terminal(outcome.reason)}")
         if outcome.comparison:
-            print(outcome.comparison)
+            print(outcome.comparison)  # compare's report: its outside text made safe there
     if outcome.result_path is not None:
-        print(f"result: {outcome.result_path}", file=sys.stderr)
+        print(f"result: {outside.terminal(outcome.result_path)}", file=sys.stderr)
     return outcome.exit_code

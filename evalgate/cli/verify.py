@@ -82,13 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def write_file(path: str, text: str, *, append: bool = False, label: str = "") -> None:
-    """Write (or append) a report file; an unwritable path is an ArtifactError (exit 2)."""
+    """Write (or append) a report file, never with a configured secret in it (evalgate.scrub);
+    an unwritable path is an ArtifactError (exit 2)."""
+    from evalgate import scrub
     from evalgate.errors import ArtifactError
 
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a" if append else "w", encoding="utf-8") as stream:
-            stream.write(text)
+            stream.write(scrub.text(text))
     except OSError as exc:
         given = f" ({label})" if label else ""
         raise ArtifactError(
@@ -98,18 +100,17 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
 
 def _is_input(path: str, roots: list[str]) -> bool:
     """Would verify read this file? Then writing a report over it destroys the evidence."""
-    import re
+    from evalgate.evidence.harness_layout import is_results_file
 
     name = os.path.basename(path)
-    if not (
-        name in ("result.json", "meta_env.json", "hook.json")
-        or re.fullmatch(r"results.*\.json", name)
-    ):
+    if not (name in ("result.json", "meta_env.json", "hook.json") or is_results_file(name)):
         return False
-    target = os.path.realpath(path)
-    for root in roots:
-        real = os.path.realpath(root)
-        if target == real or target.startswith(real.rstrip(os.sep) + os.sep):
+    # as written and as resolved: verify follows links to folders, so a path through one is read
+    for target, bases in (
+        (os.path.abspath(path), [os.path.abspath(root) for root in roots]),
+        (os.path.realpath(path), [os.path.realpath(root) for root in roots]),
+    ):
+        if any(target == base or target.startswith(base.rstrip(os.sep) + os.sep) for base in bases):
             return True
     return False
 
@@ -143,11 +144,12 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.settings import verify_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
+    from evalgate.verify.expect import load_expectation
 
     environment = verify_environment()
     thresholds_path = args.thresholds or environment.thresholds
     thresholds = load_thresholds(Path(thresholds_path) if thresholds_path else None)
-    expectation = sweep.load_expectation(args.expect) if args.expect is not None else None
+    expectation = load_expectation(args.expect) if args.expect is not None else None
     github = args.github if args.github is not None else environment.github_actions
     summary = environment.step_summary if github else None
     for label, path in (
@@ -165,25 +167,21 @@ def command(args: argparse.Namespace) -> int:
                     f"{label} {path} is one of the files verify reads: writing it would destroy "
                     "the evidence. Write the report outside the results."
                 )
-    with sweep.collector_paused():
-        result = sweep.verify(
-            list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
-        )
-        _write(result, args, github=github, summary=summary)
-        code = result.exit_code
-        del result  # freed before the collector resumes, which would walk the report once more
-    return code
+    result = sweep.verify(
+        list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
+    )
+    _write(result, args, github=github, summary=summary)
+    return result.exit_code
 
 
 def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
     """The verdict on stdout, and in each report asked for."""
-    import json
-
+    from evalgate import outside
     from evalgate.verify import report
 
-    lines = iter(report.terminal_lines(result, quiet=args.quiet))
-    while chunk := list(itertools.islice(lines, 4096)):  # a write per 4,096 lines, not per line
-        sys.stdout.write("".join(chunk))
+    lines = report.terminal_lines(result, quiet=args.quiet)
+    while chunk := "".join(itertools.islice(lines, 4096)):  # stdout may be unbuffered
+        sys.stdout.write(chunk)
     if github:
         if summary:
             write_file(summary, report.markdown(result), append=True, label="GITHUB_STEP_SUMMARY")
@@ -193,7 +191,8 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
     if args.junit:
         write_file(args.junit, report.junit(result), label="--junit")
     if args.json:
-        write_file(args.json, json.dumps(report.document(result), indent=2) + "\n", label="--json")
+        document = outside.json_text(report.document(result), indent=2)
+        write_file(args.json, document + "\n", label="--json")
     if args.html:
         from evalgate.verify import html
 

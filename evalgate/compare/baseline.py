@@ -1,29 +1,18 @@
 """A run's --baseline, checked before the eval: the comparison it asks for must be possible.
 
 Found only after the eval, a missing baseline or one measured another way would cost the whole
-eval and then turn its verdict into exit 2. The protocol fields a run knows before it sends a
-request (task, API, few-shot, temperature, questions, data set) are compared here; the budget,
-known only after the probe, is compared with the rest after the eval.
+eval and then turn its verdict into exit 2. The run's protocol is compared here by the rule
+`evalgate compare` applies (compare.runs.eval_differences), all but the budget: known only after
+the probe, it is compared with the rest after the eval.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from evalgate.compare.runs import Run
+from evalgate.compare.runs import Run, eval_differences
 from evalgate.errors import UsageError
-
-KNOWN_BEFORE_THE_EVAL = (
-    "task",
-    "task_sha256",
-    "api",
-    "num_fewshot",
-    "fewshot_seed",
-    "temperature",
-    "limit",
-)
+from evalgate.evidence.model import Protocol
 
 
 def refuse_overlap(baseline: Path, output_dir: Path) -> None:
@@ -36,19 +25,10 @@ def refuse_overlap(baseline: Path, output_dir: Path) -> None:
         )
 
 
-def check_baseline(baseline: Run, path: Path, planned: dict[str, Any]) -> None:
+def check_baseline(baseline: Run, path: Path, planned: Protocol) -> None:
     """Compare the protocol this run will use with the loaded baseline's; raise UsageError
     (exit 2) naming each difference."""
-    recorded = baseline.eval
-    differences = [
-        f"{name}: baseline {json.dumps(getattr(recorded, name))}, this run "
-        f"{json.dumps(planned[name])}"
-        for name in KNOWN_BEFORE_THE_EVAL
-        if name in planned and getattr(recorded, name) != planned[name]
-    ]
-    sha = planned.get("dataset_sha256")
-    if sha is not None and recorded.dataset.sha256 != sha:
-        differences.append("dataset: the GSM8K files differ (sha256)")
+    differences = [d.describe("this run") for d in eval_differences(baseline.eval, planned)]
     if differences:
         raise UsageError(
             f"--baseline {path} was not measured the same way as this run, so the comparison "

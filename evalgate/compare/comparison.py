@@ -156,6 +156,8 @@ def _reason(
         if counts.difference < -max_drop:
             return f"{table}: a significant drop beyond the {margin}"
         return f"{table}: a significant drop of at least half the {margin}"
+    if finding is Finding.IMPROVED:
+        return f"{table}: a significant gain of at least half the {margin}"
     if finding is Finding.EQUIVALENT:
         better = p_value < ALPHA and counts.difference > 0
         return f"{table}: any drop is within the {margin}" + (

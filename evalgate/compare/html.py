@@ -17,6 +17,7 @@ from evalgate.compare.runs import Difference, format_doc_ids
 from evalgate.page import Mark, Scale, esc
 
 TONES: dict[Finding, page.Tone] = {
+    Finding.IMPROVED: "pass",
     Finding.EQUIVALENT: "pass",
     Finding.INCONCLUSIVE: "warn",
     Finding.REGRESSION: "fail",

@@ -16,6 +16,7 @@ Per filter, every question answered in both runs falls in one cell::
 - Rule, margin m = max_drop (a fraction: 0.02 is two points), first match wins:
     REGRESSION    p < 0.05 and d < -m/2   (a significant drop of practical size: at least
                                            half the margin)
+    IMPROVED      p < 0.05 and d > m/2    (the same for a gain)
     EQUIVALENT    the interval's lower end > -m   (any drop is smaller than the margin)
     INCONCLUSIVE  otherwise
   A drop that is certain but smaller than the margin (21 questions lost and none gained of
@@ -94,6 +95,7 @@ _STEPS = 64
 class Finding(Enum):
     """What a comparison found. Ordered from best to worst."""
 
+    IMPROVED = "improved"
     EQUIVALENT = "equivalent"
     INCONCLUSIVE = "inconclusive"
     REGRESSION = "regression"
@@ -102,6 +104,7 @@ class Finding(Enum):
     def exit_code(self) -> ExitCode:
         """The `evalgate compare` exit code for this finding."""
         return {
+            Finding.IMPROVED: ExitCode.PASS,
             Finding.EQUIVALENT: ExitCode.PASS,
             Finding.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
             Finding.REGRESSION: ExitCode.FAIL,
@@ -215,10 +218,8 @@ def score_interval(gained: float, lost: float, n: float) -> tuple[float, float]:
     return (_bound(gained, lost, n, lower=True), _bound(gained, lost, n, lower=False))
 
 
-def clustered_exact_p(totals: Sequence[int]) -> float:
-    """Two-sided exact clustered McNemar p-value over per-question totals T_k (gained - lost):
-    the share of the 2^K sign patterns whose sum is at least as far from zero, in exact
-    integers. With every T_k = +-1 this is mcnemar_exact_p."""
+def _sign_flip_tail(totals: Sequence[int], at_most: int) -> Fraction:
+    """P[S <= at_most] for S = the sum of the totals T_k with independent fair signs, exactly."""
     sizes = Counter(abs(t) for t in totals if t)
     ways = {0: 1}  # sum of the signed totals -> sign patterns giving it
     for size, count in sizes.items():
@@ -228,10 +229,27 @@ def clustered_exact_p(totals: Sequence[int]) -> float:
             for shift, c in spread:
                 step[total + shift] = step.get(total + shift, 0) + w * c
         ways = step
-    observed = abs(sum(totals))
-    tail = sum(w for total, w in ways.items() if total <= -observed)
-    patterns = 2 ** sum(sizes.values())
-    return float(min(Fraction(1), Fraction(2 * tail, patterns)))
+    tail = sum(w for total, w in ways.items() if total <= at_most)
+    return Fraction(tail, 2 ** sum(sizes.values()))
+
+
+def clustered_exact_p(totals: Sequence[int]) -> float:
+    """Two-sided exact clustered McNemar p-value over per-question totals T_k (gained - lost):
+    the share of the 2^K sign patterns whose sum is at least as far from zero, in exact
+    integers. With every T_k = +-1 this is mcnemar_exact_p."""
+    return float(min(Fraction(1), 2 * _sign_flip_tail(totals, -abs(sum(totals)))))
+
+
+def one_sided_p(counts: PairedCounts, *, drop: bool) -> float:
+    """Exact one-sided p-value of the paired test: for a drop (`drop`), P[a sum of the signed
+    totals at most the observed gained - lost]; for a gain, at least it. Per question when
+    questions repeat, per answer otherwise (exact McNemar's one-sided form)."""
+    if counts.clustered:
+        totals = [c.gained - c.lost for c in counts.clusters]
+    else:
+        totals = [1] * counts.gained + [-1] * counts.lost
+    observed = sum(totals)
+    return float(_sign_flip_tail(totals, observed if drop else -observed))
 
 
 def design_effect(counts: PairedCounts) -> float:
@@ -272,15 +290,34 @@ def practical_drop(max_drop: float) -> float:
     return max_drop * PRACTICAL_SHARE
 
 
+def decide(
+    counts: PairedCounts,
+    interval: tuple[float, float],
+    max_drop: float,
+    *,
+    drop_significant: bool,
+    gain_significant: bool,
+) -> Finding:
+    """The rule, given what the test found significant (compare's own test, or a sweep's
+    adjusted one) and the interval."""
+    if counts.n and drop_significant and counts.difference < -practical_drop(max_drop):
+        return Finding.REGRESSION
+    if counts.n and gain_significant and counts.difference > practical_drop(max_drop):
+        return Finding.IMPROVED
+    if counts.n and interval[0] > -max_drop:
+        return Finding.EQUIVALENT
+    return Finding.INCONCLUSIVE
+
+
 def classify(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tuple[float, float]]:
     """The finding for one filter, with the McNemar p-value and the interval behind it."""
     p_value = paired_p(counts)
     interval = difference_interval(counts)
-    if counts.n and p_value < ALPHA and counts.difference < -practical_drop(max_drop):
-        return Finding.REGRESSION, p_value, interval
-    if counts.n and interval[0] > -max_drop:
-        return Finding.EQUIVALENT, p_value, interval
-    return Finding.INCONCLUSIVE, p_value, interval
+    significant = p_value < ALPHA
+    finding = decide(
+        counts, interval, max_drop, drop_significant=significant, gain_significant=significant
+    )
+    return finding, p_value, interval
 
 
 def _settled(gained: float, lost: float, n: float, size: int, max_drop: float) -> bool:

@@ -1,13 +1,15 @@
 """A Comparison for people and for machines: a terminal table, Markdown, and the JSON document.
 
 The JSON document follows schemas/comparison.schema.json. Each form lists the first ``flips``
-flipped questions per filter (the lost ones first), with both runs' answers.
+flipped questions per filter (the lost ones first), with both runs' answers. Every text the runs
+gave (paths, labels, filters, questions, answers) goes through evalgate.outside for its form.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from evalgate import outside
 from evalgate._version import __version__
 from evalgate.compare import DEFAULT_FLIPS
 from evalgate.compare.comparison import Comparison, FilterComparison, p_text, points
@@ -42,7 +44,7 @@ _QUESTION_CHARS = 100
 def _row(f: FilterComparison) -> tuple[str, ...]:
     c = f.counts
     return (
-        f.filter,
+        outside.terminal(f.filter),
         str(c.n),
         f"{c.baseline_score * 100:.2f}%",
         f"{c.candidate_score * 100:.2f}%",
@@ -72,7 +74,8 @@ def _pairing(f: FilterComparison) -> str:
     """'extract_abcd: 100 answers to 50 questions paired, ...' (only when questions repeat)."""
     c = f.counts
     return (
-        f"{f.filter}: {c.n} answers to {c.questions} questions paired by (question, repeat); "
+        f"{outside.terminal(f.filter)}: {c.n} answers to {c.questions} questions paired by "
+        "(question, repeat); "
         f"the repeats of each question are one cluster in the statistics (design effect "
         f"{f.design_effect:.2f})"
     )
@@ -83,7 +86,7 @@ def _changes(items: tuple[Difference, ...]) -> str:
 
 
 def _short(text: str) -> str:
-    flat = " ".join(text.split())
+    flat = outside.terminal(" ".join(text.split()))
     return flat if len(flat) <= _QUESTION_CHARS else flat[: _QUESTION_CHARS - 3] + "..."
 
 
@@ -94,21 +97,23 @@ def _flip_sections(c: Comparison, flips: int) -> list[tuple[FilterComparison, st
         if f.flips:
             same = next((e.filter for e, _, _ in sections if e.flips == f.flips), None)
             shown = min(flips, len(f.flips))
-            heading = f"Flipped questions, {f.filter} ({shown} of {len(f.flips)}, lost first)"
-            sections.append((f, f"Flipped questions, {f.filter}" if same else heading, same))
+            name = outside.terminal(f.filter)
+            heading = f"Flipped questions, {name} ({shown} of {len(f.flips)}, lost first)"
+            sections.append((f, f"Flipped questions, {name}" if same else heading, same))
     return sections
 
 
 def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
     """The terminal report: verdict line, runs, table, reasons, warnings, flipped questions."""
     c = comparison
+    t = outside.terminal
     lines = [f"evalgate compare: {c.finding.name} (exit {int(c.exit_code)})"]
     lines += [
-        f"  baseline   {c.baseline.path}  (run {c.baseline.run_id})",
-        f"  candidate  {c.candidate.path}  (run {c.candidate.run_id})",
+        f"  {side:<9}  {t(run.path)}  (run {t(run.run_id)})"
+        for side, run in (("baseline", c.baseline), ("candidate", c.candidate))
     ]
     if c.changed:
-        lines.append(f"  changed    {_changes(c.changed)}")
+        lines.append(f"  changed    {t(_changes(c.changed))}")
     lines += [f"  margin     {_margin(c)}", ""]
     rows = [HEADERS, *(_row(f) for f in c.filters)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
@@ -120,37 +125,39 @@ def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
         lines.append("  ".join(cells).rstrip())
     lines.append("")
     lines += [f"{_pairing(f)}." for f in c.filters if f.counts.clustered]
-    lines += [f"{f.filter}: {f.finding.name}. {f.reason}." for f in c.filters]
+    lines += [f"{t(f.filter)}: {f.finding.name}. {t(f.reason)}." for f in c.filters]
     if c.drift:
         lines += ["", "protocol differences allowed by --allow-protocol-drift:"]
-        lines += [f"  {d.describe()}" for d in c.drift]
+        lines += [f"  {t(d.describe())}" for d in c.drift]
     if c.warnings:
-        lines += ["", *(f"warning: {w}" for w in c.warnings)]
+        lines += ["", *(f"warning: {t(w)}" for w in c.warnings)]
     for f, heading, same in _flip_sections(c, flips):
         if same:
-            lines += ["", f"{heading}: the same as {same}."]
+            lines += ["", f"{heading}: the same as {t(same)}."]
             continue
         lines += ["", f"{heading}:"]
         lines += [
-            f"  doc_id {x.doc_id:<5} {x.change:<6}  target {x.target}  baseline "
-            f"{x.baseline_answer}  candidate {x.candidate_answer}\n      {_short(x.question)}"
+            f"  doc_id {x.doc_id:<5} {x.change:<6}  target {t(x.target)}  baseline "
+            f"{t(x.baseline_answer)}  candidate {t(x.candidate_answer)}\n"
+            f"      {_short(x.question)}"
             for x in f.flips[:flips]
         ]
     return "\n".join(lines) + "\n"
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return outside.markdown(" ".join(text.split()))
 
 
 def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
     """The same report as Markdown, for a pull request or a job summary."""
     c = comparison
+    code = outside.markdown_code
     lines = [
         f"## evalgate compare: {c.finding.name}",
         "",
-        f"Baseline `{c.baseline.path}` (run `{c.baseline.run_id}`), candidate "
-        f"`{c.candidate.path}` (run `{c.candidate.run_id}`).",
+        f"Baseline {code(c.baseline.path)} (run {code(c.baseline.run_id)}), candidate "
+        f"{code(c.candidate.path)} (run {code(c.candidate.run_id)}).",
     ]
     if c.changed:
         lines.append(f"Changed: {_cell(_changes(c.changed))}.")
@@ -160,9 +167,9 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
         "| " + " | ".join(HEADERS) + " |",
         "|---|" + "--:|" * (len(HEADERS) - 2) + "---|",
     ]
-    lines += ["| " + " | ".join(_cell(cell) for cell in _row(f)) + " |" for f in c.filters]
+    lines += ["| " + " | ".join([_cell(f.filter), *_row(f)[1:]]) + " |" for f in c.filters]
     lines += [""] + [f"- {_cell(_pairing(f))}." for f in c.filters if f.counts.clustered]
-    lines += [f"- **{f.filter}**: {f.finding.name}. {_cell(f.reason)}." for f in c.filters]
+    lines += [f"- **{_cell(f.filter)}**: {f.finding.name}. {_cell(f.reason)}." for f in c.filters]
     if c.drift:
         lines += ["", "Protocol differences allowed by `--allow-protocol-drift`:", ""]
         lines += [f"- {_cell(d.describe())}" for d in c.drift]
@@ -170,17 +177,17 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
         lines += ["", *(f"> warning: {_cell(w)}" for w in c.warnings)]
     for f, heading, same in _flip_sections(c, flips):
         if same:
-            lines += ["", f"### {heading}", "", f"The same as {same}."]
+            lines += ["", f"### {_cell(heading)}", "", f"The same as {_cell(same)}."]
             continue
         lines += [
             "",
-            f"### {heading}",
+            f"### {_cell(heading)}",
             "",
             "| doc_id | change | target | baseline | candidate | question |",
             "|--:|---|---|---|---|---|",
         ]
         lines += [
-            f"| {x.doc_id} | {x.change} | {_cell(x.target)} | {_cell(x.baseline_answer)} | "
+            f"| {x.doc_id} | {_cell(x.change)} | {_cell(x.target)} | {_cell(x.baseline_answer)} | "
             f"{_cell(x.candidate_answer)} | {_cell(_short(x.question))} |"
             for x in f.flips[:flips]
         ]

@@ -23,19 +23,8 @@ import msgspec
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result, read_samples
-from evalgate.evidence.model import EvalRecord, Result, Sample
+from evalgate.evidence.model import EvalRecord, Protocol, Result, Sample
 
-PROTOCOL_FIELDS = (
-    "task",
-    "task_version",
-    "task_sha256",
-    "api",
-    "num_fewshot",
-    "fewshot_seed",
-    "max_tokens",
-    "temperature",
-    "limit",
-)
 _SHOWN = 5
 
 
@@ -70,9 +59,10 @@ class Difference(msgspec.Struct, frozen=True):
     candidate: str
     detail: str = ""
 
-    def describe(self) -> str:
-        """'max_tokens: baseline 1024, candidate 2048'."""
-        text = f"{self.field}: baseline {self.baseline}, candidate {self.candidate}"
+    def describe(self, candidate: str = "candidate") -> str:
+        """'max_tokens: baseline 1024, candidate 2048' (`candidate`: what the other run is
+        called)."""
+        text = f"{self.field}: baseline {self.baseline}, {candidate} {self.candidate}"
         return f"{text} ({self.detail})" if self.detail else text
 
 
@@ -100,8 +90,11 @@ def load_run(path: Path) -> Run:
     return evaluated_run(result_path, result, read_samples(result_path.parent / SAMPLES_NAME))
 
 
-def _show(value: Any) -> str:
-    return "none" if value is None else json.dumps(value, ensure_ascii=False)
+def show(value: Any) -> str:
+    """A protocol value as a difference names it ("none": null, or absent from an older file)."""
+    return (
+        "none" if value is None or value is msgspec.UNSET else json.dumps(value, ensure_ascii=False)
+    )
 
 
 def format_doc_ids(ids: Sequence[int]) -> str:
@@ -110,17 +103,16 @@ def format_doc_ids(ids: Sequence[int]) -> str:
     return f"doc_id {listed}" + (", ..." if len(ids) > _SHOWN else "")
 
 
-def _eval_differences(base: EvalRecord, cand: EvalRecord) -> list[Difference]:
+def eval_differences(base: Protocol, cand: Protocol) -> list[Difference]:
+    """How two protocols differ: each field, and the data set by the sha256 of each split."""
     found = [
-        Difference(name, _show(getattr(base, name)), _show(getattr(cand, name)))
-        for name in PROTOCOL_FIELDS
-        if getattr(base, name) != getattr(cand, name)
+        Difference(name, show(getattr(base, name)), show(getattr(cand, name)))
+        for name in Protocol.__struct_fields__
+        if name != "dataset" and getattr(base, name) != getattr(cand, name)
     ]
     base_sha, cand_sha = base.dataset.sha256, cand.dataset.sha256
     found += [
-        Difference(
-            f"dataset.sha256.{split}", _show(base_sha.get(split)), _show(cand_sha.get(split))
-        )
+        Difference(f"dataset.sha256.{split}", show(base_sha.get(split)), show(cand_sha.get(split)))
         for split in sorted(set(base_sha) | set(cand_sha))
         if base_sha.get(split) != cand_sha.get(split)
     ]
@@ -162,8 +154,8 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             found.append(
                 Difference(
                     field,
-                    _show(shown[0]),
-                    _show(shown[1]),
+                    show(shown[0]),
+                    show(shown[1]),
                     f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}",
                 )
             )
@@ -174,6 +166,6 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
 
 def protocol_differences(baseline: Run, candidate: Run) -> list[Difference]:
     """Every protocol difference between two runs; empty when they are comparable."""
-    return _eval_differences(baseline.eval, candidate.eval) + _question_differences(
+    return eval_differences(baseline.eval, candidate.eval) + _question_differences(
         baseline, candidate
     )

@@ -1,15 +1,16 @@
-"""Sending the eval's generation requests: retries only where waiting can help.
+"""Sending generation requests, the probe's and the eval's: one client, one request.
 
-lm-eval's own client retries every exception, HTTP 400 included, and then loses the whole run.
-Here a request is retried by engine.retry's policy (connection errors, timeouts, 408, 429, 5xx and
-malformed answers, with backoff, bounded attempts and time); any other status is the engine's
-verdict on the request and is raised as fatal at once, with the engine's own message. The body
-is engine.request's, the one the probe sent too.
+The body is engine.request's; the probe sends the eval's body streamed (`request.probe_body`)
+through the same `EvalClient`, the same connection settings, headers, deadline and retries, and
+reads it up to its first event. lm-eval's own client retries every exception, HTTP 400 included,
+and then loses the whole run; here a request is retried by engine.retry's policy (connection
+errors, timeouts, 408, 429, 5xx and malformed answers, with backoff, bounded attempts and time);
+any other status is the engine's verdict on the request and is raised as fatal at once, with the
+engine's own message.
 
-Every attempt has a deadline (--timeout) on the whole answer, not only between bytes: a server
-that trickles a byte now and then cannot hold a request forever. Credentials in the URL
-(``http://user:password@host/v1``) are sent as HTTP basic auth, as before, but taken out of the
-URL, so the HTTP library's request log never shows them.
+Every attempt has a deadline (--timeout) on the whole answer, first byte to last (engine.http).
+Credentials in the URL (``http://user:password@host/v1``) are sent as HTTP basic auth, taken out
+of the URL, so the HTTP library's request log never shows them.
 """
 
 from __future__ import annotations
@@ -17,29 +18,42 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from tenacity import RetryCallState
 
 from evalgate.engine import request
+from evalgate.engine.answers import (
+    MalformedAnswer,
+    Problems,
+    error_answer,
+    parse_completion,
+    parse_reasoning,
+    text_or_none,
+)
 from evalgate.engine.discovery import api_root
+from evalgate.engine.http import Network, exchange, open_session, read_capped
 from evalgate.engine.retry import (
+    AnswerTooLarge,
     ConnectionFailed,
     EngineAnswerError,
+    HostSilent,
     RetryPolicy,
-    TransientAnswer,
+    TimedOut,
     engine_answer,
     should_retry,
 )
+from evalgate.engine.stream import first_event
 from evalgate.engine.urls import authorization
 from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.workers import WorkerWatch
 
 log = logging.getLogger(__name__)
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+T = TypeVar("T")
+Parsed = tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None], str | None]
 
 
 @dataclass(frozen=True)
@@ -87,94 +101,19 @@ class RequestFailed(Exception):
         """Workers the router said it could not reach, in any answer of this eval so far."""
 
 
-class MalformedAnswer(TransientAnswer):
-    """A 200 whose body is not a completion."""
-
-
-class AnswerTimedOut(TransientAnswer):
-    """No complete answer within --timeout (the whole answer, not one read)."""
-
-
 def _as_engine_error(exc: BaseException) -> EngineError:
     answer = engine_answer(exc)
     if answer is not None:
         return answer
-    if isinstance(exc, AnswerTimedOut):
+    if isinstance(exc, TimedOut):
         return EngineError(0, "request timed out (--timeout)")
+    if isinstance(exc, HostSilent):
+        return EngineError(0, str(exc))
+    if isinstance(exc, AnswerTooLarge):
+        return EngineError(200, str(exc))
     if isinstance(exc, ConnectionFailed):
         return EngineError(0, f"connection failed ({exc})")
     return EngineError(200, f"malformed answer: {exc}")
-
-
-REASONING_FIELDS = ("reasoning_content", "reasoning")
-"""Where reasoning parsers put a chat answer's thinking (vLLM: reasoning_content; newer releases
-also or instead reasoning)."""
-
-
-def _chat_text(message: Any) -> tuple[Any, str]:
-    """A chat message's answer and the field it came from: its content, or, when content is
-    null or empty, its reasoning (the benchmark harness scores an answer cut while thinking
-    from its reasoning too)."""
-    content = message["content"]  # KeyError or TypeError: malformed
-    if content not in (None, "", []):
-        return content, "content"
-    for name in REASONING_FIELDS:
-        reasoning = message.get(name)
-        if isinstance(reasoning, str) and reasoning:
-            return reasoning, name
-    return content, "content"
-
-
-def parse_completion(raw: Any, api: str) -> tuple[str, str | None, int | None, str]:
-    """Text, finish_reason, completion_tokens and the field that held the text, from a parsed
-    JSON answer."""
-    try:
-        choices = raw["choices"]
-        # the answer is choice 0 by its index; a server may list the choices in any order
-        choice = next(
-            (c for c in choices if isinstance(c, dict) and c.get("index") == 0), choices[0]
-        )
-        if api == "chat":
-            content, source = _chat_text(choice["message"])
-        else:
-            content, source = choice["text"], "text"
-        usage = raw.get("usage") or {}
-    except (KeyError, IndexError, TypeError) as exc:
-        raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    finish = choice.get("finish_reason")
-    return (
-        # a JSON escape such as \ud83d alone decodes to a lone surrogate, which no UTF-8
-        # file (journal, samples) can hold: keep the answer, replace the broken character
-        _LONE_SURROGATE.sub("\ufffd", content) if isinstance(content, str) else "",
-        finish if isinstance(finish, str) else None,
-        tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
-        source,
-    )
-
-
-def parse_reasoning(raw: Any, api: str) -> tuple[str | None, int | None]:
-    """A chat answer's reasoning text and its reasoning tokens (where the engine reports
-    usage.completion_tokens_details.reasoning_tokens); None where absent."""
-    text = None
-    if api == "chat":
-        message = raw["choices"][0]["message"]
-        for name in REASONING_FIELDS:
-            value = message.get(name)
-            if isinstance(value, str) and value:
-                text = _LONE_SURROGATE.sub("\ufffd", value)
-                break
-    usage = raw.get("usage") if isinstance(raw, dict) else None
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-
-
-async def _headers_sent(_session: Any, context: Any, _params: Any) -> None:
-    """aiohttp's signal that a request's headers left: the caller's `on_sent`."""
-    on_sent = context.trace_request_ctx
-    if on_sent is not None:
-        on_sent()
 
 
 class EvalClient:
@@ -191,62 +130,72 @@ class EvalClient:
         wait_min: float,
         wait_max: float,
         max_connections: int,
+        network: Network | None = None,
+        watch: WorkerWatch | None = None,
     ) -> None:
         self.api = api
         self.timeout = timeout
+        self.network = network or Network()
         self.policy = RetryPolicy.for_requests(
             attempts=attempts, timeout=timeout, wait_min=wait_min, wait_max=wait_max
         )
         self.retried = 0
         self.unreachable_workers: dict[str, None] = {}  # ordered set
+        self.problems = Problems()
+        """Implausible values in the answers, named in the result's warnings."""
         url, header = authorization(api_root(base_url), api_key)
         self._url = url + request.path(api)
         self._headers = request.headers(header)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._watch = watch
 
     def _open(self) -> aiohttp.ClientSession:
-        """The connection pool, made in the event loop that sends (aiohttp's rule)."""
+        """The connection pool, made in the event loop that sends (aiohttp's rule); the
+        workers' watch starts with it."""
         if self._session is None:
-            trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(_headers_sent)
-            self._session = aiohttp.ClientSession(
-                trace_configs=[trace],
-                connector=aiohttp.TCPConnector(limit=self._max_connections),
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the readiness check reads them
+            self._session = open_session(
+                self.network, headers=self._headers, max_connections=self._max_connections
             )
+            if self._watch is not None:
+                self._watch.start()
         return self._session
 
     async def close(self) -> None:
+        if self._watch is not None:
+            await self._watch.close()
         if self._session is not None:
             await self._session.close()
 
-    async def _send(
-        self, body: dict[str, Any], on_sent: Callable[[], None] | None
-    ) -> tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None], str | None]:
-        try:
-            async with self._open().post(
-                self._url,
-                data=request.encode(body),
-                allow_redirects=False,
-                trace_request_ctx=on_sent,
-            ) as response:
-                status, data = response.status, await response.read()
-        except asyncio.TimeoutError as exc:
-            raise AnswerTimedOut(f"no complete answer within {self.timeout:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise ConnectionFailed.of(exc) from exc
-        if not 200 <= status < 300:
-            raise EngineAnswerError(parse_error(status, data.decode("utf-8", "replace")))
+    async def _post(self, body: dict[str, Any], read: Any, on_sent: Any = None) -> Any:
+        """The one way a generation request goes out: the eval's and the probe's."""
+        return await exchange(
+            self._open(),
+            "POST",
+            self._url,
+            deadline=self.timeout,
+            read=read,
+            data=request.encode(body),
+            on_sent=on_sent,
+            network=self.network,
+        )
+
+    async def _answer(self, response: aiohttp.ClientResponse) -> Parsed:
+        """A whole JSON answer, decoded into typed values."""
+        data = await read_capped(response, self.network.max_response_bytes)
+        if not 200 <= response.status < 300:
+            raise EngineAnswerError(parse_error(response.status, data.decode("utf-8", "replace")))
         try:
             raw = json.loads(data)
         except ValueError as exc:  # a 200 whose body is not JSON (or not UTF-8)
             raise MalformedAnswer(f"body is not JSON ({exc})") from exc
-        named = raw.get("model") if isinstance(raw, dict) else None
-        model = named if isinstance(named, str) else None
-        return parse_completion(raw, self.api), parse_reasoning(raw, self.api), model
+        error = error_answer(raw)
+        if error is not None:
+            raise error
+        problems = self.problems
+        model = text_or_none(raw.get("model"), "model", problems) if isinstance(raw, dict) else None
+        answer = parse_completion(raw, self.api, problems)
+        return answer, parse_reasoning(raw, self.api, problems), model
 
     def _note(self, exc: BaseException | None) -> None:
         """Remember a worker the router could not reach: later answers (a router's 503 "No
@@ -263,26 +212,40 @@ class EvalClient:
         cause = error.__cause__ if error is not None else None
         log.debug("retry %d after %s (%r)", state.attempt_number, error, cause)
 
+    async def _retried(self, send: Callable[[], Any]) -> tuple[Any, int]:
+        """`send()` as the policy allows: its result and the attempts it took; raises
+        RequestFailed."""
+        attempt = 0
+        self._open()  # the workers' watch runs from the first request on
+        try:
+            async for attempt_state in self.policy.async_retrying(before_sleep=self._count_retry):
+                attempt = attempt_state.retry_state.attempt_number
+                with attempt_state:
+                    work = send()
+                    result = await (work if self._watch is None else self._watch.guard(work))
+        except (
+            EngineAnswerError,
+            ConnectionFailed,
+            MalformedAnswer,
+            TimedOut,
+            AnswerTooLarge,
+        ) as exc:
+            self._note(exc)
+            raise RequestFailed(
+                _as_engine_error(exc),
+                fatal=not should_retry(exc) and not isinstance(exc, AnswerTooLarge),
+                attempts=attempt,
+                unreachable_workers=tuple(self.unreachable_workers),
+            ) from exc
+        return result, attempt
+
     async def complete(
         self, body: dict[str, Any], *, on_sent: Callable[[], None] | None = None
     ) -> Completion:
         """One request, retried as the policy allows; raises RequestFailed. `on_sent` is called
         each time the request's headers have left for the engine."""
-        attempt = 0
-        try:
-            async for attempt_state in self.policy.async_retrying(before_sleep=self._count_retry):
-                attempt = attempt_state.retry_state.attempt_number
-                with attempt_state:
-                    answer, (reasoning, thought), model = await self._send(body, on_sent)
-        except (EngineAnswerError, ConnectionFailed, MalformedAnswer, AnswerTimedOut) as exc:
-            self._note(exc)
-            raise RequestFailed(
-                _as_engine_error(exc),
-                fatal=not should_retry(exc),
-                attempts=attempt,
-                unreachable_workers=tuple(self.unreachable_workers),
-            ) from exc
-        text, finish, tokens, source = answer
+        parsed, attempt = await self._retried(lambda: self._post(body, self._answer, on_sent))
+        (text, finish, tokens, source), (reasoning, thought), model = parsed
         return Completion(
             text,
             finish,
@@ -293,3 +256,28 @@ class EvalClient:
             reasoning=reasoning,
             reasoning_tokens=thought,
         )
+
+    async def probe(self, body: dict[str, Any]) -> int:
+        """The probe: the eval's `body`, streamed (request.probe_body), read up to its first
+        event, retried as the policy allows; the attempts it took. Raises RequestFailed."""
+        cap = self.network.max_response_bytes
+
+        async def read(response: aiohttp.ClientResponse) -> None:
+            await first_event(response, cap)
+
+        _, attempt = await self._retried(lambda: self._post(request.probe_body(body), read))
+        return attempt
+
+
+def send_probe(body: dict[str, Any], **client: Any) -> int:
+    """The probe from blocking code: `body` sent by an EvalClient made of `client` (its
+    keyword arguments) on an event loop of its own; the attempts it took."""
+
+    async def send() -> int:
+        sender = EvalClient(**client)
+        try:
+            return await sender.probe(body)
+        finally:
+            await sender.close()
+
+    return asyncio.run(send())

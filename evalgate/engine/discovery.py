@@ -1,8 +1,10 @@
 """Talking to an engine's side doors: /readiness, /v1/models, /tokenize, /version.
 
 These requests tell evalgate whether an endpoint is ready, what it serves (its max_model_len, its
-version) and how long a prompt is in the engine's own tokens. Generation requests are sent
-elsewhere: the probe's in gate/probe.py, the eval's in engine/client.py.
+version) and how long a prompt is in the engine's own tokens. Generation requests, the probe's
+and the eval's, are sent by engine/client.py. Every answer is decoded into typed values here:
+a count or a length that is not a positive whole number (-3, `true`, "9472") is named in
+`EngineInfo.notes` and not used.
 
 One rule picks the model card from a /v1/models answer (`pick_card`), for readiness, the engine's
 labels and the served limit alike. A router may list a placeholder instead of the model it
@@ -18,17 +20,23 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
-import httpx2
+import aiohttp
 
 from evalgate.engine import dynamo
-from evalgate.engine.retry import EngineAnswerError
-from evalgate.engine.urls import redact_url, split_credentials
+from evalgate.engine.answers import whole
+from evalgate.engine.http import Blocking, Network, exchange, open_session, read_capped
+from evalgate.engine.retry import (
+    AnswerTooLarge,
+    ConnectionFailed,
+    EngineAnswerError,
+    TransientAnswer,
+)
+from evalgate.engine.urls import credentials, redact_url
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.lengths import Limit
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
-SIDE_DOOR_TIMEOUT = 30.0
 PLACEHOLDER_MODELS = frozenset({"unknown"})
 """Model ids a router lists when it does not know the served name (sglang-router)."""
 
@@ -50,6 +58,10 @@ def server_root(url: str) -> str:
 
 class SideDoorError(EngineAnswerError):
     """An answer that is not the expected JSON (kept internal; callers decide what it means)."""
+
+
+SIDE_DOOR_FAILURES = (SideDoorError, ConnectionFailed, TransientAnswer, AnswerTooLarge)
+"""What a side-door request raises when it got no usable answer."""
 
 
 @dataclass(frozen=True)
@@ -75,24 +87,83 @@ class TokenCount:
     max_model_len: int | None
 
 
-class EngineInfo:
-    """Side-door requests to one server, sharing one connection pool."""
+def _card(card: Any) -> ModelCard | None:
+    """A /v1/models entry, typed: None when it has no id."""
+    if not isinstance(card, dict) or not isinstance(card.get("id"), str):
+        return None
+    length = card.get("max_model_len")
+    usable = whole(length, 1)
+    owned_by, root = card.get("owned_by"), card.get("root")
+    return ModelCard(
+        id=card["id"],
+        owned_by=owned_by if isinstance(owned_by, str) else None,
+        max_model_len=usable,
+        root=root if isinstance(root, str) else None,
+        unreadable_length=None if usable is not None else length,
+        context_window=dynamo.context_window(card),
+    )
 
-    def __init__(self, url: str, api_key: str | None, timeout: float = SIDE_DOOR_TIMEOUT) -> None:
-        self.url, auth = split_credentials(api_root(url))
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx2.Client(timeout=timeout, headers=headers, auth=auth)
+
+class EngineInfo:
+    """Side-door requests to one server, sharing one connection pool on one event loop; each
+    request has a total deadline (`timeout`, or the one given), first byte to last."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        timeout: float = 30.0,
+        network: Network | None = None,
+    ) -> None:
+        self.url, self._headers = credentials(api_root(url), api_key)
+        self.timeout = timeout
+        self.network = network or Network()
+        self._loop = Blocking()
+        self._session: aiohttp.ClientSession | None = None
         self.notes: list[str] = []
-        """Warnings about what the server said (a limit it reports in an unusable form)."""
+        """Warnings about what the server said (a value it reports in an unusable form)."""
 
     def close(self) -> None:
-        self._client.close()
+        session = self._session
+        self._loop.close(session.close() if session is not None else None)
 
     def __enter__(self) -> EngineInfo:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def _request(
+        self, method: str, url: str, body: dict[str, Any] | None, timeout: float | None
+    ) -> tuple[int, str, str | None]:
+        if self._session is None:
+            self._session = open_session(self.network, headers=self._headers)
+        cap = self.network.max_response_bytes
+
+        async def read(response: aiohttp.ClientResponse) -> tuple[int, str, str | None]:
+            text = (await read_capped(response, cap)).decode("utf-8", "replace")
+            return response.status, text, response.headers.get("location")
+
+        return await exchange(
+            self._session,
+            method,
+            url,
+            deadline=self.timeout if timeout is None else timeout,
+            read=read,
+            data=None if body is None else json.dumps(body).encode(),
+            network=self.network,
+            headers={"Content-Type": "application/json"} if body is not None else None,
+        )
+
+    def _answer(
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, str, str | None]:
+        """Status, body text and Location of one request."""
+        return self._loop.run(self._request(method, url, body, timeout))
 
     def _json(
         self,
@@ -101,23 +172,16 @@ class EngineInfo:
         body: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Any:
-        if timeout is None:
-            response = self._client.request(method, url, json=body)
-        else:
-            response = self._client.request(method, url, json=body, timeout=timeout)
-        if response.is_redirect:  # not followed: a redirected engine URL is a wrong --base-url
-            where = redact_url(str(response.headers.get("location", "")))
-            raise SideDoorError(
-                EngineError(response.status_code, f"redirects to {where or 'nowhere said'}")
-            )
-        if response.status_code != 200:
-            raise SideDoorError(parse_error(response.status_code, response.text))
+        status, text, location = self._answer(method, url, body, timeout)
+        if 300 <= status < 400:  # not followed: a redirected engine URL is a wrong --base-url
+            where = redact_url(location or "")
+            raise SideDoorError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
+        if status != 200:
+            raise SideDoorError(parse_error(status, text))
         try:
-            return response.json()
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise SideDoorError(
-                EngineError(response.status_code, f"not JSON: {response.text[:200]!r}")
-            ) from exc
+            return json.loads(text)
+        except ValueError as exc:
+            raise SideDoorError(EngineError(status, f"not JSON: {text[:200]!r}")) from exc
 
     def models(self, timeout: float | None = None) -> list[ModelCard]:
         """GET /v1/models (`timeout`: seconds for this request, else the client's)."""
@@ -125,36 +189,15 @@ class EngineInfo:
         cards = data.get("data") if isinstance(data, dict) else None
         if not isinstance(cards, list):
             raise SideDoorError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
-        found = []
-        for card in cards:
-            if isinstance(card, dict) and isinstance(card.get("id"), str):
-                length = card.get("max_model_len")
-                usable = isinstance(length, int) and not isinstance(length, bool) and length > 0
-                found.append(
-                    ModelCard(
-                        id=card["id"],
-                        owned_by=card.get("owned_by")
-                        if isinstance(card.get("owned_by"), str)
-                        else None,
-                        max_model_len=length if usable else None,
-                        root=card.get("root") if isinstance(card.get("root"), str) else None,
-                        unreadable_length=None if usable else length,
-                        context_window=dynamo.context_window(card),
-                    )
-                )
-        return found
+        return [card for card in map(_card, cards) if card is not None]
 
     def readiness(self, timeout: float | None = None) -> EngineError | None:
         """GET /readiness, where a router has one: None when it is ready or has none (an
         engine answers 404), else its answer (503 while it has no healthy worker)."""
-        url = f"{server_root(self.url)}/readiness"
-        if timeout is None:
-            response = self._client.get(url)
-        else:
-            response = self._client.get(url, timeout=timeout)
-        if response.status_code < 500:
+        status, text, _ = self._answer("GET", f"{server_root(self.url)}/readiness", None, timeout)
+        if status < 500:
             return None  # ready, no such door, or elsewhere (a redirect): /v1/models decides
-        error = parse_error(response.status_code, response.text)
+        error = parse_error(status, text)
         return replace(error, message=f"/readiness says {error.message}")
 
     def model_ready(
@@ -163,11 +206,8 @@ class EngineInfo:
         """GET /v1/models/{model}/ready, Dynamo's readiness of one model, decoded; None where
         the server has no such route."""
         url = f"{self.url}/models/{quote(model, safe='')}/ready"
-        if timeout is None:
-            response = self._client.get(url)
-        else:
-            response = self._client.get(url, timeout=timeout)
-        return dynamo.ready_answer(response.status_code, response.text)
+        status, text, _ = self._answer("GET", url, None, timeout)
+        return dynamo.ready_answer(status, text)
 
     def served_limit(self, model: str | None, label: str) -> Limit | None:
         """The served limit of `model` by its /v1/models card (fetched now)."""
@@ -177,30 +217,51 @@ class EngineInfo:
         """GET /version (vLLM, SGLang); None where the server has none (a router: 405)."""
         try:
             data = self._json("GET", f"{server_root(self.url)}/version")
-        except (SideDoorError, httpx2.HTTPError):
+        except SIDE_DOOR_FAILURES as exc:
+            log.debug("no /version at %s: %s", redact_url(self.url), exc)
             return None
         value = data.get("version") if isinstance(data, dict) else None
-        return str(value) if value is not None else None
+        if value is not None and not isinstance(value, str):
+            self.notes.append(
+                f"/version of {redact_url(self.url)} reports version {value!r:.80}, not text: "
+                "ignored"
+            )
+            return None
+        return value
 
     def count_tokens(self, model: str, prompt: Prompt) -> TokenCount | None:
         """Tokens of a prompt by the engine's own tokenizer and chat template (POST /tokenize),
-        or None when the server has no such endpoint. vLLM also says its max_model_len there;
-        behind a prefill/decode router it is the decode worker that answers."""
+        or None when the server has no such endpoint or says something implausible (noted).
+        vLLM also says its max_model_len there; behind a prefill/decode router it is the
+        decode worker that answers."""
         body: dict[str, Any] = {"model": model}
         if prompt.messages is not None:
             body["messages"] = list(prompt.messages)
             body["add_generation_prompt"] = True
         else:
             body["prompt"] = prompt.text
+        where = f"/tokenize of {redact_url(server_root(self.url))}"
         try:
             data = self._json("POST", f"{server_root(self.url)}/tokenize", body)
-        except (SideDoorError, httpx2.HTTPError) as exc:
-            log.debug("no /tokenize at %s: %s", redact_url(self.url), exc)
+        except SIDE_DOOR_FAILURES as exc:
+            if not isinstance(exc, SideDoorError):  # no such door is normal; this is not
+                self.notes.append(f"{where} gave no answer ({exc}): prompt lengths estimated")
+            log.debug("no %s: %s", where, exc)
             return None
-        if not isinstance(data, dict) or not isinstance(data.get("count"), int):
+        found = data.get("count") if isinstance(data, dict) else None
+        count = whole(found, 1)
+        if count is None:
+            self.notes.append(
+                f"{where} reports count {found!r:.80}, not a whole number of tokens above 0: "
+                "ignored, prompt lengths estimated"
+            )
             return None
         limit = data.get("max_model_len")
-        return TokenCount(data["count"], limit if isinstance(limit, int) and limit > 0 else None)
+        if limit is not None and whole(limit, 1) is None:
+            self.notes.append(
+                f"{where} reports max_model_len {limit!r:.80}, not a positive whole number: ignored"
+            )
+        return TokenCount(count, whole(limit, 1))
 
 
 def pick_card(cards: list[ModelCard], model: str | None) -> ModelCard | None:
@@ -231,3 +292,20 @@ def served_limit(
     if card is None or card.max_model_len is None:
         return None
     return Limit(card.max_model_len, f"/v1/models of {label}")
+
+
+def worker_limit(
+    url: str,
+    model: str | None,
+    api_key: str | None,
+    *,
+    timeout: float,
+    network: Network,
+    notes: list[str],
+) -> Limit | None:
+    """The served limit on a worker's /v1/models card; what it reports unusably goes to
+    `notes`. Raises one of SIDE_DOOR_FAILURES when the worker gives no model list."""
+    with EngineInfo(url, api_key, timeout, network) as info:
+        limit = info.served_limit(model, f"worker {redact_url(url)}")
+        notes += info.notes
+    return limit

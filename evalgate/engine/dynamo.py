@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
+from evalgate.outside import capped
 
 ReadyState = Literal["ready", "not ready", "unlisted"]
 WORDLESS = frozenset({"Bad Request", "Invalid request"})
@@ -74,7 +75,7 @@ def ready_answer(status: int, body: str) -> tuple[ReadyState, str] | None:
     ready = parsed.get("ready")
     if isinstance(ready, bool) and status in (200, 503):
         reason = parsed.get("reason")
-        said = str(reason or f"HTTP {status}")[:MAX_MESSAGE_CHARS]
+        said = capped(str(reason or f"HTTP {status}"), MAX_MESSAGE_CHARS)
         return ("ready" if ready else "not ready"), said
     if status == 404 and (parsed.get("message"), parsed.get("type")) == (
         "Model not found",

@@ -23,21 +23,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import httpx2
 from tenacity import RetryCallState
 
 from evalgate.engine.discovery import (
-    SIDE_DOOR_TIMEOUT,
+    SIDE_DOOR_FAILURES,
     EngineInfo,
     ModelCard,
     SideDoorError,
     is_placeholder,
     pick_card,
 )
-from evalgate.engine.retry import RetryPolicy, TransientAnswer, should_retry, tls_to_plain_http
+from evalgate.engine.retry import (
+    AnswerTooLarge,
+    ConnectionFailed,
+    RetryPolicy,
+    TimedOut,
+    TransientAnswer,
+    should_retry,
+    tls_to_plain_http,
+)
 from evalgate.engine.urls import redact_url
 from evalgate.engine.wire import EngineError
 from evalgate.errors import EndpointError, NotReadyError
+from evalgate.outside import listed
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +66,9 @@ def _describe(exc: BaseException | None) -> str:
         return "no answer"
     if isinstance(exc, SideDoorError):
         return exc.error.describe()
-    if isinstance(exc, TransientAnswer):
+    if isinstance(exc, ConnectionFailed | TimedOut | AnswerTooLarge):  # named by what happened
+        return str(exc)
+    if type(exc) is TransientAnswer:  # Dynamo's frontend, waiting for a worker
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -70,6 +80,11 @@ def _hint(url: str, exc: BaseException) -> str:
             f"The server did not answer TLS: it speaks plain HTTP, so try "
             f"http://{url.split('://', 1)[1]} as --base-url."
         )
+    if isinstance(exc, AnswerTooLarge):
+        return (
+            "A model list is a few kilobytes: check that --base-url points at the engine or "
+            "router, or raise --max-response-bytes."
+        )
     status = exc.error.status if isinstance(exc, SideDoorError) else None
     if status is not None and 300 <= status < 400:
         return "Give the URL it redirects to (without /models) as --base-url."
@@ -78,15 +93,20 @@ def _hint(url: str, exc: BaseException) -> str:
     return "Check --base-url and --api-key."
 
 
-def _check(info: EngineInfo, model: str | None, timeout: float) -> list[ModelCard]:
+def _check(info: EngineInfo, model: str | None, deadline: float) -> list[ModelCard]:
     """One check: /readiness (where there is one), then /v1/models, then Dynamo's readiness of
-    the model where the list is Dynamo's or empty."""
-    not_ready = info.readiness(timeout=timeout)
+    the model where the list is Dynamo's or empty; each request whole within the side-door
+    timeout and the time left (a hung or trickling server cannot outlast it)."""
+
+    def left() -> float:
+        return max(0.5, min(info.timeout, deadline - time.monotonic()))
+
+    not_ready = info.readiness(timeout=left())
     if not_ready is not None:
         raise SideDoorError(not_ready)
-    cards = info.models(timeout=timeout)
+    cards = info.models(timeout=left())
     if model is not None and (not cards or any(c.context_window for c in cards)):
-        _dynamo_check(info, model, cards, timeout)
+        _dynamo_check(info, model, cards, left())
     return cards
 
 
@@ -116,7 +136,7 @@ def wait_until_ready(
 ) -> Readiness:
     """Check until the endpoint is ready and lists `model` (or only a placeholder)."""
     url = redact_url(info.url)
-    timeout = policy.deadline if policy.deadline is not None else SIDE_DOOR_TIMEOUT
+    timeout = policy.deadline if policy.deadline is not None else info.timeout
     started = time.monotonic()
     deadline = started + timeout
 
@@ -127,13 +147,10 @@ def wait_until_ready(
         log.info("waiting for %s: %s (%.0f s of %.0f s)", url, _describe(error), waited, timeout)
 
     try:
-        # Each attempt gets at most the time left, so a hung server cannot outlast the deadline.
         cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
-            lambda: _check(
-                info, model, max(0.5, min(SIDE_DOOR_TIMEOUT, deadline - time.monotonic()))
-            )
+            lambda: _check(info, model, deadline)
         )
-    except (httpx2.HTTPError, SideDoorError, TransientAnswer) as exc:
+    except SIDE_DOOR_FAILURES as exc:
         waited = time.monotonic() - started
         if should_retry(exc):
             raise NotReadyError(
@@ -142,7 +159,7 @@ def wait_until_ready(
                 "raise --ready-timeout."
             ) from exc
         raise EndpointError(f"{url}/models answered {_describe(exc)}. {_hint(url, exc)}") from exc
-    ids = [card.id for card in cards]
+    ids = listed([card.id for card in cards])  # a list of 10^5 names is not one line to print
     card = pick_card(cards, model)
     warnings: list[str] = []
     if model is not None and (card is None or card.id != model):

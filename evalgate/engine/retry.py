@@ -3,17 +3,20 @@
 What can succeed later is retried; what cannot fails at once:
 
     retried      no connection, or a connection refused, reset or closed before the answer;
-                 a timeout; HTTP 408, 429 and 5xx (a router's 503 "all circuits open" / "No
+                 no whole answer within the deadline; a host that stopped answering (once:
+                 see below); HTTP 408, 429 and 5xx (a router's 503 "all circuits open" / "No
                  available workers" while its workers come up, and a router's 500 saying a
                  worker is unreachable or wrapping a worker's 5xx, among them); a 200 whose body
                  is not the answer asked for
     not retried  every other status: a 4xx is the engine's answer, not a glitch (also when a
-                 router wraps it in a 500)
+                 router wraps it in a 500); an answer larger than --max-response-bytes
 
 Waits grow exponentially from --retry-wait-min to --retry-wait-max (zero in tests). Every policy
 bounds both the attempts and the total time: readiness by --ready-timeout, a generation request
 (the probe, each eval request) by --max-attempts and by the time those attempts may take back to
-back (a wait that would pass that bound is not started).
+back (a wait that would pass that bound is not started), and a host that stopped answering
+(no connection within --connect-timeout, or a connection the kernel dropped for silence) is
+tried once more, not again: a vanished host ends the request within about two minutes.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -54,6 +56,14 @@ class TransientAnswer(Exception):
     no whole answer within the deadline."""
 
 
+class TimedOut(TransientAnswer):
+    """No whole answer within the request's deadline (first byte to last)."""
+
+
+class AnswerTooLarge(Exception):
+    """The answer passed --max-response-bytes, decoded: it was cut, and is not retried."""
+
+
 class ConnectionFailed(ConnectionError):
     """No answer came back: the connection was refused, reset or closed before the answer."""
 
@@ -69,6 +79,11 @@ class ConnectionFailed(ConnectionError):
             named = OSError(root.errno, root.strerror)  # ConnectionResetError, ...
         text = str(named) or "the connection was closed before an answer"
         return cls(f"{type(named).__name__}: {text}")
+
+
+class HostSilent(ConnectionFailed):
+    """The host stopped answering: no connection within the connect deadline, or the kernel
+    dropped a connection whose peer acknowledged nothing for TCP_USER_TIMEOUT."""
 
 
 def engine_answer(exc: BaseException) -> EngineError | None:
@@ -93,7 +108,20 @@ def should_retry(exc: BaseException) -> bool:
         return error.retryable or error.status == 200
     if tls_to_plain_http(exc):
         return False
-    return isinstance(exc, TransientAnswer | httpx2.TransportError | TimeoutError | ConnectionError)
+    return isinstance(exc, TransientAnswer | TimeoutError | ConnectionError)
+
+
+class stop_after_silence_twice(stop_base):  # named as tenacity names its stops
+    """Stop when two attempts in a row found the host silent (one state per request)."""
+
+    def __init__(self) -> None:
+        self.silent = 0
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None else None
+        self.silent = self.silent + 1 if isinstance(error, HostSilent) else 0
+        return self.silent >= 2
 
 
 @dataclass(frozen=True)
@@ -122,7 +150,7 @@ class RetryPolicy:
     def _stop(self) -> stop_base:
         stop: stop_base = stop_never
         if self.attempts is not None:
-            stop = stop_after_attempt(self.attempts)
+            stop = stop_after_attempt(self.attempts) | stop_after_silence_twice()
         if self.deadline is not None:
             by_time = stop_before_delay(self.deadline)
             stop = by_time if self.attempts is None else stop | by_time

@@ -1,16 +1,13 @@
 """Credentials inside URLs (http://user:password@host/v1): kept out of every log and artifact.
 
 The HTTP library logs the URLs it requests, so a URL with credentials is split before any
-client sees it: the bare URL goes to the client, the credentials go as HTTP basic auth.
+client sees it: the bare URL goes to the client, the credentials go as HTTP basic auth in the
+one Authorization header built here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
-
-if TYPE_CHECKING:
-    import httpx2
 
 
 def redact_url(url: str) -> str:
@@ -35,12 +32,9 @@ def authorization(url: str, api_key: str | None) -> tuple[str, str]:
     return redact_url(url), "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
-def split_credentials(url: str) -> tuple[str, httpx2.BasicAuth | None]:
-    """The URL without user:password, and those credentials as basic auth (None if absent)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    import httpx2  # only a client that sends requests needs it
-
-    auth = httpx2.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
-    return redact_url(url), auth
+def credentials(url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+    """For a side door (/v1/models, /tokenize, ...): the URL without user:password, and the
+    Authorization header `authorization` builds, none when there is neither a key nor a
+    password to send."""
+    bare, header = authorization(url, api_key)
+    return bare, {"Authorization": header} if bare != url or api_key else {}

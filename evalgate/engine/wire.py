@@ -26,11 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from evalgate.outside import capped
+
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
 _WRAPPED_STATUS = re.compile(r"\b(?<!os )error ([45]\d\d)\b", re.IGNORECASE)
 _UNREACHABLE = re.compile(r"error sending request for url \((https?://[^)\s]+)\)")
 _CAUSE = re.compile(r"caused by: ([^:]+?)\s*$")
-MAX_MESSAGE_CHARS = 2000
+MAX_MESSAGE_CHARS = 500
+"""The engine's words kept: their first few hundred characters, then how long they were."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class EngineError:
     status: int
     """HTTP status the client saw."""
     message: str
-    """The engine's own words, verbatim (trimmed to MAX_MESSAGE_CHARS)."""
+    """The engine's own words, verbatim (past MAX_MESSAGE_CHARS: that many, and the length)."""
     type: str | None = None
     code: str | int | None = None
     param: str | None = None
@@ -83,17 +86,22 @@ class EngineError:
         return f"HTTP {self.status}{wrapped}: {self.message}"
 
 
+def _said(text: str) -> str:
+    """An engine's words as kept: a body of megabytes is not one line to print."""
+    return capped(text, MAX_MESSAGE_CHARS)
+
+
 def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     inner = obj.get("error")
     if isinstance(inner, dict) and "message" in inner:
         obj = inner
     elif isinstance(inner, str) and "message" not in obj:
-        return EngineError(status, inner[:MAX_MESSAGE_CHARS])
+        return EngineError(status, _said(inner))
     if "message" in obj:
         code = obj.get("code")
         return EngineError(
             status=status,
-            message=str(obj["message"])[:MAX_MESSAGE_CHARS],
+            message=_said(str(obj["message"])),
             type=obj.get("type") if isinstance(obj.get("type"), str) else None,
             code=code if isinstance(code, str | int) and not isinstance(code, bool) else None,
             param=str(obj["param"]) if obj.get("param") is not None else None,
@@ -101,7 +109,7 @@ def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     detail = obj.get("detail")
     if detail is not None:
         text = detail if isinstance(detail, str) else json.dumps(detail)
-        return EngineError(status, text[:MAX_MESSAGE_CHARS])
+        return EngineError(status, _said(text))
     return None
 
 
@@ -141,6 +149,6 @@ def parse_error(status: int, body: str) -> EngineError:
     wrapped = int(match.group(1)) if match and status >= 500 else None
     return EngineError(
         status,
-        text[:MAX_MESSAGE_CHARS] or f"(empty body, HTTP {status})",
+        _said(text) or f"(empty body, HTTP {status})",
         wrapped_status=wrapped if wrapped and wrapped < 500 else None,
     )

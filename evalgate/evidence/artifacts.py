@@ -2,32 +2,29 @@
 
 Each file is written to a temporary file in the same folder, flushed to disk, then renamed over
 the target: a reader (or a crash) sees the old file or the new one, never half of one. What is
-written is checked against its schema first (a document that breaks it is evalgate's bug); what
-is read is checked against its schema, then decoded into the typed model (evidence.model).
+written is first read back as the reader reads it (a document that breaks the contract is
+evalgate's bug); what is read is decoded strictly into the contract, evidence/model.py, by the
+one reader, evidence/read.py.
 
-The overwrite rule: a folder that already holds a finished result.json is not written into
-unless the user says --overwrite (or --resume, for a run that did not finish). Two runs into
-different folders share nothing.
+The folder itself (one run at a time, the overwrite rule, no write through a link) is
+evidence.folder's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import functools
-import json
 import os
-import stat
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import msgspec
 
+from evalgate import outside
 from evalgate.errors import ArtifactError, EvalFailedError
-from evalgate.evidence.model import HookSummary, Result, Sample, from_document, to_document
-from evalgate.schemas import accepts_json, validation_errors
+from evalgate.evidence.model import HookSummary, Result, Sample, to_document
+from evalgate.evidence.read import decode, read, read_bytes
 
 RESULT_NAME = "result.json"
 SAMPLES_NAME = "samples.jsonl"
@@ -39,8 +36,7 @@ META_NAME = "meta_env.json"
 """The benchmark harness's per-run metadata file (its collector reads it)."""
 
 NOT_A_RESULT = "is not a valid evalgate result (result.schema.json)"
-STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)
-"""Files a run rewrites; left from an earlier run in the same folder they would mislead."""
+NOT_A_SAMPLE = "is not a valid evalgate sample"
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -77,7 +73,7 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
+        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -92,129 +88,59 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, document: Any) -> None:
-    """Atomic JSON file."""
-    write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Atomic JSON file: the exact text minus the configured secrets (evalgate.outside)."""
+    write_atomic(path, outside.json_text(document, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, records: Iterable[Any]) -> None:
-    """Atomic JSON-lines file."""
-    write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    """Atomic JSON-lines file, as write_json writes each line."""
+    write_atomic(path, "".join(outside.json_text(r) + "\n" for r in records))
 
 
-def _checked(kind: str, document: Any) -> Any:
-    problems = validation_errors(kind, document)
-    if problems:
+def _checked(kind: str, record: msgspec.Struct) -> Any:
+    """The record as plain JSON values, read back as the reader reads it: what evalgate
+    writes, it can read (a record that breaks the contract is evalgate's bug)."""
+    document = to_document(record)
+    try:
+        decode(outside.json_text(document), type(record), kind)  # the text as written
+    except ArtifactError as exc:
         raise ArtifactError(
             f"evalgate built a {kind} record that breaks its own schema (please report this): "
-            + "; ".join(problems[:5])
-        )
+            f"{exc.message}"
+        ) from exc
     return document
 
 
 def write_result(folder: Path, result: Result) -> Path:
     """Validate and write result.json."""
     path = folder / RESULT_NAME
-    write_json(path, _checked("result", to_document(result)))
+    write_json(path, _checked("result", result))
     return path
 
 
 def write_samples(folder: Path, samples: Sequence[Sample]) -> Path:
     """Validate and write samples.jsonl, one question a line, in doc_id order."""
     path = folder / SAMPLES_NAME
-    write_jsonl(path, [_checked("sample", to_document(s)) for s in samples])
+    write_jsonl(path, [_checked("sample", s) for s in samples])
     return path
 
 
 def write_hook(folder: Path, summary: HookSummary) -> Path:
     """Validate and write hook.json."""
     path = folder / HOOK_NAME
-    write_json(path, _checked("hook", to_document(summary)))
+    write_json(path, _checked("hook", summary))
     return path
 
 
-# -- reading -------------------------------------------------------------------------------------
+# -- reading: the one reader (evidence/read.py) -----------------------------------------------
 
-
-_decode = msgspec.json.Decoder().decode
-
-
-def _read_bytes(path: Path | str) -> bytes:
-    """A file's bytes: opened without blocking (a FIFO would block forever), then refused
-    unless it is a regular file; four system calls, half the cost of open() and read()."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise ArtifactError(f"{path} is not a regular file (a FIFO, a device or a socket).")
-            data = os.read(fd, info.st_size + 1)
-            while len(data) > info.st_size:  # it grew since the fstat: read to its end
-                more = os.read(fd, 1 << 20)
-                if not more:
-                    break
-                data += more
-            return data
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise ArtifactError(f"Cannot read {path}: {exc.strerror}.") from exc
-
-
-def _parse(data: bytes, path: Path | str) -> Any:
-    try:
-        return _decode(data)
-    except msgspec.DecodeError:
-        pass
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ArtifactError(
-            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})."
-        ) from exc
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(
-            f"{path} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
-        ) from exc
-
-
-def read_document(path: Path | str) -> Any:
-    """A JSON file's content; an unreadable, non-UTF-8 or invalid file is an ArtifactError.
-
-    msgspec decodes (in C, twice as fast as the json module); a file it refuses is decoded
-    again by the json module, which accepts what it accepts (NaN, integers of any size) and
-    says where the text breaks, so the answer and the message are the json module's.
-    """
-    return _parse(_read_bytes(path), path)
-
-
-def result_from_document(document: Any, path: Path | str) -> Result:
-    """A parsed result.json as the typed model, checked against result.schema.json."""
-    problems = validation_errors("result", document)
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise ArtifactError(f"{path} {NOT_A_RESULT}: " + "; ".join(problems[:3]) + more)
-    try:
-        return from_document(document, Result)
-    except msgspec.ValidationError as exc:  # the schema allowed what the model cannot hold
-        raise ArtifactError(f"{path} {NOT_A_RESULT}: {exc}") from exc
-
-
-_decode_sample = msgspec.json.Decoder(Sample).decode
 ViewT = TypeVar("ViewT", bound=msgspec.Struct)
 
 
-def _typed_sample(line: str) -> Sample | None:
-    """A samples.jsonl line its schema's msgspec type accepted, decoded into the model (None:
-    the model is stricter; the full way says why)."""
-    try:
-        return _decode_sample(line)
-    except msgspec.ValidationError:
-        return None
-
-
-@functools.cache
-def _result_decoder(view: type[msgspec.Struct]) -> Callable[[bytes], Any]:
-    return msgspec.json.Decoder(view).decode
+def read_document(path: Path | str) -> Any:
+    """A JSON file's plain values; an unreadable, non-UTF-8, invalid or too deeply nested
+    file is an ArtifactError."""
+    return read(path)
 
 
 @overload
@@ -222,50 +148,27 @@ def read_result(path: Path | str) -> Result: ...
 @overload
 def read_result(path: Path | str, view: type[ViewT]) -> ViewT: ...
 def read_result(path: Path | str, view: type[msgspec.Struct] = Result) -> Any:
-    """result.json, checked against its schema and decoded: into the model, or into `view`, a
-    Struct holding the part of it a reader needs, typed as the model types it (the rest of the
-    text is then checked and skipped, not built).
-
-    Text the schema's msgspec type accepts is decoded straight into the model, in C; any other
-    text takes the full way (parse, check, convert), which says what is wrong with it."""
-    data = _read_bytes(path)
-    if accepts_json("result", data):
-        with contextlib.suppress(msgspec.ValidationError):  # the model is stricter: say why below
-            return _result_decoder(view)(data)
-    document = _parse(data, path)
-    result = result_from_document(document, path)
-    return result if view is Result else msgspec.convert(document, view)
+    """result.json, decoded into the model (checked whole), or into `view`: a Struct holding
+    the part of it a reader needs, typed as the model types it."""
+    result = read(path, Result, NOT_A_RESULT)
+    return result if view is Result else msgspec.convert(result, view, from_attributes=True)
 
 
 def read_samples(path: Path) -> list[Sample]:
     """samples.jsonl; a malformed line or a repeated doc_id is an ArtifactError."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
+        lines = read_bytes(path).splitlines()
+    except ArtifactError as exc:
         raise ArtifactError(
-            f"Cannot read {path}: {exc.strerror}. A comparison pairs the per-question records "
-            f"of {SAMPLES_NAME}, which evalgate run writes beside {RESULT_NAME}."
+            f"{exc.message} A comparison pairs the per-question records of {SAMPLES_NAME}, "
+            f"which evalgate run writes beside {RESULT_NAME}."
         ) from exc
-    except UnicodeDecodeError as exc:
-        raise ArtifactError(f"{path} is not UTF-8 text ({exc.reason}).") from exc
     samples: list[Sample] = []
     seen: set[int] = set()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        sample = _typed_sample(line) if accepts_json("sample", line) else None
-        if sample is None:  # the full way, which says what is wrong
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ArtifactError(f"{path} line {number} is not valid JSON ({exc.msg}).") from exc
-            problems = validation_errors("sample", record)
-            if problems:
-                raise ArtifactError(
-                    f"{path} line {number} is not a valid evalgate sample: "
-                    f"{'; '.join(problems[:5])}."
-                )
-            sample = from_document(record, Sample)
+        sample: Sample = decode(line, Sample, f"{path} line {number}", NOT_A_SAMPLE)
         if sample.doc_id in seen:
             raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
         seen.add(sample.doc_id)
@@ -274,55 +177,5 @@ def read_samples(path: Path) -> list[Sample]:
 
 
 def read_hook(path: Path | str) -> HookSummary:
-    """hook.json, checked against its schema and decoded."""
-    document = read_document(path)
-    problems = validation_errors("hook", document)
-    if problems:
-        raise ArtifactError(f"{path} is not an evalgate hook summary: {'; '.join(problems[:3])}")
-    return from_document(document, HookSummary)
-
-
-# -- the output folder ---------------------------------------------------------------------------
-
-
-def prepare_output_dir(folder: Path, *, overwrite: bool, resume: bool) -> None:
-    """Create the folder; refuse to bury an earlier run's finished result."""
-    existing = folder / RESULT_NAME
-    if existing.is_dir():  # no --overwrite replaces a folder: it may hold anything
-        raise ArtifactError(
-            f"{existing} is a folder, not a result file. Move it away, or choose another "
-            "--output-dir."
-        )
-    if existing.exists() and not existing.is_file():  # a FIFO would block the read forever
-        raise ArtifactError(
-            f"{existing} is not a regular file (a FIFO, a device or a socket). Move it away, "
-            "or choose another --output-dir."
-        )
-    if existing.exists() and not overwrite:
-        status = "unreadable"
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            status = str(json.loads(existing.read_text(encoding="utf-8")).get("status"))
-        if not (resume and status in ("aborted", "error", "running")):
-            raise ArtifactError(
-                f"{existing} already holds a result (status {status}). Choose another "
-                "--output-dir, pass --overwrite to replace it"
-                + (", or --resume to continue an interrupted run." if status != "pass" else ".")
-            )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ArtifactError(
-            f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
-            "--output-dir."
-        ) from exc
-    if not os.access(folder, os.W_OK | os.X_OK):  # read-only mounts too, even for root
-        raise ArtifactError(
-            f"The output folder {folder} is not writable (read-only file system or no "
-            "permission): choose a writable --output-dir."
-        )
-
-
-def clear_stale(folder: Path) -> None:
-    """Remove an earlier run's per-run files (the journal stays: --resume reads it)."""
-    for name in STALE:
-        (folder / name).unlink(missing_ok=True)
+    """hook.json, decoded."""
+    return read(path, HookSummary, "is not an evalgate hook summary")

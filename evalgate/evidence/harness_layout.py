@@ -42,8 +42,18 @@ TASK = "gsm8k"
 EVALGATE_DIR = "evalgate"
 """Where evalgate's own folders go in a harness-layout staging folder (verify knows it too)."""
 META_NAME = artifacts.META_NAME
+
+
+def is_results_file(name: str) -> bool:
+    """Is `name` one of lm-eval's results files as the harness names them, results*.json (its
+    workflow uploads that glob; verify reads them)?"""
+    return name.startswith("results") and name.endswith(".json")
+
+
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 """RESULT_FILENAME as the harness reads precision and framework from it."""
+_BEFORE_CONC = ("tp", "pp", "dcp_size", "pcp_size")
+"""The topology keys the harness writes before `conc` (the rest follow the batch keys)."""
 _TASK_KEYED = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
 
 
@@ -65,14 +75,23 @@ def _first(env: Mapping[str, str], *names: str, default: str = "") -> str:
 def _phase(env: Mapping[str, str], phase: str, tp_default: str) -> dict[str, Any]:
     """One phase's topology as the harness bridges it: TP from PREFILL_TP or PREFILL_TP_SIZE,
     EP = the TP size when ENABLE_EP is set and EP is 1, DP attention from DP_ATTN,
-    DP_ATTENTION or ENABLE_DP, workers from NUM_WORKERS or xP/yD."""
+    DP_ATTENTION or ENABLE_DP, workers from NUM_WORKERS or xP/yD. Where the phase says nothing,
+    the job's own EP_SIZE and DP_ATTENTION hold (a single-node job's true values; the harness
+    writes 1 and false there, a mistake not copied: see docs/harness.md)."""
     p = phase.upper()
     tp = _first(env, f"{p}_TP", f"{p}_TP_SIZE", default=tp_default)
-    ep = _first(env, f"{p}_EP", default="1")
+    ep = _first(env, f"{p}_EP", "EP_SIZE", default="1")
     if ep == "1" and _true(_first(env, f"{p}_ENABLE_EP", default="false")):
         ep = _first(env, f"{p}_TP_SIZE", default=tp)
     workers = _first(env, f"{p}_NUM_WORKERS", "xP" if p == "PREFILL" else "yD", default="1")
-    dp = _first(env, f"{p}_DP_ATTN", f"{p}_DP_ATTENTION", f"{p}_ENABLE_DP", default="false")
+    dp = _first(
+        env,
+        f"{p}_DP_ATTN",
+        f"{p}_DP_ATTENTION",
+        f"{p}_ENABLE_DP",
+        "DP_ATTENTION",
+        default="false",
+    )
     return {
         "tp": _number(tp),
         "pp": _number(_first(env, f"{p}_PP_SIZE", "PP_SIZE", default="1")),
@@ -82,6 +101,26 @@ def _phase(env: Mapping[str, str], phase: str, tp_default: str) -> dict[str, Any
         "dp_attention": _true(dp),
         "num_workers": _number(workers),
     }
+
+
+def job_fields(env: Mapping[str, str]) -> dict[str, Any]:
+    """The topology keys of the harness's meta_env.json (tp, pp, dcp_size, pcp_size, ep,
+    dp_attention, then prefill_* and decode_*), from the job's variables: both layouts write
+    these, so one job has one config key whichever layout staged it."""
+    prefill = _phase(env, "prefill", _first(env, "TP", default="1"))
+    decode = _phase(env, "decode", str(prefill["tp"]))
+    fields: dict[str, Any] = {
+        "tp": prefill["tp"],
+        "pp": _number(_first(env, "PP_SIZE", default="1")),
+        "dcp_size": _number(_first(env, "DCP_SIZE", default="1")),
+        "pcp_size": _number(_first(env, "PCP_SIZE", default="1")),
+        "ep": prefill["ep"],
+        "dp_attention": prefill["dp_attention"],
+    }
+    for name, phase in (("prefill", prefill), ("decode", decode)):
+        for key in ("tp", "pp", "dcp_size", "pcp_size", "ep", "dp_attention", "num_workers"):
+            fields[f"{name}_{key}"] = phase[key]
+    return fields
 
 
 def _labels_from_result_name(settings: Settings) -> tuple[str | None, str | None]:
@@ -104,8 +143,7 @@ def meta_env(
     """The harness's meta_env.json for a batch of concurrencies, from the settings (model,
     labels, ISL/OSL) and the job's topology variables (`env`), key for key as its
     append_lm_eval_summary writes it."""
-    prefill = _phase(env, "prefill", _first(env, "TP", default="1"))
-    decode = _phase(env, "decode", str(prefill["tp"]))
+    job = job_fields(env)
     framework, precision = _labels_from_result_name(settings)
     meta: dict[str, Any] = {
         "is_multinode": settings.is_multinode,
@@ -113,20 +151,13 @@ def meta_env(
         "precision": precision or "unknown",
         "spec_decoding": settings.spec_decoding or "",
         "recipe_fingerprint": env.get("RECIPE_FINGERPRINT", ""),
-        "tp": prefill["tp"],
-        "pp": _number(_first(env, "PP_SIZE", default="1")),
-        "dcp_size": _number(_first(env, "DCP_SIZE", default="1")),
-        "pcp_size": _number(_first(env, "PCP_SIZE", default="1")),
+        **{key: job[key] for key in _BEFORE_CONC},
         "conc": concurrencies[0],
         "eval_concs": list(concurrencies),
         "completed_eval_concs": list(completed),
         "failed_eval_concs": list(failed),
-        "ep": prefill["ep"],
-        "dp_attention": prefill["dp_attention"],
+        **{key: value for key, value in job.items() if key not in _BEFORE_CONC},
     }
-    for name, phase in (("prefill", prefill), ("decode", decode)):
-        for key in ("tp", "pp", "dcp_size", "pcp_size", "ep", "dp_attention", "num_workers"):
-            meta[f"{name}_{key}"] = phase[key]
     meta |= {
         "model": settings.served_model or "",
         "infmax_model_prefix": settings.model_prefix or "unknown",
@@ -137,11 +168,15 @@ def meta_env(
     return meta
 
 
-def topology(meta: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The topology labels `evalgate verify` reads from this meta_env.json: evalgate's own
-    result.json records the same, so both name the job alike."""
-    labels: dict[str, Any] | None = meta_labels(dict(meta))[1].get("topology")
-    return labels
+def job_topology(settings: Settings, env: Mapping[str, str]) -> dict[str, Any] | None:
+    """The job's topology labels, read from its meta_env.json fields as `evalgate verify`
+    reads them: result.json records the same in both layouts, so one job has one key."""
+    fields = {
+        "is_multinode": settings.is_multinode,
+        "spec_decoding": settings.spec_decoding or "",
+        **job_fields(env),
+    }
+    return _topology(fields, [])  # built here, so well-formed: nothing to report
 
 
 def completed(result: Result) -> bool:

@@ -6,6 +6,9 @@ question count). Each further line is one answered request, keyed by the sha256 
 A Ctrl-C or SIGTERM leaves every answer received so far on disk; a rerun with the same
 fingerprint (``--resume``) sends only the requests not yet answered. A journal whose fingerprint
 differs is never reused.
+
+A line is a Reply under the journal's own names (``key``, ``text``, ``source``), the ones
+journals have always been written with, so a journal from an earlier evalgate still resumes.
 """
 
 from __future__ import annotations
@@ -14,11 +17,28 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
+from evalgate import outside
+from evalgate.errors import ArtifactError
+from evalgate.evidence.folder import open_in_place
+from evalgate.evidence.model import Protocol, Reply, to_document
+from evalgate.evidence.read import decode
+from evalgate.lengths import Limit
+
 log = logging.getLogger(__name__)
 JOURNAL_NAME = "journal.jsonl"
+_ON_DISK = {"prompt_sha256": "key", "response": "text", "answer_field": "source"}
+"""Reply's fields the journal names otherwise."""
+_KEPT = (
+    "prompt_sha256", "doc_id", "response", "finish_reason", "completion_tokens", "answer_field",
+    "reasoning", "reasoning_tokens",
+)  # fmt: skip
+"""What a line holds, in its order: an answer received (a failed request is not journaled)."""
 
 
 def body_key(body: dict[str, Any]) -> str:
@@ -26,58 +46,97 @@ def body_key(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def fingerprint(
+    protocol: Protocol,
+    *,
+    model: str | None,
+    engine_version: str | None,
+    served: list[Limit] | None,
+    questions: int,
+) -> dict[str, Any]:
+    """What must match for a journal's answers to be reused (--resume): the engine, and the
+    protocol fields the request bodies (which key the answers) do not already hold."""
+    return {
+        "model": model,
+        "engine_version": engine_version,
+        "served": None if served is None else [to_document(limit) for limit in served],
+        "api": protocol.api,
+        "task_sha256": protocol.task_sha256,
+        "dataset_sha256": protocol.dataset.sha256,
+        "max_tokens": protocol.max_tokens,
+        "questions": questions,
+    }
+
+
+def _line(reply: Reply) -> dict[str, Any]:
+    return {_ON_DISK.get(name, name): getattr(reply, name) for name in _KEPT}
+
+
+def _reply(record: Any) -> Reply | None:
+    """A journal line's answer; None for a line that holds none (a stray or broken one)."""
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+        return None
+    fields = {name: record.get(_ON_DISK.get(name, name)) for name in _KEPT}
+    fields["error"] = None  # only answers are journaled
+    try:
+        reply: Reply = msgspec.convert(fields, Reply)
+    except msgspec.ValidationError:
+        return None
+    return reply
+
+
+def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, Reply]:
     """Answers recorded under the same fingerprint, by body key ({} if none or different)."""
     if not path.is_file():
         return {}
-    answers: dict[str, dict[str, Any]] = {}
+    answers: dict[str, Reply] = {}
     with path.open(encoding="utf-8", errors="replace") as handle:
         header = handle.readline()
         try:
-            recorded = json.loads(header).get("fingerprint")
-        except (json.JSONDecodeError, AttributeError):
+            recorded = decode(header).get("fingerprint")
+        except (ArtifactError, AttributeError):
             recorded = None
         if recorded != fingerprint:
             log.warning("journal %s is from another engine or protocol: not reused", path)
             return {}
         for line in handle:
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a line cut by a crash ends the usable journal
-            if isinstance(record, dict) and isinstance(record.get("key"), str):
-                answers[record["key"]] = record
+                reply = _reply(decode(line))
+            except ArtifactError:
+                break  # a line cut by a crash (or not JSON at all) ends the usable journal
+            if reply is not None:
+                answers[reply.prompt_sha256] = reply
     return answers
 
 
 class Journal:
-    """Append-only writer; each record is flushed before the next request is counted done."""
+    """Append-only writer; each record is flushed before the next request is counted done.
+    Opened never through a link (evidence.folder.open_in_place)."""
 
-    def __init__(
-        self, path: Path, fingerprint: dict[str, Any], kept: dict[str, dict[str, Any]]
-    ) -> None:
+    def __init__(self, path: Path, fingerprint: dict[str, Any], kept: dict[str, Reply]) -> None:
         self.path = path
-        self._handle: IO[str] = path.open("w", encoding="utf-8")
+        fd = open_in_place(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self._handle: IO[str] = os.fdopen(fd, "w", encoding="utf-8")
         try:
             self._write({"fingerprint": fingerprint})
         except OSError:
             self.close()
             path.unlink(missing_ok=True)  # a journal without its header is no journal
             raise
-        for record in kept.values():
-            self._write(record)
+        for reply in kept.values():
+            self.append(reply)
 
     def _write(self, record: dict[str, Any]) -> None:
         try:
-            self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._handle.write(outside.json_text(record) + "\n")  # minus secrets
             self._handle.flush()
         except OSError as exc:
             if exc.filename is None:
                 exc.filename = str(self.path)
             raise
 
-    def append(self, record: dict[str, Any]) -> None:
-        self._write(record)
+    def append(self, reply: Reply) -> None:
+        self._write(_line(reply))
 
     def close(self) -> None:
         with contextlib.suppress(OSError):  # the write that failed was reported already

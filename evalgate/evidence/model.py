@@ -1,35 +1,44 @@
-"""The evidence, typed: result.json, one line of samples.jsonl, and hook.json.
+"""The evidence contract: result.json, one line of samples.jsonl, and hook.json.
 
-Every stage returns typed values; ``gate.record.build_result`` turns them into one
-``Result``; ``evidence.artifacts`` is the one writer and the one reader of these files, for
-run, hook, verify and compare alike. The JSON schemas in ``evalgate/schemas`` stay the contract:
-the tests hold every document this model writes against them, and the reader checks a file
-against its schema before it decodes it.
+This module is the one statement of what those files hold: the JSON schemas in
+``evalgate/schemas`` are generated from it (``python -m evalgate.schemas``), and
+``evidence/read.py`` decodes every file strictly into these types, so a document the reader
+accepts is one the schema accepts. Every stage returns typed values; ``gate.record`` puts
+them together into one ``Result``; ``evidence.artifacts`` writes and reads the files.
 
     Result                       result.json (schema evalgate.result/1)
     ├── Labels                   the benchmark config: model prefix, hardware, ..., topology
     ├── EndpointRecord           where the engine was, and what it said it is
-    ├── ContextRecord            EVAL_MAX_MODEL_LEN, the budget, every source (Limit)
+    ├── ContextRecord            EVAL_MAX_MODEL_LEN, the budget, every source (lengths.Limit)
     ├── ProbeRecord              the pre-flight request's outcome
-    ├── EvalRecord               the protocol (task, API, budget, data set) and RequestCounts,
+    ├── EvalRecord               a Protocol (task, API, budget, data set) and RequestCounts,
     │   └── EarlyStopRecord      --early-stop: the sequential test, where it stopped
-    ├── Score, Check             lm-eval's scores, each gated one against its threshold
+    ├── Score, Check             lm-eval's scores, and the gate rule's judgment of each
     └── VerdictRecord            the gate rule's decision and its parameters
-    Sample                       one line of samples.jsonl: a question, its answer, per filter
+    Sample                       one line of samples.jsonl: a question, its Reply, per filter
     HookSummary                  hook.json: every concurrency of an `evalgate hook` call
+
+A field with no default is required in the file; ``X | None`` may be null; ``X | UnsetType``
+may be absent but never null (files written before evalgate recorded it).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
-RESULT_SCHEMA = "evalgate.result/1"
+from evalgate.lengths import Limit
+
+RESULT_SCHEMA: Final = "evalgate.result/1"
+
+Count = Annotated[int, Meta(ge=0)]
+Positive = Annotated[int, Meta(ge=1)]
+Fraction = Annotated[float, Meta(ge=0, le=1)]
+Amount = Annotated[float, Meta(ge=0)]
 
 Status = Literal["pass", "fail", "inconclusive", "error", "aborted", "running"]
-"""pass/fail/inconclusive: a verdict on scores; error: could not measure; aborted: stopped by a
-signal; running: written while the run is in progress (a run killed outright stays so)."""
 Stage = Literal[
     "settings",
     "context",
@@ -44,9 +53,11 @@ Stage = Literal[
 ]
 Outcome = Literal["pass", "fail", "inconclusive"]
 Api = Literal["chat", "completions"]
+AnswerField = Literal["content", "reasoning_content", "reasoning", "text"]
+HookStatus = Literal["pass", "fail", "inconclusive", "error", "aborted", "running", "not run"]
 
 
-class _Record(msgspec.Struct, kw_only=True, frozen=True):
+class _Record(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """A part of the evidence: immutable once built, written with every key present."""
 
 
@@ -86,16 +97,9 @@ class EndpointRecord(_Record, kw_only=True, frozen=True):
     engine: EngineRecord = EngineRecord()
 
 
-class Limit(_Record, kw_only=True, frozen=True):
-    """A length and where it came from."""
-
-    value: int
-    source: str
-
-
 class ContextRecord(_Record, kw_only=True, frozen=True):
-    eval_max_model_len: int
-    max_tokens: int
+    eval_max_model_len: Positive
+    max_tokens: Positive
     budget_policy: Literal["fit", "harness", "forced"]
     requested: int | None = None
     native: Limit | None = None
@@ -116,118 +120,150 @@ class ProbeRecord(_Record, kw_only=True, frozen=True):
 
 class DatasetRecord(_Record, kw_only=True, frozen=True):
     source: Literal["bundled", "dir", "hub"]
-    location: str | None = None
+    location: str | UnsetType = UNSET
     sha256: dict[str, str]
 
 
 class TokenSpread(_Record, kw_only=True, frozen=True):
     """Tokens per answer over the answers that reported them."""
 
-    answers: int
-    median: float
-    p95: float
-    max: int
+    answers: Positive
+    median: Amount
+    p95: Amount
+    max: Count
 
 
-class RequestCounts(_Record, kw_only=True, frozen=True):
+class RequestCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):  # counted up
     """What happened to the eval's requests."""
 
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
-    retried: int = 0
-    truncated: int = 0
-    empty: int = 0
-    resumed: int = 0
-    from_reasoning: int = 0
-    """Answers taken from the reasoning field (content null or empty)."""
-    cut_while_thinking: int = 0
-    """Answers that ran out of budget while thinking: no content, finish_reason length."""
-    reasoning_tokens: TokenSpread | None = None
-    """Reasoning tokens per answer, where the engine reports them."""
+    total: Count
+    completed: Count
+    failed: Count
+    retried: Count = 0
+    truncated: Count
+    empty: Count
+    resumed: Count = 0
+    from_reasoning: Annotated[
+        Count, Meta(description="Answers taken from the reasoning field (content null or empty)")
+    ] = 0
+    cut_while_thinking: Annotated[
+        Count,
+        Meta(
+            description="Answers that ran out of the output budget while still thinking: no "
+            "content, finish_reason length; or thinking written into the answer that never "
+            "reached its end marker (also counted in truncated)"
+        ),
+    ] = 0
+    inline_thinking: Annotated[
+        Count,
+        Meta(
+            description="Answers that wrote their thinking into the answer (<think>...</think>, "
+            "no reasoning parser): only the text after the end marker was scored"
+        ),
+    ] = 0
+    reasoning_tokens: Annotated[
+        TokenSpread | None,
+        Meta(description="Reasoning tokens per answer, where the engine reports them (null: none)"),
+    ] = None
+
+    @classmethod
+    def zero(cls) -> RequestCounts:
+        """No request yet."""
+        return cls(total=0, completed=0, failed=0, truncated=0, empty=0)
 
 
 class FilterEvidence(_Record, kw_only=True, frozen=True):
     """One gated filter in the sequential test: its count and its evidence."""
 
     filter: str
-    right: int
-    n: int
-    e_value: float | None
-    """E_n(threshold), the evidence against the threshold (None: beyond a float)."""
+    right: Count
+    n: Count
+    e_value: Annotated[
+        Amount | None,
+        Meta(
+            description="E_n(threshold), the evidence against the threshold (null: beyond a float)"
+        ),
+    ]
     certain: Literal["above", "below"] | None = None
 
 
 class EarlyStopRecord(_Record, kw_only=True, frozen=True):
-    """--early-stop: the sequential test (gate/sequential.py) and where it stopped."""
+    """--early-stop: the sequential test and where it stopped. A stopped run's scores and
+    samples cover the questions_used questions read (in dispatch order), not the whole set."""
 
     mode: Literal["off", "fail", "pass", "both"]
-    alpha: float
-    prior_weight: float
+    alpha: Annotated[float, Meta(gt=0, lt=1)]
+    prior_weight: Annotated[float, Meta(gt=0)]
     order_seed: int | None = None
-    """Seed of the dispatch order (None: the questions were sent in order)."""
     stopped: bool
     decision: Literal["pass", "fail"] | None
-    questions: int
-    questions_used: int
-    """Answers read, in dispatch order, when the test stopped (all of them when it did not);
-    the scores and samples of a stopped run cover these questions only."""
-    questions_asked: int
+    questions: Count
+    questions_used: Annotated[
+        Count,
+        Meta(
+            description="Answers read, in dispatch order, when the test stopped (all: it did not)"
+        ),
+    ]
+    questions_asked: Count
     filters: list[FilterEvidence]
 
 
-class EvalRecord(_Record, kw_only=True, frozen=True):
-    """The eval's protocol (what decides which questions are asked, and how) and its requests.
-
-    The fields that may be absent from a result.json (the schema requires only task, api,
-    num_fewshot, max_tokens, dataset and requests) read as None; evalgate always writes them.
-    """
+class Protocol(_Record, kw_only=True, frozen=True):
+    """What decides which questions are asked and how: two runs compare only under one
+    protocol, and a journal's answers are reused (--resume) only under the same one."""
 
     task: str
-    task_version: str | None = None
-    task_sha256: str | None = None
+    task_version: str | UnsetType = UNSET
+    task_sha256: str | UnsetType = UNSET
     api: Api
     num_fewshot: int
-    fewshot_seed: int | None = None
+    fewshot_seed: int | UnsetType = UNSET
+    max_tokens: Positive
+    temperature: float | UnsetType = UNSET
     limit: int | None = None
-    num_concurrent: int | None = None
-    max_tokens: int
-    temperature: float | None = None
+    dataset: DatasetRecord
+
+
+class EvalRecord(Protocol, kw_only=True, frozen=True):
+    """The eval: its protocol, how it was sent, and what happened to its requests."""
+
+    num_concurrent: Positive | UnsetType = UNSET
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_effort: str | None = None
-    questions: int | None = None
+    questions: Count | UnsetType = UNSET
     lm_eval_version: str | None = None
-    dataset: DatasetRecord
     requests: RequestCounts
     early_stop: EarlyStopRecord | None = None
 
 
 class Score(_Record, kw_only=True, frozen=True):
-    """One metric under one filter, as lm-eval reports it."""
+    """One metric under one filter, as lm-eval reports it: a measurement."""
 
     task: str
     metric: str
     filter: str
-    value: float
+    value: Fraction
     stderr: float | None
-    n: int
+    n: Count
 
 
 class ThresholdRecord(_Record, kw_only=True, frozen=True):
-    value: float
+    value: Fraction
     matched: str
     file: str | None = None
 
 
 class Check(_Record, kw_only=True, frozen=True):
-    """One gated score against its threshold: the interval, and what it decided."""
+    """The gate rule's judgment of one Score (gate/verdict.py): the 95% Wilson interval around
+    its value, and the outcome at the threshold; the score's metric, filter, value and n
+    beside it."""
 
     metric: str
     filter: str
     value: float
     threshold: float
     passed: bool
-    n: int | None = None
+    n: Count | None = None
     low: float | None = None
     high: float | None = None
     outcome: Outcome | None = None
@@ -238,40 +274,47 @@ class VerdictRecord(_Record, kw_only=True, frozen=True):
 
     outcome: Outcome
     reason: str
-    min_samples: int
-    problems: list[str] = []
-    """Run-level reasons to fail besides the scores (truncated answers over the limit, a
-    regression against --baseline)."""
-    doubts: list[str] = []
-    """Run-level reasons the run cannot pass yet (a comparison with --baseline that could not
-    decide)."""
+    min_samples: Annotated[
+        Count, Meta(description="Below this many questions a straddling score is inconclusive")
+    ]
+    problems: Annotated[
+        list[str], Meta(description="Run-level reasons to fail besides the scores")
+    ] = []
+    doubts: Annotated[list[str], Meta(description="Run-level reasons the run cannot pass yet")] = []
 
 
 class Result(_Record, kw_only=True, frozen=True):
-    """result.json: one gate run, complete on every path (the stages not reached are null)."""
+    """One gate run: what was derived, probed, evaluated and decided. Written on every path
+    (success, each failure, interruption); the stages not reached are null."""
 
-    schema: str = RESULT_SCHEMA
+    schema: Literal["evalgate.result/1"]
     evalgate_version: str
-    run_id: str
-    status: Status
+    run_id: Annotated[str, Meta(min_length=1)]
+    status: Annotated[
+        Status,
+        Meta(
+            description="pass/fail/inconclusive: a verdict on scores; error: could not measure; "
+            "aborted: stopped by a signal; running: written while the run is in progress"
+        ),
+    ]
     stage: Stage
     reason: str
     error: ErrorRecord | None = None
-    exit_code: int
+    exit_code: Count
     started_at: str
     finished_at: str | None
-    timings: dict[str, float]
+    timings: dict[str, Amount]
     model: str | None
     labels: Labels
     endpoint: EndpointRecord | None = None
     context: ContextRecord | None = None
     probe: ProbeRecord | None = None
     eval: EvalRecord | None = None
-    scores: list[Score] = []
+    scores: list[Score]
     threshold: ThresholdRecord | None = None
-    checks: list[Check] = []
+    checks: list[Check]
     verdict: VerdictRecord | None = None
-    warnings: list[str] = []
+    warnings: list[str]
     files: dict[str, str | None] = {}
 
 
@@ -282,40 +325,77 @@ class Answer(_Record, kw_only=True, frozen=True):
     correct: bool
 
 
-class Sample(_Record, kw_only=True, frozen=True):
-    """One line of samples.jsonl: a question, the answer the engine gave, and how it scored."""
+class Reply(_Record, kw_only=True, frozen=True):
+    """The engine's answer to one question, as the eval received it (or why there is none):
+    recorded by the dispatch, kept in journal.jsonl for --resume, written in samples.jsonl."""
 
-    doc_id: int
-    question: str
-    target: str
+    doc_id: Count
     prompt_sha256: str
+    """The sha256 of the request body: the journal's key."""
     response: str | None
     finish_reason: str | None
     completion_tokens: int | None = None
-    answer_field: str | None = None
-    """Which field of the engine's message held the answer: content, or (a reasoning model cut
-    while thinking) reasoning_content or reasoning."""
+    answer_field: Annotated[
+        AnswerField | None,
+        Meta(
+            description="The field of the engine's answer that held the response: content "
+            "(chat), text (completions), or reasoning_content / reasoning when a chat answer's "
+            "content was null or empty"
+        ),
+    ] = None
     reasoning: str | None = None
     """A reasoning model's thinking, as its engine sent it."""
-    reasoning_tokens: int | None = None
-    error: str | None = None
-    filters: dict[str, Answer] = {}
-    cluster: int | None = None
-    """For a task that asks each question more than once (GPQA-diamond: twice): the doc_id of
-    the question's first asking, shared by all its repeats. None when questions are not
-    repeated."""
-    repeat: int | None = None
-    """Which asking of its question this is (the doc's repeat_id: 0, 1, ...); None when
-    questions are not repeated."""
+    reasoning_tokens: Count | None = None
+    error: Annotated[str | None, Meta(description="Why no answer was obtained (counted as failed)")]
+
+
+class Sample(Reply, kw_only=True, frozen=True):
+    """One line of samples.jsonl: a question, the engine's reply, and how it scored."""
+
+    question: str
+    target: str
+    filters: dict[str, Answer]
+    cluster: Annotated[
+        Count | None,
+        Meta(
+            description="For a task asking each question more than once (GPQA-diamond: "
+            "twice): the doc_id of the question's first asking; null when not repeated"
+        ),
+    ] = None
+    repeat: Annotated[
+        Count | None,
+        Meta(description="Which asking of its question this is (0, 1, ...); null when not"),
+    ] = None
+
+    @classmethod
+    def of(
+        cls,
+        reply: Reply,
+        *,
+        question: str,
+        target: str,
+        filters: dict[str, Answer] | None = None,
+        cluster: int | None = None,
+        repeat: int | None = None,
+    ) -> Sample:
+        """The reply to a question, with the question, its target and how it scored."""
+        return cls(
+            **msgspec.structs.asdict(reply),
+            question=question,
+            target=target,
+            filters=filters or {},
+            cluster=cluster,
+            repeat=repeat,
+        )
 
 
 class HookRun(_Record, kw_only=True, frozen=True):
     """One concurrency of a hook call."""
 
-    concurrency: int
-    status: Literal["pass", "fail", "inconclusive", "error", "aborted", "running", "not run"]
+    concurrency: Positive
+    status: HookStatus
     reason: str
-    exit_code: int | None = None
+    exit_code: Count | None = None
     stage: str | None = None
     result: str | None = None
 
@@ -323,20 +403,15 @@ class HookRun(_Record, kw_only=True, frozen=True):
 class HookSummary(_Record, kw_only=True, frozen=True):
     """hook.json: which concurrencies completed, and why the others did not."""
 
-    concurrencies: list[int]
-    completed: list[int]
+    concurrencies: list[Positive]
+    completed: list[Positive]
     runs: list[HookRun]
-    stopped: str | None = None
+    stopped: Annotated[
+        str | None, Meta(description="Why the hook stopped before running every concurrency")
+    ]
 
 
-def to_document(record: _Record) -> Any:
-    """The record as plain JSON values (dicts, lists, strings, numbers), every key present."""
+def to_document(record: msgspec.Struct) -> Any:
+    """The record as plain JSON values (dicts, lists, strings, numbers), every key present
+    (but those absent as UNSET)."""
     return msgspec.to_builtins(record)
-
-
-RecordT = TypeVar("RecordT", bound=_Record)
-
-
-def from_document(document: Any, kind: type[RecordT]) -> RecordT:
-    """A record from plain JSON values (already checked against its schema)."""
-    return msgspec.convert(document, kind)

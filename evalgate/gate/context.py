@@ -1,7 +1,8 @@
 """The eval context and the output budget: pure decisions, every step recorded.
 
     EVAL_MAX_MODEL_LEN = min(ISL + OSL + margin, native maximum), clamped to the smallest limit
-    any engine serves (prefill and decode may differ).
+    any engine serves (prefill and decode may differ). Without ISL/OSL (0 means not given, as
+    the harness's agentic rows pass it) it starts from the native maximum, else the served limit.
 
     max_tokens (policy "fit")     = min(cap, EVAL_MAX_MODEL_LEN - longest eval prompt in tokens)
     max_tokens (policy "harness") = min(cap, ctx - 4096 if ctx > 4096 else ctx // 2)
@@ -100,11 +101,12 @@ def derive_max_model_len(
         if native is not None and native.value < value:
             value = native.value
             steps.append(f"capped at the native maximum {native.value} ({native.source})")
-    elif requested is None and served_min is not None:
-        value = native.value if native is not None else served_min.value
+    elif requested is None and (start := native or served_min) is not None:
+        value = start.value
         steps.append(
-            "ISL/OSL not given: starting from "
-            + (f"the native maximum {value} ({native.source})" if native else "the served limit")
+            _not_given(isl, osl)
+            + ": starting from "
+            + (f"the native maximum {value} ({start.source})" if native else "the served limit")
         )
     else:
         raise ContextError(_missing_inputs_message(isl, osl, native, served_min))
@@ -120,6 +122,13 @@ def derive_max_model_len(
         else:
             steps.append(f"within every served limit: {listed}")
     return value, requested, steps
+
+
+def _not_given(isl: int | None, osl: int | None) -> str:
+    if isl is None and osl is None:
+        return "ISL/OSL not given (0 or unset)"
+    given = f"ISL {isl}" if isl is not None else f"OSL {osl}"
+    return f"{'OSL' if isl is not None else 'ISL'} not given (0 or unset), so {given} is not used"
 
 
 def _missing_inputs_message(

@@ -33,20 +33,18 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+import msgspec
 
 from evalgate.engine import dynamo
-from evalgate.engine.client import (
-    REASONING_FIELDS,
-    Completion,
-    EvalClient,
-    RequestFailed,
-    describe_failure,
-)
+from evalgate.engine.answers import REASONING_FIELDS
+from evalgate.engine.client import Completion, EvalClient, RequestFailed, describe_failure
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.journal import Journal, body_key
-from evalgate.evidence.model import RequestCounts, TokenSpread
-from evalgate.gate.sequential import PrefixReader, SequentialTest, dispatch_order
+from evalgate.evidence.model import AnswerField, Reply, RequestCounts, TokenSpread
+from evalgate.gate.thinking import InlineThinking
+from evalgate.rules.sequential import PrefixReader, SequentialTest, dispatch_order
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -70,23 +68,13 @@ def stop_all(reason: str) -> None:
 
 @dataclass
 class Tally:
-    """What happened to the eval's requests."""
+    """What happened to the eval's requests: the counts result.json records, and what the
+    warnings and the samples need besides."""
 
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
-    truncated: int = 0
-    empty: int = 0
-    resumed: int = 0
-    retried: int = 0
-    from_reasoning: int = 0
-    cut_while_thinking: int = 0
+    counts: RequestCounts = field(default_factory=RequestCounts.zero)
     reasoning_tokens: list[int] = field(default_factory=list)
-    cut_tokens: list[int] = field(default_factory=list)
-    """completion_tokens of the answers cut while thinking."""
-    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Per doc_id: response, finish_reason, completion_tokens, answer_field, reasoning,
-    reasoning_tokens, error, prompt_sha256."""
+    answers: dict[int, Reply] = field(default_factory=dict)
+    """The reply to each question, by doc_id."""
     filtered: int = 0
     """Answers stopped by the engine's content filter (also counted as truncated)."""
     oversized: int = 0
@@ -94,20 +82,9 @@ class Tally:
     other_models: Counter[str] = field(default_factory=Counter)
     """Answers naming a model other than the one requested, by the name they gave."""
 
-    def counts(self) -> RequestCounts:
+    def recorded(self) -> RequestCounts:
         """The counts as result.json records them."""
-        return RequestCounts(
-            total=self.total,
-            completed=self.completed,
-            failed=self.failed,
-            retried=self.retried,
-            truncated=self.truncated,
-            empty=self.empty,
-            resumed=self.resumed,
-            from_reasoning=self.from_reasoning,
-            cut_while_thinking=self.cut_while_thinking,
-            reasoning_tokens=spread(self.reasoning_tokens),
-        )
+        return msgspec.structs.replace(self.counts, reasoning_tokens=spread(self.reasoning_tokens))
 
 
 class _OverBudget(Exception):
@@ -165,8 +142,9 @@ class Dispatch:
         num_concurrent: int,
         max_failed: int,
         journal: Journal | None,
-        resumed: dict[str, dict[str, Any]] | None = None,
+        resumed: dict[str, Reply] | None = None,
         progress: Progress | None = None,
+        thinking: InlineThinking | None = None,
     ) -> None:
         self._client_factory = client_factory
         self.model = model
@@ -177,6 +155,8 @@ class Dispatch:
         self.journal = journal
         self.resumed = resumed or {}
         self.progress = progress
+        self.thinking = thinking
+        """The markers of thinking written into the answer (None: the whole answer is scored)."""
         self.tally = Tally()
         self.reader: PrefixReader | None = None
         self.dispatched: list[int] = []
@@ -186,6 +166,8 @@ class Dispatch:
         self.early = False
         """Whether the answers lm-eval received were sent before it asked for them."""
         self.warnings: list[str] = []
+        self.engine_notes: list[str] = []
+        """Implausible values the engine's answers carried (not used)."""
         self._keys: list[str] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -210,7 +192,7 @@ class Dispatch:
         if sequential is not None and sequential.active:
             order = dispatch_order(len(requests))
             self.reader = PrefixReader(sequential)
-        self.tally.total = len(requests)
+        self.tally.counts.total = len(requests)
         self.dispatched = [requests[i].doc_id for i in order]
         self._keys = [r.key for r in requests]
         started = threading.Event()
@@ -252,7 +234,7 @@ class Dispatch:
                     "(%d sent, %d answered before it asked)",
                     len(requests),
                     self.asked,
-                    self.tally.completed + self.tally.failed,
+                    self.tally.counts.completed + self.tally.counts.failed,
                 )
                 return self.wait()
             self._discard(requests)
@@ -351,66 +333,84 @@ class Dispatch:
             "check that --base-url reaches the engine serving it"
             for name, count in tally.other_models.items()
         ]
-        return found
+        return found + self.engine_notes
 
     def _record(self, request: Request, completion: Completion, *, resumed: bool) -> str:
-        tally = self.tally
-        tally.completed += 1
-        tally.resumed += int(resumed)
+        tally, counts = self.tally, self.tally.counts
+        counts.completed += 1
+        counts.resumed += int(resumed)
         if len(completion.text) > self.max_chars:  # the engine ignored the budget
             tally.oversized += 1
             completion = dataclasses.replace(completion, text=completion.text[: self.max_chars])
             if completion.finish_reason != "length":
-                tally.truncated += 1
+                counts.truncated += 1
         if completion.model is not None and completion.model != self.model:
             tally.other_models[completion.model] += 1
+        sent = completion
+        completion, unended = self._inline(completion)
+        length = completion.finish_reason == "length"
         tally.filtered += int(completion.finish_reason == "content_filter")
-        tally.truncated += int(completion.finish_reason in ("length", "content_filter"))
-        tally.empty += int(not completion.text.strip())
+        counts.truncated += int(length or completion.finish_reason == "content_filter")
+        counts.empty += int(not completion.text.strip() and not (unended and length))
         thinking = completion.source in REASONING_FIELDS
-        tally.from_reasoning += int(thinking)
-        if thinking and completion.finish_reason == "length":
-            tally.cut_while_thinking += 1
-            tally.cut_tokens.append(completion.completion_tokens or self.max_tokens)
+        counts.from_reasoning += int(thinking)
+        counts.cut_while_thinking += int((thinking or unended) and length)
         if completion.reasoning_tokens is not None:
             tally.reasoning_tokens.append(completion.reasoning_tokens)
-        tally.answers[request.doc_id] = {
-            "response": completion.text,
-            "finish_reason": completion.finish_reason,
-            "completion_tokens": completion.completion_tokens,
-            "answer_field": completion.source,
-            "reasoning": completion.reasoning,
-            "reasoning_tokens": completion.reasoning_tokens,
-            "error": None,
-            "prompt_sha256": request.key,
-        }
+        reply = tally.answers[request.doc_id] = Reply(
+            doc_id=request.doc_id,
+            prompt_sha256=request.key,
+            response=completion.text,
+            finish_reason=completion.finish_reason,
+            completion_tokens=completion.completion_tokens,
+            answer_field=cast(AnswerField, completion.source),  # the client names one of these
+            reasoning=completion.reasoning,
+            reasoning_tokens=completion.reasoning_tokens,
+            error=None,
+        )
         if self.journal is not None and not resumed:
+            # as sent: a resumed answer is taken apart again
             self.journal.append(
-                {
-                    "key": request.key,
-                    "doc_id": request.doc_id,
-                    "text": completion.text,
-                    "finish_reason": completion.finish_reason,
-                    "completion_tokens": completion.completion_tokens,
-                    "source": completion.source,
-                    "reasoning": completion.reasoning,
-                    "reasoning_tokens": completion.reasoning_tokens,
-                }
+                msgspec.structs.replace(reply, response=sent.text, reasoning=sent.reasoning)
             )
         return completion.text
 
+    def _inline(self, completion: Completion) -> tuple[Completion, bool]:
+        """The answer with thinking written into it taken out (thinking.py), kept as its
+        reasoning; and whether that thinking never ended."""
+        if self.thinking is None or completion.source in REASONING_FIELDS:
+            return completion, False
+        answer, thought, ended = self.thinking.split(completion.text)
+        if thought is None:
+            return completion, False
+        self.tally.counts.inline_thinking += 1
+        reasoning = completion.reasoning or thought
+        return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
+
+    def _received(self, kept: Reply) -> Completion:
+        """A journal's reply as the completion it recorded (a journal from before the answer
+        field was kept: the field the API answers in)."""
+        return Completion(
+            kept.response or "",
+            kept.finish_reason,
+            kept.completion_tokens,
+            0,
+            kept.answer_field or ("content" if self.api == "chat" else "text"),
+            reasoning=kept.reasoning,
+            reasoning_tokens=kept.reasoning_tokens,
+        )
+
     def _fail(self, request: Request, failure: RequestFailed) -> None:
         tally = self.tally
-        tally.failed += 1
+        tally.counts.failed += 1
         message = describe_failure(failure.error)
-        tally.answers[request.doc_id] = {
-            "response": None,
-            "finish_reason": None,
-            "completion_tokens": None,
-            "answer_field": None,
-            "error": message,
-            "prompt_sha256": request.key,
-        }
+        tally.answers[request.doc_id] = Reply(
+            doc_id=request.doc_id,
+            prompt_sha256=request.key,
+            response=None,
+            finish_reason=None,
+            error=message,
+        )
         gone = dynamo.worker_gone(failure.error)
         self._worker_gone = gone or self._worker_gone
         if failure.fatal and gone is not None:
@@ -424,7 +424,7 @@ class Dispatch:
                 "change this answer, so the eval stopped instead of sending the rest. "
                 "Fix the request or the engine; the probe passed, so the prompt is unusual."
             )
-        if tally.failed > self.max_failed:
+        if tally.counts.failed > self.max_failed:
             raise _OverBudget(
                 request.doc_id, message, failure.attempts, failure.unreachable_workers
             )
@@ -443,8 +443,8 @@ class Dispatch:
         if not gone and self._worker_gone is not None:
             gone = f"{self._worker_gone}: its worker went away during the eval. "
         return EvalFailedError(
-            f"{gone}{self.tally.failed} request(s) failed after {first.attempts} attempt(s) each "
-            f"(allowed: {self.max_failed}, --max-failed-requests); last: question "
+            f"{gone}{self.tally.counts.failed} request(s) failed after {first.attempts} "
+            f"attempt(s) each (allowed: {self.max_failed}, --max-failed-requests); last: question "
             f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
             "cannot be gated."
         )
@@ -487,19 +487,7 @@ class Dispatch:
             text: str | None = None
             if kept is not None:
                 self.asked += 1
-                text = results[index] = self._record(
-                    request,
-                    Completion(
-                        kept["text"],
-                        kept.get("finish_reason"),
-                        kept.get("completion_tokens"),
-                        0,
-                        kept.get("source") or ("content" if self.api == "chat" else "text"),
-                        reasoning=kept.get("reasoning"),
-                        reasoning_tokens=kept.get("reasoning_tokens"),
-                    ),
-                    resumed=True,
-                )
+                text = results[index] = self._record(request, self._received(kept), resumed=True)
             else:
                 async with semaphore:
                     if self.reader is not None and self.reader.decision is not None:
@@ -534,7 +522,10 @@ class Dispatch:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.tally.retried = client.retried
+            self.tally.counts.retried, self.engine_notes = (
+                client.retried,
+                client.problems.describe(),
+            )
             await client.close()
         if over is not None:
             raise self._over_budget(over)

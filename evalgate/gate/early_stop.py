@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.model import EarlyStopRecord, FilterEvidence
-from evalgate.gate import sequential
-from evalgate.gate.sequential import SequentialTest
+from evalgate.rules import sequential
+from evalgate.rules.sequential import SequentialTest
 
 if TYPE_CHECKING:
     from evalgate.gate.dispatch import Dispatch, Scorer

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.errors import AbortedError, EvalFailedError
-from evalgate.evidence.model import Answer, Sample, Score
+from evalgate.evidence.model import Answer, Reply, Sample, Score
 from evalgate.gate.lm import GateLM
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_dir
@@ -22,14 +22,15 @@ from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_di
 log = logging.getLogger(__name__)
 
 
-NO_ANSWER = {
-    "response": None,
-    "finish_reason": None,
-    "completion_tokens": None,
-    "answer_field": None,
-    "error": "no answer recorded",
-    "prompt_sha256": "",
-}
+def no_answer(doc_id: int) -> Reply:
+    """The reply to a question lm-eval scored but the dispatch never answered."""
+    return Reply(
+        doc_id=doc_id,
+        prompt_sha256="",
+        response=None,
+        finish_reason=None,
+        error="no answer recorded",
+    )
 
 
 @dataclass(frozen=True)
@@ -97,14 +98,13 @@ def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
         question = str(doc.get("question", ""))
         repeat = _repeat(doc)
         samples.append(
-            Sample(
-                doc_id=doc_id,
+            Sample.of(
+                lm.dispatch.tally.answers.get(doc_id) or no_answer(doc_id),
                 question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
                 cluster=None if repeat is None else first_asked.setdefault(question, doc_id),
                 repeat=repeat,
-                **lm.dispatch.tally.answers.get(doc_id, NO_ANSWER),
             )
         )
     return samples

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ExitCode, UsageError
-from evalgate.evidence import artifacts, harness_layout
+from evalgate.evidence import artifacts, folder, harness_layout
 from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.run import Checked, RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from evalgate.gate.dispatch import Progress
 
 log = logging.getLogger(__name__)
-_TOPOLOGY_VAR = re.compile(
-    r"^(?:(?:PREFILL|DECODE)_(?:NUM_WORKERS|NODES|TP|EP|DP|DP_ATTN|DP_ATTENTION|GPUS)"
-    r"|TP|EP_SIZE|DP_ATTENTION|IS_MULTINODE)$"
-)
 _SEVERITY = {  # which outcome decides the job's exit code when runs differ
     int(ExitCode.ABORTED): 6,
     int(ExitCode.USAGE): 5,
@@ -71,21 +67,9 @@ def parse_concurrencies(text: str) -> list[int]:
     return values
 
 
-def topology_from_env(environ: Mapping[str, str]) -> dict[str, Any] | None:
-    """Prefill/decode topology labels from the benchmark's variables (PREFILL_TP, ...)."""
-    found: dict[str, Any] = {}
-    for name, value in environ.items():
-        if _TOPOLOGY_VAR.match(name) and len(value) <= 32:
-            key = name.lower()
-            found[key] = int(value) if value.isdigit() else value
-    return found or None
-
-
-def meta_env(
-    settings: Settings, concurrency: int, topology: dict[str, Any] | None
-) -> dict[str, Any]:
-    """The harness's meta_env.json fields, for its collector."""
-    topo = topology or {}
+def meta_env(settings: Settings, concurrency: int, env: Mapping[str, str]) -> dict[str, Any]:
+    """evalgate's meta_env.json for one run: its labels, and the job's topology under the
+    harness's own keys (tp, ep, dp_attention, prefill_*, decode_*), for its collector."""
     return {
         "framework": settings.framework,
         "precision": settings.precision,
@@ -96,8 +80,9 @@ def meta_env(
         "osl": settings.osl,
         "conc": concurrency,
         "kv_cache_dtype": settings.kv_cache_dtype,
-        "is_multinode": bool(topo.get("prefill_num_workers") or topo.get("is_multinode")),
-        **topo,
+        "spec_decoding": settings.spec_decoding,
+        "is_multinode": settings.is_multinode,
+        **harness_layout.job_fields(env),
     }
 
 
@@ -110,23 +95,42 @@ def run_hook(
     progress: Progress | None = None,
 ) -> HookOutcome:
     """Gate at each concurrency; stage everything under settings.output_dir (with
-    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/)."""
+    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/), held
+    for the whole hook, as each run holds its own folder."""
+    with folder.hold(settings.output_dir) as lock:
+        if lock.warning is not None:
+            log.warning("%s", lock.warning)
+        return _run_all(settings, concurrencies, resume=resume, environ=environ, progress=progress)
+
+
+def _run_all(
+    settings: Settings,
+    concurrencies: Sequence[int],
+    *,
+    resume: bool,
+    environ: Mapping[str, str] | None,
+    progress: Progress | None,
+) -> HookOutcome:
     env = job_environment(environ)
-    harness = HarnessStage(settings, env, concurrencies) if settings.layout == "harness" else None
-    stage = settings.output_dir / harness_layout.EVALGATE_DIR if harness else settings.output_dir
-    topology = harness.topology if harness else topology_from_env(env)
+    in_harness = settings.layout == "harness"
+    stage = settings.output_dir / harness_layout.EVALGATE_DIR if in_harness else settings.output_dir
+    named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
+    for path in named:  # the folders evalgate names; --output-dir itself may be a link
+        folder.refuse_link(path)
+    harness = HarnessStage(settings, env, concurrencies) if in_harness else None
+    topology = harness_layout.job_topology(settings, env)
     runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
     prior: Checked | None = None
     stopped: str | None = None
     for concurrency in concurrencies:
-        folder = stage / f"conc-{concurrency}"
-        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": folder}
+        run_dir = stage / f"conc-{concurrency}"
+        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
         if harness is not None and settings.min_samples is None:
             update["min_samples"] = 0  # the harness's validator decides on the point estimate
         run_settings = settings.model_copy(update=update)
         if harness is None:
             artifacts.write_json(
-                folder / artifacts.META_NAME, meta_env(run_settings, concurrency, topology)
+                run_dir / artifacts.META_NAME, meta_env(run_settings, concurrency, env)
             )
         outcome = run_gate(
             run_settings, progress=progress, resume=resume, prior=prior, topology=topology
@@ -162,7 +166,6 @@ class HarnessStage:
                 "not that file",
                 settings.eval_tasks_dir,
             )
-        self.topology = harness_layout.topology(self._meta())
         self._write_meta()
 
     def _meta(self) -> dict[str, Any]:

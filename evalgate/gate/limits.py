@@ -12,9 +12,8 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
-import httpx2
-
-from evalgate.engine.discovery import EngineInfo, SideDoorError
+from evalgate.engine.discovery import SIDE_DOOR_FAILURES, EngineInfo, worker_limit
+from evalgate.engine.http import Network
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
@@ -66,12 +65,7 @@ def configured_limits(settings: Settings) -> list[Limit]:
     found: list[Limit] = []
     if settings.served_max_model_len is not None:
         found.append(Limit(settings.served_max_model_len, "--served-max-model-len"))
-    strings = [(args, f"--server-config #{i + 1}") for i, args in enumerate(settings.server_config)]
-    if settings.prefill_server_config:
-        strings.append((settings.prefill_server_config, "PREFILL_SERVER_CONFIG"))
-    if settings.decode_server_config:
-        strings.append((settings.decode_server_config, "DECODE_SERVER_CONFIG"))
-    for args, source in strings:
+    for args, source in settings.server_args():
         limits = served_limits_from_args(args, source)
         if not limits:
             log.warning("%s holds no --max-model-len: it does not clamp the context", source)
@@ -80,7 +74,7 @@ def configured_limits(settings: Settings) -> list[Limit]:
 
 
 def worker_limits(
-    settings: Settings, api_key: str | None, notes: list[str] | None = None
+    settings: Settings, api_key: str | None, network: Network, notes: list[str]
 ) -> list[Limit]:
     """/v1/models max_model_len of every --worker-url. A worker that cannot answer is an error:
     the user named it because its limit matters."""
@@ -88,11 +82,15 @@ def worker_limits(
     for url in settings.worker_urls:
         label = redact_url(url)
         try:
-            with EngineInfo(url, api_key) as info:
-                limit = info.served_limit(settings.served_model, f"worker {label}")
-                if notes is not None:
-                    notes += info.notes
-        except (httpx2.HTTPError, SideDoorError) as exc:
+            limit = worker_limit(
+                url,
+                settings.served_model,
+                api_key,
+                timeout=settings.discovery_timeout,
+                network=network,
+                notes=notes,
+            )
+        except SIDE_DOOR_FAILURES as exc:
             raise EndpointError(
                 f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "
                 "give its limit with --server-config / --served-max-model-len instead."
@@ -142,6 +140,7 @@ def gather_context(
     info: EngineInfo | None,
     candidates: Sequence[Prompt],
     api_key: str | None,
+    network: Network,
     unread_limit: str | None = None,
 ) -> tuple[EvalContext, Prompt]:
     """Everything measured, then the pure derivation. Returns the context and the prompt to
@@ -149,14 +148,15 @@ def gather_context(
     evalgate does not read as a served limit (Dynamo's context_window), given when no other
     source gives one."""
     native = native_length(settings)
-    notes = list(info.notes) if info is not None else []
+    workers: list[str] = []
     served = [
         *([endpoint_limit] if endpoint_limit else []),
-        *worker_limits(settings, api_key, notes),
+        *worker_limits(settings, api_key, network, workers),
         *configured_limits(settings),
     ]
     prompt_tokens, longest, told = longest_prompt_tokens(info, settings.served_model, candidates)
     served = merge_tokenize_limit(served, told)
+    notes = [*(info.notes if info is not None else []), *workers]
     if unread_limit is not None and not served:
         log.warning("%s", unread_limit)  # before a ContextError for the missing limit, if any
         notes.append(unread_limit)

@@ -15,7 +15,7 @@ from lm_eval.api.model import LM
 
 from evalgate.engine.request import generation_body
 from evalgate.gate.dispatch import Dispatch, Request, Scorer
-from evalgate.gate.sequential import SequentialTest
+from evalgate.rules.sequential import SequentialTest
 
 _NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max_tokens"})
 """Generation settings lm-eval consumes itself; the task's others (top_p) go into the body."""

@@ -18,14 +18,14 @@ the served limit, or an explicit override, must then decide.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import ContextError
+from evalgate.errors import ArtifactError, ContextError
+from evalgate.evidence.read import read
 
 log = logging.getLogger(__name__)
 
@@ -143,16 +143,11 @@ def native_max_len(
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+        data = read(path)
+    except ArtifactError as exc:
         raise ContextError(
-            f"Cannot read the model config {path}: {exc.strerror}. "
-            "Pass --model-config with the model's config.json or its directory."
-        ) from exc
-    except json.JSONDecodeError as exc:
-        raise ContextError(
-            f"The model config {path} is not valid JSON (line {exc.lineno}: {exc.msg}). "
-            "Pass the model's own config.json."
+            f"{exc.message} Pass --model-config (or MODEL_PATH) with the model's own "
+            "config.json or the directory that holds it."
         ) from exc
     if not isinstance(data, dict):
         raise ContextError(

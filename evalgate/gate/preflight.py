@@ -15,10 +15,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from evalgate.engine import dynamo
-from evalgate.engine.discovery import EngineInfo, ModelCard, api_root, served_limit
+from evalgate.engine.discovery import EngineInfo, ModelCard, served_limit
+from evalgate.engine.http import Network
 from evalgate.engine.readiness import wait_until_ready
 from evalgate.engine.retry import RetryPolicy
-from evalgate.engine.urls import authorization, redact_url
+from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
 from evalgate.evidence.model import Stage
 from evalgate.gate.context import EvalContext
@@ -26,13 +27,11 @@ from evalgate.gate.limits import gather_context
 from evalgate.settings import Settings
 from evalgate.tasks.prompts import Prompt, longest_candidates
 
-if TYPE_CHECKING:  # the probe module (and its HTTP client) loads when the probe is sent
-    import httpx2
-
+if TYPE_CHECKING:  # the probe module (and the eval's client) loads when the probe is sent
     from evalgate.gate.probe import ProbeOutcome
 
 PROBE_TIMEOUT = 60.0
-"""Seconds the probe waits for its first token (capped by --timeout)."""
+"""Seconds the probe may take to its first event, first byte to last (capped by --timeout)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,12 @@ def derive(
     if settings.base_url is None:
         on_stage("context")
         context, longest = gather_context(
-            settings, endpoint_limit=None, info=None, candidates=candidates, api_key=key
+            settings,
+            endpoint_limit=None,
+            info=None,
+            candidates=candidates,
+            api_key=key,
+            network=network(settings),
         )
         return context, longest, None
     on_stage("readiness")
@@ -85,7 +89,9 @@ def derive(
         wait_min=settings.retry_wait_min,
         wait_max=settings.retry_wait_max,
     )
-    with EngineInfo(settings.base_url, key) as info:
+    # A side-door answer, whole, within --discovery-timeout and never past --ready-timeout.
+    timeout = max(0.5, min(settings.discovery_timeout, settings.ready_timeout))
+    with EngineInfo(settings.base_url, key, timeout, network(settings)) as info:
         ready = wait_until_ready(info, settings.served_model, policy=policy)
         engine = Engine(ready.card.owned_by if ready.card else None, info.version())
         on_stage("context")
@@ -99,11 +105,16 @@ def derive(
             info=info,
             candidates=candidates,
             api_key=key,
+            network=info.network,
             unread_limit=_unread_window(ready.card),
         )
     if ready.warnings:
         context = replace(context, warnings=(*ready.warnings, *context.warnings))
     return context, longest, engine
+
+
+_Request = tuple[EvalContext, Prompt, list[str], Mapping[str, Any] | None]
+"""The probe's context, prompt, stop strings and sampling."""
 
 
 def _unread_window(card: ModelCard | None) -> str | None:
@@ -113,16 +124,6 @@ def _unread_window(card: ModelCard | None) -> str | None:
     return dynamo.context_window_note(card.context_window, card.id, "the endpoint")
 
 
-def _client(url: str, key: str | None, timeout: float) -> httpx2.Client:
-    """The probe's HTTP client for one OpenAI base URL."""
-    import httpx2
-
-    from evalgate.engine import request
-
-    bare, header = authorization(api_root(url), key)
-    return httpx2.Client(base_url=bare + "/", headers=request.headers(header), timeout=timeout)
-
-
 def probe(
     settings: Settings,
     context: EvalContext,
@@ -130,54 +131,55 @@ def probe(
     stop: list[str],
     sampling: Mapping[str, Any] | None = None,
 ) -> ProbeOutcome:
-    """The pre-flight request at the real budget, with the task's stops and sampling."""
+    """The pre-flight request at the real budget, with the task's stops and sampling, sent by
+    the eval's own client."""
+    timeout = min(settings.timeout, PROBE_TIMEOUT)
+    client = eval_client(settings, timeout=timeout, max_connections=1)
+    try:
+        return _send_probe(settings, client, (context, prompt, stop, sampling), strict=True)
+    except ProbeError as exc:
+        if exc.engine_error is None or not dynamo.wordless(exc.engine_error):
+            raise
+        found = _with_engine_words(exc, settings, client, (context, prompt, stop, sampling))
+        raise found from exc
+
+
+def _send_probe(
+    settings: Settings, client: dict[str, Any], args: _Request, *, strict: bool
+) -> ProbeOutcome:
+    """The probe sent by an EvalClient made of `client` (its keyword arguments); `strict`
+    False: a truncation risk is only warned about (a worker asked for its words)."""
+    from evalgate.engine.client import send_probe
     from evalgate.gate.probe import run_probe
 
-    base_url, model = target(settings)
-    timeout = min(settings.timeout, PROBE_TIMEOUT)
-    options: dict[str, Any] = {
-        "model": model,
-        "api": settings.api,
-        "stop": stop,
-        "sampling": sampling,
-        "wait_min": settings.retry_wait_min,
-        "wait_max": settings.retry_wait_max,
-        "timeout": timeout,
-    }
-    with _client(base_url, api_key(settings), timeout) as client:
-        try:
-            return run_probe(
-                client,
-                prompt,
-                context,
-                strict=settings.strict,
-                attempts=settings.max_attempts,
-                **options,
-            )
-        except ProbeError as exc:
-            if exc.engine_error is None or not dynamo.wordless(exc.engine_error):
-                raise
-            args = (prompt, context)
-            worded = _with_engine_words(exc, settings.worker_urls, api_key(settings), args, options)
-            raise worded from exc
+    context, prompt, stop, sampling = args
+    return run_probe(
+        lambda body: send_probe(body, **client),
+        prompt,
+        context,
+        model=str(settings.served_model),
+        api=settings.api,
+        stop=stop,
+        sampling=sampling,
+        strict=settings.strict and strict,
+        timeout=client["timeout"],
+        endpoint=redact_url(client["base_url"]),
+    )
 
 
 def _with_engine_words(
     rejected: ProbeError,
-    worker_urls: Sequence[str],
-    key: str | None,
-    args: tuple[Prompt, EvalContext],
-    options: dict[str, Any],
+    settings: Settings,
+    client: dict[str, Any],
+    args: _Request,
 ) -> ProbeError:
     """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
     worker asked the same request directly (once each), or how to get them."""
-    from evalgate.gate.probe import run_probe
-
-    for url in worker_urls:
+    for url in settings.worker_urls:
         label = redact_url(url)
         try:
-            with _client(url, key, options["timeout"]) as client:
-                run_probe(client, *args, strict=False, attempts=1, **options)
+            worker = {**client, "base_url": url, "attempts": 1}
+            _send_probe(settings, worker, args, strict=False)
         except ProbeError as answer:
             error = answer.engine_error
             if error is not None and not dynamo.wordless(error):
@@ -195,8 +197,34 @@ def _with_engine_words(
         found.engine_error = rejected.engine_error
         return found
     asked = "No --worker-url worker answered the same request with words either."
-    found = ProbeError(
-        f"{rejected.message} {dynamo.NO_WORDS} {asked if worker_urls else dynamo.ASK_WORKERS}"
-    )
+    then = asked if settings.worker_urls else dynamo.ASK_WORKERS
+    found = ProbeError(f"{rejected.message} {dynamo.NO_WORDS} {then}")
     found.engine_error = rejected.engine_error
     return found
+
+
+def network(settings: Settings) -> Network:
+    """What every connection to the engine, the router and the workers is given."""
+    return Network(
+        connect_timeout=settings.connect_timeout,
+        keepalive_idle=settings.keepalive_idle,
+        keepalive_interval=settings.keepalive_interval,
+        keepalive_probes=settings.keepalive_probes,
+        max_response_bytes=settings.max_response_bytes,
+    )
+
+
+def eval_client(settings: Settings, *, timeout: float, max_connections: int) -> dict[str, Any]:
+    """The keyword arguments of the EvalClient that sends the probe and the eval."""
+    base_url, _ = target(settings)
+    return {
+        "base_url": base_url,
+        "api_key": api_key(settings),
+        "api": settings.api,
+        "timeout": timeout,
+        "attempts": settings.max_attempts,
+        "wait_min": settings.retry_wait_min,
+        "wait_max": settings.retry_wait_max,
+        "max_connections": max_connections,
+        "network": network(settings),
+    }

@@ -1,29 +1,28 @@
 """The pre-flight probe: one request exactly as the eval will send it, before the eval.
 
 The body is engine.request's, as the eval builds it (same API, model name, stop strings,
-temperature and seed, the real max_tokens, the longest eval prompt), streamed and closed at the
-first token, so a good budget costs well under a second. Retried by engine.retry's policy. A 4xx
-is the engine's answer, not a glitch: it fails at once with the engine's words, the numbers
-evalgate derived, and what to change. An error sent as a stream event after HTTP 200 (NVIDIA
-Dynamo's frontend sends its 400s so) counts with its own code; Dynamo's answers for a model whose
-worker went away are named (engine.dynamo).
+temperature and seed, the real max_tokens, the longest eval prompt), sent by the eval's own
+client (engine.client.EvalClient.probe) streamed and closed at the first token, so a good budget
+costs well under a second. Retried by engine.retry's policy. What the engine said decides here:
+a 4xx is the engine's answer, not a glitch: it fails at once with the engine's words, the
+numbers evalgate derived, and what to change. An error sent as a stream event after HTTP 200
+(NVIDIA Dynamo's frontend sends its 400s so) counts with its own code (engine.stream); Dynamo's
+answers for a model whose worker went away are named (engine.dynamo).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
-
 from evalgate.engine import dynamo, request
-from evalgate.engine.retry import EngineAnswerError, RetryPolicy, should_retry
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.client import RequestFailed
+from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, TimedOut
+from evalgate.engine.wire import EngineError
 from evalgate.errors import ProbeError
 from evalgate.gate.context import EvalContext
 from evalgate.tasks.prompts import Prompt
@@ -87,43 +86,58 @@ def _numbers(context: EvalContext) -> str:
     )
 
 
-def _rejected(error: EngineError, context: EvalContext, base_url: str) -> str:
-    """The message for a probe the engine answered with a status retrying cannot change."""
-    gone = dynamo.worker_gone(error)
-    if gone is not None:
-        return (
-            f"{gone}: no worker serves the model now. Check the workers behind {base_url} "
-            "(their logs say why they stopped); it listed the model a moment ago."
+def _attempts(failed: RequestFailed) -> str:
+    return f"{failed.attempts} attempt{'s' if failed.attempts != 1 else ''}"
+
+
+def _failed(
+    failed: RequestFailed, context: EvalContext, *, timeout: float, endpoint: str
+) -> ProbeError:
+    """The ProbeError for a probe that got no acceptance, by what stopped it."""
+    error, cause = failed.error, failed.__cause__
+    if isinstance(cause, EngineAnswerError) and error.status == 200:
+        said = (
+            f"The engine answered the pre-flight request with an error instead of a stream, "
+            f"after {_attempts(failed)} ({error.describe()}). {_numbers(context)}. "
+            f"{suggest_fix(error, context)}"
         )
-    return (
-        f"The engine rejected the pre-flight request ({error.describe()}). "
-        f"{_numbers(context)}. {suggest_fix(error, context)}"
-    )
-
-
-class NotAStream(ValueError):
-    """A 200 whose body is not a stream of server-sent events."""
-
-
-def _first_event(response: httpx2.Response) -> None:
-    """Read up to the stream's first event (which proves the request was accepted)."""
-    if not 200 <= response.status_code < 300:
-        raise EngineAnswerError(parse_error(response.status_code, response.read().decode()))
-    for line in response.iter_lines():
-        if line.startswith("data:"):
-            event = line[5:].strip()
-            try:
-                answer = json.loads(event)
-            except ValueError as exc:
-                raise NotAStream(f"its first event is not JSON: {event[:200]!r}") from exc
-            if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
-                raise EngineAnswerError(dynamo.stream_error(answer, event, response.status_code))
-            return
-    raise NotAStream("the stream ended before its first event")
+    elif isinstance(cause, EngineAnswerError) and not failed.fatal:
+        # still busy or gone after every attempt: no verdict on the body
+        said = (
+            f"The engine did not answer the pre-flight request after {_attempts(failed)} "
+            f"({error.describe()}). Check that the engines behind {endpoint} are up and "
+            "healthy; it answered /v1/models a moment ago."
+        )
+    elif isinstance(cause, EngineAnswerError) and dynamo.worker_gone(error) is not None:
+        said = (
+            f"{dynamo.worker_gone(error)}: no worker serves the model now. Check the workers "
+            f"behind {endpoint} (their logs say why they stopped); it listed the model a moment "
+            "ago."
+        )
+    elif isinstance(cause, EngineAnswerError):
+        said = (
+            f"The engine rejected the pre-flight request ({error.describe()}). "
+            f"{_numbers(context)}. {suggest_fix(error, context)}"
+        )
+    elif isinstance(cause, ConnectionFailed | TimedOut):
+        seen = f"no first token within {timeout:g} s" if isinstance(cause, TimedOut) else cause
+        return ProbeError(
+            f"The pre-flight request could not reach the engine after {_attempts(failed)} "
+            f"({seen}). Check the endpoint; it answered /v1/models a moment ago."
+        )
+    else:
+        return ProbeError(
+            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
+            f"({type(cause).__name__}: {cause}). Check that --base-url points at the engine or "
+            "router's /v1, and --api matches what it serves."
+        )
+    problem = ProbeError(said)
+    problem.engine_error = error
+    return problem
 
 
 def run_probe(
-    client: httpx2.Client,
+    send: Callable[[dict[str, Any]], object],
     prompt: Prompt,
     context: EvalContext,
     *,
@@ -132,64 +146,19 @@ def run_probe(
     stop: list[str],
     sampling: Mapping[str, Any] | None = None,
     strict: bool,
-    attempts: int,
-    wait_min: float,
-    wait_max: float,
     timeout: float,
+    endpoint: str,
 ) -> ProbeOutcome:
-    """Send the probe; raise ProbeError on a rejection (or a truncation risk under strict)."""
-    body = request.probe_body(
-        request.prompt_body(
-            prompt,
-            api=api,
-            model=model,
-            max_tokens=context.max_tokens,
-            stop=stop,
-            sampling=sampling,
-        )
+    """Send the eval's body for `prompt` as the probe (`send`: engine.client.send_probe); raise
+    ProbeError on a rejection (or a truncation risk under strict)."""
+    body = request.prompt_body(
+        prompt, api=api, model=model, max_tokens=context.max_tokens, stop=stop, sampling=sampling
     )
     started = time.monotonic()
-
-    def send() -> None:
-        with client.stream(
-            "POST", request.path(api).lstrip("/"), content=request.encode(body)
-        ) as response:
-            _first_event(response)
-
-    policy = RetryPolicy.for_requests(
-        attempts=attempts, timeout=timeout, wait_min=wait_min, wait_max=wait_max
-    )
     try:
-        policy.retrying()(send)
-    except EngineAnswerError as exc:
-        error = exc.error
-        if should_retry(exc):  # still busy or gone after every attempt: no verdict on the body
-            unavailable = ProbeError(
-                f"The engine did not answer the pre-flight request after {attempts} attempts "
-                f"({error.describe()}). Check that the engines behind {client.base_url} are up "
-                "and healthy; it answered /v1/models a moment ago."
-            )
-            unavailable.engine_error = error
-            raise unavailable from exc
-        rejected = ProbeError(_rejected(error, context, str(client.base_url)))
-        rejected.engine_error = error
-        raise rejected from exc
-    except httpx2.TransportError as exc:
-        seen = (
-            f"no first token within {timeout:g} s"
-            if isinstance(exc, httpx2.TimeoutException)
-            else f"{type(exc).__name__}: {exc}"
-        )
-        raise ProbeError(
-            f"The pre-flight request could not reach the engine after {attempts} attempts "
-            f"({seen}). Check the endpoint; it answered /v1/models a moment ago."
-        ) from exc
-    except (httpx2.HTTPError, ValueError) as exc:
-        raise ProbeError(
-            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
-            f"({type(exc).__name__}: {exc}). Check that --base-url points at the engine or "
-            "router's /v1, and --api matches what it serves."
-        ) from exc
+        send(body)
+    except RequestFailed as failed:
+        raise _failed(failed, context, timeout=timeout, endpoint=endpoint) from failed
     latency = time.monotonic() - started
     outcome = "truncation_risk" if context.truncation_risk else "ok"
     if outcome == "truncation_risk":

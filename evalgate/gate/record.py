@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 from evalgate._version import __version__
 from evalgate.engine.urls import redact_url
 from evalgate.evidence.model import (
+    RESULT_SCHEMA,
     ContextRecord,
     EndpointRecord,
     EngineRecord,
     ErrorRecord,
     EvalRecord,
     Labels,
-    Limit,
     ProbeRecord,
     Result,
     Score,
@@ -35,16 +35,11 @@ from evalgate.settings import Settings
 
 if TYPE_CHECKING:
     from evalgate.gate.context import EvalContext
-    from evalgate.gate.verdict import Verdict
-    from evalgate.lengths import Limit as ContextLimit
+    from evalgate.rules.verdict import Verdict
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _limit(limit: ContextLimit | None) -> Limit | None:
-    return Limit(value=limit.value, source=limit.source) if limit else None
 
 
 def context_record(context: EvalContext) -> ContextRecord:
@@ -54,9 +49,9 @@ def context_record(context: EvalContext) -> ContextRecord:
         max_tokens=context.max_tokens,
         budget_policy=context.budget_policy,  # type: ignore[arg-type]  # fit, harness, forced
         requested=context.requested,
-        native=_limit(context.native),
-        served=[Limit(value=s.value, source=s.source) for s in context.served],
-        prompt_tokens=_limit(context.prompt_tokens),
+        native=context.native,
+        served=list(context.served),
+        prompt_tokens=context.prompt_tokens,
         steps=list(context.steps),
     )
 
@@ -135,6 +130,7 @@ def build_result(
     timings["total"] = round(time.monotonic() - log._started, 3)
     verdict = log.verdict
     return Result(
+        schema=RESULT_SCHEMA,
         evalgate_version=__version__,
         run_id=log.run_id,
         status=status,

@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from evalgate import scrub
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
-from evalgate.evidence import artifacts, journal
+from evalgate.evidence import artifacts, folder, journal
 from evalgate.evidence.model import (
     ContextRecord,
     DatasetRecord,
     EndpointRecord,
     EvalRecord,
     ProbeRecord,
+    Protocol,
     RequestCounts,
     Result,
     Sample,
@@ -32,8 +34,11 @@ from evalgate.evidence.model import (
 from evalgate.gate import early_stop, preflight
 from evalgate.gate.context import EvalContext
 from evalgate.gate.record import RunLog, build_result, context_record, endpoint_record
-from evalgate.gate.verdict import Verdict, decide
+from evalgate.gate.speculation import check_acceptance, simulated_sources
+from evalgate.gate.thinking import InlineThinking
+from evalgate.rules.verdict import Verdict, decide
 from evalgate.settings import Settings
+from evalgate.settings.environment import credentials
 from evalgate.tasks.dataset import Dataset, full_size, reference_answer
 from evalgate.tasks.prompts import Prompt, build_prompts
 from evalgate.tasks.spec import BUILT_IN, FEWSHOT_SEED, TaskSpec, load_data, load_task
@@ -73,38 +78,20 @@ class RunOutcome:
     """With --baseline: the comparison report, as text."""
 
 
-def _fingerprint(
-    settings: Settings, run: RunLog, spec: TaskSpec, dataset: Dataset, questions: int
-) -> dict[str, Any]:
-    """What must match for a journal's answers to be reused (--resume)."""
-    engine = run.endpoint.engine if run.endpoint else None
-    context = run.context
-    return {
-        "model": settings.model,
-        "engine_version": engine.version if engine else None,
-        "served": [{"value": s.value, "source": s.source} for s in context.served]
-        if context
-        else None,
-        "api": settings.api,
-        "task_sha256": spec.sha256,
-        "dataset_sha256": dataset.sha256,
-        "max_tokens": context.max_tokens if context else None,
-        "questions": questions,
-    }
-
-
-def _planned(settings: Settings, spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
-    """The protocol fields of result.json's eval section known before the first request."""
-    return {
-        "task": spec.name,
-        "task_sha256": spec.sha256,
-        "api": settings.api,
-        "num_fewshot": spec.num_fewshot,
-        "fewshot_seed": FEWSHOT_SEED,
-        "temperature": 0.0,
-        "limit": settings.limit,
-        "dataset_sha256": dataset.sha256,
-    }
+def protocol(settings: Settings, spec: TaskSpec, dataset: Dataset, max_tokens: int) -> Protocol:
+    """The run's protocol: the resume fingerprint, the comparison check and the record."""
+    return Protocol(
+        task=spec.name,
+        task_version=spec.version,
+        task_sha256=spec.sha256,
+        api=settings.api,
+        num_fewshot=spec.num_fewshot,
+        fewshot_seed=FEWSHOT_SEED,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        limit=settings.limit,
+        dataset=DatasetRecord(**dataset.describe()),
+    )
 
 
 class GateRun:
@@ -128,6 +115,8 @@ class GateRun:
         self.resume = resume
         self.log = RunLog(settings, topology=topology)
         self.out = settings.output_dir
+        self.lock: folder.FolderLock | None = None
+        """Held from before the folder's first check to after its last write."""
         self.prepared = False
         self.comparison: str | None = None
 
@@ -138,16 +127,23 @@ class GateRun:
             from evalgate.compare.baseline import refuse_overlap
 
             refuse_overlap(s.baseline, self.out)
-        artifacts.prepare_output_dir(self.out, overwrite=s.overwrite, resume=self.resume)
+        self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.resume)
+        if self.lock.warning is not None:
+            run.warnings.append(self.lock.warning)
         self.prepared = True
         # From here on the folder holds this run: an earlier run's files must not outlive it,
         # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
-        artifacts.clear_stale(self.out)
+        folder.clear_stale(self.out)
         artifacts.write_result(
             self.out,
             build_result(run, status="running", reason="in progress", exit_code=ExitCode.EVAL),
         )
         preflight.require(s, "base_url", "model")
+        simulated = check_acceptance(
+            simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
+            allowed=s.allow_simulated_acceptance,
+        )
+        run.warnings += [simulated] if simulated else []
         baseline = self._baseline()
 
         spec = load_task(s.api, s.task)
@@ -162,7 +158,9 @@ class GateRun:
         if baseline is not None and s.baseline is not None:  # found before the eval, not after
             from evalgate.compare.baseline import check_baseline
 
-            check_baseline(baseline, s.baseline, _planned(s, spec, dataset))
+            # The budget is known after the probe: it is compared with the rest after the eval.
+            planned = protocol(s, spec, dataset, max_tokens=baseline.eval.max_tokens)
+            check_baseline(baseline, s.baseline, planned)
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
         run.enter("eval")
@@ -245,31 +243,38 @@ class GateRun:
     ) -> Evaluation:
         from evalgate.engine import request
         from evalgate.engine.client import EvalClient
+        from evalgate.engine.workers import WorkerWatch
         from evalgate.gate.dispatch import Dispatch, Request
 
         s = self.settings
         run = self.log
         questions = len(prompts)
-        fingerprint = _fingerprint(s, run, spec, dataset, questions)
+        agreed = protocol(s, spec, dataset, max_tokens)
+        engine = run.endpoint.engine if run.endpoint else None
+        fingerprint = journal.fingerprint(
+            agreed,
+            model=s.model,
+            engine_version=engine.version if engine else None,
+            served=run.context.served if run.context else None,
+            questions=questions,
+        )
         journal_path = self.out / artifacts.JOURNAL_NAME
         kept = journal.read_journal(journal_path, fingerprint) if self.resume else {}
         if kept:
             log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
         answers = journal.Journal(journal_path, fingerprint, kept)
-        base_url, model = preflight.target(s)
+        _, model = preflight.target(s)
         sampling = spec.sampling | s.request_fields()
 
         def client() -> EvalClient:
-            return EvalClient(
-                base_url=base_url,
-                api_key=preflight.api_key(s),
-                api=s.api,
-                timeout=s.timeout,
-                attempts=s.max_attempts,
-                wait_min=s.retry_wait_min,
-                wait_max=s.retry_wait_max,
-                max_connections=s.num_concurrent,
+            options = preflight.eval_client(s, timeout=s.timeout, max_connections=s.num_concurrent)
+            watch = WorkerWatch(
+                s.worker_urls,
+                preflight.api_key(s),
+                network=options["network"],
+                deadline=s.discovery_timeout,
             )
+            return EvalClient(**options, watch=watch)
 
         sent = self.dispatch = Dispatch(
             client_factory=client,
@@ -281,6 +286,7 @@ class GateRun:
             journal=answers,
             resumed=kept,
             progress=self.progress,
+            thinking=InlineThinking(s.think_start_marker, s.think_end_marker),
         )
         test = early_stop.test(s, spec, threshold)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
@@ -298,30 +304,20 @@ class GateRun:
             sent.start(
                 [Request.of(p.doc_id, body) for p, body in zip(prompts, bodies, strict=True)]
             )
-        protocol = EvalRecord(
-            task=spec.name,
-            task_version=spec.version,
-            task_sha256=spec.sha256,
-            api=s.api,
-            num_fewshot=spec.num_fewshot,
-            fewshot_seed=FEWSHOT_SEED,
-            limit=s.limit,
+        recorded = run.eval = EvalRecord(
+            **msgspec.structs.asdict(agreed),
             num_concurrent=s.num_concurrent,
-            max_tokens=max_tokens,
-            temperature=0.0,
             chat_template_kwargs=s.chat_template_kwargs,
             reasoning_effort=s.reasoning_effort,
             questions=questions,
-            dataset=DatasetRecord(**dataset.describe()),
-            requests=RequestCounts(),
+            requests=RequestCounts.zero(),
         )
-        run.eval = protocol
         try:
             from evalgate.gate.evaluate import lm_eval_version, run_eval
             from evalgate.gate.lm import GateLM
 
-            protocol = run.eval = msgspec.structs.replace(
-                protocol, lm_eval_version=lm_eval_version()
+            recorded = run.eval = msgspec.structs.replace(
+                recorded, lm_eval_version=lm_eval_version()
             )
             lm = GateLM(
                 dispatch=sent,
@@ -333,7 +329,7 @@ class GateRun:
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
-            run.eval = _with_counts(protocol, sent.tally.counts())
+            run.eval = _with_counts(recorded, sent.tally.recorded())
             run.warnings += sent.warnings
         stopped = False
         if test is not None:
@@ -357,7 +353,7 @@ class GateRun:
         """The gate rule on the scores, with the run-level problems beside them."""
         s = self.settings
         run = self.log
-        counts = run.eval.requests if run.eval else RequestCounts()
+        counts = run.eval.requests if run.eval else RequestCounts.zero()
         if counts.failed:
             run.warnings.append(
                 f"{counts.failed} request(s) failed and were scored as wrong "
@@ -432,13 +428,12 @@ class GateRun:
             return test[doc_id] if doc_id < len(test) else {"question": "", "answer": ""}
 
         records = [
-            Sample(
-                doc_id=doc_id,
+            Sample.of(
+                reply,
                 question=doc(doc_id)["question"],
                 target=reference_answer(doc(doc_id)["answer"]),
-                **answer,
             )  # no filters: the eval did not finish, so nothing was scored
-            for doc_id, answer in sorted(self.dispatch.tally.answers.items())
+            for doc_id, reply in sorted(self.dispatch.tally.answers.items())
         ]
         artifacts.write_samples(self.out, records)
         self.log.files.setdefault("samples", artifacts.SAMPLES_NAME)
@@ -449,10 +444,19 @@ def thinking_warning(counts: RequestCounts, budget: int) -> str:
     """How many answers the budget cut while the model was still thinking, and the budget to
     try instead (they needed more than the whole budget: the next step is twice it)."""
     cut = counts.cut_while_thinking
+    how = "no content, finish_reason length; scored from their reasoning"
+    if counts.inline_thinking:  # thinking written into the answer: cut there, no answer
+        how = (
+            "thinking written into the answer, finish_reason length before its end marker; "
+            "scored as no answer"
+            if not counts.from_reasoning
+            else "finish_reason length before their thinking ended; scored from their "
+            "reasoning field, or as no answer where the thinking was written into the answer"
+        )
     return (
         f"{cut} answer(s) ran out of the {budget}-token budget while still thinking "
-        f"({cut / max(counts.total, 1):.1%} of {counts.total}: no content, finish_reason length; "
-        "scored from their reasoning): holding them takes a budget above "
+        f"({cut / max(counts.total, 1):.1%} of {counts.total}: {how}): holding them takes a "
+        "budget above "
         f"{budget} tokens, e.g. --max-tokens {2 * budget} with a context that fits it, or less "
         "thinking (--reasoning-effort, --chat-template-kwargs)"
     )
@@ -483,7 +487,17 @@ def run_gate(
 
     `prior` skips readiness, context and probe, reusing what an earlier run against the same
     live engine established; `topology` is recorded among the result's labels."""
+    scrub.configure(*credentials(settings))  # the evidence never holds a secret the engine echoed
     gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
+    try:
+        return _record(gate, *_attempt(gate))
+    finally:  # after the last write: the next run may have the folder
+        if gate.lock is not None:
+            gate.lock.release()
+
+
+def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
+    """The run's stages, and what stopped them (with the answers received so far saved)."""
     error: EvalgateError | None = None
     status: Status
     try:
@@ -496,7 +510,7 @@ def run_gate(
         error = AbortedError("interrupted by a signal")
         status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
     except OSError as exc:  # the disk refused a write: full, read-only, a folder in the way
-        error = artifacts.cannot_write(settings.output_dir, exc)
+        error = artifacts.cannot_write(gate.out, exc)
         status, reason, code = "error", error.message, int(ExitCode.EVAL)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
@@ -512,17 +526,25 @@ def run_gate(
             log.warning("could not write the samples received so far: %s", exc.strerror)
         except Exception as exc:  # a signal may have broken an import: the error still stands
             log.warning("could not write the samples received so far: %r", exc)
+    return status, reason, code, error
+
+
+def _record(
+    gate: GateRun, status: Status, reason: str, code: int, error: EvalgateError | None
+) -> RunOutcome:
+    """Write result.json (never into a folder this run did not prepare) and say how it went."""
+    out = gate.out
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
     if gate.prepared:  # never write into a folder whose earlier result we refused to bury
         try:
-            path = artifacts.write_result(settings.output_dir, result)
+            path = artifacts.write_result(out, result)
         except (EvalgateError, OSError) as exc:
-            log.debug("could not write the result to %s", settings.output_dir, exc_info=True)
+            log.debug("could not write the result to %s", out, exc_info=True)
             # The result on disk, if any, is the "running" one written first (exit code 4):
             # the exit code must tell the same story, and a verdict without evidence is none.
             if code != ExitCode.EVAL or error is None:
-                target = settings.output_dir / artifacts.RESULT_NAME
+                target = out / artifacts.RESULT_NAME
                 detail = (
                     artifacts.cannot_write(target, exc).message
                     if isinstance(exc, OSError)
@@ -531,7 +553,7 @@ def run_gate(
                 error = EvalFailedError(f"the {status} verdict could not be recorded: {detail}")
                 status, reason, code = "error", error.message, int(ExitCode.EVAL)
             path = _record_in_little_room(gate, status=status, reason=reason, error=error)
-    checked = gate.checked or prior
+    checked = gate.checked or gate.prior
     return RunOutcome(code, status, reason, path, result, error, checked, gate.comparison)
 
 

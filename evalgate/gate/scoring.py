@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from evalgate.gate.verdict import GATED_METRIC
+from evalgate.rules.verdict import GATED_METRIC
 from evalgate.tasks.spec import TaskSpec, render
 
 Filter = Callable[[str, dict[str, Any]], str]

@@ -2,8 +2,8 @@
 
     values.py       the Settings model (pydantic-settings): flags, then the environment, then
                     defaults; every field a flag and a variable, the harness's names accepted
-    environment.py  the few variables read without the model: verify's (it stays light) and
-                    the benchmark job's topology variables
+    environment.py  the few variables read without the model: verify's (it stays light), the
+                    credentials scrubbed from every output, the benchmark job's topology
 
 The field docstrings are the documentation: the README's settings table is generated from them.
 ``Settings`` loads pydantic on first use, so `evalgate verify` never pays for it.
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.settings.environment import (
     JOB_VARIABLES,
     VerifyEnvironment,
+    credentials_environment,
     job_environment,
     verify_environment,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "Settings",
     "VerifyEnvironment",
     "check_url",
+    "credentials_environment",
     "job_environment",
     "verify_environment",
 ]

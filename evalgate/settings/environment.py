@@ -1,7 +1,13 @@
 """The environment read without the Settings model: for `evalgate verify`, which stays light
-(no pydantic), and the benchmark job's topology variables, whose names vary by launcher."""
+(no pydantic), the credentials every command scrubs from its output, and the benchmark job's
+topology variables, whose names vary by launcher."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalgate.settings.values import Settings
 
 import os
 import re
@@ -43,3 +49,31 @@ def verify_environment(environ: Mapping[str, str] | None = None) -> VerifyEnviro
         github_actions=source.get("GITHUB_ACTIONS") == "true",
         step_summary=source.get("GITHUB_STEP_SUMMARY") or None,
     )
+
+
+CREDENTIAL_VARIABLES = {
+    "api_key": ("EVALGATE_API_KEY", "OPENAI_API_KEY"),
+    "base_url": ("EVALGATE_BASE_URL", "ROUTER_URL", "OPENAI_BASE_URL"),
+    "worker_urls": ("EVALGATE_WORKER_URLS", "WORKER_URLS"),
+}
+"""The variables Settings reads its secret-bearing fields from (a test checks they agree)."""
+
+
+def credentials_environment(
+    environ: Mapping[str, str] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Every API key and URL set in the environment, for every command to scrub from its output
+    (verify and compare too, which read no settings): (keys, URLs)."""
+    source = os.environ if environ is None else environ
+    keys = [source[n] for n in CREDENTIAL_VARIABLES["api_key"] if source.get(n)]
+    urls = [source[n] for n in CREDENTIAL_VARIABLES["base_url"] if source.get(n)]
+    for name in CREDENTIAL_VARIABLES["worker_urls"]:
+        urls += [part.strip() for part in source.get(name, "").split(",") if part.strip()]
+    return keys, urls
+
+
+def credentials(settings: Settings) -> tuple[list[str | None], list[str | None]]:
+    """A command's secrets for scrub.configure: its API key, and --base-url and every
+    --worker-url (their user info)."""
+    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    return [key], [settings.base_url, *settings.worker_urls]

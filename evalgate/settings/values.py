@@ -124,7 +124,8 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = Field(
         None, validation_alias=_env("api_key", "OPENAI_API_KEY"), repr=False
     )
-    """Bearer token for the endpoint. Never printed or stored."""
+    """Bearer token for the endpoint. Never printed or stored, nor anything the engine says
+    back holding it (a placeholder under 8 characters, such as EMPTY, is no secret)."""
 
     api: Literal["chat", "completions"] = "chat"
     """Which API the eval uses: chat (the benchmark harness's protocol: chat template, 5-shot
@@ -139,10 +140,11 @@ class Settings(BaseSettings):
     # -- the eval context --------------------------------------------------------------------
     isl: int | None = Field(None, ge=1, validation_alias=_env("isl", "ISL"))
     """Benchmark input sequence length in tokens (8192; 8k = 8000 and 8K = 8192, as vLLM reads
-    server arguments; so for every length in tokens)."""
+    server arguments; so for every length in tokens). 0 or empty: not given, as the benchmark
+    harness's agentic rows say it; the context then starts from the native maximum."""
 
     osl: int | None = Field(None, ge=1, validation_alias=_env("osl", "OSL"))
-    """Benchmark output sequence length in tokens."""
+    """Benchmark output sequence length in tokens (0 or empty: not given)."""
 
     context_margin: int = Field(256, ge=0)
     """Tokens added to ISL + OSL for the eval context."""
@@ -173,7 +175,8 @@ class Settings(BaseSettings):
     eval_max_model_len: int | None = Field(
         None, ge=1, validation_alias=_env("eval_max_model_len", "EVAL_MAX_MODEL_LEN")
     )
-    """Explicit eval context, overriding the derivation (still clamped to what is served)."""
+    """Explicit eval context, overriding the derivation (still clamped to what is served; 0 or
+    empty: not given)."""
 
     max_tokens: int | None = Field(None, ge=1)
     """Force the output budget instead of deriving it (the probe still checks it)."""
@@ -188,6 +191,32 @@ class Settings(BaseSettings):
     # -- readiness and the probe -------------------------------------------------------------
     ready_timeout: float = Field(600.0, ge=0)
     """Seconds to wait for the endpoint to answer /v1/models before giving up."""
+
+    discovery_timeout: float = Field(30.0, gt=0)
+    """Seconds one side-door request may take, first byte to last: /readiness, /v1/models,
+    /tokenize, /version (never past --ready-timeout), a worker's /v1/models, and each poll of the
+    workers during the eval."""
+
+    connect_timeout: float = Field(30.0, gt=0)
+    """Seconds to wait for a TCP connection to the engine, the router or a worker: a host that
+    does not answer within it has stopped answering."""
+
+    keepalive_idle: float = Field(30.0, ge=1)
+    """Seconds a connection may be silent before TCP keepalive probes start (every connection:
+    a host that vanished without closing it is found without waiting for --timeout)."""
+
+    keepalive_interval: float = Field(10.0, ge=1)
+    """Seconds between TCP keepalive probes; also how often the workers are polled during the
+    eval (--worker-url)."""
+
+    keepalive_probes: int = Field(3, ge=1)
+    """Keepalive probes unanswered before a connection is dropped: a host that answers nothing
+    for --keepalive-idle + --keepalive-interval x this (60 s by default; TCP_USER_TIMEOUT) has
+    stopped answering, and so has a worker no poll reached for as long."""
+
+    max_response_bytes: int = Field(16 << 20, ge=1024)
+    """Largest answer read from an engine, decoded (after gzip): a longer one is cut there and
+    counts as a failed request, said so."""
 
     retry_wait_min: float = Field(1.0, ge=0)
     """First backoff wait in seconds between retries of a retryable failure."""
@@ -213,7 +242,8 @@ class Settings(BaseSettings):
     (one probe), e.g. "4 8" or 16,64,256; each gets its own result. Default: --num-concurrent."""
 
     timeout: float = Field(1800.0, gt=0)
-    """Seconds one request may take."""
+    """Seconds one generation request may take, first byte to last (the probe: at most 60 s to
+    its first token)."""
 
     max_attempts: int = Field(5, ge=1)
     """Attempts per request for retryable failures (connection errors, 408, 429, 5xx)."""
@@ -251,6 +281,28 @@ class Settings(BaseSettings):
     )
     """The benchmark harness's eval task file. evalgate runs its own copy of the harness's
     gsm8k task: `evalgate hook` warns when this names another file (other tasks are not run)."""
+
+    sglang_simulate_acc_len: str | None = Field(
+        None,
+        validation_alias=_env("sglang_simulate_acc_len", "SGLANG_SIMULATE_ACC_LEN"),
+    )
+    """SGLang's simulated speculative acceptance length, as the job sets it: anything but empty
+    or 0 means the engine fakes which draft tokens it accepts, and the gate refuses (exit 2).
+    Give it when the engine's environment holds it but the gate's does not."""
+
+    allow_simulated_acceptance: bool = False
+    """Gate even when acceptance is simulated (SGLANG_SIMULATE_ACC_LEN, or
+    --spec-decode-acceptance-length in the server arguments): the scores then say nothing about
+    the model; the result's warnings record it."""
+
+    think_end_marker: str = "</think>"
+    """The end of a reasoning model's thinking written into its answer (no reasoning parser):
+    only the text after its last occurrence is scored. Empty: score the whole answer, as the
+    benchmark harness does."""
+
+    think_start_marker: str = "<think>"
+    """The start of thinking written into the answer: an answer holding it but never reaching
+    --think-end-marker was cut while thinking, and scores nothing. Empty: no such check."""
 
     # -- the gate and its evidence -----------------------------------------------------------
     thresholds: Path | None = None
@@ -310,12 +362,13 @@ class Settings(BaseSettings):
     """KV-cache dtype label (auto, fp8, ...)."""
 
     spec_decoding: str | None = Field(None, validation_alias=_env("spec_decoding", "SPEC_DECODING"))
-    """Speculative decoding label (mtp, eagle, ...): written to the harness's meta_env.json,
-    and part of the config's topology with --layout harness."""
+    """Speculative decoding label (mtp, eagle, ...): written to meta_env.json and part of the
+    config's topology."""
 
     is_multinode: bool = Field(False, validation_alias=_env("is_multinode", "IS_MULTINODE"))
-    """A multi-node job: the benchmark harness's files then label it by its prefill and decode
-    topology."""
+    """A multi-node (disaggregated) job: its files then label it by its prefill and decode
+    topology (PREFILL_*, DECODE_*), as the benchmark harness's do; a single-node job by TP,
+    EP_SIZE and DP_ATTENTION."""
 
     result_filename: str | None = Field(
         None, validation_alias=_env("result_filename", "RESULT_FILENAME")
@@ -327,6 +380,17 @@ class Settings(BaseSettings):
     @classmethod
     def _token_count(cls, value: Any) -> Any:
         return token_count(value)
+
+    @field_validator("isl", "osl", "eval_max_model_len", mode="before")
+    @classmethod
+    def _zero_is_unset(cls, value: Any) -> Any:
+        """0 (or an empty variable) means "not given", as the benchmark harness reads ISL, OSL
+        and the eval context: its agentic rows pass '0' for all three."""
+        value = token_count(value)
+        text = value.strip() if isinstance(value, str) else None
+        if text == "" or (text is not None and text.isdigit() and int(text) == 0):
+            return None
+        return None if type(value) is int and value == 0 else value
 
     @field_validator("retry_wait_max")
     @classmethod
@@ -423,12 +487,33 @@ class Settings(BaseSettings):
             return None
         return value
 
+    @field_validator("output_dir", mode="before")
+    @classmethod
+    def _a_folder_named(cls, value: Any) -> Any:
+        """'' would be read as the working directory itself: an unset variable, not a choice."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(
+                "an empty folder name would write the evidence into the working directory "
+                "itself: pass a folder (the default is evalgate-results), or . for the working "
+                "directory"
+            )
+        return value
+
     @field_validator("is_multinode", mode="before")
     @classmethod
     def _blank_is_false(cls, value: Any) -> Any:
         if isinstance(value, str) and not value.strip():
             return False
         return value
+
+    def server_args(self) -> list[tuple[str, str]]:
+        """The engines' server-argument strings given, each with where it came from."""
+        given = [(args, f"--server-config #{i + 1}") for i, args in enumerate(self.server_config)]
+        if self.prefill_server_config:
+            given.append((self.prefill_server_config, "PREFILL_SERVER_CONFIG"))
+        if self.decode_server_config:
+            given.append((self.decode_server_config, "DECODE_SERVER_CONFIG"))
+        return given
 
     @property
     def served_model(self) -> str | None:

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
-from evalgate.errors import UsageError
+from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
-from evalgate.verify.records import SetOutcome
+from evalgate.evidence.read import read
+from evalgate.verify.records import Entry, Found, SetOutcome
 
 IDENTITY = ("model", *LABEL_NAMES)
 FIELDS = frozenset(IDENTITY)
@@ -50,30 +51,6 @@ class Expectation(msgspec.Struct, frozen=True):
     configs: tuple[Mapping[str, Any], ...] = ()
 
 
-class Keyed(Protocol):
-    """A result named by its config key (verify's Entry)."""
-
-    @property
-    def key(self) -> str: ...
-    @property
-    def path(self) -> str | None: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def labels(self) -> Mapping[str, Any] | None: ...
-
-
-class Problem(msgspec.Struct, frozen=True):
-    """A problem with the set: a config missing, unexpected, or with more than one result."""
-
-    key: str
-    outcome: SetOutcome
-    reason: str
-    path: str | None = None
-    model: str | None = None
-    labels: Mapping[str, Any] | None = None
-
-
 # -- config identity -----------------------------------------------------------------------------
 
 
@@ -82,7 +59,6 @@ _RENAMED = (("dp_attn", "dp_attention"), ("ep_size", "ep"))
 its meta_env.json does (prefill_dp_attention, ep)."""
 
 
-@cache
 def _canonical_name(key: str) -> str:
     for spelled, canonical in _RENAMED:
         if key == spelled or key.endswith("_" + spelled):
@@ -123,12 +99,10 @@ def identity(model: str | None, labels: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-@cache
-def _topology_words(items: tuple[tuple[str, type, Any], ...]) -> str:
-    """A topology's words, once per topology (its items with their types: True and 1, which
-    are equal, are written true and 1)."""
+def _topology_words(topology: Mapping[str, Any]) -> str:
+    """A topology's words: tp=8 ep=1 dpa=false."""
     words = []
-    for key, value in canonical_topology({key: value for key, _, value in items}).items():
+    for key, value in canonical_topology(topology).items():
         name = key
         for long, short in _SHORT.items():
             name = name.replace(long, short)
@@ -157,37 +131,26 @@ def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool
         words.append(f"osl={osl}")
     if conc is not None:
         words.append(f"conc={conc}")
-    if isinstance(topology, Mapping):  # spelled once per distinct topology
-        words.append(_topology_words(tuple([(k, v.__class__, v) for k, v in topology.items()])))
+    if isinstance(topology, Mapping):
+        words.append(_topology_words(topology))
     if with_model and prefix and model:
         words.append(f"model={model}")
     return " ".join([str(w) for w in words if w]) or "(unlabelled)"
 
 
-class Labelled(Protocol):
-    """A run with its config (verify's Found, or its Entry once judged)."""
-
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def labels(self) -> Mapping[str, Any] | None: ...
-
-
-def config_keys(runs: Sequence[Labelled], keys: list[str] | None = None) -> list[str]:
+def config_keys(runs: Sequence[Found | Entry], keys: list[str] | None = None) -> list[str]:
     """Readable keys; the model name is added where two different configs would share one.
 
     `keys`: each run's config_key, where they are made already."""
     keys = [config_key(r.model, r.labels or {}) for r in runs] if keys is None else list(keys)
-    users: dict[str, list[int]] = {}
-    for index, key in enumerate(keys):
-        users.setdefault(key, []).append(index)
-    for indexes in users.values():
-        if (
-            len(indexes) > 1
-            and len({identity(runs[i].model, runs[i].labels or {}) for i in indexes}) > 1
-        ):
-            for i in indexes:
-                keys[i] = config_key(runs[i].model, runs[i].labels or {}, with_model=True)
+    uses = Counter(keys)
+    configs: dict[str, set[tuple[Any, ...]]] = {}
+    for run, key in zip(runs, keys, strict=True):
+        if uses[key] > 1:
+            configs.setdefault(key, set()).add(identity(run.model, run.labels or {}))
+    for index, (run, key) in enumerate(zip(runs, keys, strict=True)):
+        if len(configs.get(key, ())) > 1:
+            keys[index] = config_key(run.model, run.labels or {}, with_model=True)
     return keys
 
 
@@ -250,21 +213,16 @@ def load_expectation(value: str) -> Expectation:
     if value.strip().isdigit():
         return parse_expectation(int(value), value)
     try:
-        with open(value, encoding="utf-8") as stream:
-            data = json.load(stream)
-    except OSError as exc:
-        raise UsageError(f"Cannot read --expect file {value}: {exc.strerror}.") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"--expect file {value} is not valid JSON (line {exc.lineno}: {exc.msg})."
-        ) from exc
+        data = read(value)
+    except ArtifactError as exc:
+        raise UsageError(f"--expect: {exc.message}") from exc
     return parse_expectation(data, value)
 
 
 # -- the set checks ------------------------------------------------------------------------------
 
 
-def _matches(want: Mapping[str, Any], entry: Keyed) -> bool:
+def _matches(want: Mapping[str, Any], entry: Entry) -> bool:
     labels = entry.labels or {}
     for key, value in want.items():
         have = entry.model if key == "model" else labels.get(key)
@@ -277,77 +235,53 @@ def _matches(want: Mapping[str, Any], entry: Keyed) -> bool:
     return True
 
 
-def check_set(results: Sequence[Keyed], expectation: Expectation | None) -> list[Problem]:
-    """Duplicates always; with an expectation, missing and unexpected configs too."""
-    problems: list[Problem] = []
-    groups: dict[str, list[Keyed]] = {}
+def _duplicates(results: Sequence[Entry], uses: Counter[str]) -> list[Entry]:
+    """A config with more than one result."""
+    groups: dict[str, list[Entry]] = {}
     for entry in results:
-        groups.setdefault(entry.key, []).append(entry)
+        if uses[entry.key] > 1:
+            groups.setdefault(entry.key, []).append(entry)
+    problems = []
     for key, group in groups.items():
-        if len(group) > 1:
-            paths = ", ".join(str(e.path) for e in group)
-            problems.append(
-                Problem(
-                    key,
-                    "duplicate",
-                    (
-                        f"{len(group)} results for one config: {paths}. Remove the stale ones (or "
-                        "fix their labels)"
-                    ),
-                    group[0].path,
-                    model=group[0].model,
-                    labels=group[0].labels,
-                )
+        paths = ", ".join(str(e.path) for e in group)
+        reason = f"{len(group)} results for one config: {paths}. Remove the stale ones (or "
+        first = group[0]
+        problems.append(
+            Entry(
+                key,
+                "duplicate",
+                reason + "fix their labels)",
+                first.path,
+                model=first.model,
+                labels=first.labels,
             )
-    if expectation is None:
-        return problems
-    if expectation.count is not None:
-        if len(groups) != expectation.count:
-            outcome: SetOutcome = "missing" if len(groups) < expectation.count else "unexpected"
-            problems.append(
-                Problem(
-                    f"expected {expectation.count} configs",
-                    outcome,
-                    (
-                        f"expected {expectation.count} configs (--expect {expectation.source}), "
-                        f"found {len(groups)}"
-                    ),
-                )
-            )
-        return problems
+        )
+    return problems
+
+
+def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]:
+    """Each expected config matched by exactly one config found, and every config expected."""
+    problems: list[Entry] = []
+    source = expectation.source
     claimed: set[str] = set()
     for want in expectation.configs:
         hits = sorted({e.key for e in results if _matches(want, e)})
         claimed.update(hits)
         name = config_key(want.get("model"), want)
         if not hits:
-            problems.append(
-                Problem(
-                    name,
-                    "missing",
-                    f"expected config {name} (--expect {expectation.source}) has no result",
-                    model=want.get("model"),
-                    labels=want,
-                )
-            )
+            reason = f"expected config {name} (--expect {source}) has no result"
+            problems.append(Entry(name, "missing", reason, model=want.get("model"), labels=want))
         elif len(hits) > 1:
-            problems.append(
-                Problem(
-                    name,
-                    "duplicate",
-                    (
-                        f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
-                        "Name it more precisely in the manifest"
-                    ),
-                    model=want.get("model"),
-                    labels=want,
-                )
+            reason = (
+                f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
+                "Name it more precisely in the manifest"
             )
+            problems.append(Entry(name, "duplicate", reason, model=want.get("model"), labels=want))
     problems += [
-        Problem(
+        Entry(
             e.key,
             "unexpected",
-            f"{e.key} is not in the expected set (--expect {expectation.source})",
+            f"{e.key} is not in the expected set (--expect {source})",
             e.path,
             model=e.model,
             labels=e.labels,
@@ -355,4 +289,21 @@ def check_set(results: Sequence[Keyed], expectation: Expectation | None) -> list
         for e in results
         if e.key not in claimed
     ]
+    return problems
+
+
+def check_set(results: Sequence[Entry], expectation: Expectation | None) -> list[Entry]:
+    """The set's problems: duplicates always; with an expectation, missing and unexpected
+    configs too."""
+    uses = Counter(entry.key for entry in results)
+    problems = _duplicates(results, uses)
+    if expectation is None:
+        return problems
+    if expectation.configs:
+        return problems + _manifest(results, expectation)
+    want = expectation.count
+    if want is not None and len(uses) != want:
+        outcome: SetOutcome = "missing" if len(uses) < want else "unexpected"
+        reason = f"expected {want} configs (--expect {expectation.source}), found {len(uses)}"
+        problems.append(Entry(f"expected {want} configs", outcome, reason))
     return problems

@@ -4,7 +4,7 @@ The harness writes lm-eval's plain output, ``results*.json`` holding ``lm_eval_v
 the run's ``meta_env.json`` (model, labels, topology) in the same folder or the one above it. A
 harness batch (``eval_concs`` in meta_env.json) names each file ``..._conc<N>.json``;
 concurrencies listed in ``failed_eval_concs``, or listed but without a file, come back as
-errored evals, and so does a meta_env.json with no results at all (the eval failed, was
+errored runs, and so does a meta_env.json with no results at all (the eval failed, was
 skipped, or was never staged), or one that records a non-zero ``eval_exit_code``.
 
 Pure: the documents arrive parsed (collect.py finds and reads them); one that breaks its format
@@ -18,23 +18,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
 from evalgate.evidence.harness_layout import FormatError, meta_labels, meta_text
 from evalgate.evidence.model import Score
-from evalgate.gate.verdict import GATED_METRIC
+from evalgate.rules.verdict import GATED_METRIC
+from evalgate.verify.records import Found, Note
 
 CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
-
-
-class Eval(msgspec.Struct, frozen=True):
-    """One eval of a harness set: its scores, or why it has none (error)."""
-
-    path: str
-    model: str | None
-    labels: Mapping[str, Any]
-    scores: tuple[Score, ...] = ()
-    error: str | None = None
 
 
 # -- lm-eval's results*.json ---------------------------------------------------------------------
@@ -73,45 +62,44 @@ def lm_eval_scores(doc: Mapping[str, Any]) -> tuple[Score, ...]:
 
 # -- one eval set: a meta_env.json and the lm-eval results it describes --------------------------
 
-Staged = tuple[str, tuple[Score, ...], "str | None"]
-"""(path, scores, model) of one lm-eval results file."""
-Unusable = tuple[str, str]
-"""(path, reason) of a results file that cannot be used."""
 
-
-def _eval(
+def _run(
     path: str,
     model: str | None,
     labels: Mapping[str, Any],
     conc: int | None,
     *,
     scores: tuple[Score, ...] = (),
-    error: str | None = None,
-) -> Eval:
-    return Eval(path, model, {**labels, "concurrency": conc}, scores, error)
+    reason: str | None = None,
+) -> Found:
+    """One eval at one concurrency: its scores, or why it has none (`reason`: it errored)."""
+    status, stage = ("error", "eval") if reason is not None else (None, None)
+    return Found(
+        path, "lm-eval", model, {**labels, "concurrency": conc}, scores, status, stage, reason
+    )
 
 
 def _single(
     meta_path: str,
     model: str | None,
     labels: Mapping[str, Any],
+    staged: list[Found],
     *,
     exit_code: int | None,
-    runs: list[Staged],
     files: int,
-) -> list[Eval]:
+) -> list[Found]:
     conc = labels["concurrency"]
     if exit_code:
         failed = f"the harness recorded eval_exit_code = {exit_code} in {meta_path}"
-        paths = [path for path, _, _ in runs] or [meta_path]
-        return [_eval(path, model, labels, conc, error=failed) for path in paths]
+        paths = [run.path for run in staged] or [meta_path]
+        return [_run(path, model, labels, conc, reason=failed) for path in paths]
     if not files:
         missing = (
             "meta_env.json has no lm-eval results*.json beside it: the eval failed, was "
             "skipped, or its results were never staged"
         )
-        return [_eval(meta_path, model, labels, conc, error=missing)]
-    return [_eval(path, name, labels, conc, scores=scores) for path, scores, name in runs]
+        return [_run(meta_path, model, labels, conc, reason=missing)]
+    return [_run(run.path, run.model, labels, conc, scores=run.scores) for run in staged]
 
 
 def _batch(
@@ -119,62 +107,60 @@ def _batch(
     model: str | None,
     labels: Mapping[str, Any],
     batch: Mapping[str, Any],
-    runs: list[Staged],
-) -> tuple[list[Eval], list[Unusable]]:
-    evals: list[Eval] = []
-    unusable: list[Unusable] = []
+    staged: list[Found],
+) -> tuple[list[Found], list[Note]]:
+    runs: list[Found] = []
+    unusable: list[Note] = []
     failed = set(batch["failed"] or ())
-    by_conc: dict[int, list[Staged]] = {}
-    for path, scores, name in runs:
-        match = CONC_SUFFIX.search(os.path.basename(path))
+    by_conc: dict[int, list[Found]] = {}
+    for run in staged:
+        match = CONC_SUFFIX.search(os.path.basename(run.path))
         if match is None:
             unusable.append(
-                (
-                    path,
-                    f"{path} has no _conc<N> suffix although {meta_path} "
+                Note(
+                    run.path,
+                    f"{run.path} has no _conc<N> suffix although {meta_path} "
                     "describes a batch (eval_concs): its concurrency is unknown",
                 )
             )
         else:
-            by_conc.setdefault(int(match.group(1)), []).append((path, scores, name))
+            by_conc.setdefault(int(match.group(1)), []).append(run)
     listed = set(batch["eval_concs"]) | set(batch["completed"] or ()) | failed
     for conc in sorted(listed | set(by_conc)):
-        staged = by_conc.get(conc, [])
+        files = by_conc.get(conc, [])
         if conc in failed:
-            where = staged[0][0] if staged else meta_path
+            where = files[0].path if files else meta_path
             why = f"the harness lists concurrency {conc} in failed_eval_concs of {meta_path}"
-            evals.append(_eval(where, model, labels, conc, error=why))
-        elif not staged:
+            runs.append(_run(where, model, labels, conc, reason=why))
+            continue
+        if not files:
             why = (
                 f"meta_env.json lists concurrency {conc} but no results*_conc{conc}.json "
                 "was staged: that eval failed, was skipped, or its results were lost"
             )
-            evals.append(_eval(meta_path, model, labels, conc, error=why))
-        evals += [
-            _eval(path, name, labels, conc, scores=scores)
-            for path, scores, name in staged
-            if conc not in failed
-        ]
-    return evals, unusable
+            runs.append(_run(meta_path, model, labels, conc, reason=why))
+        runs += [_run(run.path, run.model, labels, conc, scores=run.scores) for run in files]
+    return runs, unusable
 
 
-def evals(
-    meta_path: str, meta: Any, files: list[tuple[str, Any]]
-) -> tuple[list[Eval], list[Unusable]]:
-    """The evals one meta_env.json and its lm-eval results (path, document) describe, and the
+def runs(meta_path: str, meta: Any, files: list[tuple[str, Any]]) -> tuple[list[Found], list[Note]]:
+    """The runs one meta_env.json and its lm-eval results (path, document) describe, and the
     results files that cannot be used; FormatError if the meta_env.json itself is broken."""
     model, labels, batch = meta_labels(meta)
-    unusable: list[Unusable] = []
-    runs: list[Staged] = []
+    unusable: list[Note] = []
+    staged: list[Found] = []
     for path, doc in files:
         try:
-            runs.append((path, lm_eval_scores(doc), model or meta_text(doc, "model_name")))
+            scores = lm_eval_scores(doc)
         except FormatError as exc:
-            unusable.append((path, f"{path} {exc}"))
+            unusable.append(Note(path, f"{path} {exc}"))
+            continue
+        name = model or meta_text(doc, "model_name")
+        staged.append(Found(path, "lm-eval", name, labels, scores))
     if batch["eval_concs"] is None:
         single = _single(
-            meta_path, model, labels, exit_code=batch["exit_code"], runs=runs, files=len(files)
+            meta_path, model, labels, staged, exit_code=batch["exit_code"], files=len(files)
         )
         return single, unusable
-    batched, unlabelled = _batch(meta_path, model, labels, batch, runs)
+    batched, unlabelled = _batch(meta_path, model, labels, batch, staged)
     return batched, unusable + unlabelled

@@ -20,7 +20,7 @@ import msgspec
 from evalgate import page
 from evalgate.page import Mark, Scale, esc
 from evalgate.verify.records import OUTCOMES, CheckRow, Entry
-from evalgate.verify.report import deciding, rank, short_keys, worst
+from evalgate.verify.report import deciding, rank, short_keys
 from evalgate.verify.sweep import Report
 
 TONES: Mapping[str, page.Tone] = {"pass": "pass", "inconclusive": "warn", "fail": "fail"}
@@ -205,7 +205,7 @@ def _table(report: Report) -> str:
     ]
     rows = []
     for i, entry in _order(list(enumerate(report.entries))):
-        check = worst(entry)
+        check = deciding(entry.checks)
         dims = dimensions(entry)
         score: list[page.Cell] = (
             [

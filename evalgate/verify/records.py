@@ -1,5 +1,5 @@
-"""The records verify passes between its steps: a run found on disk (or a file that is not
-one), and a line of the verdict with the checks behind it."""
+"""The records verify passes between its steps: a run found on disk (or a path that is not
+one), what a sweep's paths hold, and a line of the verdict with the checks behind it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ SetOutcome = Literal["missing", "unexpected", "duplicate"]
 """A problem with the set of results (expect.py)."""
 
 
-class Found(msgspec.Struct, frozen=True, tag=True):
+class Found(msgspec.Struct, frozen=True):
     """One run to gate, whichever tool wrote it."""
 
     path: str
@@ -34,13 +34,25 @@ class Found(msgspec.Struct, frozen=True, tag=True):
     """evalgate: the gate rule's decision as the run recorded it, with its parameters."""
     early_stop: EarlyStopRecord | None = None
     """evalgate: the sequential test's record (--early-stop), which the gate rule reads."""
+    holder: str | None = None
+    """evalgate, status running: the process id holding the folder's lock file (the run is
+    still alive), or None (it was interrupted)."""
 
 
-class Note(msgspec.Struct, frozen=True, tag=True):
-    """A file that is not a usable result, and why."""
+class Note(msgspec.Struct, frozen=True):
+    """A path that is not a usable result, and why."""
 
     path: str
     reason: str
+
+
+class Collection(msgspec.Struct):
+    """Everything found under the paths given: the runs, and the paths that are not runs."""
+
+    found: list[Found] = msgspec.field(default_factory=list)
+    malformed: list[Note] = msgspec.field(default_factory=list)
+    ignored: list[Note] = msgspec.field(default_factory=list)
+    empty: list[str] = msgspec.field(default_factory=list)
 
 
 Verdict = Literal["pass", "fail", "inconclusive"]

@@ -1,6 +1,7 @@
 """The forms a sweep's verdict takes: a terminal table, a GitHub job summary and annotations,
 JUnit XML and the verdict document (verdict.schema.json). Each is a string or a dict built from
-a verify.Report; writing it anywhere is the caller's business.
+a verify.Report; writing it anywhere is the caller's business. Every text a result file gave
+(a label, a reason, a path) goes through evalgate.outside for the form it lands in.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from evalgate import outside
 from evalgate._version import __version__
 from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
 from evalgate.verify.sweep import Report
@@ -54,11 +56,6 @@ def rank(outcome: str) -> int:
     return index if outcome in FAILING else len(OUTCOMES) + (outcome == "pass")
 
 
-def worst(entry: Entry) -> CheckRow | None:
-    """The check that decides an entry (see `deciding`)."""
-    return deciding(entry.checks)
-
-
 def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str, list[str]]:
     """The words every labelled config's key shares, and each key without them (a key that is
     a path, for a file with no config, is shown relative to the root it was found under)."""
@@ -85,27 +82,16 @@ def _check_cells(checks: tuple[CheckRow, ...]) -> tuple[str, ...]:
         return ("-", "-", "-", "-")
     stderr = f" ±{check.stderr:.4f}" if check.stderr is not None else ""
     return (
-        f"{check.value:.4f}{stderr} {check.filter}",
+        f"{check.value:.4f}{stderr} {outside.terminal(check.filter)}",
         f"[{check.low:.4f}, {check.high:.4f}]",
         str(check.n),
-        f"{check.threshold:.2f} {check.matched}",
+        f"{check.threshold:.2f} {outside.terminal(check.matched)}",
     )
 
 
-class _Cells:
-    """Each entry's row of the table. Runs decided alike share their checks (sweep.Rule), so
-    the cells of a set of checks are made once, looked up by the identity of its tuple: every
-    entry, and so every tuple, lives as long as the report does (an id names one tuple)."""
-
-    def __init__(self) -> None:
-        self._made: dict[int, tuple[str, ...]] = {}
-
-    def __call__(self, entry: Entry) -> list[str]:
-        checks = entry.checks
-        made = self._made.get(id(checks))
-        if made is None:
-            made = self._made[id(checks)] = _check_cells(checks)
-        return [entry.outcome.upper(), entry.key, *made]
+def _cells(entry: Entry) -> list[str]:
+    """An entry's row of the table."""
+    return [entry.outcome.upper(), outside.terminal(entry.key), *_check_cells(entry.checks)]
 
 
 HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
@@ -117,44 +103,32 @@ def _results(report: Report) -> list[Entry]:
     return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
-KEPT_ROWS = 20_000
-"""Up to this many results, the table's cells are made once and kept (about 6 MB); past it,
-they are made once to measure the columns and again for each line, so a sweep of 10^5 results
-never holds its whole table (30 MB) at once."""
-
-
 def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
-    """terminal()'s lines, each ending in a newline, made as they are written."""
+    """terminal()'s lines, each ending in a newline, made as they are written (the rows are
+    made once to measure the columns and again to print: a sweep's whole table is never held)."""
     results = [] if quiet else _results(report)
     if results:
-        cells = _Cells()
         widths = [len(h) for h in HEADER]
-        rows: Iterable[list[str]]
-        if len(results) <= KEPT_ROWS:
-            rows = list(map(cells, results))
-            columns = zip(*rows, strict=True)
-            widths = [max(w, *map(len, c)) for w, c in zip(widths, columns, strict=True)]
-        else:
-            for row in map(cells, results):
-                widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-            rows = map(cells, results)
+        for row in map(_cells, results):
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
         line = "  ".join(f"{{:<{w}}}" for w in widths).format
-        for row in itertools.chain([HEADER], rows):
+        for row in itertools.chain([HEADER], map(_cells, results)):
             yield line(*row).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]
     if problems:
         yield "Problems:\n"
         for entry in problems:
-            yield f"  {entry.outcome.upper():<12} {entry.key}\n"
-            yield f"  {'':<12} {entry.reason}\n"
+            yield f"  {entry.outcome.upper():<12} {outside.terminal(entry.key)}\n"
+            yield f"  {'':<12} {outside.terminal(entry.reason)}\n"
             if entry.path and entry.path != entry.key:
-                yield f"  {'':<12} {entry.path}\n"
+                yield f"  {'':<12} {outside.terminal(entry.path)}\n"
         yield "\n"
     for note in report.ignored:
-        yield f"ignored: {note.reason}\n"
-    yield f"evalgate verify: {report.verdict.upper()} (exit {report.exit_code}): {report.reason}\n"
+        yield f"ignored: {outside.terminal(note.reason)}\n"
+    verdict = f"{report.verdict.upper()} (exit {report.exit_code})"
+    yield f"evalgate verify: {verdict}: {outside.terminal(report.reason)}\n"
 
 
 def terminal(report: Report, *, quiet: bool = False) -> str:
@@ -162,25 +136,16 @@ def terminal(report: Report, *, quiet: bool = False) -> str:
     return "".join(terminal_lines(report, quiet=quiet))
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _md_table(entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
     header = ["", *HEADER[1:], *(["Reason"] if with_reason else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    row = _Cells()
     for entry in entries[:rows]:
-        cells = [MARKS[entry.outcome] + " " + entry.outcome, *row(entry)[1:]]
+        cells = [MARKS[entry.outcome] + " " + entry.outcome, *_cells(entry)[1:]]
         cells += [entry.reason] if with_reason else []
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(map(outside.markdown, cells)) + " |")
     if len(entries) > rows:
         lines.append(f"\n… and {len(entries) - rows} more (see the JSON verdict).")
     return lines
-
-
-def _quoted(text: str) -> str:
-    return '"' + text.replace('"', "'").replace("\n", " ") + '"'
 
 
 def mermaid(report: Report) -> list[str]:
@@ -209,14 +174,16 @@ def mermaid(report: Report) -> list[str]:
         lines += [
             "```mermaid",
             "xychart-beta horizontal",
-            f"    title {_quoted(f'{task}: score (bars), threshold (line)')}",
-            f"    x-axis [{', '.join(_quoted(n) for n in names)}]",
+            f"    title {outside.mermaid(f'{task}: score (bars), threshold (line)')}",
+            f"    x-axis [{', '.join(outside.mermaid(n) for n in names)}]",
             f'    y-axis "exact_match" {scale.low:g} --> {scale.high:g}',
             f"    bar [{', '.join(f'{c.value:.4f}' for _, c in shown)}]",
             f"    line [{', '.join(f'{c.threshold:.4f}' for _, c in shown)}]",
             "```",
             "",
-            f"{task}: {which}" + (f" of `{_md(common)}`." if common else "."),
+            outside.markdown(task)
+            + f": {which}"
+            + (f" of {outside.markdown_code(common)}." if common else "."),
             "",
         ]
     unscored = sum(1 for e in report.entries if not e.checks)
@@ -227,7 +194,8 @@ def mermaid(report: Report) -> list[str]:
 
 def _markdown(report: Report, rows: int) -> str:
     mark = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}[report.verdict]
-    lines = [f"### {mark} evalgate verify: {report.verdict.upper()}", "", _md(report.reason), ""]
+    lines = [f"### {mark} evalgate verify: {report.verdict.upper()}", ""]
+    lines += [outside.markdown(report.reason), ""]
     lines += mermaid(report)
     problems = [e for e in report.entries if e.outcome != "pass"]
     passed = [e for e in report.entries if e.outcome == "pass"]
@@ -237,7 +205,9 @@ def _markdown(report: Report, rows: int) -> str:
         lines += [f"<details><summary>{len(passed)} passing</summary>", ""]
         lines += [*_md_table(passed, with_reason=False, rows=rows), "", "</details>", ""]
     shown = "as each run recorded" if report.min_samples is None else report.min_samples
-    lines.append(f"Thresholds: `{report.thresholds_file}`; min samples: {shown}.")
+    lines.append(
+        f"Thresholds: {outside.markdown_code(report.thresholds_file)}; min samples: {shown}."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -252,14 +222,6 @@ def markdown(report: Report) -> str:
     return text
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def workflow_commands(report: Report) -> str:
     """GitHub workflow commands: ::error for each failing entry, ::warning for inconclusive."""
     lines = []
@@ -269,9 +231,9 @@ def workflow_commands(report: Report) -> str:
     ):
         shown = entries if len(entries) <= MAX_ANNOTATIONS else entries[: MAX_ANNOTATIONS - 1]
         for entry in shown:
-            where = f"file={_escape_property(entry.path)}," if entry.path else ""
-            title = _escape_property(f"evalgate verify {entry.outcome}: {entry.key}")
-            lines.append(f"::{level} {where}title={title}::{_escape_data(entry.reason)}")
+            where = f"file={outside.workflow_property(entry.path)}," if entry.path else ""
+            title = outside.workflow_property(f"evalgate verify {entry.outcome}: {entry.key}")
+            lines.append(f"::{level} {where}title={title}::{outside.workflow_data(entry.reason)}")
         if len(entries) > len(shown):
             lines.append(
                 f"::{level} title=evalgate verify::{len(entries) - len(shown)} more "
@@ -282,7 +244,8 @@ def workflow_commands(report: Report) -> str:
 
 def _testcase_body(entries: Iterable[Entry]) -> str:
     return "\n".join(
-        f"{e.outcome}: {e.reason}" + (f" [{e.path}]" if e.path else "") for e in entries
+        f"{e.outcome}: {outside.xml(e.reason)}" + (f" [{outside.xml(e.path)}]" if e.path else "")
+        for e in entries
     )
 
 
@@ -298,11 +261,11 @@ def junit(report: Report) -> str:
     tally = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for key, entries in groups.items():
         case = ET.SubElement(
-            suite, "testcase", classname="evalgate.verify.sweep", name=key, time="0"
+            suite, "testcase", classname="evalgate.verify.sweep", name=outside.xml(key), time="0"
         )
         path = next((e.path for e in entries if e.path), None)
         if path:
-            case.set("file", path)
+            case.set("file", outside.xml(path))
         tally["tests"] += 1
         bad = [e for e in entries if e.outcome in FAILING]
         unsure = [e for e in entries if e.outcome == "inconclusive"]
@@ -310,12 +273,14 @@ def junit(report: Report) -> str:
             broken = [e for e in bad if e.outcome in ("error", "malformed")]
             tag = "error" if broken and len(broken) == len(bad) else "failure"
             tally["errors" if tag == "error" else "failures"] += 1
-            element = ET.SubElement(case, tag, type=bad[0].outcome, message=bad[0].reason)
+            message = outside.xml(bad[0].reason)
+            element = ET.SubElement(case, tag, type=bad[0].outcome, message=message)
             element.text = _testcase_body(entries)
             continue
         if unsure:
             tally["skipped"] += 1
-            ET.SubElement(case, "skipped", type="inconclusive", message=unsure[0].reason)
+            message = outside.xml(unsure[0].reason)
+            ET.SubElement(case, "skipped", type="inconclusive", message=message)
         ET.SubElement(case, "system-out").text = _testcase_body(entries)
     for element in (suites, suite):
         for name, value in tally.items():

@@ -306,12 +306,23 @@ def test_worst_filter_decides(tmp_path, evalgate):
     assert "flexible-extract" not in document["reason"]
 
 
-def test_a_significant_gain_is_equivalent_and_said(tmp_path, evalgate):
+def test_a_significant_gain_of_practical_size_is_improved(tmp_path, evalgate):
     base, cand = paired_outcomes(1319, lost=5, gained=40)
     write_run(tmp_path / "a", base)
     write_run(tmp_path / "b", cand)
     code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
     assert code == 0
+    assert out.startswith("evalgate compare: IMPROVED (exit 0)")
+    assert "a significant gain of at least half the 2.0-point margin" in out
+
+
+def test_a_significant_gain_below_half_the_margin_is_equivalent_and_said(tmp_path, evalgate):
+    base, cand = paired_outcomes(1319, lost=0, gained=12)  # +0.9 points, p = 0.0005
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 0
+    assert out.startswith("evalgate compare: EQUIVALENT (exit 0)")
     assert "the candidate is significantly better" in out
 
 
@@ -451,7 +462,7 @@ def _break(folder: Path, name: str, text: str | None) -> None:
         (
             ("samples.jsonl", '{"doc_id": 0}\n'),
             "{b}/samples.jsonl line 1 is not a valid evalgate "
-            "sample: $: 'question' is a required property",
+            "sample: $: Object missing required field `prompt_sha256`",
         ),
         (("samples.jsonl", "not json\n"), "{b}/samples.jsonl line 1 is not valid JSON"),
         (("result.json", "{}"), "{b}/result.json " + NOT_A_RESULT + ": "),

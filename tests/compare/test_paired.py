@@ -142,7 +142,8 @@ def test_all_flipped_one_way_reaches_the_bound():
         (table(1319, 22, 9), 0.02, Finding.EQUIVALENT),  # significant, but under half of it
         (table(1319, 50, 40), 0.02, Finding.INCONCLUSIVE),  # -0.8 points, interval past -2
         (table(400, 20, 12), 0.02, Finding.INCONCLUSIVE),  # -2 points, p = 0.22
-        (table(1319, 10, 30), 0.02, Finding.EQUIVALENT),  # significantly better
+        (table(1319, 10, 30), 0.02, Finding.IMPROVED),  # significantly better, +1.5 points
+        (table(1319, 0, 12), 0.02, Finding.EQUIVALENT),  # significantly better, +0.9 points
         (table(1319, 10, 10), 0.02, Finding.EQUIVALENT),
         (table(50, 3, 0), 0.02, Finding.INCONCLUSIVE),  # -6 points but p = 0.25
         (table(50, 10, 0), 0.02, Finding.REGRESSION),  # -20 points, p = 0.002
@@ -163,9 +164,12 @@ def test_decide_returns_the_numbers_behind_the_finding():
 
 
 def test_findings_rank_and_exit_codes():
-    assert [f.exit_code for f in Finding] == [ExitCode.PASS, ExitCode.INCONCLUSIVE, ExitCode.FAIL]
+    assert [f.exit_code for f in Finding] == [
+        ExitCode.PASS, ExitCode.PASS, ExitCode.INCONCLUSIVE, ExitCode.FAIL
+    ]  # fmt: skip
     assert max(Finding, key=lambda f: f.rank) is Finding.REGRESSION
-    assert Finding.EQUIVALENT.rank < Finding.INCONCLUSIVE.rank < Finding.REGRESSION.rank
+    ranks = [Finding.IMPROVED, Finding.EQUIVALENT, Finding.INCONCLUSIVE, Finding.REGRESSION]
+    assert [f.rank for f in ranks] == [0, 1, 2, 3]
 
 
 def _scaled(counts: PairedCounts, size: int) -> PairedCounts:

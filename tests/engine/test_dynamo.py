@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from evalgate.engine import dynamo
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
+from evalgate.outside import capped
 from tests.conftest import FAST, deadline, load_result, load_samples
 from tests.fakeengine import DYNAMO_NOT_READY, EngineBehaviour, FakeEngine, Fault
 
@@ -101,7 +102,7 @@ READY = [
         "a reason too long to quote whole",
         503,
         json.dumps({"ready": False, "reason": "x" * 5000}),
-        ("not ready", "x" * 2000),
+        ("not ready", capped("x" * 5000, MAX_MESSAGE_CHARS)),
     ),
     ("vLLM has no such route", 404, '{"detail":"Not Found"}', None),
     ("sglang-router has none", 404, "", None),

@@ -5,16 +5,22 @@ from __future__ import annotations
 import json
 
 import aiohttp
-import httpx2
 import pytest
 from tenacity import RetryError
 
-from evalgate.engine.client import AnswerTimedOut, MalformedAnswer
+from evalgate.engine.answers import MalformedAnswer
 from evalgate.engine.discovery import SideDoorError
-from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, RetryPolicy, should_retry
+from evalgate.engine.retry import (
+    AnswerTooLarge,
+    ConnectionFailed,
+    EngineAnswerError,
+    HostSilent,
+    RetryPolicy,
+    should_retry,
+)
+from evalgate.engine.retry import TimedOut as AnswerTimedOut
 from evalgate.engine.wire import EngineError, parse_error
 
-REQUEST = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 VLLM_400 = json.dumps({"error": {"message": "max_tokens=9 cannot be greater", "code": 400}})
 WORKER_REFUSED = (
     "Transparent proxy request failed: Network error: Decode request failed to "
@@ -45,10 +51,9 @@ def side_door(status: int, body: str) -> SideDoorError:
 
 CASES: list[tuple[str, BaseException, bool]] = [
     # (case, exception, retried)
-    ("connection refused (httpx)", httpx2.ConnectError("refused", request=REQUEST), True),
-    ("read timeout (httpx)", httpx2.ReadTimeout("slow", request=REQUEST), True),
-    ("connection reset (httpx)", httpx2.RemoteProtocolError("reset", request=REQUEST), True),
-    ("connection reset (eval)", ConnectionFailed("ConnectionResetError: reset"), True),
+    ("connection refused", ConnectionFailed("ConnectionRefusedError: refused"), True),
+    ("connection reset", ConnectionFailed("ConnectionResetError: reset"), True),
+    ("a host that stopped answering", HostSilent("http://10.0.0.2:8000 stopped answering"), True),
     ("no whole answer in time", AnswerTimedOut("late"), True),
     ("a 200 that is not a completion", MalformedAnswer("not JSON"), True),
     ("a 200 that is not a model list", SideDoorError(EngineError(200, "not JSON")), True),
@@ -86,6 +91,7 @@ CASES: list[tuple[str, BaseException, bool]] = [
         sdk_status(500, "Request processing failed: Prefill server error 400 x: " + VLLM_400),
         False,
     ),
+    ("an answer over --max-response-bytes", AnswerTooLarge("cut"), False),
     ("an evalgate bug", ValueError("bug"), False),
     ("a key error", KeyError("choices"), False),
 ]
@@ -137,7 +143,7 @@ def test_a_lost_connection_is_named_by_its_socket_error_and_retried(library_erro
 
 
 def test_retried_failures_then_an_answer():
-    flaky = Flaky(sdk_status(503, "all circuits open"), httpx2.ConnectError("x", request=REQUEST))
+    flaky = Flaky(sdk_status(503, "all circuits open"), ConnectionFailed("refused"))
     policy = RetryPolicy(0.0, 0.0, attempts=3)
 
     assert policy.retrying(sleep=flaky.sleep)(flaky) == "answer"
@@ -234,6 +240,25 @@ def test_zero_waits_from_settings_make_retries_instant():
     assert policy.retrying(sleep=flaky.sleep)(flaky) == "answer"
     assert flaky.waits == [0.0, 0.0, 0.0, 0.0]
     assert (policy.attempts, policy.deadline) == (5, 150.0)
+
+
+def test_a_host_silent_twice_in_a_row_ends_the_request_whatever_the_attempts_left():
+    """A vanished host: no connection within --connect-timeout, again; no third wait."""
+    silent = HostSilent("http://10.0.0.2:8000 stopped answering")
+    flaky = Flaky(silent, silent, silent, silent)
+
+    with pytest.raises(HostSilent):
+        RetryPolicy(0.0, 0.0, attempts=5).retrying(sleep=flaky.sleep)(flaky)
+
+    assert flaky.calls == 2
+
+
+def test_silence_between_other_failures_is_retried_as_usual():
+    silent = HostSilent("http://10.0.0.2:8000 stopped answering")
+    flaky = Flaky(silent, sdk_status(503, "busy"), silent, sdk_status(503, "busy"))
+
+    assert RetryPolicy(0.0, 0.0, attempts=5).retrying(sleep=flaky.sleep)(flaky) == "answer"
+    assert flaky.calls == 5
 
 
 def test_readiness_is_bounded_by_time_alone():

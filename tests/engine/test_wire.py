@@ -198,10 +198,10 @@ def test_overload_and_outages_are_retryable(status):
     assert parse_error(status, "busy").retryable
 
 
-def test_long_messages_are_trimmed():
+def test_long_messages_are_trimmed_and_say_how_long_they_were():
     error = parse_error(400, nested("x" * 10_000, 400))
 
-    assert error.message == "x" * MAX_MESSAGE_CHARS
+    assert error.message == "x" * MAX_MESSAGE_CHARS + "… (10,000 characters)"
 
 
 def test_message_whitespace_is_kept_verbatim():

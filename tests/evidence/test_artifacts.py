@@ -12,6 +12,7 @@ The rules (evalgate/evidence/artifacts.py, RELIABILITY.md):
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -179,13 +180,27 @@ def test_a_write_that_fails_leaves_the_old_result_whole(tmp_path, monkeypatch, f
     assert leftovers(tmp_path) == []  # the temporary file is gone too
 
 
-def test_a_write_that_breaks_midway_leaves_the_old_result_whole(tmp_path):
+def test_a_write_that_breaks_midway_leaves_the_old_result_whole(tmp_path, monkeypatch):
     artifacts.write_result(tmp_path, a_result(run_id="the-old-run"))
     before = (tmp_path / "result.json").read_bytes()
-    unwritable = a_result(run_id="the-new-run", warnings=["x" * 100_000, "\ud83d"])
+    opened = os.fdopen
 
-    with pytest.raises(UnicodeEncodeError):  # after 100 kB went into the temporary file
-        artifacts.write_result(tmp_path, unwritable)
+    def half_then_full(fd: int, *args: Any, **kwargs: Any) -> Any:
+        stream = opened(fd, *args, **kwargs)
+        write = stream.write
+
+        def broken(text: str) -> int:
+            write(text[: len(text) // 2])
+            stream.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        stream.write = broken
+        return stream
+
+    monkeypatch.setattr(artifacts.os, "fdopen", half_then_full)
+
+    with pytest.raises(OSError, match="No space left"):  # after 50 kB went into the temporary file
+        artifacts.write_result(tmp_path, a_result(run_id="the-new-run", warnings=["x" * 100_000]))
 
     assert (tmp_path / "result.json").read_bytes() == before
     assert leftovers(tmp_path) == []

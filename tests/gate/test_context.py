@@ -89,7 +89,7 @@ DERIVATIONS = [
         32768,
         None,
         [
-            "ISL/OSL not given: starting from the native maximum 262144 "
+            "ISL/OSL not given (0 or unset): starting from the native maximum 262144 "
             "(config max_position_embeddings)",
             "clamped to the served limit 32768",
         ],
@@ -99,7 +99,24 @@ DERIVATIONS = [
         {"isl": None, "osl": None, "native": None, "served": (Limit(2048, ROUTER),)},
         2048,
         None,
-        ["ISL/OSL not given: starting from the served limit", "within every served limit"],
+        [
+            "ISL/OSL not given (0 or unset): starting from the served limit",
+            "within every served limit",
+        ],
+    ),
+    (
+        "no ISL/OSL, nothing served: the native maximum alone (the harness's agentic rows)",
+        {"isl": None, "osl": None, "native": NATIVE_QWEN, "served": ()},
+        262144,
+        None,
+        ["ISL/OSL not given (0 or unset): starting from the native maximum 262144"],
+    ),
+    (
+        "OSL missing: ISL alone cannot size the context, the native maximum does",
+        {"isl": 8192, "osl": None, "native": NATIVE_16K, "served": ()},
+        16384,
+        None,
+        ["OSL not given (0 or unset), so ISL 8192 is not used: starting from the native"],
     ),
     (
         "override replaces the derivation",
@@ -180,16 +197,10 @@ MISSING = [
         ["ISL and OSL"],
     ),
     (
-        "only the native maximum",
-        {"isl": None, "osl": None, "native": NATIVE_QWEN, "served": ()},
-        ["ISL and OSL", "served --max-model-len"],
-        ["native maximum"],
-    ),
-    (
-        "OSL missing",
-        {"isl": 8192, "osl": None, "native": NATIVE_QWEN, "served": ()},
-        ["ISL and OSL"],
-        ["native maximum"],
+        "OSL missing, nothing else",
+        {"isl": 8192, "osl": None, "native": None, "served": ()},
+        ["ISL and OSL", "native maximum", "served --max-model-len"],
+        [],
     ),
 ]
 

@@ -26,6 +26,7 @@ def hook_env(engine_url: str, stage: Path, **extra: str) -> dict[str, str]:
     """Only what a benchmark job has in its environment, plus evalgate on PATH."""
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),  # this checkout's evalgate, whichever one is installed
         "HOME": os.environ.get("HOME", "/root"),
         "MODEL": "fake-model",
         "ISL": "1024",
@@ -70,7 +71,11 @@ def test_hook_stages_one_result_per_concurrency(tmp_path):
     stage = tmp_path / "stage"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         done = run_hook(
-            hook_env(engine.url, stage, CONC="4,8", PREFILL_TP="4", DECODE_TP="8"), "--limit", "30"
+            hook_env(
+                engine.url, stage, CONC="4,8", PREFILL_TP="4", DECODE_TP="8", IS_MULTINODE="true"
+            ),
+            "--limit",
+            "30",
         )
         probes = [r for r in engine.requests if r.body and r.body.get("stream")]
     assert done.returncode == 0, done.stderr
@@ -82,7 +87,17 @@ def test_hook_stages_one_result_per_concurrency(tmp_path):
         doc = load_result(stage / f"conc-{conc}")
         assert doc["status"] == "pass"
         assert doc["labels"]["concurrency"] == conc
-        assert doc["labels"]["topology"] == {"prefill_tp": 4, "decode_tp": 8}
+        # A disaggregated job (IS_MULTINODE) is named by its phases, as the harness names it.
+        assert doc["labels"]["topology"] == {
+            "prefill_tp": 4,
+            "prefill_ep": 1,
+            "prefill_dp_attention": False,
+            "prefill_num_workers": 1,
+            "decode_tp": 8,
+            "decode_ep": 1,
+            "decode_dp_attention": False,
+            "decode_num_workers": 1,
+        }
         # The decode's server arguments clamp the context (the router reports 4096).
         assert doc["context"]["eval_max_model_len"] == 1024 + 512 + 256
         assert {"value": 3072, "source": "DECODE_SERVER_CONFIG"} in doc["context"]["served"]
@@ -93,6 +108,7 @@ def test_hook_stages_one_result_per_concurrency(tmp_path):
             512,
             conc,
         )
+        assert (meta["is_multinode"], meta["prefill_tp"], meta["decode_tp"]) == (True, 4, 8)
         assert len(load_samples(stage / f"conc-{conc}")) == 30
 
 

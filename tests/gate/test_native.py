@@ -300,5 +300,6 @@ def test_unreadable_config_names_the_path(tmp_path, text, says):
     with pytest.raises(ContextError) as caught:
         load_native_max_len(path)
 
-    assert f"The model config {path} " in caught.value.message
+    assert f"{path} " in caught.value.message
     assert says in caught.value.message
+    assert "model's own config.json" in caught.value.message

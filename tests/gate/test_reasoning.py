@@ -118,7 +118,10 @@ def test_a_plain_model_reports_no_reasoning(engine, cli, tmp_path):
     assert cli(*_args(engine, tmp_path)).code == 0
     requests = load_result(tmp_path)["eval"]["requests"]
     assert requests["reasoning_tokens"] is None and requests["cut_while_thinking"] == 0
-    assert all(s["reasoning"] is None for s in load_samples(tmp_path))
+    assert requests["inline_thinking"] == 0  # no thinking: the whole answer, unchanged
+    samples = load_samples(tmp_path)
+    assert all(s["reasoning"] is None for s in samples)
+    assert all(s["response"].startswith("Janet") for s in samples if s["doc_id"] == 0)
 
 
 def test_thinking_options_go_into_every_request_the_probe_s_included(engine, cli, tmp_path):
@@ -149,3 +152,105 @@ def test_chat_template_kwargs_must_be_a_json_object(engine, cli, tmp_path):
     assert "--chat-template-kwargs = 'enable_thinking=false'" in result.err
     assert "not JSON (Expecting value); give a JSON object such as" in result.err
     assert engine.requests == []
+
+
+# -- thinking written into the answer (no reasoning parser) ----------------------------------
+
+INLINE = pytest.mark.parametrize("api", ["chat", "completions"])
+
+
+@INLINE
+def test_thinking_in_the_answer_is_not_scored_only_what_follows_its_end(cli, tmp_path, api):
+    """`<think> … #### 18 …</think> … #### 19`: the answer is 19, whatever the scratchpad says.
+    Every answer is wrong (accuracy 0) while every scratchpad holds the right number."""
+    behaviour = EngineBehaviour(inline_thinking="open", accuracy=0.0)
+    with FakeEngine(behaviour) as engine:
+        result = cli(*_args(engine, tmp_path, "--api", api))
+    assert result.code == 1, result.text
+    doc = load_result(tmp_path)
+    requests = doc["eval"]["requests"]
+    assert requests["inline_thinking"] == QUESTIONS
+    assert requests["cut_while_thinking"] == 0 and requests["truncated"] == 0
+    assert all(s["value"] == 0.0 for s in doc["scores"])
+    for sample in load_samples(tmp_path):
+        assert not sample["response"].startswith(("<think>", " <think>"))
+        assert sample["response"].lstrip().split("\n")[-1].startswith("#### ")
+        assert sample["reasoning"].lstrip().startswith("<think>\nA first guess: #### ")
+        assert sample["reasoning"].endswith("</think>")
+        assert sample["answer_field"] == ("content" if api == "chat" else "text")
+        assert not any(f["correct"] for f in sample["filters"].values())
+
+
+def test_an_end_marker_without_its_start_scores_what_follows(cli, tmp_path):
+    """A chat template that opens the block in the prompt: the answer holds only `</think>`."""
+    behaviour = EngineBehaviour(inline_thinking="prompt", accuracy=0.5)
+    with FakeEngine(behaviour) as engine:
+        result = cli(*_args(engine, tmp_path))
+    doc = load_result(tmp_path)
+    assert result.code == 1, result.text  # half right: below the threshold
+    assert doc["eval"]["requests"]["inline_thinking"] == QUESTIONS
+    assert all(s["value"] == 0.5 for s in doc["scores"])
+    samples = load_samples(tmp_path)
+    assert all("</think>" not in s["response"] for s in samples)
+    assert all(s["reasoning"].startswith("A first guess: #### ") for s in samples)
+
+
+@INLINE
+def test_an_answer_cut_inside_its_thinking_scores_nothing(cli, tmp_path, api):
+    """30 of 100 answers run out of budget before `</think>`: scored from their scratchpad
+    (as a whole-text scorer does) every answer would be right and the run would pass."""
+    behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
+    with FakeEngine(behaviour) as engine:
+        result = cli(*_args(engine, tmp_path, "--api", api))
+    assert result.code == 1, result.text
+    doc = load_result(tmp_path)
+    requests = doc["eval"]["requests"]
+    assert requests["inline_thinking"] == QUESTIONS
+    assert requests["cut_while_thinking"] == 30 and requests["truncated"] == 30
+    assert requests["empty"] == 0 and requests["from_reasoning"] == 0
+    assert all(s["value"] == 0.7 for s in doc["scores"])
+    budget = doc["eval"]["max_tokens"]
+    warning = (
+        f"30 answer(s) ran out of the {budget}-token budget while still thinking (30.0% of 100: "
+        "thinking written into the answer, finish_reason length before its end marker; "
+        "scored as no answer)"
+    )
+    assert any(w.startswith(warning) for w in doc["warnings"]), doc["warnings"]
+    cut = [s for s in load_samples(tmp_path) if s["finish_reason"] == "length"]
+    assert len(cut) == 30
+    for sample in cut:
+        assert sample["response"] == ""
+        assert "</think>" not in sample["reasoning"]
+        assert {f["extracted"] for f in sample["filters"].values()} == {"[invalid]"}
+
+
+def test_an_empty_end_marker_scores_the_whole_answer_as_the_harness_does(cli, tmp_path):
+    """--think-end-marker '': the harness's way, so the scratchpads of the cut answers count."""
+    behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
+    with FakeEngine(behaviour) as engine:
+        result = cli(*_args(engine, tmp_path, "--think-end-marker", ""))
+    assert result.code == 0, result.text
+    doc = load_result(tmp_path)
+    requests = doc["eval"]["requests"]
+    assert requests["inline_thinking"] == 0 and requests["cut_while_thinking"] == 0
+    assert requests["truncated"] == 30
+    assert all(s["value"] == 1.0 for s in doc["scores"])
+    assert all(s["response"].startswith("<think>") for s in load_samples(tmp_path))
+
+
+def test_a_resumed_run_takes_the_thinking_apart_again(cli, tmp_path):
+    """The journal keeps each answer as it came: resumed, it is scored and counted alike."""
+    behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
+    with FakeEngine(behaviour) as engine:
+        assert cli(*_args(engine, tmp_path)).code == 1
+        first = load_result(tmp_path)
+        engine.clear()
+        result = cli(*_args(engine, tmp_path, "--resume", "--overwrite"))
+        asked = [r for r in engine.requests if not r.stream]
+    assert result.code == 1, result.text
+    assert asked == []  # every answer came from the journal
+    again = load_result(tmp_path)
+    assert again["eval"]["requests"]["resumed"] == QUESTIONS
+    for key in ("inline_thinking", "cut_while_thinking", "truncated"):
+        assert again["eval"]["requests"][key] == first["eval"]["requests"][key]
+    assert again["scores"] == first["scores"]

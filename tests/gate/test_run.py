@@ -47,6 +47,7 @@ def test_every_answer_right_passes(engine, cli, tmp_path):
         "resumed": 0,
         "from_reasoning": 0,
         "cut_while_thinking": 0,
+        "inline_thinking": 0,
         "reasoning_tokens": None,
     }
     assert doc["endpoint"]["engine"] == {

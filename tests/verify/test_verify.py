@@ -8,9 +8,7 @@ writes (isl/osl as strings, `hw`, `infmax_model_prefix`, batches with `_conc<N>`
 
 from __future__ import annotations
 
-import copy
 import json
-import math
 import os
 import subprocess
 import sys
@@ -18,24 +16,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate import cli, schemas
+from evalgate import cli
 from evalgate.errors import ArtifactError, ExitCode, UsageError
-from evalgate.evidence.artifacts import (
-    NOT_A_RESULT,
-    read_result,
-    read_samples,
-    result_from_document,
-)
-from evalgate.evidence.model import LABEL_NAMES, Sample, from_document
-from evalgate.gate.verdict import Score
-from evalgate.schemas import validation_errors, validator
+from evalgate.evidence.artifacts import NOT_A_RESULT, read_result
+from evalgate.evidence.model import LABEL_NAMES
+from evalgate.rules.verdict import Score
+from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
-from evalgate.verify import collect, expect, spool, sweep
+from evalgate.verify import collect, expect, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -325,170 +317,7 @@ def test_result_factory_is_schema_valid(status):
     assert validation_errors("result", result_doc(status=status)) == []
 
 
-# -- the compiled schema check answers as jsonschema does ----------------------------------------
-
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-3, 3000)
-    | st.floats(allow_nan=False)
-    | st.sampled_from(["", "pass", "chat", "fit", "strict-match", "x"]),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(
-            st.sampled_from(["value", "source", "n", "type", "message", "extra"]), inner, max_size=3
-        )
-    ),
-    max_leaves=6,
-)
-
-
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found_paths = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found_paths += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found_paths += _paths(value, (*prefix, index))
-    return found_paths
-
-
-def sample_doc(doc_id: int = 3) -> dict[str, Any]:
-    answer = {"extracted": "18", "correct": True}
-    return {
-        "doc_id": doc_id,
-        "question": "Janet has 3 ducks...",
-        "target": "18",
-        "prompt_sha256": f"{doc_id:064x}",
-        "response": "#### 18",
-        "finish_reason": "stop",
-        "completion_tokens": 40,
-        "error": None,
-        "filters": {"strict-match": answer, "flexible-extract": answer},
-    }
-
-
-@st.composite
-def mutated_samples(draw: st.DrawFn) -> Any:
-    return _mutate(draw, sample_doc())
-
-
-@st.composite
-def mutated_results(draw: st.DrawFn) -> Any:
-    return _mutate(draw, result_doc(status=draw(st.sampled_from(["pass", "error"]))))
-
-
-def _mutate(draw: st.DrawFn, doc: Any) -> Any:
-    doc = copy.deepcopy(doc)
-    for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(doc)))
-        if not path:
-            continue
-        parent = doc
-        for part in path[:-1]:
-            parent = parent[part]
-        action = draw(st.sampled_from(["replace", "delete", "add"]))
-        if action == "replace":
-            parent[path[-1]] = draw(JSON)
-        elif action == "delete" and isinstance(parent, dict):
-            del parent[path[-1]]
-        elif isinstance(parent, dict):
-            parent[draw(st.sampled_from(["extra", "value", "n", "stderr"]))] = draw(JSON)
-    return doc
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=mutated_results())
-def test_compiled_check_agrees_with_jsonschema(doc):
-    fast = schemas._fast_check("result")
-    assert fast is not None
-    assert fast(doc) == validator("result").is_valid(doc)
-
-
-@settings(max_examples=200, deadline=None)
-@given(doc=JSON)
-def test_compiled_check_agrees_on_any_json(doc):
-    for name in ("result", "thresholds", "verdict"):
-        fast = schemas._fast_check(name)
-        assert fast is not None, name
-        assert fast(doc) == validator(name).is_valid(doc)
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=mutated_results())
-def test_the_typed_decode_never_accepts_what_the_schema_refuses(doc):
-    text = json.dumps(doc).encode()
-    if schemas.accepts_json("result", text):
-        assert validator("result").is_valid(doc)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=mutated_samples())
-def test_the_typed_decode_never_accepts_a_sample_the_schema_refuses(doc):
-    if schemas.accepts_json("sample", json.dumps(doc)):
-        assert validator("sample").is_valid(doc)
-
-
-def test_samples_are_read_by_the_typed_decode_into_the_same_model(tmp_path):
-    docs = [sample_doc(i) for i in range(5)]
-    docs[2]["error"], docs[2]["filters"] = "HTTP 400: too long", {}
-    lines = [json.dumps(d) for d in docs]
-    assert all(schemas.accepts_json("sample", line) for line in lines)  # the fast way is taken
-    path = tmp_path / "samples.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    assert read_samples(path) == [from_document(d, Sample) for d in docs]
-
-
-def test_a_sample_line_the_schema_refuses_is_refused_with_its_line_number(tmp_path):
-    bad = sample_doc(1)
-    bad["doc_id"] = -1
-    path = tmp_path / "samples.jsonl"
-    path.write_text(json.dumps(sample_doc(0)) + "\n" + json.dumps(bad) + "\n")
-    with pytest.raises(ArtifactError, match=r"line 2 is not a valid evalgate sample: \$\.doc_id"):
-        read_samples(path)
-
-
-@settings(max_examples=200, deadline=None)
-@given(doc=JSON)
-def test_the_typed_decode_never_accepts_any_json_the_schemas_refuse(doc):
-    text = json.dumps(doc).encode()
-    for name in ("result", "sample", "hook", "verdict", "comparison"):
-        if schemas.accepts_json(name, text):
-            assert validator(name).is_valid(doc), name
-
-
-@pytest.mark.parametrize("status", ["pass", "fail", "error", "aborted", "running"])
-def test_a_valid_result_is_read_by_the_typed_decode_into_the_same_model(tmp_path, status):
-    doc = result_doc(status=status)
-    path = tmp_path / "result.json"
-    path.write_text(json.dumps(doc, indent=2))
-    assert schemas.accepts_json("result", path.read_bytes())  # the fast way is taken
-    assert read_result(path) == result_from_document(copy.deepcopy(doc), path)
-
-
-def test_what_the_typed_decode_states_more_strictly_takes_the_full_way(tmp_path):
-    doc = result_doc()
-    doc["exit_code"] = 0.0  # an integer to JSON Schema, not to msgspec
-    path = tmp_path / "result.json"
-    path.write_text(json.dumps(doc))
-    assert not schemas.accepts_json("result", path.read_bytes())
-    assert validation_errors("result", doc) == []
-    with pytest.raises(ArtifactError) as full_way:
-        result_from_document(doc, path)
-    with pytest.raises(ArtifactError) as read:
-        read_result(path)
-    assert read.value.message == full_way.value.message
-    assert "Expected `int`, got `float` - at `$.exit_code`" in read.value.message
-
-
-def test_a_result_the_schema_refuses_is_refused_with_the_schemas_words(tmp_path):
-    doc = result_doc()
-    doc["status"] = "great"
-    path = tmp_path / "result.json"
-    path.write_text(json.dumps(doc))
-    with pytest.raises(ArtifactError, match=r"\$\.status: 'great' is not one of"):
-        read_result(path)
+# -- reading ---------------------------------------------------------------------------------------
 
 
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
@@ -496,12 +325,6 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path):
     os.mkfifo(path)
     with pytest.raises(ArtifactError, match="is not a regular file"):
         read_result(path)
-
-
-def test_compiled_check_refuses_keywords_it_does_not_know():
-    with pytest.raises(NotImplementedError):
-        schemas.compile_schema({"type": "object", "patternProperties": {"^x": True}})
-    assert schemas.compile_schema({"type": "string", "minLength": 2})("ab") is True
 
 
 # -- collecting ----------------------------------------------------------------------------------
@@ -515,38 +338,9 @@ def _sweep_of(tmp_path: Path, count: int) -> Path:
     return tmp_path
 
 
-def _by_path(found: list[collect.Found]) -> list[collect.Found]:
-    """Runs in path order (collect keeps them in the order read)."""
-    return sorted(found, key=lambda f: f.path)
-
-
-def test_a_wide_sweep_scanned_by_two_processes_is_the_sweep_scanned_by_one(tmp_path, monkeypatch):
-    root = str(_sweep_of(tmp_path, 30))
-    write_harness(tmp_path / "harness-a")  # an lm-eval set among the runs
-    serial = collect.collect([root])
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)  # from 4 folders side by side, a child scans
-    monkeypatch.setattr(spool, "_FRAME", 4)  # several frames in the spool
-    monkeypatch.setattr(collect, "_SHARE_FROM", 4)  # repeated values kept once, as at 10^5
-    forks = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
-    forked = collect.collect([root])
-    assert forks == [1]
-    assert _by_path(forked.found) == _by_path(serial.found) and len(forked.found) == 30
-    assert forked.malformed == serial.malformed and forked.ignored == serial.ignored
-    assert [f.source for f in forked.found].count("lm-eval") == 1
-    assert [n.path for n in forked.malformed] == [str(tmp_path / "run-007" / "result.json")]
-    # the child's runs share their repeated values with the parent's, as one process's do
-    hardware = {id(f.labels["hardware"]) for f in forked.found if f.labels["hardware"] == "h1"}
-    assert len(hardware) == 1
-
-
-def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
-    tmp_path, monkeypatch
-):
-    """The three ways one sweep is judged (by the two processes that read it, by one, or after
-    reading it all, as from 20,000 results on) give the same report; two configs whose names
-    collide, wherever they are read, are told apart by their models either way."""
+def test_runs_judged_as_they_are_read_give_the_verdict_of_runs_judged_after_reading(tmp_path):
+    """verify gates each run as it is read; judging the collected runs after gives the same
+    report; two configs whose names collide are told apart by their models either way."""
     _sweep_of(tmp_path, 20)
     write_result(tmp_path / "run-000b", model="other/model", hardware="h0", conc=1)
     write_harness(tmp_path / "harness-a")
@@ -554,19 +348,7 @@ def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
     write_result(tmp_path / "zz-low", hardware="h9", scores=(0.5, 0.5))
     root = str(tmp_path)
     after = sweep.judge_sweep(collect.collect([root]), sweep.Rule(thresholds()), paths=[root])
-    assert sweep.verify([root], thresholds()) == after  # one process, judging as it reads
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(spool, "_FRAME", 3)  # the child's decisions numbered across frames
-    forks = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
-    split = sweep.verify([root], thresholds())
-    assert forks == [1]
-    assert split == after
-    # runs decided alike share one decision, the child's as the parent's
-    passed = [e for e in split.entries if e.outcome == "pass" and e.source == "evalgate"]
-    assert len({id(e.checks) for e in passed}) == 2  # one per process
-    assert len({id(e.reason) for e in passed}) == 2
+    assert sweep.verify([root], thresholds()) == after
     counts = {o: after.count(o) for o in ("pass", "fail", "malformed", "duplicate")}
     assert counts == {"pass": 22, "fail": 1, "malformed": 1, "duplicate": 1}
     [duplicate] = [e for e in after.entries if e.outcome == "duplicate"]
@@ -575,24 +357,11 @@ def test_runs_judged_where_they_are_read_give_the_verdict_of_runs_judged_after(
     assert len(keys) == 2 and len(set(keys)) == 2 and any("model=other/model" in k for k in keys)
 
 
-def test_a_sweep_with_a_run_above_its_wide_level_is_scanned_by_one_process(tmp_path, monkeypatch):
+def test_a_run_folder_with_runs_below_it_counts_each_once(tmp_path):
     _sweep_of(tmp_path / "sweep", 8)
-    write_result(tmp_path)  # the root is a run's folder: its folders below are not on their own
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    forks = []
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or 0)
+    write_result(tmp_path)  # the root is a run's folder, with runs in the folders below
     out = collect.collect([str(tmp_path)])
-    assert forks == [] and len(out.found) == 8  # the root's run, and 7 of the 8 below
-
-
-def test_a_scanning_child_that_fails_leaves_its_part_to_the_parent(tmp_path, monkeypatch):
-    root = str(_sweep_of(tmp_path, 12))
-    serial = collect.collect([root])
-    monkeypatch.setattr(collect, "_SPLIT_AT", 4)
-    monkeypatch.setattr(collect, "_spool", lambda root, folders, judge, spool: 1 / 0)
-    again = collect.collect([root])
-    assert _by_path(again.found) == _by_path(serial.found) and len(again.found) == 11
-    assert again.malformed == serial.malformed
+    assert len(out.found) == 8 and len(out.malformed) == 1  # the root's run, and 7 of the 8
 
 
 def test_collect_reads_an_evalgate_result(tmp_path):
@@ -636,7 +405,7 @@ def test_collect_an_empty_folder_is_reported_empty(tmp_path):
         ("", "is not valid JSON"),
         (b"\xff\xfe{}", "is not UTF-8 text"),
         ('{"schema": "evalgate.result/1"}', f"{NOT_A_RESULT}: $: "),
-        ("[]", f"{NOT_A_RESULT}: $: [] is not of type 'object'"),
+        ("[]", f"{NOT_A_RESULT}: $: Expected `object`, got `array`"),
     ],
 )
 def test_collect_reports_a_malformed_result_with_path_and_reason(tmp_path, content, reason):
@@ -657,8 +426,11 @@ def test_collect_names_the_bad_field_of_a_schema_invalid_result(tmp_path):
     del doc["labels"]
     (tmp_path / "result.json").write_text(json.dumps(doc))
     [note] = collect.collect([str(tmp_path)]).malformed
-    assert "$: 'labels' is a required property" in note.reason
-    assert "$.scores[0].value: 1.5 is greater than the maximum of 1" in note.reason
+    assert "$.scores[0].value: Expected `float` <= 1.0" in note.reason  # the first met
+    doc["scores"][0]["value"] = 0.5
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert "$: Object missing required field `labels`" in note.reason
 
 
 def test_collect_reads_a_harness_eval_with_its_metadata(tmp_path):
@@ -902,7 +674,11 @@ FLOORS = {
             "run error in stage eval: max_tokens=12288 cannot be greater than 2048",
         ),
         (found(status="aborted", reason="interrupted"), "error", "run aborted in stage eval"),
-        (found(status="running"), "error", "the run never finished (status running"),
+        (
+            found(status="running"),
+            "error",
+            "run interrupted: its result.json still says running, last recorded at stage eval",
+        ),
         # the run failed on something other than its scores: truncation, failed requests
         (
             found(scores=em2(0.95), status="fail", reason="12% of answers truncated"),
@@ -962,41 +738,6 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
             assert entry.outcome == "fail"
     if entry.outcome == "pass":
         assert entry.checks and all(c.outcome == "pass" for c in entry.checks)
-
-
-def test_a_rule_shares_a_decision_only_where_a_fresh_one_would_decide_the_same(monkeypatch):
-    """Runs with the same scores share one decision (its reason and rows); a zero that is -0.0,
-    a NaN, a different floor or recorded parameters are decided on their own; past the kept
-    number, decisions are made and not kept."""
-    runs = [
-        found(scores=em2(0.95)),
-        found(scores=em2(0.95), concurrency=128),
-        found(scores=em2(0.0)),
-        found(scores=em2(-0.0)),
-        found(scores=em2(float("nan"))),
-        found(scores=em2(float("nan"))),
-        found(scores=em2(0.95), hardware="mi355x", precision="fp4"),  # another floor: 0.88
-        found(scores=em2(0.92, n=50)),
-        found(scores=em2(0.92, n=50), status="fail"),  # a run-level problem
-        found(scores=em2(0.92, n=50)),
-        found(scores=em2(0.92, n=50), status="fail"),
-    ]
-    monkeypatch.setattr(sweep, "_KEPT_DECISIONS", 3)
-    rule = sweep.Rule(thresholds(FLOORS))
-    shared = [rule.gate(run, "k") for run in runs]
-    alone = [sweep.Rule(thresholds(FLOORS)).gate(run, "k") for run in runs]
-    for one, other in zip(shared, alone, strict=True):
-        assert (one.outcome, one.reason) == (other.outcome, other.reason)
-        assert [msgspec.to_builtins(c) for c in one.checks] == [
-            msgspec.to_builtins(c) for c in other.checks
-        ] or math.isnan(one.checks[0].value)
-    assert shared[0].checks is shared[1].checks  # one decision for the same scores
-    assert "-0.0000" in shared[3].reason and "-0.0000" not in shared[2].reason
-    assert "0.8800" in shared[6].reason and "0.9100" in shared[0].reason
-    assert shared[7].outcome == "inconclusive" and shared[8].outcome == "fail"
-    assert shared[9].checks is shared[7].checks
-    assert shared[10].checks is not shared[8].checks  # three kept already: decided, not kept
-    assert len(rule._decided) == 3
 
 
 # -- config keys ---------------------------------------------------------------------------------
@@ -1157,7 +898,7 @@ def test_load_expectation(tmp_path):
     manifest = tmp_path / "expect.json"
     manifest.write_text(json.dumps([{"concurrency": [1, 2]}]))
     assert len(expect.load_expectation(str(manifest)).configs) == 2
-    with pytest.raises(UsageError, match="Cannot read --expect file"):
+    with pytest.raises(UsageError, match="--expect: Cannot read "):
         expect.load_expectation(str(tmp_path / "none.json"))
     manifest.write_text("[{")
     with pytest.raises(UsageError, match="is not valid JSON"):
@@ -1248,7 +989,7 @@ def test_one_empty_path_among_others_fails(tmp_path, capsys):
             ["{tmp}", "--thresholds", "{tmp}/missing.json"],
             "ThresholdsError: Cannot read thresholds file {tmp}/missing.json",
         ),
-        (["{tmp}", "--expect", "{tmp}/missing.json"], "UsageError: Cannot read --expect file"),
+        (["{tmp}", "--expect", "{tmp}/missing.json"], "UsageError: --expect: Cannot read "),
         (
             ["{tmp}", "--expect", "{tmp}/result.json"],
             "UsageError: --expect {tmp}/result.json is neither a count nor a manifest",
@@ -1592,7 +1333,7 @@ def test_collect_reports_a_malformed_hook_summary(tmp_path):
     [note] = collect.collect([str(tmp_path)]).malformed
     assert note.reason.startswith(
         f"{tmp_path / 'hook.json'} is not an evalgate hook summary: "
-        "$: 'concurrencies' is a required property"
+        "$.runs: Expected `array`, got `int`"
     )
 
 

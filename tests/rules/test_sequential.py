@@ -8,7 +8,7 @@ import pytest
 from scipy import integrate
 from scipy.stats import beta as beta_distribution
 
-from evalgate.gate.sequential import (
+from evalgate.rules.sequential import (
     PRIOR_WEIGHT,
     PrefixReader,
     SequentialTest,

@@ -7,7 +7,7 @@ Each gated score (metric ``exact_match``, every filter) is judged on its own, fi
 
 1. n = 0, or the value is not a number: FAIL, nothing was measured;
    a run that stopped early (--early-stop; the result's eval.early_stop) read fewer questions on
-   purpose: its sequential test (gate/sequential.py), at this threshold and the run's alpha,
+   purpose: its sequential test (rules/sequential.py), at this threshold and the run's alpha,
    decides first, whatever n is: certainly above is PASS, certainly below is FAIL (the
    confidence sequence holds at every n and every threshold, so verify may read it at another
    threshold than the run's); when it is not certain, the rules below apply;
@@ -37,8 +37,8 @@ import msgspec
 
 from evalgate.errors import ExitCode
 from evalgate.evidence.model import Check, EarlyStopRecord, Outcome, Score, VerdictRecord
-from evalgate.gate.sequential import judge_stopped
-from evalgate.gate.stats import wilson_interval
+from evalgate.rules.sequential import judge_stopped
+from evalgate.rules.stats import wilson_interval
 
 GATED_METRIC = "exact_match"
 REQUIRED_FILTERS = {"gsm8k": ("strict-match", "flexible-extract"), "gpqa": ("extract_abcd",)}

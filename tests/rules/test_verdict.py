@@ -1,4 +1,4 @@
-"""gate.verdict: the one gate rule for run, hook and verify; nothing is a pass by default.
+"""rules.verdict: the one gate rule for run, hook and verify; nothing is a pass by default.
 
 The oracles here are the rule's definition in words (the module docstring), checked against
 numbers worked out independently (the Wilson bounds of test_stats.py), never a copy of the code.
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from evalgate.errors import ExitCode
 from evalgate.evidence.model import Score
-from evalgate.gate.verdict import decide, judge
+from evalgate.rules.verdict import decide, judge
 from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 
 FULL = GSM8K_TEST_SIZE

@@ -1,4 +1,4 @@
-"""gate.stats: standard errors and Wilson intervals (the rule that uses them: test_verdict.py)."""
+"""rules.stats: standard errors and Wilson intervals (the rule that uses them: test_verdict.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evalgate.gate.stats import standard_error, wilson_interval
+from evalgate.rules.stats import standard_error, wilson_interval
 
 
 @pytest.mark.parametrize(

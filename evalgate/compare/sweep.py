@@ -1,0 +1,123 @@
+"""A sweep against its baseline sweep: compare's rule per config, Holm's adjustment across them.
+
+`evalgate verify SWEEP --baseline BASELINE` pairs every config with the same config of the
+baseline, question by question, as `evalgate compare` pairs two runs (compare.paired). But a
+sweep asks its question of hundreds of configs at once: at 0.05 each, 200 unchanged configs would
+show a REGRESSION or two by chance in most sweeps, and one fails the sweep. So:
+
+- one test per config: the exact one-sided paired test for a drop (McNemar's, or its clustered
+  form when questions repeat) on each gated filter, the config's p-value being its smallest
+  times the number of its filters (Bonferroni: the filters of one run move together, so this
+  costs little), capped at 1; the same for a gain, apart;
+- Holm's step-down adjustment over the configs' p-values: the chance that a sweep with no true
+  change reports any REGRESSION stays at most 0.05 (the family-wise error rate). Holm rather
+  than Benjamini-Hochberg because the gate's question is "did any config regress?": one false
+  REGRESSION fails the whole sweep, so the rate of failed sweeps is the family-wise rate, which
+  Holm bounds; Benjamini-Hochberg bounds the expected share of false findings among the
+  findings, and lets more sweeps fail falsely once a true regression is present.
+- one-sided, since a REGRESSION is a drop: the two-sided p-value would halve the power for
+  nothing (a gain is tested on its own side, as IMPROVED).
+- then compare's rule per filter (compare.paired.decide) with "significant" meaning the adjusted
+  p-value is under 0.05, and the worst filter decides, as in compare.
+
+So a pair that `compare` calls a REGRESSION (p < 0.05 for one question asked once) can be
+INCONCLUSIVE in a sweep of 200: there it must clear about 0.05 / 200 to stand out from what 200
+chances give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from evalgate.compare.paired import (
+    ALPHA,
+    Finding,
+    PairedCounts,
+    decide,
+    difference_interval,
+    one_sided_p,
+)
+
+
+class FilterPair(msgspec.Struct, frozen=True):
+    """One gated filter of a config, paired with the baseline's."""
+
+    filter: str
+    counts: PairedCounts
+    interval: tuple[float, float]
+    finding: Finding
+
+
+class ConfigPair(msgspec.Struct, frozen=True):
+    """One config of the sweep, paired with the same config of the baseline."""
+
+    key: str
+    finding: Finding
+    """The worst of its filters' findings."""
+    filters: tuple[FilterPair, ...]
+    p_drop: float
+    """The config's one-sided p-value for a drop (Bonferroni over its filters)."""
+    p_gain: float
+    adjusted_drop: float
+    """p_drop after Holm's adjustment over the sweep: significant below ALPHA."""
+    adjusted_gain: float
+
+    @property
+    def deciding(self) -> FilterPair:
+        """The filter whose finding is the config's (the largest drop among equals)."""
+        worst = [f for f in self.filters if f.finding is self.finding]
+        return min(worst, key=lambda f: f.counts.difference)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the i-th smallest times
+    (m - i + 1), never below the one before it, at most 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def config_p(filters: Mapping[str, PairedCounts], *, drop: bool) -> float:
+    """A config's one-sided p-value: its filters' smallest, times their number, at most 1."""
+    if not filters:
+        return 1.0
+    smallest = min(one_sided_p(counts, drop=drop) for counts in filters.values())
+    return min(1.0, len(filters) * smallest)
+
+
+def judge_pairs(
+    pairs: Mapping[str, Mapping[str, PairedCounts]],
+    max_drop: float,
+    alpha: float = ALPHA,
+) -> list[ConfigPair]:
+    """Every config's finding against its baseline, the sweep's multiplicity accounted for;
+    `pairs` maps a config's key to its gated filters' paired tables."""
+    keys = list(pairs)
+    drops = [config_p(pairs[key], drop=True) for key in keys]
+    gains = [config_p(pairs[key], drop=False) for key in keys]
+    judged = []
+    for key, p_drop, p_gain, adj_drop, adj_gain in zip(
+        keys, drops, gains, holm(drops), holm(gains), strict=True
+    ):
+        filters = []
+        for name, counts in pairs[key].items():
+            interval = difference_interval(counts)
+            finding = decide(
+                counts,
+                interval,
+                max_drop,
+                drop_significant=adj_drop < alpha,
+                gain_significant=adj_gain < alpha,
+            )
+            filters.append(FilterPair(name, counts, interval, finding))
+        worst = max(
+            (f.finding for f in filters), key=lambda f: f.rank, default=Finding.INCONCLUSIVE
+        )
+        judged.append(ConfigPair(key, worst, tuple(filters), p_drop, p_gain, adj_drop, adj_gain))
+    return judged

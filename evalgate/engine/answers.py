@@ -1,0 +1,147 @@
+"""An engine's generation answer, decoded into typed values where it enters evalgate.
+
+The answer is the engine's word, not evalgate's: each field is taken only when it has the type
+and range it must have. A count that is negative, `true` or a string, a finish_reason that is
+not text, is named in a problem (`Problems`) and not used, so nothing implausible reaches the
+evidence. A body with no choices[0] text is malformed (retried); a 200 whose body is an error
+object is the engine's error answer, its words kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalgate.engine.retry import EngineAnswerError, TransientAnswer
+from evalgate.engine.wire import parse_error
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where reasoning parsers put a chat answer's thinking (vLLM: reasoning_content; newer releases
+also or instead reasoning)."""
+
+
+class MalformedAnswer(TransientAnswer):
+    """A 200 whose body is not a completion."""
+
+
+@dataclass
+class Problems:
+    """Implausible values the engine sent, by field: how often, and the first one seen."""
+
+    seen: Counter[str] = field(default_factory=Counter)
+    first: dict[str, str] = field(default_factory=dict)
+
+    def note(self, name: str, value: Any) -> None:
+        self.seen[name] += 1
+        self.first.setdefault(name, repr(value)[:80])
+
+    def describe(self) -> list[str]:
+        """One warning per field."""
+        return [
+            f"{count} answer(s) carried an implausible {name} (first: {self.first[name]}): not used"
+            for name, count in self.seen.items()
+        ]
+
+
+def whole(value: Any, least: int = 0) -> int | None:
+    """A number an engine reported: a whole number of at least `least` (never a bool)."""
+    usable = isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return value if usable else None
+
+
+def count(value: Any, name: str, problems: Problems | None) -> int | None:
+    """A count the engine reported, >= 0; anything else None, noted."""
+    found = whole(value)
+    if found is None and value is not None and problems is not None:
+        problems.note(name, value)
+    return found
+
+
+def text_or_none(value: Any, name: str, problems: Problems | None) -> str | None:
+    """A string the engine reported; anything else None, noted."""
+    if value is None or isinstance(value, str):
+        return value
+    if problems is not None:
+        problems.note(name, value)
+    return None
+
+
+def clean(text: str) -> str:
+    """A JSON escape such as \\ud83d alone decodes to a lone surrogate, which no UTF-8 file
+    (journal, samples) can hold: keep the answer, replace the broken character."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _chat_text(message: Any) -> tuple[Any, str]:
+    """A chat message's answer and the field it came from: its content, or, when content is
+    null or empty, its reasoning (the benchmark harness scores an answer cut while thinking
+    from its reasoning too)."""
+    content = message["content"]  # KeyError or TypeError: malformed
+    if content not in (None, "", []):
+        return content, "content"
+    for name in REASONING_FIELDS:
+        reasoning = message.get(name)
+        if isinstance(reasoning, str) and reasoning:
+            return reasoning, name
+    return content, "content"
+
+
+def error_answer(raw: Any) -> EngineAnswerError | None:
+    """A 200 whose JSON body is an error object ({"error": ...}, {"object": "error"}): the
+    engine's error answer, its words kept."""
+    if not isinstance(raw, dict) or "choices" in raw:
+        return None
+    if "error" in raw or raw.get("object") == "error":
+        return EngineAnswerError(parse_error(200, json.dumps(raw)))
+    return None
+
+
+def parse_completion(
+    raw: Any, api: str, problems: Problems | None = None
+) -> tuple[str, str | None, int | None, str]:
+    """Text, finish_reason, completion_tokens and the field that held the text, from a parsed
+    JSON answer."""
+    try:
+        choices = raw["choices"]
+        # the answer is choice 0 by its index; a server may list the choices in any order
+        choice = next(
+            (c for c in choices if isinstance(c, dict) and c.get("index") == 0), choices[0]
+        )
+        if api == "chat":
+            content, source = _chat_text(choice["message"])
+        else:
+            content, source = choice["text"], "text"
+        usage = raw.get("usage") or {}
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
+    unreadable = content is not None and not isinstance(content, str) and content != []
+    if unreadable and problems is not None:
+        problems.note(source, content)
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return (
+        clean(content) if isinstance(content, str) else "",
+        text_or_none(choice.get("finish_reason"), "finish_reason", problems),
+        count(tokens, "usage.completion_tokens", problems),
+        source,
+    )
+
+
+def parse_reasoning(
+    raw: Any, api: str, problems: Problems | None = None
+) -> tuple[str | None, int | None]:
+    """A chat answer's reasoning text and its reasoning tokens (where the engine reports
+    usage.completion_tokens_details.reasoning_tokens); None where absent."""
+    text = None
+    choice = raw["choices"][0] if api == "chat" else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if isinstance(message, dict):
+        found = (message.get(name) for name in REASONING_FIELDS)
+        text = next((clean(value) for value in found if isinstance(value, str) and value), None)
+    usage = raw.get("usage") if isinstance(raw, dict) else None
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return text, count(tokens, "usage.completion_tokens_details.reasoning_tokens", problems)

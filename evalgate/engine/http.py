@@ -1,0 +1,257 @@
+"""The one HTTP layer: every request evalgate sends an engine, a router or a worker goes out here.
+
+aiohttp, one client for one wire: the eval, the probe, readiness and discovery all open their
+connection pool with `open_session` and send with `exchange`, so every request has
+
+- a total deadline, first byte to last (a server that trickles a byte a second is cut too);
+- a connect deadline (`Network.connect_timeout`);
+- TCP keepalive with TCP_USER_TIMEOUT on every connection: a peer that vanished without closing
+  (power loss, partition) is declared dead after `Network.silence_limit` seconds of silence,
+  while a long generation on a live peer is untouched (its kernel answers the probes);
+- a cap on the decoded body (`Network.max_response_bytes`): a small gzip answer cannot expand
+  into gigabytes;
+- the proxies the environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, as aiohttp's
+  `trust_env` reads them through urllib: a loopback address is proxied too unless NO_PROXY
+  names it).
+
+Blocking callers (readiness, discovery, the probe) run the same coroutines on an event loop of
+their own (`Blocking`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from evalgate.engine.retry import (
+    AnswerTooLarge,
+    ConnectionFailed,
+    HostSilent,
+    TimedOut,
+    TransientAnswer,
+)
+
+T = TypeVar("T")
+Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]
+CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Network:
+    """What every connection to an engine is given (settings: connect_timeout, keepalive_*,
+    max_response_bytes)."""
+
+    connect_timeout: float = 30.0
+    keepalive_idle: float = 30.0
+    keepalive_interval: float = 10.0
+    keepalive_probes: int = 3
+    max_response_bytes: int = 16 << 20
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds a connection may go unanswered before the kernel drops it (TCP_USER_TIMEOUT):
+        the idle time plus every keepalive probe."""
+        return self.keepalive_idle + self.keepalive_interval * self.keepalive_probes
+
+
+def _options(network: Network) -> list[tuple[int, int, int]]:
+    """Socket options for keepalive and the user timeout, as far as the platform has them."""
+    tcp = socket.IPPROTO_TCP
+    wanted = [
+        ("TCP_KEEPIDLE", max(1, round(network.keepalive_idle))),
+        ("TCP_KEEPALIVE", max(1, round(network.keepalive_idle))),  # macOS's name for it
+        ("TCP_KEEPINTVL", max(1, round(network.keepalive_interval))),
+        ("TCP_KEEPCNT", max(1, network.keepalive_probes)),
+        ("TCP_USER_TIMEOUT", max(1, round(network.silence_limit * 1000))),
+    ]
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    options += [
+        (tcp, getattr(socket, name), value) for name, value in wanted if hasattr(socket, name)
+    ]
+    return options
+
+
+def _socket_factory(network: Network) -> Callable[[Any], socket.socket]:
+    options = _options(network)
+
+    def make(addr_info: Any) -> socket.socket:
+        family, kind, proto, _, _ = addr_info
+        sock = socket.socket(family=family, type=kind, proto=proto)
+        for level, name, value in options:
+            sock.setsockopt(level, name, value)
+        return sock
+
+    return make
+
+
+async def _headers_sent(_session: Any, context: Any, _params: Any) -> None:
+    """aiohttp's signal that a request's headers left: the sender's `on_sent`."""
+    on_sent = context.trace_request_ctx
+    if on_sent is not None:
+        on_sent()
+
+
+def open_session(
+    network: Network,
+    *,
+    headers: dict[str, str] | None = None,
+    max_connections: int = 100,
+    fresh: bool = False,
+) -> aiohttp.ClientSession:
+    """A connection pool with `network`'s settings (`fresh`: a new connection per request);
+    call inside the event loop that sends."""
+    headers = {"Accept-Encoding": "gzip, deflate", **(headers or {})}
+    connector = aiohttp.TCPConnector(
+        limit=max_connections, socket_factory=_socket_factory(network), force_close=fresh
+    )
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_headers_sent)
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers=headers,
+        trace_configs=[trace],
+        auto_decompress=False,  # decoded in `decoded`, within the cap
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=network.connect_timeout),
+        trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as users expect
+    )
+
+
+def _silent(exc: BaseException) -> bool:
+    """Did the kernel give up on the peer (no acknowledgement within TCP_USER_TIMEOUT)?"""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ETIMEDOUT:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return f"TimeoutError({errno.ETIMEDOUT}," in str(exc)  # aiohttp's payload error quotes it
+
+
+def _where(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def exchange(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    *,
+    deadline: float,
+    read: Reader[T],
+    data: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    on_sent: Callable[[], None] | None = None,
+    network: Network,
+) -> T:
+    """One request, `read` taking its response, all within `deadline` seconds; `on_sent` is
+    called when its headers have left. The library's errors become evalgate's (engine.retry)."""
+
+    async def send() -> T:
+        try:
+            async with session.request(
+                method,
+                url,
+                data=data,
+                headers=headers,
+                allow_redirects=False,
+                trace_request_ctx=on_sent,
+            ) as response:
+                return await read(response)
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise HostSilent(
+                f"{_where(url)} stopped answering: no connection within "
+                f"{network.connect_timeout:g} s (--connect-timeout)"
+            ) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            if _silent(exc):
+                raise HostSilent(
+                    f"{_where(url)} stopped answering: nothing came back for "
+                    f"{network.silence_limit:g} s (TCP keepalive)"
+                ) from exc
+            raise ConnectionFailed.of(exc) from exc
+
+    try:
+        return await asyncio.wait_for(send(), deadline)
+    except asyncio.TimeoutError as exc:
+        raise TimedOut(f"no whole answer within {deadline:g} s") from exc
+
+
+def _decoder(response: aiohttp.ClientResponse) -> Any:
+    """A zlib decoder for the body's Content-Encoding (None: not encoded)."""
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # +32: a gzip or a zlib header
+    raise TransientAnswer(f"an answer encoded {encoding!r}, which evalgate did not ask for")
+
+
+async def decoded(response: aiohttp.ClientResponse, cap: int) -> AsyncIterator[bytes]:
+    """The body in pieces, decoded, never more than `cap` bytes in all: decoding stops there
+    and AnswerTooLarge is raised (the rest is never read: the connection is dropped). aiohttp's
+    own decoding is off: one read of a small gzip body could expand a thousandfold."""
+    decoder = _decoder(response)
+    size = 0
+    async for received in response.content.iter_chunked(CHUNK):
+        data = received
+        while data:
+            if decoder is None:
+                piece, data = data, b""
+            else:
+                piece = decoder.decompress(data, cap - size + 1)
+                data = decoder.unconsumed_tail
+            size += len(piece)
+            if size > cap:
+                raise AnswerTooLarge(
+                    f"the answer passed the cap of {cap} bytes (--max-response-bytes) and was "
+                    "cut there"
+                )
+            if piece:
+                yield piece
+
+
+async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The whole body, decoded, at most `cap` bytes (else AnswerTooLarge)."""
+    return b"".join([piece async for piece in decoded(response, cap)])
+
+
+async def lines(response: aiohttp.ClientResponse, cap: int) -> AsyncIterator[bytes]:
+    """The body's lines, decoded, each with its newline (the last may have none)."""
+    rest = b""
+    async for piece in decoded(response, cap):
+        *complete, rest = (rest + piece).split(b"\n")
+        for line in complete:
+            yield line + b"\n"
+    if rest:
+        yield rest
+
+
+class Blocking:
+    """Coroutines run to the end from blocking code, on one event loop of its own."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run_until_complete(coroutine)
+
+    def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
+        """Cancel what an interruption left behind, run `last` (a session's close), end."""
+        loop = self._loop
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if last is not None:
+            loop.run_until_complete(last)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

@@ -1,0 +1,196 @@
+"""The output folder: one run at a time, and no write through a link.
+
+A run (or a hook, for its staging folder) holds ``.evalgate.lock`` in its folder from before its
+first check to after its last write: an exclusive ``flock`` on that file, which the kernel drops
+when the process ends, however it ends, so a lock file left by a killed run never blocks the
+next. The file holds the holder's process id, which a refused run names. On NFS, Linux emulates
+``flock`` with a POSIX lock on the server; a file system with no locks at all (NFS without its
+lock service, Lustre mounted ``noflock``) is said in a warning, and the run goes on unlocked
+(RELIABILITY.md, the output folder, says where the lock holds).
+
+Files evalgate writes whole are renamed into place (artifacts.write_atomic), which replaces a
+link instead of following it. The two it writes in place, the journal (appended to) and the lock,
+are opened with ``O_NOFOLLOW``: a symbolic link there is refused, never written through; so is
+one where a hook puts its run folders (``conc-<N>``, ``evalgate/``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+from pathlib import Path
+from types import TracebackType
+
+from evalgate.errors import ArtifactError
+from evalgate.evidence.artifacts import (
+    COMPARISON_NAME,
+    JOURNAL_NAME,
+    RAW_NAME,
+    RESULT_NAME,
+    SAMPLES_NAME,
+)
+from evalgate.evidence.read import read
+
+LOCK_NAME = ".evalgate.lock"
+STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)
+"""Files a run rewrites; left from an earlier run in the same folder they would mislead."""
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})
+"""flock's answers on a file system without locks: NFS without lockd, FUSE, Lustre's noflock."""
+
+
+def _link(path: Path) -> ArtifactError:
+    return ArtifactError(
+        f"{path} is a symbolic link: evalgate would write into what it points to. Remove it, "
+        "or choose another --output-dir."
+    )
+
+
+def refuse_link(path: Path) -> None:
+    """A file or folder evalgate names inside a folder it holds must not be a symbolic link:
+    its writes would land wherever the link points (found before anything is sent)."""
+    if path.is_symlink():
+        raise _link(path)
+
+
+def _not_a_file(path: Path) -> ArtifactError:
+    return ArtifactError(
+        f"{path} is not a regular file (a FIFO, a device or a socket). Move it away, or choose "
+        "another --output-dir."
+    )
+
+
+def open_in_place(path: Path, flags: int) -> int:
+    """A descriptor for a file written in place: never through a symbolic link, and only a
+    regular file (O_NONBLOCK: a FIFO must not block the open)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and path.is_symlink():
+            raise _link(path) from exc
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise _not_a_file(path) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_a_file(path)
+    os.set_blocking(fd, True)
+    return fd
+
+
+class FolderLock:
+    """One process's hold on a folder (see the module's docstring); `warning` says when the
+    file system could not lock it. Released by `release`, or when the process ends."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.warning: str | None = None
+        self._fd: int | None = open_in_place(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+        try:
+            self._take(self._fd)
+        except BaseException:
+            self.release()
+            raise
+
+    def _take(self, fd: int) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ArtifactError(
+                f"{self.folder} is in use by another evalgate run (process {_holder(fd)}): "
+                f"wait for it to end, or choose another --output-dir. ({LOCK_NAME} there is its "
+                "lock; one left by a run that was killed does not block.)"
+            ) from None
+        except OSError as exc:
+            if exc.errno not in _NO_LOCKS:
+                raise
+            self.warning = (
+                f"{self.folder} cannot be locked ({exc.strerror}): nothing stops a second run "
+                "from writing into it at the same time. Give each run its own --output-dir, or "
+                "use a file system with locks (NFS with its lock service, Lustre mounted with "
+                "-o flock, a local disk)"
+            )
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.fsync(fd)  # on NFS, to the server: a run refused on another node reads it there
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _holder(fd: int) -> str:
+    """The process id the holder wrote, read through the descriptor already open (on NFS,
+    closing a second one would drop this process's POSIX locks on the file)."""
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return text if text.isdigit() else "unknown: it has not written its id yet"
+
+
+def hold(folder: Path) -> FolderLock:
+    """Create `folder` if need be and lock it; an ArtifactError (exit 2) when it cannot be
+    created or written, or another run holds it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArtifactError(
+            f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
+            "--output-dir."
+        ) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):  # read-only mounts too, even for root
+        raise ArtifactError(
+            f"The output folder {folder} is not writable (read-only file system or no "
+            "permission): choose a writable --output-dir."
+        )
+    return FolderLock(folder)
+
+
+def prepare(folder: Path, *, overwrite: bool, resume: bool) -> FolderLock:
+    """Hold the folder, then refuse to bury an earlier run's finished result or to append
+    through a link."""
+    lock = hold(folder)
+    try:
+        _refuse(folder, overwrite=overwrite, resume=resume)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _refuse(folder: Path, *, overwrite: bool, resume: bool) -> None:
+    refuse_link(folder / JOURNAL_NAME)  # found now, not when the eval opens it
+    existing = folder / RESULT_NAME
+    if existing.is_dir():  # no --overwrite replaces a folder: it may hold anything
+        raise ArtifactError(
+            f"{existing} is a folder, not a result file. Move it away, or choose another "
+            "--output-dir."
+        )
+    if existing.exists() and not existing.is_file():  # a FIFO would block the read forever
+        raise _not_a_file(existing)
+    if existing.exists() and not overwrite:
+        status = "unreadable"
+        with contextlib.suppress(ArtifactError, AttributeError):
+            status = str(read(existing).get("status"))
+        if not (resume and status in ("aborted", "error", "running")):
+            raise ArtifactError(
+                f"{existing} already holds a result (status {status}). Choose another "
+                "--output-dir, pass --overwrite to replace it"
+                + (", or --resume to continue an interrupted run." if status != "pass" else ".")
+            )
+
+
+def clear_stale(folder: Path) -> None:
+    """Remove an earlier run's per-run files (the journal stays: --resume reads it)."""
+    for name in STALE:
+        (folder / name).unlink(missing_ok=True)

@@ -1,0 +1,75 @@
+"""Simulated speculative decoding: an engine that fakes its draft acceptance cannot be gated.
+
+Some benchmark recipes make the engine accept draft tokens at a fixed, simulated rate (SGLang's
+``SGLANG_SIMULATE_ACC_LEN``, ATOM's ``--spec-decode-acceptance-length``) so that throughput is
+measured at a committed acceptance length. The answers of such an engine are not the model's,
+so the benchmark harness switches the simulation off whenever it evaluates. evalgate cannot
+switch an engine's setting off; it refuses to gate when the job says the simulation is on,
+unless told to go ahead (``--allow-simulated-acceptance``, recorded in the result's warnings).
+
+What is read is what the gate can see: its own environment (or ``--sglang-simulate-acc-len``)
+and the server-argument strings it is given. The engine's own environment may differ from the
+hook's (a launcher may set the variable on the engine's command line only): the check cannot
+see that, so a clean check is no proof that the engine did not simulate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from evalgate.errors import UsageError
+
+SIMULATE_VARIABLE = "SGLANG_SIMULATE_ACC_LEN"
+_ACCEPTANCE_FLAG = re.compile(r"--spec[-_]decode[-_]acceptance[-_]length(?:=|\s+|$)(\S*)")
+_SHOWN = 40
+"""Characters of a value repeated in a message (the rest is outside text of no use there)."""
+
+
+def _off(value: str) -> bool:
+    """Empty or zero (0, 0.0): SGLang simulates nothing."""
+    text = value.strip()
+    try:
+        return not text or float(text) == 0
+    except ValueError:
+        return False
+
+
+def simulated_sources(
+    simulate_acc_len: str | None, server_args: Sequence[tuple[str, str]]
+) -> list[str]:
+    """Where the job says acceptance is simulated, one phrase per source ([]: nowhere).
+    `server_args` holds (server-argument string, where it came from) pairs."""
+    found = []
+    if simulate_acc_len is not None and not _off(simulate_acc_len):
+        shown = simulate_acc_len.strip()[:_SHOWN]
+        found.append(
+            f"{SIMULATE_VARIABLE}={shown!r} in the gate's environment "
+            "(or --sglang-simulate-acc-len)"
+        )
+    for args, source in server_args:
+        found += [
+            f"--spec-decode-acceptance-length {match.group(1)[:_SHOWN]!r} in {source}"
+            for match in _ACCEPTANCE_FLAG.finditer(args)
+        ]
+    return found
+
+
+def check_acceptance(sources: Sequence[str], *, allowed: bool) -> str | None:
+    """None when nothing is simulated; the warning to record when it is and `allowed`; else
+    a UsageError naming every source."""
+    if not sources:
+        return None
+    listed = "; ".join(sources)
+    if not allowed:
+        raise UsageError(
+            f"Speculative decoding's acceptance is simulated ({listed}): the engine accepts "
+            "draft tokens at a fixed rate instead of checking them, so its answers are not the "
+            "model's and no score of them means anything. Serve the eval without the "
+            "simulation (the benchmark harness switches it off whenever it evaluates), or pass "
+            "--allow-simulated-acceptance to gate anyway."
+        )
+    return (
+        f"speculative acceptance is simulated ({listed}) and the gate ran anyway "
+        "(--allow-simulated-acceptance): its scores say nothing about the model"
+    )

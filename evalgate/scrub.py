@@ -1,0 +1,122 @@
+"""The configured secrets, scrubbed from every text evalgate prints or writes.
+
+An engine may echo what it was sent: a 401's body ``Incorrect API key provided: <key>``, a proxy's
+403 naming the URL with its password. So every text from outside loses the configured secrets
+before it reaches an output or a file, whatever its source. The writers apply it (the CLI's
+stdout and stderr, the evidence writers, the report files) and so do the neutralisers of
+evalgate.outside, before they escape anything.
+
+The secrets are configured at the top of a command (`configure`): the API key and the user info
+of every URL (``user:password`` and the password; a user alone when there is no password). Each
+is looked for as written, as JSON escapes it, URL-encoded (either case of hex) and in base64 (the
+Basic auth header carries ``user:password`` so). A value under MIN_LENGTH characters is no secret
+(vLLM's placeholder key ``EMPTY``): it is sent, but not scrubbed, which would shred ordinary text.
+Scrubbing is the last step before an output: answers are scored as the engine sent them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, quote_plus, unquote, urlsplit
+
+MASK = "***"
+MIN_LENGTH = 8
+"""Shorter values are placeholders (``EMPTY``, ``none``), not secrets."""
+
+
+def _forms(secret: str) -> set[str]:
+    """Every way `secret` may be written in a text evalgate was given."""
+    encoded = {quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    b64 = base64.b64encode(secret.encode("utf-8", "surrogatepass")).decode("ascii")
+    return {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret)[1:-1].replace("/", "\\/"),  # JSON writers that escape the slash
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        *encoded,
+        b64,
+        b64.rstrip("="),
+        base64.urlsafe_b64encode(secret.encode("utf-8", "surrogatepass")).decode("ascii"),
+    }
+
+
+def _pattern(form: str) -> str:
+    """A form as a regular expression: a percent escape matches in either case of hex."""
+    return re.sub(
+        r"%([0-9A-F])([0-9A-F])",
+        lambda m: "%" + "".join(f"[{c}{c.lower()}]" if c.isalpha() else c for c in m.groups()),
+        re.escape(form),
+    )
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets of a URL's user info: ``user:password`` (as written and decoded) and the
+    password; a user alone when there is no password (a token given as the user)."""
+    netloc = urlsplit(url).netloc
+    if "@" not in netloc:
+        return []
+    info = netloc.rpartition("@")[0]
+    user, colon, password = info.partition(":")
+    if not colon:
+        return [info, unquote(info)]
+    return [info, f"{unquote(user)}:{unquote(password)}", password, unquote(password)]
+
+
+class Secrets:
+    """A set of secrets, and the scrubbing of texts and JSON documents that hold them."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        forms = {form for v in values if len(v) >= MIN_LENGTH for form in _forms(v)}
+        # the longest first, so that a form inside another is never matched in its place
+        alternatives = sorted(forms, key=lambda form: (-len(form), form))
+        self._pattern = re.compile("|".join(map(_pattern, alternatives))) if forms else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def text(self, text: str) -> str:
+        """`text` with every secret replaced by MASK."""
+        return text if self._pattern is None else self._pattern.sub(MASK, text)
+
+    def document(self, value: Any) -> Any:
+        """A JSON-like value with every string in it (keys included) scrubbed; other values as
+        they are (a number is never a secret's place)."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.document(k): self.document(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.document(v) for v in value]
+        return value
+
+
+_active = Secrets(())
+
+
+def configure(keys: Iterable[str | None], urls: Iterable[str | None] = ()) -> None:
+    """Make these API keys and the user info of these URLs the secrets every output is scrubbed
+    of, from now on in this process."""
+    global _active  # noqa: PLW0603  # one set for the process: every writer and thread sees it
+    values = [key for key in keys if key]
+    _active = Secrets(values + [s for url in urls if url for s in url_secrets(url)])
+
+
+def text(value: str) -> str:
+    """`value` without the configured secrets."""
+    return _active.text(value)
+
+
+def document(value: Any) -> Any:
+    """A JSON-like value without the configured secrets in any of its strings."""
+    return _active.document(value)
+
+
+def active() -> bool:
+    """Are any secrets configured?"""
+    return bool(_active)

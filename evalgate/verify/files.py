@@ -1,0 +1,132 @@
+"""A sweep's files, each read into what verify judges: a run (Found), or why not (a Note).
+
+Every reader's error is about its one file: it becomes a Note, never the end of the sweep.
+evalgate's result.json is read whole into the evidence model, and verify keeps what the gate
+rule needs; one that still says "running" is looked at with its folder's lock, which a live run
+holds. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval set (a
+meta_env.json and its lm-eval results) gives its runs through harness_output.py.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+from typing import Any
+
+from evalgate.errors import ArtifactError
+from evalgate.evidence.artifacts import read_document, read_hook, read_result
+from evalgate.evidence.harness_layout import FormatError
+from evalgate.evidence.model import LABEL_NAMES, to_document
+from evalgate.verify import harness_output
+from evalgate.verify.records import Collection, Found, Note
+
+
+def read(path: str, reader: Any) -> Any:
+    """`reader(path)`, or a Note saying why the file is not usable: a reader's error is about
+    that one file, never the end of the sweep."""
+    try:
+        return reader(path)
+    except ArtifactError as exc:
+        return Note(path, exc.message)
+
+
+def result(path: str) -> Found | Note:
+    """The run one result.json holds, as verify needs it."""
+    run = read(path, read_result)
+    if isinstance(run, Note):
+        return run
+    return Found(
+        path=path,
+        source="evalgate",
+        model=run.model,
+        labels=to_document(run.labels),
+        scores=tuple(run.scores),
+        status=run.status,
+        stage=run.stage,
+        reason=run.reason + (f" ({run.error.type})" if run.error else ""),
+        failed_on_scores=any(not c.passed for c in run.checks),
+        verdict=run.verdict,
+        early_stop=run.eval.early_stop if run.eval else None,
+        holder=_lock_holder(os.path.dirname(path)) if run.status == "running" else None,
+    )
+
+
+LOCK_NAME = ".evalgate.lock"
+"""The lock a run holds on its output folder while it runs; the file holds its process id."""
+
+
+def _lock_holder(folder: str) -> str | None:
+    """The process id in the folder's lock file while that lock is held (the run is alive;
+    "unknown" if the file names none); None if it is not held, or cannot be tested."""
+    try:
+        fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when fd is closed
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode("ascii", "replace").strip()
+            return pid if pid.isdigit() else "unknown"
+        except OSError:  # a file system without flock: nothing to tell
+            return None
+        return None
+    finally:
+        os.close(fd)
+
+
+def lm_eval(path: str, notes: Collection) -> Any:
+    """An lm-eval results file's document, or None (noted: unreadable, or not lm-eval's)."""
+    doc = read(path, read_document)
+    if isinstance(doc, Note):
+        notes.malformed.append(doc)
+    elif not isinstance(doc, dict) or "lm_eval_version" not in doc:
+        notes.ignored.append(Note(path, f"{path} is not an lm-eval result (no lm_eval_version)"))
+    else:
+        return doc
+    return None
+
+
+def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
+    """The runs an `evalgate hook` summary lists as "not run" (an earlier run stopped it),
+    labelled like a run found beside it."""
+    summary = read(path, read_hook)
+    if isinstance(summary, Note):
+        notes.malformed.append(summary)
+        return []
+    labels = dict(sibling.labels) if sibling else dict.fromkeys(LABEL_NAMES)
+    model = sibling.model if sibling else None
+    return [
+        Found(
+            path,
+            "evalgate",
+            model,
+            {**labels, "concurrency": run.concurrency},
+            (),
+            "skipped",
+            None,
+            run.reason or "not run",
+        )
+        for run in summary.runs
+        if run.status == "not run"
+    ]
+
+
+def harness_set(meta_path: str, paths: list[str], notes: Collection) -> list[Found]:
+    """The runs one meta_env.json and its lm-eval results describe (read now, not before)."""
+    files = [(path, doc) for path in paths if (doc := lm_eval(path, notes)) is not None]
+    meta = read(meta_path, read_document)
+    if not isinstance(meta, Note):
+        try:
+            runs, unusable = harness_output.runs(meta_path, meta, files)
+        except FormatError as exc:
+            meta = Note(meta_path, f"{meta_path} {exc}")
+        else:
+            notes.malformed += unusable
+            return runs
+    lost = f"; the {len(files)} lm-eval result(s) it describes go unchecked" if files else ""
+    notes.malformed.append(Note(meta_path, meta.reason + lost))
+    return []

@@ -1,0 +1,312 @@
+"""engine.http: every request has a total deadline, every number an engine sends is typed where
+it enters, every answer is capped, and the probe keeps the engine's words.
+
+Each test runs `evalgate` as a user does against the fake engine behind `tests.front.Front`,
+which answers one path in a hostile shape (a trickle, a stream of comments, a gzip bomb, an
+implausible number) and forwards the rest. Deadlines are a second or two; the bounds checked
+are several times that. RELIABILITY.md lists each case with its test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST, ROOT, deadline, load_result, load_samples
+from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.front import Front, Handler, comments, gzip_bomb, gzipped, json_answer, trickle
+
+MODEL = "fake-model"
+CHAT = "/v1/chat/completions"
+
+
+@pytest.fixture
+def engine():
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as fake:
+        yield fake
+
+
+def context_args(url: str, *extra: str) -> list[str]:
+    return ["context", "--json", "--base-url", url, "--model", MODEL, "--isl", "1024",
+            "--osl", "512", "--limit", "5", *FAST, *extra]  # fmt: skip
+
+
+def run_args(url: str, out: Path, *extra: str) -> list[str]:
+    return ["run", "--base-url", url, "--model", MODEL, "--isl", "1024", "--osl", "512",
+            "--limit", "5", "--num-concurrent", "2", "--min-samples", "0", "--max-attempts", "2",
+            "--output-dir", str(out), *FAST, *extra]  # fmt: skip
+
+
+def streamed_only(answer):
+    """`answer` for the probe (a streamed request); the eval's requests go on to the engine."""
+
+    def choose(handler: Handler) -> None:
+        if handler.json_body.get("stream"):
+            answer(handler)
+        else:
+            handler.forward(CHAT)
+
+    return choose
+
+
+def timed(cli, front: Front, *args: str, within: float = 60):
+    started = time.monotonic()
+    with deadline(within, front):  # type: ignore[arg-type]  # stops the front on overrun
+        result = cli(*args)
+    return result, time.monotonic() - started
+
+
+# -- 1. deadlines are total, first byte to last ----------------------------------------------------
+
+
+def test_a_probe_stream_of_comments_is_cut_at_the_timeout(engine, cli, tmp_path):
+    with Front(engine.root_url, {CHAT: streamed_only(comments(every=0.5))}) as front:
+        result, took = timed(cli, front, *run_args(front.url, tmp_path / "run", "--timeout", "2"))
+
+    assert result.code == 3, result.err
+    assert "could not reach the engine after 2 attempts (no first token within 2 s)" in result.err
+    assert took < 30  # two attempts of 2 s each, not the endless stream
+    assert load_result(tmp_path / "run")["stage"] == "probe"
+
+
+def test_a_trickled_model_list_is_cut_at_the_ready_timeout(engine, cli):
+    listing = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
+    with Front(engine.root_url, {"/v1/models": trickle(listing)}) as front:
+        result, took = timed(cli, front, *context_args(front.url, "--ready-timeout", "2"))
+
+    assert result.code == 3, result.err
+    assert "was not ready after" in result.err
+    assert "(--ready-timeout 2); last answer: no whole answer within" in result.err
+    assert took < 20
+
+
+def test_a_trickled_tokenize_is_cut_at_the_ready_timeout(engine, cli):
+    counted = json.dumps({"count": 1200, "max_model_len": 4096}).encode()
+    with Front(engine.root_url, {"/tokenize": trickle(counted)}) as front:
+        result, took = timed(cli, front, *context_args(front.url, "--ready-timeout", "2"))
+
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["prompt_tokens"]["source"].startswith("estimate")
+    assert any("/tokenize of" in w and "gave no answer" in w for w in document["warnings"])
+    assert took < 20
+
+
+def test_a_trickled_version_is_cut_at_the_discovery_timeout(engine, cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALGATE_DISCOVERY_TIMEOUT", "1")
+    with Front(engine.root_url, {"/version": trickle(b'{"version": "0.32.0"}')}) as front:
+        result, took = timed(cli, front, *run_args(front.url, tmp_path / "run"))
+
+    assert result.code == 0, result.err
+    assert load_result(tmp_path / "run")["endpoint"]["engine"]["version"] is None
+    assert took < 60
+
+
+def test_a_trickled_worker_model_list_is_cut_at_the_discovery_timeout(engine, cli, monkeypatch):
+    monkeypatch.setenv("EVALGATE_DISCOVERY_TIMEOUT", "1")
+    listing = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
+    with Front(engine.root_url, {"/v1/models": trickle(listing)}) as worker:
+        args = context_args(engine.url, "--worker-url", worker.url)
+        result, took = timed(cli, worker, *args)
+
+    assert result.code == 3, result.err
+    assert f"Worker {worker.url} did not answer /v1/models (no whole answer within 1 s)" in (
+        result.err
+    )
+    assert took < 20
+
+
+# -- 2. an engine's numbers are typed where they enter -------------------------------------------
+
+
+def only(path: str, change):
+    """A rewrite of the forwarded JSON answers of `path`."""
+    return lambda seen, doc: change(doc) if seen == path else doc
+
+
+@pytest.mark.parametrize("count", [-5, True, "1200", 0], ids=["negative", "true", "text", "zero"])
+def test_an_implausible_tokenize_count_is_named_and_not_used(engine, cli, tmp_path, count):
+    rewrite = only("/tokenize", lambda doc: {**doc, "count": count})
+    with Front(engine.root_url, rewrite=rewrite) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run"))
+
+    assert result.code == 0, result.err
+    document = load_result(tmp_path / "run")
+    assert document["context"]["prompt_tokens"]["source"].startswith("estimate")
+    assert document["context"]["max_tokens"] < 4096
+    said = f"reports count {count!r}, not a whole number of tokens above 0: ignored"
+    assert any(said in warning for warning in document["warnings"]), document["warnings"]
+    assert said in result.err
+    assert len(load_samples(tmp_path / "run")) == 5
+
+
+def test_an_implausible_tokenize_limit_is_named_and_not_used(engine, cli):
+    rewrite = only("/tokenize", lambda doc: {**doc, "max_model_len": -1})
+    with Front(engine.root_url, rewrite=rewrite) as front:
+        result, _ = timed(cli, front, *context_args(front.url))
+
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert all(limit["value"] > 0 for limit in document["served"])
+    assert any("reports max_model_len -1" in w for w in document["warnings"])
+
+
+def test_an_implausible_version_is_named_and_not_used(engine, cli, tmp_path):
+    rewrite = only("/version", lambda doc: {"version": 32})
+    with Front(engine.root_url, rewrite=rewrite) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run"))
+
+    assert result.code == 0, result.err
+    document = load_result(tmp_path / "run")
+    assert document["endpoint"]["engine"]["version"] is None
+    assert any("reports version 32, not text: ignored" in w for w in document["warnings"])
+
+
+@pytest.mark.parametrize("tokens", [-3, True, "7"], ids=["negative", "true", "text"])
+def test_implausible_numbers_in_answers_are_named_and_not_used(engine, cli, tmp_path, tokens):
+    def usage(doc):
+        return {**doc, "usage": {**doc["usage"], "completion_tokens": tokens}}
+
+    with Front(engine.root_url, rewrite=only(CHAT, usage)) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run"))
+
+    assert result.code == 0, result.err
+    samples = load_samples(tmp_path / "run")
+    assert [s["completion_tokens"] for s in samples] == [None] * 5
+    warning = f"5 answer(s) carried an implausible usage.completion_tokens (first: {tokens!r})"
+    assert any(warning in w for w in load_result(tmp_path / "run")["warnings"])
+
+
+# -- 3. every answer is capped, decoded ----------------------------------------------------------
+
+MEASURED = (  # VmHWM: this process's peak since exec (ru_maxrss may count the forking parent)
+    "import re, sys\n"
+    "from evalgate.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "status = open('/proc/self/status').read()\n"
+    "print('peak_kb', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def test_a_gzip_bomb_model_list_is_cut_at_the_cap_in_little_memory(engine):
+    """200 KB of gzip that decodes to 200 MB: read up to the default cap (16 MiB), no further."""
+    bomb = gzip_bomb(b'{"object":"list","data":[{"id":"fake-model","root":"', 200 << 20, b'"}]}')
+    assert len(bomb) < 400_000
+    with Front(engine.root_url, {"/v1/models": gzipped(bomb)}) as front:
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURED, *context_args(front.url)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+
+    assert done.returncode == 3, done.stderr
+    assert "the answer passed the cap of 16777216 bytes (--max-response-bytes)" in done.stderr
+    assert "raise --max-response-bytes" in done.stderr
+    peak_mb = int(done.stderr.split("peak_kb ")[1].split()[0]) / 1024
+    assert peak_mb < 300  # 200 MB decoded would not fit
+
+
+def test_an_answer_over_the_cap_fails_its_request_and_says_so(engine, cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALGATE_MAX_RESPONSE_BYTES", "1048576")
+
+    def bomb(handler: Handler) -> None:
+        if handler.json_body.get("stream"):
+            handler.forward(CHAT)
+            return
+        prefix = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"'
+        gzipped(gzip_bomb(prefix, 4 << 20, b'"},"finish_reason":"stop"}]}'))(handler)
+
+    with Front(engine.root_url, {CHAT: bomb}) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run"))
+
+    assert result.code == 4, result.err
+    said = "HTTP 200: the answer passed the cap of 1048576 bytes (--max-response-bytes)"
+    assert said in result.err
+    document = load_result(tmp_path / "run")
+    assert (document["status"], document["stage"]) == ("error", "eval")
+    assert any(said in (s["error"] or "") for s in load_samples(tmp_path / "run"))
+
+
+# -- 4. the probe keeps the engine's words ---------------------------------------------------------
+
+WORDS = (
+    "This model's maximum context length is 2048 tokens. However, you requested 4000 tokens "
+    "(1200 in the messages, 2800 in the completion). Please reduce the length."
+)
+
+
+def test_a_200_json_error_to_the_probe_keeps_the_engines_words(engine, cli, tmp_path):
+    error = {"error": {"message": WORDS, "type": "BadRequestError", "param": None, "code": 400}}
+    with Front(engine.root_url, {CHAT: streamed_only(json_answer(200, error))}) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run"))
+
+    assert result.code == 3, result.err
+    assert "answered the pre-flight request with an error instead of a stream" in result.err
+    assert f"(HTTP 200: {WORDS})" in result.err
+    probe = load_result(tmp_path / "run")["probe"]
+    assert (probe["status_code"], probe["engine_message"]) == (200, WORDS)
+
+
+# -- the proxies users expect ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "proxied"),
+    [(None, True), ("127.0.0.1,localhost", False)],
+    ids=["proxied", "NO_PROXY"],
+)
+def test_http_proxy_is_used_unless_no_proxy_names_the_host(
+    engine, cli, monkeypatch, no_proxy, proxied
+):
+    """aiohttp reads the environment as urllib does: a loopback engine goes through HTTP_PROXY
+    too, unless NO_PROXY names it (docs/architecture.md)."""
+    with Front(engine.root_url) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.root_url)
+        if no_proxy is not None:
+            monkeypatch.setenv("NO_PROXY", no_proxy)
+        result, _ = timed(cli, proxy, *context_args(engine.url))
+
+    assert result.code == 0, result.err
+    assert ("/v1/models" in proxy.seen) is proxied
+    assert ("/tokenize" in proxy.seen) is proxied
+
+
+# -- the workers' watch is about the host, not the server's speed ----------------------------
+
+
+def test_a_worker_slow_to_list_its_models_is_not_lost(cli, tmp_path):
+    """Polls connect but get no answer (an engine busy generating): the host is there, the eval
+    runs to its end. A minute of silence is two seconds here."""
+    with FakeEngine(EngineBehaviour(max_model_len=4096, latency_s=0.5)) as engine:
+
+        def models(handler: Handler) -> None:
+            if handler.server.front.seen.count("/v1/models") > 1:  # after the context's own
+                handler.stopped.wait(120)
+            handler.forward("/v1/models")
+
+        with Front(engine.root_url, {"/v1/models": models}) as worker:
+            quick = [
+                "--keepalive-idle",
+                "1",
+                "--keepalive-interval",
+                "1",
+                "--keepalive-probes",
+                "1",
+            ]
+            args = run_args(engine.url, tmp_path / "run", "--worker-url", worker.url, *quick,
+                            "--discovery-timeout", "1", "--limit", "16")  # fmt: skip
+            result, _ = timed(cli, worker, *args)
+            polls = worker.seen.count("/v1/models") - 1
+
+    assert result.code == 0, result.err
+    assert polls >= 2, polls  # polled while the eval ran, none answered
+    assert load_result(tmp_path / "run")["status"] == "pass"

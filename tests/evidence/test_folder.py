@@ -1,0 +1,305 @@
+"""The output folder, end to end: one run at a time, no writes through links, never ''.
+
+Black-box: `evalgate` runs as its own process (two at once where the point is two processes)
+or through its CLI entry point, against the fake engine on 127.0.0.1, and each test checks what
+a user sees: the exit code, the key sentence of the message, and the files on disk.
+RELIABILITY.md lists each case with its test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import _READ_VARS, deadline
+from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
+
+LOCK = ".evalgate.lock"
+LIMIT = 10
+NOT_PROBE = frozenset(range(2, 100_000))
+"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
+
+
+def hang_after_two() -> Fault:
+    """Two answers, then every request hangs: a run held mid-eval, its lock taken."""
+    return Fault("hang", nth=NOT_PROBE - {2, 3})
+
+
+@pytest.fixture
+def engine() -> Iterator[FakeEngine]:
+    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
+        yield running
+
+
+def common(engine: FakeEngine) -> list[str]:
+    return [
+        "--base-url", engine.url, "--model", "fake-model", "--isl", "1024", "--osl", "1024",
+        "--limit", str(LIMIT), "--num-concurrent", "2", "--retry-wait-min", "0",
+        "--retry-wait-max", "0", "--ready-timeout", "5", "--timeout", "60",
+        "--max-attempts", "2", "--min-samples", "0",
+    ]  # fmt: skip
+
+
+def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
+    return ["run", *common(engine), "--output-dir", str(out), *extra]
+
+
+def evalgate(*args: str, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[str]:
+    """`evalgate ARGS` as its own process, with none of the caller's evalgate variables."""
+    clean = {
+        k: v for k, v in os.environ.items() if not (k.startswith("EVALGATE_") or k in _READ_VARS)
+    }
+    clean["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), clean.get("PYTHONPATH", "")])
+    popen.setdefault("cwd", REPO_ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "evalgate.cli", *args],
+        env=clean | (env or {}),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+
+
+def finish(child: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
+    try:
+        _, err = child.communicate(timeout=timeout)
+    finally:
+        child.kill()
+    return child.returncode, err
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder`, by its path inside it."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+@contextlib.contextmanager
+def mid_eval(engine: FakeEngine, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """`evalgate ARGS` held mid-eval (two answers in, every further request hanging), so its
+    folder is locked; stopped at the end, if still running, by SIGTERM as a scheduler stops a
+    job (it then records itself as aborted, exit 6). The engine answers again afterwards."""
+    engine.inject(hang_after_two())
+    child = evalgate(*args)
+    try:
+        assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
+        yield child
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+        finish(child, 60)
+        engine.behaviour.faults.clear()
+        engine.release()
+
+
+# -- one run per folder --------------------------------------------------------------------------
+
+
+def test_a_second_run_into_a_folder_in_use_exits_2_naming_the_folder_and_its_holder(
+    engine, tmp_path
+):
+    """Whatever it is told (--overwrite, --resume), a second process refuses a folder a live run
+    holds: before it asks the engine anything, and without touching the first run's files."""
+    out = tmp_path / "run"
+    with deadline(240, engine), mid_eval(engine, *run_args(engine, out)) as first:
+        files, asked = snapshot(out), len(engine.log)
+        for extra in ([], ["--overwrite"], ["--resume"]):
+            code, err = finish(evalgate(*run_args(engine, out, *extra)))
+
+            assert code == 2, err
+            assert f"{out} is in use by another evalgate run (process {first.pid})" in err
+            assert "choose another --output-dir" in err
+            assert len(engine.log) == asked  # not one request from the second run
+            assert snapshot(out) == files
+        assert (out / LOCK).read_text().strip() == str(first.pid)
+
+    assert first.returncode == 6  # the first run went on undisturbed to its own end
+    assert json.loads((out / "result.json").read_text())["status"] == "aborted"
+
+
+def test_a_lock_left_by_a_killed_run_does_not_block_the_next(engine, tmp_path):
+    out = tmp_path / "run"
+    with deadline(240, engine):
+        with mid_eval(engine, *run_args(engine, out)) as first:
+            first.kill()  # SIGKILL: nothing of the run's own ends its lock
+            first.wait(30)
+        assert (out / LOCK).is_file()
+        assert (out / LOCK).read_text().strip() == str(first.pid)
+
+        code, err = finish(evalgate(*run_args(engine, out, "--resume")), 120)
+
+    assert code == 0, err
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["status"] == "pass"
+    assert doc["eval"]["requests"]["resumed"] == 2, err
+
+
+def hook_args(engine: FakeEngine, stage: Path) -> list[str]:
+    return ["hook", *common(engine), "--concurrency", "2", "--output-dir", str(stage)]
+
+
+def test_a_hook_holds_its_staging_folder_and_each_run_folder(engine, tmp_path):
+    """A second hook into the same staging folder, and a run into the folder of the concurrency
+    the hook is running, are refused; the hook's files stay as they were."""
+    stage = tmp_path / "stage"
+    with deadline(240, engine), mid_eval(engine, *hook_args(engine, stage)) as first:
+        files, asked = snapshot(stage), len(engine.log)
+
+        code, err = finish(evalgate(*hook_args(engine, stage)))
+        assert code == 2, err
+        assert f"{stage} is in use by another evalgate run (process {first.pid})" in err
+
+        code, err = finish(evalgate(*run_args(engine, stage / "conc-2", "--overwrite")))
+        assert code == 2, err
+        in_use = f"{stage / 'conc-2'} is in use by another evalgate run (process {first.pid})"
+        assert in_use in err
+        assert len(engine.log) == asked
+        assert snapshot(stage) == files
+
+    assert first.returncode == 6
+    assert json.loads((stage / "hook.json").read_text())["runs"][0]["status"] == "aborted"
+
+
+@pytest.mark.parametrize(
+    "code", [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS], ids=["ENOLCK", "EOPNOTSUPP", "ENOSYS"]
+)
+def test_a_file_system_without_locks_runs_unlocked_and_says_so(
+    engine, tmp_path, cli, monkeypatch, code
+):
+    """NFS without its lock service (ENOLCK), a file system that has no locks (EOPNOTSUPP),
+    Lustre mounted without -o flock (ENOSYS): faked for the lock file alone (no such mount can
+    be made here; the libraries' own lock files stay as they are)."""
+    flock = fcntl.flock
+
+    def no_locks(fd: int, operation: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(f"/{LOCK}"):
+            raise OSError(code, os.strerror(code))
+        flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    out = tmp_path / "run"
+    with deadline(120, engine):
+        done = cli(*run_args(engine, out))
+
+    says = f"{out} cannot be locked ({os.strerror(code)}): nothing stops a second run"
+    assert done.code == 0, done.err
+    assert f"warning: {says}" in done.err
+    assert any(says in w for w in json.loads((out / "result.json").read_text())["warnings"])
+
+
+# -- no write through a link ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("journal.jsonl", False, []),
+        ("journal.jsonl", False, ["--resume"]),
+        ("journal.jsonl", True, []),
+        (LOCK, False, []),
+    ],
+    ids=["journal", "journal, --resume", "journal, to nowhere", "the lock"],
+)
+def test_a_file_evalgate_writes_in_place_as_a_link_is_refused(engine, tmp_path, cli, case):
+    name, dangling, extra = case
+    out = tmp_path / "run"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    if not dangling:
+        victim.write_text("precious\n")
+    (out / name).symlink_to(victim)
+
+    with deadline(120, engine):
+        done = cli(*run_args(engine, out, *extra))
+
+    assert done.code == 2, done.err
+    assert f"{out / name} is a symbolic link" in done.err
+    assert "Remove it" in done.err
+    assert (victim.read_text() == "precious\n") if not dangling else not victim.exists()
+    assert engine.log == []
+
+
+@pytest.mark.parametrize(
+    ("layout", "link"),
+    [("evalgate", "conc-2"), ("harness", "evalgate")],
+    ids=["conc-2", "evalgate"],
+)
+def test_a_hook_run_folder_that_is_a_link_is_refused(engine, tmp_path, layout, link):
+    """The folders a hook names inside its staging folder: a link there would take a whole
+    run's evidence wherever it points."""
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (stage / link).symlink_to(elsewhere, target_is_directory=True)
+
+    with deadline(120, engine):
+        code, err = finish(evalgate(*hook_args(engine, stage), "--layout", layout), 110)
+
+    assert code == 2, err
+    assert f"{stage / link} is a symbolic link: evalgate would write into what it points to" in err
+    assert list(elsewhere.iterdir()) == []
+    assert engine.log == []
+
+
+def test_files_written_by_rename_replace_a_link_and_leave_its_target(engine, tmp_path, cli):
+    """result.json, samples.jsonl and lm-eval's raw results are renamed into place: a link
+    there is replaced by the file, and what it pointed to is never written."""
+    out = tmp_path / "run"
+    out.mkdir()
+    victims = {}
+    for name in ("result.json", "samples.jsonl", "lm_eval_results.json"):
+        victims[name] = tmp_path / f"victim-{name}"
+        victims[name].write_text(f"precious {name}\n")
+        (out / name).symlink_to(victims[name])
+
+    with deadline(120, engine):
+        done = cli(*run_args(engine, out, "--overwrite"))
+
+    assert done.code == 0, done.err
+    for name, victim in victims.items():
+        assert victim.read_text() == f"precious {name}\n"
+        assert (out / name).is_file() and not (out / name).is_symlink()
+    assert json.loads((out / "result.json").read_text())["status"] == "pass"
+
+
+# -- never the working directory by accident -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "how"),
+    [("run", "flag"), ("run", "environment"), ("hook", "flag")],
+    ids=["run --output-dir ''", "run EVALGATE_OUTPUT_DIR=''", "hook --output-dir ''"],
+)
+def test_an_empty_output_dir_is_refused_not_taken_as_the_working_directory(
+    engine, tmp_path, command, how
+):
+    work = tmp_path / "work"
+    work.mkdir()
+    args = [command, *common(engine)]
+    if how == "flag":
+        args += ["--output-dir", ""]
+    env = {"EVALGATE_OUTPUT_DIR": ""} if how == "environment" else {}
+
+    with deadline(120, engine):
+        code, err = finish(evalgate(*args, env=env, cwd=work), 110)
+
+    assert code == 2, err
+    assert "--output-dir = '' (set by --output-dir or EVALGATE_OUTPUT_DIR)" in err
+    assert "an empty folder name would write the evidence into the working directory" in err
+    assert "pass a folder (the default is evalgate-results), or . for the working directory" in err
+    assert list(work.iterdir()) == []
+    assert engine.log == []

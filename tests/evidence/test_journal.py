@@ -1,0 +1,55 @@
+"""journal.jsonl keeps the format journals have always had, so --resume reads one written by an
+earlier evalgate: black-box, a run stopped mid-eval in its own process, then resumed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import deadline, load_samples
+from tests.evidence.test_folder import evalgate, finish, mid_eval, run_args
+from tests.fakeengine import EngineBehaviour, FakeEngine
+
+HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
+HEADER += ["max_tokens", "questions"]
+LINE = ["key", "doc_id", "text", "finish_reason", "completion_tokens", "source", "reasoning"]
+LINE += ["reasoning_tokens"]
+"""A journal's header and answer lines, key by key in their order, as evalgate writes them."""
+OLDEST = ["key", "doc_id", "text", "finish_reason", "completion_tokens"]
+"""An answer line as evalgate wrote it before it kept the answer's field and reasoning."""
+
+
+@pytest.fixture
+def engine() -> Iterator[FakeEngine]:
+    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
+        yield running
+
+
+def interrupted(engine: FakeEngine, out: Path) -> list[dict[str, object]]:
+    """A run stopped by SIGTERM after two answers: its journal's lines, header first."""
+    with mid_eval(engine, *run_args(engine, out)):
+        pass
+    return [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("form", ["as written", "oldest form"])
+def test_a_journal_in_its_recorded_format_is_resumed(engine, tmp_path, form):
+    out = tmp_path / "run"
+    with deadline(300, engine):
+        lines = interrupted(engine, out)
+        assert list(lines[0]) == ["fingerprint"] and list(lines[0]["fingerprint"]) == HEADER
+        assert [list(line) for line in lines[1:]] == [LINE, LINE]
+        if form == "oldest form":
+            older = [lines[0]] + [{k: line[k] for k in OLDEST} for line in lines[1:]]
+            (out / "journal.jsonl").write_text("".join(json.dumps(x) + "\n" for x in older))
+        code, err = finish(evalgate(*run_args(engine, out, "--resume")), 120)
+        assert code == 0, err
+        clean = tmp_path / "clean"
+        assert finish(evalgate(*run_args(engine, clean)), 120)[0] == 0
+
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["eval"]["requests"]["resumed"] == 2, err
+    assert load_samples(out) == load_samples(clean)  # the kept answers, as if never stopped

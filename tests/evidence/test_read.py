@@ -1,0 +1,103 @@
+"""The one reader (evidence/read.py): strict, typed, naming the JSON path, nesting bounded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from evalgate.errors import ArtifactError
+from evalgate.evidence.artifacts import read_result, read_samples
+from evalgate.evidence.model import Labels, Result, Score
+from evalgate.evidence.read import MAX_DEPTH, decode, read
+
+DOCUMENTS = Path(__file__).parent / "data" / "documents"
+
+
+def result(tmp_path: Path, change: Any = None) -> Path:
+    doc = json.loads((DOCUMENTS / "result.json").read_text())
+    if change is not None:
+        change(doc)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_wrong_type_is_refused_naming_its_json_path_first(tmp_path):
+    path = result(tmp_path, lambda doc: doc["scores"][1].update(n="1319"))
+
+    with pytest.raises(ArtifactError) as refused:
+        read_result(path)
+
+    assert refused.value.message == (
+        f"{path} is not a valid evalgate result (result.schema.json): "
+        "$.scores[1].n: Expected `int`, got `str`"
+    )
+
+
+def test_a_sample_line_names_its_file_line_and_path(tmp_path):
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(sample) + "\n" + json.dumps(sample | {"doc_id": -1}) + "\n")
+
+    with pytest.raises(ArtifactError, match=r"line 2 is not a valid evalgate sample: \$\.doc_id: "):
+        read_samples(path)
+
+
+class _View(msgspec.Struct):
+    status: str
+    labels: Labels
+    scores: list[Score]
+
+
+def test_a_view_holds_its_part_and_the_file_is_checked_whole(tmp_path):
+    view = read_result(result(tmp_path), _View)
+    assert (view.status, view.labels.hardware, len(view.scores)) == ("pass", "b200", 2)
+
+    extra = result(tmp_path, lambda doc: doc["endpoint"].update(extra=1))  # not in the view
+    with pytest.raises(ArtifactError, match=r"\$\.endpoint: Object contains unknown field `extra`"):
+        read_result(extra, _View)
+
+
+def test_nan_is_read_where_the_contract_states_no_bound(tmp_path):
+    text = result(tmp_path).read_text()
+    nan_stderr = tmp_path / "nan.json"
+    nan_stderr.write_text(text.replace('"stderr": 0.006003', '"stderr": NaN', 1))
+    assert str(read_result(nan_stderr).scores[0].stderr) == "nan"
+
+    nan_value = tmp_path / "value.json"
+    nan_value.write_text(text.replace('"value": 0.95,', '"value": NaN,', 1))
+    with pytest.raises(ArtifactError, match=r"\$\.scores\[0\]\.value: Expected `float` >= 0.0"):
+        read_result(nan_value)
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(("depth", "refused"), [(MAX_DEPTH, False), (MAX_DEPTH + 1, True)])
+def test_plain_values_are_held_to_the_depth_bound(depth, refused):
+    if refused:
+        with pytest.raises(ArtifactError, match=f"more than {MAX_DEPTH} levels deep"):
+            decode(nested(depth), where="x.json")
+    else:
+        assert decode(nested(depth), where="x.json") == json.loads(nested(depth))
+
+
+@pytest.mark.parametrize("depth", [5_000, 1_000_000])
+@pytest.mark.parametrize("kind", [Any, Result, dict[str, Any]])
+def test_past_the_recursion_limit_any_file_is_malformed(tmp_path, depth, kind):
+    path = tmp_path / "deep.json"
+    path.write_text('{"schema": ' + nested(depth) + "}")
+
+    with pytest.raises(ArtifactError, match=f"^{path} "):
+        read(path, kind)
+
+
+def test_python_json_reads_what_msgspec_refuses_and_says_where_it_breaks(tmp_path):
+    assert decode('{"x": Infinity}') == {"x": float("inf")}
+    with pytest.raises(ArtifactError, match=r"^a\.json is not valid JSON \(line 2 column 1: "):
+        decode('{"x":\n', where="a.json")
