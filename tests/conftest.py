@@ -67,6 +67,7 @@ _STACK_VARS = (
     "EVALGATE_SINGLE_",
     "EVALGATE_PD_",
     "EVALGATE_SGLANG_",
+    "EVALGATE_DYNAMO_",
     "EVALGATE_ROUTER_",
 )
 FAST = ["--retry-wait-min", "0", "--retry-wait-max", "0", "--ready-timeout", "5"]

@@ -67,6 +67,21 @@ body), sends "router_busy" as JSON with code `no_available_workers`, and renames
 `max_tokens` to `max_completion_tokens` before the engine sees it (so vLLM's message names it).
 Without a router, `/readiness` is 404 as on vLLM.
 
+NVIDIA Dynamo's frontend in front (`router="dynamo"`, ai-dynamo 1.6.1 as seen in front of vLLM
+on the engine stack): `/v1/models` lists cards `{"id", "object", "created", "owned_by":
+"nvidia", "context_window"}` (`context_window`: the worker's registered length, else the model
+config's max_position_embeddings; default the served max_model_len), and no model while
+`workers_ready` is False or the model was dropped (`model_dropped`); `GET
+/v1/models/{id}/ready` 200 `{"model", "ready": true, ...}`, 503 `{"ready": false, "reason"}`
+with no live worker, 404 `{"message": "Model not found", ...}` once dropped; `/health` is 200
+JSON whatever the workers; `/readiness`, `/tokenize` and `/version` are 404 `Route not found`.
+Errors are flat `{"message", "type", "code"}` (type the status's phrase); a streamed request's
+rejection is HTTP 200, then `data: {"error": {"message", "type": "invalid_request_error",
+"code"}}` and `data: [DONE]`. With `dynamo_words` False the engine's words are lost ("Bad
+Request", streamed "Invalid request"), as behind Dynamo's own vLLM worker. Generation with no
+live worker: 503 "Model `m` is not ready to serve requests yet. ..."; once dropped: 404 with an
+empty body; "router_busy": 503 "Service temporarily unavailable"; "worker_gone": the 404.
+
 Reasoning models (`EngineBehaviour.thinking`, vLLM behind a reasoning parser): a chat answer
 thinks first, the thinking in the message's `reasoning_content` or `reasoning` (as configured;
 vLLM 0.32 names it `reasoning`, older releases `reasoning_content`), then answers in content;
@@ -140,8 +155,9 @@ Action = Literal[
     "content_filter",
     "die_mid_stream",
     "worker_unreachable",
+    "worker_gone",
 ]
-Router = Literal["vllm-router", "sglang-router"]
+Router = Literal["vllm-router", "sglang-router", "dynamo"]
 ACTIONS: frozenset[str] = frozenset(get_args(Action))
 Json = dict[str, Any]
 
@@ -161,7 +177,12 @@ _DEFAULT_STATUS: dict[str, int] = {
     "router_busy": 503,
     "router_wrapped": 400,
     "worker_unreachable": 500,
+    "worker_gone": 404,
 }
+_STATUS_FAULTS = frozenset(
+    {"error", "router_busy", "router_wrapped", "worker_unreachable", "worker_gone"}
+)
+"""Faults answered with an error status instead of the engine's answer."""
 NO_AVAILABLE_WORKERS = "No available workers (all circuits open or unhealthy)"
 _DEFAULT_MESSAGE: dict[str, str] = {"router_busy": "all circuits open"}
 
@@ -528,6 +549,13 @@ class EngineBehaviour:
     """A router in front of the engine, answering in its own shapes (see the module docstring)."""
     workers_ready: bool = True
     """False: the router has no healthy worker yet (`/readiness` 503, generation 503)."""
+    context_window: int | None = None
+    """Dynamo: the `context_window` its `/v1/models` lists; None: the served max_model_len."""
+    dynamo_words: bool = True
+    """Dynamo: False loses the engine's words in a rejection ("Bad Request")."""
+    model_dropped: bool = False
+    """Dynamo: the frontend dropped the model (its worker died): no card, /ready 404,
+    generation 404 with an empty body."""
     faults: list[Fault] = field(default_factory=list)
     dataset: Path = GSM8K_TEST
     thinking: Literal["reasoning_content", "reasoning"] | None = None
@@ -702,6 +730,46 @@ def vllm_router_unreachable_text(url: str) -> str:
         f"error sending request for url ({url}) caused by: client error (Connect) caused by: "
         "tcp connect error caused by: Connection refused (os error 111)"
     )
+
+
+DYNAMO_NOT_READY = (
+    "Model `{model}` is not ready to serve requests yet. The deployment may still be starting "
+    "up or is not fully provisioned. Please retry shortly."
+)
+DYNAMO_UNAVAILABLE = "Service temporarily unavailable"
+
+
+def dynamo_error(status: int, message: str) -> Json:
+    """Dynamo's flat error body."""
+    return {"message": message, "type": HTTPStatus(status).phrase, "code": status}
+
+
+def dynamo_models_body(behaviour: EngineBehaviour) -> Json:
+    """Dynamo's `GET /v1/models`: one card with `context_window`, none without a live worker."""
+    if not behaviour.workers_ready or behaviour.model_dropped:
+        return {"object": "list", "data": []}
+    window = behaviour.context_window or behaviour.max_model_len
+    card = {"id": behaviour.model, "object": "model", "created": int(time.time())}
+    return {"object": "list", "data": [card | {"owned_by": "nvidia", "context_window": window}]}
+
+
+def dynamo_ready_body(behaviour: EngineBehaviour, model: str) -> tuple[int, Json]:
+    """Dynamo's `GET /v1/models/{model}/ready`."""
+    if model != behaviour.model or behaviour.model_dropped:
+        return 404, dynamo_error(404, "Model not found")
+    if not behaviour.workers_ready:
+        reason = "no namespace has all required worker types live"
+        return 503, {"model": model, "ready": False, "reason": reason, "namespaces": {}}
+    return 200, {"model": model, "ready": True, "namespaces": {}}
+
+
+def dynamo_rejection(rejection: Rejection, *, words: bool, stream: bool) -> Json:
+    """Dynamo's answer to a rejected request: flat, or (streamed) the error event."""
+    if stream:
+        message = rejection.message if words else "Invalid request"
+        return {"error": {"message": message, "type": "invalid_request_error", "code": 400}}
+    message = rejection.message if words else HTTPStatus(rejection.status).phrase
+    return dynamo_error(rejection.status, message)
 
 
 def router_wrapped_text(status: int, body: Json) -> str:
@@ -1268,8 +1336,7 @@ class _Handler(BaseHTTPRequestHandler):
         router = self.server.engine.behaviour.router
         if router is not None:
             routes["/readiness"] = "GET"
-        if router == "sglang-router" and path in ("/tokenize", "/version"):
-            self._send(404, b"", "text/plain; charset=utf-8")  # it has neither
+        if self._router_own_route(router, method, path):
             return
         if path not in routes:
             self._send_json(404, {"detail": "Not Found"})
@@ -1295,6 +1362,22 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._answer_generation(record, path, body, fault)
 
+    def _router_own_route(self, router: Router | None, method: str, path: str) -> bool:
+        """Answer what only the router in front answers (or lacks); False for the rest."""
+        if router == "sglang-router" and path in ("/tokenize", "/version"):
+            self._send(404, b"", "text/plain; charset=utf-8")  # it has neither
+            return True
+        if router != "dynamo":
+            return False
+        ready = re.fullmatch(r"/v1/models/(.+)/ready", path)
+        if ready is not None and method == "GET":
+            self._send_json(*dynamo_ready_body(self.server.engine.behaviour, ready[1]))
+            return True
+        if path in ("/readiness", "/tokenize", "/version"):
+            self._send_json(404, dynamo_error(404, f"Route not found: {method} {path}"))
+            return True
+        return False
+
     def _answer_get(self, path: str, fault: Fault | None) -> None:
         behaviour = self.server.engine.behaviour
         plain = "text/plain; charset=utf-8"
@@ -1302,6 +1385,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(*readiness_body(behaviour), fault)
         elif path == "/health" and behaviour.router == "sglang-router":
             self._send(200, b"OK", plain)  # liveness only, whatever the workers
+        elif path == "/health" and behaviour.router == "dynamo":
+            self._send_json(200, {"status": "healthy", "endpoints": [], "instances": []})
+        elif path == "/v1/models" and behaviour.router == "dynamo":
+            self._send_json(200, dynamo_models_body(behaviour), fault)
         elif path == "/v1/models" and behaviour.router == "sglang-router":
             if behaviour.workers_ready:
                 self._send(200, _dumps(SGLANG_ROUTER_MODELS).encode(), plain)
@@ -1331,7 +1418,7 @@ class _Handler(BaseHTTPRequestHandler):
             stopped = engine._hang() if action == "hang" else engine._sleep(fault.delay_s)
             self.close_connection = self.close_connection or stopped
             return not stopped
-        if action in ("error", "router_busy", "router_wrapped", "worker_unreachable"):
+        if action in _STATUS_FAULTS:
             self._send_fault_status(fault)
             return False
         return True
@@ -1342,6 +1429,9 @@ class _Handler(BaseHTTPRequestHandler):
         status, dialect = fault.http_status, behaviour.dialect
         if fault.action == "router_busy":
             self._send_router_busy(status, fault.message)
+            return
+        if fault.action == "worker_gone":
+            self._send(404, b"", "application/json")  # Dynamo's, once it dropped the model
             return
         if fault.action == "worker_unreachable":
             url = fault.worker_url + urlsplit(self.path).path
@@ -1362,6 +1452,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.engine.behaviour.router == "sglang-router":
             body = sglang_router_error(NO_WORKERS_CODE, message or NO_AVAILABLE_WORKERS)
             self._send_json(status, body)
+        elif self.server.engine.behaviour.router == "dynamo":
+            self._send_json(status, dynamo_error(status, message or DYNAMO_UNAVAILABLE))
         else:
             text = message or _DEFAULT_MESSAGE["router_busy"]
             self._send(status, text.encode(), "text/plain; charset=utf-8")
@@ -1371,6 +1463,15 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         engine = self.server.engine
         behaviour = engine.behaviour
+        if behaviour.router == "dynamo" and (
+            behaviour.model_dropped or not behaviour.workers_ready
+        ):
+            if behaviour.model_dropped:
+                self._send(404, b"", "application/json")
+            else:
+                message = DYNAMO_NOT_READY.format(model=behaviour.model)
+                self._send_json(503, dynamo_error(503, message))
+            return
         if behaviour.router is not None and not behaviour.workers_ready:
             self._send_router_busy(503, NO_AVAILABLE_WORKERS)
             return
@@ -1379,7 +1480,7 @@ class _Handler(BaseHTTPRequestHandler):
             del body["max_tokens"]
         plan = plan_completion(behaviour, path, body)
         if isinstance(plan, Rejection):
-            self._send_rejection(plan, path)
+            self._send_rejection(plan, path, stream=bool(body.get("stream")))
             return
         granted = engine._acquire_slot()
         if granted is None:
@@ -1470,8 +1571,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data[: len(data) // 2])
         self._abort()
 
-    def _send_rejection(self, rejection: Rejection, path: str) -> None:
+    def _send_rejection(self, rejection: Rejection, path: str, *, stream: bool = False) -> None:
         behaviour = self.server.engine.behaviour
+        if behaviour.router == "dynamo":
+            answer = dynamo_rejection(rejection, words=behaviour.dynamo_words, stream=stream)
+            if stream:  # HTTP 200, then the error as an event
+                self._start_stream()
+                self._write_chunk(f"data: {_dumps(answer)}\n\n")
+                self._write_chunk("data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self._send_json(rejection.status, answer)
+            return
         body = error_body(behaviour.dialect, rejection)
         if behaviour.router_wraps_errors and path in GENERATION_PATHS and rejection.status < 500:
             text = router_wrapped_text(rejection.status, body)

@@ -8,7 +8,8 @@ a count or a length that is not a positive whole number (-3, `true`, "9472") is 
 
 One rule picks the model card from a /v1/models answer (`pick_card`), for readiness, the engine's
 labels and the served limit alike. A router may list a placeholder instead of the model it
-serves: sglang-router lists one card named `unknown`, with no max_model_len.
+serves: sglang-router lists one card named `unknown`, with no max_model_len. NVIDIA Dynamo's
+frontend lists `context_window` instead, which is not read as a served limit (engine.dynamo).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import json
 import logging
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
+from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
 from evalgate.engine.http import Blocking, Network, exchange, open_session, read_capped
 from evalgate.engine.retry import (
@@ -71,6 +74,9 @@ class ModelCard:
     root: str | None
     unreadable_length: object = None
     """A max_model_len the card holds that is not a positive whole number ("9472", -1)."""
+    context_window: int | None = None
+    """Dynamo's `context_window`: a registered length or the model config's, so not a served
+    limit (engine.dynamo)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,7 @@ def _card(card: Any) -> ModelCard | None:
         max_model_len=usable,
         root=root if isinstance(root, str) else None,
         unreadable_length=None if usable is not None else length,
+        context_window=dynamo.context_window(card),
     )
 
 
@@ -192,6 +199,15 @@ class EngineInfo:
             return None  # ready, no such door, or elsewhere (a redirect): /v1/models decides
         error = parse_error(status, text)
         return replace(error, message=f"/readiness says {error.message}")
+
+    def model_ready(
+        self, model: str, timeout: float | None = None
+    ) -> tuple[dynamo.ReadyState, str] | None:
+        """GET /v1/models/{model}/ready, Dynamo's readiness of one model, decoded; None where
+        the server has no such route."""
+        url = f"{self.url}/models/{quote(model, safe='')}/ready"
+        status, text, _ = self._answer("GET", url, None, timeout)
+        return dynamo.ready_answer(status, text)
 
     def served_limit(self, model: str | None, label: str) -> Limit | None:
         """The served limit of `model` by its /v1/models card (fetched now)."""

@@ -9,6 +9,11 @@ fails at once.
 
 A router that lists only a placeholder (sglang-router's `unknown`) or no model at all does not
 fail here: the check warns, naming what it listed, and the probe proves the model name.
+
+NVIDIA Dynamo's frontend has no /readiness, and its /health is healthy with no worker: where the
+model list is Dynamo's (a `context_window` on a card) or empty, the check also asks
+`GET /v1/models/{model}/ready` and waits while Dynamo says the model is not ready, or lists no
+model at all (no worker has registered it yet).
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ from evalgate.engine.retry import (
     ConnectionFailed,
     RetryPolicy,
     TimedOut,
+    TransientAnswer,
     should_retry,
     tls_to_plain_http,
 )
 from evalgate.engine.urls import redact_url
+from evalgate.engine.wire import EngineError
 from evalgate.errors import EndpointError, NotReadyError
 from evalgate.outside import listed
 
@@ -61,6 +68,8 @@ def _describe(exc: BaseException | None) -> str:
         return exc.error.describe()
     if isinstance(exc, ConnectionFailed | TimedOut | AnswerTooLarge):  # named by what happened
         return str(exc)
+    if type(exc) is TransientAnswer:  # Dynamo's frontend, waiting for a worker
+        return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -84,9 +93,10 @@ def _hint(url: str, exc: BaseException) -> str:
     return "Check --base-url and --api-key."
 
 
-def _check(info: EngineInfo, deadline: float) -> list[ModelCard]:
-    """One check: /readiness (where there is one), then /v1/models, each whole within the
-    side-door timeout and the time left (a hung or trickling server cannot outlast it)."""
+def _check(info: EngineInfo, model: str | None, deadline: float) -> list[ModelCard]:
+    """One check: /readiness (where there is one), then /v1/models, then Dynamo's readiness of
+    the model where the list is Dynamo's or empty; each request whole within the side-door
+    timeout and the time left (a hung or trickling server cannot outlast it)."""
 
     def left() -> float:
         return max(0.5, min(info.timeout, deadline - time.monotonic()))
@@ -94,7 +104,27 @@ def _check(info: EngineInfo, deadline: float) -> list[ModelCard]:
     not_ready = info.readiness(timeout=left())
     if not_ready is not None:
         raise SideDoorError(not_ready)
-    return info.models(timeout=left())
+    cards = info.models(timeout=left())
+    if model is not None and (not cards or any(c.context_window for c in cards)):
+        _dynamo_check(info, model, cards, left())
+    return cards
+
+
+def _dynamo_check(info: EngineInfo, model: str, cards: list[ModelCard], timeout: float) -> None:
+    """Raise what can change by waiting: Dynamo says the model is not ready, or lists no model
+    because no worker has registered one yet."""
+    answer = info.model_ready(model, timeout=timeout)
+    if answer is None:
+        return  # not Dynamo: /v1/models decides
+    state, reason = answer
+    path = f"/v1/models/{model}/ready"
+    if state == "not ready":
+        raise SideDoorError(EngineError(503, f"{path} says not ready: {reason}"))
+    if state == "unlisted" and not cards:
+        raise TransientAnswer(
+            f"Dynamo's frontend lists no model yet ({path}: 404 {reason}): no worker has "
+            "registered one"
+        )
 
 
 def wait_until_ready(
@@ -118,7 +148,7 @@ def wait_until_ready(
 
     try:
         cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
-            lambda: _check(info, deadline)
+            lambda: _check(info, model, deadline)
         )
     except SIDE_DOOR_FAILURES as exc:
         waited = time.monotonic() - started

@@ -11,6 +11,7 @@ import json
 
 import aiohttp
 
+from evalgate.engine import dynamo
 from evalgate.engine.answers import MalformedAnswer, error_answer
 from evalgate.engine.http import lines, read_capped
 from evalgate.engine.retry import EngineAnswerError
@@ -53,7 +54,7 @@ async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
             except ValueError as exc:
                 raise NotAStream(f"its first event is not JSON: {event[:200]!r}") from exc
             if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
-                raise EngineAnswerError(parse_error(response.status, event))
+                raise EngineAnswerError(dynamo.stream_error(answer, event, response.status))
             return
         if len(seen) < KEPT and not text.startswith(":"):
             seen += line

@@ -37,6 +37,7 @@ from typing import Any, cast
 
 import msgspec
 
+from evalgate.engine import dynamo
 from evalgate.engine.answers import REASONING_FIELDS
 from evalgate.engine.client import Completion, EvalClient, RequestFailed, describe_failure
 from evalgate.errors import EvalFailedError
@@ -173,6 +174,8 @@ class Dispatch:
         self._main: asyncio.Task[Any] | None = None
         self._outcome: list[str] | BaseException | None = None
         self._stopped: str | None = None
+        self._worker_gone: str | None = None
+        """What Dynamo's frontend said when the model's worker went away (engine.dynamo)."""
 
     # -- the thread ---------------------------------------------------------------------------
     def start(
@@ -408,6 +411,13 @@ class Dispatch:
             finish_reason=None,
             error=message,
         )
+        gone = dynamo.worker_gone(failure.error)
+        self._worker_gone = gone or self._worker_gone
+        if failure.fatal and gone is not None:
+            raise EvalFailedError(
+                f"{gone}: its worker went away during the eval, at question {request.doc_id}. "
+                "Restart the worker (its log says why it stopped) and run the eval again."
+            )
         if failure.fatal:
             raise EvalFailedError(
                 f"The engine rejected question {request.doc_id} ({message}). Retrying cannot "
@@ -430,6 +440,8 @@ class Dispatch:
             if workers
             else ""
         )
+        if not gone and self._worker_gone is not None:
+            gone = f"{self._worker_gone}: its worker went away during the eval. "
         return EvalFailedError(
             f"{gone}{self.tally.counts.failed} request(s) failed after {first.attempts} "
             f"attempt(s) each (allowed: {self.max_failed}, --max-failed-requests); last: question "

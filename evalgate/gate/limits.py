@@ -141,9 +141,12 @@ def gather_context(
     candidates: Sequence[Prompt],
     api_key: str | None,
     network: Network,
+    unread_limit: str | None = None,
 ) -> tuple[EvalContext, Prompt]:
     """Everything measured, then the pure derivation. Returns the context and the prompt to
-    probe with (the longest)."""
+    probe with (the longest). `unread_limit`: the warning for a length the endpoint lists but
+    evalgate does not read as a served limit (Dynamo's context_window), given when no other
+    source gives one."""
     native = native_length(settings)
     workers: list[str] = []
     served = [
@@ -154,6 +157,9 @@ def gather_context(
     prompt_tokens, longest, told = longest_prompt_tokens(info, settings.served_model, candidates)
     served = merge_tokenize_limit(served, told)
     notes = [*(info.notes if info is not None else []), *workers]
+    if unread_limit is not None and not served:
+        log.warning("%s", unread_limit)  # before a ContextError for the missing limit, if any
+        notes.append(unread_limit)
     context = derive_context(
         isl=settings.isl,
         osl=settings.osl,

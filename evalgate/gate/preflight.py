@@ -2,6 +2,10 @@
 
 Shared by `evalgate context`, `evalgate probe` and `evalgate run`, so the three can never
 disagree about a number.
+
+Behind NVIDIA Dynamo's frontend (engine.dynamo): its `context_window` is not read as a served
+limit, with a warning when nothing else gives one; a probe it rejects without the engine's words
+("Bad Request") is sent again to each --worker-url directly, for the engine's own words.
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from evalgate.engine.discovery import EngineInfo, served_limit
+from evalgate.engine import dynamo
+from evalgate.engine.discovery import EngineInfo, ModelCard, served_limit
 from evalgate.engine.http import Network
 from evalgate.engine.readiness import wait_until_ready
 from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import redact_url
-from evalgate.errors import UsageError
+from evalgate.errors import ProbeError, UsageError
 from evalgate.evidence.model import Stage
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
@@ -101,10 +106,22 @@ def derive(
             candidates=candidates,
             api_key=key,
             network=info.network,
+            unread_limit=_unread_window(ready.card),
         )
     if ready.warnings:
         context = replace(context, warnings=(*ready.warnings, *context.warnings))
     return context, longest, engine
+
+
+_Request = tuple[EvalContext, Prompt, list[str], Mapping[str, Any] | None]
+"""The probe's context, prompt, stop strings and sampling."""
+
+
+def _unread_window(card: ModelCard | None) -> str | None:
+    """The warning for a Dynamo card's context_window, which is not read as a served limit."""
+    if card is None or card.context_window is None or card.max_model_len is not None:
+        return None
+    return dynamo.context_window_note(card.context_window, card.id, "the endpoint")
 
 
 def probe(
@@ -116,24 +133,74 @@ def probe(
 ) -> ProbeOutcome:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
+    timeout = min(settings.timeout, PROBE_TIMEOUT)
+    client = eval_client(settings, timeout=timeout, max_connections=1)
+    try:
+        return _send_probe(settings, client, (context, prompt, stop, sampling), strict=True)
+    except ProbeError as exc:
+        if exc.engine_error is None or not dynamo.wordless(exc.engine_error):
+            raise
+        found = _with_engine_words(exc, settings, client, (context, prompt, stop, sampling))
+        raise found from exc
+
+
+def _send_probe(
+    settings: Settings, client: dict[str, Any], args: _Request, *, strict: bool
+) -> ProbeOutcome:
+    """The probe sent by an EvalClient made of `client` (its keyword arguments); `strict`
+    False: a truncation risk is only warned about (a worker asked for its words)."""
     from evalgate.engine.client import send_probe
     from evalgate.gate.probe import run_probe
 
-    base_url, model = target(settings)
-    timeout = min(settings.timeout, PROBE_TIMEOUT)
-    client = eval_client(settings, timeout=timeout, max_connections=1)
+    context, prompt, stop, sampling = args
     return run_probe(
         lambda body: send_probe(body, **client),
         prompt,
         context,
-        model=model,
+        model=str(settings.served_model),
         api=settings.api,
         stop=stop,
         sampling=sampling,
-        strict=settings.strict,
-        timeout=timeout,
-        endpoint=redact_url(base_url),
+        strict=settings.strict and strict,
+        timeout=client["timeout"],
+        endpoint=redact_url(client["base_url"]),
     )
+
+
+def _with_engine_words(
+    rejected: ProbeError,
+    settings: Settings,
+    client: dict[str, Any],
+    args: _Request,
+) -> ProbeError:
+    """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
+    worker asked the same request directly (once each), or how to get them."""
+    for url in settings.worker_urls:
+        label = redact_url(url)
+        try:
+            worker = {**client, "base_url": url, "attempts": 1}
+            _send_probe(settings, worker, args, strict=False)
+        except ProbeError as answer:
+            error = answer.engine_error
+            if error is not None and not dynamo.wordless(error):
+                found = ProbeError(
+                    f"{rejected.message} The worker {label} answers the same request itself: "
+                    f"{error.describe()}."
+                )
+                found.engine_error = error
+                return found
+            continue
+        found = ProbeError(
+            f"{rejected.message} The worker {label} accepts the same request itself: the "
+            "rejection is the frontend's own; its log says why."
+        )
+        found.engine_error = rejected.engine_error
+        return found
+    asked = "No --worker-url worker answered the same request with words either."
+    then = asked if settings.worker_urls else dynamo.ASK_WORKERS
+    found = ProbeError(f"{rejected.message} {dynamo.NO_WORDS} {then}")
+    found.engine_error = rejected.engine_error
+    return found
 
 
 def network(settings: Settings) -> Network:

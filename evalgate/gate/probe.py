@@ -5,7 +5,9 @@ temperature and seed, the real max_tokens, the longest eval prompt), sent by the
 client (engine.client.EvalClient.probe) streamed and closed at the first token, so a good budget
 costs well under a second. Retried by engine.retry's policy. What the engine said decides here:
 a 4xx is the engine's answer, not a glitch: it fails at once with the engine's words, the
-numbers evalgate derived, and what to change.
+numbers evalgate derived, and what to change. An error sent as a stream event after HTTP 200
+(NVIDIA Dynamo's frontend sends its 400s so) counts with its own code (engine.stream); Dynamo's
+answers for a model whose worker went away are named (engine.dynamo).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.engine import request
+from evalgate.engine import dynamo, request
 from evalgate.engine.client import RequestFailed
 from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, TimedOut
 from evalgate.engine.wire import EngineError
@@ -105,6 +107,12 @@ def _failed(
             f"The engine did not answer the pre-flight request after {_attempts(failed)} "
             f"({error.describe()}). Check that the engines behind {endpoint} are up and "
             "healthy; it answered /v1/models a moment ago."
+        )
+    elif isinstance(cause, EngineAnswerError) and dynamo.worker_gone(error) is not None:
+        said = (
+            f"{dynamo.worker_gone(error)}: no worker serves the model now. Check the workers "
+            f"behind {endpoint} (their logs say why they stopped); it listed the model a moment "
+            "ago."
         )
     elif isinstance(cause, EngineAnswerError):
         said = (

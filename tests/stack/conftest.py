@@ -1,6 +1,6 @@
 """Fixtures that start the real local engine stack once per test session.
 
-`engine_single`, `engine_pd` and `engine_sglang` install the stack if needed
+`engine_single`, `engine_pd`, `engine_sglang` and `engine_dynamo` install the stack if needed
 (scripts/engine-setup), start their topology (scripts/engine-up) and stop it at the end of the
 session (scripts/engine-down).
 Set EVALGATE_SKIP_ENGINE=1 to skip these tests; without it, a stack that cannot be installed or
@@ -53,3 +53,10 @@ def engine_sglang(engine_installed: None) -> Iterator[stack.EngineStack]:
     """One vLLM engine (max-model-len 2048) behind sglang-router, which lists the model as
     `unknown` with no max_model_len and has no /tokenize."""
     yield from _running("sglang")
+
+
+@pytest.fixture(scope="session")
+def engine_dynamo(engine_installed: None) -> Iterator[stack.EngineStack]:
+    """One vLLM engine (max-model-len 2048) behind NVIDIA Dynamo's frontend, through a worker
+    that registers no context length (so the frontend lists 8192) and passes vLLM's words on."""
+    yield from _running("dynamo")

@@ -1,9 +1,11 @@
-"""Drive the real local engine stack (vLLM on the CPU behind vllm-router or sglang-router).
+"""Drive the real local engine stack (vLLM on the CPU behind vllm-router, sglang-router or
+NVIDIA Dynamo's frontend).
 
 The work is done by the scripts in `scripts/`; this module runs them and reads their answer:
 
     engine-setup        install once into ~/.cache/evalgate/engine (cached: seconds afterwards)
-    engine-up TOPOLOGY  start `single`, `pd` or `sglang`, print KEY=VALUE lines with the URLs
+    engine-up TOPOLOGY  start `single`, `pd`, `sglang` or `dynamo`, print KEY=VALUE lines with
+                        the URLs
     engine-down TOPOLOGY
 
 Standard library only, so that it works in any interpreter that has pytest.
@@ -41,11 +43,11 @@ class EngineStackTimeout(EngineStackError):
 class EngineStack:
     """A running stack, as engine-up described it. URLs are OpenAI base URLs ending in /v1."""
 
-    topology: str  # "single", "pd" or "sglang"
+    topology: str  # "single", "pd", "sglang" or "dynamo"
     run_dir: Path  # pids and logs
     model: str  # served model name
-    router_url: str
-    engine_url: str | None = None  # single, sglang
+    router_url: str  # the router's, or Dynamo's frontend's
+    engine_url: str | None = None  # single, sglang, dynamo
     engine_max_model_len: int | None = None
     prefill_url: str | None = None  # pd
     prefill_max_model_len: int | None = None
