@@ -51,11 +51,18 @@ class Namespaces:
     def __init__(self) -> None:
         tag = f"{os.getpid() % 100000}"
         self.near, self.mid, self.far = (f"eg{n}-{tag}" for n in ("near", "mid", "far"))
+        self.far_link = f"egf{tag}"
+        try:
+            self._build(tag)
+        except BaseException:  # nothing half-made is left behind
+            self.close()
+            raise
+
+    def _build(self, tag: str) -> None:
         for name in (self.near, self.mid, self.far):
             _ip("netns", "add", name)
         self._join((self.near, f"egn{tag}", NEAR_IP), (self.mid, f"egm{tag}", MID_NEAR_IP))
-        self._join((self.mid, f"egx{tag}", MID_FAR_IP), (self.far, f"egf{tag}", FAR_IP))
-        self.far_link = f"egf{tag}"
+        self._join((self.mid, f"egx{tag}", MID_FAR_IP), (self.far, self.far_link, FAR_IP))
         for name in (self.near, self.mid, self.far):
             _ip("-n", name, "link", "set", "lo", "up")
         _ip("-n", self.near, "route", "add", "default", "via", MID_NEAR_IP)
