@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -35,9 +36,7 @@ THRESHOLDS = EXAMPLE / "thresholds.json"
 QUESTIONS = 400
 FILTERS = ("strict-match", "flexible-extract")
 CHANGE = ("--kv-cache-dtype", "fp8")
-RUN_TIMEOUT = 1200.0  # one 400-question run; a loaded 2-core machine is slow
-VERDICT_STATUS = {"equivalent": None, "inconclusive": "inconclusive", "regression": "fail"}
-"""What the candidate's own run becomes with --baseline, by compare's verdict (None: its gate)."""
+RUN_TIMEOUT = 1800.0  # one 400-question run; only a guard against a hang (a loaded machine is slow)
 
 
 @dataclass(frozen=True)
@@ -51,13 +50,16 @@ class Runs:
     candidate_done: subprocess.CompletedProcess[str]
 
 
-def example_run(running: EngineStack, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """The example task as the quickstart runs it: 16 in flight, answers capped at 32 tokens."""
+def example_run(
+    running: EngineStack, out: Path, *extra: str, task: Path = TASK
+) -> subprocess.CompletedProcess[str]:
+    """The example task as the quickstart runs it (16 in flight, answers capped at 32 tokens),
+    labelled with what the engine serves."""
     return run_subprocess(
         "run", "--base-url", running.router_url, "--model", running.model,
-        "--task", str(TASK), "--thresholds", str(THRESHOLDS), "--isl", "256", "--osl", "64",
+        "--task", str(task), "--thresholds", str(THRESHOLDS), "--isl", "256", "--osl", "64",
         "--max-tokens-cap", "32", "--num-concurrent", "16", "--output-dir", str(out),
-        *FAST, *extra,
+        "--kv-cache-dtype", running.kv_cache_dtype, "--precision", running.dtype, *FAST, *extra,
         timeout=RUN_TIMEOUT,
     )  # fmt: skip
 
@@ -89,11 +91,8 @@ def ab(
     with pytest.MonkeyPatch.context() as monkeypatch, isolated(monkeypatch):
         folder = tmp_path_factory.mktemp("ab")
         baseline, candidate = folder / "default", folder / "changed"
-        first = example_run(engine_single, baseline, "--kv-cache-dtype", "auto")
-        label = changed_engine.kv_cache_dtype if not changed_engine.stand_in else "auto"
-        second = example_run(
-            changed_engine, candidate, "--kv-cache-dtype", label, "--baseline", str(baseline)
-        )
+        first = example_run(engine_single, baseline)
+        second = example_run(changed_engine, candidate, "--baseline", str(baseline))
     return Runs(changed_engine, baseline, candidate, first, second)
 
 
@@ -115,6 +114,43 @@ def test_the_changed_engine_serves_fp8_or_names_its_stand_in(engine_single, chan
         assert changed_engine.flags == "--kv-cache-dtype fp8"
         log = (changed_engine.run_dir / "engine.log").read_text(errors="replace")
         assert "Using fp8 data type to store kv cache" in log
+
+
+def test_a_cpu_without_avx512_or_amx_gets_a_named_stand_in(engine_installed, tmp_path):
+    """What engine-up does where vLLM refuses an fp8 KV cache, on this machine: its CPU flags
+    read from a copy of /proc/cpuinfo without AVX-512 and AMX."""
+    cpuinfo = tmp_path / "cpuinfo"
+    flags = re.sub(r" (avx512\w*|amx\w*)", "", Path("/proc/cpuinfo").read_text())
+    cpuinfo.write_text(flags)
+    env = {
+        **os.environ,
+        "EVALGATE_ENGINE_CPUINFO": str(cpuinfo),
+        "EVALGATE_ENGINE_RUN": str(tmp_path / "run"),
+        "EVALGATE_SINGLE_ROUTER_PORT": "18012",
+        "EVALGATE_SINGLE_METRICS_PORT": "18097",
+        "EVALGATE_SINGLE_ENGINE_PORT": "18112",
+    }
+    env.pop("EVALGATE_ENGINE_DTYPE", None)  # the default dtype as engine-up picks it there
+    try:
+        done = subprocess.run(
+            [str(stack.SCRIPTS / "engine-up"), "single", *CHANGE],
+            capture_output=True, text=True, env=env, timeout=stack.UP_TIMEOUT, check=False,
+        )  # fmt: skip
+    finally:
+        stack.down("single", {k: env[k] for k in env if k.startswith("EVALGATE_")})
+    assert done.returncode == 0, done.stderr
+    served = stack.parse_env(done.stdout)
+    # no AVX-512 BF16 either: the default would be float32, the stand-in bfloat16
+    assert served["ENGINE_STAND_IN"] == "--dtype bfloat16 for --kv-cache-dtype fp8"
+    assert served["ENGINE_FLAGS"] == "--dtype bfloat16"
+    assert (served["ENGINE_DTYPE"], served["ENGINE_KV_CACHE_DTYPE"]) == ("bfloat16", "auto")
+    assert (
+        f"engine-up single: this CPU has neither AVX-512 nor AMX ({cpuinfo}), and vLLM refuses "
+        'an fp8 KV cache on it ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX."); '
+        "serving a stand-in config change instead: --dtype bfloat16 (weights and KV cache) "
+        "against the default float32"
+    ) in done.stderr.splitlines()
+    assert "engine-up single: engine serves dtype bfloat16, kv_cache_dtype auto" in done.stderr
 
 
 # --- the example task passes on the real engine ---------------------------------------------
@@ -185,8 +221,10 @@ def test_compare_reports_what_the_two_runs_samples_say(ab):
     assert report["verdict"] in ("equivalent", "inconclusive", "regression")
     assert report["protocol_drift"] == [] and report["excluded"]["unpaired"] == []
     change = {d["field"]: (d["baseline"], d["candidate"]) for d in report["changed"]}
-    if not ab.changed.stand_in:
-        assert change["kv_cache_dtype"] == ("auto", "fp8")
+    if ab.changed.stand_in:  # the labels say what the engines served
+        assert set(change) == {"precision"}
+    else:
+        assert change == {"kv_cache_dtype": ("auto", "fp8")}
     by_filter = {f["filter"]: f for f in report["filters"]}
     assert set(by_filter) == set(FILTERS)
     worst = "equivalent"
@@ -225,16 +263,31 @@ def test_compare_reports_what_the_two_runs_samples_say(ab):
 
 
 def test_the_candidate_run_is_gated_against_its_baseline(ab):
+    """`run --baseline` reaches compare's verdict itself: a REGRESSION fails the run, an
+    INCONCLUSIVE comparison leaves it no better than inconclusive."""
     done = ab.candidate_done
     document = load_result(ab.candidate)
+    assert done.returncode == document["exit_code"], done.stderr
+    assert done.stdout.splitlines()[0] == f"{document['status'].upper()}: {document['reason']}"
+    assert document["files"]["comparison"] == "comparison.json"
+    own = json.loads((ab.candidate / "comparison.json").read_text())
     report = json.loads(
         run_subprocess("compare", str(ab.baseline), str(ab.candidate), "--json").stdout
     )
-    expected = VERDICT_STATUS[report["verdict"]]
-    if expected is not None:
-        assert document["status"] == expected, document["reason"]
-    assert done.returncode == document["exit_code"], done.stderr
-    assert document["baseline"]["path"] == str(ab.baseline)
+    assert own["verdict"] == report["verdict"]
+    counts = [
+        [(f["n"], f["lost"], f["gained"], f["p_value"]) for f in r["filters"]]
+        for r in (own, report)
+    ]
+    assert counts[0] == counts[1]
+    if report["verdict"] == "regression":
+        assert document["status"] == "fail" and document["exit_code"] == 1
+        assert document["reason"].startswith(f"regression against the baseline {ab.baseline}: ")
+    elif report["verdict"] == "inconclusive":
+        assert document["status"] in ("inconclusive", "fail")
+        assert "the comparison with the baseline is inconclusive" in document["reason"]
+    else:
+        assert "baseline" not in document["reason"]
 
 
 # --- the protocol check: runs of different tasks are not compared ----------------------------
@@ -245,21 +298,24 @@ def test_runs_of_different_tasks_are_refused(ab, engine_single, tmp_path):
     text = TASK.read_text().replace("task: addition_chat", "task: addition_other")
     text = re.sub(r"(train|test)\.jsonl", lambda m: str(EXAMPLE / m.group(0)), text)
     other.write_text(text)
+    named = 'task: baseline "addition_chat", '
 
-    # --baseline is checked before a single question is asked
+    # `run --baseline` refuses before a single question is asked
     refused = example_run(
-        engine_single, tmp_path / "refused", "--task", str(other), "--baseline", str(ab.baseline)
+        engine_single, tmp_path / "refused", "--baseline", str(ab.baseline), task=other
     )
     assert refused.returncode == 2, refused.stderr
     assert not (tmp_path / "refused" / "journal.jsonl").exists()
-    assert "task" in refused.stderr
+    [line] = [ln for ln in refused.stderr.splitlines() if ln.startswith("UsageError: ")]
+    assert "was not measured the same way as this run" in line
+    assert named + 'this run "addition_other"' in line
 
     # two real runs of different tasks: compare refuses them, naming the difference
     asked = tmp_path / "other-run"
-    done = example_run(engine_single, asked, "--task", str(other))
-    assert load_result(asked)["eval"]["requests"]["completed"] == QUESTIONS, done.stderr
+    done = example_run(engine_single, asked, "--limit", "20", task=other)
+    assert load_result(asked)["eval"]["requests"]["completed"] == 20, done.stderr
     compared = run_subprocess("compare", str(ab.baseline), str(asked))
     assert compared.returncode == 2, compared.stdout
     [line] = [ln for ln in compared.stderr.splitlines() if ln.startswith("UsageError: ")]
     assert "were not measured the same way" in line
-    assert "task: baseline addition_chat, candidate addition_other" in line
+    assert named + 'candidate "addition_other"' in line
