@@ -127,7 +127,7 @@ def test_a_cpu_without_avx512_or_amx_gets_a_named_stand_in(engine_installed, tmp
         "EVALGATE_ENGINE_CPUINFO": str(cpuinfo),
         "EVALGATE_ENGINE_RUN": str(tmp_path / "run"),
         "EVALGATE_SINGLE_ROUTER_PORT": "18012",
-        "EVALGATE_SINGLE_METRICS_PORT": "18097",
+        "EVALGATE_SINGLE_METRICS_PORT": "18098",
         "EVALGATE_SINGLE_ENGINE_PORT": "18112",
     }
     env.pop("EVALGATE_ENGINE_DTYPE", None)  # the default dtype as engine-up picks it there
