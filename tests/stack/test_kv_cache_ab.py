@@ -51,13 +51,13 @@ class Runs:
 
 
 def example_run(
-    running: EngineStack, out: Path, *extra: str, task: Path = TASK
+    running: EngineStack, out: Path, *extra: str, task: Path = TASK, thresholds: Path = THRESHOLDS
 ) -> subprocess.CompletedProcess[str]:
     """The example task as the quickstart runs it (16 in flight, answers capped at 32 tokens),
     labelled with what the engine serves."""
     return run_subprocess(
         "run", "--base-url", running.router_url, "--model", running.model,
-        "--task", str(task), "--thresholds", str(THRESHOLDS), "--isl", "256", "--osl", "64",
+        "--task", str(task), "--thresholds", str(thresholds), "--isl", "256", "--osl", "64",
         "--max-tokens-cap", "32", "--num-concurrent", "16", "--output-dir", str(out),
         "--kv-cache-dtype", running.kv_cache_dtype, "--precision", running.dtype, *FAST, *extra,
         timeout=RUN_TIMEOUT,
@@ -165,7 +165,7 @@ def test_the_example_task_passes_on_the_real_engine(ab):
     assert done.returncode == 0, done.stderr
     document = load_result(ab.baseline)
     assert document["status"] == "pass" and document["exit_code"] == 0
-    assert document["task"]["name"] == "addition_chat"
+    assert document["eval"]["task"] == "addition_chat"
     threshold = document["threshold"]
     floor = json.loads(THRESHOLDS.read_text())["default"]["addition_chat"]
     assert (threshold["value"], threshold["matched"]) == (floor, "default")
@@ -298,11 +298,18 @@ def test_runs_of_different_tasks_are_refused(ab, engine_single, tmp_path):
     text = TASK.read_text().replace("task: addition_chat", "task: addition_other")
     text = re.sub(r"(train|test)\.jsonl", lambda m: str(EXAMPLE / m.group(0)), text)
     other.write_text(text)
+    floors = tmp_path / "thresholds.json"
+    floors.write_text(json.dumps({"default": {"addition_chat": 0.25, "addition_other": 0.25}}))
     named = 'task: baseline "addition_chat", '
 
     # `run --baseline` refuses before a single question is asked
     refused = example_run(
-        engine_single, tmp_path / "refused", "--baseline", str(ab.baseline), task=other
+        engine_single,
+        tmp_path / "refused",
+        "--baseline",
+        str(ab.baseline),
+        task=other,
+        thresholds=floors,
     )
     assert refused.returncode == 2, refused.stderr
     assert not (tmp_path / "refused" / "journal.jsonl").exists()
@@ -312,7 +319,7 @@ def test_runs_of_different_tasks_are_refused(ab, engine_single, tmp_path):
 
     # two real runs of different tasks: compare refuses them, naming the difference
     asked = tmp_path / "other-run"
-    done = example_run(engine_single, asked, "--limit", "20", task=other)
+    done = example_run(engine_single, asked, "--limit", "20", task=other, thresholds=floors)
     assert load_result(asked)["eval"]["requests"]["completed"] == 20, done.stderr
     compared = run_subprocess("compare", str(ab.baseline), str(asked))
     assert compared.returncode == 2, compared.stdout
