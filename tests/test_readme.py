@@ -97,6 +97,9 @@ def test_the_quickstart_timing_names_a_date_and_every_phase_the_script_reports()
         "fix",
         "eval",
         "verify",
+        "default run",
+        "changed run",
+        "compare",
     ]
     section = " ".join(README.split("## The two commands", 1)[1].split("\n## ", 1)[0].split())
     measured = re.search(r"measured on (\d{4}-\d{2}-\d{2})", section, flags=re.I)

@@ -4,8 +4,8 @@ NVIDIA Dynamo's frontend).
 The work is done by the scripts in `scripts/`; this module runs them and reads their answer:
 
     engine-setup        install once into ~/.cache/evalgate/engine (cached: seconds afterwards)
-    engine-up TOPOLOGY  start `single`, `pd`, `sglang` or `dynamo`, print KEY=VALUE lines with
-                        the URLs
+    engine-up TOPOLOGY [FLAG...]  start `single`, `pd`, `sglang` or `dynamo` (FLAGs: a config change for
+                        its engines), print KEY=VALUE lines with the URLs and what they serve
     engine-down TOPOLOGY
 
 Standard library only, so that it works in any interpreter that has pytest.
@@ -17,7 +17,7 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,10 @@ class EngineStack:
     prefill_max_model_len: int | None = None
     decode_url: str | None = None
     decode_max_model_len: int | None = None
+    dtype: str = ""  # what the (first) engine serves, read from its log
+    kv_cache_dtype: str = ""
+    flags: str = ""  # the config change applied: engine-up's flags, or the stand-in
+    stand_in: str = ""  # empty, or the stand-in served for a change this CPU refuses
 
     @property
     def router_max_model_len(self) -> int:
@@ -103,11 +107,14 @@ def setup() -> None:
     _run("engine-setup", timeout=SETUP_TIMEOUT)
 
 
-def up(topology: str, env: Mapping[str, str] | None = None) -> EngineStack:
+def up(
+    topology: str, env: Mapping[str, str] | None = None, flags: Sequence[str] = ()
+) -> EngineStack:
     """Start TOPOLOGY and wait until its router serves; engine-up stops it again on failure.
-    `env`: engine-up's own settings (ports, run directory) for a stack of a test's own."""
+    `env`: engine-up's own settings (ports, run directory) for a stack of a test's own;
+    `flags`: further vLLM flags for its engines (a config change, e.g. --kv-cache-dtype fp8)."""
     try:
-        answer = parse_env(_run("engine-up", topology, timeout=UP_TIMEOUT, env=env))
+        answer = parse_env(_run("engine-up", topology, *flags, timeout=UP_TIMEOUT, env=env))
     except EngineStackTimeout:
         # engine-up stops what it started when it fails, but it gets no chance when killed.
         down(topology, env)
@@ -132,6 +139,10 @@ def _stack(env: Mapping[str, str]) -> EngineStack:
         prefill_max_model_len=length("PREFILL_MAX_MODEL_LEN"),
         decode_url=env.get("DECODE_URL"),
         decode_max_model_len=length("DECODE_MAX_MODEL_LEN"),
+        dtype=env.get("ENGINE_DTYPE", env.get("PREFILL_DTYPE", "")),
+        kv_cache_dtype=env.get("ENGINE_KV_CACHE_DTYPE", env.get("PREFILL_KV_CACHE_DTYPE", "")),
+        flags=env.get("ENGINE_FLAGS", ""),
+        stand_in=env.get("ENGINE_STAND_IN", ""),
     )
 
 
