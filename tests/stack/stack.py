@@ -4,8 +4,9 @@ NVIDIA Dynamo's frontend).
 The work is done by the scripts in `scripts/`; this module runs them and reads their answer:
 
     engine-setup        install once into ~/.cache/evalgate/engine (cached: seconds afterwards)
-    engine-up TOPOLOGY [FLAG...]  start `single`, `pd`, `sglang` or `dynamo` (FLAGs: a config change for
-                        its engines), print KEY=VALUE lines with the URLs and what they serve
+    engine-up TOPOLOGY [FLAG...]  start `single`, `pd`, `sglang` or `dynamo` (FLAGs: a config
+                        change for its engines), print KEY=VALUE lines with the URLs and what
+                        they serve
     engine-down TOPOLOGY
 
 Standard library only, so that it works in any interpreter that has pytest.
