@@ -114,16 +114,16 @@ def p_text(p_value: float) -> str:
     return f"{p_value:.3f}" if p_value >= 0.001 else f"{p_value:.1e}"
 
 
-def _settle_text(needed: int | None, n: int, *, clustered: bool = False) -> str:
+def _settle_text(needed: int | None, n: int, whole: tuple[str, int] | None) -> str:
+    """What would settle an INCONCLUSIVE; `whole` is the task and its question count, when
+    known (a run without --limit asked them all)."""
     if needed is None:
         return "; no number of questions would settle it at these rates"
     text = f"; about {needed} paired questions would settle it at these rates (an estimate)"
-    if clustered:
-        return f"{text}: compare runs of at least {needed} questions" if needed > n else text
-    if needed > GSM8K_TEST_SIZE:
+    if whole is not None and needed > whole[1]:
         return (
-            f"{text}, more than the {GSM8K_TEST_SIZE} GSM8K has: no rerun can settle it. Widen "
-            "--max-drop or accept the uncertainty"
+            f"{text}, more than the {whole[1]} questions {whole[0]} has: no rerun can settle "
+            "it. Widen --max-drop or accept the uncertainty"
         )
     return f"{text}: compare runs of at least {needed} questions" if needed > n else text
 
@@ -136,6 +136,7 @@ def _reason(
     interval: tuple[float, float],
     max_drop: float,
     needed: int | None,
+    whole: tuple[str, int] | None,
 ) -> str:
     if counts.n == 0:
         return "no question was answered in both runs"
@@ -167,7 +168,7 @@ def _reason(
         why = f"the drop reaches half the {margin} but is not significant"
     else:
         why = f"a drop beyond the {margin} cannot be ruled out"
-    settle = _settle_text(needed, counts.questions, clustered=counts.clustered)
+    settle = _settle_text(needed, counts.questions, whole)
     return f"{table}: {why}{settle}"
 
 
@@ -206,6 +207,7 @@ def _compare_filter(
         interval=interval,
         max_drop=max_drop,
         needed=needed,
+        whole=_whole_set(baseline),
     )
     return FilterComparison(
         name,
@@ -218,6 +220,20 @@ def _compare_filter(
         tuple(flips),
         design_effect(counts),
     )
+
+
+def _whole_set(run: Run) -> tuple[str, int] | None:
+    """The task and how many questions it has, when the run shows it: a run without --limit
+    asked them all (for GSM8K the count is known anyway). A task that repeats its questions
+    is settled by more questions, not by its count of answers: unknown."""
+    record = run.eval
+    if record.task.startswith("gsm8k") and record.limit is not None:
+        return record.task, GSM8K_TEST_SIZE
+    if record.limit is not None or isinstance(record.questions, msgspec.UnsetType):
+        return None
+    if any(sample.repeat is not None for sample in run.samples.values()):
+        return None
+    return record.task, record.questions
 
 
 def _info(run: Run) -> RunInfo:

@@ -333,11 +333,30 @@ def test_more_questions_than_gsm8k_has_are_needed(tmp_path, evalgate):
     code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
     assert code == 5
     assert (
-        "more than the 1319 GSM8K has: no rerun can settle it. Widen --max-drop or accept "
-        "the uncertainty" in out
+        "more than the 1319 questions gsm8k_evalgate_chat has: no rerun can settle it. Widen "
+        "--max-drop or accept the uncertainty" in out
     )
     code, _ = comparison_json(evalgate, tmp_path / "a", tmp_path / "b", "--max-drop", "0.03")
     assert code == 0
+
+
+def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, evalgate):
+    # A task of 400 questions (the addition example's size), run whole: what it would take is
+    # weighed against its 400 questions, not against GSM8K's 1319.
+    base, cand = paired_outcomes(400, lost=26, gained=24)
+    for folder, correct in (("a", base), ("b", cand)):
+        write_run(tmp_path / folder, correct, task="addition_chat", questions=400)
+    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    assert code == 5
+    assert "more than the 400 questions addition_chat has: no rerun can settle it" in out
+    assert "1319" not in out
+    # Under --limit the whole set is unknown: the advice is to compare more questions.
+    for folder, correct in (("c", base), ("d", cand)):
+        write_run(tmp_path / folder, correct, task="addition_chat", questions=400, limit=400)
+    code, out, _ = evalgate(tmp_path / "c", tmp_path / "d")
+    assert code == 5
+    assert "would settle it at these rates (an estimate): compare runs of at least" in out
+    assert "no rerun can settle it" not in out
 
 
 @pytest.mark.parametrize(
