@@ -19,6 +19,7 @@ over 4,300 digits, says so as any other malformed text.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -26,7 +27,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import msgspec
 
@@ -39,8 +40,13 @@ BIG_INT = 2**63
 """Integers of the contract are below this in magnitude (int64)."""
 HUGE_INT = int(sys.float_info.max)
 """Integers of plain values are below this: past it no float holds them."""
-_DIGITS = {BIG_INT: re.compile(rb"\d{19}"), HUGE_INT: re.compile(rb"\d{309}")}
-"""A run of digits as long as the bound: the only text that can hold an integer past it."""
+_DIGITS = {
+    bound: re.compile(rb"(?:^|[:\[,])\s*-?\d{%d}" % digits, re.MULTILINE)
+    for bound, digits in ((BIG_INT, 19), (HUGE_INT, 309))
+}
+"""A run of digits as long as the bound where a JSON number can start (a document's or a line's
+start, or after `:`, `[` or `,`): the only text that can hold an integer past it (a hash of
+digits inside a string is no number)."""
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
@@ -107,6 +113,27 @@ def decode(
     if kind is Any and _nested_deeper(value, MAX_DEPTH):
         raise _too_deep(where)
     return value
+
+
+def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> list[T]:
+    """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
+    once, in C, and line by line only when that fails (to say which line is wrong, and why) or
+    when a line may hold an integer past 64 bits."""
+    if not _DIGITS[BIG_INT].search(data):
+        try:
+            return list(_line_decoder(cast(Any, kind)).decode_lines(data))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass  # said line by line below
+    return [
+        decode(line, kind, f"{where} line {number}", refusal)
+        for number, line in enumerate(data.splitlines(), start=1)
+        if line.strip()
+    ]
+
+
+@functools.cache
+def _line_decoder(kind: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(kind)
 
 
 def _bytes(data: bytes | str) -> bytes:
