@@ -7,11 +7,12 @@ a verify.Report; writing it anywhere is the caller's business. Every text a resu
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from evalgate import outside
 from evalgate._version import __version__
+from evalgate.verify import baseline_report
 from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
 from evalgate.verify.sweep import Report
 
@@ -25,6 +26,8 @@ MARKS = {
     "unexpected": "🆕",
     "duplicate": "♊",
     "empty": "∅",
+    "regression": "📉",
+    "expired": "⌛",
 }
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error and 10 warning annotations per step."""
@@ -97,9 +100,20 @@ def _cells(entry: Entry) -> list[str]:
 HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
 
 
+def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
+    """The table's header and row maker: with --baseline, two columns more (the finding
+    against the baseline, the paired difference and its interval)."""
+    if report.baseline is None:
+        return HEADER, _cells
+    return [*HEADER, *baseline_report.HEADER], lambda entry: [
+        *_cells(entry),
+        *baseline_report.cells(entry, outside.terminal),
+    ]
+
+
 def _results(report: Report) -> list[Entry]:
     """The entries that are results gated (not problems with the set)."""
-    gated = ("pass", "fail", "inconclusive", "error")
+    gated = ("pass", "fail", "inconclusive", "error", "regression")
     return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
@@ -107,13 +121,14 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     """terminal()'s lines, each ending in a newline, made as they are written (the rows are
     made once to measure the columns and again to print: a sweep's whole table is never held)."""
     results = [] if quiet else _results(report)
+    header, cells = _columns(report)
     if results:
-        widths = [len(h) for h in HEADER]
-        for row in map(_cells, results):
+        widths = [len(h) for h in header]
+        for row in map(cells, results):
             widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
         line = "  ".join(f"{{:<{w}}}" for w in widths).format
-        for row in itertools.chain([HEADER], map(_cells, results)):
+        for row in itertools.chain([header], map(cells, results)):
             yield line(*row).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]
@@ -124,6 +139,10 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
             yield f"  {'':<12} {outside.terminal(entry.reason)}\n"
             if entry.path and entry.path != entry.key:
                 yield f"  {'':<12} {outside.terminal(entry.path)}\n"
+        yield "\n"
+    if report.baseline is not None:
+        found = baseline_report.findings(report.entries, report.baseline, outside.terminal)
+        yield from (line + "\n" for line in found)
         yield "\n"
     for note in report.ignored:
         yield f"ignored: {outside.terminal(note.reason)}\n"
@@ -136,11 +155,12 @@ def terminal(report: Report, *, quiet: bool = False) -> str:
     return "".join(terminal_lines(report, quiet=quiet))
 
 
-def _md_table(entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
-    header = ["", *HEADER[1:], *(["Reason"] if with_reason else [])]
+def _md_table(report: Report, entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
+    columns, row = _columns(report)
+    header = ["", *columns[1:], *(["Reason"] if with_reason else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for entry in entries[:rows]:
-        cells = [MARKS[entry.outcome] + " " + entry.outcome, *_cells(entry)[1:]]
+        cells = [MARKS[entry.outcome] + " " + entry.outcome, *row(entry)[1:]]
         cells += [entry.reason] if with_reason else []
         lines.append("| " + " | ".join(map(outside.markdown, cells)) + " |")
     if len(entries) > rows:
@@ -200,10 +220,14 @@ def _markdown(report: Report, rows: int) -> str:
     problems = [e for e in report.entries if e.outcome != "pass"]
     passed = [e for e in report.entries if e.outcome == "pass"]
     if problems:
-        lines += [*_md_table(problems, with_reason=True, rows=rows), ""]
+        lines += [*_md_table(report, problems, with_reason=True, rows=rows), ""]
     if passed:
         lines += [f"<details><summary>{len(passed)} passing</summary>", ""]
-        lines += [*_md_table(passed, with_reason=False, rows=rows), "", "</details>", ""]
+        lines += [*_md_table(report, passed, with_reason=False, rows=rows), "", "</details>", ""]
+    if report.baseline is not None:
+        found = baseline_report.findings(report.entries, report.baseline, outside.markdown)
+        head, *rest = list(found)[:rows]
+        lines += [head, "", *(f"- {line.strip()}" for line in rest), ""]
     shown = "as each run recorded" if report.min_samples is None else report.min_samples
     lines.append(
         f"Thresholds: {outside.markdown_code(report.thresholds_file)}; min samples: {shown}."
@@ -243,10 +267,15 @@ def workflow_commands(report: Report) -> str:
 
 
 def _testcase_body(entries: Iterable[Entry]) -> str:
-    return "\n".join(
-        f"{e.outcome}: {outside.xml(e.reason)}" + (f" [{outside.xml(e.path)}]" if e.path else "")
-        for e in entries
-    )
+    lines = []
+    for e in entries:
+        lines.append(
+            f"{e.outcome}: {outside.xml(e.reason)}"
+            + (f" [{outside.xml(e.path)}]" if e.path else "")
+        )
+        if e.versus is not None:
+            lines.append(outside.xml(baseline_report.junit_line(e.versus)))
+    return "\n".join(lines)
 
 
 def junit(report: Report) -> str:
@@ -337,8 +366,10 @@ def document(report: Report) -> dict[str, Any]:
                 "status": e.status,
                 "stage": e.stage,
                 "checks": [_check(c) for c in e.checks],
+                "versus": baseline_report.versus_document(e.versus),
             }
             for e in report.entries
         ],
         "ignored": [{"path": n.path, "reason": n.reason} for n in report.ignored],
+        "baseline": baseline_report.summary_document(report.baseline),
     }

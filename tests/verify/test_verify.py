@@ -1126,6 +1126,8 @@ def test_a_mixed_tree_lists_everything_and_fails(tmp_path, capsys, monkeypatch):
         "unexpected": 0,
         "duplicate": 0,
         "empty": 0,
+        "regression": 0,
+        "expired": 0,
     }
     [failed] = [e for e in document["entries"] if e["outcome"] == "fail"]
     assert failed["checks"][0]["ci_low"] == pytest.approx(0.8402, abs=1e-4)
