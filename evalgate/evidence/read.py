@@ -40,13 +40,18 @@ BIG_INT = 2**63
 """Integers of the contract are below this in magnitude (int64)."""
 HUGE_INT = int(sys.float_info.max)
 """Integers of plain values are below this: past it no float holds them."""
+_SHAPE = bytes(
+    48 if chr(i).isdigit() and i < 128 else 58 if i in b":[,\n\r" else 32 if i in b" \t-" else 120
+    for i in range(256)
+)
+"""bytes.translate's table to a text's shape: a digit "0", what a JSON number can follow (`:`,
+`[`, `,`, a line's start) ":", white space and a minus " ", anything else "x"."""
 _DIGITS = {
-    bound: re.compile(rb"(?:^|[:\[,])\s*-?\d{%d}" % digits, re.MULTILINE)
+    bound: re.compile(rb": *0{%d}" % digits)
     for bound, digits in ((BIG_INT, 19), (HUGE_INT, 309))
 }
-"""A run of digits as long as the bound where a JSON number can start (a document's or a line's
-start, or after `:`, `[` or `,`): the only text that can hold an integer past it (a hash of
-digits inside a string is no number)."""
+"""In a text's shape, a run of digits as long as the bound where a JSON number can stand (a
+hash of digits inside a string does not): the only text that can hold an integer past it."""
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
@@ -94,7 +99,7 @@ def decode(
     try:
         value = _decode(data, kind, where, pairs)
         bound = HUGE_INT if kind is Any else BIG_INT
-        if _DIGITS[bound].search(_bytes(data)):
+        if _may_hold_big_int(_bytes(data), bound):
             plain = value if kind is Any else _decode(data, Any, where, None)
             _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
@@ -119,7 +124,7 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
     """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
     once, in C, and line by line only when that fails (to say which line is wrong, and why) or
     when a line may hold an integer past 64 bits."""
-    if not _DIGITS[BIG_INT].search(data):
+    if not _may_hold_big_int(data, BIG_INT):
         try:
             return list(_line_decoder(cast(Any, kind)).decode_lines(data))
         except (msgspec.ValidationError, msgspec.DecodeError):
@@ -134,6 +139,13 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
 @functools.cache
 def _line_decoder(kind: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(kind)
+
+
+def _may_hold_big_int(data: bytes, bound: int) -> bool:
+    """Whether a number in the text may be past the bound: a cheap scan deciding whether to
+    look closer."""
+    shape = b":" + data.translate(_SHAPE)  # the text's start too
+    return _DIGITS[bound].search(shape) is not None
 
 
 def _bytes(data: bytes | str) -> bytes:

@@ -1,0 +1,124 @@
+"""Time `evalgate verify SWEEP --baseline BASELINE` over 1,000 config pairs of full GSM8K (1,319
+questions, two filters), in evalgate's layout and in the harness's, beside `evalgate compare`
+run once per pair (issue 32: at most 10 s for evalgate's layout on a 2-core machine).
+
+    PYTHONPATH=. python benchmarks/bench_verify_baseline.py [--configs 1000] [--runs 3]
+        [--compare-sample 20]
+
+Each layout gets a fresh temporary tree: a baseline sweep and a candidate sweep of --configs
+configs each (evalgate: result.json + samples.jsonl per run, as tests/compare/test_compare
+writes them; the harness: meta_env.json + lm-eval's results_*.json + samples_gsm8k_*.jsonl per
+config, as tests/verify/sweeps.py writes them). Every candidate flips a few answers each way
+(a rerun), one config loses 80 (a regression). The tree is read once before timing (the page
+cache is warm); its size is printed. `evalgate verify` runs as a subprocess (the console entry
+point, start-up included); `evalgate compare` is timed on --compare-sample pairs, one process
+each, and scaled to all the pairs (said so in the output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.verify.sweeps import (  # noqa: E402  (the tests' own writers, after the path)
+    answers,
+    baseline_answers,
+    evalgate_sweep,
+    harness_sweep,
+)
+
+DROPPED = 7
+
+
+def generate(root: Path, layout: str, configs: int) -> None:
+    """The baseline and the candidate sweep of `configs` configs each."""
+    for name in ("base", "cand"):
+        for conc in range(1, configs + 1):
+            if name == "base":
+                correct = baseline_answers()
+            else:
+                correct = answers(seed=conc % 7, lost=80 if conc == DROPPED else 0)
+            if layout == "evalgate":
+                evalgate_sweep(root / name, f"{name}{conc:05d}", {conc: correct})
+            else:
+                stamp = "2026-05-01T10-00-00" if name == "base" else "2026-06-01T10-00-00"
+                harness_sweep(root / name / f"conc{conc:05d}", {conc: correct}, stamp=stamp)
+    (root / "thresholds.json").write_text(json.dumps({"default": {"gsm8k": 0.85}}))
+
+
+def size(root: Path) -> tuple[int, int]:
+    """Bytes and files under root, every file read once (the page cache is then warm)."""
+    total = files = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            total += len(Path(folder, name).read_bytes())
+            files += 1
+    return total, files
+
+
+def timed(command: list[str], *expect: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("GITHUB_ACTIONS", None)
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in expect:
+        sys.exit(f"{command[3:5]} exited {done.returncode}: {done.stdout[-500:]}{done.stderr}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--compare-sample", type=int, default=20)
+    parser.add_argument("--layouts", nargs="+", default=["evalgate", "harness"])
+    args = parser.parse_args()
+    cli = [sys.executable, "-m", "evalgate.cli"]
+    print(f"{args.configs} config pairs of full GSM8K (1319 questions x 2 filters) per layout")
+    for layout in args.layouts:
+        root = Path(tempfile.mkdtemp(prefix=f"evalgate-bench-baseline-{layout}-"))
+        try:
+            generate(root, layout, args.configs)
+            total, files = size(root)
+            verify = [*cli, "verify", str(root / "cand"), "--baseline", str(root / "base")]
+            verify += ["--thresholds", str(root / "thresholds.json"), "--no-github", "-q"]
+            walls = [timed(verify, 1) for _ in range(args.runs)]
+            pairs = sorted(os.listdir(root / "cand"))[: args.compare_sample]
+            others = sorted(os.listdir(root / "base"))[: args.compare_sample]
+            each = [
+                timed([*cli, "compare", str(root / "base" / b), str(root / "cand" / c)], 0, 1)
+                for b, c in zip(others, pairs, strict=True)
+                if layout == "evalgate"
+            ]
+            print(
+                f"{layout:>8}: {total / 2**20:,.0f} MiB in {files:,} files; verify --baseline: "
+                f"median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max "
+                f"{max(walls):.2f}, {args.runs} runs)",
+                flush=True,
+            )
+            if each:
+                scaled = statistics.median(each) * args.configs
+                print(
+                    f"{'':>8}  evalgate compare, one process per pair: median "
+                    f"{statistics.median(each):.3f} s a pair over {len(each)} pairs, "
+                    f"x {args.configs} = {scaled:.0f} s (scaled, not run)",
+                    flush=True,
+                )
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
