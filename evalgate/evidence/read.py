@@ -47,8 +47,7 @@ _SHAPE = bytes(
 """bytes.translate's table to a text's shape: a digit "0", what a JSON number can follow (`:`,
 `[`, `,`, a line's start) ":", white space and a minus " ", anything else "x"."""
 _DIGITS = {
-    bound: re.compile(rb": *0{%d}" % digits)
-    for bound, digits in ((BIG_INT, 19), (HUGE_INT, 309))
+    bound: re.compile(rb": *0{%d}" % digits) for bound, digits in ((BIG_INT, 19), (HUGE_INT, 309))
 }
 """In a text's shape, a run of digits as long as the bound where a JSON number can stand (a
 hash of digits inside a string does not): the only text that can hold an integer past it."""

@@ -292,3 +292,22 @@ def test_hostile_answers_and_model_names_are_neutralised_in_every_report(
     for text in (stdout, stderr, page, summary.read_text(), out["junit.xml"].read_text()):
         ht.assert_no_secret(text, "a report")
     ht.assert_no_secret(out["verdict.json"].read_text(), "verdict.json")
+
+
+FIXTURE = Path(__file__).parent / "data" / "baseline-v1"
+"""A sweep in the evidence format of today (result.json evalgate.result/1 and samples.jsonl):
+kept as it is, and read as a baseline by every future version."""
+
+
+def test_a_sweep_in_todays_format_reads_as_a_baseline_forever(tmp_path, capsys):
+    right = [i % 10 != 3 for i in range(50)]
+    cand = evalgate_sweep(tmp_path / "cand", "now", {4: right, 8: right}, limit=50, questions=50)
+    for result in FIXTURE.rglob("result.json"):
+        assert json.loads(result.read_text())["schema"] == "evalgate.result/1"
+    limits = thresholds(tmp_path)
+    args = [cand, "--baseline", FIXTURE, "--thresholds", limits, "--min-samples", "0"]
+    code, stdout, _ = run(capsys, *args)
+    assert code == ExitCode.PASS, stdout
+    # paired question by question (50 questions: too few to rule out a 2-point drop)
+    assert "against the baseline: 2 inconclusive" in stdout
+    assert "+0.00 [-7.13, +7.13] strict-match" in stdout
