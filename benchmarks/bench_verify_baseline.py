@@ -41,19 +41,41 @@ from tests.verify.sweeps import (  # noqa: E402  (the tests' own writers, after 
 DROPPED = 7
 
 
+def _template(root: Path, layout: str, name: str, correct: list[bool]) -> Path:
+    """One run written by the tests' writers (schema-checked), to be copied per config."""
+    if layout == "evalgate":
+        return evalgate_sweep(root, name, {1: correct}) / f"{name}-conc1"
+    return harness_sweep(root / name, {1: correct}, stamp=name)
+
+
+def _copy(template: Path, target: Path, layout: str, conc: int) -> None:
+    """The template run as config `conc`: its files copied, its labels (and run id) its own."""
+    shutil.copytree(template, target)
+    if layout == "evalgate":
+        result = json.loads((target / "result.json").read_text())
+        result["labels"]["concurrency"] = result["eval"]["num_concurrent"] = conc
+        result["run_id"] = f"{target.parent.name}-{conc}"
+        (target / "result.json").write_text(json.dumps(result))
+        return
+    meta = json.loads((target / "meta_env.json").read_text())
+    meta.update({"conc": conc, "eval_concs": [conc], "completed_eval_concs": [conc]})
+    (target / "meta_env.json").write_text(json.dumps(meta))
+    for path in target.glob("*_conc1.json*"):
+        path.rename(path.with_name(path.name.replace("_conc1.", f"_conc{conc}.")))
+
+
 def generate(root: Path, layout: str, configs: int) -> None:
-    """The baseline and the candidate sweep of `configs` configs each."""
-    for name in ("base", "cand"):
-        for conc in range(1, configs + 1):
-            if name == "base":
-                correct = baseline_answers()
-            else:
-                correct = answers(seed=conc % 7, lost=80 if conc == DROPPED else 0)
-            if layout == "evalgate":
-                evalgate_sweep(root / name, f"{name}{conc:05d}", {conc: correct})
-            else:
-                stamp = "2026-05-01T10-00-00" if name == "base" else "2026-06-01T10-00-00"
-                harness_sweep(root / name / f"conc{conc:05d}", {conc: correct}, stamp=stamp)
+    """The baseline and the candidate sweep of `configs` configs each: a handful of runs
+    written by the tests' writers, copied per config (the files of full size)."""
+    templates = root / "templates"
+    base = _template(templates, layout, "base", baseline_answers())
+    reruns = [_template(templates, layout, f"rerun{i}", answers(seed=i)) for i in range(7)]
+    dropped = _template(templates, layout, "dropped", answers(lost=80))
+    for conc in range(1, configs + 1):
+        _copy(base, root / "base" / f"{conc:05d}", layout, conc)
+        source = dropped if conc == DROPPED else reruns[conc % 7]
+        _copy(source, root / "cand" / f"{conc:05d}", layout, conc)
+    shutil.rmtree(templates)
     (root / "thresholds.json").write_text(json.dumps({"default": {"gsm8k": 0.85}}))
 
 

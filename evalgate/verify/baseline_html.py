@@ -12,6 +12,7 @@ from evalgate import page
 from evalgate.page import Mark, Scale, esc
 from evalgate.verify.baseline_report import LISTED, lost_questions, points, standing
 from evalgate.verify.records import BaselineSummary, Entry, Versus
+from evalgate.verify.report import short_keys
 from evalgate.verify.waivers import describe
 
 ORDER = ("regression", "inconclusive", "equivalent", "improved")
@@ -40,9 +41,11 @@ def _compared(entries: Sequence[Entry]) -> list[tuple[int, Entry, Versus]]:
     return sorted(found, key=lambda t: (ORDER.index(t[2].standing), t[2].difference or 0.0, t[0]))
 
 
-def _row(place: tuple[int, int], entry: Entry, versus: Versus, scale: Scale, margin: float) -> str:
-    """A config's row; `place`: its index in the report, and its place in the chart."""
-    index, first = place
+def _row(
+    place: tuple[int, int, str], entry: Entry, versus: Versus, scale: Scale, margin: float
+) -> str:
+    """A config's row; `place`: its index in the report, its place in the chart, its label."""
+    index, first, name = place
     low, high, point = versus.low or 0.0, versus.high or 0.0, versus.difference or 0.0
     marks = [Mark(margin, "margin"), Mark(0.0, "zero")]
     label = standing(versus)
@@ -63,7 +66,7 @@ def _row(place: tuple[int, int], entry: Entry, versus: Versus, scale: Scale, mar
     return page.chart_row(
         tone=tone,
         mark=label,
-        label=entry.key,
+        label=name,
         note=f"{versus.lost} lost, {versus.gained} gained of {versus.n}",
         drawing=page.interval_svg(
             scale, point=point, low=low, high=high, marks=marks, label=described
@@ -84,13 +87,15 @@ def chart(entries: Sequence[Entry], summary: BaselineSummary) -> str:
         {t: f"{t * 100:+g}" if t else "0" for t in scale.ticks()},
         [Mark(margin, "margin"), Mark(0.0, "zero")],
     )
+    common, names = short_keys([entry for _, entry, _ in compared])
     rows = [
-        _row((index, first), entry, versus, scale, margin)
-        for first, (index, entry, versus) in enumerate(compared)
+        _row((index, first, name), entry, versus, scale, margin)
+        for first, ((index, entry, versus), name) in enumerate(zip(compared, names, strict=True))
     ]
     regressed = sum(1 for _, _, v in compared if v.standing == "regression")
     title = (
-        f"Against the baseline: paired difference of {len(compared)} configs "
+        f"Against the baseline: paired difference of {len(compared)} configs"
+        f"{' of ' + common if common else ''} "
         f"({regressed} regression{'s' if regressed != 1 else ''}, listed first)"
     )
     return page.chart(title, axis, rows, legend=LEGEND)
@@ -134,5 +139,4 @@ def section(entries: Sequence[Entry], summary: BaselineSummary) -> str:
     parts = [chart(entries, summary)]
     parts += [_lost(e, v) for e, v in regressed]
     parts.append(_listed(entries, summary))
-    paths = ", ".join(summary.paths)
-    return page.section(f"Against the baseline {paths}", "".join(parts))
+    return page.section("Against the baseline", "".join(parts))

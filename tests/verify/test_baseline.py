@@ -16,6 +16,7 @@ from evalgate.outside import capped
 from evalgate.page import esc
 from evalgate.schemas import validation_errors
 from tests import outputs as ht
+from tests.browser import look
 from tests.verify.sweeps import (
     CONCS,
     answers,
@@ -126,7 +127,7 @@ def test_a_drop_that_clears_its_floor_fails_and_is_named_in_every_report(
     page = out["page.html"].read_text(encoding="utf-8")
     chart = page.split("<figcaption>Against the baseline", 1)[1].split("</figure>")[0]
     first_row = chart.split('<div class="row tone-')[1]
-    assert first_row.startswith('fail"') and f'<span class="name">{name}</span>' in first_row
+    assert first_row.startswith('fail"') and '<span class="name">conc=16</span>' in first_row
     assert chart.count('<div class="row tone-') == 5
     lost = versus["lost_questions"][0]
     assert f"Lost questions of {name} on strict-match (the first 20 of 90)" in page
@@ -311,3 +312,60 @@ def test_a_sweep_in_todays_format_reads_as_a_baseline_forever(tmp_path, capsys):
     # paired question by question (50 questions: too few to rule out a 2-point drop)
     assert "against the baseline: 2 inconclusive" in stdout
     assert "+0.00 [-7.13, +7.13] strict-match" in stdout
+
+
+# -- in the browser ------------------------------------------------------------------------------
+
+BASELINE_ROWS = """Array.from(document.querySelectorAll('figure.chart')).filter(
+  f => f.querySelector('figcaption').innerText.startsWith('Against the baseline')
+).map(f => Array.from(f.querySelectorAll('.rows .row')).map(r => r.innerText))[0]"""
+BASELINE_MARKS = """(() => {
+  const f = Array.from(document.querySelectorAll('figure.chart')).find(
+    f => f.querySelector('figcaption').innerText.startsWith('Against the baseline'));
+  return [f.querySelectorAll('svg.bar circle.point').length,
+          f.querySelectorAll('svg.bar line.ci').length,
+          f.querySelectorAll('svg.bar line.margin').length];
+})()"""
+README_SHOT = Path(__file__).resolve().parents[2] / "docs" / "verify-baseline.png"
+
+
+@pytest.fixture
+def baseline_page(sweeps, tmp_path, capsys) -> Path:
+    flags, out = reports(tmp_path)
+    args = [sweeps["dropped"], "--baseline", sweeps["base"], "--thresholds", sweeps["thresholds"]]
+    code, _, _ = run(capsys, *args, *flags)
+    assert code == ExitCode.FAIL
+    return out["page.html"]
+
+
+def test_the_browser_shows_each_configs_difference_against_the_margin_regression_first(
+    baseline_page, chromium, screenshot, request
+):
+    shot = screenshot("verify-baseline")
+    seen = look(
+        chromium,
+        baseline_page,
+        {"rows": BASELINE_ROWS, "marks": BASELINE_MARKS, "text": "document.body.innerText"},
+        screenshot=shot,
+    )
+    assert seen.errors == [] and seen.requests == []
+    rows = [row.split("\n") for row in seen.values["rows"]]
+    assert rows[0][:2] == ["REGRESSION", f"conc={DROPPED} 90 lost, 10 gained of 1319"]
+    assert rows[0][-1] == "-6.07 [-7.62, -4.70] pts"
+    assert [row[0] for row in rows[1:]] == ["EQUIVALENT"] * 4
+    assert seen.values["marks"] == [5, 5, 5]  # a dot, an interval and the margin per config
+    assert (
+        f"Lost questions of {key(DROPPED)} on strict-match (the first 20 of 90)"
+        in (seen.values["text"])
+    )
+    assert shot.stat().st_size > 20_000
+    if request.config.getoption("--update-screenshots"):
+        readme = screenshot("verify-baseline-readme")
+        look(chromium, baseline_page, {}, screenshot=readme, max_height=1500)
+        shutil.copyfile(readme, README_SHOT)
+
+
+def test_the_readme_shows_the_baseline_chart():
+    readme = (README_SHOT.parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "](docs/verify-baseline.png)" in readme
+    assert README_SHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
