@@ -235,10 +235,14 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
         sys.stdout.write(report.workflow_commands(result))
     if args.junit:
-        write_file(args.junit, report.junit(result), label="--junit")
+        from evalgate.verify.junit import junit
+
+        write_file(args.junit, junit(result), label="--junit")
     if args.json:
-        document = outside.json_text(report.document(result), indent=2)
-        write_file(args.json, document + "\n", label="--json")
+        from evalgate.verify.document import document
+
+        text = outside.json_text(document(result), indent=2)
+        write_file(args.json, text + "\n", label="--json")
     if args.html:
         from evalgate.verify import html
 

@@ -1,6 +1,6 @@
-"""The forms a sweep's verdict takes: a terminal table, a GitHub job summary and annotations,
-JUnit XML and the verdict document (verdict.schema.json). Each is a string or a dict built from
-a verify.Report; writing it anywhere is the caller's business. Every text a result file gave
+"""The forms a sweep's verdict takes for people: a terminal table, a GitHub job summary and
+annotations (JUnit XML: junit.py; the verdict document: document.py). Each is a string built
+from a verify.Report; writing it anywhere is the caller's business. Every text a result file gave
 (a label, a reason, a path) goes through evalgate.outside for the form it lands in.
 """
 
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 
 from evalgate import outside
-from evalgate._version import __version__
 from evalgate.verify import baseline_report
 from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
 from evalgate.verify.sweep import Report
@@ -264,112 +262,3 @@ def workflow_commands(report: Report) -> str:
                 f"{level} entries: see the job summary"
             )
     return "".join(line + "\n" for line in lines)
-
-
-def _testcase_body(entries: Iterable[Entry]) -> str:
-    lines = []
-    for e in entries:
-        lines.append(
-            f"{e.outcome}: {outside.xml(e.reason)}"
-            + (f" [{outside.xml(e.path)}]" if e.path else "")
-        )
-        if e.versus is not None:
-            lines.append(outside.xml(baseline_report.junit_line(e.versus)))
-    return "\n".join(lines)
-
-
-def junit(report: Report) -> str:
-    """JUnit XML: one testcase per config (a malformed file is its own case)."""
-    groups: dict[str, list[Entry]] = {}
-    for entry in report.entries:
-        groups.setdefault(entry.key, []).append(entry)
-    import xml.etree.ElementTree as ET
-
-    suites = ET.Element("testsuites", name="evalgate verify")
-    suite = ET.SubElement(suites, "testsuite", name="evalgate verify")
-    tally = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for key, entries in groups.items():
-        case = ET.SubElement(
-            suite, "testcase", classname="evalgate.verify.sweep", name=outside.xml(key), time="0"
-        )
-        path = next((e.path for e in entries if e.path), None)
-        if path:
-            case.set("file", outside.xml(path))
-        tally["tests"] += 1
-        bad = [e for e in entries if e.outcome in FAILING]
-        unsure = [e for e in entries if e.outcome == "inconclusive"]
-        if bad:
-            broken = [e for e in bad if e.outcome in ("error", "malformed")]
-            tag = "error" if broken and len(broken) == len(bad) else "failure"
-            tally["errors" if tag == "error" else "failures"] += 1
-            message = outside.xml(bad[0].reason)
-            element = ET.SubElement(case, tag, type=bad[0].outcome, message=message)
-            element.text = _testcase_body(entries)
-            continue
-        if unsure:
-            tally["skipped"] += 1
-            message = outside.xml(unsure[0].reason)
-            ET.SubElement(case, "skipped", type="inconclusive", message=message)
-        ET.SubElement(case, "system-out").text = _testcase_body(entries)
-    for element in (suites, suite):
-        for name, value in tally.items():
-            element.set(name, str(value))
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _check(row: CheckRow) -> dict[str, Any]:
-    return {
-        "task": row.task,
-        "metric": row.metric,
-        "filter": row.filter,
-        "value": row.value,
-        "stderr": row.stderr,
-        "n": row.n,
-        "ci_low": row.low,
-        "ci_high": row.high,
-        "threshold": row.threshold,
-        "matched": row.matched,
-        "outcome": row.outcome,
-    }
-
-
-def document(report: Report) -> dict[str, Any]:
-    """The verdict document, valid against verdict.schema.json."""
-    expect = report.expectation
-    return {
-        "schema": "evalgate.verdict/1",
-        "evalgate_version": __version__,
-        "verdict": report.verdict,
-        "exit_code": report.exit_code,
-        "reason": report.reason,
-        "paths": list(report.paths),
-        "thresholds_file": report.thresholds_file,
-        "min_samples": report.min_samples,
-        "confidence": 0.95,
-        "expect": None
-        if expect is None
-        else {
-            "source": expect.source,
-            "count": expect.count,
-            "configs": [dict(c) for c in expect.configs],
-        },
-        "counts": {outcome: report.count(outcome) for outcome in OUTCOMES},
-        "entries": [
-            {
-                "key": e.key,
-                "outcome": e.outcome,
-                "reason": e.reason,
-                "path": e.path,
-                "source": e.source,
-                "model": e.model,
-                "labels": dict(e.labels) if e.labels is not None else None,
-                "status": e.status,
-                "stage": e.stage,
-                "checks": [_check(c) for c in e.checks],
-                "versus": baseline_report.versus_document(e.versus),
-            }
-            for e in report.entries
-        ],
-        "ignored": [{"path": n.path, "reason": n.reason} for n in report.ignored],
-        "baseline": baseline_report.summary_document(report.baseline),
-    }
