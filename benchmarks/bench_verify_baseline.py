@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -89,15 +90,19 @@ def size(root: Path) -> tuple[int, int]:
     return total, files
 
 
-def timed(command: list[str], *expect: int) -> float:
+def timed(command: list[str], *expect: int) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds: user + system, peak RSS MiB) of one run of `command`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("GITHUB_ACTIONS", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in expect:
         sys.exit(f"{command[3:5]} exited {done.returncode}: {done.stdout[-500:]}{done.stderr}")
-    return elapsed
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return elapsed, cpu, after.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -116,26 +121,30 @@ def main() -> None:
             total, files = size(root)
             verify = [*cli, "verify", str(root / "cand"), "--baseline", str(root / "base")]
             verify += ["--thresholds", str(root / "thresholds.json"), "--no-github", "-q"]
-            walls = [timed(verify, 1) for _ in range(args.runs)]
+            runs = [timed(verify, 1) for _ in range(args.runs)]
+            walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
             pairs = sorted(os.listdir(root / "cand"))[: args.compare_sample]
-            others = sorted(os.listdir(root / "base"))[: args.compare_sample]
             each = [
-                timed([*cli, "compare", str(root / "base" / b), str(root / "cand" / c)], 0, 1)
-                for b, c in zip(others, pairs, strict=True)
-                if layout == "evalgate"
+                timed([*cli, "compare", str(root / "base" / p), str(root / "cand" / p)], 0, 1)
+                for p in pairs
+                if layout == "evalgate"  # compare reads evalgate's layout only
             ]
             print(
                 f"{layout:>8}: {total / 2**20:,.0f} MiB in {files:,} files; verify --baseline: "
-                f"median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max "
-                f"{max(walls):.2f}, {args.runs} runs)",
+                f"wall median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max "
+                f"{max(walls):.2f}), CPU median {statistics.median(cpus):.2f} s (min "
+                f"{min(cpus):.2f}), peak RSS {runs[-1][2]:.0f} MiB; {args.runs} runs; load "
+                f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
                 flush=True,
             )
             if each:
-                scaled = statistics.median(each) * args.configs
+                wall = statistics.median(e[0] for e in each)
+                cpu = statistics.median(e[1] for e in each)
                 print(
-                    f"{'':>8}  evalgate compare, one process per pair: median "
-                    f"{statistics.median(each):.3f} s a pair over {len(each)} pairs, "
-                    f"x {args.configs} = {scaled:.0f} s (scaled, not run)",
+                    f"{'':>8}  evalgate compare, one process per pair: median {wall:.3f} s wall, "
+                    f"{cpu:.3f} s CPU a pair over {len(each)} pairs; x {args.configs}: "
+                    f"{wall * args.configs:.0f} s wall, {cpu * args.configs:.0f} s CPU "
+                    "(scaled, not run)",
                     flush=True,
                 )
         finally:

@@ -76,6 +76,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a self-contained page: a chart per task of each config's score and 95%% "
         "interval against its threshold, the problems first, then the table",
     )
+    _baseline_arguments(parser)
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the problems and the verdict, not every result",
+    )
+
+
+def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
+    """--baseline and the flags that go with it."""
     parser.add_argument(
         "--baseline",
         nargs="+",
@@ -98,12 +109,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="with --baseline: accepted regressions, YAML or JSON (config, reason, who, until); "
         "a waived REGRESSION does not fail, an expired waiver does",
-    )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="print only the problems and the verdict, not every result",
     )
 
 
