@@ -105,6 +105,46 @@ def timed(command: list[str], *expect: int) -> tuple[float, float, float]:
     return elapsed, cpu, after.ru_maxrss / 1024
 
 
+HEADER = [
+    "| layout | files | verify --baseline: wall s, median (min-max) | CPU s, median (min) "
+    "| peak MB | goal | met | evalgate compare once per pair, scaled: wall s, CPU s |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+]
+
+
+def measure(layout: str, configs: int, runs: int, sample: int) -> str:
+    """One table row: `verify --baseline` over `configs` pairs in `layout`, and compare once
+    per pair timed on `sample` pairs and scaled (evalgate's layout only: compare reads no other)."""
+    cli = [sys.executable, "-m", "evalgate.cli"]
+    root = Path(tempfile.mkdtemp(prefix=f"evalgate-bench-baseline-{layout}-"))
+    try:
+        generate(root, layout, configs)
+        total, files = size(root)
+        verify = [*cli, "verify", str(root / "cand"), "--baseline", str(root / "base")]
+        verify += ["--thresholds", str(root / "thresholds.json"), "--no-github", "-q"]
+        timings = [timed(verify, 1) for _ in range(runs)]
+        walls, cpus = [t[0] for t in timings], [t[1] for t in timings]
+        pairs = sorted(os.listdir(root / "cand"))[:sample] if layout == "evalgate" else []
+        each = [
+            timed([*cli, "compare", str(root / "base" / p), str(root / "cand" / p)], 0, 1)
+            for p in pairs
+        ]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
+    goal = "<= 10 s" if layout == "evalgate" else ""
+    met = ("yes" if wall <= 10 else "**no**") if goal else ""
+    scaled = "-"
+    if each:
+        one = statistics.median(e[0] for e in each), statistics.median(e[1] for e in each)
+        scaled = f"{one[0] * configs:.0f}, {one[1] * configs:.0f} ({len(each)} pairs x {configs})"
+    return (
+        f"| {layout} | {files:,}, {total / 2**20:,.0f} MiB | {wall:.2f} ({min(walls):.2f}-"
+        f"{max(walls):.2f}) | {cpu:.2f} ({min(cpus):.2f}) | {max(t[2] for t in timings):.0f} "
+        f"| {goal} | {met} | {scaled} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=1000)
@@ -112,43 +152,11 @@ def main() -> None:
     parser.add_argument("--compare-sample", type=int, default=20)
     parser.add_argument("--layouts", nargs="+", default=["evalgate", "harness"])
     args = parser.parse_args()
-    cli = [sys.executable, "-m", "evalgate.cli"]
     print(f"{args.configs} config pairs of full GSM8K (1319 questions x 2 filters) per layout")
+    print("\n".join(HEADER), flush=True)
     for layout in args.layouts:
-        root = Path(tempfile.mkdtemp(prefix=f"evalgate-bench-baseline-{layout}-"))
-        try:
-            generate(root, layout, args.configs)
-            total, files = size(root)
-            verify = [*cli, "verify", str(root / "cand"), "--baseline", str(root / "base")]
-            verify += ["--thresholds", str(root / "thresholds.json"), "--no-github", "-q"]
-            runs = [timed(verify, 1) for _ in range(args.runs)]
-            walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
-            pairs = sorted(os.listdir(root / "cand"))[: args.compare_sample]
-            each = [
-                timed([*cli, "compare", str(root / "base" / p), str(root / "cand" / p)], 0, 1)
-                for p in pairs
-                if layout == "evalgate"  # compare reads evalgate's layout only
-            ]
-            print(
-                f"{layout:>8}: {total / 2**20:,.0f} MiB in {files:,} files; verify --baseline: "
-                f"wall median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max "
-                f"{max(walls):.2f}), CPU median {statistics.median(cpus):.2f} s (min "
-                f"{min(cpus):.2f}), peak RSS {runs[-1][2]:.0f} MiB; {args.runs} runs; load "
-                f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
-                flush=True,
-            )
-            if each:
-                wall = statistics.median(e[0] for e in each)
-                cpu = statistics.median(e[1] for e in each)
-                print(
-                    f"{'':>8}  evalgate compare, one process per pair: median {wall:.3f} s wall, "
-                    f"{cpu:.3f} s CPU a pair over {len(each)} pairs; x {args.configs}: "
-                    f"{wall * args.configs:.0f} s wall, {cpu * args.configs:.0f} s CPU "
-                    "(scaled, not run)",
-                    flush=True,
-                )
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+        print(measure(layout, args.configs, args.runs, args.compare_sample), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores after the runs")
 
 
 if __name__ == "__main__":
