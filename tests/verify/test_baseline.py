@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +296,31 @@ def test_hostile_answers_and_model_names_are_neutralised_in_every_report(
     for text in (stdout, stderr, page, summary.read_text(), out["junit.xml"].read_text()):
         ht.assert_no_secret(text, "a report")
     ht.assert_no_secret(out["verdict.json"].read_text(), "verdict.json")
+
+
+def test_verify_against_a_baseline_imports_neither_the_gate_nor_anything_heavy(sweeps):
+    """--baseline pairs with compare's modules; verify still starts without the gate's."""
+    script = (
+        "import sys\n"
+        "from evalgate.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('evalgate.gate', 'pydantic', "
+        "'lm_eval', 'numpy', 'httpx', 'aiohttp')))\n"
+        "print('LOADED', loaded)\n"
+        "sys.exit(code)\n"
+    )
+    args = ["verify", str(sweeps["same"]), "--baseline", str(sweeps["base"])]
+    args += ["--thresholds", str(sweeps["thresholds"]), "-q"]
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == ExitCode.PASS, done.stdout + done.stderr
+    assert "LOADED []" in done.stdout
 
 
 FIXTURE = Path(__file__).parent / "data" / "baseline-v1"
