@@ -231,6 +231,21 @@ def test_a_malformed_waiver_file_is_a_usage_error(sweeps, tmp_path, capsys, text
     assert message in stderr and str(waivers) in stderr
 
 
+def test_a_baseline_with_no_result_and_waivers_without_a_baseline_are_usage_errors(
+    sweeps, tmp_path, capsys
+):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, stderr = run(capsys, sweeps["same"], "--baseline", empty)
+    assert code == ExitCode.USAGE
+    assert f"--baseline {empty} holds no eval result to compare with." in stderr
+    waivers = tmp_path / "w.yaml"
+    waivers.write_text("[]\n", encoding="utf-8")
+    code, _, stderr = run(capsys, sweeps["same"], "--waivers", waivers)
+    assert code == ExitCode.USAGE
+    assert "--waivers applies to --baseline: pass the baseline sweep too." in stderr
+
+
 def test_an_early_stopped_run_and_a_baseline_below_its_floor_are_reported(sweeps, tmp_path, capsys):
     base = tmp_path / "base2"
     shutil.copytree(sweeps["base"], base)
