@@ -4,9 +4,10 @@ answers).
 
 lm-eval names both files by one timestamp (the harness appends ``_conc<N>``):
 ``results_<ts>.json`` and ``samples_<task>_<ts>.jsonl``. Each sample line is one question under
-one filter (doc_id, doc, target, filtered_resps, filter, exact_match); the lines of one doc_id
-make one Sample. A task that repeats its questions (GPQA-diamond's ``repeat_id`` in the doc) has
-them clustered by question text, as evalgate's own run does.
+one filter (doc_id, doc, target, filtered_resps, filter, exact_match; the response itself is
+not read: pairing needs each filter's answer); the lines of one doc_id make one Sample. A task
+that repeats its questions (GPQA-diamond's ``repeat_id`` in the doc) has them clustered by
+question text, as evalgate's own run does.
 
 The protocol is what lm-eval records: the task (the results' one task), its version
 (``versions``), the few-shot count (``n-shot``), the API (``config.model``), the budget and the
@@ -62,7 +63,6 @@ class LineRecord(msgspec.Struct, frozen=True):
     doc: dict[str, Any] = {}
     target: Any = None
     filtered_resps: list[Any] = []
-    resps: list[Any] = []
     exact_match: float | None = None
 
 
@@ -73,7 +73,9 @@ def samples_path(results: Path, task: str) -> Path:
 
 
 def _text(value: Any) -> str:
-    """A response or target as text: lm-eval keeps lists nested ([[answer]]) and numbers."""
+    """An answer or target as text: lm-eval keeps lists nested ([[answer]]) and numbers."""
+    if type(value) is list and value and type(value[0]) is str:
+        return str(value[0])  # the usual ["18"]
     while isinstance(value, list) and value:
         value = value[0]
     return "" if value is None or value == [] else str(value)
@@ -109,7 +111,7 @@ def _samples(path: Path) -> list[Sample]:
         merged[record.doc_id] = Sample(
             doc_id=record.doc_id,
             prompt_sha256="",
-            response=_text(record.resps),
+            response=None,  # pairing reads the filtered answers, not the whole response
             finish_reason=None,
             error=None,
             question=question,
