@@ -536,6 +536,16 @@ def simulation_section(runs: int) -> str:
     )
 
 
+NOTE_VERIFY_BASELINE = (
+    "Each evalgate run is a result.json and a samples.jsonl of 0.74 MiB (the tests' writer, "
+    "short responses); each harness run a meta_env.json, lm-eval's results file and a samples "
+    "file of 1.5 MiB (two lines per question, with the doc and the arguments as lm-eval logs "
+    "them). The harness's samples are read slower: lm-eval's free-form `doc` is checked for "
+    "integers past 64 bits by scanning the text, and each line is merged into its question in "
+    "Python. No goal is set for them."
+)
+
+
 def verify_baseline_section(quick: bool) -> str:
     """`verify --baseline` over 1,000 config pairs of full GSM8K in each layout, beside
     `evalgate compare` once per pair (benchmarks/bench_verify_baseline.py)."""
@@ -559,6 +569,8 @@ def verify_baseline_section(quick: bool) -> str:
                 "",
                 *bench.HEADER,
                 *rows,
+                "",
+                NOTE_VERIFY_BASELINE,
             ]
         )
         + "\n"
