@@ -18,8 +18,11 @@ alternative to compare with. Everything runs on this machine against loopback se
 6. The simulated operating characteristics of the sequential gate and of compare's rule
    (tests/simulation.py, the figures tests/test_simulation.py asserts; its own section).
 
-`--only early-stop` and `--only simulation` rewrite just their section of BENCHMARKS.md; the
-other `--only` measurements leave the file unchanged.
+7. `verify --baseline` over 1,000 config pairs of full GSM8K in each layout, beside `evalgate
+   compare` once per pair (its own section).
+
+`--only early-stop`, `--only simulation` and `--only verify-baseline` rewrite just their section
+of BENCHMARKS.md; the other `--only` measurements leave the file unchanged.
 """
 
 from __future__ import annotations
@@ -507,6 +510,7 @@ def simulation_section(runs: int) -> str:
     gate = simulation.gate_table(simulation.gate_scenarios(runs))
     compare = simulation.compare_table(simulation.compare_rates(runs))
     repeats = simulation.repeat_table(simulation.repeat_rates(runs))
+    sweep = simulation.sweep_table(simulation.sweep_rates(runs))
     return (
         "## Sound verdicts: simulated operating characteristics\n\n"
         "Seeded simulation of the statistics alone, no HTTP (tests/simulation.py). The "
@@ -525,6 +529,51 @@ def simulation_section(runs: int) -> str:
         "both repeats with the share in the first column: the repeats clustered (evalgate) "
         "against every answer counted as independent (goal: clustered REGRESSION <= 5%):\n\n"
         + repeats
+        + "\n`verify --baseline` on sweeps of 200 configs of full GSM8K against their baseline, "
+        "3% of answers flipping, two filters, the default margin; one config's true drop in "
+        "the first column (Holm over the configs, one-sided; goals: no change fails <= 5% of "
+        "sweeps, a 3-point drop found >= 75%, a 4-point drop >= 95%):\n\n" + sweep
+    )
+
+
+NOTE_VERIFY_BASELINE = (
+    "Each evalgate run is a result.json and a samples.jsonl of 0.74 MiB (the tests' writer, "
+    "short responses); each harness run a meta_env.json, lm-eval's results file and a samples "
+    "file of 1.5 MiB (two lines per question, with the doc and the arguments as lm-eval logs "
+    "them). The harness's samples are read slower: lm-eval's free-form `doc` is checked for "
+    "integers past 64 bits by scanning the text, and each line is merged into its question in "
+    "Python. No goal is set for them."
+)
+
+
+def verify_baseline_section(quick: bool) -> str:
+    """`verify --baseline` over 1,000 config pairs of full GSM8K in each layout, beside
+    `evalgate compare` once per pair (benchmarks/bench_verify_baseline.py)."""
+    from benchmarks import bench_verify_baseline as bench
+
+    configs, runs = (100, 1) if quick else (1000, 5)
+    rows = [bench.measure(layout, configs, runs, 20) for layout in ("evalgate", "harness")]
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        "\n".join(
+            [
+                "## verify --baseline: a sweep paired with its baseline",
+                "",
+                f"`evalgate verify SWEEP --baseline BASELINE -q` over {configs:,} config pairs "
+                "of full GSM8K (1,319 questions, two filters; one config regressed), the files "
+                "in the page cache; `evalgate compare` run once per pair, timed on 20 pairs "
+                "and scaled (`python benchmarks/bench_verify_baseline.py`).",
+                "",
+                f"- commit: {commit()}, {stamp}; runs: {runs}; load average "
+                f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured",
+                "",
+                *bench.HEADER,
+                *rows,
+                "",
+                NOTE_VERIFY_BASELINE,
+            ]
+        )
+        + "\n"
     )
 
 
@@ -625,6 +674,22 @@ def render(rows: list[Row], repeats: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
+    """The measurements with a section of their own in BENCHMARKS.md, as --only asks."""
+    sections = {}
+    if args.only in (None, "early-stop"):
+        early_repeats = 1 if args.quick else 3
+        sections["early-stop"] = early_stop_section(
+            early_stop(tmp, early_repeats, args.quick),
+            "quick" if args.quick else str(early_repeats),
+        )
+    if args.only in (None, "simulation"):
+        sections["simulation"] = simulation_section(500 if args.quick else 2000)
+    if args.only in (None, "verify-baseline"):
+        sections["verify-baseline"] = verify_baseline_section(args.quick)
+    return sections
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -634,7 +699,15 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["incident", "overhead", "verify", "startup", "early-stop", "simulation"],
+        choices=[
+            "incident",
+            "overhead",
+            "verify",
+            "startup",
+            "early-stop",
+            "simulation",
+            "verify-baseline",
+        ],
     )
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument(
@@ -661,15 +734,7 @@ def main() -> int:
             rows += verify_and_compare(tmp, repeats, args.quick)
         if args.only in (None, "overhead"):
             rows += overhead(tmp, 1 if args.quick else 3, args.quick)
-        sections = {}
-        if args.only in (None, "early-stop"):
-            early_repeats = 1 if args.quick else 3
-            sections["early-stop"] = early_stop_section(
-                early_stop(tmp, early_repeats, args.quick),
-                "quick" if args.quick else str(early_repeats),
-            )
-        if args.only in (None, "simulation"):
-            sections["simulation"] = simulation_section(500 if args.quick else 2000)
+        sections = own_sections(args, tmp)
     if args.only is None:
         text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)")
         for name, body in sections.items():

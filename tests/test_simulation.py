@@ -21,6 +21,8 @@ from tests.simulation import (
     simulate_compare_repeats,
     simulate_gate,
     simulate_sweep,
+    sweep_rates,
+    sweep_table,
 )
 
 RUNS = 2000
@@ -133,3 +135,9 @@ def test_a_sweep_finds_one_dropped_config_among_200(drop, seed, power):
     rates = simulate_sweep(drop, runs=RUNS, seed=seed)
     assert rates.found >= power
     assert rates.false <= 0.05
+
+
+def test_the_sweep_table_in_the_docs_is_what_the_simulation_gives():
+    text = (REPO / "docs" / "verify.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- sweep-rates:start -->\n", 1)[1].split("<!-- sweep-rates:end -->")[0]
+    assert shown == sweep_table(sweep_rates())

@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalgate.settings.defaults import DEFAULT_MAX_DROP
+
 if TYPE_CHECKING:
+    from evalgate.verify.against import BaselineRequest
     from evalgate.verify.sweep import Report
 
 HELP = (
@@ -73,11 +76,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a self-contained page: a chart per task of each config's score and 95%% "
         "interval against its threshold, the problems first, then the table",
     )
+    _baseline_arguments(parser)
     parser.add_argument(
         "-q",
         "--quiet",
         action="store_true",
         help="print only the problems and the verdict, not every result",
+    )
+
+
+def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
+    """--baseline and the flags that go with it."""
+    parser.add_argument(
+        "--baseline",
+        nargs="+",
+        action="extend",
+        metavar="BASELINE",
+        help="an earlier sweep's artifacts (folders and/or result.json files, either layout): "
+        "pair every config with the same config there, question by question, and fail on a "
+        "REGRESSION even over the floor (see docs/verify.md)",
+    )
+    parser.add_argument(
+        "--max-drop",
+        type=float,
+        default=DEFAULT_MAX_DROP,
+        metavar="FRACTION",
+        help="with --baseline: the largest drop that still counts as equivalent, as a fraction "
+        f"(default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
+    )
+    parser.add_argument(
+        "--waivers",
+        metavar="FILE",
+        help="with --baseline: accepted regressions, YAML or JSON (config, reason, who, until); "
+        "a waived REGRESSION does not fail, an expired waiver does",
     )
 
 
@@ -160,7 +191,7 @@ def command(args: argparse.Namespace) -> int:
     ):
         if path:
             _check_writable(label, path)
-            if _is_input(path, list(args.paths)):
+            if _is_input(path, [*args.paths, *(args.baseline or [])]):
                 from evalgate.errors import ArtifactError
 
                 raise ArtifactError(
@@ -168,10 +199,30 @@ def command(args: argparse.Namespace) -> int:
                     "the evidence. Write the report outside the results."
                 )
     result = sweep.verify(
-        list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
+        list(args.paths),
+        thresholds,
+        expectation=expectation,
+        min_samples=args.min_samples,
+        baseline=_baseline(args),
     )
     _write(result, args, github=github, summary=summary)
     return result.exit_code
+
+
+def _baseline(args: argparse.Namespace) -> BaselineRequest | None:
+    """--baseline, --max-drop and --waivers as one request (the waivers read now: a bad file
+    is a usage error before any result is read)."""
+    from evalgate.errors import UsageError
+
+    if not args.baseline:
+        if args.waivers:
+            raise UsageError("--waivers applies to --baseline: pass the baseline sweep too.")
+        return None
+    from evalgate.verify.against import BaselineRequest
+    from evalgate.verify.waivers import load_waivers
+
+    waivers = load_waivers(args.waivers) if args.waivers else None
+    return BaselineRequest(tuple(args.baseline), args.max_drop, waivers)
 
 
 def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
@@ -189,10 +240,14 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
         sys.stdout.write(report.workflow_commands(result))
     if args.junit:
-        write_file(args.junit, report.junit(result), label="--junit")
+        from evalgate.verify.junit import junit
+
+        write_file(args.junit, junit(result), label="--junit")
     if args.json:
-        document = outside.json_text(report.document(result), indent=2)
-        write_file(args.json, document + "\n", label="--json")
+        from evalgate.verify.document import document
+
+        text = outside.json_text(document(result), indent=2)
+        write_file(args.json, text + "\n", label="--json")
     if args.html:
         from evalgate.verify import html
 

@@ -13,6 +13,7 @@ task that repeats its questions which question and repeat each doc_id is).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -45,10 +46,8 @@ class Run(msgspec.Struct, frozen=True, dict=True):
     @cached_property
     def filters(self) -> tuple[str, ...]:
         """The filters scored, in the order the samples first name them."""
-        seen: dict[str, None] = {}
-        for sample in self.samples.values():
-            seen.update(dict.fromkeys(sample.filters))
-        return tuple(seen)
+        names = itertools.chain.from_iterable(s.filters for s in self.samples.values())
+        return tuple(dict.fromkeys(names))
 
 
 class Difference(msgspec.Struct, frozen=True):
@@ -119,6 +118,11 @@ def eval_differences(base: Protocol, cand: Protocol) -> list[Difference]:
     return found
 
 
+def _asked(sample: Sample) -> tuple[str, str, int | None, int | None]:
+    """What a doc_id asks: its question, target, repeat and repeated question."""
+    return sample.question, sample.target, sample.repeat, sample.cluster
+
+
 def _question_differences(base: Run, cand: Run) -> list[Difference]:
     found = []
     only_base = sorted(set(base.samples) - set(cand.samples))
@@ -138,6 +142,8 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             )
         )
     shared = sorted(set(base.samples) & set(cand.samples))
+    if all(_asked(base.samples[i]) == _asked(cand.samples[i]) for i in shared):
+        shared = []  # the same questions: nothing to name below
     for name, field in (
         ("question", "question text"),
         ("target", "target text"),

@@ -24,7 +24,7 @@ import msgspec
 from evalgate import outside
 from evalgate.errors import ArtifactError, EvalFailedError
 from evalgate.evidence.model import HookSummary, Result, Sample, to_document
-from evalgate.evidence.read import decode, read, read_bytes
+from evalgate.evidence.read import decode, decode_lines, read, read_bytes
 
 RESULT_NAME = "result.json"
 SAMPLES_NAME = "samples.jsonl"
@@ -157,22 +157,20 @@ def read_result(path: Path | str, view: type[msgspec.Struct] = Result) -> Any:
 def read_samples(path: Path) -> list[Sample]:
     """samples.jsonl; a malformed line or a repeated doc_id is an ArtifactError."""
     try:
-        lines = read_bytes(path).splitlines()
+        data = read_bytes(path)
     except ArtifactError as exc:
         raise ArtifactError(
             f"{exc.message} A comparison pairs the per-question records of {SAMPLES_NAME}, "
             f"which evalgate run writes beside {RESULT_NAME}."
         ) from exc
-    samples: list[Sample] = []
-    seen: set[int] = set()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        sample: Sample = decode(line, Sample, f"{path} line {number}", NOT_A_SAMPLE)
-        if sample.doc_id in seen:
-            raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
-        seen.add(sample.doc_id)
-        samples.append(sample)
+    samples = decode_lines(data, Sample, str(path), NOT_A_SAMPLE)
+    if len({sample.doc_id for sample in samples}) < len(samples):
+        numbered = [n for n, line in enumerate(data.splitlines(), start=1) if line.strip()]
+        seen: set[int] = set()
+        for number, sample in zip(numbered, samples, strict=True):
+            if sample.doc_id in seen:
+                raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
+            seen.add(sample.doc_id)
     return samples
 
 

@@ -19,16 +19,19 @@ over 4,300 digits, says so as any other malformed text.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import re
 import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import msgspec
+from msgspec import inspect
 
 from evalgate.errors import ArtifactError
 
@@ -39,8 +42,26 @@ BIG_INT = 2**63
 """Integers of the contract are below this in magnitude (int64)."""
 HUGE_INT = int(sys.float_info.max)
 """Integers of plain values are below this: past it no float holds them."""
-_DIGITS = {BIG_INT: re.compile(rb"\d{19}"), HUGE_INT: re.compile(rb"\d{309}")}
-"""A run of digits as long as the bound: the only text that can hold an integer past it."""
+_SHAPE = bytes(
+    48 if chr(i).isdigit() and i < 128 else 58 if i in b":[,\n\r" else 32 if i in b" \t-" else 120
+    for i in range(256)
+)
+"""bytes.translate's table to a text's shape: a digit "0", what a JSON number can follow (`:`,
+`[`, `,`, a line's start) ":", white space and a minus " ", anything else "x"."""
+_DIGITS = {
+    bound: (re.compile(rb": *0{%d}" % digits), digits)
+    for bound, digits in ((BIG_INT, 19), (HUGE_INT, 309))
+}
+"""In a text's shape, a run of digits as long as the bound where a JSON number can stand (a
+hash of digits inside a string does not): the only text that can hold an integer past it."""
+_PLAIN = (
+    inspect.StrType,
+    inspect.BoolType,
+    inspect.FloatType,
+    inspect.NoneType,
+    inspect.LiteralType,
+)
+"""Types that hold no integer."""
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
@@ -88,7 +109,7 @@ def decode(
     try:
         value = _decode(data, kind, where, pairs)
         bound = HUGE_INT if kind is Any else BIG_INT
-        if _DIGITS[bound].search(_bytes(data)):
+        if _may_hold_big_int(_bytes(data), bound):
             plain = value if kind is Any else _decode(data, Any, where, None)
             _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
@@ -107,6 +128,86 @@ def decode(
     if kind is Any and _nested_deeper(value, MAX_DEPTH):
         raise _too_deep(where)
     return value
+
+
+def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> list[T]:
+    """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
+    once, in C, and line by line only when that fails (to say which line is wrong, and why) or
+    when a line may hold an integer past 64 bits."""
+    fields = _int_fields(cast(Any, kind))
+    if fields is not None or not _may_hold_big_int(data, BIG_INT):
+        try:
+            found = list(_line_decoder(cast(Any, kind)).decode_lines(data))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass  # said line by line below
+        else:
+            if not fields or not _past(found, fields, BIG_INT):
+                return found
+    return [
+        decode(line, kind, f"{where} line {number}", refusal)
+        for number, line in enumerate(data.splitlines(), start=1)
+        if line.strip()
+    ]
+
+
+@functools.cache
+def _line_decoder(kind: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(kind)
+
+
+def _holds_int(kind: Any) -> str | None:
+    """ "int": an integer (or null) itself; "no": no integer anywhere inside; None: integers may
+    hide inside (a list, Any), where only the text's scan finds them."""
+    while isinstance(kind, inspect.Metadata):
+        kind = kind.type
+    if isinstance(kind, inspect.IntType):
+        return "int"
+    if isinstance(kind, inspect.UnionType):
+        parts = {_holds_int(part) for part in kind.types}
+        if None in parts:
+            return None
+        return "int" if "int" in parts else "no"
+    if isinstance(kind, _PLAIN):
+        return "no"
+    inside: list[Any] = []
+    if isinstance(kind, inspect.DictType):
+        inside = [kind.key_type, kind.value_type]
+    elif isinstance(kind, inspect.StructType):
+        inside = [field.type for field in kind.fields]
+    else:
+        return None
+    return "no" if all(_holds_int(part) == "no" for part in inside) else None
+
+
+@functools.cache
+def _int_fields(kind: Any) -> tuple[str, ...] | None:
+    """The fields of a Struct `kind` that hold an integer, when no integer hides deeper (then
+    the decoded values say whether one is past 64 bits); None otherwise."""
+    info = inspect.type_info(kind)
+    if not isinstance(info, inspect.StructType):
+        return None
+    holds = {field.name: _holds_int(field.type) for field in info.fields}
+    if None in holds.values():
+        return None
+    return tuple(name for name, held in holds.items() if held == "int")
+
+
+def _past(values: list[Any], fields: tuple[str, ...], bound: int) -> bool:
+    """Whether any of `fields` of the decoded `values` is an integer of `bound` or more in
+    magnitude."""
+    get = operator.attrgetter(*fields)
+    rows = map(get, values) if len(fields) > 1 else ((v,) for v in map(get, values))
+    numbers = [n for row in rows for n in row if n is not None]
+    return bool(numbers) and (max(numbers) >= bound or min(numbers) <= -bound)
+
+
+def _may_hold_big_int(data: bytes, bound: int) -> bool:
+    """Whether a number in the text may be past the bound: a cheap scan (one translation, one
+    regular expression with a literal start) deciding whether to look closer."""
+    shape = data.translate(_SHAPE)
+    number, digits = _DIGITS[bound]
+    start = b":" + shape.lstrip(b" ")[:digits]  # the text's start counts as a line's
+    return number.search(shape) is not None or number.match(start) is not None
 
 
 def _bytes(data: bytes | str) -> bytes:

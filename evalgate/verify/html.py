@@ -23,7 +23,12 @@ from evalgate.verify.records import OUTCOMES, CheckRow, Entry
 from evalgate.verify.report import deciding, rank, short_keys
 from evalgate.verify.sweep import Report
 
-TONES: Mapping[str, page.Tone] = {"pass": "pass", "inconclusive": "warn", "fail": "fail"}
+TONES: Mapping[str, page.Tone] = {
+    "pass": "pass",
+    "inconclusive": "warn",
+    "fail": "fail",
+    "regression": "fail",
+}
 """Outcomes with a score to judge; every other outcome is "broken": there was none to judge."""
 GROUPS = ("model", "hardware", "framework", "precision", "concurrency")
 MAX_CHART_ROWS = 500
@@ -253,6 +258,9 @@ def _inputs(report: Report) -> list[tuple[str, str]]:
             esc("as each run recorded" if report.min_samples is None else report.min_samples),
         ),
     ]
+    if report.baseline is not None:
+        listed = "<br>".join(f"<code>{esc(p)}</code>" for p in report.baseline.paths)
+        inputs.append(("baseline", f"{listed} (margin {report.baseline.max_drop:g})"))
     if report.ignored:
         listed = "<br>".join(f"<code>{esc(n.path)}</code>: {esc(n.reason)}" for n in report.ignored)
         inputs.append((f"ignored ({len(report.ignored)})", listed))
@@ -260,15 +268,21 @@ def _inputs(report: Report) -> list[tuple[str, str]]:
 
 
 def render(report: Report) -> str:
-    """The page: verdict, the charts, the table, the inputs."""
+    """The page: verdict, the charts (with --baseline, the comparison's too), the table, the
+    inputs."""
+    sections = [
+        page.section("Scores against thresholds", _controls() + "".join(charts(report))),
+        page.section(f"Every config ({len(report.entries)})", _table(report)),
+    ]
+    if report.baseline is not None:
+        from evalgate.verify.baseline_html import section
+
+        sections.insert(1, section(report.entries, report.baseline))
     return page.document(
         title=f"evalgate verify: {report.verdict.upper()}",
         tone=tone(report.verdict),
         summary=f"exit {report.exit_code}: {report.reason}",
         counts=[(o, report.count(o), tone(o)) for o in OUTCOMES],
-        body=[
-            page.section("Scores against thresholds", _controls() + "".join(charts(report))),
-            page.section(f"Every config ({len(report.entries)})", _table(report)),
-        ],
+        body=sections,
         inputs=_inputs(report),
     )

@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
+from evalgate.compare.comparison import Flip
 from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
 from evalgate.evidence.model import Outcome as CheckOutcome
 
@@ -56,9 +57,10 @@ class Collection(msgspec.Struct):
 
 
 Verdict = Literal["pass", "fail", "inconclusive"]
-Outcome = Literal[CheckOutcome, "error", "malformed", SetOutcome, "empty"]
+Outcome = Literal[CheckOutcome, "error", "malformed", SetOutcome, "empty", "regression", "expired"]
 """A verdict line's outcome: a score's verdict, a run that errored, a file that is malformed, a
-problem with the set (expect.py), or a path with nothing in it."""
+problem with the set (expect.py), a path with nothing in it, a config that regressed against
+its baseline (--baseline), or a waiver that expired (--waivers)."""
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
@@ -79,6 +81,56 @@ class CheckRow(msgspec.Struct, frozen=True):
     outcome: CheckOutcome
 
 
+Standing = Literal[
+    "regression",
+    "inconclusive",
+    "equivalent",
+    "improved",
+    "new",
+    "protocol",
+    "early-stop",
+    "not compared",
+]
+"""A config against its baseline: compare's findings (after the sweep's adjustment), or why it
+was not compared: new in the sweep, measured another way, stopped early, or no pair to read."""
+
+
+class Waiver(msgspec.Struct, frozen=True):
+    """An accepted regression (--waivers): which config, why, who accepted it, until when."""
+
+    config: str
+    reason: str
+    who: str
+    until: str
+    """An ISO date: the waiver holds through that day."""
+
+
+class Versus(msgspec.Struct, frozen=True):
+    """One config of the sweep against the same config of the baseline sweep."""
+
+    standing: Standing
+    reason: str
+    baseline_path: str | None = None
+    filter: str | None = None
+    """The deciding filter (the worst finding, the largest drop among equals)."""
+    difference: float | None = None
+    """Candidate minus baseline, as a fraction, on the deciding filter."""
+    low: float | None = None
+    high: float | None = None
+    lost: int = 0
+    gained: int = 0
+    n: int = 0
+    p_value: float | None = None
+    """The one-sided p-value for a drop after Holm's adjustment over the sweep."""
+    differences: tuple[str, ...] = ()
+    """The protocol differences, for a config measured another way."""
+    lost_questions: tuple[Flip, ...] = ()
+    """The deciding filter's lost questions (a regression's), at most MAX_LOST of them."""
+    warnings: tuple[str, ...] = ()
+    waiver: Waiver | None = None
+    """The waiver that accepts this regression (a regression waived does not fail)."""
+
+
 class Entry(msgspec.Struct, frozen=True):
     """One line of the verdict: a result gated, or a problem with the set."""
 
@@ -92,3 +144,21 @@ class Entry(msgspec.Struct, frozen=True):
     status: str | None = None
     stage: str | None = None
     checks: tuple[CheckRow, ...] = ()
+    versus: Versus | None = None
+    """Against the baseline (--baseline): how this config compares, or why it does not."""
+
+
+class BaselineSummary(msgspec.Struct, frozen=True):
+    """What --baseline compared the sweep with, and what it found beyond each config's Versus."""
+
+    paths: tuple[str, ...]
+    max_drop: float
+    configs: int
+    """Results found in the baseline."""
+    waivers: str | None
+    """The --waivers file."""
+    missing: tuple[Entry, ...]
+    """The baseline's configs with no result in the sweep (they fail only with --expect)."""
+    unused_waivers: tuple[Waiver, ...]
+    unreadable: tuple[Note, ...]
+    """The baseline's files that could not be read (their configs are compared as new)."""

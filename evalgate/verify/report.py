@@ -1,17 +1,16 @@
-"""The forms a sweep's verdict takes: a terminal table, a GitHub job summary and annotations,
-JUnit XML and the verdict document (verdict.schema.json). Each is a string or a dict built from
-a verify.Report; writing it anywhere is the caller's business. Every text a result file gave
+"""The forms a sweep's verdict takes for people: a terminal table, a GitHub job summary and
+annotations (JUnit XML: junit.py; the verdict document: document.py). Each is a string built
+from a verify.Report; writing it anywhere is the caller's business. Every text a result file gave
 (a label, a reason, a path) goes through evalgate.outside for the form it lands in.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from evalgate import outside
-from evalgate._version import __version__
+from evalgate.verify import baseline_report
 from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
 from evalgate.verify.sweep import Report
 
@@ -25,6 +24,8 @@ MARKS = {
     "unexpected": "🆕",
     "duplicate": "♊",
     "empty": "∅",
+    "regression": "📉",
+    "expired": "⌛",
 }
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error and 10 warning annotations per step."""
@@ -97,9 +98,20 @@ def _cells(entry: Entry) -> list[str]:
 HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
 
 
+def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
+    """The table's header and row maker: with --baseline, two columns more (the finding
+    against the baseline, the paired difference and its interval)."""
+    if report.baseline is None:
+        return HEADER, _cells
+    return [*HEADER, *baseline_report.HEADER], lambda entry: [
+        *_cells(entry),
+        *baseline_report.cells(entry, outside.terminal),
+    ]
+
+
 def _results(report: Report) -> list[Entry]:
     """The entries that are results gated (not problems with the set)."""
-    gated = ("pass", "fail", "inconclusive", "error")
+    gated = ("pass", "fail", "inconclusive", "error", "regression")
     return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
@@ -107,13 +119,14 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     """terminal()'s lines, each ending in a newline, made as they are written (the rows are
     made once to measure the columns and again to print: a sweep's whole table is never held)."""
     results = [] if quiet else _results(report)
+    header, cells = _columns(report)
     if results:
-        widths = [len(h) for h in HEADER]
-        for row in map(_cells, results):
+        widths = [len(h) for h in header]
+        for row in map(cells, results):
             widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
         line = "  ".join(f"{{:<{w}}}" for w in widths).format
-        for row in itertools.chain([HEADER], map(_cells, results)):
+        for row in itertools.chain([header], map(cells, results)):
             yield line(*row).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]
@@ -124,6 +137,10 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
             yield f"  {'':<12} {outside.terminal(entry.reason)}\n"
             if entry.path and entry.path != entry.key:
                 yield f"  {'':<12} {outside.terminal(entry.path)}\n"
+        yield "\n"
+    if report.baseline is not None:
+        found = baseline_report.findings(report.entries, report.baseline, outside.terminal)
+        yield from (line + "\n" for line in found)
         yield "\n"
     for note in report.ignored:
         yield f"ignored: {outside.terminal(note.reason)}\n"
@@ -136,11 +153,12 @@ def terminal(report: Report, *, quiet: bool = False) -> str:
     return "".join(terminal_lines(report, quiet=quiet))
 
 
-def _md_table(entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
-    header = ["", *HEADER[1:], *(["Reason"] if with_reason else [])]
+def _md_table(report: Report, entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
+    columns, row = _columns(report)
+    header = ["", *columns[1:], *(["Reason"] if with_reason else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for entry in entries[:rows]:
-        cells = [MARKS[entry.outcome] + " " + entry.outcome, *_cells(entry)[1:]]
+        cells = [MARKS[entry.outcome] + " " + entry.outcome, *row(entry)[1:]]
         cells += [entry.reason] if with_reason else []
         lines.append("| " + " | ".join(map(outside.markdown, cells)) + " |")
     if len(entries) > rows:
@@ -200,10 +218,14 @@ def _markdown(report: Report, rows: int) -> str:
     problems = [e for e in report.entries if e.outcome != "pass"]
     passed = [e for e in report.entries if e.outcome == "pass"]
     if problems:
-        lines += [*_md_table(problems, with_reason=True, rows=rows), ""]
+        lines += [*_md_table(report, problems, with_reason=True, rows=rows), ""]
     if passed:
         lines += [f"<details><summary>{len(passed)} passing</summary>", ""]
-        lines += [*_md_table(passed, with_reason=False, rows=rows), "", "</details>", ""]
+        lines += [*_md_table(report, passed, with_reason=False, rows=rows), "", "</details>", ""]
+    if report.baseline is not None:
+        found = baseline_report.findings(report.entries, report.baseline, outside.markdown)
+        head, *rest = list(found)[:rows]
+        lines += [head, "", *(f"- {line.strip()}" for line in rest), ""]
     shown = "as each run recorded" if report.min_samples is None else report.min_samples
     lines.append(
         f"Thresholds: {outside.markdown_code(report.thresholds_file)}; min samples: {shown}."
@@ -240,105 +262,3 @@ def workflow_commands(report: Report) -> str:
                 f"{level} entries: see the job summary"
             )
     return "".join(line + "\n" for line in lines)
-
-
-def _testcase_body(entries: Iterable[Entry]) -> str:
-    return "\n".join(
-        f"{e.outcome}: {outside.xml(e.reason)}" + (f" [{outside.xml(e.path)}]" if e.path else "")
-        for e in entries
-    )
-
-
-def junit(report: Report) -> str:
-    """JUnit XML: one testcase per config (a malformed file is its own case)."""
-    groups: dict[str, list[Entry]] = {}
-    for entry in report.entries:
-        groups.setdefault(entry.key, []).append(entry)
-    import xml.etree.ElementTree as ET
-
-    suites = ET.Element("testsuites", name="evalgate verify")
-    suite = ET.SubElement(suites, "testsuite", name="evalgate verify")
-    tally = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for key, entries in groups.items():
-        case = ET.SubElement(
-            suite, "testcase", classname="evalgate.verify.sweep", name=outside.xml(key), time="0"
-        )
-        path = next((e.path for e in entries if e.path), None)
-        if path:
-            case.set("file", outside.xml(path))
-        tally["tests"] += 1
-        bad = [e for e in entries if e.outcome in FAILING]
-        unsure = [e for e in entries if e.outcome == "inconclusive"]
-        if bad:
-            broken = [e for e in bad if e.outcome in ("error", "malformed")]
-            tag = "error" if broken and len(broken) == len(bad) else "failure"
-            tally["errors" if tag == "error" else "failures"] += 1
-            message = outside.xml(bad[0].reason)
-            element = ET.SubElement(case, tag, type=bad[0].outcome, message=message)
-            element.text = _testcase_body(entries)
-            continue
-        if unsure:
-            tally["skipped"] += 1
-            message = outside.xml(unsure[0].reason)
-            ET.SubElement(case, "skipped", type="inconclusive", message=message)
-        ET.SubElement(case, "system-out").text = _testcase_body(entries)
-    for element in (suites, suite):
-        for name, value in tally.items():
-            element.set(name, str(value))
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _check(row: CheckRow) -> dict[str, Any]:
-    return {
-        "task": row.task,
-        "metric": row.metric,
-        "filter": row.filter,
-        "value": row.value,
-        "stderr": row.stderr,
-        "n": row.n,
-        "ci_low": row.low,
-        "ci_high": row.high,
-        "threshold": row.threshold,
-        "matched": row.matched,
-        "outcome": row.outcome,
-    }
-
-
-def document(report: Report) -> dict[str, Any]:
-    """The verdict document, valid against verdict.schema.json."""
-    expect = report.expectation
-    return {
-        "schema": "evalgate.verdict/1",
-        "evalgate_version": __version__,
-        "verdict": report.verdict,
-        "exit_code": report.exit_code,
-        "reason": report.reason,
-        "paths": list(report.paths),
-        "thresholds_file": report.thresholds_file,
-        "min_samples": report.min_samples,
-        "confidence": 0.95,
-        "expect": None
-        if expect is None
-        else {
-            "source": expect.source,
-            "count": expect.count,
-            "configs": [dict(c) for c in expect.configs],
-        },
-        "counts": {outcome: report.count(outcome) for outcome in OUTCOMES},
-        "entries": [
-            {
-                "key": e.key,
-                "outcome": e.outcome,
-                "reason": e.reason,
-                "path": e.path,
-                "source": e.source,
-                "model": e.model,
-                "labels": dict(e.labels) if e.labels is not None else None,
-                "status": e.status,
-                "stage": e.stage,
-                "checks": [_check(c) for c in e.checks],
-            }
-            for e in report.entries
-        ],
-        "ignored": [{"path": n.path, "reason": n.reason} for n in report.ignored],
-    }

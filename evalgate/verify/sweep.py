@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import structs
@@ -33,6 +33,7 @@ from evalgate.verify.expect import Expectation, check_set, config_key, config_ke
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
+    BaselineSummary,
     CheckRow,
     Collection,
     Entry,
@@ -41,6 +42,9 @@ from evalgate.verify.records import (
     Outcome,
     Verdict,
 )
+
+if TYPE_CHECKING:
+    from evalgate.verify.against import BaselineRequest
 
 
 class Report(msgspec.Struct, frozen=True):
@@ -56,6 +60,8 @@ class Report(msgspec.Struct, frozen=True):
     """None: what each run recorded, else each task's full test set (tasks.dataset.full_size)."""
     expectation: Expectation | None
     ignored: tuple[Note, ...]
+    baseline: BaselineSummary | None = None
+    """--baseline: what the sweep was compared with (each config's finding is its Versus)."""
 
     def count(self, outcome: Outcome) -> int:
         """How many entries have this outcome."""
@@ -173,7 +179,7 @@ class Rule(msgspec.Struct, frozen=True):
 # -- the sweep -----------------------------------------------------------------------------------
 
 
-def _order(entry: Entry) -> tuple[Any, ...]:
+def order(entry: Entry) -> tuple[Any, ...]:
     """Entries by config, numbers as numbers (conc=4 before conc=16); the rest by name after.
     A config's name is its key before its numbers (isl=, osl=, conc=)."""
     labels = entry.labels
@@ -227,7 +233,7 @@ def _report(
     entries += [
         Entry(root, "empty", f"no eval results found under {root}", root) for root in notes.empty
     ]
-    entries.sort(key=_order)
+    entries.sort(key=order)
     results = len(gated) + len(notes.malformed)
     verdict, code, reason = summarise(entries, results, configs)
     return Report(
@@ -243,7 +249,8 @@ def _report(
     )
 
 
-def _gate(rule: Rule, found: Iterable[Found]) -> list[Entry]:
+def gate_runs(rule: Rule, found: Iterable[Found]) -> list[Entry]:
+    """Each run gated by `rule`, named by its config key."""
     return [rule.gate(run, config_key(run.model, run.labels)) for run in found]
 
 
@@ -255,7 +262,7 @@ def judge_sweep(
     expectation: Expectation | None = None,
 ) -> Report:
     """Gate every result collected by `rule`, check the set, and reach the sweep's verdict."""
-    return _report(_gate(rule, collection.found), collection, rule, paths, expectation)
+    return _report(gate_runs(rule, collection.found), collection, rule, paths, expectation)
 
 
 def verify(
@@ -264,9 +271,16 @@ def verify(
     *,
     expectation: Expectation | None = None,
     min_samples: int | None = None,
+    baseline: BaselineRequest | None = None,
 ) -> Report:
-    """Find every result under `paths`, gating each as it is read, and decide (reads files;
-    never prints or exits)."""
+    """Find every result under `paths`, gating each as it is read, and decide; with a
+    `baseline`, compare every config with the baseline sweep's too (reads files; never prints
+    or exits)."""
     rule = Rule(thresholds, min_samples)
     notes = Collection()
-    return _report(_gate(rule, runs(paths, notes)), notes, rule, paths, expectation)
+    report = _report(gate_runs(rule, runs(paths, notes)), notes, rule, paths, expectation)
+    if baseline is None:
+        return report
+    from evalgate.verify.against import judge_against
+
+    return judge_against(report, rule, baseline)

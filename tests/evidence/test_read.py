@@ -47,6 +47,35 @@ def test_a_sample_line_names_its_file_line_and_path(tmp_path):
         read_samples(path)
 
 
+@pytest.mark.parametrize("field", ["doc_id", "completion_tokens", "repeat"])
+def test_a_sample_line_with_an_integer_past_64_bits_is_refused_naming_its_line(tmp_path, field):
+    """samples.jsonl is decoded in one pass; an integer past 64 bits still sends it line by line,
+    where the reader names the line, as it does for any document of the contract."""
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    lines = [sample, sample | {"doc_id": 1, field: 2**64}]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(ArtifactError, match=r"line 2 holds an integer of 20 digits, past the 64"):
+        read_samples(path)
+
+
+def test_digits_inside_a_string_are_no_integer(tmp_path):
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    digits = "1" * 64  # a hash of digits, a long number in a question: text, not a number
+    lines = [sample | {"prompt_sha256": digits}, sample | {"doc_id": 1, "question": digits}]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert [s.prompt_sha256 for s in read_samples(path)] == [digits, sample["prompt_sha256"]]
+
+
+def test_a_repeated_doc_id_is_refused_naming_its_line(tmp_path):
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(sample) + "\n\n" + json.dumps(sample) + "\n")
+    with pytest.raises(ArtifactError, match=r"samples.jsonl line 3 repeats doc_id "):
+        read_samples(path)
+
+
 class _View(msgspec.Struct):
     status: str
     labels: Labels

@@ -15,7 +15,9 @@ from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import report, sweep
 from evalgate.verify.collect import Collection, Found, Note
+from evalgate.verify.document import document as verdict_document
 from evalgate.verify.expect import Expectation, parse_expectation
+from evalgate.verify.junit import junit
 
 THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
 
@@ -109,7 +111,7 @@ def test_markdown_escapes_pipes_and_caps_rows(monkeypatch):
 def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
     expect = parse_expectation([{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "e")
     result = decide(run(4, 0.92, n=50), run(8, 0.95), run(8, 0.95), expect=expect)
-    root = ET.fromstring(report.junit(result))  # noqa: S314 - evalgate's own output
+    root = ET.fromstring(junit(result))  # noqa: S314 - evalgate's own output
     cases = {case.get("name"): case for case in root.iter("testcase")}
     assert set(cases) == {"dsr1 b200 conc=4", "dsr1 b200 conc=8", "dsr1 conc=16"}
     assert cases["dsr1 b200 conc=4"].find("skipped").get("type") == "inconclusive"
@@ -139,7 +141,7 @@ def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
     ],
 )
 def test_the_verdict_document_matches_its_schema(result):
-    document = report.document(result)
+    document = verdict_document(result)
     assert validation_errors("verdict", document) == []
     assert document["exit_code"] == result.exit_code
     assert sum(document["counts"].values()) == len(document["entries"])

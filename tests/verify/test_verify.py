@@ -28,6 +28,7 @@ from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import collect, expect, sweep
+from tests.verify.sweeps import answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -1126,6 +1127,8 @@ def test_a_mixed_tree_lists_everything_and_fails(tmp_path, capsys, monkeypatch):
         "unexpected": 0,
         "duplicate": 0,
         "empty": 0,
+        "regression": 0,
+        "expired": 0,
     }
     [failed] = [e for e in document["entries"] if e["outcome"] == "fail"]
     assert failed["checks"][0]["ci_low"] == pytest.approx(0.8402, abs=1e-4)
@@ -1350,9 +1353,18 @@ def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
     command = " ".join(line.rstrip("\\").strip() for line in lines if line).split(" evalgate ")[1]
     args = command.split()
     assert args[0] == "verify"
-    for conc in (4, 8, 16, 32, 64):
-        write_result(tmp_path / "eval-artifacts" / f"eval_dsr1_conc{conc}", conc=conc)
+    assert args[1:6] == [
+        "eval-artifacts", "--baseline", "baseline-artifacts", "--waivers",
+        ".github/eval-waivers.yaml",
+    ]  # fmt: skip
+    dsr1 = {"model_prefix": "dsr1", "hardware": "b200", "kv_cache_dtype": None}
+    right = answers()
+    for name in ("eval-artifacts", "baseline-artifacts"):  # full runs: answers to pair
+        runs = dict.fromkeys((4, 8, 16, 32, 64), right)
+        evalgate_sweep(tmp_path / name, name, runs, labels=dsr1)
     (tmp_path / ".github").mkdir()
+    waiver = "- {config: dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=4, reason: r, who: w, "
+    (tmp_path / ".github" / "eval-waivers.yaml").write_text(waiver + "until: 2999-01-01}\n")
     manifest = [
         {
             "model_prefix": "dsr1",
@@ -1374,7 +1386,10 @@ def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "evalgate-junit.xml").exists() and (
         tmp_path / "evalgate-verdict.json"
     ).exists()
-    assert "5 results for 5 configs: 5 pass" in (tmp_path / "summary.md").read_text()
+    assert (
+        "5 results for 5 configs: 5 pass; against the baseline: 5 equivalent"
+        in (tmp_path / "summary.md").read_text()
+    )
     assert "```mermaid\nxychart-beta horizontal\n" in (tmp_path / "summary.md").read_text()
     page = (tmp_path / "evalgate-report.html").read_text(encoding="utf-8")
     assert "<title>evalgate verify: PASS</title>" in page

@@ -1,0 +1,164 @@
+"""A sweep's verdict against its baseline sweep: each config's finding (baseline.py) put on its
+verdict line, the waivers applied, and the verdict reached again.
+
+A config whose change is a REGRESSION (after the sweep's adjustment) and not waived fails: its
+outcome becomes "regression" where its floor alone passed it (or found it inconclusive); one
+below its floor stays "fail", its Versus saying it regressed too. A waiver past its date is a
+failing line of its own ("expired"). A baseline config with no result in the sweep is listed,
+and fails (as "missing") only when the sweep has an expected set (--expect). A result whose
+answers cannot be read, where the comparison needs them, is "malformed".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import date
+
+import msgspec
+from msgspec import structs
+
+from evalgate.errors import UsageError
+from evalgate.verify import baseline as pairing
+from evalgate.verify.records import BaselineSummary, Entry, Versus
+from evalgate.verify.sweep import Report, Rule, gate_runs, order, summarise
+from evalgate.verify.waivers import Waivers, expired_reason, unused
+
+
+class BaselineRequest(msgspec.Struct, frozen=True):
+    """What --baseline asks for: the baseline sweep's paths, the margin, the waivers."""
+
+    paths: tuple[str, ...]
+    max_drop: float
+    waivers: Waivers | None = None
+    today: date | None = None
+    """The day waivers expire against (None: today)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_drop < 1:
+            raise UsageError(
+                f"--max-drop {self.max_drop} is not a fraction in [0, 1): 0.02 means two "
+                "points of accuracy."
+            )
+
+
+def _findings(
+    results: Sequence[Entry], baseline: Sequence[Entry], max_drop: float
+) -> tuple[dict[int, Versus], dict[int, str]]:
+    """Each result's Versus by its index; and the results whose own answers cannot be read."""
+    found: dict[int, Versus] = {}
+    broken: dict[int, str] = {}
+    pending: list[tuple[int, pairing.Pending]] = []
+    for index, outcome in pairing.pairs(results, baseline, max_drop):
+        if isinstance(outcome, pairing.Pending):
+            pending.append((index, outcome))
+        elif isinstance(outcome, Versus):
+            found[index] = outcome
+        else:
+            broken[index] = outcome.message
+    judged = pairing.judge([p for _, p in pending], max_drop)
+    found.update({index: judged[p.key] for index, p in pending})
+    return found, broken
+
+
+def _regressed(entry: Entry, versus: Versus, waivers: Waivers | None, expired: set[str]) -> Entry:
+    """A regressed config's line: waived, or failing."""
+    waiver = waivers.find(entry.key) if waivers else None
+    if waiver is not None and waiver.config not in expired:
+        return structs.replace(entry, versus=structs.replace(versus, waiver=waiver))
+    if entry.outcome not in ("pass", "inconclusive"):
+        return structs.replace(entry, versus=versus)
+    lapsed = " (its waiver expired)" if waiver is not None else ""
+    reason = f"regressed against the baseline{lapsed}: {versus.reason}; its floor: {entry.reason}"
+    return structs.replace(entry, outcome="regression", reason=reason, versus=versus)
+
+
+def _lines(
+    report: Report, found: dict[int, Versus], broken: dict[int, str], request: BaselineRequest
+) -> list[Entry]:
+    waivers = request.waivers
+    expired = (
+        {w.config for w in waivers.expired(request.today or pairing.today())} if waivers else set()
+    )
+    entries: list[Entry] = []
+    index = 0
+    for entry in report.entries:
+        if entry.source is None:  # a problem with the set, a malformed file
+            entries.append(entry)
+            continue
+        if index in broken:
+            why = f"its answers cannot be read to pair with the baseline's: {broken[index]}"
+            entries.append(
+                structs.replace(
+                    entry, outcome="malformed", reason=why, versus=Versus("not compared", why)
+                )
+            )
+        elif found[index].standing == "regression":
+            entries.append(_regressed(entry, found[index], waivers, expired))
+        else:
+            entries.append(structs.replace(entry, versus=found[index]))
+        index += 1
+    if waivers is not None:
+        entries += [
+            Entry(w.config, "expired", expired_reason(w, waivers.source))
+            for w in waivers.waivers
+            if w.config in expired
+        ]
+    return entries
+
+
+def _tally(entries: Sequence[Entry]) -> str:
+    counts = Counter(e.versus.standing for e in entries if e.versus is not None)
+    waived = sum(1 for e in entries if e.versus is not None and e.versus.waiver is not None)
+    listed = ", ".join(f"{n} {standing}" for standing, n in counts.most_common())
+    return listed + (f" ({waived} waived)" if waived else "")
+
+
+def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Report:
+    """The report with every config compared with the baseline's, and its verdict again."""
+    baseline, notes = pairing.baseline_entries(
+        list(request.paths), lambda found: gate_runs(rule, found)
+    )
+    results = [e for e in report.entries if e.source is not None]
+    found, broken = _findings(results, baseline, request.max_drop)
+    entries = _lines(report, found, broken, request)
+    absent = pairing.missing(results, baseline)
+    if report.expectation is not None:
+        listed = {(e.key, e.outcome) for e in entries}
+        entries += [
+            Entry(
+                b.key,
+                "missing",
+                f"{b.key} is in the baseline ({b.path}) but has no result in this sweep",
+                b.path,
+                model=b.model,
+                labels=b.labels,
+            )
+            for b in absent
+            if (b.key, "missing") not in listed
+        ]
+    entries.sort(key=order)
+    malformed = sum(1 for e in entries if e.outcome == "malformed" and e.source is None)
+    configs = len({e.key for e in results})
+    verdict, code, reason = summarise(entries, len(results) + malformed, configs)
+    summary = BaselineSummary(
+        paths=request.paths,
+        max_drop=request.max_drop,
+        configs=len(baseline),
+        waivers=request.waivers.source if request.waivers else None,
+        missing=tuple(absent),
+        unused_waivers=tuple(unused(request.waivers, [e.key for e in results]))
+        if request.waivers
+        else (),
+        unreadable=tuple(notes.malformed),
+    )
+    against = f"; against the baseline: {_tally(entries)}" if found else ""
+    missed = f", {len(absent)} of its configs missing" if absent else ""
+    return structs.replace(
+        report,
+        verdict=verdict,
+        exit_code=code,
+        reason=reason + against + missed,
+        entries=tuple(entries),
+        baseline=summary,
+    )

@@ -1,0 +1,229 @@
+"""`evalgate verify SWEEP --baseline BASELINE`: every config of the sweep paired with the same
+config of an earlier sweep, question by question, as `evalgate compare` pairs two runs.
+
+    the baseline   found and gated as the sweep is (collect.runs, sweep.Rule): a config whose
+                   baseline failed its own floor is still compared, with a warning
+    by config      verify's config identity (expect.identity), named by the sweep's key
+    each config    both runs read (compare.runs.load_run, or lm_eval_run for the harness's
+                   layout) and paired by compare.comparison.compare; listed, not compared, when
+                   either stopped early, when their protocols differ, or with no pair to read
+    the sweep      compare.sweep.judge_pairs: one-sided exact tests, Holm's adjustment over the
+                   configs; a REGRESSION not waived (waivers.py) turns the config's outcome to
+                   "regression", which fails the sweep even over its floor
+
+The two runs of a config are read, paired and let go before the next config's: a sweep of 1,000
+full GSM8K configs holds some 2.6 million answers, and only their tables are kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from datetime import date
+from pathlib import Path
+
+import msgspec
+
+from evalgate.compare.comparison import Flip, compare, p_text, points, stopped_early
+from evalgate.compare.paired import Finding, PairedCounts
+from evalgate.compare.runs import Difference, Run, load_run, protocol_differences
+from evalgate.compare.sweep import ConfigPair, judge_pairs
+from evalgate.errors import ArtifactError, UsageError
+from evalgate.verify.collect import runs
+from evalgate.verify.expect import identity
+from evalgate.verify.lm_eval_run import UNRECORDED, load_lm_eval_run
+from evalgate.verify.records import Collection, Entry, Versus
+
+MAX_LOST = 20
+"""Lost questions kept per regressed config (the count says how many there were)."""
+SCORED = ("pass", "fail", "inconclusive")
+
+
+class Pending(msgspec.Struct, frozen=True):
+    """A config paired with its baseline, before the sweep's adjustment."""
+
+    key: str
+    baseline_path: str
+    counts: dict[str, PairedCounts]
+    lost: dict[str, tuple[Flip, ...]]
+    warnings: tuple[str, ...]
+
+
+def _load(entry: Entry) -> Run:
+    """The run behind a gated result, its answers with it (an ArtifactError if unreadable)."""
+    path = str(entry.path)  # a gated result always has its file
+    if entry.source == "lm-eval":
+        status = entry.outcome if entry.outcome in SCORED else "error"
+        return load_lm_eval_run(path, status)  # type: ignore[arg-type]
+    return load_run(Path(path))
+
+
+def _recorded(difference: Difference, sources: tuple[str | None, str | None]) -> bool:
+    """False for a difference that is only a field lm-eval's files do not record."""
+    field = difference.field
+    if field not in UNRECORDED and not field.startswith("dataset.sha256."):
+        return True
+    values = (difference.baseline, difference.candidate)
+    return not any(s == "lm-eval" and v == "none" for s, v in zip(sources, values, strict=True))
+
+
+def _not_green(base: Entry) -> tuple[str, ...]:
+    if base.outcome == "pass":
+        return ()
+    return (
+        f"the baseline was not green: its run is {base.outcome} ({base.reason}); compared all "
+        "the same",
+    )
+
+
+def _unpaired(entry: Entry, base: Entry, cand: Run, was: Run) -> Versus | None:
+    """Why the two runs cannot be paired (listed, not compared), or None."""
+    where = base.path
+    for side, run in (("baseline", was), ("candidate", cand)):
+        stopped = stopped_early(side, run)
+        if stopped is not None:
+            return Versus("early-stop", stopped, where)
+    if was.result.run_id == cand.result.run_id:
+        reason = f"the baseline's run is this run ({entry.path}): nothing to compare"
+        return Versus("not compared", reason, where)
+    return None
+
+
+def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus:
+    sources = (base.source, entry.source)
+    differences = tuple(d.describe() for d in drift if _recorded(d, sources))
+    reason = "measured another way than its baseline: " + "; ".join(differences)
+    return Versus("protocol", reason, base.path, differences=differences)
+
+
+def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> Versus | Pending:
+    """Two readable runs: listed when they cannot be paired, else their paired tables."""
+    listed = _unpaired(entry, base, cand, was)
+    if listed is not None:
+        return listed
+    sources = (base.source, entry.source)
+    try:
+        found = compare(was, cand, max_drop=max_drop, allow_protocol_drift=True)
+    except UsageError as exc:  # no filter in common: the protocol says why, if it can
+        drift = [d for d in protocol_differences(was, cand) if _recorded(d, sources)]
+        return _protocol(base, entry, drift) if drift else Versus("not compared", exc.message)
+    drift = [d for d in found.drift if _recorded(d, sources)]
+    if drift:
+        return _protocol(base, entry, drift)
+    return Pending(
+        entry.key,
+        str(base.path),
+        {f.filter: f.counts for f in found.filters},
+        {f.filter: tuple(x for x in f.flips if x.change == "lost") for f in found.filters},
+        (*_not_green(base), *found.warnings),
+    )
+
+
+def pair(entry: Entry, base: Entry, max_drop: float) -> Versus | Pending:
+    """One config against its baseline: listed (a Versus) or paired (Pending). An
+    ArtifactError when the sweep's own run cannot be read."""
+    if entry.outcome not in SCORED:
+        why = f"the run has no answers to pair ({entry.outcome})"
+        return Versus("not compared", why, base.path)
+    if base.outcome not in SCORED:
+        why = f"the baseline's run has no answers to pair ({base.outcome}: {base.reason})"
+        return Versus("not compared", why, base.path)
+    try:
+        was = _load(base)
+    except ArtifactError as exc:
+        return Versus("not compared", f"the baseline cannot be read: {exc.message}", base.path)
+    return _paired(entry, base, was, _load(entry), max_drop)
+
+
+def _reason(judged: ConfigPair, max_drop: float, configs: int) -> str:
+    deciding = judged.deciding
+    counts, (low, high) = deciding.counts, deciding.interval
+    table = (
+        f"{points(counts.difference)} points on {deciding.filter} (95% CI [{points(low)}, "
+        f"{points(high)}]), {counts.lost} lost and {counts.gained} gained of {counts.n}"
+    )
+    margin = f"{max_drop * 100:.1f}-point margin"
+    adjusted = f"p = {p_text(judged.adjusted_drop)} after Holm's adjustment over {configs} configs"
+    finding = judged.finding
+    if finding is Finding.REGRESSION:
+        return f"{table}: a significant drop ({adjusted}) of at least half the {margin}"
+    if finding is Finding.IMPROVED:
+        gain = f"p = {p_text(judged.adjusted_gain)} after Holm's adjustment"
+        return f"{table}: a significant gain ({gain}) of at least half the {margin}"
+    if finding is Finding.EQUIVALENT:
+        return f"{table}: any drop is within the {margin}"
+    if counts.difference < -max_drop / 2:
+        return f"{table}: the drop reaches half the {margin} but is not significant ({adjusted})"
+    return f"{table}: a drop beyond the {margin} cannot be ruled out"
+
+
+def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
+    """The sweep's findings: every paired config judged at once (Holm over all of them)."""
+    by_key = {p.key: p for p in pending}
+    found: dict[str, Versus] = {}
+    for judged in judge_pairs({p.key: p.counts for p in pending}, max_drop):
+        deciding, paired = judged.deciding, by_key[judged.key]
+        regressed = judged.finding is Finding.REGRESSION
+        found[judged.key] = Versus(
+            judged.finding.value,
+            _reason(judged, max_drop, len(pending)),
+            paired.baseline_path,
+            filter=deciding.filter,
+            difference=deciding.counts.difference,
+            low=deciding.interval[0],
+            high=deciding.interval[1],
+            lost=deciding.counts.lost,
+            gained=deciding.counts.gained,
+            n=deciding.counts.n,
+            p_value=judged.adjusted_drop,
+            lost_questions=paired.lost[deciding.filter][:MAX_LOST] if regressed else (),
+            warnings=paired.warnings,
+        )
+    return found
+
+
+def baseline_entries(paths: Sequence[str], gate: object) -> tuple[list[Entry], Collection]:
+    """The baseline's results, gated by the sweep's rule (`gate`: sweep.gate_all)."""
+    notes = Collection()
+    entries = gate(runs(paths, notes))  # type: ignore[operator]
+    if not entries:
+        raise UsageError(
+            f"--baseline {' '.join(paths)} holds no eval result to compare with. Pass the "
+            "folder an earlier sweep's artifacts were downloaded to."
+        )
+    return list(entries), notes
+
+
+def pairs(
+    results: Sequence[Entry], baseline: Sequence[Entry], max_drop: float
+) -> Iterator[tuple[int, Versus | Pending | ArtifactError]]:
+    """Each result of the sweep (its index) with what pairing it found: one config at a time."""
+    uses = Counter(identity(e.model, e.labels or {}) for e in results)
+    by_identity: dict[object, list[Entry]] = {}
+    for base in baseline:
+        by_identity.setdefault(identity(base.model, base.labels or {}), []).append(base)
+    for index, entry in enumerate(results):
+        config = identity(entry.model, entry.labels or {})
+        bases = by_identity.get(config, [])
+        if not bases:
+            yield index, Versus("new", "new in this sweep: no result in the baseline")
+        elif uses[config] > 1 or len(bases) > 1:
+            where = "this sweep" if uses[config] > 1 else "the baseline"
+            why = f"{where} holds more than one result for this config: which to pair is unknown"
+            yield index, Versus("not compared", why, bases[0].path)
+        else:
+            try:
+                yield index, pair(entry, bases[0], max_drop)
+            except ArtifactError as exc:
+                yield index, exc
+
+
+def missing(results: Sequence[Entry], baseline: Sequence[Entry]) -> list[Entry]:
+    """The baseline's configs with no result in the sweep."""
+    present = {identity(e.model, e.labels or {}) for e in results}
+    return [b for b in baseline if identity(b.model, b.labels or {}) not in present]
+
+
+def today() -> date:
+    """The day waivers are checked against."""
+    return date.today()

@@ -1,0 +1,170 @@
+"""The comparison with the baseline (--baseline) in each form the verdict takes: the table's two
+columns (the finding, the paired difference and its 95% interval), the terminal's and the job
+summary's section listing what was not compared and why, a JUnit line per config, and the
+verdict document's ``baseline`` object and each entry's ``versus``. Every outside text (a
+reason, a path, a question, an answer) goes through evalgate.outside for its output, as
+report.py does; the caller passes the function (``outside.terminal``, ``outside.markdown``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from evalgate.compare.comparison import Flip
+from evalgate.outside import capped
+from evalgate.verify.records import BaselineSummary, Entry, Versus
+from evalgate.verify.waivers import describe
+
+HEADER = ["VS BASELINE", "DIFF (95% CI)"]
+SHOWN_CHARS = 120
+"""Characters of an answer or question shown in a report; the rest is counted, not shown."""
+LISTED = ("protocol", "early-stop", "new", "not compared")
+"""Standings listed with their reason: the configs that were not compared."""
+
+
+def points(value: float) -> str:
+    return f"{value * 100:+.2f}"
+
+
+def difference(versus: Versus | None) -> str:
+    """'-6.07 [-7.62, -4.70] strict-match', or '-' when not compared."""
+    if versus is None or versus.difference is None or versus.low is None or versus.high is None:
+        return "-"
+    return (
+        f"{points(versus.difference)} [{points(versus.low)}, {points(versus.high)}] {versus.filter}"
+    )
+
+
+def standing(versus: Versus | None) -> str:
+    """'REGRESSION', 'REGRESSION (waived)', 'NEW', ... or '-' without a comparison."""
+    if versus is None:
+        return "-"
+    return versus.standing.upper() + (" (waived)" if versus.waiver is not None else "")
+
+
+def cells(entry: Entry, safe: Callable[[object], str]) -> list[str]:
+    """The table's two columns for a config (the filter name made safe by `safe`)."""
+    return [standing(entry.versus), safe(difference(entry.versus))]
+
+
+def _header(summary: BaselineSummary, safe: Callable[[object], str]) -> str:
+    paths = ", ".join(safe(p) for p in summary.paths)
+    return (
+        f"Against the baseline {paths} ({summary.configs} results; margin "
+        f"{summary.max_drop * 100:.1f} points; one-sided exact tests, Holm's adjustment over "
+        "the configs):"
+    )
+
+
+def findings(
+    entries: Iterable[Entry], summary: BaselineSummary, safe: Callable[[object], str]
+) -> Iterator[str]:
+    """The section's lines (no line ends): waived regressions, each config not compared and
+    why, the warnings, the baseline's configs missing from the sweep, unused waivers."""
+    yield _header(summary, safe)
+    for entry in entries:
+        versus = entry.versus
+        if versus is None:
+            continue
+        name = safe(entry.key)
+        if versus.waiver is not None:
+            yield f"  WAIVED       {name}: {safe(versus.reason)}; {safe(describe(versus.waiver))}"
+        elif versus.standing in LISTED:
+            yield f"  {versus.standing.upper():<12} {name}: {safe(versus.reason)}"
+        for warning in versus.warnings:
+            yield f"  WARNING      {name}: {safe(warning)}"
+    for base in summary.missing:
+        yield (
+            f"  MISSING      {safe(base.key)}: in the baseline ({safe(base.path)}), not in this "
+            "sweep (fails only with --expect)"
+        )
+    for note in summary.unreadable:
+        yield f"  UNREADABLE   {safe(note.reason)}"
+    for waiver in summary.unused_waivers:
+        yield f"  UNUSED       the waiver of {safe(waiver.config)} names no config of this sweep"
+
+
+def lost_questions(versus: Versus) -> list[tuple[int, str, str, str, str]]:
+    """A regression's lost questions: (doc_id, question, target, baseline's answer, the sweep's),
+    each text capped at SHOWN_CHARS."""
+    return [
+        (
+            flip.doc_id,
+            capped(flip.question, SHOWN_CHARS),
+            capped(flip.target, SHOWN_CHARS),
+            capped(flip.baseline_answer, SHOWN_CHARS),
+            capped(flip.candidate_answer, SHOWN_CHARS),
+        )
+        for flip in versus.lost_questions
+    ]
+
+
+def junit_line(versus: Versus) -> str:
+    """One line for a config's JUnit testcase (made XML-safe by the caller)."""
+    waived = f" ({describe(versus.waiver)})" if versus.waiver is not None else ""
+    return f"against the baseline: {versus.standing}{waived}: {versus.reason}"
+
+
+def _flip(flip: Flip) -> dict[str, Any]:
+    return {
+        "doc_id": flip.doc_id,
+        "question": flip.question,
+        "target": flip.target,
+        "baseline_answer": flip.baseline_answer,
+        "candidate_answer": flip.candidate_answer,
+    }
+
+
+def versus_document(versus: Versus | None) -> dict[str, Any] | None:
+    """An entry's ``versus`` in the verdict document."""
+    if versus is None:
+        return None
+    return {
+        "standing": versus.standing,
+        "reason": versus.reason,
+        "baseline_path": versus.baseline_path,
+        "filter": versus.filter,
+        "difference": versus.difference,
+        "ci_low": versus.low,
+        "ci_high": versus.high,
+        "lost": versus.lost,
+        "gained": versus.gained,
+        "n": versus.n,
+        "p_value": versus.p_value,
+        "protocol_differences": list(versus.differences),
+        "lost_questions": [
+            {
+                "doc_id": f.doc_id,
+                "question": f.question,
+                "target": f.target,
+                "baseline_answer": f.baseline_answer,
+                "candidate_answer": f.candidate_answer,
+            }
+            for f in versus.lost_questions
+        ],
+        "warnings": list(versus.warnings),
+        "waiver": None
+        if versus.waiver is None
+        else {
+            "config": versus.waiver.config,
+            "reason": versus.waiver.reason,
+            "who": versus.waiver.who,
+            "until": versus.waiver.until,
+        },
+    }
+
+
+def summary_document(summary: BaselineSummary | None) -> dict[str, Any] | None:
+    """The verdict document's ``baseline`` object."""
+    if summary is None:
+        return None
+    return {
+        "paths": list(summary.paths),
+        "max_drop": summary.max_drop,
+        "results": summary.configs,
+        "waivers_file": summary.waivers,
+        "missing": [{"key": e.key, "path": e.path} for e in summary.missing],
+        "unused_waivers": [w.config for w in summary.unused_waivers],
+        "unreadable": [{"path": n.path, "reason": n.reason} for n in summary.unreadable],
+    }
