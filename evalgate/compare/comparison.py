@@ -168,7 +168,8 @@ def _reason(
         why = f"the drop reaches half the {margin} but is not significant"
     else:
         why = f"a drop beyond the {margin} cannot be ruled out"
-    settle = _settle_text(needed, counts.questions, whole)
+    # A task that repeats its questions counts answers, not questions: its size is unknown.
+    settle = _settle_text(needed, counts.questions, None if counts.clustered else whole)
     return f"{table}: {why}{settle}"
 
 
@@ -224,14 +225,11 @@ def _compare_filter(
 
 def _whole_set(run: Run) -> tuple[str, int] | None:
     """The task and how many questions it has, when the run shows it: a run without --limit
-    asked them all (for GSM8K the count is known anyway). A task that repeats its questions
-    is settled by more questions, not by its count of answers: unknown."""
+    asked them all (for GSM8K the count is known anyway)."""
     record = run.eval
     if record.task.startswith("gsm8k") and record.limit is not None:
         return record.task, GSM8K_TEST_SIZE
     if record.limit is not None or isinstance(record.questions, msgspec.UnsetType):
-        return None
-    if any(sample.repeat is not None for sample in run.samples.values()):
         return None
     return record.task, record.questions
 
