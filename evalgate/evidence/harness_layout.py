@@ -27,15 +27,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result, Sample
-
-if TYPE_CHECKING:
-    from evalgate.settings import Settings
 
 TASK = "gsm8k"
 """The task name the harness's validator looks its threshold up by."""
@@ -55,6 +53,24 @@ _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 _BEFORE_CONC = ("tp", "pp", "dcp_size", "pcp_size")
 """The topology keys the harness writes before `conc` (the rest follow the batch keys)."""
 _TASK_KEYED = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
+
+
+@dataclass(frozen=True)
+class Job:
+    """The benchmark job's labels, as its variables (or the flags) give them."""
+
+    model: str | None
+    served_model: str | None
+    model_prefix: str | None
+    hardware: str | None
+    framework: str | None
+    precision: str | None
+    kv_cache_dtype: str | None
+    isl: int | None
+    osl: int | None
+    spec_decoding: str | None
+    is_multinode: bool
+    result_filename: str | None
 
 
 # -- meta_env.json -------------------------------------------------------------------------------
@@ -123,10 +139,10 @@ def job_fields(env: Mapping[str, str]) -> dict[str, Any]:
     return fields
 
 
-def _labels_from_result_name(settings: Settings) -> tuple[str | None, str | None]:
-    """(framework, precision): the settings, else read from RESULT_FILENAME as the harness does."""
-    framework, precision = settings.framework, settings.precision
-    match = _RESULT_NAME.match(settings.result_filename or "")
+def _labels_from_result_name(job: Job) -> tuple[str | None, str | None]:
+    """(framework, precision): the job's, else read from RESULT_FILENAME as the harness does."""
+    framework, precision = job.framework, job.precision
+    match = _RESULT_NAME.match(job.result_filename or "")
     if match is not None:
         precision = precision or match.group(1)
         framework = framework or match.group(2)
@@ -134,46 +150,46 @@ def _labels_from_result_name(settings: Settings) -> tuple[str | None, str | None
 
 
 def meta_env(
-    settings: Settings,
+    job: Job,
     env: Mapping[str, str],
     concurrencies: Sequence[int],
     completed: Sequence[int],
     failed: Sequence[int],
 ) -> dict[str, Any]:
-    """The harness's meta_env.json for a batch of concurrencies, from the settings (model,
-    labels, ISL/OSL) and the job's topology variables (`env`), key for key as its
+    """The harness's meta_env.json for a batch of concurrencies, from the job's labels (model,
+    ISL/OSL, ...) and the job's topology variables (`env`), key for key as its
     append_lm_eval_summary writes it."""
-    job = job_fields(env)
-    framework, precision = _labels_from_result_name(settings)
+    fields = job_fields(env)
+    framework, precision = _labels_from_result_name(job)
     meta: dict[str, Any] = {
-        "is_multinode": settings.is_multinode,
+        "is_multinode": job.is_multinode,
         "framework": framework or "unknown",
         "precision": precision or "unknown",
-        "spec_decoding": settings.spec_decoding or "",
+        "spec_decoding": job.spec_decoding or "",
         "recipe_fingerprint": env.get("RECIPE_FINGERPRINT", ""),
-        **{key: job[key] for key in _BEFORE_CONC},
+        **{key: fields[key] for key in _BEFORE_CONC},
         "conc": concurrencies[0],
         "eval_concs": list(concurrencies),
         "completed_eval_concs": list(completed),
         "failed_eval_concs": list(failed),
-        **{key: value for key, value in job.items() if key not in _BEFORE_CONC},
+        **{key: value for key, value in fields.items() if key not in _BEFORE_CONC},
     }
     meta |= {
-        "model": settings.served_model or "",
-        "infmax_model_prefix": settings.model_prefix or "unknown",
-        "hw": settings.hardware or "unknown",
-        "isl": str(settings.isl or 0),  # the harness writes both as strings
-        "osl": str(settings.osl or 0),
+        "model": job.served_model or "",
+        "infmax_model_prefix": job.model_prefix or "unknown",
+        "hw": job.hardware or "unknown",
+        "isl": str(job.isl or 0),  # the harness writes both as strings
+        "osl": str(job.osl or 0),
     }
     return meta
 
 
-def job_topology(settings: Settings, env: Mapping[str, str]) -> dict[str, Any] | None:
+def job_topology(job: Job, env: Mapping[str, str]) -> dict[str, Any] | None:
     """The job's topology labels, read from its meta_env.json fields as `evalgate verify`
     reads them: result.json records the same in both layouts, so one job has one key."""
     fields = {
-        "is_multinode": settings.is_multinode,
-        "spec_decoding": settings.spec_decoding or "",
+        "is_multinode": job.is_multinode,
+        "spec_decoding": job.spec_decoding or "",
         **job_fields(env),
     }
     return _topology(fields, [])  # built here, so well-formed: nothing to report

@@ -19,6 +19,7 @@ from evalgate import scrub
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, ProbeError
 from evalgate.evidence import artifacts, folder, journal
 from evalgate.evidence.model import (
+    Api,
     ContextRecord,
     DatasetRecord,
     EndpointRecord,
@@ -37,7 +38,7 @@ from evalgate.gate.record import RunLog, build_result, context_record, endpoint_
 from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.gate.thinking import InlineThinking
 from evalgate.rules.verdict import Verdict, decide
-from evalgate.settings import Settings
+from evalgate.settings import Settings, stages
 from evalgate.settings.environment import credentials
 from evalgate.tasks.dataset import Dataset, full_size, reference_answer
 from evalgate.tasks.prompts import Prompt, build_prompts
@@ -78,18 +79,20 @@ class RunOutcome:
     """With --baseline: the comparison report, as text."""
 
 
-def protocol(settings: Settings, spec: TaskSpec, dataset: Dataset, max_tokens: int) -> Protocol:
+def protocol(
+    spec: TaskSpec, dataset: Dataset, *, api: Api, limit: int | None, max_tokens: int
+) -> Protocol:
     """The run's protocol: the resume fingerprint, the comparison check and the record."""
     return Protocol(
         task=spec.name,
         task_version=spec.version,
         task_sha256=spec.sha256,
-        api=settings.api,
+        api=api,
         num_fewshot=spec.num_fewshot,
         fewshot_seed=FEWSHOT_SEED,
         max_tokens=max_tokens,
         temperature=0.0,
-        limit=settings.limit,
+        limit=limit,
         dataset=DatasetRecord(**dataset.describe()),
     )
 
@@ -107,13 +110,14 @@ class GateRun:
         topology: dict[str, Any] | None,
     ) -> None:
         self.settings = settings
+        self.endpoint = stages.endpoint(settings)
         self.prior = prior
         self.checked: Checked | None = None
         self.dataset: Dataset | None = None
         self.dispatch: Dispatch | None = None
         self.progress = progress
         self.resume = resume
-        self.log = RunLog(settings, topology=topology)
+        self.log = RunLog(settings.model, stages.labels(settings, topology))
         self.out = settings.output_dir
         self.lock: folder.FolderLock | None = None
         """Held from before the folder's first check to after its last write."""
@@ -143,7 +147,7 @@ class GateRun:
         folder.clear_stale(self.out)
         run.checkpoint = self._running
         self._running()
-        preflight.require(s, "base_url", "model")
+        stages.require(s, "base_url", "model")
         simulated = check_acceptance(
             simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
             allowed=s.allow_simulated_acceptance,
@@ -164,7 +168,9 @@ class GateRun:
             from evalgate.compare.baseline import check_baseline
 
             # The budget is known after the probe: it is compared with the rest after the eval.
-            planned = protocol(s, spec, dataset, max_tokens=baseline.eval.max_tokens)
+            planned = protocol(
+                spec, dataset, api=s.api, limit=s.limit, max_tokens=baseline.eval.max_tokens
+            )
             check_baseline(baseline, s.baseline, planned)
 
         context = self._reuse(self.prior) if self.prior is not None else self._check(spec, prompts)
@@ -197,10 +203,11 @@ class GateRun:
         """Readiness, context and probe."""
         s = self.settings
         run = self.log
-        run.endpoint = endpoint_record(s)
-        context, longest, engine = preflight.derive(s, prompts, run.enter)
+        run.endpoint = endpoint_record(self.endpoint)
+        ask = stages.context_ask(s)
+        context, longest, engine = preflight.derive(ask, self.endpoint, prompts, run.enter)
         if engine is not None:
-            run.endpoint = endpoint_record(s, engine.owned_by, engine.version)
+            run.endpoint = endpoint_record(self.endpoint, engine.owned_by, engine.version)
         run.context = context_record(context)
         run.warnings += context.warnings
 
@@ -214,7 +221,7 @@ class GateRun:
         run.probe = planned
         try:
             seen = preflight.probe(
-                s, context, longest, spec.stop, spec.sampling | s.request_fields()
+                self.endpoint, context, longest, spec.stop, spec.sampling | s.request_fields()
             )
         except ProbeError as exc:
             if exc.engine_error is not None:
@@ -254,7 +261,7 @@ class GateRun:
         s = self.settings
         run = self.log
         questions = len(prompts)
-        agreed = protocol(s, spec, dataset, max_tokens)
+        agreed = protocol(spec, dataset, api=s.api, limit=s.limit, max_tokens=max_tokens)
         engine = run.endpoint.engine if run.endpoint else None
         fingerprint = journal.fingerprint(
             agreed,
@@ -268,16 +275,19 @@ class GateRun:
         if kept:
             log.info("resuming: %d answers from %s are reused", len(kept), journal_path)
         answers = journal.Journal(journal_path, fingerprint, kept)
-        _, model = preflight.target(s)
+        endpoint = self.endpoint
+        model = str(endpoint.model)
         sampling = spec.sampling | s.request_fields()
 
         def client() -> EvalClient:
-            options = preflight.eval_client(s, timeout=s.timeout, max_connections=s.num_concurrent)
+            options = preflight.eval_client(
+                endpoint, timeout=endpoint.timeout, max_connections=s.num_concurrent
+            )
             watch = WorkerWatch(
-                s.worker_urls,
-                preflight.api_key(s),
+                endpoint.worker_urls,
+                endpoint.api_key,
                 network=options["network"],
-                deadline=s.discovery_timeout,
+                deadline=endpoint.discovery_timeout,
             )
             return EvalClient(**options, watch=watch)
 
@@ -293,7 +303,7 @@ class GateRun:
             progress=self.progress,
             thinking=InlineThinking(s.think_start_marker, s.think_end_marker),
         )
-        test = early_stop.test(s, spec, threshold)
+        test = early_stop.test(s.early_stop, s.alpha, spec, threshold)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             bodies = (
                 request.prompt_body(
@@ -470,9 +480,8 @@ def thinking_warning(counts: RequestCounts, budget: int) -> str:
 def run_labels(run: RunLog) -> dict[str, Any]:
     """The run's labels as thresholds.resolve_floor matches them."""
     from evalgate.evidence.model import to_document
-    from evalgate.gate.record import labels
 
-    document: dict[str, Any] = to_document(labels(run.settings, run.topology))
+    document: dict[str, Any] = to_document(run.labels)
     return document
 
 
