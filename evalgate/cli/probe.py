@@ -35,7 +35,11 @@ def command(args: argparse.Namespace) -> int:
     endpoint = stages.endpoint(settings)
     context, longest, _ = derive(stages.context_ask(settings), endpoint, prompts)
     outcome = probe(
-        endpoint, context, longest, spec.stop, spec.sampling | settings.request_fields()
+        endpoint,
+        context,
+        longest,
+        spec.stop,
+        spec.sampling | stages.eval_ask(settings).request_fields(),
     )
     if args.json:
         print(

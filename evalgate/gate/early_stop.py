@@ -24,8 +24,9 @@ from evalgate.rules import sequential
 from evalgate.rules.sequential import EarlyStop, SequentialTest
 
 if TYPE_CHECKING:
-    from evalgate.gate.dispatch import Dispatch, Scorer
+    from evalgate.gate.dispatch import Dispatch
     from evalgate.gate.evaluate import Evaluation
+    from evalgate.gate.sending import Scorer
     from evalgate.tasks.spec import TaskSpec
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ completed, so a dropped one is visible to ``evalgate verify --expect``. A SIGTER
 scheduler is recorded as status "aborted" with the answers received so far.
 
 With ``--layout harness`` the staging folder holds the benchmark harness's own files instead
-(evidence/harness_layout.py: meta_env.json with its batch keys, results_<ts>_conc<N>.json,
+(evidence/harness_files.py: meta_env.json with its batch keys, results_<ts>_conc<N>.json,
 samples_gsm8k_<ts>_conc<N>.jsonl), and evalgate's folders and hook.json go under evalgate/.
 """
 
@@ -23,15 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ExitCode, UsageError
-from evalgate.evidence import artifacts, folder, harness_layout
-from evalgate.evidence.harness_layout import Job
-from evalgate.evidence.model import HookRun, HookSummary
-from evalgate.gate.run import Checked, RunOutcome, run_gate
+from evalgate.evidence import artifacts, folder, harness_files
+from evalgate.evidence.harness_files import Job
+from evalgate.evidence.harness_layout import EVALGATE_DIR
+from evalgate.evidence.hook_summary import HookRun, HookSummary
+from evalgate.gate.checked import Checked
+from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
 from evalgate.settings.stages import job
 
 if TYPE_CHECKING:
-    from evalgate.gate.dispatch import Progress
+    from evalgate.gate.sending import Progress
 
 log = logging.getLogger(__name__)
 _SEVERITY = {  # which outcome decides the job's exit code when runs differ
@@ -84,7 +86,7 @@ def meta_env(labels: Job, concurrency: int, env: Mapping[str, str]) -> dict[str,
         "kv_cache_dtype": labels.kv_cache_dtype,
         "spec_decoding": labels.spec_decoding,
         "is_multinode": labels.is_multinode,
-        **harness_layout.job_fields(env),
+        **harness_files.job_fields(env),
     }
 
 
@@ -115,7 +117,7 @@ def _run_all(
 ) -> HookOutcome:
     env = job_environment(environ)
     in_harness = settings.layout == "harness"
-    stage = settings.output_dir / harness_layout.EVALGATE_DIR if in_harness else settings.output_dir
+    stage = settings.output_dir / EVALGATE_DIR if in_harness else settings.output_dir
     named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
     for path in named:  # the folders evalgate names; --output-dir itself may be a link
         folder.refuse_link(path)
@@ -127,7 +129,7 @@ def _run_all(
             settings.eval_tasks_dir,
         )
     harness = HarnessStage(settings.output_dir, labels, env, concurrencies) if in_harness else None
-    topology = harness_layout.job_topology(labels, env)
+    topology = harness_files.job_topology(labels, env)
     runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
     prior: Checked | None = None
     stopped: str | None = None
@@ -174,23 +176,23 @@ class HarnessStage:
 
     def _write_meta(self) -> None:
         failed = [c for c in self.concurrencies if c not in self.completed]
-        meta = harness_layout.meta_env(
+        meta = harness_files.meta_env(
             self.labels, self.env, self.concurrencies, self.completed, failed
         )
-        harness_layout.write_meta(self.out, meta)
+        harness_files.write_meta(self.out, meta)
 
     def record(self, concurrency: int, outcome: RunOutcome) -> None:
         """One run's results and samples, and the meta_env.json that counts it."""
         if outcome.result_path is not None:
-            harness_layout.stage_run(
+            harness_files.stage_run(
                 self.out,
                 concurrency,
                 outcome.result_path.parent,
                 outcome.result,
                 served_model=self.labels.served_model,
-                stamp=harness_layout.timestamp(),
+                stamp=harness_files.timestamp(),
             )
-        if harness_layout.completed(outcome.result):
+        if harness_files.completed(outcome.result):
             self.completed.append(concurrency)
         self._write_meta()
 

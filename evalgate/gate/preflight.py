@@ -15,12 +15,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from evalgate.engine import dynamo
-from evalgate.engine.discovery import EngineInfo, ModelCard, served_limit
+from evalgate.engine.cards import ModelCard, served_limit
+from evalgate.engine.discovery import EngineInfo
 from evalgate.engine.readiness import wait_until_ready
 from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
-from evalgate.evidence.model import Stage
+from evalgate.evidence.fields import Stage
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
 from evalgate.settings.stages import ContextAsk, Endpoint

@@ -17,20 +17,15 @@ from typing import TYPE_CHECKING
 
 from evalgate._version import __version__
 from evalgate.engine.urls import redact_url
-from evalgate.evidence.model import (
-    RESULT_SCHEMA,
+from evalgate.evidence.fields import Stage, Status
+from evalgate.evidence.model import RESULT_SCHEMA, EvalRecord, Result, Score, ThresholdRecord
+from evalgate.evidence.stage_records import (
     ContextRecord,
     EndpointRecord,
     EngineRecord,
     ErrorRecord,
-    EvalRecord,
     Labels,
     ProbeRecord,
-    Result,
-    Score,
-    Stage,
-    Status,
-    ThresholdRecord,
 )
 
 if TYPE_CHECKING:

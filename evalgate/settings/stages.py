@@ -4,7 +4,9 @@ command, so no stage below holds the whole model.
     Endpoint     where the engine is and how every request to it goes (readiness, the probe,
                  the eval's client)
     ContextAsk   what the context derivation is told (gate/limits.py)
-    job          the benchmark job's labels (evidence/harness_layout.Job)
+    EvalAsk      how the eval's requests are sent and read (gate/eval_stage.py)
+    GateAsk      the gate rule's parameters besides the threshold (gate/judge.py)
+    job          the benchmark job's labels (evidence/harness_files.Job)
     labels       the labels a result records (evidence/model.Labels)
 """
 
@@ -16,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate.engine.http import Network
 from evalgate.errors import UsageError
-from evalgate.evidence.harness_layout import Job
-from evalgate.evidence.model import Labels
+from evalgate.evidence.harness_files import Job
+from evalgate.evidence.stage_records import Labels
+from evalgate.rules.sequential import EarlyStop
 
 if TYPE_CHECKING:
     from evalgate.settings.values import Settings
@@ -58,6 +61,41 @@ class ContextAsk:
     max_tokens: int | None
     max_tokens_cap: int
     budget_policy: Literal["fit", "harness"]
+
+
+@dataclass(frozen=True)
+class EvalAsk:
+    """How the eval's requests are sent and read."""
+
+    limit: int | None
+    num_concurrent: int
+    max_failed: int
+    think_start: str
+    think_end: str
+    chat_template_kwargs: dict[str, Any] | None
+    reasoning_effort: str | None
+    early_stop: EarlyStop
+    alpha: float
+
+    def request_fields(self) -> dict[str, Any]:
+        """What every generation request carries besides the task's settings."""
+        fields: dict[str, Any] = {}
+        if self.chat_template_kwargs is not None:
+            fields["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        if self.reasoning_effort is not None:
+            fields["reasoning_effort"] = self.reasoning_effort
+        return fields
+
+
+@dataclass(frozen=True)
+class GateAsk:
+    """The gate rule's parameters besides the threshold, and the baseline to compare with."""
+
+    max_truncated_rate: float
+    max_failed: int
+    min_samples: int | None
+    baseline: Path | None
+    max_drop: float
 
 
 def require(settings: Settings, *names: str) -> None:
@@ -139,4 +177,28 @@ def labels(settings: Settings, topology: dict[str, Any] | None = None) -> Labels
         osl=settings.osl,
         concurrency=settings.num_concurrent,
         topology=topology,
+    )
+
+
+def eval_ask(settings: Settings) -> EvalAsk:
+    return EvalAsk(
+        limit=settings.limit,
+        num_concurrent=settings.num_concurrent,
+        max_failed=settings.max_failed_requests,
+        think_start=settings.think_start_marker,
+        think_end=settings.think_end_marker,
+        chat_template_kwargs=settings.chat_template_kwargs,
+        reasoning_effort=settings.reasoning_effort,
+        early_stop=settings.early_stop,
+        alpha=settings.alpha,
+    )
+
+
+def gate_ask(settings: Settings) -> GateAsk:
+    return GateAsk(
+        max_truncated_rate=settings.max_truncated_rate,
+        max_failed=settings.max_failed_requests,
+        min_samples=settings.min_samples,
+        baseline=settings.baseline,
+        max_drop=settings.max_drop,
     )

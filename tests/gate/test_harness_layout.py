@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.evidence import harness_layout
+from evalgate.evidence import harness_files
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings, job_environment
 from evalgate.settings.stages import job
@@ -276,7 +276,7 @@ def test_meta_env_is_the_harness_own_for_the_jobs_variables(monkeypatch):
         del env[name]
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    meta = harness_layout.meta_env(job(Settings()), job_environment(env), [4, 8], [4], [8])
+    meta = harness_files.meta_env(job(Settings()), job_environment(env), [4, 8], [4], [8])
     assert meta == {
         "is_multinode": True,
         "framework": "trt",
