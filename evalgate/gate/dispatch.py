@@ -1,22 +1,15 @@
-"""The eval's requests, sent and answered, on a thread of their own.
+"""The eval's requests, on a thread of their own (sending.py sends them, replies.py records
+each answer).
 
-A Dispatch sends a list of generation requests (engine.request bodies) with at most
---num-concurrent in flight, records every answer (the Tally, the journal), resumes answers a
-journal kept, stops the whole eval within seconds on the first answer retrying cannot change (a
-4xx) or past --max-failed-requests, and counts failed requests instead of scoring them silently.
-
-It runs its event loop on a thread of its own, so a gate run starts it the moment the probe
-passes, with the bodies evalgate built from its own prompts (tasks.prompts: the prompts lm-eval
-will build), while lm-eval is still importing and building its contexts. When lm-eval asks for
-its answers (lm.GateLM), the dispatch already under way serves them if lm-eval's bodies are
-exactly the ones being sent; otherwise it is halted, its answers are discarded with a warning,
-and lm-eval's own bodies are sent. lm-eval filters and scores every answer either way.
+A gate run starts the dispatch the moment the probe passes, with the bodies evalgate built from
+its own prompts (tasks.prompts: the ones lm-eval will build), while lm-eval is still importing.
+When lm-eval asks for its answers (lm.GateLM), the dispatch under way serves them if lm-eval's
+bodies are exactly the ones being sent; otherwise it is halted, its answers are discarded with a
+warning, and lm-eval's own bodies are sent.
 
 With a sequential test (--early-stop) nothing is sent early (the live scoring needs lm-eval's
-filters): the questions are sent in a seeded random order, each answer is scored as it arrives
-(scoring.py) and read in that order (sequential.PrefixReader); once the test is certain nothing
-more is sent, the requests in flight are cancelled, and the questions never answered come back
-to lm-eval as empty answers (early_stop.py scores only the ones read).
+filters); once the test is certain, what is in flight is cancelled, and the questions never
+answered come back to lm-eval as empty answers (early_stop.py scores only the ones read).
 """
 
 from __future__ import annotations

@@ -26,11 +26,8 @@ log = logging.getLogger(__name__)
 TURN_OVERHEAD_TOKENS = 16
 """Estimate: tokens a chat template may add per turn (role markers, separators)."""
 BYTES_PER_TOKEN = 3
-"""Estimate: the longest 5-shot GSM8K chat prompt (question 314) is 5,558 bytes of text in 11
-turns, 1,853 tokens with SmolLM2's 49k vocabulary and chat template (measured through vLLM's
-/tokenize); the estimate gives 2,045 (completions: 1,663 measured, 1,698 estimated). Larger
-vocabularies take fewer tokens. Used only where the engine has no /tokenize, and recorded as an
-estimate."""
+"""Estimate, on the cautious side for GSM8K's prompts even with a small vocabulary (larger ones
+take fewer tokens; BENCHMARKS.md has the check). Used only where the engine has no /tokenize."""
 
 
 def estimate_tokens(prompt: Prompt) -> int:

@@ -70,7 +70,7 @@ def bundled_dir() -> Path:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib  # here: only a run checks its data (OpenSSL costs verify 6 ms to load)
+    import hashlib  # here: only a run checks its data, and verify starts without OpenSSL
 
     digest = hashlib.sha256()
     with path.open("rb") as handle:
