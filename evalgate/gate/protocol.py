@@ -25,7 +25,7 @@ def protocol(
         num_fewshot=spec.num_fewshot,
         fewshot_seed=FEWSHOT_SEED,
         max_tokens=max_tokens,
-        temperature=0.0,
+        temperature=spec.temperature,
         limit=limit,
         dataset=DatasetRecord(**dataset.describe()),
     )

@@ -56,6 +56,11 @@ class TaskSpec:
         return {k: v for k, v in kwargs.items() if k not in ("until", "do_sample")}
 
     @property
+    def temperature(self) -> float:
+        """The temperature every request carries: the task's, else 0 (engine.request)."""
+        return float(self.sampling.get("temperature", 0))
+
+    @property
     def version(self) -> str:
         return str(self.config.get("metadata", {}).get("version", ""))
 
