@@ -23,6 +23,7 @@ from typing import Any
 from evalgate.evidence import artifacts
 from evalgate.evidence.harness_layout import META_NAME, TASK, topology
 from evalgate.evidence.model import Result, Sample
+from evalgate.evidence.stage_records import Labels
 
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 """RESULT_FILENAME as the harness reads precision and framework from it."""
@@ -47,6 +48,20 @@ class Job:
     spec_decoding: str | None
     is_multinode: bool
     result_filename: str | None
+
+    def labels(self, concurrency: int, topology: dict[str, Any] | None) -> Labels:
+        """The labels a result of this job at `concurrency` records."""
+        return Labels(
+            model_prefix=self.model_prefix,
+            hardware=self.hardware,
+            framework=self.framework,
+            precision=self.precision,
+            kv_cache_dtype=self.kv_cache_dtype,
+            isl=self.isl,
+            osl=self.osl,
+            concurrency=concurrency,
+            topology=topology,
+        )
 
 
 # -- meta_env.json -------------------------------------------------------------------------------

@@ -124,15 +124,15 @@ class EvalStage:
 
         return Dispatch(
             client_factory=client,
-            model=str(endpoint.model),
+            model=str(endpoint.served_model),
             api=endpoint.api,
             max_tokens=max_tokens,
             num_concurrent=ask.num_concurrent,
-            max_failed=ask.max_failed,
+            max_failed=ask.max_failed_requests,
             journal=answers,
             resumed=kept,
             progress=self.progress,
-            thinking=InlineThinking(ask.think_start, ask.think_end),
+            thinking=InlineThinking(ask.think_start_marker, ask.think_end_marker),
         )
 
     def _requests(
@@ -152,7 +152,7 @@ class EvalStage:
                 request.prompt_body(
                     p,
                     api=self.endpoint.api,
-                    model=str(self.endpoint.model),
+                    model=str(self.endpoint.served_model),
                     max_tokens=max_tokens,
                     stop=spec.stop,
                     sampling=sampling,

@@ -29,7 +29,7 @@ def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
     if counts.failed:
         run.warnings.append(
             f"{counts.failed} request(s) failed and were scored as wrong "
-            f"(allowed by --max-failed-requests {ask.max_failed})"
+            f"(allowed by --max-failed-requests {ask.max_failed_requests})"
         )
     stopped = run.eval.early_stop if run.eval and run.eval.early_stop else None
     answered = counts.completed if stopped is not None and stopped.stopped else counts.total

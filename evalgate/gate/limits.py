@@ -79,7 +79,7 @@ def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
         try:
             limit = worker_limit(
                 url,
-                endpoint.model,
+                endpoint.served_model,
                 endpoint.api_key,
                 timeout=endpoint.discovery_timeout,
                 network=endpoint.network,
@@ -141,14 +141,14 @@ def gather_context(
     probe with (the longest). `unread_limit`: the warning for a length the endpoint lists but
     evalgate does not read as a served limit (Dynamo's context_window), given when no other
     source gives one."""
-    native = native_length(ask.model_config)
+    native = native_length(ask.model_config_path)
     workers: list[str] = []
     served = [
         *([endpoint_limit] if endpoint_limit else []),
         *worker_limits(endpoint, workers),
         *configured_limits(ask),
     ]
-    prompt_tokens, longest, told = longest_prompt_tokens(info, endpoint.model, candidates)
+    prompt_tokens, longest, told = longest_prompt_tokens(info, endpoint.served_model, candidates)
     served = merge_tokenize_limit(served, told)
     notes = [*(info.notes if info is not None else []), *workers]
     if unread_limit is not None and not served:
@@ -157,7 +157,7 @@ def gather_context(
     context = derive_context(
         isl=ask.isl,
         osl=ask.osl,
-        margin=ask.margin,
+        margin=ask.context_margin,
         native=Limit(native.value, native.source) if native and native.value else None,
         served=served,
         override=ask.eval_max_model_len,

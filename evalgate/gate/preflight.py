@@ -58,16 +58,20 @@ def derive(
         return context, longest, None
     on_stage("readiness")
     policy = RetryPolicy.for_readiness(
-        timeout=endpoint.ready_timeout, wait_min=endpoint.wait_min, wait_max=endpoint.wait_max
+        timeout=endpoint.ready_timeout,
+        wait_min=endpoint.retry_wait_min,
+        wait_max=endpoint.retry_wait_max,
     )
     # A side-door answer, whole, within --discovery-timeout and never past --ready-timeout.
     timeout = max(0.5, min(endpoint.discovery_timeout, endpoint.ready_timeout))
     with EngineInfo(endpoint.base_url, endpoint.api_key, timeout, endpoint.network) as info:
-        ready = wait_until_ready(info, endpoint.model, policy=policy)
+        ready = wait_until_ready(info, endpoint.served_model, policy=policy)
         engine = Engine(ready.card.owned_by if ready.card else None, info.version())
         on_stage("context")
         # The model list of the readiness check, not a second one: the same card decides.
-        endpoint_limit = served_limit(ready.cards, endpoint.model, "the endpoint", info.notes)
+        endpoint_limit = served_limit(
+            ready.cards, endpoint.served_model, "the endpoint", info.notes
+        )
         context, longest = gather_context(
             ask,
             endpoint,
@@ -125,7 +129,7 @@ def _send_probe(
         lambda body: send_probe(body, **client),
         prompt,
         context,
-        model=str(endpoint.model),
+        model=str(endpoint.served_model),
         api=endpoint.api,
         stop=stop,
         sampling=sampling,
@@ -173,7 +177,9 @@ def _with_engine_words(
 
 def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> dict[str, Any]:
     """The keyword arguments of the EvalClient that sends the probe and the eval."""
-    if endpoint.base_url is None or endpoint.model is None:  # run and probe require both first
+    if (
+        endpoint.base_url is None or endpoint.served_model is None
+    ):  # run and probe require both first
         raise UsageError(
             "Missing --base-url or --model: set the flag or its variable (see --help)."
         )
@@ -182,9 +188,9 @@ def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> 
         "api_key": endpoint.api_key,
         "api": endpoint.api,
         "timeout": timeout,
-        "attempts": endpoint.attempts,
-        "wait_min": endpoint.wait_min,
-        "wait_max": endpoint.wait_max,
+        "attempts": endpoint.max_attempts,
+        "wait_min": endpoint.retry_wait_min,
+        "wait_max": endpoint.retry_wait_max,
         "max_connections": max_connections,
         "network": endpoint.network,
     }
