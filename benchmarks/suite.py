@@ -628,6 +628,16 @@ def replace_section(text: str, name: str, body: str) -> str:
     return text.rstrip("\n") + "\n\n" + section(name, body)
 
 
+def keep_by_hand(text: str, previous: Path) -> str:
+    """`text` with the by-hand section of the `previous` report (figures measured by hand, kept
+    as written), if it has one."""
+    old = previous.read_text() if previous.exists() else ""
+    start, end = "<!-- by-hand:start -->", "<!-- by-hand:end -->"
+    if start not in old or end not in old:
+        return text
+    return replace_section(text, "by-hand", old.split(start, 1)[1].split(end, 1)[0].lstrip("\n"))
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     with open("/proc/cpuinfo", encoding="utf-8") as info:
@@ -739,6 +749,7 @@ def main() -> int:
         text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)")
         for name, body in sections.items():
             text = replace_section(text, name, body)
+        text = keep_by_hand(text, args.output)
         print(text)
         args.output.write_text(text)
         print(f"wrote {args.output}", file=sys.stderr)

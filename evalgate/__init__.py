@@ -29,7 +29,8 @@ from evalgate.errors import (
 
 if TYPE_CHECKING:
     from evalgate.compare.comparison import Comparison, compare_runs
-    from evalgate.evidence.model import Check, HookSummary, Result, Sample, Score
+    from evalgate.evidence.hook_summary import HookSummary
+    from evalgate.evidence.model import Check, Result, Sample, Score
     from evalgate.gate.context import EvalContext, derive_context
     from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
     from evalgate.gate.run import RunOutcome, run_gate
@@ -82,7 +83,7 @@ _LAZY = {
     "Comparison": "evalgate.compare.comparison",
     "EvalContext": "evalgate.gate.context",
     "Floor": "evalgate.thresholds",
-    "HookSummary": "evalgate.evidence.model",
+    "HookSummary": "evalgate.evidence.hook_summary",
     "Limit": "evalgate.lengths",
     "NativeLength": "evalgate.gate.native",
     "Result": "evalgate.evidence.model",

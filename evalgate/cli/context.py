@@ -40,6 +40,7 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive
     from evalgate.gate.record import context_record
+    from evalgate.settings import stages
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
 
@@ -47,7 +48,7 @@ def command(args: argparse.Namespace) -> int:
     spec = load_task(settings.api, settings.task)
     dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
-    context, _, _ = derive(settings, prompts)
+    context, _, _ = derive(stages.context_ask(settings), stages.endpoint(settings), prompts)
     document = to_document(context_record(context)) | {"warnings": list(context.warnings)}
     if args.format == "json":
         print(outside.terminal_json(document))

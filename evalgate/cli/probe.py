@@ -21,19 +21,25 @@ def command(args: argparse.Namespace) -> int:
     from evalgate import outside
     from evalgate.cli import flags
     from evalgate.evidence.model import to_document
-    from evalgate.gate.preflight import derive, probe, require
+    from evalgate.gate.preflight import derive, probe
     from evalgate.gate.record import context_record
+    from evalgate.settings import stages
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
 
     settings = flags.settings_from_args(args)
-    require(settings, "base_url", "model")
+    stages.require(settings, "base_url", "model")
     spec = load_task(settings.api, settings.task)
     dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
-    context, longest, _ = derive(settings, prompts)
+    endpoint = stages.endpoint(settings)
+    context, longest, _ = derive(stages.context_ask(settings), endpoint, prompts)
     outcome = probe(
-        settings, context, longest, spec.stop, spec.sampling | settings.request_fields()
+        endpoint,
+        context,
+        longest,
+        spec.stop,
+        spec.sampling | stages.eval_ask(settings).request_fields(),
     )
     if args.json:
         print(

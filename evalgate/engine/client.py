@@ -34,7 +34,6 @@ from evalgate.engine.answers import (
     parse_reasoning,
     text_or_none,
 )
-from evalgate.engine.discovery import api_root
 from evalgate.engine.http import Network, exchange, open_session, read_capped
 from evalgate.engine.retry import (
     AnswerTooLarge,
@@ -47,7 +46,7 @@ from evalgate.engine.retry import (
     should_retry,
 )
 from evalgate.engine.stream import first_event
-from evalgate.engine.urls import authorization
+from evalgate.engine.urls import api_root, authorization
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.engine.workers import WorkerWatch
 

@@ -6,10 +6,8 @@ and the eval's, are sent by engine/client.py. Every answer is decoded into typed
 a count or a length that is not a positive whole number (-3, `true`, "9472") is named in
 `EngineInfo.notes` and not used.
 
-One rule picks the model card from a /v1/models answer (`pick_card`), for readiness, the engine's
-labels and the served limit alike. A router may list a placeholder instead of the model it
-serves: sglang-router lists one card named `unknown`, with no max_model_len. NVIDIA Dynamo's
-frontend lists `context_window` instead, which is not read as a served limit (engine.dynamo).
+A /v1/models answer is read into cards by engine/cards.py, which also holds the one rule that
+picks the model's card.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import aiohttp
 
 from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
+from evalgate.engine.cards import ModelCard, model_card, served_limit
 from evalgate.engine.http import Blocking, Network, exchange, open_session, read_capped
 from evalgate.engine.retry import (
     AnswerTooLarge,
@@ -31,29 +30,12 @@ from evalgate.engine.retry import (
     EngineAnswerError,
     TransientAnswer,
 )
-from evalgate.engine.urls import credentials, redact_url
+from evalgate.engine.urls import api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.lengths import Limit
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
-PLACEHOLDER_MODELS = frozenset({"unknown"})
-"""Model ids a router lists when it does not know the served name (sglang-router)."""
-
-
-def api_root(url: str) -> str:
-    """The /v1 base, with no trailing slash (the generation paths go under it)."""
-    url = url.rstrip("/")
-    for suffix in ("/chat/completions", "/completions"):
-        if url.endswith(suffix):
-            url = url[: -len(suffix)]
-    return url
-
-
-def server_root(url: str) -> str:
-    """The server's root, where /tokenize, /version and /health live."""
-    url = api_root(url)
-    return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
 class SideDoorError(EngineAnswerError):
@@ -65,43 +47,11 @@ SIDE_DOOR_FAILURES = (SideDoorError, ConnectionFailed, TransientAnswer, AnswerTo
 
 
 @dataclass(frozen=True)
-class ModelCard:
-    """One entry of /v1/models."""
-
-    id: str
-    owned_by: str | None
-    max_model_len: int | None
-    root: str | None
-    unreadable_length: object = None
-    """A max_model_len the card holds that is not a positive whole number ("9472", -1)."""
-    context_window: int | None = None
-    """Dynamo's `context_window`: a registered length or the model config's, so not a served
-    limit (engine.dynamo)."""
-
-
-@dataclass(frozen=True)
 class TokenCount:
     """What /tokenize said."""
 
     count: int
     max_model_len: int | None
-
-
-def _card(card: Any) -> ModelCard | None:
-    """A /v1/models entry, typed: None when it has no id."""
-    if not isinstance(card, dict) or not isinstance(card.get("id"), str):
-        return None
-    length = card.get("max_model_len")
-    usable = whole(length, 1)
-    owned_by, root = card.get("owned_by"), card.get("root")
-    return ModelCard(
-        id=card["id"],
-        owned_by=owned_by if isinstance(owned_by, str) else None,
-        max_model_len=usable,
-        root=root if isinstance(root, str) else None,
-        unreadable_length=None if usable is not None else length,
-        context_window=dynamo.context_window(card),
-    )
 
 
 class EngineInfo:
@@ -189,7 +139,7 @@ class EngineInfo:
         cards = data.get("data") if isinstance(data, dict) else None
         if not isinstance(cards, list):
             raise SideDoorError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
-        return [card for card in map(_card, cards) if card is not None]
+        return [card for card in map(model_card, cards) if card is not None]
 
     def readiness(self, timeout: float | None = None) -> EngineError | None:
         """GET /readiness, where a router has one: None when it is ready or has none (an
@@ -262,36 +212,6 @@ class EngineInfo:
                 f"{where} reports max_model_len {limit!r:.80}, not a positive whole number: ignored"
             )
         return TokenCount(count, whole(limit, 1))
-
-
-def pick_card(cards: list[ModelCard], model: str | None) -> ModelCard | None:
-    """The card of `model`; without one by that name, the only card there is (a router's
-    placeholder, or the one model an engine serves under another name)."""
-    card = next((c for c in cards if c.id == model), None)
-    if card is None and len(cards) == 1:
-        card = cards[0]
-    return card
-
-
-def is_placeholder(cards: list[ModelCard]) -> bool:
-    """Does the list name no model at all (empty, or only placeholders such as `unknown`)?"""
-    return all(card.id in PLACEHOLDER_MODELS for card in cards)
-
-
-def served_limit(
-    cards: list[ModelCard], model: str | None, label: str, notes: list[str] | None = None
-) -> Limit | None:
-    """max_model_len of the picked card, as a Limit from `label`; a length that cannot be read
-    is noted in `notes`."""
-    card = pick_card(cards, model)
-    if card is not None and card.unreadable_length is not None and notes is not None:
-        notes.append(
-            f"/v1/models of {label} reports max_model_len {card.unreadable_length!r} for "
-            f"{card.id}, not a positive whole number: ignored"
-        )
-    if card is None or card.max_model_len is None:
-        return None
-    return Limit(card.max_model_len, f"/v1/models of {label}")
 
 
 def worker_limit(

@@ -25,14 +25,8 @@ from dataclasses import dataclass
 
 from tenacity import RetryCallState
 
-from evalgate.engine.discovery import (
-    SIDE_DOOR_FAILURES,
-    EngineInfo,
-    ModelCard,
-    SideDoorError,
-    is_placeholder,
-    pick_card,
-)
+from evalgate.engine.cards import ModelCard, is_placeholder, pick_card
+from evalgate.engine.discovery import SIDE_DOOR_FAILURES, EngineInfo, SideDoorError
 from evalgate.engine.retry import (
     AnswerTooLarge,
     ConnectionFailed,
@@ -57,7 +51,7 @@ class Readiness:
     cards: list[ModelCard]
     """Its /v1/models, as listed."""
     card: ModelCard | None
-    """The card of the model (engine.discovery.pick_card)."""
+    """The card of the model (engine.cards.pick_card)."""
     warnings: tuple[str, ...] = ()
 
 

@@ -1,4 +1,5 @@
-"""Credentials inside URLs (http://user:password@host/v1): kept out of every log and artifact.
+"""An engine's URLs: the API and server roots, and the credentials inside a URL
+(http://user:password@host/v1), kept out of every log and artifact.
 
 The HTTP library logs the URLs it requests, so a URL with credentials is split before any
 client sees it: the bare URL goes to the client, the credentials go as HTTP basic auth in the
@@ -38,3 +39,18 @@ def credentials(url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
     password to send."""
     bare, header = authorization(url, api_key)
     return bare, {"Authorization": header} if bare != url or api_key else {}
+
+
+def api_root(url: str) -> str:
+    """The /v1 base, with no trailing slash (the generation paths go under it)."""
+    url = url.rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):
+        if url.endswith(suffix):
+            url = url[: -len(suffix)]
+    return url
+
+
+def server_root(url: str) -> str:
+    """The server's root, where /tokenize, /version and /health live."""
+    url = api_root(url)
+    return url[: -len("/v1")] if url.endswith("/v1") else url

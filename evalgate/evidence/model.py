@@ -10,13 +10,17 @@ them together into one ``Result``; ``evidence.artifacts`` writes and reads the f
     ├── Labels                   the benchmark config: model prefix, hardware, ..., topology
     ├── EndpointRecord           where the engine was, and what it said it is
     ├── ContextRecord            EVAL_MAX_MODEL_LEN, the budget, every source (lengths.Limit)
-    ├── ProbeRecord              the pre-flight request's outcome
-    ├── EvalRecord               a Protocol (task, API, budget, data set) and RequestCounts,
+    ├── ProbeRecord              the pre-flight request's outcome   (those three: stage_records.py)
+    ├── EvalRecord               a Protocol (task, API, budget, data set) and RequestCounts
+    │   │                        (request_counts.py)
     │   └── EarlyStopRecord      --early-stop: the sequential test, where it stopped
     ├── Score, Check             lm-eval's scores, and the gate rule's judgment of each
     └── VerdictRecord            the gate rule's decision and its parameters
     Sample                       one line of samples.jsonl: a question, its Reply, per filter
     HookSummary                  hook.json: every concurrency of an `evalgate hook` call
+                                 (hook_summary.py)
+
+The base record and the bounded values every part uses are in fields.py.
 
 A field with no default is required in the file; ``X | None`` may be null; ``X | UnsetType``
 may be absent but never null (files written before evalgate recorded it).
@@ -29,150 +33,41 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from evalgate.lengths import Limit
+from evalgate.evidence.fields import (
+    Amount,
+    AnswerField,
+    Api,
+    Count,
+    Fraction,
+    Positive,
+    Record,
+    Stage,
+    Status,
+)
+from evalgate.evidence.request_counts import RequestCounts
+from evalgate.evidence.stage_records import (
+    ContextRecord,
+    EndpointRecord,
+    ErrorRecord,
+    Labels,
+    ProbeRecord,
+)
 
 RESULT_SCHEMA: Final = "evalgate.result/1"
 
-Count = Annotated[int, Meta(ge=0)]
-Positive = Annotated[int, Meta(ge=1)]
-Fraction = Annotated[float, Meta(ge=0, le=1)]
-Amount = Annotated[float, Meta(ge=0)]
-
-Status = Literal["pass", "fail", "inconclusive", "error", "aborted", "running"]
-Stage = Literal[
-    "settings",
-    "context",
-    "dataset",
-    "thresholds",
-    "readiness",
-    "probe",
-    "eval",
-    "gate",
-    "artifacts",
-    "done",
-]
 Outcome = Literal["pass", "fail", "inconclusive"]
-Api = Literal["chat", "completions"]
-AnswerField = Literal["content", "reasoning_content", "reasoning", "text"]
-HookStatus = Literal["pass", "fail", "inconclusive", "error", "aborted", "running", "not run"]
-
-
-class _Record(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """A part of the evidence: immutable once built, written with every key present."""
-
-
-class ErrorRecord(_Record, kw_only=True, frozen=True):
-    type: str
-    message: str
-
-
-class Labels(_Record, kw_only=True, frozen=True):
-    """The config a result belongs to: with the model, it identifies the run in a sweep."""
-
-    model_prefix: str | None = None
-    hardware: str | None = None
-    framework: str | None = None
-    precision: str | None = None
-    kv_cache_dtype: str | None = None
-    isl: int | None = None
-    osl: int | None = None
-    concurrency: int | None = None
-    topology: dict[str, str | int | bool | None] | None = None
-
 
 LABEL_NAMES: tuple[str, ...] = Labels.__struct_fields__
 """The labels that, with the model, identify a config."""
 
 
-class EngineRecord(_Record, kw_only=True, frozen=True):
-    owned_by: str | None = None
-    version: str | None = None
-    model_root: str | None = None
-
-
-class EndpointRecord(_Record, kw_only=True, frozen=True):
-    base_url: str | None
-    api: Api
-    worker_urls: list[str] = []
-    engine: EngineRecord = EngineRecord()
-
-
-class ContextRecord(_Record, kw_only=True, frozen=True):
-    eval_max_model_len: Positive
-    max_tokens: Positive
-    budget_policy: Literal["fit", "harness", "forced"]
-    requested: int | None = None
-    native: Limit | None = None
-    served: list[Limit]
-    prompt_tokens: Limit | None = None
-    steps: list[str]
-
-
-class ProbeRecord(_Record, kw_only=True, frozen=True):
-    outcome: Literal["ok", "truncation_risk", "rejected", "skipped"]
-    status_code: int | None = None
-    engine_message: str | None = None
-    latency_s: float | None = None
-    prompt_tokens: int | None = None
-    max_tokens: int | None = None
-    doc_id: int | None = None
-
-
-class DatasetRecord(_Record, kw_only=True, frozen=True):
+class DatasetRecord(Record, kw_only=True, frozen=True):
     source: Literal["bundled", "dir", "hub"]
     location: str | UnsetType = UNSET
     sha256: dict[str, str]
 
 
-class TokenSpread(_Record, kw_only=True, frozen=True):
-    """Tokens per answer over the answers that reported them."""
-
-    answers: Positive
-    median: Amount
-    p95: Amount
-    max: Count
-
-
-class RequestCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):  # counted up
-    """What happened to the eval's requests."""
-
-    total: Count
-    completed: Count
-    failed: Count
-    retried: Count = 0
-    truncated: Count
-    empty: Count
-    resumed: Count = 0
-    from_reasoning: Annotated[
-        Count, Meta(description="Answers taken from the reasoning field (content null or empty)")
-    ] = 0
-    cut_while_thinking: Annotated[
-        Count,
-        Meta(
-            description="Answers that ran out of the output budget while still thinking: no "
-            "content, finish_reason length; or thinking written into the answer that never "
-            "reached its end marker (also counted in truncated)"
-        ),
-    ] = 0
-    inline_thinking: Annotated[
-        Count,
-        Meta(
-            description="Answers that wrote their thinking into the answer (<think>...</think>, "
-            "no reasoning parser): only the text after the end marker was scored"
-        ),
-    ] = 0
-    reasoning_tokens: Annotated[
-        TokenSpread | None,
-        Meta(description="Reasoning tokens per answer, where the engine reports them (null: none)"),
-    ] = None
-
-    @classmethod
-    def zero(cls) -> RequestCounts:
-        """No request yet."""
-        return cls(total=0, completed=0, failed=0, truncated=0, empty=0)
-
-
-class FilterEvidence(_Record, kw_only=True, frozen=True):
+class FilterEvidence(Record, kw_only=True, frozen=True):
     """One gated filter in the sequential test: its count and its evidence."""
 
     filter: str
@@ -187,7 +82,7 @@ class FilterEvidence(_Record, kw_only=True, frozen=True):
     certain: Literal["above", "below"] | None = None
 
 
-class EarlyStopRecord(_Record, kw_only=True, frozen=True):
+class EarlyStopRecord(Record, kw_only=True, frozen=True):
     """--early-stop: the sequential test and where it stopped. A stopped run's scores and
     samples cover the questions_used questions read (in dispatch order), not the whole set."""
 
@@ -208,7 +103,7 @@ class EarlyStopRecord(_Record, kw_only=True, frozen=True):
     filters: list[FilterEvidence]
 
 
-class Protocol(_Record, kw_only=True, frozen=True):
+class Protocol(Record, kw_only=True, frozen=True):
     """What decides which questions are asked and how: two runs compare only under one
     protocol, and a journal's answers are reused (--resume) only under the same one."""
 
@@ -236,7 +131,7 @@ class EvalRecord(Protocol, kw_only=True, frozen=True):
     early_stop: EarlyStopRecord | None = None
 
 
-class Score(_Record, kw_only=True, frozen=True):
+class Score(Record, kw_only=True, frozen=True):
     """One metric under one filter, as lm-eval reports it: a measurement."""
 
     task: str
@@ -247,13 +142,13 @@ class Score(_Record, kw_only=True, frozen=True):
     n: Count
 
 
-class ThresholdRecord(_Record, kw_only=True, frozen=True):
+class ThresholdRecord(Record, kw_only=True, frozen=True):
     value: Fraction
     matched: str
     file: str | None = None
 
 
-class Check(_Record, kw_only=True, frozen=True):
+class Check(Record, kw_only=True, frozen=True):
     """The gate rule's judgment of one Score (gate/verdict.py): the 95% Wilson interval around
     its value, and the outcome at the threshold; the score's metric, filter, value and n
     beside it."""
@@ -269,7 +164,7 @@ class Check(_Record, kw_only=True, frozen=True):
     outcome: Outcome | None = None
 
 
-class VerdictRecord(_Record, kw_only=True, frozen=True):
+class VerdictRecord(Record, kw_only=True, frozen=True):
     """The gate rule's decision and what it was given, so `verify` reaches the same one."""
 
     outcome: Outcome
@@ -283,7 +178,7 @@ class VerdictRecord(_Record, kw_only=True, frozen=True):
     doubts: Annotated[list[str], Meta(description="Run-level reasons the run cannot pass yet")] = []
 
 
-class Result(_Record, kw_only=True, frozen=True):
+class Result(Record, kw_only=True, frozen=True):
     """One gate run: what was derived, probed, evaluated and decided. Written on every path
     (success, each failure, interruption); the stages not reached are null."""
 
@@ -318,14 +213,14 @@ class Result(_Record, kw_only=True, frozen=True):
     files: dict[str, str | None] = {}
 
 
-class Answer(_Record, kw_only=True, frozen=True):
+class Answer(Record, kw_only=True, frozen=True):
     """One filter's reading of one response."""
 
     extracted: str
     correct: bool
 
 
-class Reply(_Record, kw_only=True, frozen=True):
+class Reply(Record, kw_only=True, frozen=True):
     """The engine's answer to one question, as the eval received it (or why there is none):
     recorded by the dispatch, kept in journal.jsonl for --resume, written in samples.jsonl."""
 
@@ -387,28 +282,6 @@ class Sample(Reply, kw_only=True, frozen=True):
             cluster=cluster,
             repeat=repeat,
         )
-
-
-class HookRun(_Record, kw_only=True, frozen=True):
-    """One concurrency of a hook call."""
-
-    concurrency: Positive
-    status: HookStatus
-    reason: str
-    exit_code: Count | None = None
-    stage: str | None = None
-    result: str | None = None
-
-
-class HookSummary(_Record, kw_only=True, frozen=True):
-    """hook.json: which concurrencies completed, and why the others did not."""
-
-    concurrencies: list[Positive]
-    completed: list[Positive]
-    runs: list[HookRun]
-    stopped: Annotated[
-        str | None, Meta(description="Why the hook stopped before running every concurrency")
-    ]
 
 
 def to_document(record: msgspec.Struct) -> Any:

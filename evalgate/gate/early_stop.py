@@ -1,11 +1,12 @@
 """--early-stop in a gate run: the sequential test for the run's threshold, and what a run that
 stopped keeps.
 
-    test(settings, spec, threshold)   the SequentialTest over the task's gated filters (None: off)
-    Dispatch                          sends in a seeded order, scores live, stops when certain
-    settle(result, sent, test)        lm-eval's own verdicts, replayed in dispatch order, must
-                                      reach the live decision at the same answer; a stopped run
-                                      keeps the samples and scores of the questions read
+    test(mode, alpha, spec, threshold)  the SequentialTest over the task's gated filters
+                                        (None: off)
+    Dispatch                            sends in a seeded order, scores live, stops when certain
+    settle(result, sent, test)          lm-eval's own verdicts, replayed in dispatch order, must
+                                        reach the live decision at the same answer; a stopped
+                                        run keeps the samples and scores of the questions read
 
 The record (result.json eval.early_stop) holds the mode, alpha, the order's seed, whether and
 where it stopped, the questions used and asked, and each filter's count and e-value.
@@ -20,26 +21,24 @@ from typing import TYPE_CHECKING
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.model import EarlyStopRecord, FilterEvidence
 from evalgate.rules import sequential
-from evalgate.rules.sequential import SequentialTest
+from evalgate.rules.sequential import EarlyStop, SequentialTest
 
 if TYPE_CHECKING:
-    from evalgate.gate.dispatch import Dispatch, Scorer
+    from evalgate.gate.dispatch import Dispatch
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.settings import Settings
+    from evalgate.gate.sending import Scorer
     from evalgate.tasks.spec import TaskSpec
 
 log = logging.getLogger(__name__)
 
 
-def test(settings: Settings, spec: TaskSpec, threshold: float) -> SequentialTest | None:
+def test(mode: EarlyStop, alpha: float, spec: TaskSpec, threshold: float) -> SequentialTest | None:
     """The run's sequential test, or None with --early-stop off."""
-    if settings.early_stop == "off":
+    if mode == "off":
         return None
     from evalgate.gate.scoring import gated_filters
 
-    return SequentialTest(
-        threshold, gated_filters(spec), mode=settings.early_stop, alpha=settings.alpha
-    )
+    return SequentialTest(threshold, gated_filters(spec), mode=mode, alpha=alpha)
 
 
 def scorer(spec: TaskSpec) -> Scorer:

@@ -9,7 +9,7 @@ completed, so a dropped one is visible to ``evalgate verify --expect``. A SIGTER
 scheduler is recorded as status "aborted" with the answers received so far.
 
 With ``--layout harness`` the staging folder holds the benchmark harness's own files instead
-(evidence/harness_layout.py: meta_env.json with its batch keys, results_<ts>_conc<N>.json,
+(evidence/harness_files.py: meta_env.json with its batch keys, results_<ts>_conc<N>.json,
 samples_gsm8k_<ts>_conc<N>.jsonl), and evalgate's folders and hook.json go under evalgate/.
 """
 
@@ -23,13 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ExitCode, UsageError
-from evalgate.evidence import artifacts, folder, harness_layout
-from evalgate.evidence.model import HookRun, HookSummary
-from evalgate.gate.run import Checked, RunOutcome, run_gate
+from evalgate.evidence import artifacts, folder, harness_files
+from evalgate.evidence.harness_files import Job
+from evalgate.evidence.harness_layout import EVALGATE_DIR
+from evalgate.evidence.hook_summary import HookRun, HookSummary
+from evalgate.gate.checked import Checked
+from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
+from evalgate.settings.stages import job
 
 if TYPE_CHECKING:
-    from evalgate.gate.dispatch import Progress
+    from evalgate.gate.sending import Progress
 
 log = logging.getLogger(__name__)
 _SEVERITY = {  # which outcome decides the job's exit code when runs differ
@@ -67,22 +71,22 @@ def parse_concurrencies(text: str) -> list[int]:
     return values
 
 
-def meta_env(settings: Settings, concurrency: int, env: Mapping[str, str]) -> dict[str, Any]:
+def meta_env(labels: Job, concurrency: int, env: Mapping[str, str]) -> dict[str, Any]:
     """evalgate's meta_env.json for one run: its labels, and the job's topology under the
     harness's own keys (tp, ep, dp_attention, prefill_*, decode_*), for its collector."""
     return {
-        "framework": settings.framework,
-        "precision": settings.precision,
-        "model": settings.model,
-        "model_prefix": settings.model_prefix,
-        "hardware": settings.hardware,
-        "isl": settings.isl,
-        "osl": settings.osl,
+        "framework": labels.framework,
+        "precision": labels.precision,
+        "model": labels.model,
+        "model_prefix": labels.model_prefix,
+        "hardware": labels.hardware,
+        "isl": labels.isl,
+        "osl": labels.osl,
         "conc": concurrency,
-        "kv_cache_dtype": settings.kv_cache_dtype,
-        "spec_decoding": settings.spec_decoding,
-        "is_multinode": settings.is_multinode,
-        **harness_layout.job_fields(env),
+        "kv_cache_dtype": labels.kv_cache_dtype,
+        "spec_decoding": labels.spec_decoding,
+        "is_multinode": labels.is_multinode,
+        **harness_files.job_fields(env),
     }
 
 
@@ -113,12 +117,19 @@ def _run_all(
 ) -> HookOutcome:
     env = job_environment(environ)
     in_harness = settings.layout == "harness"
-    stage = settings.output_dir / harness_layout.EVALGATE_DIR if in_harness else settings.output_dir
+    stage = settings.output_dir / EVALGATE_DIR if in_harness else settings.output_dir
     named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
     for path in named:  # the folders evalgate names; --output-dir itself may be a link
         folder.refuse_link(path)
-    harness = HarnessStage(settings, env, concurrencies) if in_harness else None
-    topology = harness_layout.job_topology(settings, env)
+    labels = job(settings)
+    if in_harness and settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
+        log.warning(
+            "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
+            "not that file",
+            settings.eval_tasks_dir,
+        )
+    harness = HarnessStage(settings.output_dir, labels, env, concurrencies) if in_harness else None
+    topology = harness_files.job_topology(labels, env)
     runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
     prior: Checked | None = None
     stopped: str | None = None
@@ -129,9 +140,7 @@ def _run_all(
             update["min_samples"] = 0  # the harness's validator decides on the point estimate
         run_settings = settings.model_copy(update=update)
         if harness is None:
-            artifacts.write_json(
-                run_dir / artifacts.META_NAME, meta_env(run_settings, concurrency, env)
-            )
+            artifacts.write_json(run_dir / artifacts.META_NAME, meta_env(labels, concurrency, env))
         outcome = run_gate(
             run_settings, progress=progress, resume=resume, prior=prior, topology=topology
         )
@@ -155,40 +164,35 @@ def _run_all(
 class HarnessStage:
     """The benchmark harness's files in the staging folder, kept current run by run."""
 
-    def __init__(self, settings: Settings, env: Mapping[str, str], concs: Sequence[int]) -> None:
-        self.settings = settings
+    def __init__(
+        self, out: Path, labels: Job, env: Mapping[str, str], concs: Sequence[int]
+    ) -> None:
+        self.out = out
+        self.labels = labels
         self.env = env
         self.concurrencies = list(concs)
         self.completed: list[int] = []
-        if settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
-            log.warning(
-                "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
-                "not that file",
-                settings.eval_tasks_dir,
-            )
         self._write_meta()
 
-    def _meta(self) -> dict[str, Any]:
-        failed = [c for c in self.concurrencies if c not in self.completed]
-        return harness_layout.meta_env(
-            self.settings, self.env, self.concurrencies, self.completed, failed
-        )
-
     def _write_meta(self) -> None:
-        harness_layout.write_meta(self.settings.output_dir, self._meta())
+        failed = [c for c in self.concurrencies if c not in self.completed]
+        meta = harness_files.meta_env(
+            self.labels, self.env, self.concurrencies, self.completed, failed
+        )
+        harness_files.write_meta(self.out, meta)
 
     def record(self, concurrency: int, outcome: RunOutcome) -> None:
         """One run's results and samples, and the meta_env.json that counts it."""
         if outcome.result_path is not None:
-            harness_layout.stage_run(
-                self.settings.output_dir,
+            harness_files.stage_run(
+                self.out,
                 concurrency,
                 outcome.result_path.parent,
                 outcome.result,
-                served_model=self.settings.served_model,
-                stamp=harness_layout.timestamp(),
+                served_model=self.labels.served_model,
+                stamp=harness_files.timestamp(),
             )
-        if harness_layout.completed(outcome.result):
+        if harness_files.completed(outcome.result):
             self.completed.append(concurrency)
         self._write_meta()
 

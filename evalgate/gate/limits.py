@@ -11,26 +11,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from evalgate.engine.discovery import SIDE_DOOR_FAILURES, EngineInfo, worker_limit
-from evalgate.engine.http import Network
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
 from evalgate.gate.native import LENGTH_KEYS, NativeLength, load_native_max_len
 from evalgate.lengths import Limit
-from evalgate.settings import Settings
+from evalgate.settings.stages import ContextAsk, Endpoint
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
 TURN_OVERHEAD_TOKENS = 16
 """Estimate: tokens a chat template may add per turn (role markers, separators)."""
 BYTES_PER_TOKEN = 3
-"""Estimate: the longest 5-shot GSM8K chat prompt (question 314) is 5,558 bytes of text in 11
-turns, 1,853 tokens with SmolLM2's 49k vocabulary and chat template (measured through vLLM's
-/tokenize); the estimate gives 2,045 (completions: 1,663 measured, 1,698 estimated). Larger
-vocabularies take fewer tokens. Used only where the engine has no /tokenize, and recorded as an
-estimate."""
+"""Estimate, on the cautious side for GSM8K's prompts even with a small vocabulary (larger ones
+take fewer tokens; BENCHMARKS.md has the check). Used only where the engine has no /tokenize."""
 
 
 def estimate_tokens(prompt: Prompt) -> int:
@@ -45,14 +42,14 @@ def estimate_tokens(prompt: Prompt) -> int:
     return -(-size // BYTES_PER_TOKEN) + turns * TURN_OVERHEAD_TOKENS
 
 
-def native_length(settings: Settings) -> NativeLength | None:
+def native_length(model_config: Path | None) -> NativeLength | None:
     """The native maximum from --model-config, if given."""
-    if settings.model_config_path is None:
+    if model_config is None:
         return None
-    found = load_native_max_len(settings.model_config_path)
+    found = load_native_max_len(model_config)
     if found.value is None:  # given, but it cannot say: an error, never a guess
         raise ContextError(
-            f"The model config {settings.model_config_path} has none of the length keys "
+            f"The model config {model_config} has none of the length keys "
             f"({', '.join(LENGTH_KEYS)}), so its native maximum is unknown (vLLM would fall back "
             "to a default). Pass the model's own config.json, set --eval-max-model-len, or "
             "leave --model-config out to let the served limit decide."
@@ -60,12 +57,12 @@ def native_length(settings: Settings) -> NativeLength | None:
     return found
 
 
-def configured_limits(settings: Settings) -> list[Limit]:
+def configured_limits(ask: ContextAsk) -> list[Limit]:
     """Served limits the user stated: the explicit value and server-argument strings."""
     found: list[Limit] = []
-    if settings.served_max_model_len is not None:
-        found.append(Limit(settings.served_max_model_len, "--served-max-model-len"))
-    for args, source in settings.server_args():
+    if ask.served_max_model_len is not None:
+        found.append(Limit(ask.served_max_model_len, "--served-max-model-len"))
+    for args, source in ask.server_args:
         limits = served_limits_from_args(args, source)
         if not limits:
             log.warning("%s holds no --max-model-len: it does not clamp the context", source)
@@ -73,21 +70,19 @@ def configured_limits(settings: Settings) -> list[Limit]:
     return found
 
 
-def worker_limits(
-    settings: Settings, api_key: str | None, network: Network, notes: list[str]
-) -> list[Limit]:
+def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
     """/v1/models max_model_len of every --worker-url. A worker that cannot answer is an error:
     the user named it because its limit matters."""
     found: list[Limit] = []
-    for url in settings.worker_urls:
+    for url in endpoint.worker_urls:
         label = redact_url(url)
         try:
             limit = worker_limit(
                 url,
-                settings.served_model,
-                api_key,
-                timeout=settings.discovery_timeout,
-                network=network,
+                endpoint.served_model,
+                endpoint.api_key,
+                timeout=endpoint.discovery_timeout,
+                network=endpoint.network,
                 notes=notes,
             )
         except SIDE_DOOR_FAILURES as exc:
@@ -134,43 +129,42 @@ def merge_tokenize_limit(served: Sequence[Limit], told: Limit | None) -> list[Li
 
 
 def gather_context(
-    settings: Settings,
+    ask: ContextAsk,
+    endpoint: Endpoint,
     *,
     endpoint_limit: Limit | None,
     info: EngineInfo | None,
     candidates: Sequence[Prompt],
-    api_key: str | None,
-    network: Network,
     unread_limit: str | None = None,
 ) -> tuple[EvalContext, Prompt]:
     """Everything measured, then the pure derivation. Returns the context and the prompt to
     probe with (the longest). `unread_limit`: the warning for a length the endpoint lists but
     evalgate does not read as a served limit (Dynamo's context_window), given when no other
     source gives one."""
-    native = native_length(settings)
+    native = native_length(ask.model_config_path)
     workers: list[str] = []
     served = [
         *([endpoint_limit] if endpoint_limit else []),
-        *worker_limits(settings, api_key, network, workers),
-        *configured_limits(settings),
+        *worker_limits(endpoint, workers),
+        *configured_limits(ask),
     ]
-    prompt_tokens, longest, told = longest_prompt_tokens(info, settings.served_model, candidates)
+    prompt_tokens, longest, told = longest_prompt_tokens(info, endpoint.served_model, candidates)
     served = merge_tokenize_limit(served, told)
     notes = [*(info.notes if info is not None else []), *workers]
     if unread_limit is not None and not served:
         log.warning("%s", unread_limit)  # before a ContextError for the missing limit, if any
         notes.append(unread_limit)
     context = derive_context(
-        isl=settings.isl,
-        osl=settings.osl,
-        margin=settings.context_margin,
+        isl=ask.isl,
+        osl=ask.osl,
+        margin=ask.context_margin,
         native=Limit(native.value, native.source) if native and native.value else None,
         served=served,
-        override=settings.eval_max_model_len,
+        override=ask.eval_max_model_len,
         prompt_tokens=prompt_tokens,
-        policy=settings.budget_policy,
-        cap=settings.max_tokens_cap,
-        forced_max_tokens=settings.max_tokens,
+        policy=ask.budget_policy,
+        cap=ask.max_tokens_cap,
+        forced_max_tokens=ask.max_tokens,
         native_steps=native.steps if native else (),
     )
     if notes:

@@ -15,16 +15,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from evalgate.engine import dynamo
-from evalgate.engine.discovery import EngineInfo, ModelCard, served_limit
-from evalgate.engine.http import Network
+from evalgate.engine.cards import ModelCard, served_limit
+from evalgate.engine.discovery import EngineInfo
 from evalgate.engine.readiness import wait_until_ready
 from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
-from evalgate.evidence.model import Stage
+from evalgate.evidence.fields import Stage
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
-from evalgate.settings import Settings
+from evalgate.settings.stages import ContextAsk, Endpoint
 from evalgate.tasks.prompts import Prompt, longest_candidates
 
 if TYPE_CHECKING:  # the probe module (and the eval's client) loads when the probe is sent
@@ -42,70 +42,42 @@ class Engine:
     version: str | None
 
 
-def api_key(settings: Settings) -> str | None:
-    """The secret, for the one place that sends it."""
-    return settings.api_key.get_secret_value() if settings.api_key else None
-
-
-def require(settings: Settings, *names: str) -> None:
-    """Fail with one message naming every missing setting."""
-    missing = [n for n in names if getattr(settings, n) in (None, "", [])]
-    if missing:
-        flags = ", ".join("--" + n.replace("_", "-") for n in missing)
-        raise UsageError(
-            f"Missing {flags}: set the flag(s) or the matching environment variable(s) "
-            "(see --help)."
-        )
-
-
-def target(settings: Settings) -> tuple[str, str]:
-    """The base URL and the served model name, which every request needs."""
-    require(settings, "base_url", "model")
-    return str(settings.base_url), str(settings.served_model)
-
-
 def derive(
-    settings: Settings,
+    ask: ContextAsk,
+    endpoint: Endpoint,
     prompts: Sequence[Prompt],
     on_stage: Callable[[Stage], None] = lambda stage: None,
 ) -> tuple[EvalContext, Prompt, Engine | None]:
     """Readiness (when there is an endpoint), then the context and the prompt to probe with."""
-    key = api_key(settings)
     candidates = longest_candidates(prompts)
-    if settings.base_url is None:
+    if endpoint.base_url is None:
         on_stage("context")
         context, longest = gather_context(
-            settings,
-            endpoint_limit=None,
-            info=None,
-            candidates=candidates,
-            api_key=key,
-            network=network(settings),
+            ask, endpoint, endpoint_limit=None, info=None, candidates=candidates
         )
         return context, longest, None
     on_stage("readiness")
     policy = RetryPolicy.for_readiness(
-        timeout=settings.ready_timeout,
-        wait_min=settings.retry_wait_min,
-        wait_max=settings.retry_wait_max,
+        timeout=endpoint.ready_timeout,
+        wait_min=endpoint.retry_wait_min,
+        wait_max=endpoint.retry_wait_max,
     )
     # A side-door answer, whole, within --discovery-timeout and never past --ready-timeout.
-    timeout = max(0.5, min(settings.discovery_timeout, settings.ready_timeout))
-    with EngineInfo(settings.base_url, key, timeout, network(settings)) as info:
-        ready = wait_until_ready(info, settings.served_model, policy=policy)
+    timeout = max(0.5, min(endpoint.discovery_timeout, endpoint.ready_timeout))
+    with EngineInfo(endpoint.base_url, endpoint.api_key, timeout, endpoint.network) as info:
+        ready = wait_until_ready(info, endpoint.served_model, policy=policy)
         engine = Engine(ready.card.owned_by if ready.card else None, info.version())
         on_stage("context")
         # The model list of the readiness check, not a second one: the same card decides.
         endpoint_limit = served_limit(
-            ready.cards, settings.served_model, "the endpoint", info.notes
+            ready.cards, endpoint.served_model, "the endpoint", info.notes
         )
         context, longest = gather_context(
-            settings,
+            ask,
+            endpoint,
             endpoint_limit=endpoint_limit,
             info=info,
             candidates=candidates,
-            api_key=key,
-            network=info.network,
             unread_limit=_unread_window(ready.card),
         )
     if ready.warnings:
@@ -125,7 +97,7 @@ def _unread_window(card: ModelCard | None) -> str | None:
 
 
 def probe(
-    settings: Settings,
+    endpoint: Endpoint,
     context: EvalContext,
     prompt: Prompt,
     stop: list[str],
@@ -133,19 +105,19 @@ def probe(
 ) -> ProbeOutcome:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
-    timeout = min(settings.timeout, PROBE_TIMEOUT)
-    client = eval_client(settings, timeout=timeout, max_connections=1)
+    timeout = min(endpoint.timeout, PROBE_TIMEOUT)
+    client = eval_client(endpoint, timeout=timeout, max_connections=1)
     try:
-        return _send_probe(settings, client, (context, prompt, stop, sampling), strict=True)
+        return _send_probe(endpoint, client, (context, prompt, stop, sampling), strict=True)
     except ProbeError as exc:
         if exc.engine_error is None or not dynamo.wordless(exc.engine_error):
             raise
-        found = _with_engine_words(exc, settings, client, (context, prompt, stop, sampling))
+        found = _with_engine_words(exc, endpoint, client, (context, prompt, stop, sampling))
         raise found from exc
 
 
 def _send_probe(
-    settings: Settings, client: dict[str, Any], args: _Request, *, strict: bool
+    endpoint: Endpoint, client: dict[str, Any], args: _Request, *, strict: bool
 ) -> ProbeOutcome:
     """The probe sent by an EvalClient made of `client` (its keyword arguments); `strict`
     False: a truncation risk is only warned about (a worker asked for its words)."""
@@ -157,11 +129,11 @@ def _send_probe(
         lambda body: send_probe(body, **client),
         prompt,
         context,
-        model=str(settings.served_model),
-        api=settings.api,
+        model=str(endpoint.served_model),
+        api=endpoint.api,
         stop=stop,
         sampling=sampling,
-        strict=settings.strict and strict,
+        strict=endpoint.strict and strict,
         timeout=client["timeout"],
         endpoint=redact_url(client["base_url"]),
     )
@@ -169,17 +141,17 @@ def _send_probe(
 
 def _with_engine_words(
     rejected: ProbeError,
-    settings: Settings,
+    endpoint: Endpoint,
     client: dict[str, Any],
     args: _Request,
 ) -> ProbeError:
     """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
     worker asked the same request directly (once each), or how to get them."""
-    for url in settings.worker_urls:
+    for url in endpoint.worker_urls:
         label = redact_url(url)
         try:
             worker = {**client, "base_url": url, "attempts": 1}
-            _send_probe(settings, worker, args, strict=False)
+            _send_probe(endpoint, worker, args, strict=False)
         except ProbeError as answer:
             error = answer.engine_error
             if error is not None and not dynamo.wordless(error):
@@ -197,34 +169,28 @@ def _with_engine_words(
         found.engine_error = rejected.engine_error
         return found
     asked = "No --worker-url worker answered the same request with words either."
-    then = asked if settings.worker_urls else dynamo.ASK_WORKERS
+    then = asked if endpoint.worker_urls else dynamo.ASK_WORKERS
     found = ProbeError(f"{rejected.message} {dynamo.NO_WORDS} {then}")
     found.engine_error = rejected.engine_error
     return found
 
 
-def network(settings: Settings) -> Network:
-    """What every connection to the engine, the router and the workers is given."""
-    return Network(
-        connect_timeout=settings.connect_timeout,
-        keepalive_idle=settings.keepalive_idle,
-        keepalive_interval=settings.keepalive_interval,
-        keepalive_probes=settings.keepalive_probes,
-        max_response_bytes=settings.max_response_bytes,
-    )
-
-
-def eval_client(settings: Settings, *, timeout: float, max_connections: int) -> dict[str, Any]:
+def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> dict[str, Any]:
     """The keyword arguments of the EvalClient that sends the probe and the eval."""
-    base_url, _ = target(settings)
+    if (
+        endpoint.base_url is None or endpoint.served_model is None
+    ):  # run and probe require both first
+        raise UsageError(
+            "Missing --base-url or --model: set the flag or its variable (see --help)."
+        )
     return {
-        "base_url": base_url,
-        "api_key": api_key(settings),
-        "api": settings.api,
+        "base_url": endpoint.base_url,
+        "api_key": endpoint.api_key,
+        "api": endpoint.api,
         "timeout": timeout,
-        "attempts": settings.max_attempts,
-        "wait_min": settings.retry_wait_min,
-        "wait_max": settings.retry_wait_max,
+        "attempts": endpoint.max_attempts,
+        "wait_min": endpoint.retry_wait_min,
+        "wait_max": endpoint.retry_wait_max,
         "max_connections": max_connections,
-        "network": network(settings),
+        "network": endpoint.network,
     }

@@ -13,30 +13,25 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate._version import __version__
 from evalgate.engine.urls import redact_url
-from evalgate.evidence.model import (
-    RESULT_SCHEMA,
+from evalgate.evidence.fields import Stage, Status
+from evalgate.evidence.model import RESULT_SCHEMA, EvalRecord, Result, Score, ThresholdRecord
+from evalgate.evidence.stage_records import (
     ContextRecord,
     EndpointRecord,
     EngineRecord,
     ErrorRecord,
-    EvalRecord,
     Labels,
     ProbeRecord,
-    Result,
-    Score,
-    Stage,
-    Status,
-    ThresholdRecord,
 )
-from evalgate.settings import Settings
 
 if TYPE_CHECKING:
     from evalgate.gate.context import EvalContext
     from evalgate.rules.verdict import Verdict
+    from evalgate.settings.stages import Endpoint
 
 
 def _now() -> str:
@@ -57,29 +52,14 @@ def context_record(context: EvalContext) -> ContextRecord:
     )
 
 
-def labels(settings: Settings, topology: dict[str, Any] | None = None) -> Labels:
-    """Benchmark labels, so `evalgate verify` can resolve thresholds and expected sets."""
-    return Labels(
-        model_prefix=settings.model_prefix,
-        hardware=settings.hardware,
-        framework=settings.framework,
-        precision=settings.precision,
-        kv_cache_dtype=settings.kv_cache_dtype,
-        isl=settings.isl,
-        osl=settings.osl,
-        concurrency=settings.num_concurrent,
-        topology=topology,
-    )
-
-
 def endpoint_record(
-    settings: Settings, owned_by: str | None = None, version: str | None = None
+    endpoint: Endpoint, owned_by: str | None = None, version: str | None = None
 ) -> EndpointRecord:
     """Where the engine was (credentials removed) and what it said it is."""
     return EndpointRecord(
-        base_url=redact_url(settings.base_url) if settings.base_url else None,
-        api=settings.api,
-        worker_urls=[redact_url(u) for u in settings.worker_urls],
+        base_url=redact_url(endpoint.base_url) if endpoint.base_url else None,
+        api=endpoint.api,
+        worker_urls=[redact_url(u) for u in endpoint.worker_urls],
         engine=EngineRecord(owned_by=owned_by, version=version),
     )
 
@@ -88,8 +68,9 @@ def endpoint_record(
 class RunLog:
     """What a run has established so far: the stage it is in, and each stage's typed value."""
 
-    settings: Settings
-    topology: dict[str, Any] | None = None
+    model: str | None
+    labels: Labels
+    """The config the run belongs to, so `evalgate verify` can resolve thresholds and sets."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started_at: str = field(default_factory=_now)
     stage: Stage = "settings"
@@ -151,8 +132,8 @@ def build_result(
         started_at=log.started_at,
         finished_at=None if status == "running" else _now(),
         timings=timings,
-        model=log.settings.model,
-        labels=labels(log.settings, log.topology),
+        model=log.model,
+        labels=log.labels,
         endpoint=log.endpoint,
         context=log.context,
         probe=log.probe,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def bundled_dir() -> Path:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib  # here: only a run checks its data (OpenSSL costs verify 6 ms to load)
+    import hashlib  # here: only a run checks its data, and verify starts without OpenSSL
 
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -79,8 +80,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _read_split(path: Path) -> list[dict[str, str]]:
-    rows: list[dict[str, str]] = []
+def json_lines(path: Path, fix: str) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSONL file, decoded, with its number; a line that is not JSON
+    is a DatasetError naming it, then `fix`."""
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -88,20 +90,23 @@ def _read_split(path: Path) -> list[dict[str, str]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    f"{path} line {number} is not JSON ({exc.msg}). Restore the file from "
-                    "the published GSM8K."
-                ) from exc
-            if not (
-                isinstance(row, dict)
-                and isinstance(row.get("question"), str)
-                and isinstance(row.get("answer"), str)
-            ):
-                raise DatasetError(
-                    f"{path} line {number} lacks the string fields question and answer. "
-                    "Restore the file from the published GSM8K."
-                )
-            rows.append({"question": row["question"], "answer": row["answer"]})
+                raise DatasetError(f"{path} line {number} is not JSON ({exc.msg}). {fix}") from exc
+            yield number, row
+
+
+def _read_split(path: Path) -> list[dict[str, str]]:
+    fix = "Restore the file from the published GSM8K."
+    rows: list[dict[str, str]] = []
+    for number, row in json_lines(path, fix):
+        if not (
+            isinstance(row, dict)
+            and isinstance(row.get("question"), str)
+            and isinstance(row.get("answer"), str)
+        ):
+            raise DatasetError(
+                f"{path} line {number} lacks the string fields question and answer. {fix}"
+            )
+        rows.append({"question": row["question"], "answer": row["answer"]})
     return rows
 
 

@@ -56,6 +56,11 @@ class TaskSpec:
         return {k: v for k, v in kwargs.items() if k not in ("until", "do_sample")}
 
     @property
+    def temperature(self) -> float:
+        """The temperature every request carries: the task's, else 0 (engine.request)."""
+        return float(self.sampling.get("temperature", 0))
+
+    @property
     def version(self) -> str:
         return str(self.config.get("metadata", {}).get("version", ""))
 
@@ -123,9 +128,9 @@ def _with_defaults(path: Path, config: dict[str, Any]) -> dict[str, Any]:
 class Template:
     """A task file's ``{{question}}``/``{{answer}}`` template as a plain function of the doc.
 
-    lm-eval compiles a jinja template from its string on every call (22k compilations for one
-    GSM8K run, seconds of CPU); these templates only substitute fields, so a substitution gives
-    the same text (a test checks it against lm-eval's jinja on every question)."""
+    lm-eval compiles a jinja template from its string on every call; these templates only
+    substitute fields, so a substitution gives the same text (a test checks it against
+    lm-eval's jinja on every question)."""
 
     text: str
 

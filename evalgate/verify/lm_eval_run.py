@@ -30,19 +30,18 @@ from msgspec import UNSET
 from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_document
+from evalgate.evidence.fields import Api, Status
 from evalgate.evidence.model import (
     RESULT_SCHEMA,
     Answer,
-    Api,
     DatasetRecord,
     EvalRecord,
-    Labels,
-    RequestCounts,
     Result,
     Sample,
-    Status,
 )
 from evalgate.evidence.read import decode_lines, read_bytes
+from evalgate.evidence.request_counts import RequestCounts
+from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import GATED_METRIC
 
 UNRECORDED = frozenset({"task_sha256", "fewshot_seed", "temperature", "task_version"})

@@ -35,6 +35,7 @@ from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.run import run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings
+from evalgate.settings.stages import labels
 from tests.conftest import deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
 
@@ -119,7 +120,10 @@ def a_result(status: str = "error", **fields: Any) -> Result:
     """A result, as a run that stopped at settings would write it (any field replaced as given:
     an invalid value is the test's point where it is one)."""
     result = build_result(
-        RunLog(Settings(model=MODEL)), status="error", reason="a test document", exit_code=4
+        RunLog(MODEL, labels(Settings(model=MODEL))),
+        status="error",
+        reason="a test document",
+        exit_code=4,
     )
     return msgspec.structs.replace(result, status=status, **fields)
 

@@ -11,8 +11,9 @@ import pytest
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
-from evalgate.evidence.model import Labels, Result, Score
+from evalgate.evidence.model import Result, Score
 from evalgate.evidence.read import MAX_DEPTH, decode, read
+from evalgate.evidence.stage_records import Labels
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 

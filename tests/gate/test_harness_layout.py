@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.evidence import harness_layout
+from evalgate.evidence import harness_files
 from evalgate.schemas import validation_errors
 from evalgate.settings import Settings, job_environment
+from evalgate.settings.stages import job
 from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.test_thresholds import HARNESS_YAML
@@ -275,7 +276,7 @@ def test_meta_env_is_the_harness_own_for_the_jobs_variables(monkeypatch):
         del env[name]
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    meta = harness_layout.meta_env(Settings(), job_environment(env), [4, 8], [4], [8])
+    meta = harness_files.meta_env(job(Settings()), job_environment(env), [4, 8], [4], [8])
     assert meta == {
         "is_multinode": True,
         "framework": "trt",

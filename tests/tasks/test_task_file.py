@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_args, run_subprocess
+from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 PAYLOAD = "{{ cycler.__init__.__globals__.os.popen('id > PWNED').read() }}"
@@ -197,3 +197,15 @@ def test_lm_evals_templates_are_sandboxed_for_a_payload_past_the_parser(tmp_path
         ConfigurableTask.resolve_field({"question": "q"}, PAYLOAD)
     assert not (tmp_path / "PWNED").exists()
     assert ConfigurableTask.resolve_field({"question": "q"}, "Q: {{question}}") == "Q: q"
+
+
+def test_the_task_s_temperature_is_sent_and_recorded(fake, tmp_path):
+    """A task whose generation_kwargs set temperature 0.6: every request the engine saw carries
+    0.6, and result.json's eval.temperature (compare's protocol check reads it) says 0.6."""
+    task = _task(tmp_path, GOOD.replace("temperature: 0\n", "temperature: 0.6\n"))
+    code, text = _run(fake, tmp_path, task)
+    assert code in (0, 1), text
+    sent = [r.body for r in fake.log if r.path.endswith("/chat/completions")]
+    assert sent, "no generation request reached the engine"
+    assert {body["temperature"] for body in sent if isinstance(body, dict)} == {0.6}
+    assert load_result(tmp_path / "out")["eval"]["temperature"] == 0.6

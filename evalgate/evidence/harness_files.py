@@ -1,0 +1,282 @@
+"""The benchmark harness's eval files (evidence/harness_layout.py), written from what
+`evalgate hook` produced.
+
+A concurrency counts as completed, as in the harness, when its eval finished with scores (a
+pass, or a fail on its scores); any other (an error, an abort, a gate failure on truncated
+answers, a concurrency never run) is listed in ``failed_eval_concs``, which the harness's
+validator fails on. The meta_env.json is rewritten after every run, so an interrupted hook
+still leaves one that says how far it got.
+
+Pure functions build each document; ``stage_run`` and ``write_meta`` are the I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from evalgate.evidence import artifacts
+from evalgate.evidence.harness_layout import META_NAME, TASK, topology
+from evalgate.evidence.model import Result, Sample
+from evalgate.evidence.stage_records import Labels
+
+_RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
+"""RESULT_FILENAME as the harness reads precision and framework from it."""
+_BEFORE_CONC = ("tp", "pp", "dcp_size", "pcp_size")
+"""The topology keys the harness writes before `conc` (the rest follow the batch keys)."""
+_TASK_KEYED = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
+
+
+@dataclass(frozen=True)
+class Job:
+    """The benchmark job's labels, as its variables (or the flags) give them."""
+
+    model: str | None
+    served_model: str | None
+    model_prefix: str | None
+    hardware: str | None
+    framework: str | None
+    precision: str | None
+    kv_cache_dtype: str | None
+    isl: int | None
+    osl: int | None
+    spec_decoding: str | None
+    is_multinode: bool
+    result_filename: str | None
+
+    def labels(self, concurrency: int, topology: dict[str, Any] | None) -> Labels:
+        """The labels a result of this job at `concurrency` records."""
+        return Labels(
+            model_prefix=self.model_prefix,
+            hardware=self.hardware,
+            framework=self.framework,
+            precision=self.precision,
+            kv_cache_dtype=self.kv_cache_dtype,
+            isl=self.isl,
+            osl=self.osl,
+            concurrency=concurrency,
+            topology=topology,
+        )
+
+
+# -- meta_env.json -------------------------------------------------------------------------------
+
+
+def _true(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _number(value: str) -> int | str:
+    return int(value) if value.strip().isdigit() else value
+
+
+def _first(env: Mapping[str, str], *names: str, default: str = "") -> str:
+    return next((env[name] for name in names if env.get(name)), default)
+
+
+def _phase(env: Mapping[str, str], phase: str, tp_default: str) -> dict[str, Any]:
+    """One phase's topology as the harness bridges it: TP from PREFILL_TP or PREFILL_TP_SIZE,
+    EP = the TP size when ENABLE_EP is set and EP is 1, DP attention from DP_ATTN,
+    DP_ATTENTION or ENABLE_DP, workers from NUM_WORKERS or xP/yD. Where the phase says nothing,
+    the job's own EP_SIZE and DP_ATTENTION hold (a single-node job's true values; the harness
+    writes 1 and false there, a mistake not copied: see docs/harness.md)."""
+    p = phase.upper()
+    tp = _first(env, f"{p}_TP", f"{p}_TP_SIZE", default=tp_default)
+    ep = _first(env, f"{p}_EP", "EP_SIZE", default="1")
+    if ep == "1" and _true(_first(env, f"{p}_ENABLE_EP", default="false")):
+        ep = _first(env, f"{p}_TP_SIZE", default=tp)
+    workers = _first(env, f"{p}_NUM_WORKERS", "xP" if p == "PREFILL" else "yD", default="1")
+    dp = _first(
+        env,
+        f"{p}_DP_ATTN",
+        f"{p}_DP_ATTENTION",
+        f"{p}_ENABLE_DP",
+        "DP_ATTENTION",
+        default="false",
+    )
+    return {
+        "tp": _number(tp),
+        "pp": _number(_first(env, f"{p}_PP_SIZE", "PP_SIZE", default="1")),
+        "dcp_size": _number(_first(env, f"{p}_DCP_SIZE", "DCP_SIZE", default="1")),
+        "pcp_size": _number(_first(env, f"{p}_PCP_SIZE", "PCP_SIZE", default="1")),
+        "ep": _number(ep),
+        "dp_attention": _true(dp),
+        "num_workers": _number(workers),
+    }
+
+
+def job_fields(env: Mapping[str, str]) -> dict[str, Any]:
+    """The topology keys of the harness's meta_env.json (tp, pp, dcp_size, pcp_size, ep,
+    dp_attention, then prefill_* and decode_*), from the job's variables: both layouts write
+    these, so one job has one config key whichever layout staged it."""
+    prefill = _phase(env, "prefill", _first(env, "TP", default="1"))
+    decode = _phase(env, "decode", str(prefill["tp"]))
+    fields: dict[str, Any] = {
+        "tp": prefill["tp"],
+        "pp": _number(_first(env, "PP_SIZE", default="1")),
+        "dcp_size": _number(_first(env, "DCP_SIZE", default="1")),
+        "pcp_size": _number(_first(env, "PCP_SIZE", default="1")),
+        "ep": prefill["ep"],
+        "dp_attention": prefill["dp_attention"],
+    }
+    for name, phase in (("prefill", prefill), ("decode", decode)):
+        for key in ("tp", "pp", "dcp_size", "pcp_size", "ep", "dp_attention", "num_workers"):
+            fields[f"{name}_{key}"] = phase[key]
+    return fields
+
+
+def _labels_from_result_name(job: Job) -> tuple[str | None, str | None]:
+    """(framework, precision): the job's, else read from RESULT_FILENAME as the harness does."""
+    framework, precision = job.framework, job.precision
+    match = _RESULT_NAME.match(job.result_filename or "")
+    if match is not None:
+        precision = precision or match.group(1)
+        framework = framework or match.group(2)
+    return framework, precision
+
+
+def meta_env(
+    job: Job,
+    env: Mapping[str, str],
+    concurrencies: Sequence[int],
+    completed: Sequence[int],
+    failed: Sequence[int],
+) -> dict[str, Any]:
+    """The harness's meta_env.json for a batch of concurrencies, from the job's labels (model,
+    ISL/OSL, ...) and the job's topology variables (`env`), key for key as its
+    append_lm_eval_summary writes it."""
+    fields = job_fields(env)
+    framework, precision = _labels_from_result_name(job)
+    meta: dict[str, Any] = {
+        "is_multinode": job.is_multinode,
+        "framework": framework or "unknown",
+        "precision": precision or "unknown",
+        "spec_decoding": job.spec_decoding or "",
+        "recipe_fingerprint": env.get("RECIPE_FINGERPRINT", ""),
+        **{key: fields[key] for key in _BEFORE_CONC},
+        "conc": concurrencies[0],
+        "eval_concs": list(concurrencies),
+        "completed_eval_concs": list(completed),
+        "failed_eval_concs": list(failed),
+        **{key: value for key, value in fields.items() if key not in _BEFORE_CONC},
+    }
+    meta |= {
+        "model": job.served_model or "",
+        "infmax_model_prefix": job.model_prefix or "unknown",
+        "hw": job.hardware or "unknown",
+        "isl": str(job.isl or 0),  # the harness writes both as strings
+        "osl": str(job.osl or 0),
+    }
+    return meta
+
+
+def job_topology(job: Job, env: Mapping[str, str]) -> dict[str, Any] | None:
+    """The job's topology labels, read from its meta_env.json fields as `evalgate verify`
+    reads them: result.json records the same in both layouts, so one job has one key."""
+    fields = {
+        "is_multinode": job.is_multinode,
+        "spec_decoding": job.spec_decoding or "",
+        **job_fields(env),
+    }
+    return topology(fields, [])  # built here, so well-formed: nothing to report
+
+
+def completed(result: Result) -> bool:
+    """Whether a run counts as a completed eval for the harness: scored, and either passed,
+    undecided, or failed on its scores."""
+    if result.status in ("pass", "inconclusive"):
+        return True
+    return result.status == "fail" and any(not c.passed for c in result.checks)
+
+
+# -- lm-eval's results and samples, named as the harness stages them ----------------------------
+
+
+def results_document(raw: Mapping[str, Any], model: str | None) -> dict[str, Any]:
+    """lm-eval's results with evalgate's task renamed gsm8k (the name the harness's validator
+    resolves a threshold by) and the served model's name, as lm-eval's CLI records it."""
+    document = dict(raw)
+    for key in _TASK_KEYED:
+        section = raw.get(key)
+        if isinstance(section, dict) and len(section) == 1:
+            ((_name, value),) = section.items()
+            if isinstance(value, dict) and key in ("results", "configs"):
+                value = value | ({"task": TASK} if key == "configs" else {"alias": TASK})
+                value.pop("name", None)
+            document[key] = {TASK: value}
+    document["model_name"] = model
+    return document
+
+
+def sample_records(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """evalgate's samples.jsonl as lm-eval's log_samples lines: one per question and filter."""
+    records = []
+    for sample in samples:
+        for name, outcome in sorted(sample.filters.items()):
+            records.append(
+                {
+                    "doc_id": sample.doc_id,
+                    "doc": {"question": sample.question},
+                    "target": sample.target,
+                    "resps": [[sample.response or ""]],
+                    "filtered_resps": [outcome.extracted],
+                    "filter": name,
+                    "metrics": ["exact_match"],
+                    "exact_match": 1.0 if outcome.correct else 0.0,
+                }
+            )
+    return records
+
+
+def timestamp() -> str:
+    """lm-eval's file timestamp (local time, ISO 8601 with ':' as '-')."""
+    return datetime.now().isoformat().replace(":", "-")
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def stage_run(
+    out_dir: Path,
+    concurrency: int,
+    run_dir: Path,
+    result: Result,
+    *,
+    served_model: str | None,
+    stamp: str,
+) -> list[Path]:
+    """Write one concurrency's results_<ts>_conc<N>.json and samples_gsm8k_<ts>_conc<N>.jsonl
+    from its evalgate run folder; nothing when the run has no scores. An earlier hook's files
+    for the same concurrency are removed first (the harness's collector takes the newest)."""
+    for old in [
+        *out_dir.glob(f"results_*_conc{concurrency}.json"),
+        *out_dir.glob(f"samples_{TASK}_*_conc{concurrency}.jsonl"),
+    ]:
+        old.unlink()
+    raw_path = run_dir / artifacts.RAW_NAME
+    if not result.scores or not raw_path.is_file():
+        return []
+    raw = json.loads(raw_path.read_text(encoding="utf-8"))
+    if isinstance(raw, dict) and "lm_eval_version" not in raw:
+        raw["lm_eval_version"] = result.eval.lm_eval_version if result.eval else None
+    results = out_dir / f"results_{stamp}_conc{concurrency}.json"
+    artifacts.write_json(results, results_document(raw, served_model))
+    written = [results]
+    samples_path = run_dir / artifacts.SAMPLES_NAME
+    if samples_path.is_file():
+        samples = out_dir / f"samples_{TASK}_{stamp}_conc{concurrency}.jsonl"
+        artifacts.write_jsonl(samples, sample_records(artifacts.read_samples(samples_path)))
+        written.append(samples)
+    return written
+
+
+def write_meta(out_dir: Path, meta: Mapping[str, Any]) -> Path:
+    """The batch's meta_env.json."""
+    path = out_dir / META_NAME
+    artifacts.write_json(path, dict(meta))
+    return path

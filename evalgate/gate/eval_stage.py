@@ -1,0 +1,227 @@
+"""The eval stage of a gate run: the journal opened (answers kept for --resume reused), the
+dispatch started, lm-eval run on its answers, an early stop settled, the samples written.
+
+The dispatch starts with evalgate's own bodies as soon as the probe passed, so the engine
+works while lm-eval loads; with --early-stop it waits for lm-eval's (the live scoring needs
+its filters).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from evalgate.evidence import artifacts, journal
+from evalgate.evidence.model import Sample
+from evalgate.gate import early_stop
+from evalgate.gate.protocol import eval_record, protocol
+from evalgate.gate.record import RunLog
+from evalgate.gate.thinking import InlineThinking
+from evalgate.settings.stages import Endpoint, EvalAsk
+from evalgate.tasks.dataset import Dataset, reference_answer
+from evalgate.tasks.prompts import Prompt
+from evalgate.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:  # lm-eval and the eval's client load only when an eval starts
+    from evalgate.engine.client import EvalClient
+    from evalgate.evidence.model import Protocol, Reply
+    from evalgate.gate.dispatch import Dispatch
+    from evalgate.gate.evaluate import Evaluation
+    from evalgate.gate.sending import Progress, Request
+    from evalgate.rules.sequential import SequentialTest
+
+log = logging.getLogger(__name__)
+
+
+class EvalStage:
+    """One run's eval; `dispatch` holds the answers received, also when the eval fails."""
+
+    def __init__(
+        self,
+        run: RunLog,
+        endpoint: Endpoint,
+        ask: EvalAsk,
+        out: Path,
+        *,
+        resume: bool,
+        progress: Progress | None,
+    ) -> None:
+        self.run = run
+        self.endpoint = endpoint
+        self.ask = ask
+        self.out = out
+        self.resume = resume
+        self.progress = progress
+        self.dispatch: Dispatch | None = None
+
+    def evaluate(
+        self, spec: TaskSpec, dataset: Dataset, prompts: list[Prompt], max_tokens: int, floor: float
+    ) -> Evaluation:
+        """Every question asked (or read from the journal) and scored by lm-eval."""
+        run, ask = self.run, self.ask
+        agreed = protocol(
+            spec, dataset, api=self.endpoint.api, limit=ask.limit, max_tokens=max_tokens
+        )
+        answers, kept = self._journal(agreed, len(prompts))
+        sampling = spec.sampling | ask.request_fields()
+        sent = self.dispatch = self._dispatch(max_tokens, answers, kept)
+        test = early_stop.test(ask.early_stop, ask.alpha, spec, floor)
+        if test is None:  # the answers flow while lm-eval loads and builds its contexts
+            sent.start(self._requests(prompts, spec, max_tokens, sampling))
+        recorded = run.eval = eval_record(agreed, ask, len(prompts))
+        try:
+            evaluation = self._lm_eval(spec, dataset, sent, sampling, test)
+        finally:
+            sent.halt()  # before the journal closes: nothing is in flight any more
+            answers.close()
+            run.eval = msgspec.structs.replace(run.eval or recorded, requests=sent.tally.recorded())
+            run.warnings += sent.warnings
+        return self._keep(evaluation, sent, test)
+
+    def _journal(
+        self, agreed: Protocol, questions: int
+    ) -> tuple[journal.Journal, dict[str, Reply]]:
+        """The journal every answer is appended to, and the answers it kept (--resume)."""
+        engine = self.run.endpoint.engine if self.run.endpoint else None
+        fingerprint = journal.fingerprint(
+            agreed,
+            model=self.run.model,
+            engine_version=engine.version if engine else None,
+            served=self.run.context.served if self.run.context else None,
+            questions=questions,
+        )
+        path = self.out / artifacts.JOURNAL_NAME
+        kept = journal.read_journal(path, fingerprint) if self.resume else {}
+        if kept:
+            log.info("resuming: %d answers from %s are reused", len(kept), path)
+        return journal.Journal(path, fingerprint, kept), kept
+
+    def _dispatch(
+        self, max_tokens: int, answers: journal.Journal, kept: dict[str, Reply]
+    ) -> Dispatch:
+        from evalgate.engine.client import EvalClient
+        from evalgate.engine.workers import WorkerWatch
+        from evalgate.gate import preflight
+        from evalgate.gate.dispatch import Dispatch
+
+        endpoint, ask = self.endpoint, self.ask
+
+        def client() -> EvalClient:
+            options = preflight.eval_client(
+                endpoint, timeout=endpoint.timeout, max_connections=ask.num_concurrent
+            )
+            watch = WorkerWatch(
+                endpoint.worker_urls,
+                endpoint.api_key,
+                network=endpoint.network,
+                deadline=endpoint.discovery_timeout,
+            )
+            return EvalClient(**options, watch=watch)
+
+        return Dispatch(
+            client_factory=client,
+            model=str(endpoint.served_model),
+            api=endpoint.api,
+            max_tokens=max_tokens,
+            num_concurrent=ask.num_concurrent,
+            max_failed=ask.max_failed_requests,
+            journal=answers,
+            resumed=kept,
+            progress=self.progress,
+            thinking=InlineThinking(ask.think_start_marker, ask.think_end_marker),
+        )
+
+    def _requests(
+        self,
+        prompts: Sequence[Prompt],
+        spec: TaskSpec,
+        max_tokens: int,
+        sampling: dict[str, object],
+    ) -> list[Request]:
+        """evalgate's own bodies for its prompts: the ones lm-eval will build."""
+        from evalgate.engine import request
+        from evalgate.gate.sending import Request
+
+        return [
+            Request.of(
+                p.doc_id,
+                request.prompt_body(
+                    p,
+                    api=self.endpoint.api,
+                    model=str(self.endpoint.served_model),
+                    max_tokens=max_tokens,
+                    stop=spec.stop,
+                    sampling=sampling,
+                ),
+            )
+            for p in prompts
+        ]
+
+    def _lm_eval(
+        self,
+        spec: TaskSpec,
+        dataset: Dataset,
+        sent: Dispatch,
+        sampling: dict[str, object],
+        test: SequentialTest | None,
+    ) -> Evaluation:
+        from evalgate.gate.evaluate import lm_eval_version, run_eval
+        from evalgate.gate.lm import GateLM
+
+        if self.run.eval is not None:
+            self.run.eval = msgspec.structs.replace(
+                self.run.eval, lm_eval_version=lm_eval_version()
+            )
+        lm = GateLM(
+            dispatch=sent,
+            sampling=sampling,
+            sequential=test,
+            scorer=early_stop.scorer(spec) if test is not None else None,
+        )
+        return run_eval(spec, dataset, lm, self.ask.limit)
+
+    def _keep(
+        self, evaluation: Evaluation, sent: Dispatch, test: SequentialTest | None
+    ) -> Evaluation:
+        """An early stop settled; the samples and lm-eval's raw results written."""
+        run, stopped = self.run, False
+        if test is not None:
+            evaluation, record = early_stop.settle(evaluation, sent, test)
+            if run.eval is not None:
+                run.eval = msgspec.structs.replace(run.eval, early_stop=record)
+            stopped = record.stopped
+        run.scores = evaluation.scores
+        artifacts.write_samples(self.out, evaluation.samples)
+        if not stopped:  # lm-eval's own scores count the questions never asked as wrong
+            artifacts.write_json(self.out / artifacts.RAW_NAME, evaluation.raw)
+        run.files = {
+            "samples": artifacts.SAMPLES_NAME,
+            "lm_eval_results": None if stopped else artifacts.RAW_NAME,
+            "journal": artifacts.JOURNAL_NAME,
+        }
+        return evaluation
+
+    def partial_samples(self, dataset: Dataset | None) -> None:
+        """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
+        if self.dispatch is None or not self.dispatch.tally.answers:
+            return
+        test = dataset.test if dataset else []
+
+        def doc(doc_id: int) -> dict[str, str]:
+            return test[doc_id] if doc_id < len(test) else {"question": "", "answer": ""}
+
+        records = [
+            Sample.of(
+                reply,
+                question=doc(doc_id)["question"],
+                target=reference_answer(doc(doc_id)["answer"]),
+            )  # no filters: the eval did not finish, so nothing was scored
+            for doc_id, reply in sorted(self.dispatch.tally.answers.items())
+        ]
+        artifacts.write_samples(self.out, records)
+        self.run.files.setdefault("samples", artifacts.SAMPLES_NAME)
+        self.run.files.setdefault("journal", artifacts.JOURNAL_NAME)

@@ -1,0 +1,115 @@
+"""The gate stage of a run: the run-level problems beside the scores (failed, truncated and
+cut-while-thinking answers; with --baseline, the comparison), then the one gate rule
+(rules/verdict.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalgate.errors import EvalgateError, ExitCode
+from evalgate.evidence import artifacts
+from evalgate.evidence.model import Sample
+from evalgate.evidence.request_counts import RequestCounts
+from evalgate.gate.record import RunLog, build_result
+from evalgate.rules.verdict import Verdict, decide
+from evalgate.settings.stages import GateAsk
+from evalgate.tasks.dataset import full_size
+from evalgate.thresholds import Floor
+
+if TYPE_CHECKING:
+    from evalgate.compare.runs import Run
+
+
+def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
+    """The run-level problems besides the scores (too many truncated answers); the warnings
+    about failed, truncated and cut-while-thinking answers, and the dispatch's `notes`, added
+    to the run's."""
+    counts = run.eval.requests if run.eval else RequestCounts.zero()
+    if counts.failed:
+        run.warnings.append(
+            f"{counts.failed} request(s) failed and were scored as wrong "
+            f"(allowed by --max-failed-requests {ask.max_failed_requests})"
+        )
+    stopped = run.eval.early_stop if run.eval and run.eval.early_stop else None
+    answered = counts.completed if stopped is not None and stopped.stopped else counts.total
+    truncated_rate = (counts.truncated + counts.empty) / max(answered, 1)
+    if counts.truncated or counts.empty:
+        run.warnings.append(
+            f"{counts.truncated} answer(s) ended by length and {counts.empty} "
+            f"came back empty ({truncated_rate:.1%} of {answered})"
+        )
+    run.warnings += notes
+    if counts.cut_while_thinking:
+        run.warnings.append(thinking_warning(counts, run.eval.max_tokens if run.eval else 0))
+    if truncated_rate > ask.max_truncated_rate:
+        return [
+            f"{truncated_rate:.1%} of answers were truncated or empty, over "
+            f"--max-truncated-rate {ask.max_truncated_rate:.1%}"
+        ]
+    return []
+
+
+def verdict(
+    run: RunLog, ask: GateAsk, task: str, floor: Floor, *, problems: list[str], doubts: list[str]
+) -> Verdict:
+    """The gate rule on the scores, with the run-level problems and doubts beside them."""
+    stopped = run.eval.early_stop if run.eval and run.eval.early_stop else None
+    decided = run.verdict = decide(
+        run.scores,
+        floor.value,
+        min_samples=ask.min_samples if ask.min_samples is not None else full_size(task),
+        matched=floor.matched,
+        problems=problems,
+        doubts=doubts,
+        early_stop=stopped,
+    )
+    return decided
+
+
+def compare_baseline(
+    run: RunLog, out: Path, baseline: Run, *, path: Path, max_drop: float, samples: list[Sample]
+) -> tuple[bool, str, str]:
+    """Pair this run with the baseline read from `path` and write comparison.json: (regressed,
+    finding, compare's report as text), the finding '' when the two are equivalent."""
+    from evalgate.compare.comparison import compare
+    from evalgate.compare.report import comparison_document, render_text
+    from evalgate.compare.runs import evaluated_run
+
+    provisional = build_result(run, status="running", reason="comparing", exit_code=0)
+    candidate = evaluated_run(out / artifacts.RESULT_NAME, provisional, samples)
+    try:
+        comparison = compare(baseline, candidate, max_drop=max_drop)
+    except EvalgateError as exc:
+        raise type(exc)(f"comparison with {path} refused: {exc.message}") from exc
+    artifacts.write_json(out / artifacts.COMPARISON_NAME, comparison_document(comparison))
+    run.files["comparison"] = artifacts.COMPARISON_NAME
+    report = render_text(comparison)
+    if comparison.exit_code == ExitCode.FAIL:
+        return True, f"regression against the baseline {path}: {comparison.reason}", report
+    if comparison.exit_code == ExitCode.INCONCLUSIVE:
+        finding = f"the comparison with the baseline is inconclusive: {comparison.reason}"
+        return False, finding, report
+    return False, "", report
+
+
+def thinking_warning(counts: RequestCounts, budget: int) -> str:
+    """How many answers the budget cut while the model was still thinking, and the budget to
+    try instead (they needed more than the whole budget: the next step is twice it)."""
+    cut = counts.cut_while_thinking
+    how = "no content, finish_reason length; scored from their reasoning"
+    if counts.inline_thinking:  # thinking written into the answer: cut there, no answer
+        how = (
+            "thinking written into the answer, finish_reason length before its end marker; "
+            "scored as no answer"
+            if not counts.from_reasoning
+            else "finish_reason length before their thinking ended; scored from their "
+            "reasoning field, or as no answer where the thinking was written into the answer"
+        )
+    return (
+        f"{cut} answer(s) ran out of the {budget}-token budget while still thinking "
+        f"({cut / max(counts.total, 1):.1%} of {counts.total}: {how}): holding them takes a "
+        "budget above "
+        f"{budget} tokens, e.g. --max-tokens {2 * budget} with a context that fits it, or less "
+        "thinking (--reasoning-effort, --chat-template-kwargs)"
+    )

@@ -1,0 +1,241 @@
+"""Each answer of the eval as it arrives: counted (the Tally), held to the budget and to the
+model asked, thinking written into it taken out (thinking.py), kept as a Reply and appended to
+the journal; a failed request counted, and the eval stopped where retrying cannot help or the
+failures pass --max-failed-requests."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import cast
+
+import msgspec
+
+from evalgate.engine import dynamo
+from evalgate.engine.answers import REASONING_FIELDS
+from evalgate.engine.client import Completion, RequestFailed, describe_failure
+from evalgate.errors import EvalFailedError
+from evalgate.evidence.fields import AnswerField
+from evalgate.evidence.journal import Journal
+from evalgate.evidence.model import Reply
+from evalgate.evidence.request_counts import RequestCounts, TokenSpread
+from evalgate.gate.thinking import InlineThinking
+
+MAX_CHARS_PER_TOKEN = 64
+"""An answer longer than this many characters per token of its budget cannot be one the engine
+generated within max_tokens; it is cut before it is scored and stored."""
+
+
+@dataclass
+class Tally:
+    """What happened to the eval's requests: the counts result.json records, and what the
+    warnings and the samples need besides."""
+
+    counts: RequestCounts = field(default_factory=RequestCounts.zero)
+    reasoning_tokens: list[int] = field(default_factory=list)
+    answers: dict[int, Reply] = field(default_factory=dict)
+    """The reply to each question, by doc_id."""
+    filtered: int = 0
+    """Answers stopped by the engine's content filter (also counted as truncated)."""
+    oversized: int = 0
+    """Answers longer than max_tokens allows, cut before scoring (also counted as truncated)."""
+    other_models: Counter[str] = field(default_factory=Counter)
+    """Answers naming a model other than the one requested, by the name they gave."""
+
+    def recorded(self) -> RequestCounts:
+        """The counts as result.json records them."""
+        return msgspec.structs.replace(self.counts, reasoning_tokens=spread(self.reasoning_tokens))
+
+
+def spread(values: list[int]) -> TokenSpread | None:
+    """Median, 95th percentile (nearest rank) and maximum; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(math.ceil(0.95 * len(ordered)), 1)
+    return TokenSpread(
+        answers=len(ordered),
+        median=float(statistics.median(ordered)),
+        p95=float(ordered[rank - 1]),
+        max=ordered[-1],
+    )
+
+
+class OverBudget(Exception):
+    """More requests failed than --max-failed-requests allows (the message waits for the
+    final count)."""
+
+    def __init__(
+        self, doc_id: int, detail: str, attempts: int, workers: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(detail)
+        self.doc_id = doc_id
+        self.detail = detail
+        self.attempts = attempts
+        self.workers = workers
+        """Workers the router said it could not reach (the engine went away)."""
+
+
+class Replies:
+    """Records the eval's answers and failures into its Tally and journal."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api: str,
+        max_tokens: int,
+        max_failed: int,
+        journal: Journal | None,
+        thinking: InlineThinking | None,
+    ) -> None:
+        self.model = model
+        self.api = api
+        self.max_tokens = max_tokens
+        self.max_failed = max_failed
+        self.journal = journal
+        self.thinking = thinking
+        """The markers of thinking written into the answer (None: the whole answer is scored)."""
+        self.tally = Tally()
+        self.engine_notes: list[str] = []
+        """Implausible values the engine's answers carried (not used)."""
+        self._worker_gone: str | None = None
+        """What Dynamo's frontend said when the model's worker went away (engine.dynamo)."""
+
+    @property
+    def max_chars(self) -> int:
+        """The longest answer kept: MAX_CHARS_PER_TOKEN per token of the budget."""
+        return MAX_CHARS_PER_TOKEN * self.max_tokens
+
+    def notes(self) -> list[str]:
+        """Warnings about the answers, for the result."""
+        tally, found = self.tally, []
+        if tally.filtered:
+            found.append(
+                f"{tally.filtered} answer(s) stopped by the engine's content filter "
+                "(finish_reason content_filter)"
+            )
+        if tally.oversized:
+            found.append(
+                f"{tally.oversized} answer(s) were longer than max_tokens allows "
+                f"({self.max_tokens}): cut to {self.max_chars} characters, counted as truncated"
+            )
+        found += [
+            f"{count} answer(s) came from model {name!r}, not the requested {self.model!r}: "
+            "check that --base-url reaches the engine serving it"
+            for name, count in tally.other_models.items()
+        ]
+        return found + self.engine_notes
+
+    def record(self, doc_id: int, key: str, completion: Completion, *, resumed: bool) -> str:
+        """Count and keep one answer; the text lm-eval scores."""
+        tally, counts = self.tally, self.tally.counts
+        counts.completed += 1
+        counts.resumed += int(resumed)
+        if len(completion.text) > self.max_chars:  # the engine ignored the budget
+            tally.oversized += 1
+            completion = dataclasses.replace(completion, text=completion.text[: self.max_chars])
+            if completion.finish_reason != "length":
+                counts.truncated += 1
+        if completion.model is not None and completion.model != self.model:
+            tally.other_models[completion.model] += 1
+        sent = completion
+        completion, unended = self._inline(completion)
+        length = completion.finish_reason == "length"
+        tally.filtered += int(completion.finish_reason == "content_filter")
+        counts.truncated += int(length or completion.finish_reason == "content_filter")
+        counts.empty += int(not completion.text.strip() and not (unended and length))
+        thinking = completion.source in REASONING_FIELDS
+        counts.from_reasoning += int(thinking)
+        counts.cut_while_thinking += int((thinking or unended) and length)
+        if completion.reasoning_tokens is not None:
+            tally.reasoning_tokens.append(completion.reasoning_tokens)
+        reply = tally.answers[doc_id] = Reply(
+            doc_id=doc_id,
+            prompt_sha256=key,
+            response=completion.text,
+            finish_reason=completion.finish_reason,
+            completion_tokens=completion.completion_tokens,
+            answer_field=cast(AnswerField, completion.source),  # the client names one of these
+            reasoning=completion.reasoning,
+            reasoning_tokens=completion.reasoning_tokens,
+            error=None,
+        )
+        if self.journal is not None and not resumed:
+            # as sent: a resumed answer is taken apart again
+            self.journal.append(
+                msgspec.structs.replace(reply, response=sent.text, reasoning=sent.reasoning)
+            )
+        return completion.text
+
+    def _inline(self, completion: Completion) -> tuple[Completion, bool]:
+        """The answer with thinking written into it taken out (thinking.py), kept as its
+        reasoning; and whether that thinking never ended."""
+        if self.thinking is None or completion.source in REASONING_FIELDS:
+            return completion, False
+        answer, thought, ended = self.thinking.split(completion.text)
+        if thought is None:
+            return completion, False
+        self.tally.counts.inline_thinking += 1
+        reasoning = completion.reasoning or thought
+        return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
+
+    def received(self, kept: Reply) -> Completion:
+        """A journal's reply as the completion it recorded (a journal from before the answer
+        field was kept: the field the API answers in)."""
+        return Completion(
+            kept.response or "",
+            kept.finish_reason,
+            kept.completion_tokens,
+            0,
+            kept.answer_field or ("content" if self.api == "chat" else "text"),
+            reasoning=kept.reasoning,
+            reasoning_tokens=kept.reasoning_tokens,
+        )
+
+    def fail(self, doc_id: int, key: str, failure: RequestFailed) -> None:
+        """Count a request that got no answer; raise where the eval must stop."""
+        tally = self.tally
+        tally.counts.failed += 1
+        message = describe_failure(failure.error)
+        tally.answers[doc_id] = Reply(
+            doc_id=doc_id, prompt_sha256=key, response=None, finish_reason=None, error=message
+        )
+        gone = dynamo.worker_gone(failure.error)
+        self._worker_gone = gone or self._worker_gone
+        if failure.fatal and gone is not None:
+            raise EvalFailedError(
+                f"{gone}: its worker went away during the eval, at question {doc_id}. "
+                "Restart the worker (its log says why it stopped) and run the eval again."
+            )
+        if failure.fatal:
+            raise EvalFailedError(
+                f"The engine rejected question {doc_id} ({message}). Retrying cannot "
+                "change this answer, so the eval stopped instead of sending the rest. "
+                "Fix the request or the engine; the probe passed, so the prompt is unusual."
+            )
+        if tally.counts.failed > self.max_failed:
+            raise OverBudget(doc_id, message, failure.attempts, failure.unreachable_workers)
+
+    def over_budget(self, first: OverBudget) -> EvalFailedError:
+        """The error for failures over the budget, counted once every request in flight has
+        ended: the same number result.json records."""
+        workers = first.workers
+        gone = (
+            f"The worker{'s' if len(workers) > 1 else ''} {', '.join(workers)} behind the "
+            f"router {'are' if len(workers) > 1 else 'is'} unreachable: the engine went "
+            "away during the eval. "
+            if workers
+            else ""
+        )
+        if not gone and self._worker_gone is not None:
+            gone = f"{self._worker_gone}: its worker went away during the eval. "
+        return EvalFailedError(
+            f"{gone}{self.tally.counts.failed} request(s) failed after {first.attempts} "
+            f"attempt(s) each (allowed: {self.max_failed}, --max-failed-requests); last: question "
+            f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
+            "cannot be gated."
+        )

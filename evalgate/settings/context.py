@@ -1,0 +1,96 @@
+"""The eval context: ISL/OSL, the model's config, the limits the engines serve, the budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from evalgate.settings.fields import TOKEN_LENGTHS, Group, env, token_count
+
+
+class ContextSettings(Group):
+    isl: int | None = Field(None, ge=1, validation_alias=env("isl", "ISL"))
+    """Benchmark input sequence length in tokens (8192; 8k = 8000 and 8K = 8192, as vLLM reads
+    server arguments; so for every length in tokens). 0 or empty: not given, as the benchmark
+    harness's agentic rows say it; the context then starts from the native maximum."""
+
+    osl: int | None = Field(None, ge=1, validation_alias=env("osl", "OSL"))
+    """Benchmark output sequence length in tokens (0 or empty: not given)."""
+
+    context_margin: int = Field(256, ge=0)
+    """Tokens added to ISL + OSL for the eval context."""
+
+    model_config_path: Path | None = Field(
+        None, validation_alias=env("model_config_path", "EVALGATE_MODEL_CONFIG", "MODEL_PATH")
+    )
+    """The model's config.json, or its directory; gives the native maximum length.
+   """
+
+    served_max_model_len: int | None = Field(None, ge=1)
+    """The --max-model-len the engines serve, when /v1/models cannot tell (TensorRT-LLM)."""
+
+    server_config: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Engine server-argument strings holding --max-model-len N (as benchmark scripts keep
+    them). Repeatable flag; one string in EVALGATE_SERVER_CONFIG."""
+
+    prefill_server_config: str | None = Field(
+        None, validation_alias=env("prefill_server_config", "PREFILL_SERVER_CONFIG")
+    )
+    """The prefill workers' server arguments."""
+
+    decode_server_config: str | None = Field(
+        None, validation_alias=env("decode_server_config", "DECODE_SERVER_CONFIG")
+    )
+    """The decode workers' server arguments."""
+
+    eval_max_model_len: int | None = Field(
+        None, ge=1, validation_alias=env("eval_max_model_len", "EVAL_MAX_MODEL_LEN")
+    )
+    """Explicit eval context, overriding the derivation (still clamped to what is served; 0 or
+    empty: not given)."""
+
+    max_tokens: int | None = Field(None, ge=1)
+    """Force the output budget instead of deriving it (the probe still checks it)."""
+
+    max_tokens_cap: int = Field(16384, ge=1)
+    """Upper bound on the derived output budget."""
+
+    budget_policy: Literal["fit", "harness"] = "fit"
+    """fit: served context minus the longest eval prompt. harness: the benchmark harness's rule
+    (ctx - 4096 when ctx > 4096, else ctx / 2), both capped at max_tokens_cap."""
+
+    @field_validator(*TOKEN_LENGTHS, mode="before")
+    @classmethod
+    def _token_count(cls, value: Any) -> Any:
+        return token_count(value)
+
+    @field_validator("isl", "osl", "eval_max_model_len", mode="before")
+    @classmethod
+    def _zero_is_unset(cls, value: Any) -> Any:
+        """0 (or an empty variable) means "not given", as the benchmark harness reads ISL, OSL
+        and the eval context: its agentic rows pass '0' for all three."""
+        value = token_count(value)
+        text = value.strip() if isinstance(value, str) else None
+        if text == "" or (text is not None and text.isdigit() and int(text) == 0):
+            return None
+        return None if type(value) is int and value == 0 else value
+
+    @field_validator("server_config", mode="before")
+    @classmethod
+    def _one_config(cls, value: Any) -> Any:
+        """In the environment, the variable holds one server-argument string."""
+        if isinstance(value, str):
+            return [value] if value.strip() else []
+        return value
+
+    def server_args(self) -> list[tuple[str, str]]:
+        """The engines' server-argument strings given, each with where it came from."""
+        given = [(args, f"--server-config #{i + 1}") for i, args in enumerate(self.server_config)]
+        if self.prefill_server_config:
+            given.append((self.prefill_server_config, "PREFILL_SERVER_CONFIG"))
+        if self.decode_server_config:
+            given.append((self.decode_server_config, "DECODE_SERVER_CONFIG"))
+        return given

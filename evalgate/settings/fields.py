@@ -1,0 +1,84 @@
+"""How a setting is read: lengths in tokens with vLLM's suffixes, http(s) URLs, the variable
+names (evalgate's and the benchmark harness's), and the configuration every group of settings
+shares."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, AliasGenerator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from evalgate.engine.urls import redact_url
+from evalgate.lengths import SUFFIXES
+
+TOKEN_LENGTHS = (
+    "isl",
+    "osl",
+    "context_margin",
+    "served_max_model_len",
+    "eval_max_model_len",
+    "max_tokens",
+    "max_tokens_cap",
+)
+"""Settings in tokens: written as server arguments write them (8192, 8k = 8000, 8K = 8192)."""
+_TOKEN_COUNT = re.compile(r"(\d+)([kKmM])")
+
+
+def token_count(value: Any) -> Any:
+    """A length in tokens with vLLM's suffixes (human_readable_int: 8k = 8000, 8K = 8192) as
+    an int; anything else unchanged, for the field's own validation."""
+    if not isinstance(value, str):
+        return value
+    match = _TOKEN_COUNT.fullmatch(value.strip())
+    return int(match.group(1)) * SUFFIXES[match.group(2)] if match else value
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL with a host and a valid port; the message never repeats a password."""
+    parts = urlsplit(url.strip())
+    shown = redact_url(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{shown!r} has an invalid port; write http://HOST:PORT/v1") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{shown!r} is not an http(s) URL with a host; write http://HOST:PORT/v1")
+    if parts.query or parts.fragment:  # /models and /chat/completions go after the path
+        extra = ("?" + parts.query if parts.query else "") + (
+            "#" + parts.fragment if parts.fragment else ""
+        )
+        raise ValueError(
+            f"{shown!r} has a query or fragment ({extra}); evalgate appends /models and "
+            "/chat/completions to the path, so drop it: write http://HOST:PORT/v1"
+        )
+    del port
+    return url.strip()
+
+
+def env(name: str, *extra: str) -> AliasChoices:
+    """A field's own EVALGATE_ variable first, then the benchmark harness's names. (Keyword
+    arguments use the field name: populate_by_name.)"""
+    return AliasChoices(f"EVALGATE_{name.upper()}", *extra)
+
+
+def url_from_port(data: dict[str, Any]) -> str | None:
+    port = data.get("port")
+    return f"http://127.0.0.1:{port}/v1" if port else None
+
+
+class Group(BaseSettings):
+    """What every group of settings shares: the variables it is read from, frozen."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="EVALGATE_",
+        case_sensitive=True,  # API_KEY or isl in the environment are not evalgate's
+        # Fields without benchmark names are read from EVALGATE_<FIELD> (upper case).
+        alias_generator=AliasGenerator(validation_alias=env),
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        extra="ignore",
+        frozen=True,
+    )
