@@ -386,7 +386,9 @@ def test_a_hung_probe_fails_within_its_timeout(engine, tmp_path):
     assert_error(run, code=3, stage="probe", says="could not reach the engine after 2 attempts")
     assert "(no first token within 0.3 s)" in run.outcome.reason
     assert run.doc["timings"]["probe"] < 0.3 * 2 + 1.5
-    assert engine.total == 2
+    # At most the two attempts; on a loaded machine the second may time out before the fake
+    # engine has read it, so its count can be one.
+    assert 1 <= engine.total <= 2
 
 
 def test_acceptance_a_hanging_server_fails_within_its_timeout_with_the_stage_named(

@@ -65,15 +65,9 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 
-class CheckRow(msgspec.Struct, frozen=True):
-    """One exact_match score against its threshold, with its uncertainty."""
+class CheckRow(Score, kw_only=True, frozen=True):
+    """A score judged: one exact_match score against its threshold, with its uncertainty."""
 
-    task: str
-    metric: str
-    filter: str
-    value: float
-    stderr: float | None
-    n: int
     low: float
     high: float
     threshold: float
