@@ -58,7 +58,7 @@ def test_the_task_file_is_one_evalgate_runs_with_the_same_start_for_every_prompt
     assert set(raw) <= KNOWN_KEYS
     spec = load_task("chat", str(TASK))
     assert spec.name == "addition_chat" and spec.path == TASK.resolve()
-    data = load_file_data(spec)
+    data = load_file_data(spec.config, spec.path, spec.num_fewshot)
     assert len(data.test) == 400
     prompts = build_prompts(spec, data.test, data.train)
     # the one shot: every prompt starts with the same turns, which the engine's prefix cache serves

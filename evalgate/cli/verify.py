@@ -198,13 +198,14 @@ def command(args: argparse.Namespace) -> int:
                     f"{label} {path} is one of the files verify reads: writing it would destroy "
                     "the evidence. Write the report outside the results."
                 )
+    baseline = _baseline(args)
     result = sweep.verify(
-        list(args.paths),
-        thresholds,
-        expectation=expectation,
-        min_samples=args.min_samples,
-        baseline=_baseline(args),
+        list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
     )
+    if baseline is not None:
+        from evalgate.verify.against import judge_against
+
+        result = judge_against(result, sweep.Rule(thresholds, args.min_samples), baseline)
     _write(result, args, github=github, summary=summary)
     return result.exit_code
 

@@ -181,7 +181,7 @@ def load_data(
     """The data set a task asks: GSM8K (shipped, a folder or the hub), the user's GPQA, or what
     the user's task file names."""
     if spec is not None and spec.path is not None:
-        return load_file_data(spec)
+        return load_file_data(spec.config, spec.path, spec.num_fewshot)
     from evalgate.tasks.gpqa import TASK as GPQA
     from evalgate.tasks.gpqa import load_gpqa
 

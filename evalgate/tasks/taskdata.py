@@ -14,35 +14,34 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalgate.errors import ArtifactError, DatasetError, UsageError
 from evalgate.evidence.read import decode, read_bytes
 from evalgate.tasks.dataset import Dataset
 from evalgate.tasks.syntax import FIELD
 
-if TYPE_CHECKING:
-    from evalgate.tasks.spec import TaskSpec
-
 TEMPLATES = ("description", "doc_to_text", "doc_to_target")
 
 
-def load_file_data(spec: TaskSpec) -> Dataset:
-    """The data a user's task file names, every file read and checked."""
-    files = {split: Path(f) for split, f in spec.config["dataset_kwargs"]["data_files"].items()}
-    test_split = str(spec.config["test_split"])
-    shot_split = str(spec.config.get("fewshot_split") or spec.config.get("training_split") or "")
+def load_file_data(config: Mapping[str, Any], source: Path, num_fewshot: int) -> Dataset:
+    """The data a user's task file (`source`, read into `config`) names, every file read and
+    checked."""
+    files = {split: Path(f) for split, f in config["dataset_kwargs"]["data_files"].items()}
+    test_split = str(config["test_split"])
+    shot_split = str(config.get("fewshot_split") or config.get("training_split") or "")
     if test_split not in files:
-        raise UsageError(f"{spec.path}: its data_files have no {test_split!r} (its test_split).")
-    if spec.num_fewshot and shot_split not in files:
+        raise UsageError(f"{source}: its data_files have no {test_split!r} (its test_split).")
+    if num_fewshot and shot_split not in files:
         raise UsageError(
-            f"{spec.path}: {spec.num_fewshot}-shot needs the shots' split: name it in "
+            f"{source}: {num_fewshot}-shot needs the shots' split: name it in "
             "fewshot_split (or training_split) and in data_files."
         )
-    fields = needed_fields(spec)  # a shot is rendered by doc_to_text and doc_to_target only
+    fields = needed_fields(config)  # a shot is rendered by doc_to_text and doc_to_target only
     shot = {name: key for name, key in fields.items() if key in ("doc_to_text", "doc_to_target")}
-    needs = {shot_split: shot} if spec.num_fewshot else {}
+    needs = {shot_split: shot} if num_fewshot else {}
     rows, sha256 = {}, {}
     for split, path in files.items():
         data = _file_bytes(path)
@@ -50,22 +49,20 @@ def load_file_data(spec: TaskSpec) -> Dataset:
         rows[split] = _rows(path, data, fields if split == test_split else needs.get(split, {}))
     if not rows[test_split]:
         raise DatasetError(f"{files[test_split]} holds no questions (its lines are empty).")
-    train = rows[shot_split] if spec.num_fewshot else []
-    shots = len(train) - (spec.config.get("fewshot_split") == test_split)  # the doc is no shot
-    if spec.num_fewshot > shots:
+    train = rows[shot_split] if num_fewshot else []
+    shots = len(train) - (config.get("fewshot_split") == test_split)  # the doc is no shot
+    if num_fewshot > shots:
         raise UsageError(
-            f"{spec.path}: num_fewshot is {spec.num_fewshot}, but {files[shot_split]} holds "
+            f"{source}: num_fewshot is {num_fewshot}, but {files[shot_split]} holds "
             f"{shots} shot(s) to draw from. Lower num_fewshot or give more examples."
         )
     return Dataset(source="dir", files=files, sha256=sha256, test=rows[test_split], train=train)
 
 
-def needed_fields(spec: TaskSpec) -> dict[str, str]:
+def needed_fields(config: Mapping[str, Any]) -> dict[str, str]:
     """{field: what needs it} for every field a template (or a filter) reads from a row."""
-    fields = {
-        name: key for key in TEMPLATES for name in FIELD.findall(str(spec.config.get(key) or ""))
-    }
-    steps = [step for entry in spec.config.get("filter_list", []) for step in entry["filter"]]
+    fields = {name: key for key in TEMPLATES for name in FIELD.findall(str(config.get(key) or ""))}
+    steps = [step for entry in config.get("filter_list", []) for step in entry["filter"]]
     if any(step["function"] == "multi_choice_regex" for step in steps):
         fields["choices"] = "the multi_choice_regex filter"
     return fields

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from msgspec import structs
@@ -42,9 +42,6 @@ from evalgate.verify.records import (
     Outcome,
     Verdict,
 )
-
-if TYPE_CHECKING:
-    from evalgate.verify.against import BaselineRequest
 
 
 class Report(msgspec.Struct, frozen=True):
@@ -271,16 +268,9 @@ def verify(
     *,
     expectation: Expectation | None = None,
     min_samples: int | None = None,
-    baseline: BaselineRequest | None = None,
 ) -> Report:
-    """Find every result under `paths`, gating each as it is read, and decide; with a
-    `baseline`, compare every config with the baseline sweep's too (reads files; never prints
-    or exits)."""
+    """Find every result under `paths`, gating each as it is read, and decide (reads files;
+    never prints or exits). verify.against compares the report with a baseline sweep."""
     rule = Rule(thresholds, min_samples)
     notes = Collection()
-    report = _report(gate_runs(rule, runs(paths, notes)), notes, rule, paths, expectation)
-    if baseline is None:
-        return report
-    from evalgate.verify.against import judge_against
-
-    return judge_against(report, rule, baseline)
+    return _report(gate_runs(rule, runs(paths, notes)), notes, rule, paths, expectation)
