@@ -10,11 +10,7 @@ read context_window as a served limit, and takes the limit from the worker (--wo
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +30,7 @@ from .test_engine_run import (
     args,
     assert_gated_fail,
     error_line,
-    journal_answers,
+    kill_mid_eval,
     run_args,
 )
 
@@ -280,39 +276,18 @@ def test_dynamo_without_vllms_words_asks_the_worker(dynamo_own, tmp_path):
 def test_dynamo_worker_killed_mid_eval_names_what_went_away(dynamo_own, tmp_path):
     out = tmp_path / "run"
     questions = 40
-    command = [
-        sys.executable,
-        "-m",
-        "evalgate.cli",
-        *run_args(
-            dynamo_own.router_url,
-            dynamo_own.model,
-            out,
-            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-            "--max-attempts 2 --timeout 300",
-            raw=[*worker(dynamo_own), *WAITING],
-        ),
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
-    process = subprocess.Popen(
-        command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    arguments = run_args(
+        dynamo_own.router_url,
+        dynamo_own.model,
+        out,
+        f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
+        "--max-attempts 2 --timeout 300",
+        raw=[*worker(dynamo_own), *WAITING],
     )
-    try:
-        deadline = time.monotonic() + 400
-        while journal_answers(out) < 1:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "no answer within 400 s"
-            time.sleep(0.2)
-        os.killpg(int((dynamo_own.run_dir / "worker.pid").read_text()), signal.SIGKILL)
-        killed = time.monotonic()
-        stdout, stderr = process.communicate(timeout=120)
-        after_kill = time.monotonic() - killed
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    run = kill_mid_eval(arguments, out, dynamo_own.run_dir / "worker.pid", wait=400)
+    stdout, stderr, after_kill = run.stdout, run.stderr, run.after_kill
 
-    assert process.returncode == 4, stderr
+    assert run.returncode == 4, stderr
     assert after_kill < 60, f"took {after_kill:.1f} s to give up after the kill"
     document = load_result(out)
     assert (document["status"], document["stage"]) == ("error", "eval")

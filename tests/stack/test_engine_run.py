@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -408,6 +408,44 @@ def journal_answers(out: Path) -> int:
         return 0
 
 
+class Killed(NamedTuple):
+    """An `evalgate run` whose engine (or worker) was SIGKILLed once it had answered."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    after_kill: float
+    """Seconds from the kill to the run's exit."""
+    answered_before: int
+
+
+def kill_mid_eval(run_arguments: list[str], out: Path, pid_file: Path, wait: float) -> Killed:
+    """Run evalgate with `run_arguments` in its own process, wait (at most `wait` s) for its
+    first answer in the journal, SIGKILL the process group named in `pid_file`, and collect."""
+    command = [sys.executable, "-m", "evalgate.cli", *run_arguments]
+    # The autouse clean_env fixture left only the stack's EVALGATE_* variables: drop those too.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
+    process = subprocess.Popen(
+        command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + wait
+        while journal_answers(out) < 1:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, f"no answer within {wait:.0f} s"
+            time.sleep(0.2)
+        answered_before = journal_answers(out)
+        os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+        after_kill = time.monotonic() - killed
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return Killed(process.returncode, stdout, stderr, after_kill, answered_before)
+
+
 @pytest.fixture
 def dedicated_single(
     engine_installed: None, tmp_path_factory: pytest.TempPathFactory, monkeypatch: Any
@@ -428,40 +466,17 @@ def dedicated_single(
 def test_engine_killed_mid_eval_is_an_eval_error_with_evidence(dedicated_single, tmp_path):
     out = tmp_path / "run"
     questions = 40
-    command = [
-        sys.executable,
-        "-m",
-        "evalgate.cli",
-        *run_args(
-            dedicated_single.router_url,
-            dedicated_single.model,
-            out,
-            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-            "--max-attempts 2 --timeout 60",
-        ),
-    ]
-    # The autouse clean_env fixture left only the stack's EVALGATE_* variables: drop those too.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
-    process = subprocess.Popen(
-        command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    arguments = run_args(
+        dedicated_single.router_url,
+        dedicated_single.model,
+        out,
+        f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
+        "--max-attempts 2 --timeout 60",
     )
-    try:
-        deadline = time.monotonic() + 300
-        while journal_answers(out) < 1:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "no answer within 300 s"
-            time.sleep(0.2)
-        answered_before = journal_answers(out)
-        os.killpg(int((dedicated_single.run_dir / "engine.pid").read_text()), signal.SIGKILL)
-        killed = time.monotonic()
-        stdout, stderr = process.communicate(timeout=120)
-        after_kill = time.monotonic() - killed
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    run = kill_mid_eval(arguments, out, dedicated_single.run_dir / "engine.pid", wait=300)
+    stdout, stderr, after_kill, answered_before = run[1:]
 
-    assert process.returncode == 4, stderr
+    assert run.returncode == 4, stderr
     assert after_kill < 60, f"took {after_kill:.1f} s to give up after the kill"
     document = load_result(out)
     assert document["status"] == "error" and document["stage"] == "eval"

@@ -9,11 +9,7 @@ prompts' length.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from urllib import error, request
@@ -30,7 +26,7 @@ from .test_engine_run import (
     args,
     assert_gated_fail,
     error_line,
-    journal_answers,
+    kill_mid_eval,
     run_args,
 )
 
@@ -228,39 +224,18 @@ def test_sglang_readiness_waits_for_the_worker(router_first, tmp_path):
 def test_sglang_worker_killed_mid_eval_names_the_unreachable_worker(router_first, tmp_path):
     out = tmp_path / "run"
     questions = 40
-    command = [
-        sys.executable,
-        "-m",
-        "evalgate.cli",
-        *run_args(
-            router_first.router_url,
-            router_first.model,
-            out,
-            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-            "--max-attempts 2 --timeout 60",
-            raw=[*worker(router_first), *WAITING],
-        ),
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
-    process = subprocess.Popen(
-        command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    arguments = run_args(
+        router_first.router_url,
+        router_first.model,
+        out,
+        f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
+        "--max-attempts 2 --timeout 60",
+        raw=[*worker(router_first), *WAITING],
     )
-    try:
-        deadline = time.monotonic() + 400
-        while journal_answers(out) < 1:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "no answer within 400 s"
-            time.sleep(0.2)
-        os.killpg(int((router_first.run_dir / "engine.pid").read_text()), signal.SIGKILL)
-        killed = time.monotonic()
-        stdout, stderr = process.communicate(timeout=120)
-        after_kill = time.monotonic() - killed
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    run = kill_mid_eval(arguments, out, router_first.run_dir / "engine.pid", wait=400)
+    stdout, stderr, after_kill = run.stdout, run.stderr, run.after_kill
 
-    assert process.returncode == 4, stderr
+    assert run.returncode == 4, stderr
     assert after_kill < 30, f"took {after_kill:.1f} s to give up after the kill"
     document = load_result(out)
     assert (document["status"], document["stage"]) == ("error", "eval")
