@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.evidence import artifacts
-from evalgate.evidence.harness_layout import META_NAME, TASK, topology
+from evalgate.evidence.harness_layout import META_NAME, TASK, samples_path, topology
 from evalgate.evidence.model import Result, Sample
 from evalgate.evidence.stage_records import Labels
 
@@ -267,10 +267,10 @@ def stage_run(
     results = out_dir / f"results_{stamp}_conc{concurrency}.json"
     artifacts.write_json(results, results_document(raw, served_model))
     written = [results]
-    samples_path = run_dir / artifacts.SAMPLES_NAME
-    if samples_path.is_file():
-        samples = out_dir / f"samples_{TASK}_{stamp}_conc{concurrency}.jsonl"
-        artifacts.write_jsonl(samples, sample_records(artifacts.read_samples(samples_path)))
+    own_samples = run_dir / artifacts.SAMPLES_NAME
+    if own_samples.is_file():
+        samples = samples_path(results, TASK)
+        artifacts.write_jsonl(samples, sample_records(artifacts.read_samples(own_samples)))
         written.append(samples)
     return written
 

@@ -19,6 +19,7 @@ its validator read them. ``evalgate hook --layout harness`` leaves the same file
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from evalgate.evidence import artifacts
@@ -34,6 +35,13 @@ def is_results_file(name: str) -> bool:
     """Is `name` one of lm-eval's results files as the harness names them, results*.json (its
     workflow uploads that glob; verify reads them)?"""
     return name.startswith("results") and name.endswith(".json")
+
+
+def samples_path(results: Path, task: str) -> Path:
+    """results_<ts>[_conc<N>].json -> samples_<task>_<ts>[_conc<N>].jsonl beside it: the
+    names lm-eval gives a run's two files."""
+    stamp = results.name.removeprefix("results").removesuffix(".json")
+    return results.with_name(f"samples_{task}{stamp}.jsonl")
 
 
 UNKNOWN = ("", "unknown", "none", "null")

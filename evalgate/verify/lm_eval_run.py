@@ -31,6 +31,7 @@ from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_document
 from evalgate.evidence.fields import Api, Status
+from evalgate.evidence.harness_layout import samples_path
 from evalgate.evidence.model import (
     RESULT_SCHEMA,
     Answer,
@@ -63,12 +64,6 @@ class LineRecord(msgspec.Struct, frozen=True):
     target: Any = None
     filtered_resps: list[Any] = []
     exact_match: float | None = None
-
-
-def samples_path(results: Path, task: str) -> Path:
-    """results_<ts>[_conc<N>].json -> samples_<task>_<ts>[_conc<N>].jsonl beside it."""
-    stamp = results.name.removeprefix("results").removesuffix(".json")
-    return results.with_name(f"samples_{task}{stamp}.jsonl")
 
 
 def _text(value: Any) -> str:
