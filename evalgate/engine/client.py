@@ -34,7 +34,8 @@ from evalgate.engine.answers import (
     parse_reasoning,
     text_or_none,
 )
-from evalgate.engine.http import Network, exchange, open_session, read_capped
+from evalgate.engine.http import exchange, open_session, read_capped
+from evalgate.engine.network import Network
 from evalgate.engine.retry import (
     AnswerTooLarge,
     ConnectionFailed,

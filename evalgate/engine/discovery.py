@@ -23,7 +23,8 @@ import aiohttp
 from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
 from evalgate.engine.cards import ModelCard, model_card, served_limit
-from evalgate.engine.http import Blocking, Network, exchange, open_session, read_capped
+from evalgate.engine.http import Blocking, exchange, open_session, read_capped
+from evalgate.engine.network import Network
 from evalgate.engine.retry import (
     AnswerTooLarge,
     ConnectionFailed,

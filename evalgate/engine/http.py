@@ -25,12 +25,12 @@ import errno
 import socket
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 
+from evalgate.engine.network import Network
 from evalgate.engine.retry import (
     AnswerTooLarge,
     ConnectionFailed,
@@ -42,24 +42,6 @@ from evalgate.engine.retry import (
 T = TypeVar("T")
 Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]
 CHUNK = 1 << 16
-
-
-@dataclass(frozen=True)
-class Network:
-    """What every connection to an engine is given (settings: connect_timeout, keepalive_*,
-    max_response_bytes)."""
-
-    connect_timeout: float = 30.0
-    keepalive_idle: float = 30.0
-    keepalive_interval: float = 10.0
-    keepalive_probes: int = 3
-    max_response_bytes: int = 16 << 20
-
-    @property
-    def silence_limit(self) -> float:
-        """Seconds a connection may go unanswered before the kernel drops it (TCP_USER_TIMEOUT):
-        the idle time plus every keepalive probe."""
-        return self.keepalive_idle + self.keepalive_interval * self.keepalive_probes
 
 
 def _options(network: Network) -> list[tuple[int, int, int]]:

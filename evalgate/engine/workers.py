@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 import aiohttp
 
 from evalgate.engine.discovery import SIDE_DOOR_FAILURES
-from evalgate.engine.http import Network, exchange, open_session
+from evalgate.engine.http import exchange, open_session
+from evalgate.engine.network import Network
 from evalgate.engine.retry import HostSilent, TimedOut
 from evalgate.engine.urls import api_root, credentials, redact_url
 from evalgate.errors import EvalFailedError

@@ -12,8 +12,8 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evalgate.engine.discovery import SIDE_DOOR_FAILURES, EngineInfo, worker_limit
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
@@ -21,6 +21,9 @@ from evalgate.gate.native import LENGTH_KEYS, NativeLength, load_native_max_len
 from evalgate.lengths import Limit
 from evalgate.settings.stages import ContextAsk, Endpoint
 from evalgate.tasks.prompts import Prompt
+
+if TYPE_CHECKING:  # the HTTP client loads only when there is an engine to ask
+    from evalgate.engine.discovery import EngineInfo
 
 log = logging.getLogger(__name__)
 TURN_OVERHEAD_TOKENS = 16
@@ -73,6 +76,10 @@ def configured_limits(ask: ContextAsk) -> list[Limit]:
 def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
     """/v1/models max_model_len of every --worker-url. A worker that cannot answer is an error:
     the user named it because its limit matters."""
+    if not endpoint.worker_urls:
+        return []
+    from evalgate.engine.discovery import SIDE_DOOR_FAILURES, worker_limit  # loads the client
+
     found: list[Limit] = []
     for url in endpoint.worker_urls:
         label = redact_url(url)

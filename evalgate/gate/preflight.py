@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.engine import dynamo
 from evalgate.engine.cards import ModelCard, served_limit
-from evalgate.engine.discovery import EngineInfo
-from evalgate.engine.readiness import wait_until_ready
 from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
@@ -56,6 +54,9 @@ def derive(
             ask, endpoint, endpoint_limit=None, info=None, candidates=candidates
         )
         return context, longest, None
+    from evalgate.engine.discovery import EngineInfo  # the HTTP client loads only now
+    from evalgate.engine.readiness import wait_until_ready
+
     on_stage("readiness")
     policy = RetryPolicy.for_readiness(
         timeout=endpoint.ready_timeout,
