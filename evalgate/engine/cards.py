@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
 from evalgate.lengths import Limit
 
@@ -47,7 +46,7 @@ def model_card(card: Any) -> ModelCard | None:
         max_model_len=usable,
         root=root if isinstance(root, str) else None,
         unreadable_length=None if usable is not None else length,
-        context_window=dynamo.context_window(card),
+        context_window=whole(card.get("context_window"), 1),
     )
 
 

@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import aiohttp
@@ -34,9 +34,10 @@ from evalgate.engine.answers import (
     parse_reasoning,
     text_or_none,
 )
-from evalgate.engine.http import exchange, open_session, read_capped
+from evalgate.engine.http import Reader, exchange, open_session, read_capped
 from evalgate.engine.network import Network
 from evalgate.engine.retry import (
+    FAILURES,
     AnswerTooLarge,
     ConnectionFailed,
     EngineAnswerError,
@@ -53,7 +54,6 @@ from evalgate.engine.workers import WorkerWatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Parsed = tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None], str | None]
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,12 @@ class EvalClient:
         self.problems = Problems()
         """Implausible values in the answers, named in the result's warnings."""
         url, header = authorization(api_root(base_url), api_key)
-        self._url = url + request.path(api)
-        self._headers = request.headers(header)
+        self._url = url + ("/chat/completions" if api == "chat" else "/completions")
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": header,
+        }
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._watch = watch
@@ -167,21 +171,8 @@ class EvalClient:
         if self._session is not None:
             await self._session.close()
 
-    async def _post(self, body: dict[str, Any], read: Any, on_sent: Any = None) -> Any:
-        """The one way a generation request goes out: the eval's and the probe's."""
-        return await exchange(
-            self._open(),
-            "POST",
-            self._url,
-            deadline=self.timeout,
-            read=read,
-            data=request.encode(body),
-            on_sent=on_sent,
-            network=self.network,
-        )
-
-    async def _answer(self, response: aiohttp.ClientResponse) -> Parsed:
-        """A whole JSON answer, decoded into typed values."""
+    async def _answer(self, response: aiohttp.ClientResponse) -> Completion:
+        """A whole JSON answer, decoded into typed values (its attempts counted later)."""
         data = await read_capped(response, self.network.max_response_bytes)
         if not 200 <= response.status < 300:
             raise EngineAnswerError(parse_error(response.status, data.decode("utf-8", "replace")))
@@ -194,8 +185,9 @@ class EvalClient:
             raise error
         problems = self.problems
         model = text_or_none(raw.get("model"), "model", problems) if isinstance(raw, dict) else None
-        answer = parse_completion(raw, self.api, problems)
-        return answer, parse_reasoning(raw, self.api, problems), model
+        text, finish, tokens, source = parse_completion(raw, self.api, problems)
+        reasoning, thought = parse_reasoning(raw, self.api, problems)
+        return Completion(text, finish, tokens, 0, source, model, reasoning, thought)
 
     def _note(self, exc: BaseException | None) -> None:
         """Remember a worker the router could not reach: later answers (a router's 503 "No
@@ -212,24 +204,31 @@ class EvalClient:
         cause = error.__cause__ if error is not None else None
         log.debug("retry %d after %s (%r)", state.attempt_number, error, cause)
 
-    async def _retried(self, send: Callable[[], Any]) -> tuple[Any, int]:
-        """`send()` as the policy allows: its result and the attempts it took; raises
-        RequestFailed."""
+    async def _send(
+        self, body: dict[str, Any], read: Reader[T], on_sent: Callable[[], None] | None = None
+    ) -> tuple[T, int]:
+        """The one way a generation request goes out, the eval's and the probe's: `body` sent
+        as the policy allows, `read` taking the answer; what it read and the attempts it took.
+        Raises RequestFailed."""
         attempt = 0
-        self._open()  # the workers' watch runs from the first request on
+        session = self._open()  # the workers' watch runs from the first request on
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         try:
             async for attempt_state in self.policy.async_retrying(before_sleep=self._count_retry):
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
-                    work = send()
+                    work = exchange(
+                        session,
+                        "POST",
+                        self._url,
+                        deadline=self.timeout,
+                        read=read,
+                        data=data,
+                        on_sent=on_sent,
+                        network=self.network,
+                    )
                     result = await (work if self._watch is None else self._watch.guard(work))
-        except (
-            EngineAnswerError,
-            ConnectionFailed,
-            MalformedAnswer,
-            TimedOut,
-            AnswerTooLarge,
-        ) as exc:
+        except FAILURES as exc:
             self._note(exc)
             raise RequestFailed(
                 _as_engine_error(exc),
@@ -244,28 +243,16 @@ class EvalClient:
     ) -> Completion:
         """One request, retried as the policy allows; raises RequestFailed. `on_sent` is called
         each time the request's headers have left for the engine."""
-        parsed, attempt = await self._retried(lambda: self._post(body, self._answer, on_sent))
-        (text, finish, tokens, source), (reasoning, thought), model = parsed
-        return Completion(
-            text,
-            finish,
-            tokens,
-            attempt,
-            source,
-            model=model,
-            reasoning=reasoning,
-            reasoning_tokens=thought,
-        )
+        answer, attempt = await self._send(body, self._answer, on_sent)
+        return replace(answer, attempts=attempt)
 
     async def probe(self, body: dict[str, Any]) -> int:
         """The probe: the eval's `body`, streamed (request.probe_body), read up to its first
         event, retried as the policy allows; the attempts it took. Raises RequestFailed."""
         cap = self.network.max_response_bytes
-
-        async def read(response: aiohttp.ClientResponse) -> None:
-            await first_event(response, cap)
-
-        _, attempt = await self._retried(lambda: self._post(request.probe_body(body), read))
+        _, attempt = await self._send(
+            request.probe_body(body), lambda response: first_event(response, cap)
+        )
         return attempt
 
 

@@ -25,12 +25,7 @@ from evalgate.engine.answers import whole
 from evalgate.engine.cards import ModelCard, model_card, served_limit
 from evalgate.engine.http import Blocking, exchange, open_session, read_capped
 from evalgate.engine.network import Network
-from evalgate.engine.retry import (
-    AnswerTooLarge,
-    ConnectionFailed,
-    EngineAnswerError,
-    TransientAnswer,
-)
+from evalgate.engine.retry import FAILURES, EngineAnswerError
 from evalgate.engine.urls import api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.lengths import Limit
@@ -41,10 +36,6 @@ log = logging.getLogger(__name__)
 
 class SideDoorError(EngineAnswerError):
     """An answer that is not the expected JSON (kept internal; callers decide what it means)."""
-
-
-SIDE_DOOR_FAILURES = (SideDoorError, ConnectionFailed, TransientAnswer, AnswerTooLarge)
-"""What a side-door request raises when it got no usable answer."""
 
 
 @dataclass(frozen=True)
@@ -84,28 +75,6 @@ class EngineInfo:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def _request(
-        self, method: str, url: str, body: dict[str, Any] | None, timeout: float | None
-    ) -> tuple[int, str, str | None]:
-        if self._session is None:
-            self._session = open_session(self.network, headers=self._headers)
-        cap = self.network.max_response_bytes
-
-        async def read(response: aiohttp.ClientResponse) -> tuple[int, str, str | None]:
-            text = (await read_capped(response, cap)).decode("utf-8", "replace")
-            return response.status, text, response.headers.get("location")
-
-        return await exchange(
-            self._session,
-            method,
-            url,
-            deadline=self.timeout if timeout is None else timeout,
-            read=read,
-            data=None if body is None else json.dumps(body).encode(),
-            network=self.network,
-            headers={"Content-Type": "application/json"} if body is not None else None,
-        )
-
     def _answer(
         self,
         method: str,
@@ -114,7 +83,27 @@ class EngineInfo:
         timeout: float | None = None,
     ) -> tuple[int, str, str | None]:
         """Status, body text and Location of one request."""
-        return self._loop.run(self._request(method, url, body, timeout))
+        cap = self.network.max_response_bytes
+
+        async def read(response: aiohttp.ClientResponse) -> tuple[int, str, str | None]:
+            text = (await read_capped(response, cap)).decode("utf-8", "replace")
+            return response.status, text, response.headers.get("location")
+
+        async def send() -> tuple[int, str, str | None]:
+            if self._session is None:  # made in the loop that sends (aiohttp's rule)
+                self._session = open_session(self.network, headers=self._headers)
+            return await exchange(
+                self._session,
+                method,
+                url,
+                deadline=self.timeout if timeout is None else timeout,
+                read=read,
+                data=None if body is None else json.dumps(body).encode(),
+                network=self.network,
+                headers={"Content-Type": "application/json"} if body is not None else None,
+            )
+
+        return self._loop.run(send())
 
     def _json(
         self,
@@ -160,15 +149,11 @@ class EngineInfo:
         status, text, _ = self._answer("GET", url, None, timeout)
         return dynamo.ready_answer(status, text)
 
-    def served_limit(self, model: str | None, label: str) -> Limit | None:
-        """The served limit of `model` by its /v1/models card (fetched now)."""
-        return served_limit(self.models(), model, label, self.notes)
-
     def version(self) -> str | None:
         """GET /version (vLLM, SGLang); None where the server has none (a router: 405)."""
         try:
             data = self._json("GET", f"{server_root(self.url)}/version")
-        except SIDE_DOOR_FAILURES as exc:
+        except FAILURES as exc:
             log.debug("no /version at %s: %s", redact_url(self.url), exc)
             return None
         value = data.get("version") if isinstance(data, dict) else None
@@ -194,7 +179,7 @@ class EngineInfo:
         where = f"/tokenize of {redact_url(server_root(self.url))}"
         try:
             data = self._json("POST", f"{server_root(self.url)}/tokenize", body)
-        except SIDE_DOOR_FAILURES as exc:
+        except FAILURES as exc:
             if not isinstance(exc, SideDoorError):  # no such door is normal; this is not
                 self.notes.append(f"{where} gave no answer ({exc}): prompt lengths estimated")
             log.debug("no %s: %s", where, exc)
@@ -225,8 +210,6 @@ def worker_limit(
     notes: list[str],
 ) -> Limit | None:
     """The served limit on a worker's /v1/models card; what it reports unusably goes to
-    `notes`. Raises one of SIDE_DOOR_FAILURES when the worker gives no model list."""
+    `notes`. Raises one of engine.retry.FAILURES when the worker gives no model list."""
     with EngineInfo(url, api_key, timeout, network) as info:
-        limit = info.served_limit(model, f"worker {redact_url(url)}")
-        notes += info.notes
-    return limit
+        return served_limit(info.models(), model, f"worker {redact_url(url)}", notes)

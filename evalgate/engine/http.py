@@ -37,6 +37,7 @@ from evalgate.engine.retry import (
     HostSilent,
     TimedOut,
     TransientAnswer,
+    causes,
 )
 
 T = TypeVar("T")
@@ -108,11 +109,8 @@ def open_session(
 
 def _silent(exc: BaseException) -> bool:
     """Did the kernel give up on the peer (no acknowledgement within TCP_USER_TIMEOUT)?"""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno == errno.ETIMEDOUT:
-            return True
-        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(seen, OSError) and seen.errno == errno.ETIMEDOUT for seen in causes(exc)):
+        return True
     return f"TimeoutError({errno.ETIMEDOUT}," in str(exc)  # aiohttp's payload error quotes it
 
 

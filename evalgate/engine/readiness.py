@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from tenacity import RetryCallState
 
 from evalgate.engine.cards import ModelCard, is_placeholder, pick_card
-from evalgate.engine.discovery import SIDE_DOOR_FAILURES, EngineInfo, SideDoorError
+from evalgate.engine.discovery import EngineInfo, SideDoorError
 from evalgate.engine.retry import (
+    FAILURES,
     AnswerTooLarge,
-    ConnectionFailed,
     RetryPolicy,
-    TimedOut,
     TransientAnswer,
     should_retry,
     tls_to_plain_http,
@@ -60,11 +59,7 @@ def _describe(exc: BaseException | None) -> str:
         return "no answer"
     if isinstance(exc, SideDoorError):
         return exc.error.describe()
-    if isinstance(exc, ConnectionFailed | TimedOut | AnswerTooLarge):  # named by what happened
-        return str(exc)
-    if type(exc) is TransientAnswer:  # Dynamo's frontend, waiting for a worker
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return str(exc) or type(exc).__name__  # evalgate's own errors say what happened
 
 
 def _hint(url: str, exc: BaseException) -> str:
@@ -144,7 +139,7 @@ def wait_until_ready(
         cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
             lambda: _check(info, model, deadline)
         )
-    except SIDE_DOOR_FAILURES as exc:
+    except FAILURES as exc:
         waited = time.monotonic() - started
         if should_retry(exc):
             raise NotReadyError(

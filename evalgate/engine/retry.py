@@ -22,7 +22,7 @@ tried once more, not again: a vanished host ends the request within about two mi
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
+    stop_any,
     stop_before_delay,
     stop_never,
     wait_exponential,
@@ -86,19 +87,29 @@ class HostSilent(ConnectionFailed):
     dropped a connection whose peer acknowledged nothing for TCP_USER_TIMEOUT."""
 
 
+FAILURES = (EngineAnswerError, ConnectionFailed, TransientAnswer, AnswerTooLarge)
+"""What a request raises when it got no usable answer."""
+
+
 def engine_answer(exc: BaseException) -> EngineError | None:
     """The engine's error answer that `exc` carries, if it carries one."""
     return exc.error if isinstance(exc, EngineAnswerError) else None
 
 
-def tls_to_plain_http(exc: BaseException) -> bool:
-    """An https:// URL whose server answers plain HTTP: no wait can change that."""
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the errors it was raised from or while handling, innermost last."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(seen):
-            return True
+        yield seen
         seen = seen.__cause__ or seen.__context__
-    return False
+
+
+def tls_to_plain_http(exc: BaseException) -> bool:
+    """An https:// URL whose server answers plain HTTP: no wait can change that."""
+    return any(
+        isinstance(seen, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(seen)
+        for seen in causes(exc)
+    )
 
 
 def should_retry(exc: BaseException) -> bool:
@@ -147,19 +158,15 @@ class RetryPolicy:
         """Waiting for an endpoint: as often as `timeout` seconds allow."""
         return cls(wait_min, wait_max, deadline=timeout)
 
-    def _stop(self) -> stop_base:
-        stop: stop_base = stop_never
-        if self.attempts is not None:
-            stop = stop_after_attempt(self.attempts) | stop_after_silence_twice()
-        if self.deadline is not None:
-            by_time = stop_before_delay(self.deadline)
-            stop = by_time if self.attempts is None else stop | by_time
-        return stop
-
     def _options(self, before_sleep: BeforeSleep | None) -> dict[str, Any]:
+        stops: list[stop_base] = []
+        if self.attempts is not None:
+            stops += [stop_after_attempt(self.attempts), stop_after_silence_twice()]
+        if self.deadline is not None:
+            stops.append(stop_before_delay(self.deadline))
         return {
             "retry": retry_if_exception(should_retry),
-            "stop": self._stop(),
+            "stop": stop_any(*stops) if stops else stop_never,
             "wait": wait_exponential(
                 multiplier=self.wait_min, min=self.wait_min, max=self.wait_max
             ),

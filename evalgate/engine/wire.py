@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -116,7 +116,7 @@ def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
 def _loads(text: str) -> Any:
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+    except ValueError:
         return None
 
 
@@ -137,14 +137,7 @@ def parse_error(status: int, body: str) -> EngineError:
                 match = _WRAPPED_STATUS.search(text[:brace])
                 # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
                 wrapped = int(match.group(1)) if match and status >= 500 else None
-                return EngineError(
-                    status=status,
-                    message=found.message,
-                    type=found.type,
-                    code=found.code,
-                    param=found.param,
-                    wrapped_status=wrapped,
-                )
+                return replace(found, wrapped_status=wrapped)
     match = _WRAPPED_STATUS.search(text)
     wrapped = int(match.group(1)) if match and status >= 500 else None
     return EngineError(
