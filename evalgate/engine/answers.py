@@ -24,6 +24,26 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 also or instead reasoning)."""
 
 
+@dataclass(frozen=True)
+class Completion:
+    """One answer from the engine."""
+
+    text: str
+    finish_reason: str | None
+    completion_tokens: int | None
+    attempts: int
+    source: str = "content"
+    """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
+    when a chat answer's content was null or empty."""
+    model: str | None = None
+    """The model the answer names (its "model" field), when it names one."""
+    reasoning: str | None = None
+    """The message's reasoning text (reasoning_content or reasoning), whatever the answer's
+    field."""
+    reasoning_tokens: int | None = None
+    """usage.completion_tokens_details.reasoning_tokens, where the engine reports it."""
+
+
 class MalformedAnswer(TransientAnswer):
     """A 200 whose body is not a completion."""
 
@@ -100,48 +120,36 @@ def error_answer(raw: Any) -> EngineAnswerError | None:
     return None
 
 
-def parse_completion(
-    raw: Any, api: str, problems: Problems | None = None
-) -> tuple[str, str | None, int | None, str]:
-    """Text, finish_reason, completion_tokens and the field that held the text, from a parsed
-    JSON answer."""
+def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Completion:
+    """A parsed JSON answer, typed: the text of choice 0 and the field that held it, its
+    finish_reason, the model named, the token counts and, for chat, the reasoning (its attempts
+    are the sender's to count)."""
+    model = text_or_none(raw.get("model"), "model", problems) if isinstance(raw, dict) else None
     try:
         choices = raw["choices"]
         # the answer is choice 0 by its index; a server may list the choices in any order
         choice = next(
             (c for c in choices if isinstance(c, dict) and c.get("index") == 0), choices[0]
         )
-        if api == "chat":
-            content, source = _chat_text(choice["message"])
-        else:
-            content, source = choice["text"], "text"
+        message = choice["message"] if api == "chat" else {}
+        content, source = _chat_text(message) if api == "chat" else (choice["text"], "text")
         usage = raw.get("usage") or {}
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
     unreadable = content is not None and not isinstance(content, str) and content != []
     if unreadable and problems is not None:
         problems.note(source, content)
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return (
+    usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("completion_tokens_details")
+    thought = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    found = (message.get(name) for name in REASONING_FIELDS)
+    return Completion(
         clean(content) if isinstance(content, str) else "",
         text_or_none(choice.get("finish_reason"), "finish_reason", problems),
-        count(tokens, "usage.completion_tokens", problems),
+        count(usage.get("completion_tokens"), "usage.completion_tokens", problems),
+        0,
         source,
+        model,
+        next((clean(value) for value in found if isinstance(value, str) and value), None),
+        count(thought, "usage.completion_tokens_details.reasoning_tokens", problems),
     )
-
-
-def parse_reasoning(
-    raw: Any, api: str, problems: Problems | None = None
-) -> tuple[str | None, int | None]:
-    """A chat answer's reasoning text and its reasoning tokens (where the engine reports
-    usage.completion_tokens_details.reasoning_tokens); None where absent."""
-    text = None
-    choice = raw["choices"][0] if api == "chat" else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if isinstance(message, dict):
-        found = (message.get(name) for name in REASONING_FIELDS)
-        text = next((clean(value) for value in found if isinstance(value, str) and value), None)
-    usage = raw.get("usage") if isinstance(raw, dict) else None
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return text, count(tokens, "usage.completion_tokens_details.reasoning_tokens", problems)

@@ -6,11 +6,7 @@ reads it up to its first event. lm-eval's own client retries every exception, HT
 and then loses the whole run; here a request is retried by engine.retry's policy (connection
 errors, timeouts, 408, 429, 5xx and malformed answers, with backoff, bounded attempts and time);
 any other status is the engine's verdict on the request and is raised as fatal at once, with the
-engine's own message.
-
-Every attempt has a deadline (--timeout) on the whole answer, first byte to last (engine.http).
-Credentials in the URL (``http://user:password@host/v1``) are sent as HTTP basic auth, taken out
-of the URL, so the HTTP library's request log never shows them.
+engine's own message. Every attempt has a deadline (--timeout) on the whole answer.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import aiohttp
@@ -27,12 +23,11 @@ from tenacity import RetryCallState
 
 from evalgate.engine import request
 from evalgate.engine.answers import (
+    Completion,
     MalformedAnswer,
     Problems,
     error_answer,
-    parse_completion,
-    parse_reasoning,
-    text_or_none,
+    parse_answer,
 )
 from evalgate.engine.http import Reader, exchange, open_session, read_capped
 from evalgate.engine.network import Network
@@ -44,7 +39,6 @@ from evalgate.engine.retry import (
     HostSilent,
     RetryPolicy,
     TimedOut,
-    engine_answer,
     should_retry,
 )
 from evalgate.engine.stream import first_event
@@ -54,26 +48,6 @@ from evalgate.engine.workers import WorkerWatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One answer from the engine."""
-
-    text: str
-    finish_reason: str | None
-    completion_tokens: int | None
-    attempts: int
-    source: str = "content"
-    """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
-    when a chat answer's content was null or empty."""
-    model: str | None = None
-    """The model the answer names (its "model" field), when it names one."""
-    reasoning: str | None = None
-    """The message's reasoning text (reasoning_content or reasoning), whatever the answer's
-    field."""
-    reasoning_tokens: int | None = None
-    """usage.completion_tokens_details.reasoning_tokens, where the engine reports it."""
 
 
 def describe_failure(error: EngineError) -> str:
@@ -102,9 +76,8 @@ class RequestFailed(Exception):
 
 
 def _as_engine_error(exc: BaseException) -> EngineError:
-    answer = engine_answer(exc)
-    if answer is not None:
-        return answer
+    if isinstance(exc, EngineAnswerError):
+        return exc.error
     if isinstance(exc, TimedOut):
         return EngineError(0, "request timed out (--timeout)")
     if isinstance(exc, HostSilent):
@@ -183,17 +156,12 @@ class EvalClient:
         error = error_answer(raw)
         if error is not None:
             raise error
-        problems = self.problems
-        model = text_or_none(raw.get("model"), "model", problems) if isinstance(raw, dict) else None
-        text, finish, tokens, source = parse_completion(raw, self.api, problems)
-        reasoning, thought = parse_reasoning(raw, self.api, problems)
-        return Completion(text, finish, tokens, 0, source, model, reasoning, thought)
+        return parse_answer(raw, self.api, self.problems)
 
     def _note(self, exc: BaseException | None) -> None:
         """Remember a worker the router could not reach: later answers (a router's 503 "No
         available workers") no longer name it."""
-        answer = engine_answer(exc) if exc is not None else None
-        worker = answer.unreachable_worker if answer is not None else None
+        worker = exc.error.unreachable_worker if isinstance(exc, EngineAnswerError) else None
         if worker is not None:
             self.unreachable_workers[worker] = None
 

@@ -5,13 +5,11 @@ version) and how long a prompt is in the engine's own tokens. Generation request
 and the eval's, are sent by engine/client.py. Every answer is decoded into typed values here:
 a count or a length that is not a positive whole number (-3, `true`, "9472") is named in
 `EngineInfo.notes` and not used.
-
-A /v1/models answer is read into cards by engine/cards.py, which also holds the one rule that
-picks the model's card.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass, replace
@@ -23,7 +21,7 @@ import aiohttp
 from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
 from evalgate.engine.cards import ModelCard, model_card, served_limit
-from evalgate.engine.http import Blocking, exchange, open_session, read_capped
+from evalgate.engine.http import exchange, open_session, read_capped
 from evalgate.engine.network import Network
 from evalgate.engine.retry import FAILURES, EngineAnswerError
 from evalgate.engine.urls import api_root, credentials, redact_url, server_root
@@ -32,10 +30,6 @@ from evalgate.lengths import Limit
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
-
-
-class SideDoorError(EngineAnswerError):
-    """An answer that is not the expected JSON (kept internal; callers decide what it means)."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +41,8 @@ class TokenCount:
 
 
 class EngineInfo:
-    """Side-door requests to one server, sharing one connection pool on one event loop; each
-    request has a total deadline (`timeout`, or the one given), first byte to last."""
+    """Side-door requests to one server from blocking code, sharing one connection pool on an
+    event loop of its own; each request has a total deadline (`timeout`, or the one given)."""
 
     def __init__(
         self,
@@ -60,14 +54,23 @@ class EngineInfo:
         self.url, self._headers = credentials(api_root(url), api_key)
         self.timeout = timeout
         self.network = network or Network()
-        self._loop = Blocking()
+        self._loop = asyncio.new_event_loop()  # the blocking callers' own
         self._session: aiohttp.ClientSession | None = None
         self.notes: list[str] = []
         """Warnings about what the server said (a value it reports in an unusable form)."""
 
     def close(self) -> None:
-        session = self._session
-        self._loop.close(session.close() if session is not None else None)
+        """Cancel what an interruption left behind, close the session, end the loop."""
+        loop = self._loop
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if self._session is not None:
+            loop.run_until_complete(self._session.close())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
     def __enter__(self) -> EngineInfo:
         return self
@@ -103,7 +106,7 @@ class EngineInfo:
                 headers={"Content-Type": "application/json"} if body is not None else None,
             )
 
-        return self._loop.run(send())
+        return self._loop.run_until_complete(send())
 
     def _json(
         self,
@@ -115,20 +118,20 @@ class EngineInfo:
         status, text, location = self._answer(method, url, body, timeout)
         if 300 <= status < 400:  # not followed: a redirected engine URL is a wrong --base-url
             where = redact_url(location or "")
-            raise SideDoorError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
+            raise EngineAnswerError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
         if status != 200:
-            raise SideDoorError(parse_error(status, text))
+            raise EngineAnswerError(parse_error(status, text))
         try:
             return json.loads(text)
         except ValueError as exc:
-            raise SideDoorError(EngineError(status, f"not JSON: {text[:200]!r}")) from exc
+            raise EngineAnswerError(EngineError(status, f"not JSON: {text[:200]!r}")) from exc
 
     def models(self, timeout: float | None = None) -> list[ModelCard]:
         """GET /v1/models (`timeout`: seconds for this request, else the client's)."""
         data = self._json("GET", f"{self.url}/models", timeout=timeout)
         cards = data.get("data") if isinstance(data, dict) else None
         if not isinstance(cards, list):
-            raise SideDoorError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
+            raise EngineAnswerError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
         return [card for card in map(model_card, cards) if card is not None]
 
     def readiness(self, timeout: float | None = None) -> EngineError | None:
@@ -180,7 +183,7 @@ class EngineInfo:
         try:
             data = self._json("POST", f"{server_root(self.url)}/tokenize", body)
         except FAILURES as exc:
-            if not isinstance(exc, SideDoorError):  # no such door is normal; this is not
+            if not isinstance(exc, EngineAnswerError):  # no such door is normal; this is not
                 self.notes.append(f"{where} gave no answer ({exc}): prompt lengths estimated")
             log.debug("no %s: %s", where, exc)
             return None

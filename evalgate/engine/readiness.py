@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from tenacity import RetryCallState
 
 from evalgate.engine.cards import ModelCard, is_placeholder, pick_card
-from evalgate.engine.discovery import EngineInfo, SideDoorError
+from evalgate.engine.discovery import EngineInfo
 from evalgate.engine.retry import (
     FAILURES,
     AnswerTooLarge,
+    EngineAnswerError,
     RetryPolicy,
     TransientAnswer,
     should_retry,
@@ -57,7 +58,7 @@ class Readiness:
 def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "no answer"
-    if isinstance(exc, SideDoorError):
+    if isinstance(exc, EngineAnswerError):
         return exc.error.describe()
     return str(exc) or type(exc).__name__  # evalgate's own errors say what happened
 
@@ -74,7 +75,7 @@ def _hint(url: str, exc: BaseException) -> str:
             "A model list is a few kilobytes: check that --base-url points at the engine or "
             "router, or raise --max-response-bytes."
         )
-    status = exc.error.status if isinstance(exc, SideDoorError) else None
+    status = exc.error.status if isinstance(exc, EngineAnswerError) else None
     if status is not None and 300 <= status < 400:
         return "Give the URL it redirects to (without /models) as --base-url."
     if status == 404 and not url.rstrip("/").endswith("/v1"):
@@ -92,7 +93,7 @@ def _check(info: EngineInfo, model: str | None, deadline: float) -> list[ModelCa
 
     not_ready = info.readiness(timeout=left())
     if not_ready is not None:
-        raise SideDoorError(not_ready)
+        raise EngineAnswerError(not_ready)
     cards = info.models(timeout=left())
     if model is not None and (not cards or any(c.context_window for c in cards)):
         _dynamo_check(info, model, cards, left())
@@ -108,7 +109,7 @@ def _dynamo_check(info: EngineInfo, model: str, cards: list[ModelCard], timeout:
     state, reason = answer
     path = f"/v1/models/{model}/ready"
     if state == "not ready":
-        raise SideDoorError(EngineError(503, f"{path} says not ready: {reason}"))
+        raise EngineAnswerError(EngineError(503, f"{path} says not ready: {reason}"))
     if state == "unlisted" and not cards:
         raise TransientAnswer(
             f"Dynamo's frontend lists no model yet ({path}: 404 {reason}): no worker has "

@@ -91,11 +91,6 @@ FAILURES = (EngineAnswerError, ConnectionFailed, TransientAnswer, AnswerTooLarge
 """What a request raises when it got no usable answer."""
 
 
-def engine_answer(exc: BaseException) -> EngineError | None:
-    """The engine's error answer that `exc` carries, if it carries one."""
-    return exc.error if isinstance(exc, EngineAnswerError) else None
-
-
 def causes(exc: BaseException) -> Iterator[BaseException]:
     """`exc` and the errors it was raised from or while handling, innermost last."""
     seen: BaseException | None = exc
@@ -114,9 +109,8 @@ def tls_to_plain_http(exc: BaseException) -> bool:
 
 def should_retry(exc: BaseException) -> bool:
     """Can the same request succeed later? (The table in the module docstring.)"""
-    error = engine_answer(exc)
-    if error is not None:
-        return error.retryable or error.status == 200
+    if isinstance(exc, EngineAnswerError):
+        return exc.error.retryable or exc.error.status == 200
     if tls_to_plain_http(exc):
         return False
     return isinstance(exc, TransientAnswer | TimeoutError | ConnectionError)

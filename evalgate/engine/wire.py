@@ -86,22 +86,17 @@ class EngineError:
         return f"HTTP {self.status}{wrapped}: {self.message}"
 
 
-def _said(text: str) -> str:
-    """An engine's words as kept: a body of megabytes is not one line to print."""
-    return capped(text, MAX_MESSAGE_CHARS)
-
-
 def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     inner = obj.get("error")
     if isinstance(inner, dict) and "message" in inner:
         obj = inner
     elif isinstance(inner, str) and "message" not in obj:
-        return EngineError(status, _said(inner))
+        return EngineError(status, capped(inner, MAX_MESSAGE_CHARS))
     if "message" in obj:
         code = obj.get("code")
         return EngineError(
             status=status,
-            message=_said(str(obj["message"])),
+            message=capped(str(obj["message"]), MAX_MESSAGE_CHARS),
             type=obj.get("type") if isinstance(obj.get("type"), str) else None,
             code=code if isinstance(code, str | int) and not isinstance(code, bool) else None,
             param=str(obj["param"]) if obj.get("param") is not None else None,
@@ -109,7 +104,7 @@ def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     detail = obj.get("detail")
     if detail is not None:
         text = detail if isinstance(detail, str) else json.dumps(detail)
-        return EngineError(status, _said(text))
+        return EngineError(status, capped(text, MAX_MESSAGE_CHARS))
     return None
 
 
@@ -142,6 +137,6 @@ def parse_error(status: int, body: str) -> EngineError:
     wrapped = int(match.group(1)) if match and status >= 500 else None
     return EngineError(
         status,
-        _said(text) or f"(empty body, HTTP {status})",
+        capped(text, MAX_MESSAGE_CHARS) or f"(empty body, HTTP {status})",
         wrapped_status=wrapped if wrapped and wrapped < 500 else None,
     )

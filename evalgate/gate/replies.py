@@ -15,8 +15,8 @@ from typing import cast
 import msgspec
 
 from evalgate.engine import dynamo
-from evalgate.engine.answers import REASONING_FIELDS
-from evalgate.engine.client import Completion, RequestFailed, describe_failure
+from evalgate.engine.answers import REASONING_FIELDS, Completion
+from evalgate.engine.client import RequestFailed, describe_failure
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.fields import AnswerField
 from evalgate.evidence.journal import Journal
