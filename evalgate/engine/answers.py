@@ -3,8 +3,7 @@
 The answer is the engine's word, not evalgate's: each field is taken only when it has the type
 and range it must have. A count that is negative, `true` or a string, a finish_reason that is
 not text, is named in a problem (`Problems`) and not used, so nothing implausible reaches the
-evidence. A body with no choices[0] text is malformed (retried); a 200 whose body is an error
-object is the engine's error answer, its words kept.
+evidence. A body with no choices[0] text is malformed (retried).
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 
 The body is engine.request's; the probe sends the eval's body streamed (`request.probe_body`)
 through the same `EvalClient`, the same connection settings, headers, deadline and retries, and
-reads it up to its first event. lm-eval's own client retries every exception, HTTP 400 included,
-and then loses the whole run; here a request is retried by engine.retry's policy (connection
-errors, timeouts, 408, 429, 5xx and malformed answers, with backoff, bounded attempts and time);
-any other status is the engine's verdict on the request and is raised as fatal at once, with the
-engine's own message. Every attempt has a deadline (--timeout) on the whole answer.
+reads it up to its first event (`first_event`). lm-eval's own client retries every exception,
+HTTP 400 included, and then loses the whole run; here a request is retried by engine.retry's
+policy (connection errors, timeouts, 408, 429, 5xx and malformed answers, with backoff, bounded
+attempts and time); any other status is the engine's verdict on the request and is raised as
+fatal at once, with the engine's own message. Every attempt has a deadline (--timeout) on the
+whole answer.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 import aiohttp
 from tenacity import RetryCallState
 
-from evalgate.engine import request
+from evalgate.engine import dynamo, request
 from evalgate.engine.answers import (
     Completion,
     MalformedAnswer,
@@ -29,7 +30,7 @@ from evalgate.engine.answers import (
     error_answer,
     parse_answer,
 )
-from evalgate.engine.http import Reader, exchange, open_session, read_capped
+from evalgate.engine.http import Reader, exchange, lines, open_session, read_capped
 from evalgate.engine.network import Network
 from evalgate.engine.retry import (
     FAILURES,
@@ -41,12 +42,13 @@ from evalgate.engine.retry import (
     TimedOut,
     should_retry,
 )
-from evalgate.engine.stream import first_event
 from evalgate.engine.urls import api_root, authorization
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import EngineError, json_or_none, parse_error
 from evalgate.engine.workers import WorkerWatch
 
 log = logging.getLogger(__name__)
+KEPT_OF_NO_STREAM = 4096
+"""Bytes of a body that is not a stream kept to say what it was."""
 T = TypeVar("T")
 
 
@@ -73,6 +75,41 @@ class RequestFailed(Exception):
         self.attempts = attempts
         self.unreachable_workers = unreachable_workers
         """Workers the router said it could not reach, in any answer of this eval so far."""
+
+
+def _not_a_stream(seen: bytes) -> Exception:
+    """What a body with no event was: an error answer (its words kept), or not a stream."""
+    text = seen.decode("utf-8", "replace").strip()
+    error = error_answer(json_or_none(text))
+    if error is not None:
+        return error
+    shown = f": {text[:200]!r}" if text else ""
+    return MalformedAnswer(f"the stream ended before its first event{shown}")
+
+
+async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
+    """Read up to the stream's first `data:` event, what proves the probe was accepted; raise
+    the engine's error answer, or MalformedAnswer, when there is none. An SSE comment (":...")
+    is not an event: a server that sends only those is cut by the request's deadline. A 200
+    that is a JSON error body, not a stream, is the engine's answer: its words are kept."""
+    if not 200 <= response.status < 300:
+        body = await read_capped(response, cap)
+        raise EngineAnswerError(parse_error(response.status, body.decode("utf-8", "replace")))
+    seen = bytearray()
+    async for line in lines(response, cap):
+        text = line.decode("utf-8", "replace").strip()
+        if text.startswith("data:"):
+            event = text[5:].strip()
+            try:
+                answer = json.loads(event)
+            except ValueError as exc:
+                raise MalformedAnswer(f"its first event is not JSON: {event[:200]!r}") from exc
+            if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
+                raise EngineAnswerError(dynamo.stream_error(answer, event, response.status))
+            return
+        if len(seen) < KEPT_OF_NO_STREAM and not text.startswith(":"):
+            seen += line
+    raise _not_a_stream(bytes(seen))
 
 
 def _as_engine_error(exc: BaseException) -> EngineError:

@@ -108,14 +108,9 @@ class EngineInfo:
 
         return self._loop.run_until_complete(send())
 
-    def _json(
-        self,
-        method: str,
-        url: str,
-        body: dict[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> Any:
-        status, text, location = self._answer(method, url, body, timeout)
+    def _json(self, method: str, url: str, **kw: Any) -> Any:
+        """The JSON of a 200 answer; any other answer raised as the server's (EngineAnswerError)."""
+        status, text, location = self._answer(method, url, **kw)
         if 300 <= status < 400:  # not followed: a redirected engine URL is a wrong --base-url
             where = redact_url(location or "")
             raise EngineAnswerError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
@@ -181,7 +176,7 @@ class EngineInfo:
             body["prompt"] = prompt.text
         where = f"/tokenize of {redact_url(server_root(self.url))}"
         try:
-            data = self._json("POST", f"{server_root(self.url)}/tokenize", body)
+            data = self._json("POST", f"{server_root(self.url)}/tokenize", body=body)
         except FAILURES as exc:
             if not isinstance(exc, EngineAnswerError):  # no such door is normal; this is not
                 self.notes.append(f"{where} gave no answer ({exc}): prompt lengths estimated")

@@ -24,13 +24,12 @@ Pure functions only: the HTTP happens elsewhere.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from typing import Any, Literal
 
 from evalgate.engine.answers import whole
-from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
+from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, json_or_none, parse_error
 from evalgate.outside import capped
 
 ReadyState = Literal["ready", "not ready", "unlisted"]
@@ -60,10 +59,7 @@ def ready_answer(status: int, body: str) -> tuple[ReadyState, str] | None:
     """Dynamo's answer to `GET /v1/models/{id}/ready` and its reason, or None when the answer is
     not Dynamo's (a server without that route: vLLM answers 404 `{"detail": "Not Found"}`).
     "unlisted": the frontend knows no such model (no worker registered it, or it was dropped)."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
+    parsed = json_or_none(body)
     if not isinstance(parsed, dict):
         return None
     ready = parsed.get("ready")

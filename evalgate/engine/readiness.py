@@ -2,10 +2,8 @@
 
 Each check asks the router's `GET /readiness` where it has one (vllm-router and sglang-router
 do; an engine answers 404 and is asked /v1/models alone), then `GET /v1/models`, once. What is
-retried is engine.retry's rule: refused or reset connections, timeouts, 408/429/5xx, a router's
-503 "all circuits open" / "No available workers" (text or JSON) or "not ready" while its workers
-come up. An answer that cannot change by waiting (401, 404, a model list naming other models)
-fails at once.
+retried is engine.retry's rule (a router's 503 while its workers come up among it); an answer
+that cannot change by waiting (401, 404, a model list naming other models) fails at once.
 
 A router that lists only a placeholder (sglang-router's `unknown`) or no model at all does not
 fail here: the check warns, naming what it listed, and the probe proves the model name.

@@ -22,6 +22,7 @@ tried once more, not again: a vanished host ends the request within about two mi
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -172,11 +173,10 @@ class RetryPolicy:
         self,
         *,
         before_sleep: BeforeSleep | None = None,
-        sleep: Callable[[float], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> Retrying:
         """For a blocking call: ``policy.retrying()(function)``."""
-        options = self._options(before_sleep)
-        return Retrying(**options) if sleep is None else Retrying(sleep=sleep, **options)
+        return Retrying(sleep=sleep, **self._options(before_sleep))
 
     def async_retrying(self, *, before_sleep: BeforeSleep | None = None) -> AsyncRetrying:
         """For a coroutine: ``async for attempt in policy.async_retrying(): with attempt: ...``."""

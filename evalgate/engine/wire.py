@@ -86,7 +86,9 @@ class EngineError:
         return f"HTTP {self.status}{wrapped}: {self.message}"
 
 
-def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
+def _from_object(status: int, obj: Any) -> EngineError | None:
+    if not isinstance(obj, dict):
+        return None
     inner = obj.get("error")
     if isinstance(inner, dict) and "message" in inner:
         obj = inner
@@ -108,7 +110,8 @@ def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     return None
 
 
-def _loads(text: str) -> Any:
+def json_or_none(text: str | bytes) -> Any:
+    """`text` decoded as JSON; None when it is not JSON."""
     try:
         return json.loads(text)
     except ValueError:
@@ -118,21 +121,16 @@ def _loads(text: str) -> Any:
 def parse_error(status: int, body: str) -> EngineError:
     """Turn a status and body into an EngineError, keeping the engine's words."""
     text = body.strip()
-    parsed = _loads(text)
-    if isinstance(parsed, dict):
-        found = _from_object(status, parsed)
-        if found is not None:
-            return found
+    found = _from_object(status, json_or_none(text))
+    if found is not None:
+        return found
     brace = text.find("{")
-    if brace > 0:
-        inner = _loads(text[brace:])
-        if isinstance(inner, dict):
-            found = _from_object(status, inner)
-            if found is not None:
-                match = _WRAPPED_STATUS.search(text[:brace])
-                # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
-                wrapped = int(match.group(1)) if match and status >= 500 else None
-                return replace(found, wrapped_status=wrapped)
+    found = _from_object(status, json_or_none(text[brace:])) if brace > 0 else None
+    if found is not None:
+        match = _WRAPPED_STATUS.search(text[:brace])
+        # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
+        wrapped = int(match.group(1)) if match and status >= 500 else None
+        return replace(found, wrapped_status=wrapped)
     match = _WRAPPED_STATUS.search(text)
     wrapped = int(match.group(1)) if match and status >= 500 else None
     return EngineError(

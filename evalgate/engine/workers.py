@@ -121,14 +121,6 @@ class WorkerWatch:
                 poll.cancel()
             await asyncio.gather(*polls, return_exceptions=True)
 
-    def error(self) -> WorkerLost:
-        return WorkerLost(
-            f"Worker {self.lost} stopped answering: no connection to it for {self.limit:g} s "
-            f"(tried every {self.interval:g} s), so the requests waiting on it behind the "
-            "router would never end; the eval stopped. Check that worker's node and its "
-            "network."
-        )
-
     async def guard(self, work: Awaitable[T]) -> T:
         """`work`, unless a worker is lost first (then WorkerLost)."""
         if self._task is None:
@@ -143,5 +135,10 @@ class WorkerWatch:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         if task.cancelled() and self._gone.is_set():
-            raise self.error()
+            raise WorkerLost(
+                f"Worker {self.lost} stopped answering: no connection to it for {self.limit:g} s "
+                f"(tried every {self.interval:g} s), so the requests waiting on it behind the "
+                "router would never end; the eval stopped. Check that worker's node and its "
+                "network."
+            )
         return task.result()
