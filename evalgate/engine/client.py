@@ -52,12 +52,6 @@ KEPT_OF_NO_STREAM = 4096
 T = TypeVar("T")
 
 
-def describe_failure(error: EngineError) -> str:
-    """One line for a failed request: the engine's status and words, or (status 0) what went
-    wrong on the way, since no status came back."""
-    return error.describe() if error.status else f"no answer: {error.message}"
-
-
 class RequestFailed(Exception):
     """A request that got no answer: `fatal` when retrying cannot help (a 4xx)."""
 
@@ -69,7 +63,8 @@ class RequestFailed(Exception):
         attempts: int,
         unreachable_workers: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(describe_failure(error))
+        # status 0: no status came back, so the message says what went wrong on the way
+        super().__init__(error.describe() if error.status else f"no answer: {error.message}")
         self.error = error
         self.fatal = fatal
         self.attempts = attempts
