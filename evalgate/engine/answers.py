@@ -58,6 +58,20 @@ class Problems:
         self.seen[name] += 1
         self.first.setdefault(name, repr(value)[:80])
 
+    def count(self, value: Any, name: str) -> int | None:
+        """A count the engine reported, >= 0; anything else None, noted."""
+        found = whole(value)
+        if found is None and value is not None:
+            self.note(name, value)
+        return found
+
+    def text(self, value: Any, name: str) -> str | None:
+        """A string the engine reported; anything else None, noted."""
+        if value is None or isinstance(value, str):
+            return value
+        self.note(name, value)
+        return None
+
     def describe(self) -> list[str]:
         """One warning per field."""
         return [
@@ -70,23 +84,6 @@ def whole(value: Any, least: int = 0) -> int | None:
     """A number an engine reported: a whole number of at least `least` (never a bool)."""
     usable = isinstance(value, int) and not isinstance(value, bool) and value >= least
     return value if usable else None
-
-
-def count(value: Any, name: str, problems: Problems | None) -> int | None:
-    """A count the engine reported, >= 0; anything else None, noted."""
-    found = whole(value)
-    if found is None and value is not None and problems is not None:
-        problems.note(name, value)
-    return found
-
-
-def text_or_none(value: Any, name: str, problems: Problems | None) -> str | None:
-    """A string the engine reported; anything else None, noted."""
-    if value is None or isinstance(value, str):
-        return value
-    if problems is not None:
-        problems.note(name, value)
-    return None
 
 
 def clean(text: str) -> str:
@@ -123,7 +120,8 @@ def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Comple
     """A parsed JSON answer, typed: the text of choice 0 and the field that held it, its
     finish_reason, the model named, the token counts and, for chat, the reasoning (its attempts
     are the sender's to count)."""
-    model = text_or_none(raw.get("model"), "model", problems) if isinstance(raw, dict) else None
+    problems = problems or Problems()
+    model = problems.text(raw.get("model"), "model") if isinstance(raw, dict) else None
     try:
         choices = raw["choices"]
         # the answer is choice 0 by its index; a server may list the choices in any order
@@ -136,7 +134,7 @@ def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Comple
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
     unreadable = content is not None and not isinstance(content, str) and content != []
-    if unreadable and problems is not None:
+    if unreadable:
         problems.note(source, content)
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("completion_tokens_details")
@@ -144,11 +142,11 @@ def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Comple
     found = (message.get(name) for name in REASONING_FIELDS)
     return Completion(
         clean(content) if isinstance(content, str) else "",
-        text_or_none(choice.get("finish_reason"), "finish_reason", problems),
-        count(usage.get("completion_tokens"), "usage.completion_tokens", problems),
+        problems.text(choice.get("finish_reason"), "finish_reason"),
+        problems.count(usage.get("completion_tokens"), "usage.completion_tokens"),
         0,
         source,
         model,
         next((clean(value) for value in found if isinstance(value, str) and value), None),
-        count(thought, "usage.completion_tokens_details.reasoning_tokens", problems),
+        problems.count(thought, "usage.completion_tokens_details.reasoning_tokens"),
     )
