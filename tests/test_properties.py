@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evalgate.cli.flags import settings_from_args
-from evalgate.engine.answers import MalformedAnswer, parse_completion
+from evalgate.engine.answers import MalformedAnswer, parse_answer
 from evalgate.engine.urls import authorization, redact_url
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
 from evalgate.errors import ArtifactError, ContextError, DatasetError, EvalgateError, UsageError
@@ -149,20 +149,21 @@ completions = st.one_of(
 @given(completions, st.sampled_from(["chat", "completions"]))
 def test_a_completion_is_text_or_malformed_never_a_crash(raw, api):
     try:
-        text, finish, tokens, source = parse_completion(raw, api)
+        answer = parse_answer(raw, api)
     except MalformedAnswer:
         return
-    assert isinstance(text, str)
-    text.encode("utf-8")  # the journal and samples.jsonl can always hold it
-    assert finish is None or isinstance(finish, str)
+    assert isinstance(answer.text, str)
+    answer.text.encode("utf-8")  # the journal and samples.jsonl can always hold it
+    assert answer.finish_reason is None or isinstance(answer.finish_reason, str)
+    tokens = answer.completion_tokens
     assert tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool))
-    assert source in ("content", "reasoning_content", "reasoning", "text")
+    assert answer.source in ("content", "reasoning_content", "reasoning", "text")
 
 
 def test_a_lone_surrogate_is_replaced_and_a_pair_kept():
     raw = json.loads('{"choices": [{"message": {"content": "a \\ud83d b \\ud83d\\ude00"}}]}')
 
-    assert parse_completion(raw, "chat")[0] == "a \ufffd b \U0001f600"
+    assert parse_answer(raw, "chat").text == "a \ufffd b \U0001f600"
 
 
 # -- URLs with credentials ----------------------------------------------------------------------

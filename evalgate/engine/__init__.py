@@ -5,8 +5,7 @@ http.py       the one HTTP layer (aiohttp): total deadlines, connect deadline, T
 retry.py      what is retried and how long; the errors a request can end in
 urls.py       API and server roots, credentials out of URLs, the one Authorization header
 request.py    the body of a generation request: one builder for the probe and the eval
-client.py     EvalClient: the eval's requests and the probe, one client
-stream.py     a streamed answer read to its first event (the probe)
+client.py     EvalClient: the eval's requests and the probe (read to its first event), one client
 answers.py    an answer decoded into typed values
 wire.py       an engine's error answer, whichever engine sent it
 discovery.py  /readiness, /v1/models, /tokenize, /version, typed where they enter

@@ -3,8 +3,7 @@
 The answer is the engine's word, not evalgate's: each field is taken only when it has the type
 and range it must have. A count that is negative, `true` or a string, a finish_reason that is
 not text, is named in a problem (`Problems`) and not used, so nothing implausible reaches the
-evidence. A body with no choices[0] text is malformed (retried); a 200 whose body is an error
-object is the engine's error answer, its words kept.
+evidence. A body with no choices[0] text is malformed (retried).
 """
 
 from __future__ import annotations
@@ -24,6 +23,26 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 also or instead reasoning)."""
 
 
+@dataclass(frozen=True)
+class Completion:
+    """One answer from the engine."""
+
+    text: str
+    finish_reason: str | None
+    completion_tokens: int | None
+    attempts: int
+    source: str = "content"
+    """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
+    when a chat answer's content was null or empty."""
+    model: str | None = None
+    """The model the answer names (its "model" field), when it names one."""
+    reasoning: str | None = None
+    """The message's reasoning text (reasoning_content or reasoning), whatever the answer's
+    field."""
+    reasoning_tokens: int | None = None
+    """usage.completion_tokens_details.reasoning_tokens, where the engine reports it."""
+
+
 class MalformedAnswer(TransientAnswer):
     """A 200 whose body is not a completion."""
 
@@ -39,6 +58,20 @@ class Problems:
         self.seen[name] += 1
         self.first.setdefault(name, repr(value)[:80])
 
+    def count(self, value: Any, name: str) -> int | None:
+        """A count the engine reported, >= 0; anything else None, noted."""
+        found = whole(value)
+        if found is None and value is not None:
+            self.note(name, value)
+        return found
+
+    def text(self, value: Any, name: str) -> str | None:
+        """A string the engine reported; anything else None, noted."""
+        if value is None or isinstance(value, str):
+            return value
+        self.note(name, value)
+        return None
+
     def describe(self) -> list[str]:
         """One warning per field."""
         return [
@@ -51,23 +84,6 @@ def whole(value: Any, least: int = 0) -> int | None:
     """A number an engine reported: a whole number of at least `least` (never a bool)."""
     usable = isinstance(value, int) and not isinstance(value, bool) and value >= least
     return value if usable else None
-
-
-def count(value: Any, name: str, problems: Problems | None) -> int | None:
-    """A count the engine reported, >= 0; anything else None, noted."""
-    found = whole(value)
-    if found is None and value is not None and problems is not None:
-        problems.note(name, value)
-    return found
-
-
-def text_or_none(value: Any, name: str, problems: Problems | None) -> str | None:
-    """A string the engine reported; anything else None, noted."""
-    if value is None or isinstance(value, str):
-        return value
-    if problems is not None:
-        problems.note(name, value)
-    return None
 
 
 def clean(text: str) -> str:
@@ -100,48 +116,37 @@ def error_answer(raw: Any) -> EngineAnswerError | None:
     return None
 
 
-def parse_completion(
-    raw: Any, api: str, problems: Problems | None = None
-) -> tuple[str, str | None, int | None, str]:
-    """Text, finish_reason, completion_tokens and the field that held the text, from a parsed
-    JSON answer."""
+def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Completion:
+    """A parsed JSON answer, typed: the text of choice 0 and the field that held it, its
+    finish_reason, the model named, the token counts and, for chat, the reasoning (its attempts
+    are the sender's to count)."""
+    problems = problems or Problems()
+    model = problems.text(raw.get("model"), "model") if isinstance(raw, dict) else None
     try:
         choices = raw["choices"]
         # the answer is choice 0 by its index; a server may list the choices in any order
         choice = next(
             (c for c in choices if isinstance(c, dict) and c.get("index") == 0), choices[0]
         )
-        if api == "chat":
-            content, source = _chat_text(choice["message"])
-        else:
-            content, source = choice["text"], "text"
+        message = choice["message"] if api == "chat" else {}
+        content, source = _chat_text(message) if api == "chat" else (choice["text"], "text")
         usage = raw.get("usage") or {}
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
     unreadable = content is not None and not isinstance(content, str) and content != []
-    if unreadable and problems is not None:
+    if unreadable:
         problems.note(source, content)
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return (
+    usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("completion_tokens_details")
+    thought = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    found = (message.get(name) for name in REASONING_FIELDS)
+    return Completion(
         clean(content) if isinstance(content, str) else "",
-        text_or_none(choice.get("finish_reason"), "finish_reason", problems),
-        count(tokens, "usage.completion_tokens", problems),
+        problems.text(choice.get("finish_reason"), "finish_reason"),
+        problems.count(usage.get("completion_tokens"), "usage.completion_tokens"),
+        0,
         source,
+        model,
+        next((clean(value) for value in found if isinstance(value, str) and value), None),
+        problems.count(thought, "usage.completion_tokens_details.reasoning_tokens"),
     )
-
-
-def parse_reasoning(
-    raw: Any, api: str, problems: Problems | None = None
-) -> tuple[str | None, int | None]:
-    """A chat answer's reasoning text and its reasoning tokens (where the engine reports
-    usage.completion_tokens_details.reasoning_tokens); None where absent."""
-    text = None
-    choice = raw["choices"][0] if api == "chat" else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if isinstance(message, dict):
-        found = (message.get(name) for name in REASONING_FIELDS)
-        text = next((clean(value) for value in found if isinstance(value, str) and value), None)
-    usage = raw.get("usage") if isinstance(raw, dict) else None
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return text, count(tokens, "usage.completion_tokens_details.reasoning_tokens", problems)

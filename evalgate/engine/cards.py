@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
 from evalgate.lengths import Limit
 
@@ -26,7 +25,6 @@ class ModelCard:
     id: str
     owned_by: str | None
     max_model_len: int | None
-    root: str | None
     unreadable_length: object = None
     """A max_model_len the card holds that is not a positive whole number ("9472", -1)."""
     context_window: int | None = None
@@ -40,14 +38,13 @@ def model_card(card: Any) -> ModelCard | None:
         return None
     length = card.get("max_model_len")
     usable = whole(length, 1)
-    owned_by, root = card.get("owned_by"), card.get("root")
+    owned_by = card.get("owned_by")
     return ModelCard(
         id=card["id"],
         owned_by=owned_by if isinstance(owned_by, str) else None,
         max_model_len=usable,
-        root=root if isinstance(root, str) else None,
         unreadable_length=None if usable is not None else length,
-        context_window=dynamo.context_window(card),
+        context_window=whole(card.get("context_window"), 1),
     )
 
 

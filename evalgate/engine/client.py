@@ -2,15 +2,12 @@
 
 The body is engine.request's; the probe sends the eval's body streamed (`request.probe_body`)
 through the same `EvalClient`, the same connection settings, headers, deadline and retries, and
-reads it up to its first event. lm-eval's own client retries every exception, HTTP 400 included,
-and then loses the whole run; here a request is retried by engine.retry's policy (connection
-errors, timeouts, 408, 429, 5xx and malformed answers, with backoff, bounded attempts and time);
-any other status is the engine's verdict on the request and is raised as fatal at once, with the
-engine's own message.
-
-Every attempt has a deadline (--timeout) on the whole answer, first byte to last (engine.http).
-Credentials in the URL (``http://user:password@host/v1``) are sent as HTTP basic auth, taken out
-of the URL, so the HTTP library's request log never shows them.
+reads it up to its first event (`first_event`). lm-eval's own client retries every exception,
+HTTP 400 included, and then loses the whole run; here a request is retried by engine.retry's
+policy (connection errors, timeouts, 408, 429, 5xx and malformed answers, with backoff, bounded
+attempts and time); any other status is the engine's verdict on the request and is raised as
+fatal at once, with the engine's own message. Every attempt has a deadline (--timeout) on the
+whole answer.
 """
 
 from __future__ import annotations
@@ -19,67 +16,40 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import aiohttp
 from tenacity import RetryCallState
 
-from evalgate.engine import request
+from evalgate.engine import dynamo, request
 from evalgate.engine.answers import (
+    Completion,
     MalformedAnswer,
     Problems,
     error_answer,
-    parse_completion,
-    parse_reasoning,
-    text_or_none,
+    parse_answer,
 )
-from evalgate.engine.http import exchange, open_session, read_capped
+from evalgate.engine.http import Reader, exchange, lines, open_session, read_capped
 from evalgate.engine.network import Network
 from evalgate.engine.retry import (
+    FAILURES,
     AnswerTooLarge,
     ConnectionFailed,
     EngineAnswerError,
     HostSilent,
     RetryPolicy,
     TimedOut,
-    engine_answer,
     should_retry,
 )
-from evalgate.engine.stream import first_event
 from evalgate.engine.urls import api_root, authorization
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import EngineError, json_or_none, parse_error
 from evalgate.engine.workers import WorkerWatch
 
 log = logging.getLogger(__name__)
+KEPT_OF_NO_STREAM = 4096
+"""Bytes of a body that is not a stream kept to say what it was."""
 T = TypeVar("T")
-Parsed = tuple[tuple[str, str | None, int | None, str], tuple[str | None, int | None], str | None]
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One answer from the engine."""
-
-    text: str
-    finish_reason: str | None
-    completion_tokens: int | None
-    attempts: int
-    source: str = "content"
-    """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
-    when a chat answer's content was null or empty."""
-    model: str | None = None
-    """The model the answer names (its "model" field), when it names one."""
-    reasoning: str | None = None
-    """The message's reasoning text (reasoning_content or reasoning), whatever the answer's
-    field."""
-    reasoning_tokens: int | None = None
-    """usage.completion_tokens_details.reasoning_tokens, where the engine reports it."""
-
-
-def describe_failure(error: EngineError) -> str:
-    """One line for a failed request: the engine's status and words, or (status 0) what went
-    wrong on the way, since no status came back."""
-    return error.describe() if error.status else f"no answer: {error.message}"
 
 
 class RequestFailed(Exception):
@@ -93,7 +63,8 @@ class RequestFailed(Exception):
         attempts: int,
         unreachable_workers: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(describe_failure(error))
+        # status 0: no status came back, so the message says what went wrong on the way
+        super().__init__(error.describe() if error.status else f"no answer: {error.message}")
         self.error = error
         self.fatal = fatal
         self.attempts = attempts
@@ -101,10 +72,44 @@ class RequestFailed(Exception):
         """Workers the router said it could not reach, in any answer of this eval so far."""
 
 
+def _not_a_stream(seen: bytes) -> Exception:
+    """What a body with no event was: an error answer (its words kept), or not a stream."""
+    text = seen.decode("utf-8", "replace").strip()
+    error = error_answer(json_or_none(text))
+    if error is not None:
+        return error
+    shown = f": {text[:200]!r}" if text else ""
+    return MalformedAnswer(f"the stream ended before its first event{shown}")
+
+
+async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
+    """Read up to the stream's first `data:` event, what proves the probe was accepted; raise
+    the engine's error answer, or MalformedAnswer, when there is none. An SSE comment (":...")
+    is not an event: a server that sends only those is cut by the request's deadline. A 200
+    that is a JSON error body, not a stream, is the engine's answer: its words are kept."""
+    if not 200 <= response.status < 300:
+        body = await read_capped(response, cap)
+        raise EngineAnswerError(parse_error(response.status, body.decode("utf-8", "replace")))
+    seen = bytearray()
+    async for line in lines(response, cap):
+        text = line.decode("utf-8", "replace").strip()
+        if text.startswith("data:"):
+            event = text[5:].strip()
+            try:
+                answer = json.loads(event)
+            except ValueError as exc:
+                raise MalformedAnswer(f"its first event is not JSON: {event[:200]!r}") from exc
+            if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
+                raise EngineAnswerError(dynamo.stream_error(answer, event, response.status))
+            return
+        if len(seen) < KEPT_OF_NO_STREAM and not text.startswith(":"):
+            seen += line
+    raise _not_a_stream(bytes(seen))
+
+
 def _as_engine_error(exc: BaseException) -> EngineError:
-    answer = engine_answer(exc)
-    if answer is not None:
-        return answer
+    if isinstance(exc, EngineAnswerError):
+        return exc.error
     if isinstance(exc, TimedOut):
         return EngineError(0, "request timed out (--timeout)")
     if isinstance(exc, HostSilent):
@@ -144,8 +149,12 @@ class EvalClient:
         self.problems = Problems()
         """Implausible values in the answers, named in the result's warnings."""
         url, header = authorization(api_root(base_url), api_key)
-        self._url = url + request.path(api)
-        self._headers = request.headers(header)
+        self._url = url + ("/chat/completions" if api == "chat" else "/completions")
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": header,
+        }
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._watch = watch
@@ -167,21 +176,8 @@ class EvalClient:
         if self._session is not None:
             await self._session.close()
 
-    async def _post(self, body: dict[str, Any], read: Any, on_sent: Any = None) -> Any:
-        """The one way a generation request goes out: the eval's and the probe's."""
-        return await exchange(
-            self._open(),
-            "POST",
-            self._url,
-            deadline=self.timeout,
-            read=read,
-            data=request.encode(body),
-            on_sent=on_sent,
-            network=self.network,
-        )
-
-    async def _answer(self, response: aiohttp.ClientResponse) -> Parsed:
-        """A whole JSON answer, decoded into typed values."""
+    async def _answer(self, response: aiohttp.ClientResponse) -> Completion:
+        """A whole JSON answer, decoded into typed values (its attempts counted later)."""
         data = await read_capped(response, self.network.max_response_bytes)
         if not 200 <= response.status < 300:
             raise EngineAnswerError(parse_error(response.status, data.decode("utf-8", "replace")))
@@ -192,16 +188,12 @@ class EvalClient:
         error = error_answer(raw)
         if error is not None:
             raise error
-        problems = self.problems
-        model = text_or_none(raw.get("model"), "model", problems) if isinstance(raw, dict) else None
-        answer = parse_completion(raw, self.api, problems)
-        return answer, parse_reasoning(raw, self.api, problems), model
+        return parse_answer(raw, self.api, self.problems)
 
     def _note(self, exc: BaseException | None) -> None:
         """Remember a worker the router could not reach: later answers (a router's 503 "No
         available workers") no longer name it."""
-        answer = engine_answer(exc) if exc is not None else None
-        worker = answer.unreachable_worker if answer is not None else None
+        worker = exc.error.unreachable_worker if isinstance(exc, EngineAnswerError) else None
         if worker is not None:
             self.unreachable_workers[worker] = None
 
@@ -212,24 +204,31 @@ class EvalClient:
         cause = error.__cause__ if error is not None else None
         log.debug("retry %d after %s (%r)", state.attempt_number, error, cause)
 
-    async def _retried(self, send: Callable[[], Any]) -> tuple[Any, int]:
-        """`send()` as the policy allows: its result and the attempts it took; raises
-        RequestFailed."""
+    async def _send(
+        self, body: dict[str, Any], read: Reader[T], on_sent: Callable[[], None] | None = None
+    ) -> tuple[T, int]:
+        """The one way a generation request goes out, the eval's and the probe's: `body` sent
+        as the policy allows, `read` taking the answer; what it read and the attempts it took.
+        Raises RequestFailed."""
         attempt = 0
-        self._open()  # the workers' watch runs from the first request on
+        session = self._open()  # the workers' watch runs from the first request on
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         try:
             async for attempt_state in self.policy.async_retrying(before_sleep=self._count_retry):
                 attempt = attempt_state.retry_state.attempt_number
                 with attempt_state:
-                    work = send()
+                    work = exchange(
+                        session,
+                        "POST",
+                        self._url,
+                        deadline=self.timeout,
+                        read=read,
+                        data=data,
+                        on_sent=on_sent,
+                        network=self.network,
+                    )
                     result = await (work if self._watch is None else self._watch.guard(work))
-        except (
-            EngineAnswerError,
-            ConnectionFailed,
-            MalformedAnswer,
-            TimedOut,
-            AnswerTooLarge,
-        ) as exc:
+        except FAILURES as exc:
             self._note(exc)
             raise RequestFailed(
                 _as_engine_error(exc),
@@ -244,28 +243,16 @@ class EvalClient:
     ) -> Completion:
         """One request, retried as the policy allows; raises RequestFailed. `on_sent` is called
         each time the request's headers have left for the engine."""
-        parsed, attempt = await self._retried(lambda: self._post(body, self._answer, on_sent))
-        (text, finish, tokens, source), (reasoning, thought), model = parsed
-        return Completion(
-            text,
-            finish,
-            tokens,
-            attempt,
-            source,
-            model=model,
-            reasoning=reasoning,
-            reasoning_tokens=thought,
-        )
+        answer, attempt = await self._send(body, self._answer, on_sent)
+        return replace(answer, attempts=attempt)
 
     async def probe(self, body: dict[str, Any]) -> int:
         """The probe: the eval's `body`, streamed (request.probe_body), read up to its first
         event, retried as the policy allows; the attempts it took. Raises RequestFailed."""
         cap = self.network.max_response_bytes
-
-        async def read(response: aiohttp.ClientResponse) -> None:
-            await first_event(response, cap)
-
-        _, attempt = await self._retried(lambda: self._post(request.probe_body(body), read))
+        _, attempt = await self._send(
+            request.probe_body(body), lambda response: first_event(response, cap)
+        )
         return attempt
 
 

@@ -5,13 +5,11 @@ version) and how long a prompt is in the engine's own tokens. Generation request
 and the eval's, are sent by engine/client.py. Every answer is decoded into typed values here:
 a count or a length that is not a positive whole number (-3, `true`, "9472") is named in
 `EngineInfo.notes` and not used.
-
-A /v1/models answer is read into cards by engine/cards.py, which also holds the one rule that
-picks the model's card.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass, replace
@@ -23,28 +21,15 @@ import aiohttp
 from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
 from evalgate.engine.cards import ModelCard, model_card, served_limit
-from evalgate.engine.http import Blocking, exchange, open_session, read_capped
+from evalgate.engine.http import exchange, open_session, read_capped
 from evalgate.engine.network import Network
-from evalgate.engine.retry import (
-    AnswerTooLarge,
-    ConnectionFailed,
-    EngineAnswerError,
-    TransientAnswer,
-)
+from evalgate.engine.retry import FAILURES, EngineAnswerError
 from evalgate.engine.urls import api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.lengths import Limit
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
-
-
-class SideDoorError(EngineAnswerError):
-    """An answer that is not the expected JSON (kept internal; callers decide what it means)."""
-
-
-SIDE_DOOR_FAILURES = (SideDoorError, ConnectionFailed, TransientAnswer, AnswerTooLarge)
-"""What a side-door request raises when it got no usable answer."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +41,8 @@ class TokenCount:
 
 
 class EngineInfo:
-    """Side-door requests to one server, sharing one connection pool on one event loop; each
-    request has a total deadline (`timeout`, or the one given), first byte to last."""
+    """Side-door requests to one server from blocking code, sharing one connection pool on an
+    event loop of its own; each request has a total deadline (`timeout`, or the one given)."""
 
     def __init__(
         self,
@@ -69,42 +54,29 @@ class EngineInfo:
         self.url, self._headers = credentials(api_root(url), api_key)
         self.timeout = timeout
         self.network = network or Network()
-        self._loop = Blocking()
+        self._loop = asyncio.new_event_loop()  # the blocking callers' own
         self._session: aiohttp.ClientSession | None = None
         self.notes: list[str] = []
         """Warnings about what the server said (a value it reports in an unusable form)."""
 
     def close(self) -> None:
-        session = self._session
-        self._loop.close(session.close() if session is not None else None)
+        """Cancel what an interruption left behind, close the session, end the loop."""
+        loop = self._loop
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if self._session is not None:
+            loop.run_until_complete(self._session.close())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
     def __enter__(self) -> EngineInfo:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    async def _request(
-        self, method: str, url: str, body: dict[str, Any] | None, timeout: float | None
-    ) -> tuple[int, str, str | None]:
-        if self._session is None:
-            self._session = open_session(self.network, headers=self._headers)
-        cap = self.network.max_response_bytes
-
-        async def read(response: aiohttp.ClientResponse) -> tuple[int, str, str | None]:
-            text = (await read_capped(response, cap)).decode("utf-8", "replace")
-            return response.status, text, response.headers.get("location")
-
-        return await exchange(
-            self._session,
-            method,
-            url,
-            deadline=self.timeout if timeout is None else timeout,
-            read=read,
-            data=None if body is None else json.dumps(body).encode(),
-            network=self.network,
-            headers={"Content-Type": "application/json"} if body is not None else None,
-        )
 
     def _answer(
         self,
@@ -114,32 +86,47 @@ class EngineInfo:
         timeout: float | None = None,
     ) -> tuple[int, str, str | None]:
         """Status, body text and Location of one request."""
-        return self._loop.run(self._request(method, url, body, timeout))
+        cap = self.network.max_response_bytes
 
-    def _json(
-        self,
-        method: str,
-        url: str,
-        body: dict[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> Any:
-        status, text, location = self._answer(method, url, body, timeout)
+        async def read(response: aiohttp.ClientResponse) -> tuple[int, str, str | None]:
+            text = (await read_capped(response, cap)).decode("utf-8", "replace")
+            return response.status, text, response.headers.get("location")
+
+        async def send() -> tuple[int, str, str | None]:
+            if self._session is None:  # made in the loop that sends (aiohttp's rule)
+                self._session = open_session(self.network, headers=self._headers)
+            return await exchange(
+                self._session,
+                method,
+                url,
+                deadline=self.timeout if timeout is None else timeout,
+                read=read,
+                data=None if body is None else json.dumps(body).encode(),
+                network=self.network,
+                headers={"Content-Type": "application/json"} if body is not None else None,
+            )
+
+        return self._loop.run_until_complete(send())
+
+    def _json(self, method: str, url: str, **kw: Any) -> Any:
+        """The JSON of a 200 answer; any other answer raised as the server's (EngineAnswerError)."""
+        status, text, location = self._answer(method, url, **kw)
         if 300 <= status < 400:  # not followed: a redirected engine URL is a wrong --base-url
             where = redact_url(location or "")
-            raise SideDoorError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
+            raise EngineAnswerError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
         if status != 200:
-            raise SideDoorError(parse_error(status, text))
+            raise EngineAnswerError(parse_error(status, text))
         try:
             return json.loads(text)
         except ValueError as exc:
-            raise SideDoorError(EngineError(status, f"not JSON: {text[:200]!r}")) from exc
+            raise EngineAnswerError(EngineError(status, f"not JSON: {text[:200]!r}")) from exc
 
     def models(self, timeout: float | None = None) -> list[ModelCard]:
         """GET /v1/models (`timeout`: seconds for this request, else the client's)."""
         data = self._json("GET", f"{self.url}/models", timeout=timeout)
         cards = data.get("data") if isinstance(data, dict) else None
         if not isinstance(cards, list):
-            raise SideDoorError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
+            raise EngineAnswerError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
         return [card for card in map(model_card, cards) if card is not None]
 
     def readiness(self, timeout: float | None = None) -> EngineError | None:
@@ -160,15 +147,11 @@ class EngineInfo:
         status, text, _ = self._answer("GET", url, None, timeout)
         return dynamo.ready_answer(status, text)
 
-    def served_limit(self, model: str | None, label: str) -> Limit | None:
-        """The served limit of `model` by its /v1/models card (fetched now)."""
-        return served_limit(self.models(), model, label, self.notes)
-
     def version(self) -> str | None:
         """GET /version (vLLM, SGLang); None where the server has none (a router: 405)."""
         try:
             data = self._json("GET", f"{server_root(self.url)}/version")
-        except SIDE_DOOR_FAILURES as exc:
+        except FAILURES as exc:
             log.debug("no /version at %s: %s", redact_url(self.url), exc)
             return None
         value = data.get("version") if isinstance(data, dict) else None
@@ -193,9 +176,9 @@ class EngineInfo:
             body["prompt"] = prompt.text
         where = f"/tokenize of {redact_url(server_root(self.url))}"
         try:
-            data = self._json("POST", f"{server_root(self.url)}/tokenize", body)
-        except SIDE_DOOR_FAILURES as exc:
-            if not isinstance(exc, SideDoorError):  # no such door is normal; this is not
+            data = self._json("POST", f"{server_root(self.url)}/tokenize", body=body)
+        except FAILURES as exc:
+            if not isinstance(exc, EngineAnswerError):  # no such door is normal; this is not
                 self.notes.append(f"{where} gave no answer ({exc}): prompt lengths estimated")
             log.debug("no %s: %s", where, exc)
             return None
@@ -225,8 +208,6 @@ def worker_limit(
     notes: list[str],
 ) -> Limit | None:
     """The served limit on a worker's /v1/models card; what it reports unusably goes to
-    `notes`. Raises one of SIDE_DOOR_FAILURES when the worker gives no model list."""
+    `notes`. Raises one of engine.retry.FAILURES when the worker gives no model list."""
     with EngineInfo(url, api_key, timeout, network) as info:
-        limit = info.served_limit(model, f"worker {redact_url(url)}")
-        notes += info.notes
-    return limit
+        return served_limit(info.models(), model, f"worker {redact_url(url)}", notes)

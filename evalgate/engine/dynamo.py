@@ -24,12 +24,12 @@ Pure functions only: the HTTP happens elsewhere.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from typing import Any, Literal
 
-from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
+from evalgate.engine.answers import whole
+from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, json_or_none, parse_error
 from evalgate.outside import capped
 
 ReadyState = Literal["ready", "not ready", "unlisted"]
@@ -43,13 +43,6 @@ ASK_WORKERS = (
     "Give each worker's own OpenAI URL with --worker-url: evalgate then sends it the same request "
     "directly for its words, and reads its served limit."
 )
-
-
-def context_window(card: dict[str, Any]) -> int | None:
-    """A /v1/models card's `context_window` (Dynamo's), when it is a positive whole number."""
-    value = card.get("context_window")
-    usable = isinstance(value, int) and not isinstance(value, bool) and value > 0
-    return value if usable else None
 
 
 def context_window_note(window: int, model: str, label: str) -> str:
@@ -66,10 +59,7 @@ def ready_answer(status: int, body: str) -> tuple[ReadyState, str] | None:
     """Dynamo's answer to `GET /v1/models/{id}/ready` and its reason, or None when the answer is
     not Dynamo's (a server without that route: vLLM answers 404 `{"detail": "Not Found"}`).
     "unlisted": the frontend knows no such model (no worker registered it, or it was dropped)."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
+    parsed = json_or_none(body)
     if not isinstance(parsed, dict):
         return None
     ready = parsed.get("ready")
@@ -91,10 +81,8 @@ def stream_error(event: dict[str, Any], text: str, status: int) -> EngineError:
     streams a 400 this way); without one, the HTTP status stays (a 200: a malformed answer)."""
     error = parse_error(status, text)
     inner = event.get("error")
-    code = inner.get("code") if isinstance(inner, dict) else None
-    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
-        return replace(error, status=code)
-    return error
+    code = whole(inner.get("code"), 400) if isinstance(inner, dict) else None
+    return replace(error, status=code) if code is not None and code < 600 else error
 
 
 def wordless(error: EngineError) -> bool:

@@ -13,9 +13,6 @@ connection pool with `open_session` and send with `exchange`, so every request h
 - the proxies the environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, as aiohttp's
   `trust_env` reads them through urllib: a loopback address is proxied too unless NO_PROXY
   names it).
-
-Blocking callers (readiness, discovery, the probe) run the same coroutines on an event loop of
-their own (`Blocking`).
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ import asyncio
 import errno
 import socket
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -37,6 +34,7 @@ from evalgate.engine.retry import (
     HostSilent,
     TimedOut,
     TransientAnswer,
+    causes,
 )
 
 T = TypeVar("T")
@@ -44,9 +42,8 @@ Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]
 CHUNK = 1 << 16
 
 
-def _options(network: Network) -> list[tuple[int, int, int]]:
-    """Socket options for keepalive and the user timeout, as far as the platform has them."""
-    tcp = socket.IPPROTO_TCP
+def _socket_factory(network: Network) -> Callable[[Any], socket.socket]:
+    """Sockets with keepalive and the user timeout, as far as the platform has them."""
     wanted = [
         ("TCP_KEEPIDLE", max(1, round(network.keepalive_idle))),
         ("TCP_KEEPALIVE", max(1, round(network.keepalive_idle))),  # macOS's name for it
@@ -54,21 +51,14 @@ def _options(network: Network) -> list[tuple[int, int, int]]:
         ("TCP_KEEPCNT", max(1, network.keepalive_probes)),
         ("TCP_USER_TIMEOUT", max(1, round(network.silence_limit * 1000))),
     ]
-    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
-    options += [
-        (tcp, getattr(socket, name), value) for name, value in wanted if hasattr(socket, name)
-    ]
-    return options
-
-
-def _socket_factory(network: Network) -> Callable[[Any], socket.socket]:
-    options = _options(network)
+    options = [(getattr(socket, name), value) for name, value in wanted if hasattr(socket, name)]
 
     def make(addr_info: Any) -> socket.socket:
         family, kind, proto, _, _ = addr_info
         sock = socket.socket(family=family, type=kind, proto=proto)
-        for level, name, value in options:
-            sock.setsockopt(level, name, value)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in options:
+            sock.setsockopt(socket.IPPROTO_TCP, name, value)
         return sock
 
     return make
@@ -108,11 +98,8 @@ def open_session(
 
 def _silent(exc: BaseException) -> bool:
     """Did the kernel give up on the peer (no acknowledgement within TCP_USER_TIMEOUT)?"""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno == errno.ETIMEDOUT:
-            return True
-        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(seen, OSError) and seen.errno == errno.ETIMEDOUT for seen in causes(exc)):
+        return True
     return f"TimeoutError({errno.ETIMEDOUT}," in str(exc)  # aiohttp's payload error quotes it
 
 
@@ -214,26 +201,3 @@ async def lines(response: aiohttp.ClientResponse, cap: int) -> AsyncIterator[byt
             yield line + b"\n"
     if rest:
         yield rest
-
-
-class Blocking:
-    """Coroutines run to the end from blocking code, on one event loop of its own."""
-
-    def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run_until_complete(coroutine)
-
-    def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
-        """Cancel what an interruption left behind, run `last` (a session's close), end."""
-        loop = self._loop
-        pending = asyncio.all_tasks(loop)
-        for task in pending:
-            task.cancel()
-        if pending:
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        if last is not None:
-            loop.run_until_complete(last)
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Network:
-    """What every connection to an engine is given (settings: connect_timeout, keepalive_*,
-    max_response_bytes)."""
+    """Settings: connect_timeout, keepalive_*, max_response_bytes."""
 
     connect_timeout: float = 30.0
     keepalive_idle: float = 30.0

@@ -2,10 +2,8 @@
 
 Each check asks the router's `GET /readiness` where it has one (vllm-router and sglang-router
 do; an engine answers 404 and is asked /v1/models alone), then `GET /v1/models`, once. What is
-retried is engine.retry's rule: refused or reset connections, timeouts, 408/429/5xx, a router's
-503 "all circuits open" / "No available workers" (text or JSON) or "not ready" while its workers
-come up. An answer that cannot change by waiting (401, 404, a model list naming other models)
-fails at once.
+retried is engine.retry's rule (a router's 503 while its workers come up among it); an answer
+that cannot change by waiting (401, 404, a model list naming other models) fails at once.
 
 A router that lists only a placeholder (sglang-router's `unknown`) or no model at all does not
 fail here: the check warns, naming what it listed, and the probe proves the model name.
@@ -26,12 +24,12 @@ from dataclasses import dataclass
 from tenacity import RetryCallState
 
 from evalgate.engine.cards import ModelCard, is_placeholder, pick_card
-from evalgate.engine.discovery import SIDE_DOOR_FAILURES, EngineInfo, SideDoorError
+from evalgate.engine.discovery import EngineInfo
 from evalgate.engine.retry import (
+    FAILURES,
     AnswerTooLarge,
-    ConnectionFailed,
+    EngineAnswerError,
     RetryPolicy,
-    TimedOut,
     TransientAnswer,
     should_retry,
     tls_to_plain_http,
@@ -58,13 +56,9 @@ class Readiness:
 def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "no answer"
-    if isinstance(exc, SideDoorError):
+    if isinstance(exc, EngineAnswerError):
         return exc.error.describe()
-    if isinstance(exc, ConnectionFailed | TimedOut | AnswerTooLarge):  # named by what happened
-        return str(exc)
-    if type(exc) is TransientAnswer:  # Dynamo's frontend, waiting for a worker
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return str(exc) or type(exc).__name__  # evalgate's own errors say what happened
 
 
 def _hint(url: str, exc: BaseException) -> str:
@@ -79,7 +73,7 @@ def _hint(url: str, exc: BaseException) -> str:
             "A model list is a few kilobytes: check that --base-url points at the engine or "
             "router, or raise --max-response-bytes."
         )
-    status = exc.error.status if isinstance(exc, SideDoorError) else None
+    status = exc.error.status if isinstance(exc, EngineAnswerError) else None
     if status is not None and 300 <= status < 400:
         return "Give the URL it redirects to (without /models) as --base-url."
     if status == 404 and not url.rstrip("/").endswith("/v1"):
@@ -97,7 +91,7 @@ def _check(info: EngineInfo, model: str | None, deadline: float) -> list[ModelCa
 
     not_ready = info.readiness(timeout=left())
     if not_ready is not None:
-        raise SideDoorError(not_ready)
+        raise EngineAnswerError(not_ready)
     cards = info.models(timeout=left())
     if model is not None and (not cards or any(c.context_window for c in cards)):
         _dynamo_check(info, model, cards, left())
@@ -113,7 +107,7 @@ def _dynamo_check(info: EngineInfo, model: str, cards: list[ModelCard], timeout:
     state, reason = answer
     path = f"/v1/models/{model}/ready"
     if state == "not ready":
-        raise SideDoorError(EngineError(503, f"{path} says not ready: {reason}"))
+        raise EngineAnswerError(EngineError(503, f"{path} says not ready: {reason}"))
     if state == "unlisted" and not cards:
         raise TransientAnswer(
             f"Dynamo's frontend lists no model yet ({path}: 404 {reason}): no worker has "
@@ -144,7 +138,7 @@ def wait_until_ready(
         cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
             lambda: _check(info, model, deadline)
         )
-    except SIDE_DOOR_FAILURES as exc:
+    except FAILURES as exc:
         waited = time.monotonic() - started
         if should_retry(exc):
             raise NotReadyError(

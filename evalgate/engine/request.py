@@ -6,13 +6,12 @@ the task's temperature, the stop strings (chat keeps the first 4, as lm-eval doe
 seed, then the task's other generation settings (top_p).
 
 The probe sends `probe_body` of the eval's body for the longest prompt: the same keys with the
-same values, plus only `PROBE_KEYS` (it streams, so that it can stop at the first token). A
+same values, plus only `stream` (it streams, so that it can stop at the first token). A
 loopback test compares the two bodies as the engine receives them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,27 +21,6 @@ SEED = 1234
 """lm-eval sends this seed in every API request."""
 CHAT_STOP_STRINGS = 4
 """lm-eval's chat model keeps only the first 4 stop strings (the API's limit)."""
-PROBE_KEYS = frozenset({"stream"})
-"""The only keys the probe adds to the eval's body."""
-
-
-def encode(body: Mapping[str, Any]) -> bytes:
-    """The body's bytes on the wire, the probe's and the eval's alike (compact UTF-8 JSON)."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def headers(authorization: str) -> dict[str, str]:
-    """The headers of every generation request."""
-    return {
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "Authorization": authorization,
-    }
-
-
-def path(api: str) -> str:
-    """The endpoint under /v1 that takes the body."""
-    return "/chat/completions" if api == "chat" else "/completions"
 
 
 def generation_body(

@@ -22,7 +22,8 @@ tried once more, not again: a vanished host ends the request within about two mi
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
+    stop_any,
     stop_before_delay,
     stop_never,
     wait_exponential,
@@ -86,26 +88,30 @@ class HostSilent(ConnectionFailed):
     dropped a connection whose peer acknowledged nothing for TCP_USER_TIMEOUT."""
 
 
-def engine_answer(exc: BaseException) -> EngineError | None:
-    """The engine's error answer that `exc` carries, if it carries one."""
-    return exc.error if isinstance(exc, EngineAnswerError) else None
+FAILURES = (EngineAnswerError, ConnectionFailed, TransientAnswer, AnswerTooLarge)
+"""What a request raises when it got no usable answer."""
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the errors it was raised from or while handling, innermost last."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 def tls_to_plain_http(exc: BaseException) -> bool:
     """An https:// URL whose server answers plain HTTP: no wait can change that."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(
+        isinstance(seen, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(seen)
+        for seen in causes(exc)
+    )
 
 
 def should_retry(exc: BaseException) -> bool:
     """Can the same request succeed later? (The table in the module docstring.)"""
-    error = engine_answer(exc)
-    if error is not None:
-        return error.retryable or error.status == 200
+    if isinstance(exc, EngineAnswerError):
+        return exc.error.retryable or exc.error.status == 200
     if tls_to_plain_http(exc):
         return False
     return isinstance(exc, TransientAnswer | TimeoutError | ConnectionError)
@@ -147,19 +153,15 @@ class RetryPolicy:
         """Waiting for an endpoint: as often as `timeout` seconds allow."""
         return cls(wait_min, wait_max, deadline=timeout)
 
-    def _stop(self) -> stop_base:
-        stop: stop_base = stop_never
-        if self.attempts is not None:
-            stop = stop_after_attempt(self.attempts) | stop_after_silence_twice()
-        if self.deadline is not None:
-            by_time = stop_before_delay(self.deadline)
-            stop = by_time if self.attempts is None else stop | by_time
-        return stop
-
     def _options(self, before_sleep: BeforeSleep | None) -> dict[str, Any]:
+        stops: list[stop_base] = []
+        if self.attempts is not None:
+            stops += [stop_after_attempt(self.attempts), stop_after_silence_twice()]
+        if self.deadline is not None:
+            stops.append(stop_before_delay(self.deadline))
         return {
             "retry": retry_if_exception(should_retry),
-            "stop": self._stop(),
+            "stop": stop_any(*stops) if stops else stop_never,
             "wait": wait_exponential(
                 multiplier=self.wait_min, min=self.wait_min, max=self.wait_max
             ),
@@ -171,11 +173,10 @@ class RetryPolicy:
         self,
         *,
         before_sleep: BeforeSleep | None = None,
-        sleep: Callable[[float], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> Retrying:
         """For a blocking call: ``policy.retrying()(function)``."""
-        options = self._options(before_sleep)
-        return Retrying(**options) if sleep is None else Retrying(sleep=sleep, **options)
+        return Retrying(sleep=sleep, **self._options(before_sleep))
 
     def async_retrying(self, *, before_sleep: BeforeSleep | None = None) -> AsyncRetrying:
         """For a coroutine: ``async for attempt in policy.async_retrying(): with attempt: ...``."""

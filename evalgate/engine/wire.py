@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -86,22 +86,19 @@ class EngineError:
         return f"HTTP {self.status}{wrapped}: {self.message}"
 
 
-def _said(text: str) -> str:
-    """An engine's words as kept: a body of megabytes is not one line to print."""
-    return capped(text, MAX_MESSAGE_CHARS)
-
-
-def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
+def _from_object(status: int, obj: Any) -> EngineError | None:
+    if not isinstance(obj, dict):
+        return None
     inner = obj.get("error")
     if isinstance(inner, dict) and "message" in inner:
         obj = inner
     elif isinstance(inner, str) and "message" not in obj:
-        return EngineError(status, _said(inner))
+        return EngineError(status, capped(inner, MAX_MESSAGE_CHARS))
     if "message" in obj:
         code = obj.get("code")
         return EngineError(
             status=status,
-            message=_said(str(obj["message"])),
+            message=capped(str(obj["message"]), MAX_MESSAGE_CHARS),
             type=obj.get("type") if isinstance(obj.get("type"), str) else None,
             code=code if isinstance(code, str | int) and not isinstance(code, bool) else None,
             param=str(obj["param"]) if obj.get("param") is not None else None,
@@ -109,46 +106,35 @@ def _from_object(status: int, obj: dict[str, Any]) -> EngineError | None:
     detail = obj.get("detail")
     if detail is not None:
         text = detail if isinstance(detail, str) else json.dumps(detail)
-        return EngineError(status, _said(text))
+        return EngineError(status, capped(text, MAX_MESSAGE_CHARS))
     return None
 
 
-def _loads(text: str) -> Any:
+def json_or_none(text: str | bytes) -> Any:
+    """`text` decoded as JSON; None when it is not JSON."""
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+    except ValueError:
         return None
 
 
 def parse_error(status: int, body: str) -> EngineError:
     """Turn a status and body into an EngineError, keeping the engine's words."""
     text = body.strip()
-    parsed = _loads(text)
-    if isinstance(parsed, dict):
-        found = _from_object(status, parsed)
-        if found is not None:
-            return found
+    found = _from_object(status, json_or_none(text))
+    if found is not None:
+        return found
     brace = text.find("{")
-    if brace > 0:
-        inner = _loads(text[brace:])
-        if isinstance(inner, dict):
-            found = _from_object(status, inner)
-            if found is not None:
-                match = _WRAPPED_STATUS.search(text[:brace])
-                # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
-                wrapped = int(match.group(1)) if match and status >= 500 else None
-                return EngineError(
-                    status=status,
-                    message=found.message,
-                    type=found.type,
-                    code=found.code,
-                    param=found.param,
-                    wrapped_status=wrapped,
-                )
+    found = _from_object(status, json_or_none(text[brace:])) if brace > 0 else None
+    if found is not None:
+        match = _WRAPPED_STATUS.search(text[:brace])
+        # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
+        wrapped = int(match.group(1)) if match and status >= 500 else None
+        return replace(found, wrapped_status=wrapped)
     match = _WRAPPED_STATUS.search(text)
     wrapped = int(match.group(1)) if match and status >= 500 else None
     return EngineError(
         status,
-        _said(text) or f"(empty body, HTTP {status})",
+        capped(text, MAX_MESSAGE_CHARS) or f"(empty body, HTTP {status})",
         wrapped_status=wrapped if wrapped and wrapped < 500 else None,
     )

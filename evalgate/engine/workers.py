@@ -21,10 +21,9 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from evalgate.engine.discovery import SIDE_DOOR_FAILURES
 from evalgate.engine.http import exchange, open_session
 from evalgate.engine.network import Network
-from evalgate.engine.retry import HostSilent, TimedOut
+from evalgate.engine.retry import FAILURES, HostSilent, TimedOut
 from evalgate.engine.urls import api_root, credentials, redact_url
 from evalgate.errors import EvalFailedError
 
@@ -86,9 +85,10 @@ class WorkerWatch:
                 f"{url}/models",
                 read=status,
                 on_sent=lambda: connected.append(True),
+                network=self.network,
                 **kw,
             )
-        except SIDE_DOOR_FAILURES as exc:
+        except FAILURES as exc:
             log.info("worker %s did not answer /v1/models: %s", redact_url(url), exc)
             # silence is no connection in time; a refusal or a reset is the host answering
             return bool(connected) or not isinstance(exc, HostSilent | TimedOut)
@@ -101,13 +101,8 @@ class WorkerWatch:
         loop = asyncio.get_running_loop()
         last = loop.time()
         while (left := last + self.limit - loop.time()) > 0:
-            if await self._answers(
-                session,
-                url,
-                deadline=min(self.deadline, left),
-                headers=headers,
-                network=self.network,
-            ):
+            deadline = min(self.deadline, left)
+            if await self._answers(session, url, deadline=deadline, headers=headers):
                 last = loop.time()
             await asyncio.sleep(max(0.0, min(self.interval, last + self.limit - loop.time())))
         return redact_url(url)
@@ -126,14 +121,6 @@ class WorkerWatch:
                 poll.cancel()
             await asyncio.gather(*polls, return_exceptions=True)
 
-    def error(self) -> WorkerLost:
-        return WorkerLost(
-            f"Worker {self.lost} stopped answering: no connection to it for {self.limit:g} s "
-            f"(tried every {self.interval:g} s), so the requests waiting on it behind the "
-            "router would never end; the eval stopped. Check that worker's node and its "
-            "network."
-        )
-
     async def guard(self, work: Awaitable[T]) -> T:
         """`work`, unless a worker is lost first (then WorkerLost)."""
         if self._task is None:
@@ -148,5 +135,10 @@ class WorkerWatch:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         if task.cancelled() and self._gone.is_set():
-            raise self.error()
+            raise WorkerLost(
+                f"Worker {self.lost} stopped answering: no connection to it for {self.limit:g} s "
+                f"(tried every {self.interval:g} s), so the requests waiting on it behind the "
+                "router would never end; the eval stopped. Check that worker's node and its "
+                "network."
+            )
         return task.result()

@@ -78,7 +78,8 @@ def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
     the user named it because its limit matters."""
     if not endpoint.worker_urls:
         return []
-    from evalgate.engine.discovery import SIDE_DOOR_FAILURES, worker_limit  # loads the client
+    from evalgate.engine.discovery import worker_limit  # loads the client
+    from evalgate.engine.retry import FAILURES
 
     found: list[Limit] = []
     for url in endpoint.worker_urls:
@@ -92,7 +93,7 @@ def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
                 network=endpoint.network,
                 notes=notes,
             )
-        except SIDE_DOOR_FAILURES as exc:
+        except FAILURES as exc:
             raise EndpointError(
                 f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "
                 "give its limit with --server-config / --served-max-model-len instead."

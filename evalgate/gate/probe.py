@@ -6,7 +6,7 @@ client (engine.client.EvalClient.probe) streamed and closed at the first token, 
 costs well under a second. Retried by engine.retry's policy. What the engine said decides here:
 a 4xx is the engine's answer, not a glitch: it fails at once with the engine's words, the
 numbers evalgate derived, and what to change. An error sent as a stream event after HTTP 200
-(NVIDIA Dynamo's frontend sends its 400s so) counts with its own code (engine.stream); Dynamo's
+(NVIDIA Dynamo's frontend sends its 400s so) counts with its own code (engine.client); Dynamo's
 answers for a model whose worker went away are named (engine.dynamo).
 """
 

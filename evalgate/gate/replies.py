@@ -15,8 +15,8 @@ from typing import cast
 import msgspec
 
 from evalgate.engine import dynamo
-from evalgate.engine.answers import REASONING_FIELDS
-from evalgate.engine.client import Completion, RequestFailed, describe_failure
+from evalgate.engine.answers import REASONING_FIELDS, Completion
+from evalgate.engine.client import RequestFailed
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.fields import AnswerField
 from evalgate.evidence.journal import Journal
@@ -200,7 +200,7 @@ class Replies:
         """Count a request that got no answer; raise where the eval must stop."""
         tally = self.tally
         tally.counts.failed += 1
-        message = describe_failure(failure.error)
+        message = str(failure)
         tally.answers[doc_id] = Reply(
             doc_id=doc_id, prompt_sha256=key, response=None, finish_reason=None, error=message
         )

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.engine.client import Completion, EvalClient, RequestFailed
+from evalgate.engine.answers import Completion
+from evalgate.engine.client import EvalClient, RequestFailed
 from evalgate.evidence.journal import body_key
 from evalgate.evidence.model import Reply
 from evalgate.gate.replies import OverBudget, Replies

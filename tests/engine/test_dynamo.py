@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from evalgate.engine import dynamo
+from evalgate.engine.cards import model_card
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
 from evalgate.outside import capped
 from tests.conftest import FAST, deadline, load_result, load_samples
@@ -80,7 +81,7 @@ def generation_bodies(engine: FakeEngine) -> list[dict[str, object]]:
     ],
 )
 def test_context_window(card, window):
-    assert dynamo.context_window(card) == window
+    assert model_card(card).context_window == window
 
 
 READY = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.engine.request import PROBE_KEYS, generation_body, probe_body
+from evalgate.engine.request import generation_body, probe_body
 from evalgate.gate.run import run_gate
 from evalgate.settings import Settings
 from tests.conftest import deadline, load_result
@@ -43,8 +43,8 @@ def test_the_probe_sends_byte_for_byte_the_body_the_eval_sends(engine: FakeEngin
     assert len(evals) == 6
     (same,) = [record for record in evals if record.question == probe.question]
     assert probe.body is not None and same.body is not None
-    assert set(probe.body) - set(same.body) == PROBE_KEYS
-    assert {k: v for k, v in probe.body.items() if k not in PROBE_KEYS} == same.body
+    assert set(probe.body) - set(same.body) == {"stream"}
+    assert {k: v for k, v in probe.body.items() if k != "stream"} == same.body
     # Byte for byte: the eval's bytes, with the streaming key appended.
     assert probe.raw == same.raw.removesuffix(b"}") + b',"stream":true}'
     document = load_result(tmp_path / "run")

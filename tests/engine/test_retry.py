@@ -9,7 +9,6 @@ import pytest
 from tenacity import RetryError
 
 from evalgate.engine.answers import MalformedAnswer
-from evalgate.engine.discovery import SideDoorError
 from evalgate.engine.retry import (
     AnswerTooLarge,
     ConnectionFailed,
@@ -18,6 +17,7 @@ from evalgate.engine.retry import (
     RetryPolicy,
     should_retry,
 )
+from evalgate.engine.retry import EngineAnswerError as SideDoorError
 from evalgate.engine.retry import TimedOut as AnswerTimedOut
 from evalgate.engine.wire import EngineError, parse_error
 
