@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec.structs import replace
+
 from evalgate.errors import ProbeError
 from evalgate.evidence.stage_records import ContextRecord, EndpointRecord, ProbeRecord
 from evalgate.gate import preflight
@@ -49,8 +51,7 @@ def check(
     """Readiness, context and probe, recorded in `run` as each is established."""
     run.endpoint = endpoint_record(endpoint)
     context, longest, engine = preflight.derive(ask, endpoint, prompts, run.enter)
-    if engine is not None:
-        run.endpoint = endpoint_record(endpoint, engine.owned_by, engine.version)
+    run.endpoint = endpoint_record(endpoint, engine)
     run.context = context_record(context)
     run.warnings += context.warnings
 
@@ -62,24 +63,10 @@ def check(
         doc_id=longest.doc_id,
     )
     try:
-        seen = preflight.probe(endpoint, context, longest, spec.stop, sampling)
+        run.probe = preflight.probe(endpoint, context, longest, spec.stop, sampling)
     except ProbeError as exc:
         if exc.engine_error is not None:
-            run.probe = ProbeRecord(
-                outcome="rejected",
-                status_code=exc.engine_error.status,
-                engine_message=exc.engine_error.message,
-                max_tokens=planned.max_tokens,
-                prompt_tokens=planned.prompt_tokens,
-                doc_id=planned.doc_id,
-            )
+            said = exc.engine_error
+            run.probe = replace(planned, status_code=said.status, engine_message=said.message)
         raise
-    run.probe = ProbeRecord(
-        outcome=seen.outcome,  # type: ignore[arg-type]  # ok or truncation_risk
-        status_code=200,
-        latency_s=round(seen.latency_s, 3),
-        prompt_tokens=seen.prompt_tokens,
-        max_tokens=seen.max_tokens,
-        doc_id=seen.doc_id,
-    )
     return Checked(context, run.endpoint, run.context, run.probe)

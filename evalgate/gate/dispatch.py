@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.engine.client import EvalClient
 from evalgate.evidence.journal import Journal
 from evalgate.evidence.model import Reply
-from evalgate.gate.replies import Replies, Tally
+from evalgate.gate.replies import Replies
 from evalgate.gate.sending import Progress, Request, Scorer, Sending
 from evalgate.gate.thinking import InlineThinking
 from evalgate.rules.sequential import PrefixReader, SequentialTest, dispatch_order
@@ -45,65 +47,44 @@ def stop_all(reason: str) -> None:
         dispatch.stop(reason)
 
 
+@dataclass(eq=False, kw_only=True)  # eq=False: hashed by identity, for the live set
 class Dispatch:
     """Sends one eval's requests and records their answers (see the module's docstring)."""
 
-    def __init__(
-        self,
-        *,
-        client_factory: Callable[[], EvalClient],
-        model: str,
-        api: str,
-        max_tokens: int,
-        num_concurrent: int,
-        max_failed: int,
-        journal: Journal | None,
-        resumed: dict[str, Reply] | None = None,
-        progress: Progress | None = None,
-        thinking: InlineThinking | None = None,
-    ) -> None:
-        self._client_factory = client_factory
-        self.model = model
-        self.api = api
-        self.max_tokens = max_tokens
-        self.num_concurrent = num_concurrent
-        self.resumed = resumed or {}
-        self.progress = progress
+    client_factory: Callable[[], EvalClient]
+    model: str
+    api: str
+    max_tokens: int
+    num_concurrent: int
+    max_failed: int
+    journal: Journal | None
+    resumed: dict[str, Reply] = field(default_factory=dict)
+    progress: Progress | None = None
+    thinking: InlineThinking | None = None
+    replies: Replies = field(init=False)
+    reader: PrefixReader | None = field(default=None, init=False)
+    dispatched: list[int] = field(default_factory=list, init=False)
+    """doc_ids in the order they were (to be) sent."""
+    sending: Sending | None = field(default=None, init=False)
+    early: bool = field(default=False, init=False)
+    """Whether the answers lm-eval received were sent before it asked for them."""
+    warnings: list[str] = field(default_factory=list, init=False)
+    _keys: list[str] = field(default_factory=list, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
+    _main: asyncio.Task[Any] | None = field(default=None, init=False)
+    _outcome: list[str] | BaseException | None = field(default=None, init=False)
+    _stopped: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
         self.replies = Replies(
-            model=model,
-            api=api,
-            max_tokens=max_tokens,
-            max_failed=max_failed,
-            journal=journal,
-            thinking=thinking,
+            self.model, self.api, self.max_tokens, self.max_failed, self.journal, self.thinking
         )
-        self.reader: PrefixReader | None = None
-        self.dispatched: list[int] = []
-        """doc_ids in the order they were (to be) sent."""
-        self.sending: Sending | None = None
-        self.early = False
-        """Whether the answers lm-eval received were sent before it asked for them."""
-        self.warnings: list[str] = []
-        self._keys: list[str] = []
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._main: asyncio.Task[Any] | None = None
-        self._outcome: list[str] | BaseException | None = None
-        self._stopped: str | None = None
 
     @property
     def asked(self) -> int:
         """Questions sent to the engine, or answered from the journal."""
         return self.sending.asked if self.sending is not None else 0
-
-    @property
-    def tally(self) -> Tally:
-        """What happened to the requests so far."""
-        return self.replies.tally
-
-    def notes(self) -> list[str]:
-        """Warnings about the answers, for the result."""
-        return self.replies.notes()
 
     # -- the thread ---------------------------------------------------------------------------
     def start(
@@ -120,15 +101,11 @@ class Dispatch:
         if sequential is not None and sequential.active:
             order = dispatch_order(len(requests))
             self.reader = PrefixReader(sequential)
-        self.tally.counts.total = len(requests)
+        self.replies.counts.total = len(requests)
         self.dispatched = [requests[i].doc_id for i in order]
         self._keys = [r.key for r in requests]
         sending = self.sending = Sending(
-            self.replies,
-            num_concurrent=self.num_concurrent,
-            resumed=self.resumed,
-            progress=self.progress,
-            reader=self.reader,
+            self.replies, self.num_concurrent, self.resumed, self.progress, self.reader
         )
         started = threading.Event()
 
@@ -136,7 +113,7 @@ class Dispatch:
             self._loop = asyncio.get_running_loop()
             self._main = asyncio.current_task()
             started.set()
-            client = self._client_factory()
+            client = self.client_factory()
             return await sending.send_all(client, list(requests), order, list(docs), scorer)
 
         def thread() -> None:
@@ -170,7 +147,7 @@ class Dispatch:
                     "(%d sent, %d answered before it asked)",
                     len(requests),
                     self.asked,
-                    self.tally.counts.completed + self.tally.counts.failed,
+                    self.replies.counts.completed + self.replies.counts.failed,
                 )
                 return self.wait()
             self._discard(requests)
@@ -227,6 +204,7 @@ class Dispatch:
             "instead. The scores are lm-eval's; please report this evalgate bug."
         )
         log.warning("%s", self.warnings[-1])
-        self.replies.tally, self.reader, self.dispatched, self.sending = Tally(), None, [], None
+        self.replies = dataclasses.replace(self.replies)  # the same settings, nothing counted
+        self.reader, self.dispatched, self.sending = None, [], None
         self._thread = self._loop = self._main = self._outcome = None
         _LIVE.discard(self)

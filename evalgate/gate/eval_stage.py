@@ -1,15 +1,12 @@
 """The eval stage of a gate run: the journal opened (answers kept for --resume reused), the
-dispatch started, lm-eval run on its answers, an early stop settled, the samples written.
-
-The dispatch starts with evalgate's own bodies as soon as the probe passed, so the engine
-works while lm-eval loads; with --early-stop it waits for lm-eval's (the live scoring needs
-its filters).
-"""
+dispatch started (dispatch.py says when), lm-eval run on its answers, an early stop settled,
+the samples written."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,26 +34,17 @@ if TYPE_CHECKING:  # lm-eval and the eval's client load only when an eval starts
 log = logging.getLogger(__name__)
 
 
+@dataclass
 class EvalStage:
     """One run's eval; `dispatch` holds the answers received, also when the eval fails."""
 
-    def __init__(
-        self,
-        run: RunLog,
-        endpoint: Endpoint,
-        ask: EvalAsk,
-        out: Path,
-        *,
-        resume: bool,
-        progress: Progress | None,
-    ) -> None:
-        self.run = run
-        self.endpoint = endpoint
-        self.ask = ask
-        self.out = out
-        self.resume = resume
-        self.progress = progress
-        self.dispatch: Dispatch | None = None
+    run: RunLog
+    endpoint: Endpoint
+    ask: EvalAsk
+    out: Path
+    resume: bool
+    progress: Progress | None
+    dispatch: Dispatch | None = None
 
     def evaluate(
         self, spec: TaskSpec, dataset: Dataset, prompts: list[Prompt], max_tokens: int, floor: float
@@ -78,7 +66,9 @@ class EvalStage:
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
-            run.eval = msgspec.structs.replace(run.eval or recorded, requests=sent.tally.recorded())
+            run.eval = msgspec.structs.replace(
+                run.eval or recorded, requests=sent.replies.recorded()
+            )
             run.warnings += sent.warnings
         return self._keep(evaluation, sent, test)
 
@@ -171,6 +161,7 @@ class EvalStage:
     ) -> Evaluation:
         from evalgate.gate.evaluate import lm_eval_version, run_eval
         from evalgate.gate.lm import GateLM
+        from evalgate.gate.scoring import AnswerScorer
 
         if self.run.eval is not None:
             self.run.eval = msgspec.structs.replace(
@@ -180,7 +171,7 @@ class EvalStage:
             dispatch=sent,
             sampling=sampling,
             sequential=test,
-            scorer=early_stop.scorer(spec) if test is not None else None,
+            scorer=AnswerScorer(spec) if test is not None else None,
         )
         return run_eval(spec, dataset, lm, self.ask.limit)
 
@@ -207,7 +198,7 @@ class EvalStage:
 
     def partial_samples(self, dataset: Dataset | None) -> None:
         """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
-        if self.dispatch is None or not self.dispatch.tally.answers:
+        if self.dispatch is None or not self.dispatch.replies.answers:
             return
         test = dataset.test if dataset else []
 
@@ -220,7 +211,7 @@ class EvalStage:
                 question=doc(doc_id)["question"],
                 target=reference_answer(doc(doc_id)["answer"]),
             )  # no filters: the eval did not finish, so nothing was scored
-            for doc_id, reply in sorted(self.dispatch.tally.answers.items())
+            for doc_id, reply in sorted(self.dispatch.replies.answers.items())
         ]
         artifacts.write_samples(self.out, records)
         self.run.files.setdefault("samples", artifacts.SAMPLES_NAME)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from evalgate.errors import AbortedError, EvalFailedError
 from evalgate.evidence.model import Answer, Reply, Sample, Score
 from evalgate.gate.lm import GateLM
@@ -40,7 +42,6 @@ class Evaluation:
     scores: tuple[Score, ...]
     raw: dict[str, Any]
     samples: list[Sample]
-    lm_eval_version: str | None
 
 
 def lm_eval_version() -> str | None:
@@ -99,7 +100,7 @@ def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
         repeat = _repeat(doc)
         samples.append(
             Sample.of(
-                lm.dispatch.tally.answers.get(doc_id) or no_answer(doc_id),
+                lm.dispatch.replies.answers.get(doc_id) or no_answer(doc_id),
                 question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
@@ -153,17 +154,8 @@ def prefix_result(result: Evaluation, doc_ids: Sequence[int]) -> Evaluation:
         )
         value = right / n if n else 0.0
         stderr = math.sqrt(value * (1 - value) / (n - 1)) if n > 1 else None
-        scores.append(
-            Score(
-                task=score.task,
-                metric=score.metric,
-                filter=score.filter,
-                value=value,
-                stderr=stderr,
-                n=n,
-            )
-        )
-    return Evaluation(tuple(scores), {}, samples, result.lm_eval_version)
+        scores.append(msgspec.structs.replace(score, value=value, stderr=stderr, n=n))
+    return Evaluation(tuple(scores), {}, samples)
 
 
 def sandbox_templates() -> None:
@@ -204,13 +196,9 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
         )
     except (EvalFailedError, AbortedError, KeyboardInterrupt):
         raise
-    except OSError as exc:
-        if exc.filename is not None:  # the journal's disk refused a write: not lm-eval's fault
-            raise
-        raise EvalFailedError(
-            f"lm-eval failed: {type(exc).__name__}: {exc}. Rerun with -v for its traceback."
-        ) from exc
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.filename is not None:
+            raise  # the journal's disk refused a write: not lm-eval's fault
         raise EvalFailedError(
             f"lm-eval failed: {type(exc).__name__}: {exc}. Rerun with -v for its traceback."
         ) from exc
@@ -220,4 +208,4 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
     samples = _samples(output.get("samples", {}).get(spec.name, []), lm)
     raw = {key: value for key, value in output.items() if key != "samples"}
     scores = extract_scores(spec.name, output["results"], n)
-    return Evaluation(scores, raw, samples, lm_eval_version())
+    return Evaluation(scores, raw, samples)

@@ -76,12 +76,7 @@ class GateRun:
         self.log = RunLog(settings.model, stages.labels(settings, topology))
         self.out = settings.output_dir
         self.eval = EvalStage(
-            self.log,
-            self.endpoint,
-            stages.eval_ask(settings),
-            self.out,
-            resume=resume,
-            progress=progress,
+            self.log, self.endpoint, stages.eval_ask(settings), self.out, resume, progress
         )
         self.lock: folder.FolderLock | None = None
         """Held from before the folder's first check to after its last write."""
@@ -164,7 +159,9 @@ class GateRun:
         s, run = self.settings, self.log
         ask = stages.gate_ask(s)
         dispatch = self.eval.dispatch
-        problems = judge.problems(run, ask, dispatch.notes() if dispatch is not None else [])
+        problems = judge.problems(
+            run, ask, dispatch.replies.notes() if dispatch is not None else []
+        )
         doubts: list[str] = []
         if baseline is not None and s.baseline is not None:
             regressed, finding, self.comparison = judge.compare_baseline(
@@ -206,35 +203,28 @@ def run_gate(
 
 def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
     """The run's stages, and what stopped them (with the answers received so far saved)."""
-    error: EvalgateError | None = None
-    status: Status
     try:
-        status, reason, code = gate.execute()
+        return (*gate.execute(), None)
     except EvalgateError as exc:
         error = exc
-        status = "aborted" if isinstance(exc, AbortedError) else "error"
-        reason, code = exc.message, int(exc.exit_code)
     except KeyboardInterrupt:
         error = AbortedError("interrupted by a signal")
-        status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
     except OSError as exc:  # the disk refused a write: full, read-only, a folder in the way
         error = artifacts.cannot_write(gate.out, exc)
-        status, reason, code = "error", error.message, int(ExitCode.EVAL)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
         error = EvalFailedError(
             f"unexpected {type(exc).__name__} at stage {gate.log.stage}: {exc}. "
             "Rerun with -v for the traceback, and please report it."
         )
-        status, reason, code = "error", error.message, int(ExitCode.EVAL)
-    if error is not None:
-        try:
-            gate.eval.partial_samples(gate.dataset)
-        except OSError as exc:  # a full disk: the error already says so
-            log.warning("could not write the samples received so far: %s", exc.strerror)
-        except Exception as exc:  # a signal may have broken an import: the error still stands
-            log.warning("could not write the samples received so far: %r", exc)
-    return status, reason, code, error
+    try:
+        gate.eval.partial_samples(gate.dataset)
+    except OSError as exc:  # a full disk: the error already says so
+        log.warning("could not write the samples received so far: %s", exc.strerror)
+    except Exception as exc:  # a signal may have broken an import: the error still stands
+        log.warning("could not write the samples received so far: %r", exc)
+    status: Status = "aborted" if isinstance(error, AbortedError) else "error"
+    return status, error.message, int(error.exit_code), error
 
 
 def _record(

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.engine.client import Completion, EvalClient, RequestFailed
+from evalgate.engine.client import EvalClient, RequestFailed
 from evalgate.evidence.journal import body_key
 from evalgate.evidence.model import Reply
 from evalgate.gate.replies import OverBudget, Replies
@@ -35,37 +35,29 @@ class Request:
         return cls(doc_id, body, body_key(body))
 
 
+@dataclass
 class Sending:
     """One sending of an eval's requests."""
 
-    def __init__(
-        self,
-        replies: Replies,
-        *,
-        num_concurrent: int,
-        resumed: dict[str, Reply],
-        progress: Progress | None,
-        reader: PrefixReader | None,
-    ) -> None:
-        self.replies = replies
-        self.num_concurrent = num_concurrent
-        self.resumed = resumed
-        self.progress = progress
-        self.reader = reader
-        self.asked = 0
-        """Questions sent to the engine, or answered from the journal."""
+    replies: Replies
+    num_concurrent: int
+    resumed: dict[str, Reply]
+    progress: Progress | None
+    reader: PrefixReader | None
+    asked: int = 0
+    """Questions sent to the engine, or answered from the journal."""
 
-    def _read(
-        self, scorer: Scorer | None, position: int, doc: dict[str, Any], text: str | None
-    ) -> None:
-        """Give the sequential test the answer at `position` (None: the request failed)."""
-        if self.reader is None or scorer is None:
-            return
-        self.reader.arrive(position, None if text is None else scorer(doc, text))
-
-    async def _ask(self, client: EvalClient, request: Request) -> Completion | None:
-        """Send one request: its answer, or None when it failed (recorded). It counts as asked
-        once its headers left: one cancelled while it connected never reached the engine."""
+    async def _one(
+        self, client: EvalClient, semaphore: asyncio.Semaphore, request: Request
+    ) -> tuple[bool, str | None]:
+        """(whether it was answered or failed, the text): from the journal or the engine; not
+        sent when the sequential test was certain before a slot was free. A request counts as
+        asked once its headers left: one cancelled while it connected never reached the engine."""
+        kept = self.resumed.get(request.key)
+        if kept is not None:
+            self.asked += 1
+            completion = self.replies.received(kept)
+            return True, self.replies.record(request.doc_id, request.key, completion, resumed=True)
         counted = False
 
         def asked() -> None:
@@ -74,31 +66,16 @@ class Sending:
                 counted = True
                 self.asked += 1
 
-        try:
-            completion = await client.complete(request.body, on_sent=asked)
-        except RequestFailed as failure:
-            asked()
-            self.replies.fail(request.doc_id, request.key, failure)
-            return None
-        asked()
-        return completion
-
-    async def _one(
-        self, client: EvalClient, semaphore: asyncio.Semaphore, request: Request
-    ) -> tuple[bool, str | None]:
-        """(whether it was answered or failed, the text): from the journal or the engine; not
-        sent when the sequential test was certain before a slot was free."""
-        kept = self.resumed.get(request.key)
-        if kept is not None:
-            self.asked += 1
-            completion = self.replies.received(kept)
-            return True, self.replies.record(request.doc_id, request.key, completion, resumed=True)
         async with semaphore:
             if self.reader is not None and self.reader.decision is not None:
                 return False, None  # certain while this one waited for a slot: never sent
-            answer = await self._ask(client, request)
-        if answer is None:
-            return True, None
+            try:
+                answer = await client.complete(request.body, on_sent=asked)
+            except RequestFailed as failure:
+                asked()
+                self.replies.fail(request.doc_id, request.key, failure)
+                return True, None
+            asked()
         return True, self.replies.record(request.doc_id, request.key, answer, resumed=False)
 
     async def send_all(
@@ -122,8 +99,8 @@ class Sending:
                 return
             if text is not None:
                 results[index] = text
-            if docs:
-                self._read(scorer, position, docs[index], text)
+            if docs and self.reader is not None and scorer is not None:  # None: it failed
+                self.reader.arrive(position, None if text is None else scorer(docs[index], text))
             done += 1
             if self.progress is not None:
                 self.progress(done, len(prepared))
@@ -146,7 +123,7 @@ class Sending:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.replies.tally.counts.retried = client.retried
+            self.replies.counts.retried = client.retried
             self.replies.engine_notes = client.problems.describe()
             await client.close()
         if over is not None:
