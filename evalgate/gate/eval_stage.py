@@ -26,9 +26,8 @@ from evalgate.tasks.spec import TaskSpec
 if TYPE_CHECKING:  # lm-eval and the eval's client load only when an eval starts
     from evalgate.engine.client import EvalClient
     from evalgate.evidence.model import Protocol, Reply
-    from evalgate.gate.dispatch import Dispatch
+    from evalgate.gate.dispatch import Dispatch, Progress, Request
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.gate.sending import Progress, Request
     from evalgate.rules.sequential import SequentialTest
 
 log = logging.getLogger(__name__)
@@ -134,7 +133,7 @@ class EvalStage:
     ) -> list[Request]:
         """evalgate's own bodies for its prompts: the ones lm-eval will build."""
         from evalgate.engine import request
-        from evalgate.gate.sending import Request
+        from evalgate.gate.dispatch import Request
 
         return [
             Request.of(

@@ -34,9 +34,7 @@ take fewer tokens; BENCHMARKS.md has the check). Used only where the engine has 
 
 
 def estimate_tokens(prompt: Prompt) -> int:
-    """A cautious token count with no tokenizer at hand: one token per BYTES_PER_TOKEN UTF-8
-    bytes, plus TURN_OVERHEAD_TOKENS per chat turn. Used only where the engine has no
-    /tokenize; the result records it as an estimate."""
+    """A cautious token count with no tokenizer at hand (the result records it as one)."""
     if prompt.messages is not None:
         size = sum(len(m["content"].encode()) for m in prompt.messages)
         turns = len(prompt.messages) + 1

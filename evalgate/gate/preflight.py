@@ -1,7 +1,9 @@
 """Before the eval: wait for the endpoint, derive the context, send the probe.
 
 Shared by `evalgate context`, `evalgate probe` and `evalgate run`, so the three can never
-disagree about a number.
+disagree about a number. In a gate run each is recorded in the run's log as it is established;
+what they establish (Checked) serves the next concurrency against the same live engine without
+a second probe.
 
 Behind NVIDIA Dynamo's frontend (engine.dynamo): its `context_window` is not read as a served
 limit, with a warning when nothing else gives one; a probe it rejects without the engine's words
@@ -11,8 +13,10 @@ limit, with a warning when nothing else gives one; a probe it rejects without th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from evalgate.engine import dynamo
 from evalgate.engine.cards import ModelCard, served_limit
@@ -20,11 +24,20 @@ from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
 from evalgate.evidence.fields import Stage
-from evalgate.evidence.stage_records import EngineRecord, ProbeRecord
+from evalgate.evidence.stage_records import (
+    ContextRecord,
+    EndpointRecord,
+    EngineRecord,
+    ProbeRecord,
+)
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
+from evalgate.gate.record import RunLog, context_record, endpoint_record
 from evalgate.settings.stages import ContextAsk, Endpoint
 from evalgate.tasks.prompts import Prompt, longest_candidates
+
+if TYPE_CHECKING:
+    from evalgate.tasks.spec import TaskSpec
 
 PROBE_TIMEOUT = 60.0
 """Seconds the probe may take to its first event, first byte to last (capped by --timeout)."""
@@ -172,3 +185,57 @@ def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> 
         "max_connections": max_connections,
         "network": endpoint.network,
     }
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What readiness, context and probe established; valid while the same engine serves."""
+
+    context: EvalContext
+    endpoint: EndpointRecord | None
+    context_record: ContextRecord
+    probe: ProbeRecord
+
+
+def reuse(run: RunLog, prior: Checked) -> EvalContext:
+    """Another concurrency against the same live engine: no second probe."""
+    run.endpoint = prior.endpoint
+    run.context = prior.context_record
+    run.probe = prior.probe
+    run.warnings += prior.context.warnings
+    return prior.context
+
+
+def check(
+    run: RunLog,
+    endpoint: Endpoint,
+    ask: ContextAsk,
+    spec: TaskSpec,
+    prompts: Sequence[Prompt],
+    *,
+    sampling: Mapping[str, Any],
+) -> Checked:
+    """Readiness, context and probe, recorded in `run` as each is established."""
+    run.endpoint = endpoint_record(endpoint)
+    context, longest, engine = derive(ask, endpoint, prompts, run.enter)
+    run.endpoint = endpoint_record(endpoint, engine)
+    run.context = context_record(context)
+    run.warnings += context.warnings
+
+    run.enter("probe")
+    planned = run.probe = ProbeRecord(
+        outcome="rejected",
+        max_tokens=context.max_tokens,
+        prompt_tokens=context.prompt_tokens.value if context.prompt_tokens else None,
+        doc_id=longest.doc_id,
+    )
+    try:
+        run.probe = probe(endpoint, context, longest, spec.stop, sampling)
+    except ProbeError as exc:
+        if exc.engine_error is not None:
+            said = exc.engine_error
+            run.probe = msgspec.structs.replace(
+                planned, status_code=said.status, engine_message=said.message
+            )
+        raise
+    return Checked(context, run.endpoint, run.context, run.probe)

@@ -43,19 +43,14 @@ def spread(values: list[int]) -> TokenSpread | None:
     )
 
 
+@dataclass
 class OverBudget(Exception):
     """More requests failed than --max-failed-requests allows (the message waits for the
     final count)."""
 
-    def __init__(
-        self, doc_id: int, detail: str, attempts: int, workers: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(detail)
-        self.doc_id = doc_id
-        self.detail = detail
-        self.attempts = attempts
-        self.workers = workers
-        """Workers the router said it could not reach (the engine went away)."""
+    doc_id: int
+    detail: str
+    failure: RequestFailed
 
 
 @dataclass
@@ -201,12 +196,12 @@ class Replies:
                 "Fix the request or the engine; the probe passed, so the prompt is unusual."
             )
         if self.counts.failed > self.max_failed:
-            raise OverBudget(doc_id, message, failure.attempts, failure.unreachable_workers)
+            raise OverBudget(doc_id, message, failure)
 
     def over_budget(self, first: OverBudget) -> EvalFailedError:
         """The error for failures over the budget, counted once every request in flight has
         ended: the same number result.json records."""
-        workers = first.workers
+        workers = first.failure.unreachable_workers  # the router could not reach them
         gone = (
             f"The worker{'s' if len(workers) > 1 else ''} {', '.join(workers)} behind the "
             f"router {'are' if len(workers) > 1 else 'is'} unreachable: the engine went "
@@ -217,7 +212,7 @@ class Replies:
         if not gone and self.worker_gone is not None:
             gone = f"{self.worker_gone}: its worker went away during the eval. "
         return EvalFailedError(
-            f"{gone}{self.counts.failed} request(s) failed after {first.attempts} "
+            f"{gone}{self.counts.failed} request(s) failed after {first.failure.attempts} "
             f"attempt(s) each (allowed: {self.max_failed}, --max-failed-requests); last: question "
             f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
             "cannot be gated."

@@ -19,8 +19,8 @@ from evalgate.evidence import artifacts, folder
 from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Result, Sample, ThresholdRecord, to_document
 from evalgate.gate import judge
-from evalgate.gate.checked import Checked, check, reuse
 from evalgate.gate.eval_stage import EvalStage
+from evalgate.gate.preflight import Checked, check, reuse
 from evalgate.gate.protocol import protocol
 from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.speculation import check_acceptance, simulated_sources
@@ -33,7 +33,7 @@ from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:
     from evalgate.compare.runs import Run
-    from evalgate.gate.sending import Progress
+    from evalgate.gate.dispatch import Progress
     from evalgate.rules.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -79,8 +79,8 @@ class GateRun:
             self.log, self.endpoint, stages.eval_ask(settings), self.out, resume, progress
         )
         self.lock: folder.FolderLock | None = None
-        """Held from before the folder's first check to after its last write."""
-        self.prepared = False
+        """Held from before the folder's first check to after its last write (None: this run
+        never held the folder, so it writes nothing there)."""
         self.comparison: str | None = None
 
     def _running(self) -> None:
@@ -100,7 +100,6 @@ class GateRun:
         self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.resume)
         if self.lock.warning is not None:
             self.log.warnings.append(self.lock.warning)
-        self.prepared = True
         # From here on the folder holds this run: an earlier run's files must not outlive it,
         # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
         folder.clear_stale(self.out)
@@ -117,7 +116,11 @@ class GateRun:
             allowed=s.allow_simulated_acceptance,
         )
         run.warnings += [simulated] if simulated else []
-        baseline = self._baseline()
+        baseline: Run | None = None
+        if s.baseline is not None:  # read before anything runs: a broken one fails in a second
+            from evalgate.compare.runs import load_run
+
+            baseline = load_run(s.baseline)
 
         spec = load_task(s.api, s.task)
         run.enter("thresholds")
@@ -170,14 +173,6 @@ class GateRun:
             if finding:
                 (problems if regressed else doubts).append(finding)
         return judge.verdict(run, ask, task, floor, problems=problems, doubts=doubts)
-
-    def _baseline(self) -> Run | None:
-        """--baseline, read before anything runs: a missing or broken one fails in a second."""
-        if self.settings.baseline is None:
-            return None
-        from evalgate.compare.runs import load_run
-
-        return load_run(self.settings.baseline)
 
 
 def run_gate(
@@ -234,7 +229,7 @@ def _record(
     out = gate.out
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
-    if gate.prepared:  # never write into a folder whose earlier result we refused to bury
+    if gate.lock is not None:  # never write into a folder whose earlier result we refused to bury
         try:
             path = artifacts.write_result(out, result)
         except (EvalgateError, OSError) as exc:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from evalgate.engine.client import EvalClient
 from evalgate.engine.request import prompt_body
-from evalgate.gate.dispatch import Dispatch
-from evalgate.gate.sending import Request
+from evalgate.gate.dispatch import Dispatch, Request
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import load_task
