@@ -13,24 +13,44 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from evalgate.evidence import artifacts, journal
-from evalgate.evidence.model import Sample
+from evalgate.evidence.fields import Api
+from evalgate.evidence.model import DatasetRecord, EvalRecord, Protocol, Sample
+from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate import early_stop
-from evalgate.gate.protocol import eval_record, protocol
 from evalgate.gate.record import RunLog
 from evalgate.gate.thinking import InlineThinking
 from evalgate.settings.stages import Endpoint, EvalAsk
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.prompts import Prompt
-from evalgate.tasks.spec import TaskSpec
+from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec
 
 if TYPE_CHECKING:  # lm-eval and the eval's client load only when an eval starts
     from evalgate.engine.client import EvalClient
-    from evalgate.evidence.model import Protocol, Reply
+    from evalgate.evidence.model import Reply
     from evalgate.gate.dispatch import Dispatch, Progress, Request
     from evalgate.gate.evaluate import Evaluation
     from evalgate.rules.sequential import SequentialTest
 
 log = logging.getLogger(__name__)
+
+
+def protocol(
+    spec: TaskSpec, dataset: Dataset, *, api: Api, limit: int | None, max_tokens: int
+) -> Protocol:
+    """What decides which questions are asked and how, stated once: it gives the resume
+    fingerprint, the check --baseline and `compare` apply, and result.json's eval record."""
+    return Protocol(
+        task=spec.name,
+        task_version=spec.version,
+        task_sha256=spec.sha256,
+        api=api,
+        num_fewshot=spec.num_fewshot,
+        fewshot_seed=FEWSHOT_SEED,
+        max_tokens=max_tokens,
+        temperature=spec.temperature,
+        limit=limit,
+        dataset=DatasetRecord(**dataset.describe()),
+    )
 
 
 @dataclass
@@ -59,7 +79,14 @@ class EvalStage:
         test = early_stop.test(ask.early_stop, ask.alpha, spec, floor)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             sent.start(self._requests(prompts, spec, max_tokens, sampling))
-        recorded = run.eval = eval_record(agreed, ask, len(prompts))
+        recorded = run.eval = EvalRecord(  # before any answer: the protocol and how it is sent
+            **msgspec.structs.asdict(agreed),
+            num_concurrent=ask.num_concurrent,
+            chat_template_kwargs=ask.chat_template_kwargs,
+            reasoning_effort=ask.reasoning_effort,
+            questions=len(prompts),
+            requests=RequestCounts.zero(),
+        )
         try:
             evaluation = self._lm_eval(spec, dataset, sent, sampling, test)
         finally:

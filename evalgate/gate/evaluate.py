@@ -21,19 +21,6 @@ from evalgate.gate.lm import GateLM
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_dir
 
-log = logging.getLogger(__name__)
-
-
-def no_answer(doc_id: int) -> Reply:
-    """The reply to a question lm-eval scored but the dispatch never answered."""
-    return Reply(
-        doc_id=doc_id,
-        prompt_sha256="",
-        response=None,
-        finish_reason=None,
-        error="no answer recorded",
-    )
-
 
 @dataclass(frozen=True)
 class Evaluation:
@@ -78,9 +65,12 @@ def extract_scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, .
     return tuple(found)
 
 
-def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
+def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> list[Sample]:
     """One Sample per question: lm-eval's records (one per doc and filter) joined with the
-    answer evalgate received for it."""
+    answer evalgate received for it (or the error saying it received none)."""
+    none = Reply(
+        doc_id=0, prompt_sha256="", response=None, finish_reason=None, error="no answer recorded"
+    )
     docs: dict[int, dict[str, Any]] = {}
     filters: dict[int, dict[str, Answer]] = {}
     for record in raw_samples:
@@ -100,7 +90,7 @@ def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
         repeat = _repeat(doc)
         samples.append(
             Sample.of(
-                lm.dispatch.replies.answers.get(doc_id) or no_answer(doc_id),
+                answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id),
                 question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
@@ -205,7 +195,7 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
     if output is None:
         raise EvalFailedError("lm-eval returned no results (not rank 0?)")
     n = int(output.get("n-samples", {}).get(spec.name, {}).get("effective", 0))
-    samples = _samples(output.get("samples", {}).get(spec.name, []), lm)
+    samples = _samples(output.get("samples", {}).get(spec.name, []), lm.dispatch.replies.answers)
     raw = {key: value for key, value in output.items() if key != "samples"}
     scores = extract_scores(spec.name, output["results"], n)
     return Evaluation(scores, raw, samples)

@@ -12,6 +12,7 @@ limit, with a warning when nothing else gives one; a probe it rejects without th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -107,26 +108,32 @@ def probe(
 ) -> ProbeRecord:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
-    from evalgate.engine.client import send_probe
-    from evalgate.gate.probe import run_probe
+    from evalgate.engine import request
+    from evalgate.engine.client import RequestFailed, send_probe
+    from evalgate.gate.probe import accepted, failed
+
+    client = eval_client(endpoint, timeout=min(endpoint.timeout, PROBE_TIMEOUT), max_connections=1)
+    body = request.prompt_body(
+        prompt,
+        api=endpoint.api,
+        model=str(endpoint.served_model),
+        max_tokens=context.max_tokens,
+        stop=stop,
+        sampling=sampling,
+    )
 
     def send(client: dict[str, Any], *, strict: bool) -> ProbeRecord:
         """Sent by an EvalClient made of `client` (its keyword arguments); `strict` False: a
         truncation risk is only warned about (a worker asked for its words)."""
-        return run_probe(
-            lambda body: send_probe(body, **client),
-            prompt,
-            context,
-            model=str(endpoint.served_model),
-            api=endpoint.api,
-            stop=stop,
-            sampling=sampling,
-            strict=endpoint.strict and strict,
-            timeout=client["timeout"],
-            endpoint=redact_url(client["base_url"]),
-        )
+        started = time.monotonic()
+        try:
+            send_probe(body, **client)
+        except RequestFailed as exc:
+            where = redact_url(client["base_url"])
+            raise failed(exc, context, timeout=client["timeout"], endpoint=where) from exc
+        latency = time.monotonic() - started
+        return accepted(context, prompt, latency, strict=endpoint.strict and strict)
 
-    client = eval_client(endpoint, timeout=min(endpoint.timeout, PROBE_TIMEOUT), max_connections=1)
     try:
         return send(client, strict=True)
     except ProbeError as exc:

@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Callable, Mapping
-from typing import Any
 
-from evalgate.engine import dynamo, request
+from evalgate.engine import dynamo
 from evalgate.engine.client import RequestFailed
 from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, TimedOut
 from evalgate.engine.wire import EngineError
@@ -78,7 +75,7 @@ def _attempts(failed: RequestFailed) -> str:
     return f"{failed.attempts} attempt{'s' if failed.attempts != 1 else ''}"
 
 
-def _failed(
+def failed(
     failed: RequestFailed, context: EvalContext, *, timeout: float, endpoint: str
 ) -> ProbeError:
     """The ProbeError for a probe that got no acceptance, by what stopped it."""
@@ -124,30 +121,9 @@ def _failed(
     return problem
 
 
-def run_probe(
-    send: Callable[[dict[str, Any]], object],
-    prompt: Prompt,
-    context: EvalContext,
-    *,
-    model: str,
-    api: str,
-    stop: list[str],
-    sampling: Mapping[str, Any] | None = None,
-    strict: bool,
-    timeout: float,
-    endpoint: str,
-) -> ProbeRecord:
-    """Send the eval's body for `prompt` as the probe (`send`: engine.client.send_probe); raise
-    ProbeError on a rejection (or a truncation risk under strict)."""
-    body = request.prompt_body(
-        prompt, api=api, model=model, max_tokens=context.max_tokens, stop=stop, sampling=sampling
-    )
-    started = time.monotonic()
-    try:
-        send(body)
-    except RequestFailed as failed:
-        raise _failed(failed, context, timeout=timeout, endpoint=endpoint) from failed
-    latency = time.monotonic() - started
+def accepted(context: EvalContext, prompt: Prompt, latency: float, *, strict: bool) -> ProbeRecord:
+    """The record of a probe the engine accepted; ProbeError for a truncation risk under
+    `strict`."""
     if context.truncation_risk:  # accepted, but prompt + budget exceeds what is served
         if strict:
             raise ProbeError(

@@ -19,9 +19,8 @@ from evalgate.evidence import artifacts, folder
 from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Result, Sample, ThresholdRecord, to_document
 from evalgate.gate import judge
-from evalgate.gate.eval_stage import EvalStage
+from evalgate.gate.eval_stage import EvalStage, protocol
 from evalgate.gate.preflight import Checked, check, reuse
-from evalgate.gate.protocol import protocol
 from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.settings import Settings, stages
