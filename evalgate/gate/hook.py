@@ -98,9 +98,8 @@ def run_hook(
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> HookOutcome:
-    """Gate at each concurrency; stage everything under settings.output_dir (with
-    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/), held
-    for the whole hook, as each run holds its own folder."""
+    """Gate at each concurrency; stage everything under settings.output_dir (see the module's
+    docstring), held for the whole hook, as each run holds its own folder."""
     with folder.hold(settings.output_dir) as lock:
         if lock.warning is not None:
             log.warning("%s", lock.warning)
