@@ -51,7 +51,6 @@ def _lm_eval_answers(
 def record(
     decision: sequential.Decision, test: SequentialTest, *, questions: int, asked: int
 ) -> EarlyStopRecord:
-    """The result's eval.early_stop."""
     return EarlyStopRecord(
         mode=test.mode,
         alpha=test.alpha,

@@ -32,7 +32,6 @@ class Evaluation:
 
 
 def lm_eval_version() -> str | None:
-    """The installed lm-eval's version."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

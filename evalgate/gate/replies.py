@@ -90,7 +90,6 @@ class Replies:
         return MAX_CHARS_PER_TOKEN * self.max_tokens
 
     def notes(self) -> list[str]:
-        """Warnings about the answers, for the result."""
         found = []
         if self.filtered:
             found.append(
