@@ -125,9 +125,7 @@ def _git_hash() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def prefix_result(result: Evaluation, doc_ids: Sequence[int]) -> Evaluation:

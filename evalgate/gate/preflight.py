@@ -26,7 +26,6 @@ from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
 from evalgate.evidence.fields import Stage
 from evalgate.evidence.stage_records import (
-    ContextRecord,
     EndpointRecord,
     EngineRecord,
     ProbeRecord,
@@ -200,14 +199,13 @@ class Checked:
 
     context: EvalContext
     endpoint: EndpointRecord | None
-    context_record: ContextRecord
     probe: ProbeRecord
 
 
 def reuse(run: RunLog, prior: Checked) -> EvalContext:
     """Another concurrency against the same live engine: no second probe."""
     run.endpoint = prior.endpoint
-    run.context = prior.context_record
+    run.context = context_record(prior.context)
     run.probe = prior.probe
     run.warnings += prior.context.warnings
     return prior.context
@@ -245,4 +243,4 @@ def check(
                 planned, status_code=said.status, engine_message=said.message
             )
         raise
-    return Checked(context, run.endpoint, run.context, run.probe)
+    return Checked(context, run.endpoint, run.probe)

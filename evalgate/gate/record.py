@@ -76,7 +76,6 @@ class RunLog:
     warnings: list[str] = field(default_factory=list)
     files: dict[str, str | None] = field(default_factory=dict)
     checkpoint: Callable[[], None] | None = None
-    """Called as each stage starts (the run rewrites its "running" result)."""
     _started: float = field(default_factory=time.monotonic)
     _stage_started: float = field(default_factory=time.monotonic)
 

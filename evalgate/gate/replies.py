@@ -43,7 +43,7 @@ def spread(values: list[int]) -> TokenSpread | None:
     )
 
 
-@dataclass
+@dataclass(eq=False)  # an exception stays hashable, compared by identity
 class OverBudget(Exception):
     """More requests failed than --max-failed-requests allows (the message waits for the
     final count)."""
