@@ -87,8 +87,15 @@ class EvalStage:
             questions=len(prompts),
             requests=RequestCounts.zero(),
         )
-        try:
-            evaluation = self._lm_eval(spec, dataset, sent, sampling, test)
+        try:  # lm-eval loads only here: without --early-stop the answers already flow
+            from evalgate.gate.evaluate import lm_eval_version, run_eval
+            from evalgate.gate.lm import GateLM
+            from evalgate.gate.scoring import AnswerScorer
+
+            run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval_version())
+            scorer = AnswerScorer(spec) if test is not None else None
+            lm = GateLM(dispatch=sent, sampling=sampling, sequential=test, scorer=scorer)
+            evaluation = run_eval(spec, dataset, lm, ask.limit)
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
@@ -176,30 +183,6 @@ class EvalStage:
             )
             for p in prompts
         ]
-
-    def _lm_eval(
-        self,
-        spec: TaskSpec,
-        dataset: Dataset,
-        sent: Dispatch,
-        sampling: dict[str, object],
-        test: SequentialTest | None,
-    ) -> Evaluation:
-        from evalgate.gate.evaluate import lm_eval_version, run_eval
-        from evalgate.gate.lm import GateLM
-        from evalgate.gate.scoring import AnswerScorer
-
-        if self.run.eval is not None:
-            self.run.eval = msgspec.structs.replace(
-                self.run.eval, lm_eval_version=lm_eval_version()
-            )
-        lm = GateLM(
-            dispatch=sent,
-            sampling=sampling,
-            sequential=test,
-            scorer=AnswerScorer(spec) if test is not None else None,
-        )
-        return run_eval(spec, dataset, lm, self.ask.limit)
 
     def _keep(
         self, evaluation: Evaluation, sent: Dispatch, test: SequentialTest | None
