@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from evalgate._version import __version__
 from evalgate.engine.urls import redact_url
 from evalgate.evidence.fields import Stage, Status
@@ -42,7 +40,16 @@ def _now() -> str:
 
 def context_record(context: EvalContext) -> ContextRecord:
     """The context as the result (and `evalgate context --json`) records it."""
-    return msgspec.convert(context, ContextRecord, from_attributes=True)
+    return ContextRecord(
+        eval_max_model_len=context.eval_max_model_len,
+        max_tokens=context.max_tokens,
+        budget_policy=context.budget_policy,  # type: ignore[arg-type]  # fit, harness, forced
+        requested=context.requested,
+        native=context.native,
+        served=list(context.served),
+        prompt_tokens=context.prompt_tokens,
+        steps=list(context.steps),
+    )
 
 
 def endpoint_record(endpoint: Endpoint, engine: EngineRecord | None = None) -> EndpointRecord:
