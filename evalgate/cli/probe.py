@@ -46,7 +46,7 @@ def command(args: argparse.Namespace) -> int:
             outside.terminal_json(
                 {
                     "outcome": outcome.outcome,
-                    "latency_s": round(outcome.latency_s, 3),
+                    "latency_s": outcome.latency_s,
                     "max_tokens": outcome.max_tokens,
                     "prompt_tokens": outcome.prompt_tokens,
                     "context": to_document(context_record(context)),

@@ -12,6 +12,7 @@ Nothing is guessed: when an input the formula needs is missing, ContextError nam
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +20,6 @@ from dataclasses import dataclass, field
 from evalgate.errors import ContextError
 from evalgate.lengths import SUFFIXES, Limit
 
-# Server arguments that set the served context, by engine: vLLM, SGLang, TensorRT-LLM.
-_SERVED_LEN_FLAG = re.compile(
-    r"--(?:max[-_]model[-_]len|context[-_]length|max[-_]seq[-_]len)(?:=|\s+)(\d+)([kKmM]?)\b"
-)
 MIN_USEFUL_BUDGET = 256
 """lm-eval's own default for gsm8k answers; a smaller budget truncates typical answers."""
 
@@ -57,7 +54,8 @@ class EvalContext:
         return f"EVAL_MAX_MODEL_LEN={self.eval_max_model_len}\nEVAL_MAX_TOKENS={self.max_tokens}\n"
 
 
-_SERVED_LEN_ANY = re.compile(
+# Server arguments that set the served context, by engine: vLLM, SGLang, TensorRT-LLM.
+_SERVED_LEN_FLAG = re.compile(
     r"--(max[-_]model[-_]len|context[-_]length|max[-_]seq[-_]len)(?:=|\s+|$)(\S*)"
 )
 
@@ -66,16 +64,16 @@ def served_limits_from_args(args: str, source: str) -> list[Limit]:
     """The --max-model-len (or --context-length, --max_seq_len) values in a server-args string.
     A flag whose value is not a number of tokens is a ContextError: the engine would refuse it,
     and dropping it would let a larger limit decide."""
-    for match in _SERVED_LEN_ANY.finditer(args):
-        if not re.fullmatch(r"0*[1-9]\d*[kKmM]?", match.group(2)):
+    found = []
+    for match in _SERVED_LEN_FLAG.finditer(args):
+        number = re.fullmatch(r"(0*[1-9]\d*)([kKmM]?)", match.group(2))
+        if number is None:
             raise ContextError(
                 f"{source} holds --{match.group(1)} {match.group(2)!r}, not a number of tokens "
                 "(8192, 8k or 8K). Fix the server arguments, or give --served-max-model-len."
             )
-    return [
-        Limit(int(m.group(1)) * SUFFIXES[m.group(2)], source)
-        for m in _SERVED_LEN_FLAG.finditer(args)
-    ]
+        found.append(Limit(int(number.group(1)) * SUFFIXES[number.group(2)], source))
+    return found
 
 
 def derive_max_model_len(
@@ -241,5 +239,5 @@ def derive_context(
             f"{result.prompt_tokens.value + budget} exceeds {bound}: "
             "answers may be cut silently at the limit"
         )
-        result = EvalContext(**{**result.__dict__, "warnings": (*result.warnings, note)})
+        result = dataclasses.replace(result, warnings=(*result.warnings, note))
     return result

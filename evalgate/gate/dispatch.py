@@ -1,5 +1,7 @@
-"""The eval's requests, on a thread of their own (sending.py sends them, replies.py records
-each answer).
+"""The eval's requests, on a thread of their own: at most --num-concurrent in flight, an answer
+the journal kept used instead of a request, each answer recorded (replies.py) and, with a
+sequential test, read in dispatch order; nothing more is sent once the test is certain or a
+failure stops the eval.
 
 A gate run starts the dispatch the moment the probe passes, with the bodies evalgate built from
 its own prompts (tasks.prompts: the ones lm-eval will build), while lm-eval is still importing.
@@ -16,17 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.engine.client import EvalClient
-from evalgate.evidence.journal import Journal
+from evalgate.engine.client import EvalClient, RequestFailed
+from evalgate.evidence.journal import Journal, body_key
 from evalgate.evidence.model import Reply
-from evalgate.gate.replies import Replies, Tally
-from evalgate.gate.sending import Progress, Request, Scorer, Sending
+from evalgate.gate.replies import OverBudget, Replies
 from evalgate.gate.thinking import InlineThinking
 from evalgate.rules.sequential import PrefixReader, SequentialTest, dispatch_order
 
@@ -34,6 +37,21 @@ log = logging.getLogger(__name__)
 HALT_WAIT_S = 30.0
 """How long halting waits for the requests in flight to be cancelled and the client closed."""
 _LIVE: weakref.WeakSet[Dispatch] = weakref.WeakSet()
+Progress = Callable[[int, int], None]
+Scorer = Callable[[dict[str, Any], str], dict[str, bool]]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request, ready to send."""
+
+    doc_id: int
+    body: dict[str, Any]
+    key: str
+
+    @classmethod
+    def of(cls, doc_id: int, body: dict[str, Any]) -> Request:
+        return cls(doc_id, body, body_key(body))
 
 
 def stop_all(reason: str) -> None:
@@ -45,67 +63,41 @@ def stop_all(reason: str) -> None:
         dispatch.stop(reason)
 
 
+@dataclass(eq=False, kw_only=True)  # eq=False: hashed by identity, for the live set
 class Dispatch:
     """Sends one eval's requests and records their answers (see the module's docstring)."""
 
-    def __init__(
-        self,
-        *,
-        client_factory: Callable[[], EvalClient],
-        model: str,
-        api: str,
-        max_tokens: int,
-        num_concurrent: int,
-        max_failed: int,
-        journal: Journal | None,
-        resumed: dict[str, Reply] | None = None,
-        progress: Progress | None = None,
-        thinking: InlineThinking | None = None,
-    ) -> None:
-        self._client_factory = client_factory
-        self.model = model
-        self.api = api
-        self.max_tokens = max_tokens
-        self.num_concurrent = num_concurrent
-        self.resumed = resumed or {}
-        self.progress = progress
+    client_factory: Callable[[], EvalClient]
+    model: str
+    api: str
+    max_tokens: int
+    num_concurrent: int
+    max_failed: int
+    journal: Journal | None
+    resumed: dict[str, Reply] = field(default_factory=dict)
+    progress: Progress | None = None
+    thinking: InlineThinking | None = None
+    replies: Replies = field(init=False)
+    reader: PrefixReader | None = field(default=None, init=False)
+    dispatched: list[int] = field(default_factory=list, init=False)
+    """doc_ids in the order they were (to be) sent."""
+    asked: int = field(default=0, init=False)
+    """Questions sent to the engine, or answered from the journal."""
+    early: bool = field(default=False, init=False)
+    """Whether the answers lm-eval received were sent before it asked for them."""
+    warnings: list[str] = field(default_factory=list, init=False)
+    _keys: list[str] = field(default_factory=list, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
+    _main: asyncio.Task[Any] | None = field(default=None, init=False)
+    _outcome: list[str] | BaseException | None = field(default=None, init=False)
+    _stopped: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
         self.replies = Replies(
-            model=model,
-            api=api,
-            max_tokens=max_tokens,
-            max_failed=max_failed,
-            journal=journal,
-            thinking=thinking,
+            self.model, self.api, self.max_tokens, self.max_failed, self.journal, self.thinking
         )
-        self.reader: PrefixReader | None = None
-        self.dispatched: list[int] = []
-        """doc_ids in the order they were (to be) sent."""
-        self.sending: Sending | None = None
-        self.early = False
-        """Whether the answers lm-eval received were sent before it asked for them."""
-        self.warnings: list[str] = []
-        self._keys: list[str] = []
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._main: asyncio.Task[Any] | None = None
-        self._outcome: list[str] | BaseException | None = None
-        self._stopped: str | None = None
 
-    @property
-    def asked(self) -> int:
-        """Questions sent to the engine, or answered from the journal."""
-        return self.sending.asked if self.sending is not None else 0
-
-    @property
-    def tally(self) -> Tally:
-        """What happened to the requests so far."""
-        return self.replies.tally
-
-    def notes(self) -> list[str]:
-        """Warnings about the answers, for the result."""
-        return self.replies.notes()
-
-    # -- the thread ---------------------------------------------------------------------------
     def start(
         self,
         requests: Sequence[Request],
@@ -120,24 +112,16 @@ class Dispatch:
         if sequential is not None and sequential.active:
             order = dispatch_order(len(requests))
             self.reader = PrefixReader(sequential)
-        self.tally.counts.total = len(requests)
+        self.replies.counts.total = len(requests)
         self.dispatched = [requests[i].doc_id for i in order]
         self._keys = [r.key for r in requests]
-        sending = self.sending = Sending(
-            self.replies,
-            num_concurrent=self.num_concurrent,
-            resumed=self.resumed,
-            progress=self.progress,
-            reader=self.reader,
-        )
         started = threading.Event()
 
         async def run() -> list[str]:
             self._loop = asyncio.get_running_loop()
             self._main = asyncio.current_task()
             started.set()
-            client = self._client_factory()
-            return await sending.send_all(client, list(requests), order, list(docs), scorer)
+            return await self._send_all(requests, order, docs, scorer)
 
         def thread() -> None:
             try:
@@ -170,7 +154,7 @@ class Dispatch:
                     "(%d sent, %d answered before it asked)",
                     len(requests),
                     self.asked,
-                    self.tally.counts.completed + self.tally.counts.failed,
+                    self.replies.counts.completed + self.replies.counts.failed,
                 )
                 return self.wait()
             self._discard(requests)
@@ -220,13 +204,97 @@ class Dispatch:
         differing = sum(key not in wanted for key in self._keys) or abs(
             len(self._keys) - len(requests)
         )
-        sent = self.asked
         self.warnings.append(
-            f"{sent} request(s) sent before lm-eval asked were discarded: evalgate's prompts "
+            f"{self.asked} request(s) sent before lm-eval asked were discarded: evalgate's prompts "
             f"differ from lm-eval's ({differing} of {len(requests)}), so lm-eval's were sent "
             "instead. The scores are lm-eval's; please report this evalgate bug."
         )
         log.warning("%s", self.warnings[-1])
-        self.replies.tally, self.reader, self.dispatched, self.sending = Tally(), None, [], None
+        self.replies = dataclasses.replace(self.replies)  # the same settings, nothing counted
+        self.reader, self.dispatched, self.asked = None, [], 0
         self._thread = self._loop = self._main = self._outcome = None
         _LIVE.discard(self)
+
+    # -- on the thread's event loop -----------------------------------------------------------
+    async def _one(
+        self, client: EvalClient, semaphore: asyncio.Semaphore, request: Request
+    ) -> tuple[bool, str | None]:
+        """(whether it was answered or failed, the text): from the journal or the engine; not
+        sent when the sequential test was certain before a slot was free. A request counts as
+        asked once its headers left: one cancelled while it connected never reached the engine."""
+        kept = self.resumed.get(request.key)
+        if kept is not None:
+            self.asked += 1
+            completion = self.replies.received(kept)
+            return True, self.replies.record(request.doc_id, request.key, completion, resumed=True)
+        counted = False
+
+        def asked() -> None:
+            nonlocal counted
+            if not counted:
+                counted = True
+                self.asked += 1
+
+        async with semaphore:
+            if self.reader is not None and self.reader.decision is not None:
+                return False, None  # certain while this one waited for a slot: never sent
+            try:
+                answer = await client.complete(request.body, on_sent=asked)
+            except RequestFailed as failure:
+                asked()
+                self.replies.fail(request.doc_id, request.key, failure)
+                return True, None
+            asked()
+        return True, self.replies.record(request.doc_id, request.key, answer, resumed=False)
+
+    async def _send_all(
+        self,
+        prepared: Sequence[Request],
+        order: list[int],
+        docs: Sequence[dict[str, Any]],
+        scorer: Scorer | None,
+    ) -> list[str]:
+        """Every request sent in `order` (or read from the journal); the texts in their order.
+        `docs` and `scorer`: each answer scored for the sequential test as it arrives."""
+        client = self.client_factory()
+        results: list[str] = [""] * len(prepared)
+        semaphore = asyncio.Semaphore(self.num_concurrent)
+        done = 0
+
+        async def one(position: int, index: int) -> None:
+            nonlocal done
+            ended, text = await self._one(client, semaphore, prepared[index])
+            if not ended:
+                return
+            if text is not None:
+                results[index] = text
+            if docs and self.reader is not None and scorer is not None:  # None: it failed
+                self.reader.arrive(position, None if text is None else scorer(docs[index], text))
+            done += 1
+            if self.progress is not None:
+                self.progress(done, len(prepared))
+
+        tasks = [asyncio.create_task(one(position, index)) for position, index in enumerate(order)]
+        over: OverBudget | None = None
+        try:
+            for finished in asyncio.as_completed(tasks):
+                await finished  # the first fatal error propagates from here
+                if self.reader is not None and self.reader.decision is not None:
+                    log.info(
+                        "the sequential test is certain after %d answers: %d questions sent",
+                        self.reader.decision.n,
+                        self.asked,
+                    )
+                    break  # nothing more is sent; what is in flight is cancelled below
+        except OverBudget as first:
+            over = first
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.replies.counts.retried = client.retried
+            self.replies.engine_notes = client.problems.describe()
+            await client.close()
+        if over is not None:
+            raise self.replies.over_budget(over)
+        return results

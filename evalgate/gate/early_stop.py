@@ -1,15 +1,7 @@
-"""--early-stop in a gate run: the sequential test for the run's threshold, and what a run that
-stopped keeps.
-
-    test(mode, alpha, spec, threshold)  the SequentialTest over the task's gated filters
-                                        (None: off)
-    Dispatch                            sends in a seeded order, scores live, stops when certain
-    settle(result, sent, test)          lm-eval's own verdicts, replayed in dispatch order, must
-                                        reach the live decision at the same answer; a stopped
-                                        run keeps the samples and scores of the questions read
-
-The record (result.json eval.early_stop) holds the mode, alpha, the order's seed, whether and
-where it stopped, the questions used and asked, and each filter's count and e-value.
+"""--early-stop in a gate run: the sequential test for the run's threshold (the dispatch sends
+in a seeded order, scores each answer live and stops when certain), and what a run that stopped
+keeps: lm-eval's own verdicts, replayed in dispatch order, must reach the live decision at the
+same answer, and the samples and scores of the questions read are kept.
 """
 
 from __future__ import annotations
@@ -26,7 +18,6 @@ from evalgate.rules.sequential import EarlyStop, SequentialTest
 if TYPE_CHECKING:
     from evalgate.gate.dispatch import Dispatch
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.gate.sending import Scorer
     from evalgate.tasks.spec import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -39,13 +30,6 @@ def test(mode: EarlyStop, alpha: float, spec: TaskSpec, threshold: float) -> Seq
     from evalgate.gate.scoring import gated_filters
 
     return SequentialTest(threshold, gated_filters(spec), mode=mode, alpha=alpha)
-
-
-def scorer(spec: TaskSpec) -> Scorer:
-    """Live scoring of each answer with the task's filters (lm-eval's code)."""
-    from evalgate.gate.scoring import AnswerScorer
-
-    return AnswerScorer(spec)
 
 
 def _lm_eval_answers(
@@ -67,7 +51,6 @@ def _lm_eval_answers(
 def record(
     decision: sequential.Decision, test: SequentialTest, *, questions: int, asked: int
 ) -> EarlyStopRecord:
-    """The result's eval.early_stop."""
     return EarlyStopRecord(
         mode=test.mode,
         alpha=test.alpha,

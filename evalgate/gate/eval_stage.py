@@ -1,62 +1,69 @@
 """The eval stage of a gate run: the journal opened (answers kept for --resume reused), the
-dispatch started, lm-eval run on its answers, an early stop settled, the samples written.
-
-The dispatch starts with evalgate's own bodies as soon as the probe passed, so the engine
-works while lm-eval loads; with --early-stop it waits for lm-eval's (the live scoring needs
-its filters).
-"""
+dispatch started (dispatch.py says when), lm-eval run on its answers, an early stop settled,
+the samples written."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from evalgate.evidence import artifacts, journal
-from evalgate.evidence.model import Sample
+from evalgate.evidence.fields import Api
+from evalgate.evidence.model import DatasetRecord, EvalRecord, Protocol, Sample
+from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate import early_stop
-from evalgate.gate.protocol import eval_record, protocol
 from evalgate.gate.record import RunLog
 from evalgate.gate.thinking import InlineThinking
 from evalgate.settings.stages import Endpoint, EvalAsk
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.prompts import Prompt
-from evalgate.tasks.spec import TaskSpec
+from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec
 
 if TYPE_CHECKING:  # lm-eval and the eval's client load only when an eval starts
     from evalgate.engine.client import EvalClient
-    from evalgate.evidence.model import Protocol, Reply
-    from evalgate.gate.dispatch import Dispatch
+    from evalgate.evidence.model import Reply
+    from evalgate.gate.dispatch import Dispatch, Progress, Request
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.gate.sending import Progress, Request
     from evalgate.rules.sequential import SequentialTest
 
 log = logging.getLogger(__name__)
 
 
+def protocol(
+    spec: TaskSpec, dataset: Dataset, *, api: Api, limit: int | None, max_tokens: int
+) -> Protocol:
+    """What decides which questions are asked and how, stated once: it gives the resume
+    fingerprint, the check --baseline and `compare` apply, and result.json's eval record."""
+    return Protocol(
+        task=spec.name,
+        task_version=spec.version,
+        task_sha256=spec.sha256,
+        api=api,
+        num_fewshot=spec.num_fewshot,
+        fewshot_seed=FEWSHOT_SEED,
+        max_tokens=max_tokens,
+        temperature=spec.temperature,
+        limit=limit,
+        dataset=DatasetRecord(**dataset.describe()),
+    )
+
+
+@dataclass
 class EvalStage:
     """One run's eval; `dispatch` holds the answers received, also when the eval fails."""
 
-    def __init__(
-        self,
-        run: RunLog,
-        endpoint: Endpoint,
-        ask: EvalAsk,
-        out: Path,
-        *,
-        resume: bool,
-        progress: Progress | None,
-    ) -> None:
-        self.run = run
-        self.endpoint = endpoint
-        self.ask = ask
-        self.out = out
-        self.resume = resume
-        self.progress = progress
-        self.dispatch: Dispatch | None = None
+    run: RunLog
+    endpoint: Endpoint
+    ask: EvalAsk
+    out: Path
+    resume: bool
+    progress: Progress | None
+    dispatch: Dispatch | None = None
 
     def evaluate(
         self, spec: TaskSpec, dataset: Dataset, prompts: list[Prompt], max_tokens: int, floor: float
@@ -72,13 +79,29 @@ class EvalStage:
         test = early_stop.test(ask.early_stop, ask.alpha, spec, floor)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             sent.start(self._requests(prompts, spec, max_tokens, sampling))
-        recorded = run.eval = eval_record(agreed, ask, len(prompts))
-        try:
-            evaluation = self._lm_eval(spec, dataset, sent, sampling, test)
+        recorded = run.eval = EvalRecord(  # before any answer: the protocol and how it is sent
+            **msgspec.structs.asdict(agreed),
+            num_concurrent=ask.num_concurrent,
+            chat_template_kwargs=ask.chat_template_kwargs,
+            reasoning_effort=ask.reasoning_effort,
+            questions=len(prompts),
+            requests=RequestCounts.zero(),
+        )
+        try:  # lm-eval loads only here: without --early-stop the answers already flow
+            from evalgate.gate.evaluate import lm_eval_version, run_eval
+            from evalgate.gate.lm import GateLM
+            from evalgate.gate.scoring import AnswerScorer
+
+            run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval_version())
+            scorer = AnswerScorer(spec) if test is not None else None
+            lm = GateLM(dispatch=sent, sampling=sampling, sequential=test, scorer=scorer)
+            evaluation = run_eval(spec, dataset, lm, ask.limit)
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
             answers.close()
-            run.eval = msgspec.structs.replace(run.eval or recorded, requests=sent.tally.recorded())
+            run.eval = msgspec.structs.replace(
+                run.eval or recorded, requests=sent.replies.recorded()
+            )
             run.warnings += sent.warnings
         return self._keep(evaluation, sent, test)
 
@@ -144,7 +167,7 @@ class EvalStage:
     ) -> list[Request]:
         """evalgate's own bodies for its prompts: the ones lm-eval will build."""
         from evalgate.engine import request
-        from evalgate.gate.sending import Request
+        from evalgate.gate.dispatch import Request
 
         return [
             Request.of(
@@ -160,29 +183,6 @@ class EvalStage:
             )
             for p in prompts
         ]
-
-    def _lm_eval(
-        self,
-        spec: TaskSpec,
-        dataset: Dataset,
-        sent: Dispatch,
-        sampling: dict[str, object],
-        test: SequentialTest | None,
-    ) -> Evaluation:
-        from evalgate.gate.evaluate import lm_eval_version, run_eval
-        from evalgate.gate.lm import GateLM
-
-        if self.run.eval is not None:
-            self.run.eval = msgspec.structs.replace(
-                self.run.eval, lm_eval_version=lm_eval_version()
-            )
-        lm = GateLM(
-            dispatch=sent,
-            sampling=sampling,
-            sequential=test,
-            scorer=early_stop.scorer(spec) if test is not None else None,
-        )
-        return run_eval(spec, dataset, lm, self.ask.limit)
 
     def _keep(
         self, evaluation: Evaluation, sent: Dispatch, test: SequentialTest | None
@@ -207,7 +207,7 @@ class EvalStage:
 
     def partial_samples(self, dataset: Dataset | None) -> None:
         """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
-        if self.dispatch is None or not self.dispatch.tally.answers:
+        if self.dispatch is None or not self.dispatch.replies.answers:
             return
         test = dataset.test if dataset else []
 
@@ -220,7 +220,7 @@ class EvalStage:
                 question=doc(doc_id)["question"],
                 target=reference_answer(doc(doc_id)["answer"]),
             )  # no filters: the eval did not finish, so nothing was scored
-            for doc_id, reply in sorted(self.dispatch.tally.answers.items())
+            for doc_id, reply in sorted(self.dispatch.replies.answers.items())
         ]
         artifacts.write_samples(self.out, records)
         self.run.files.setdefault("samples", artifacts.SAMPLES_NAME)

@@ -13,24 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from evalgate.errors import AbortedError, EvalFailedError
 from evalgate.evidence.model import Answer, Reply, Sample, Score
 from evalgate.gate.lm import GateLM
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_dir
-
-log = logging.getLogger(__name__)
-
-
-def no_answer(doc_id: int) -> Reply:
-    """The reply to a question lm-eval scored but the dispatch never answered."""
-    return Reply(
-        doc_id=doc_id,
-        prompt_sha256="",
-        response=None,
-        finish_reason=None,
-        error="no answer recorded",
-    )
 
 
 @dataclass(frozen=True)
@@ -40,11 +29,9 @@ class Evaluation:
     scores: tuple[Score, ...]
     raw: dict[str, Any]
     samples: list[Sample]
-    lm_eval_version: str | None
 
 
 def lm_eval_version() -> str | None:
-    """The installed lm-eval's version."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -77,9 +64,12 @@ def extract_scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, .
     return tuple(found)
 
 
-def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
+def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> list[Sample]:
     """One Sample per question: lm-eval's records (one per doc and filter) joined with the
-    answer evalgate received for it."""
+    answer evalgate received for it (or the error saying it received none)."""
+    none = Reply(
+        doc_id=0, prompt_sha256="", response=None, finish_reason=None, error="no answer recorded"
+    )
     docs: dict[int, dict[str, Any]] = {}
     filters: dict[int, dict[str, Answer]] = {}
     for record in raw_samples:
@@ -99,7 +89,7 @@ def _samples(raw_samples: list[dict[str, Any]], lm: GateLM) -> list[Sample]:
         repeat = _repeat(doc)
         samples.append(
             Sample.of(
-                lm.dispatch.tally.answers.get(doc_id) or no_answer(doc_id),
+                answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id),
                 question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
@@ -135,9 +125,7 @@ def _git_hash() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def prefix_result(result: Evaluation, doc_ids: Sequence[int]) -> Evaluation:
@@ -153,17 +141,8 @@ def prefix_result(result: Evaluation, doc_ids: Sequence[int]) -> Evaluation:
         )
         value = right / n if n else 0.0
         stderr = math.sqrt(value * (1 - value) / (n - 1)) if n > 1 else None
-        scores.append(
-            Score(
-                task=score.task,
-                metric=score.metric,
-                filter=score.filter,
-                value=value,
-                stderr=stderr,
-                n=n,
-            )
-        )
-    return Evaluation(tuple(scores), {}, samples, result.lm_eval_version)
+        scores.append(msgspec.structs.replace(score, value=value, stderr=stderr, n=n))
+    return Evaluation(tuple(scores), {}, samples)
 
 
 def sandbox_templates() -> None:
@@ -204,20 +183,16 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
         )
     except (EvalFailedError, AbortedError, KeyboardInterrupt):
         raise
-    except OSError as exc:
-        if exc.filename is not None:  # the journal's disk refused a write: not lm-eval's fault
-            raise
-        raise EvalFailedError(
-            f"lm-eval failed: {type(exc).__name__}: {exc}. Rerun with -v for its traceback."
-        ) from exc
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.filename is not None:
+            raise  # the journal's disk refused a write: not lm-eval's fault
         raise EvalFailedError(
             f"lm-eval failed: {type(exc).__name__}: {exc}. Rerun with -v for its traceback."
         ) from exc
     if output is None:
         raise EvalFailedError("lm-eval returned no results (not rank 0?)")
     n = int(output.get("n-samples", {}).get(spec.name, {}).get("effective", 0))
-    samples = _samples(output.get("samples", {}).get(spec.name, []), lm)
+    samples = _samples(output.get("samples", {}).get(spec.name, []), lm.dispatch.replies.answers)
     raw = {key: value for key, value in output.items() if key != "samples"}
     scores = extract_scores(spec.name, output["results"], n)
-    return Evaluation(scores, raw, samples, lm_eval_version())
+    return Evaluation(scores, raw, samples)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +27,13 @@ from evalgate.evidence import artifacts, folder, harness_files
 from evalgate.evidence.harness_files import Job
 from evalgate.evidence.harness_layout import EVALGATE_DIR
 from evalgate.evidence.hook_summary import HookRun, HookSummary
-from evalgate.gate.checked import Checked
+from evalgate.gate.preflight import Checked
 from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
 from evalgate.settings.stages import job
 
 if TYPE_CHECKING:
-    from evalgate.gate.sending import Progress
+    from evalgate.gate.dispatch import Progress
 
 log = logging.getLogger(__name__)
 _SEVERITY = {  # which outcome decides the job's exit code when runs differ
@@ -98,9 +98,8 @@ def run_hook(
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> HookOutcome:
-    """Gate at each concurrency; stage everything under settings.output_dir (with
-    --layout harness, as the benchmark harness's files, evalgate's own under evalgate/), held
-    for the whole hook, as each run holds its own folder."""
+    """Gate at each concurrency; stage everything under settings.output_dir (see the module's
+    docstring), held for the whole hook, as each run holds its own folder."""
     with folder.hold(settings.output_dir) as lock:
         if lock.warning is not None:
             log.warning("%s", lock.warning)
@@ -129,6 +128,8 @@ def _run_all(
             settings.eval_tasks_dir,
         )
     harness = HarnessStage(settings.output_dir, labels, env, concurrencies) if in_harness else None
+    if harness is not None:
+        harness.write_meta()
     topology = harness_files.job_topology(labels, env)
     runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
     prior: Checked | None = None
@@ -152,29 +153,20 @@ def _run_all(
         if outcome.status == "aborted" or (outcome.status == "error" and prior is None):
             stopped = f"{outcome.status} at stage {outcome.result.stage}: {outcome.reason}"
             break
-    summary = _summary(stage, runs, stopped)
-    artifacts.write_hook(stage, summary)
-    codes = [o.exit_code for o in runs.values() if o is not None]
-    if stopped is not None and any(o is None for o in runs.values()):
-        codes.append(codes[-1])
-    worst = max(codes, key=lambda c: _SEVERITY.get(c, 5)) if codes else int(ExitCode.EVAL)
-    return HookOutcome(worst, runs, summary)
+    return _outcome(stage, runs, stopped)
 
 
+@dataclass
 class HarnessStage:
     """The benchmark harness's files in the staging folder, kept current run by run."""
 
-    def __init__(
-        self, out: Path, labels: Job, env: Mapping[str, str], concs: Sequence[int]
-    ) -> None:
-        self.out = out
-        self.labels = labels
-        self.env = env
-        self.concurrencies = list(concs)
-        self.completed: list[int] = []
-        self._write_meta()
+    out: Path
+    labels: Job
+    env: Mapping[str, str]
+    concurrencies: Sequence[int]
+    completed: list[int] = field(default_factory=list)
 
-    def _write_meta(self) -> None:
+    def write_meta(self) -> None:
         failed = [c for c in self.concurrencies if c not in self.completed]
         meta = harness_files.meta_env(
             self.labels, self.env, self.concurrencies, self.completed, failed
@@ -194,34 +186,38 @@ class HarnessStage:
             )
         if harness_files.completed(outcome.result):
             self.completed.append(concurrency)
-        self._write_meta()
+        self.write_meta()
 
 
-def _summary(stage: Path, runs: dict[int, RunOutcome | None], stopped: str | None) -> HookSummary:
-    listed = []
-    for concurrency, outcome in runs.items():
-        if outcome is None:
-            listed.append(
-                HookRun(
-                    concurrency=concurrency,
-                    status="not run",
-                    reason=f"not run: an earlier run stopped the hook ({stopped})",
-                )
-            )
-            continue
-        listed.append(
-            HookRun(
-                concurrency=concurrency,
-                status=outcome.status,
-                exit_code=outcome.exit_code,
-                stage=outcome.result.stage,
-                reason=outcome.reason,
-                result=str(outcome.result_path.relative_to(stage)) if outcome.result_path else None,
-            )
+def _outcome(stage: Path, runs: dict[int, RunOutcome | None], stopped: str | None) -> HookOutcome:
+    """hook.json written, and the job's exit code: the worst outcome (a run never made counts
+    as the one that stopped the hook)."""
+    listed = [
+        HookRun(
+            concurrency=concurrency,
+            status="not run",
+            reason=f"not run: an earlier run stopped the hook ({stopped})",
         )
-    return HookSummary(
+        if outcome is None
+        else HookRun(
+            concurrency=concurrency,
+            status=outcome.status,
+            exit_code=outcome.exit_code,
+            stage=outcome.result.stage,
+            reason=outcome.reason,
+            result=str(outcome.result_path.relative_to(stage)) if outcome.result_path else None,
+        )
+        for concurrency, outcome in runs.items()
+    ]
+    summary = HookSummary(
         concurrencies=list(runs),
         completed=[r.concurrency for r in listed if r.status in ("pass", "fail", "inconclusive")],
         runs=listed,
         stopped=stopped,
     )
+    artifacts.write_hook(stage, summary)
+    codes = [o.exit_code for o in runs.values() if o is not None]
+    if stopped is not None and any(o is None for o in runs.values()):
+        codes.append(codes[-1])
+    worst = max(codes, key=lambda c: _SEVERITY.get(c, 5)) if codes else int(ExitCode.EVAL)
+    return HookOutcome(worst, runs, summary)

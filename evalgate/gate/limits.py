@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
-from evalgate.gate.native import LENGTH_KEYS, NativeLength, load_native_max_len
+from evalgate.gate.native import LENGTH_KEYS, load_native_max_len
 from evalgate.lengths import Limit
 from evalgate.settings.stages import ContextAsk, Endpoint
 from evalgate.tasks.prompts import Prompt
@@ -34,30 +33,13 @@ take fewer tokens; BENCHMARKS.md has the check). Used only where the engine has 
 
 
 def estimate_tokens(prompt: Prompt) -> int:
-    """A cautious token count with no tokenizer at hand: one token per BYTES_PER_TOKEN UTF-8
-    bytes, plus TURN_OVERHEAD_TOKENS per chat turn. Used only where the engine has no
-    /tokenize; the result records it as an estimate."""
+    """A cautious token count with no tokenizer at hand (the result records it as one)."""
     if prompt.messages is not None:
         size = sum(len(m["content"].encode()) for m in prompt.messages)
         turns = len(prompt.messages) + 1
     else:
         size, turns = len((prompt.text or "").encode()), 0
     return -(-size // BYTES_PER_TOKEN) + turns * TURN_OVERHEAD_TOKENS
-
-
-def native_length(model_config: Path | None) -> NativeLength | None:
-    """The native maximum from --model-config, if given."""
-    if model_config is None:
-        return None
-    found = load_native_max_len(model_config)
-    if found.value is None:  # given, but it cannot say: an error, never a guess
-        raise ContextError(
-            f"The model config {model_config} has none of the length keys "
-            f"({', '.join(LENGTH_KEYS)}), so its native maximum is unknown (vLLM would fall back "
-            "to a default). Pass the model's own config.json, set --eval-max-model-len, or "
-            "leave --model-config out to let the served limit decide."
-        )
-    return found
 
 
 def configured_limits(ask: ContextAsk) -> list[Limit]:
@@ -149,7 +131,15 @@ def gather_context(
     probe with (the longest). `unread_limit`: the warning for a length the endpoint lists but
     evalgate does not read as a served limit (Dynamo's context_window), given when no other
     source gives one."""
-    native = native_length(ask.model_config_path)
+    path = ask.model_config_path
+    native = load_native_max_len(path) if path is not None else None
+    if native is not None and native.value is None:  # it cannot say: an error, never a guess
+        raise ContextError(
+            f"The model config {path} has none of the length keys "
+            f"({', '.join(LENGTH_KEYS)}), so its native maximum is unknown (vLLM would fall back "
+            "to a default). Pass the model's own config.json, set --eval-max-model-len, or "
+            "leave --model-config out to let the served limit decide."
+        )
     workers: list[str] = []
     served = [
         *([endpoint_limit] if endpoint_limit else []),

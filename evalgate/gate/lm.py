@@ -14,8 +14,7 @@ from typing import Any
 from lm_eval.api.model import LM
 
 from evalgate.engine.request import generation_body
-from evalgate.gate.dispatch import Dispatch
-from evalgate.gate.sending import Request, Scorer
+from evalgate.gate.dispatch import Dispatch, Request, Scorer
 from evalgate.rules.sequential import SequentialTest
 
 _NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max_tokens"})

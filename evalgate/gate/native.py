@@ -18,7 +18,7 @@ the served limit, or an explicit override, must then decide.
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +26,6 @@ from typing import Any
 
 from evalgate.errors import ArtifactError, ContextError
 from evalgate.evidence.read import read
-
-log = logging.getLogger(__name__)
 
 LENGTH_KEYS = (
     "max_position_embeddings",
@@ -55,25 +53,14 @@ class NativeLength:
     steps: tuple[str, ...]
 
 
-def text_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The part of a config that describes the language model."""
-    nested = config.get("text_config")
-    return nested if isinstance(nested, dict) else config
-
-
-def _rope_scaling(config: dict[str, Any]) -> dict[str, Any] | None:
-    for key in ("rope_scaling", "rope_parameters"):
-        value = config.get(key)
-        if isinstance(value, dict):
-            return value
-    return None
-
-
 def _positive(value: Any, key: str, name: str, minimum: float = 0.0) -> float:
-    """A length or factor from the config: a finite number above `minimum` (a length: at
-    least 1), else a clear error."""
-    number = _finite(value)
-    if number is None or number <= 0 or number < minimum:
+    """A length or factor from the config: a finite JSON number above `minimum` (a length: at
+    least 1), else a clear error (an integer too big for a float among them)."""
+    number = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):
+            number = float(value)
+    if number is None or not math.isfinite(number) or number <= 0 or number < minimum:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         raise ContextError(
             f"{name or 'The model config'}: {key} is {shown}, not a positive number. Pass the "
@@ -82,24 +69,13 @@ def _positive(value: Any, key: str, name: str, minimum: float = 0.0) -> float:
     return number
 
 
-def _finite(value: Any) -> float | None:
-    """A JSON number as a finite float; None for anything else (an integer too big for a
-    float among them)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def native_max_len(
     config: dict[str, Any], tokenizer_config: dict[str, Any] | None = None, *, name: str = ""
 ) -> NativeLength:
     """Apply vLLM's rules to a parsed config.json (and tokenizer_config.json, when present)."""
     where = f"{name}: " if name else ""
-    text = text_config(config)
+    nested = config.get("text_config")  # a multimodal model's language model
+    text = nested if isinstance(nested, dict) else config
     steps: list[str] = []
     if text is not config:
         steps.append(f"{where}read the nested text_config")
@@ -119,7 +95,8 @@ def native_max_len(
     else:
         steps.append(f"{where}smallest length key: {key}={int(length)}")
 
-    scaling = _rope_scaling(text)
+    scalings = (text.get(key) for key in ("rope_scaling", "rope_parameters"))
+    scaling = next((value for value in scalings if isinstance(value, dict)), None)
     model_type = str(text.get("model_type", config.get("model_type", "")))
     if scaling is not None and "factor" in scaling:
         rope_type = str(scaling.get("rope_type", scaling.get("type", "")))

@@ -1,7 +1,9 @@
 """Before the eval: wait for the endpoint, derive the context, send the probe.
 
 Shared by `evalgate context`, `evalgate probe` and `evalgate run`, so the three can never
-disagree about a number.
+disagree about a number. In a gate run each is recorded in the run's log as it is established;
+what they establish (Checked) serves the next concurrency against the same live engine without
+a second probe.
 
 Behind NVIDIA Dynamo's frontend (engine.dynamo): its `context_window` is not read as a served
 limit, with a warning when nothing else gives one; a probe it rejects without the engine's words
@@ -10,9 +12,12 @@ limit, with a warning when nothing else gives one; a probe it rejects without th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from evalgate.engine import dynamo
 from evalgate.engine.cards import ModelCard, served_limit
@@ -20,24 +25,22 @@ from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
 from evalgate.evidence.fields import Stage
+from evalgate.evidence.stage_records import (
+    EndpointRecord,
+    EngineRecord,
+    ProbeRecord,
+)
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
+from evalgate.gate.record import RunLog, context_record, endpoint_record
 from evalgate.settings.stages import ContextAsk, Endpoint
 from evalgate.tasks.prompts import Prompt, longest_candidates
 
-if TYPE_CHECKING:  # the probe module (and the eval's client) loads when the probe is sent
-    from evalgate.gate.probe import ProbeOutcome
+if TYPE_CHECKING:
+    from evalgate.tasks.spec import TaskSpec
 
 PROBE_TIMEOUT = 60.0
 """Seconds the probe may take to its first event, first byte to last (capped by --timeout)."""
-
-
-@dataclass(frozen=True)
-class Engine:
-    """What the endpoint said about itself."""
-
-    owned_by: str | None
-    version: str | None
 
 
 def derive(
@@ -45,7 +48,7 @@ def derive(
     endpoint: Endpoint,
     prompts: Sequence[Prompt],
     on_stage: Callable[[Stage], None] = lambda stage: None,
-) -> tuple[EvalContext, Prompt, Engine | None]:
+) -> tuple[EvalContext, Prompt, EngineRecord | None]:
     """Readiness (when there is an endpoint), then the context and the prompt to probe with."""
     candidates = longest_candidates(prompts)
     if endpoint.base_url is None:
@@ -67,7 +70,9 @@ def derive(
     timeout = max(0.5, min(endpoint.discovery_timeout, endpoint.ready_timeout))
     with EngineInfo(endpoint.base_url, endpoint.api_key, timeout, endpoint.network) as info:
         ready = wait_until_ready(info, endpoint.served_model, policy=policy)
-        engine = Engine(ready.card.owned_by if ready.card else None, info.version())
+        engine = EngineRecord(
+            owned_by=ready.card.owned_by if ready.card else None, version=info.version()
+        )
         on_stage("context")
         # The model list of the readiness check, not a second one: the same card decides.
         endpoint_limit = served_limit(
@@ -86,10 +91,6 @@ def derive(
     return context, longest, engine
 
 
-_Request = tuple[EvalContext, Prompt, list[str], Mapping[str, Any] | None]
-"""The probe's context, prompt, stop strings and sampling."""
-
-
 def _unread_window(card: ModelCard | None) -> str | None:
     """The warning for a Dynamo card's context_window, which is not read as a served limit."""
     if card is None or card.context_window is None or card.max_model_len is not None:
@@ -103,84 +104,79 @@ def probe(
     prompt: Prompt,
     stop: list[str],
     sampling: Mapping[str, Any] | None = None,
-) -> ProbeOutcome:
+) -> ProbeRecord:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
-    timeout = min(endpoint.timeout, PROBE_TIMEOUT)
-    client = eval_client(endpoint, timeout=timeout, max_connections=1)
+    from evalgate.engine import request
+    from evalgate.engine.client import RequestFailed, send_probe
+    from evalgate.gate.probe import accepted, failed
+
+    client = eval_client(endpoint, timeout=min(endpoint.timeout, PROBE_TIMEOUT), max_connections=1)
+    body = request.prompt_body(
+        prompt,
+        api=endpoint.api,
+        model=str(endpoint.served_model),
+        max_tokens=context.max_tokens,
+        stop=stop,
+        sampling=sampling,
+    )
+
+    def send(client: dict[str, Any], *, strict: bool) -> ProbeRecord:
+        """Sent by an EvalClient made of `client` (its keyword arguments); `strict` False: a
+        truncation risk is only warned about (a worker asked for its words)."""
+        started = time.monotonic()
+        try:
+            send_probe(body, **client)
+        except RequestFailed as exc:
+            where = redact_url(client["base_url"])
+            raise failed(exc, context, timeout=client["timeout"], endpoint=where) from exc
+        latency = time.monotonic() - started
+        return accepted(context, prompt, latency, strict=endpoint.strict and strict)
+
     try:
-        return _send_probe(endpoint, client, (context, prompt, stop, sampling), strict=True)
+        return send(client, strict=True)
     except ProbeError as exc:
         if exc.engine_error is None or not dynamo.wordless(exc.engine_error):
             raise
-        found = _with_engine_words(exc, endpoint, client, (context, prompt, stop, sampling))
-        raise found from exc
-
-
-def _send_probe(
-    endpoint: Endpoint, client: dict[str, Any], args: _Request, *, strict: bool
-) -> ProbeOutcome:
-    """The probe sent by an EvalClient made of `client` (its keyword arguments); `strict`
-    False: a truncation risk is only warned about (a worker asked for its words)."""
-    from evalgate.engine.client import send_probe
-    from evalgate.gate.probe import run_probe
-
-    context, prompt, stop, sampling = args
-    return run_probe(
-        lambda body: send_probe(body, **client),
-        prompt,
-        context,
-        model=str(endpoint.served_model),
-        api=endpoint.api,
-        stop=stop,
-        sampling=sampling,
-        strict=endpoint.strict and strict,
-        timeout=client["timeout"],
-        endpoint=redact_url(client["base_url"]),
-    )
+        raise _with_engine_words(exc, endpoint.worker_urls, client, send) from exc
 
 
 def _with_engine_words(
     rejected: ProbeError,
-    endpoint: Endpoint,
+    worker_urls: Sequence[str],
     client: dict[str, Any],
-    args: _Request,
+    send: Callable[..., ProbeRecord],
 ) -> ProbeError:
     """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
     worker asked the same request directly (once each), or how to get them."""
-    for url in endpoint.worker_urls:
+    for url in worker_urls:
         label = redact_url(url)
         try:
-            worker = {**client, "base_url": url, "attempts": 1}
-            _send_probe(endpoint, worker, args, strict=False)
+            send({**client, "base_url": url, "attempts": 1}, strict=False)
         except ProbeError as answer:
             error = answer.engine_error
-            if error is not None and not dynamo.wordless(error):
-                found = ProbeError(
-                    f"{rejected.message} The worker {label} answers the same request itself: "
-                    f"{error.describe()}."
-                )
-                found.engine_error = error
-                return found
-            continue
-        found = ProbeError(
-            f"{rejected.message} The worker {label} accepts the same request itself: the "
-            "rejection is the frontend's own; its log says why."
-        )
-        found.engine_error = rejected.engine_error
-        return found
-    asked = "No --worker-url worker answered the same request with words either."
-    then = asked if endpoint.worker_urls else dynamo.ASK_WORKERS
-    found = ProbeError(f"{rejected.message} {dynamo.NO_WORDS} {then}")
-    found.engine_error = rejected.engine_error
+            if error is None or dynamo.wordless(error):
+                continue
+            said = f"The worker {label} answers the same request itself: {error.describe()}."
+        else:
+            error = rejected.engine_error
+            said = (
+                f"The worker {label} accepts the same request itself: the rejection is the "
+                "frontend's own; its log says why."
+            )
+        break
+    else:
+        error = rejected.engine_error
+        asked = "No --worker-url worker answered the same request with words either."
+        said = f"{dynamo.NO_WORDS} {asked if worker_urls else dynamo.ASK_WORKERS}"
+    found = ProbeError(f"{rejected.message} {said}")
+    found.engine_error = error
     return found
 
 
 def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> dict[str, Any]:
     """The keyword arguments of the EvalClient that sends the probe and the eval."""
-    if (
-        endpoint.base_url is None or endpoint.served_model is None
-    ):  # run and probe require both first
+    if endpoint.base_url is None or endpoint.served_model is None:  # run and probe need both
         raise UsageError(
             "Missing --base-url or --model: set the flag or its variable (see --help)."
         )
@@ -195,3 +191,56 @@ def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> 
         "max_connections": max_connections,
         "network": endpoint.network,
     }
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What readiness, context and probe established; valid while the same engine serves."""
+
+    context: EvalContext
+    endpoint: EndpointRecord | None
+    probe: ProbeRecord
+
+
+def reuse(run: RunLog, prior: Checked) -> EvalContext:
+    """Another concurrency against the same live engine: no second probe."""
+    run.endpoint = prior.endpoint
+    run.context = context_record(prior.context)
+    run.probe = prior.probe
+    run.warnings += prior.context.warnings
+    return prior.context
+
+
+def check(
+    run: RunLog,
+    endpoint: Endpoint,
+    ask: ContextAsk,
+    spec: TaskSpec,
+    prompts: Sequence[Prompt],
+    *,
+    sampling: Mapping[str, Any],
+) -> Checked:
+    """Readiness, context and probe, recorded in `run` as each is established."""
+    run.endpoint = endpoint_record(endpoint)
+    context, longest, engine = derive(ask, endpoint, prompts, run.enter)
+    run.endpoint = endpoint_record(endpoint, engine)
+    run.context = context_record(context)
+    run.warnings += context.warnings
+
+    run.enter("probe")
+    planned = run.probe = ProbeRecord(
+        outcome="rejected",
+        max_tokens=context.max_tokens,
+        prompt_tokens=context.prompt_tokens.value if context.prompt_tokens else None,
+        doc_id=longest.doc_id,
+    )
+    try:
+        run.probe = probe(endpoint, context, longest, spec.stop, sampling)
+    except ProbeError as exc:
+        if exc.engine_error is not None:
+            said = exc.engine_error
+            run.probe = msgspec.structs.replace(
+                planned, status_code=said.status, engine_message=said.message
+            )
+        raise
+    return Checked(context, run.endpoint, run.probe)

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
-from evalgate.engine import dynamo, request
+from evalgate.engine import dynamo
 from evalgate.engine.client import RequestFailed
 from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, TimedOut
 from evalgate.engine.wire import EngineError
 from evalgate.errors import ProbeError
+from evalgate.evidence.stage_records import ProbeRecord
 from evalgate.gate.context import EvalContext
 from evalgate.tasks.prompts import Prompt
 
@@ -31,18 +28,6 @@ log = logging.getLogger(__name__)
 _ENGINE_LIMIT = re.compile(
     r"(?:max_model_len=|maximum context length (?:is|of) |context length \()(\d+)"
 )
-
-
-@dataclass(frozen=True)
-class ProbeOutcome:
-    """What the probe saw."""
-
-    outcome: str
-    """ok, or truncation_risk (accepted, but prompt + budget exceeds what is served)."""
-    latency_s: float
-    prompt_tokens: int | None
-    max_tokens: int
-    doc_id: int
 
 
 def suggest_fix(error: EngineError, context: EvalContext) -> str:
@@ -90,7 +75,7 @@ def _attempts(failed: RequestFailed) -> str:
     return f"{failed.attempts} attempt{'s' if failed.attempts != 1 else ''}"
 
 
-def _failed(
+def failed(
     failed: RequestFailed, context: EvalContext, *, timeout: float, endpoint: str
 ) -> ProbeError:
     """The ProbeError for a probe that got no acceptance, by what stopped it."""
@@ -136,32 +121,10 @@ def _failed(
     return problem
 
 
-def run_probe(
-    send: Callable[[dict[str, Any]], object],
-    prompt: Prompt,
-    context: EvalContext,
-    *,
-    model: str,
-    api: str,
-    stop: list[str],
-    sampling: Mapping[str, Any] | None = None,
-    strict: bool,
-    timeout: float,
-    endpoint: str,
-) -> ProbeOutcome:
-    """Send the eval's body for `prompt` as the probe (`send`: engine.client.send_probe); raise
-    ProbeError on a rejection (or a truncation risk under strict)."""
-    body = request.prompt_body(
-        prompt, api=api, model=model, max_tokens=context.max_tokens, stop=stop, sampling=sampling
-    )
-    started = time.monotonic()
-    try:
-        send(body)
-    except RequestFailed as failed:
-        raise _failed(failed, context, timeout=timeout, endpoint=endpoint) from failed
-    latency = time.monotonic() - started
-    outcome = "truncation_risk" if context.truncation_risk else "ok"
-    if outcome == "truncation_risk":
+def accepted(context: EvalContext, prompt: Prompt, latency: float, *, strict: bool) -> ProbeRecord:
+    """The record of a probe the engine accepted; ProbeError for a truncation risk under
+    `strict`."""
+    if context.truncation_risk:  # accepted, but prompt + budget exceeds what is served
         if strict:
             raise ProbeError(
                 "The engine accepted the probe, but the longest prompt plus max_tokens exceeds "
@@ -170,5 +133,11 @@ def run_probe(
             )
         log.warning("probe accepted, but answers may be truncated: %s", _numbers(context))
     log.info("probe accepted in %.2f s (max_tokens %d)", latency, context.max_tokens)
-    prompt_tokens = context.prompt_tokens.value if context.prompt_tokens else None
-    return ProbeOutcome(outcome, latency, prompt_tokens, context.max_tokens, prompt.doc_id)
+    return ProbeRecord(
+        outcome="truncation_risk" if context.truncation_risk else "ok",
+        status_code=200,
+        latency_s=round(latency, 3),
+        prompt_tokens=context.prompt_tokens.value if context.prompt_tokens else None,
+        max_tokens=context.max_tokens,
+        doc_id=prompt.doc_id,
+    )

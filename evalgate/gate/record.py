@@ -52,15 +52,13 @@ def context_record(context: EvalContext) -> ContextRecord:
     )
 
 
-def endpoint_record(
-    endpoint: Endpoint, owned_by: str | None = None, version: str | None = None
-) -> EndpointRecord:
+def endpoint_record(endpoint: Endpoint, engine: EngineRecord | None = None) -> EndpointRecord:
     """Where the engine was (credentials removed) and what it said it is."""
     return EndpointRecord(
         base_url=redact_url(endpoint.base_url) if endpoint.base_url else None,
         api=endpoint.api,
         worker_urls=[redact_url(u) for u in endpoint.worker_urls],
-        engine=EngineRecord(owned_by=owned_by, version=version),
+        engine=engine or EngineRecord(),
     )
 
 
@@ -85,7 +83,6 @@ class RunLog:
     warnings: list[str] = field(default_factory=list)
     files: dict[str, str | None] = field(default_factory=dict)
     checkpoint: Callable[[], None] | None = None
-    """Called as each stage starts (the run rewrites its "running" result)."""
     _started: float = field(default_factory=time.monotonic)
     _stage_started: float = field(default_factory=time.monotonic)
 

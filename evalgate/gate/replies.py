@@ -1,4 +1,4 @@
-"""Each answer of the eval as it arrives: counted (the Tally), held to the budget and to the
+"""Each answer of the eval as it arrives: counted (RequestCounts), held to the budget and to the
 model asked, thinking written into it taken out (thinking.py), kept as a Reply and appended to
 the journal; a failed request counted, and the eval stopped where retrying cannot help or the
 failures pass --max-failed-requests."""
@@ -29,27 +29,6 @@ MAX_CHARS_PER_TOKEN = 64
 generated within max_tokens; it is cut before it is scored and stored."""
 
 
-@dataclass
-class Tally:
-    """What happened to the eval's requests: the counts result.json records, and what the
-    warnings and the samples need besides."""
-
-    counts: RequestCounts = field(default_factory=RequestCounts.zero)
-    reasoning_tokens: list[int] = field(default_factory=list)
-    answers: dict[int, Reply] = field(default_factory=dict)
-    """The reply to each question, by doc_id."""
-    filtered: int = 0
-    """Answers stopped by the engine's content filter (also counted as truncated)."""
-    oversized: int = 0
-    """Answers longer than max_tokens allows, cut before scoring (also counted as truncated)."""
-    other_models: Counter[str] = field(default_factory=Counter)
-    """Answers naming a model other than the one requested, by the name they gave."""
-
-    def recorded(self) -> RequestCounts:
-        """The counts as result.json records them."""
-        return msgspec.structs.replace(self.counts, reasoning_tokens=spread(self.reasoning_tokens))
-
-
 def spread(values: list[int]) -> TokenSpread | None:
     """Median, 95th percentile (nearest rank) and maximum; None for no values."""
     if not values:
@@ -64,46 +43,46 @@ def spread(values: list[int]) -> TokenSpread | None:
     )
 
 
+@dataclass(eq=False)  # an exception stays hashable, compared by identity
 class OverBudget(Exception):
     """More requests failed than --max-failed-requests allows (the message waits for the
     final count)."""
 
-    def __init__(
-        self, doc_id: int, detail: str, attempts: int, workers: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(detail)
-        self.doc_id = doc_id
-        self.detail = detail
-        self.attempts = attempts
-        self.workers = workers
-        """Workers the router said it could not reach (the engine went away)."""
+    doc_id: int
+    detail: str
+    failure: RequestFailed
 
 
+@dataclass
 class Replies:
-    """Records the eval's answers and failures into its Tally and journal."""
+    """Records the eval's answers and failures: the counts result.json records, the journal,
+    and what the warnings and the samples need besides."""
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        api: str,
-        max_tokens: int,
-        max_failed: int,
-        journal: Journal | None,
-        thinking: InlineThinking | None,
-    ) -> None:
-        self.model = model
-        self.api = api
-        self.max_tokens = max_tokens
-        self.max_failed = max_failed
-        self.journal = journal
-        self.thinking = thinking
-        """The markers of thinking written into the answer (None: the whole answer is scored)."""
-        self.tally = Tally()
-        self.engine_notes: list[str] = []
-        """Implausible values the engine's answers carried (not used)."""
-        self._worker_gone: str | None = None
-        """What Dynamo's frontend said when the model's worker went away (engine.dynamo)."""
+    model: str
+    api: str
+    max_tokens: int
+    max_failed: int
+    journal: Journal | None
+    thinking: InlineThinking | None
+    """The markers of thinking written into the answer (None: the whole answer is scored)."""
+    counts: RequestCounts = field(default_factory=RequestCounts.zero, init=False)
+    reasoning_tokens: list[int] = field(default_factory=list, init=False)
+    answers: dict[int, Reply] = field(default_factory=dict, init=False)
+    """The reply to each question, by doc_id."""
+    filtered: int = field(default=0, init=False)
+    """Answers stopped by the engine's content filter (also counted as truncated)."""
+    oversized: int = field(default=0, init=False)
+    """Answers longer than max_tokens allows, cut before scoring (also counted as truncated)."""
+    other_models: Counter[str] = field(default_factory=Counter, init=False)
+    """Answers naming a model other than the one requested, by the name they gave."""
+    engine_notes: list[str] = field(default_factory=list, init=False)
+    """Implausible values the engine's answers carried (not used)."""
+    worker_gone: str | None = field(default=None, init=False)
+    """What Dynamo's frontend said when the model's worker went away (engine.dynamo)."""
+
+    def recorded(self) -> RequestCounts:
+        """The counts as result.json records them."""
+        return msgspec.structs.replace(self.counts, reasoning_tokens=spread(self.reasoning_tokens))
 
     @property
     def max_chars(self) -> int:
@@ -111,49 +90,48 @@ class Replies:
         return MAX_CHARS_PER_TOKEN * self.max_tokens
 
     def notes(self) -> list[str]:
-        """Warnings about the answers, for the result."""
-        tally, found = self.tally, []
-        if tally.filtered:
+        found = []
+        if self.filtered:
             found.append(
-                f"{tally.filtered} answer(s) stopped by the engine's content filter "
+                f"{self.filtered} answer(s) stopped by the engine's content filter "
                 "(finish_reason content_filter)"
             )
-        if tally.oversized:
+        if self.oversized:
             found.append(
-                f"{tally.oversized} answer(s) were longer than max_tokens allows "
+                f"{self.oversized} answer(s) were longer than max_tokens allows "
                 f"({self.max_tokens}): cut to {self.max_chars} characters, counted as truncated"
             )
         found += [
             f"{count} answer(s) came from model {name!r}, not the requested {self.model!r}: "
             "check that --base-url reaches the engine serving it"
-            for name, count in tally.other_models.items()
+            for name, count in self.other_models.items()
         ]
         return found + self.engine_notes
 
     def record(self, doc_id: int, key: str, completion: Completion, *, resumed: bool) -> str:
         """Count and keep one answer; the text lm-eval scores."""
-        tally, counts = self.tally, self.tally.counts
+        counts = self.counts
         counts.completed += 1
         counts.resumed += int(resumed)
         if len(completion.text) > self.max_chars:  # the engine ignored the budget
-            tally.oversized += 1
+            self.oversized += 1
             completion = dataclasses.replace(completion, text=completion.text[: self.max_chars])
             if completion.finish_reason != "length":
                 counts.truncated += 1
         if completion.model is not None and completion.model != self.model:
-            tally.other_models[completion.model] += 1
+            self.other_models[completion.model] += 1
         sent = completion
         completion, unended = self._inline(completion)
         length = completion.finish_reason == "length"
-        tally.filtered += int(completion.finish_reason == "content_filter")
+        self.filtered += int(completion.finish_reason == "content_filter")
         counts.truncated += int(length or completion.finish_reason == "content_filter")
         counts.empty += int(not completion.text.strip() and not (unended and length))
         thinking = completion.source in REASONING_FIELDS
         counts.from_reasoning += int(thinking)
         counts.cut_while_thinking += int((thinking or unended) and length)
         if completion.reasoning_tokens is not None:
-            tally.reasoning_tokens.append(completion.reasoning_tokens)
-        reply = tally.answers[doc_id] = Reply(
+            self.reasoning_tokens.append(completion.reasoning_tokens)
+        reply = self.answers[doc_id] = Reply(
             doc_id=doc_id,
             prompt_sha256=key,
             response=completion.text,
@@ -179,7 +157,7 @@ class Replies:
         answer, thought, ended = self.thinking.split(completion.text)
         if thought is None:
             return completion, False
-        self.tally.counts.inline_thinking += 1
+        self.counts.inline_thinking += 1
         reasoning = completion.reasoning or thought
         return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
 
@@ -198,14 +176,13 @@ class Replies:
 
     def fail(self, doc_id: int, key: str, failure: RequestFailed) -> None:
         """Count a request that got no answer; raise where the eval must stop."""
-        tally = self.tally
-        tally.counts.failed += 1
+        self.counts.failed += 1
         message = str(failure)
-        tally.answers[doc_id] = Reply(
+        self.answers[doc_id] = Reply(
             doc_id=doc_id, prompt_sha256=key, response=None, finish_reason=None, error=message
         )
         gone = dynamo.worker_gone(failure.error)
-        self._worker_gone = gone or self._worker_gone
+        self.worker_gone = gone or self.worker_gone
         if failure.fatal and gone is not None:
             raise EvalFailedError(
                 f"{gone}: its worker went away during the eval, at question {doc_id}. "
@@ -217,13 +194,13 @@ class Replies:
                 "change this answer, so the eval stopped instead of sending the rest. "
                 "Fix the request or the engine; the probe passed, so the prompt is unusual."
             )
-        if tally.counts.failed > self.max_failed:
-            raise OverBudget(doc_id, message, failure.attempts, failure.unreachable_workers)
+        if self.counts.failed > self.max_failed:
+            raise OverBudget(doc_id, message, failure)
 
     def over_budget(self, first: OverBudget) -> EvalFailedError:
         """The error for failures over the budget, counted once every request in flight has
         ended: the same number result.json records."""
-        workers = first.workers
+        workers = first.failure.unreachable_workers  # the router could not reach them
         gone = (
             f"The worker{'s' if len(workers) > 1 else ''} {', '.join(workers)} behind the "
             f"router {'are' if len(workers) > 1 else 'is'} unreachable: the engine went "
@@ -231,10 +208,10 @@ class Replies:
             if workers
             else ""
         )
-        if not gone and self._worker_gone is not None:
-            gone = f"{self._worker_gone}: its worker went away during the eval. "
+        if not gone and self.worker_gone is not None:
+            gone = f"{self.worker_gone}: its worker went away during the eval. "
         return EvalFailedError(
-            f"{gone}{self.tally.counts.failed} request(s) failed after {first.attempts} "
+            f"{gone}{self.counts.failed} request(s) failed after {first.failure.attempts} "
             f"attempt(s) each (allowed: {self.max_failed}, --max-failed-requests); last: question "
             f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
             "cannot be gated."

@@ -19,9 +19,8 @@ from evalgate.evidence import artifacts, folder
 from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Result, Sample, ThresholdRecord, to_document
 from evalgate.gate import judge
-from evalgate.gate.checked import Checked, check, reuse
-from evalgate.gate.eval_stage import EvalStage
-from evalgate.gate.protocol import protocol
+from evalgate.gate.eval_stage import EvalStage, protocol
+from evalgate.gate.preflight import Checked, check, reuse
 from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.settings import Settings, stages
@@ -33,7 +32,7 @@ from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:
     from evalgate.compare.runs import Run
-    from evalgate.gate.sending import Progress
+    from evalgate.gate.dispatch import Progress
     from evalgate.rules.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -76,16 +75,11 @@ class GateRun:
         self.log = RunLog(settings.model, stages.labels(settings, topology))
         self.out = settings.output_dir
         self.eval = EvalStage(
-            self.log,
-            self.endpoint,
-            stages.eval_ask(settings),
-            self.out,
-            resume=resume,
-            progress=progress,
+            self.log, self.endpoint, stages.eval_ask(settings), self.out, resume, progress
         )
         self.lock: folder.FolderLock | None = None
-        """Held from before the folder's first check to after its last write."""
-        self.prepared = False
+        """Held from before the folder's first check to after its last write (None: this run
+        never held the folder, so it writes nothing there)."""
         self.comparison: str | None = None
 
     def _running(self) -> None:
@@ -105,7 +99,6 @@ class GateRun:
         self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.resume)
         if self.lock.warning is not None:
             self.log.warnings.append(self.lock.warning)
-        self.prepared = True
         # From here on the folder holds this run: an earlier run's files must not outlive it,
         # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
         folder.clear_stale(self.out)
@@ -122,7 +115,11 @@ class GateRun:
             allowed=s.allow_simulated_acceptance,
         )
         run.warnings += [simulated] if simulated else []
-        baseline = self._baseline()
+        baseline: Run | None = None
+        if s.baseline is not None:  # read before anything runs: a broken one fails in a second
+            from evalgate.compare.runs import load_run
+
+            baseline = load_run(s.baseline)
 
         spec = load_task(s.api, s.task)
         run.enter("thresholds")
@@ -164,7 +161,9 @@ class GateRun:
         s, run = self.settings, self.log
         ask = stages.gate_ask(s)
         dispatch = self.eval.dispatch
-        problems = judge.problems(run, ask, dispatch.notes() if dispatch is not None else [])
+        problems = judge.problems(
+            run, ask, dispatch.replies.notes() if dispatch is not None else []
+        )
         doubts: list[str] = []
         if baseline is not None and s.baseline is not None:
             regressed, finding, self.comparison = judge.compare_baseline(
@@ -173,14 +172,6 @@ class GateRun:
             if finding:
                 (problems if regressed else doubts).append(finding)
         return judge.verdict(run, ask, task, floor, problems=problems, doubts=doubts)
-
-    def _baseline(self) -> Run | None:
-        """--baseline, read before anything runs: a missing or broken one fails in a second."""
-        if self.settings.baseline is None:
-            return None
-        from evalgate.compare.runs import load_run
-
-        return load_run(self.settings.baseline)
 
 
 def run_gate(
@@ -206,35 +197,28 @@ def run_gate(
 
 def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
     """The run's stages, and what stopped them (with the answers received so far saved)."""
-    error: EvalgateError | None = None
-    status: Status
     try:
-        status, reason, code = gate.execute()
+        return (*gate.execute(), None)
     except EvalgateError as exc:
         error = exc
-        status = "aborted" if isinstance(exc, AbortedError) else "error"
-        reason, code = exc.message, int(exc.exit_code)
     except KeyboardInterrupt:
         error = AbortedError("interrupted by a signal")
-        status, reason, code = "aborted", error.message, int(ExitCode.ABORTED)
     except OSError as exc:  # the disk refused a write: full, read-only, a folder in the way
         error = artifacts.cannot_write(gate.out, exc)
-        status, reason, code = "error", error.message, int(ExitCode.EVAL)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
         error = EvalFailedError(
             f"unexpected {type(exc).__name__} at stage {gate.log.stage}: {exc}. "
             "Rerun with -v for the traceback, and please report it."
         )
-        status, reason, code = "error", error.message, int(ExitCode.EVAL)
-    if error is not None:
-        try:
-            gate.eval.partial_samples(gate.dataset)
-        except OSError as exc:  # a full disk: the error already says so
-            log.warning("could not write the samples received so far: %s", exc.strerror)
-        except Exception as exc:  # a signal may have broken an import: the error still stands
-            log.warning("could not write the samples received so far: %r", exc)
-    return status, reason, code, error
+    try:
+        gate.eval.partial_samples(gate.dataset)
+    except OSError as exc:  # a full disk: the error already says so
+        log.warning("could not write the samples received so far: %s", exc.strerror)
+    except Exception as exc:  # a signal may have broken an import: the error still stands
+        log.warning("could not write the samples received so far: %r", exc)
+    status: Status = "aborted" if isinstance(error, AbortedError) else "error"
+    return status, error.message, int(error.exit_code), error
 
 
 def _record(
@@ -244,7 +228,7 @@ def _record(
     out = gate.out
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
-    if gate.prepared:  # never write into a folder whose earlier result we refused to bury
+    if gate.lock is not None:  # never write into a folder whose earlier result we refused to bury
         try:
             path = artifacts.write_result(out, result)
         except (EvalgateError, OSError) as exc:

@@ -32,7 +32,8 @@ class AnswerScorer:
         self._target = str(spec.config["doc_to_target"])
         self._pipelines = {
             str(entry["name"]): [
-                get_filter(step["function"])(**_kwargs(step)) for step in entry["filter"]
+                get_filter(step["function"])(**{k: v for k, v in step.items() if k != "function"})
+                for step in entry["filter"]
             ]
             for entry in spec.config.get("filter_list", [])
         }
@@ -63,7 +64,3 @@ class AnswerScorer:
             )
             found[name] = float(score[GATED_METRIC]) == 1.0
         return found
-
-
-def _kwargs(step: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in step.items() if key != "function"}

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from evalgate.engine.client import EvalClient
 from evalgate.engine.request import prompt_body
-from evalgate.gate.dispatch import Dispatch
-from evalgate.gate.sending import Request
+from evalgate.gate.dispatch import Dispatch, Request
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import load_task
@@ -94,7 +93,7 @@ def test_answers_to_the_bodies_being_sent_come_from_that_dispatch(tmp_path):
     assert total == 6
     assert sent.early is True
     assert len(texts) == 6 and all("####" in text for text in texts)
-    assert sent.tally.counts.completed == 6 and sent.warnings == []
+    assert sent.replies.counts.completed == 6 and sent.warnings == []
 
 
 def test_a_dispatch_of_other_bodies_is_discarded_and_lm_evals_are_sent(tmp_path):
@@ -109,7 +108,7 @@ def test_a_dispatch_of_other_bodies_is_discarded_and_lm_evals_are_sent(tmp_path)
     assert sent.early is False
     assert len(texts) == 6 and all("####" in text for text in texts)
     assert budgets.count(200) == 6  # lm-eval's bodies, every one sent
-    assert sent.tally.counts.total == 6 and sent.tally.counts.completed == 6
+    assert sent.replies.counts.total == 6 and sent.replies.counts.completed == 6
     (warning,) = sent.warnings
     assert "sent before lm-eval asked were discarded" in warning
     assert "differ from lm-eval's (6 of 6)" in warning
@@ -125,4 +124,4 @@ def test_halting_stops_the_sending_at_once(tmp_path: Path):
         after = engine.total
 
     assert after <= 8  # the 4 in flight, and at most the next 4 as they ended
-    assert sent.tally.counts.completed < 40
+    assert sent.replies.counts.completed < 40
