@@ -9,23 +9,22 @@ names both runs, the margin, the method and evalgate's version.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from evalgate import page
 from evalgate.compare.comparison import Comparison, FilterComparison, RunInfo, p_text, points
-from evalgate.compare.paired import Finding
 from evalgate.compare.report import METHOD
 from evalgate.compare.runs import Difference, format_doc_ids
 from evalgate.page import Mark, Scale, esc
 
-TONES: dict[Finding, page.Tone] = {
-    Finding.IMPROVED: "pass",
-    Finding.EQUIVALENT: "pass",
-    Finding.INCONCLUSIVE: "warn",
-    Finding.REGRESSION: "fail",
-}
-
 
 def _percent(value: float) -> str:
     return f"{value * 100:.2f}%"
+
+
+def _line(f: FilterComparison, note: str) -> page.Line:
+    return page.Line(page.tone(f.finding.value), f.finding.name, f.filter, note)
 
 
 def _scores(c: Comparison) -> str:
@@ -44,12 +43,9 @@ def _scores(c: Comparison) -> str:
         )
         rows.append(
             page.chart_row(
-                tone=TONES[f.finding],
-                mark=f.finding.name,
-                label=f.filter,
-                note=f"n={f.counts.n}",
-                drawing=page.interval_svg(scale, point=after, start=before, label=described),
-                numbers=f"{_percent(before)} &#8594; <b>{_percent(after)}</b>",
+                _line(f, f"n={f.counts.n}"),
+                page.interval_svg(scale, point=after, start=before, label=described),
+                f"{_percent(before)} &#8594; <b>{_percent(after)}</b>",
             )
         )
     axis = page.axis_svg(scale, {t: f"{t * 100:g}%" for t in scale.ticks()})
@@ -57,41 +53,59 @@ def _scores(c: Comparison) -> str:
     return page.chart("Scores, baseline to candidate", axis, rows, legend=legend)
 
 
-def _differences(c: Comparison) -> str:
-    margin = -c.max_drop
-    scale = Scale.around(
-        [margin, 0.0, *(v for f in c.filters for v in (*f.interval, f.counts.difference))],
-        floor=-1.0,
-    )
+class Bar(NamedTuple):
+    """A paired difference to draw: its row's words, whose difference it is (and on which
+    filter, when that is not the name), the difference and its 95% interval."""
+
+    line: page.Line
+    name: str
+    filter: str | None
+    difference: float
+    interval: tuple[float, float]
+
+
+def difference_chart(title: str, margin: float, bars: Sequence[Bar], legend: str) -> str:
+    """Paired differences with their intervals against the margin and zero: compare's page, and
+    verify's against its baseline."""
     marks = [Mark(margin, "margin"), Mark(0.0, "zero")]
+    scale = Scale.around(
+        [margin, 0.0, *(v for bar in bars for v in (*bar.interval, bar.difference))], floor=-1.0
+    )
     rows = []
-    for f in c.filters:
-        low, high = f.interval
-        difference = f.counts.difference
+    for bar in bars:
+        (low, high), point = bar.interval, bar.difference
         described = (
-            f"{f.filter}: {points(difference)} points, 95% interval {points(low)} to "
-            f"{points(high)}, margin {points(margin)}: {f.finding.name}"
+            f"{bar.name}: {points(point)} points{f' on {bar.filter}' if bar.filter else ''}, "
+            f"95% interval {points(low)} to {points(high)}, margin {points(margin)}: "
+            f"{bar.line.mark}"
         )
-        rows.append(
-            page.chart_row(
-                tone=TONES[f.finding],
-                mark=f.finding.name,
-                label=f.filter,
-                note=f"{f.counts.lost} lost, {f.counts.gained} gained",
-                drawing=page.interval_svg(
-                    scale, point=difference, low=low, high=high, marks=marks, label=described
-                ),
-                numbers=f"<b>{points(difference)}</b> [{points(low)}, {points(high)}] pts",
-            )
+        drawing = page.interval_svg(
+            scale, point=point, low=low, high=high, marks=marks, label=described
         )
+        numbers = f"<b>{points(point)}</b> [{points(low)}, {points(high)}] pts"
+        rows.append(page.chart_row(bar.line, drawing, numbers))
     axis = page.axis_svg(scale, {t: f"{t * 100:+g}" if t else "0" for t in scale.ticks()}, marks)
+    return page.chart(title, axis, rows, legend=legend)
+
+
+def _differences(c: Comparison) -> str:
+    bars = [
+        Bar(
+            _line(f, f"{f.counts.lost} lost, {f.counts.gained} gained"),
+            f.filter,
+            None,
+            f.counts.difference,
+            f.interval,
+        )
+        for f in c.filters
+    ]
     legend = (
         "Dot: the candidate's score minus the baseline's, in points, over the paired questions; "
-        f"bar: its 95% interval; dashed line: the margin ({points(margin)} points, --max-drop "
-        f"{c.max_drop:g}); thin line: no change. Equivalent when the whole interval lies right "
-        "of the margin; a regression when the drop is significant and beyond it."
+        f"bar: its 95% interval; dashed line: the margin ({points(-c.max_drop)} points, "
+        f"--max-drop {c.max_drop:g}); thin line: no change. Equivalent when the whole interval "
+        "lies right of the margin; a regression when the drop is significant and beyond it."
     )
-    return page.chart("Paired difference against the margin", axis, rows, legend=legend)
+    return difference_chart("Paired difference against the margin", -c.max_drop, bars, legend)
 
 
 def _statistics(c: Comparison) -> str:
@@ -110,7 +124,7 @@ def _statistics(c: Comparison) -> str:
             (esc(n.lost), n.lost),
             (esc(n.gained), n.gained),
             (p_text(f.p_value), f.p_value),
-            (page.badge(f.finding.name, TONES[f.finding]), f.finding.rank),
+            (page.badge(f.finding.name, page.tone(f.finding.value)), f.finding.rank),
         ]
         rows.append(page.Row(cells, esc(f.reason)))
     return page.table(headers, rows)
@@ -215,7 +229,7 @@ def render(comparison: Comparison) -> str:
     ]
     return page.document(
         title=f"evalgate compare: {c.finding.name}",
-        tone=TONES[c.finding],
+        tone=page.tone(c.finding.value),
         summary=f"exit {int(c.exit_code)}: {c.reason}",
         body=[
             page.section("Runs", runs),
