@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from evalgate import page
-from evalgate.compare.comparison import Comparison, FilterComparison, RunInfo, p_text, points
-from evalgate.compare.report import METHOD
+from evalgate.compare.comparison import Comparison, FilterComparison, RunInfo
+from evalgate.compare.reason import points
+from evalgate.compare.report import HEADERS, METHOD, figures
 from evalgate.compare.runs import Difference, format_doc_ids
 from evalgate.page import Mark, Scale, esc
 
@@ -109,25 +110,17 @@ def _differences(c: Comparison) -> str:
 
 
 def _statistics(c: Comparison) -> str:
-    headers = ["Filter", "n", "Baseline", "Candidate", "Diff (pts)", "95% CI (pts)"]
-    headers += ["Lost", "Gained", "McNemar p", "Verdict"]
     rows = []
     for f in c.filters:
         n = f.counts
-        cells: list[page.Cell] = [
-            esc(f.filter),
-            (esc(f"{n.n} answers, {n.questions} questions" if n.clustered else n.n), n.n),
-            (_percent(n.baseline_score), n.baseline_score),
-            (_percent(n.candidate_score), n.candidate_score),
-            (points(n.difference), n.difference),
-            (f"[{points(f.interval[0])}, {points(f.interval[1])}]", f.interval[0]),
-            (esc(n.lost), n.lost),
-            (esc(n.gained), n.gained),
-            (p_text(f.p_value), f.p_value),
-            (page.badge(f.finding.name, page.tone(f.finding.value)), f.finding.rank),
-        ]
-        rows.append(page.Row(cells, esc(f.reason)))
-    return page.table(headers, rows)
+        texts = [esc(text) for text in figures(f)]
+        if n.clustered:
+            texts[1] = esc(f"{n.n} answers, {n.questions} questions")
+        texts[-1] = page.badge(f.finding.name, page.tone(f.finding.value))
+        keys: list[object] = [None, n.n, n.baseline_score, n.candidate_score, n.difference]
+        keys += [f.interval[0], n.lost, n.gained, f.p_value, f.finding.rank]
+        rows.append(page.Row(list(zip(texts, keys, strict=True)), esc(f.reason)))
+    return page.table([h[0].upper() + h[1:] for h in HEADERS], rows)
 
 
 def _run(side: str, run: RunInfo) -> page.Row:
