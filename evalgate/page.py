@@ -174,11 +174,6 @@ def chart_row(line: Line, drawing: str, numbers: str) -> str:
     )
 
 
-def no_drawing(text: str) -> str:
-    """The drawing's place in a row that has nothing to draw, saying why."""
-    return f'<span class="bar empty" title="{esc(text)}">{esc(text)}</span>'
-
-
 def chart(title: str, axis: str, rows: Sequence[str], *, legend: str = "") -> str:
     """A chart: its title, the axis, then the rows (grouped and reordered by the script)."""
     return (
@@ -243,7 +238,6 @@ def table(headers: Sequence[str], rows: Iterable[Row], *, caption: str = "") -> 
 
 
 def section(title: str, content: str) -> str:
-    """A titled block of the page."""
     return f"<section><h2>{esc(title)}</h2>{content}</section>"
 
 

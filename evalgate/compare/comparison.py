@@ -29,7 +29,7 @@ from evalgate.compare.paired import (
     classify,
     design_effect,
 )
-from evalgate.compare.reason import advice, filter_reason, questions_to_settle
+from evalgate.compare.reason import filter_reason, questions_to_settle
 from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
 from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence.model import to_document
@@ -126,7 +126,6 @@ def _compare_filter(
     )
     finding, p_value, interval = classify(counts, max_drop)
     needed = questions_to_settle(counts, max_drop) if finding is Finding.INCONCLUSIVE else None
-    settle = advice(needed, counts, baseline) if finding is Finding.INCONCLUSIVE else ""
     flips.sort(key=lambda f: (f.change != "lost", f.doc_id))
     reason = filter_reason(
         counts,
@@ -134,7 +133,8 @@ def _compare_filter(
         p_value=p_value,
         interval=interval,
         max_drop=max_drop,
-        settle=settle,
+        needed=needed,
+        baseline=baseline,
     )
     return FilterComparison(
         name,

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from evalgate import page
-from evalgate.compare.comparison import Comparison, FilterComparison, RunInfo
+from evalgate.compare.comparison import Comparison, FilterComparison
 from evalgate.compare.reason import points
-from evalgate.compare.report import HEADERS, METHOD, figures
-from evalgate.compare.runs import Difference, format_doc_ids
+from evalgate.compare.report import METHOD, figures
+from evalgate.compare.runs import format_doc_ids
 from evalgate.page import Mark, Scale, esc
 
 
@@ -120,28 +120,8 @@ def _statistics(c: Comparison) -> str:
         keys: list[object] = [None, n.n, n.baseline_score, n.candidate_score, n.difference]
         keys += [f.interval[0], n.lost, n.gained, f.p_value, f.finding.rank]
         rows.append(page.Row(list(zip(texts, keys, strict=True)), esc(f.reason)))
-    return page.table([h[0].upper() + h[1:] for h in HEADERS], rows)
-
-
-def _run(side: str, run: RunInfo) -> page.Row:
-    labels = ", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)
-    return page.Row(
-        [
-            esc(side),
-            f"<code>{esc(run.path)}</code>",
-            esc(run.run_id),
-            esc(run.model or "-"),
-            esc(run.status),
-        ],
-        esc(labels),
-    )
-
-
-def _drift_table(items: tuple[Difference, ...]) -> str:
-    rows = [
-        page.Row([esc(d.field), esc(d.baseline), esc(d.candidate)], esc(d.detail)) for d in items
-    ]
-    return page.table(["Field", "Baseline", "Candidate"], rows)
+    headers = ["Filter", "n", "Baseline", "Candidate", "Diff (pts)", "95% CI (pts)"]
+    return page.table([*headers, "Lost", "Gained", "McNemar p", "Verdict"], rows)
 
 
 def _protocol(c: Comparison) -> str:
@@ -150,7 +130,13 @@ def _protocol(c: Comparison) -> str:
         parts.append(
             "<p>The runs were not measured the same way (compared anyway: "
             "<code>--allow-protocol-drift</code>); a difference in score may come from these:</p>"
-            + _drift_table(c.drift)
+            + page.table(
+                ["Field", "Baseline", "Candidate"],
+                [
+                    page.Row([esc(d.field), esc(d.baseline), esc(d.candidate)], esc(d.detail))
+                    for d in c.drift
+                ],
+            )
         )
     else:
         parts.append("<p>None: both runs were measured the same way.</p>")
@@ -169,23 +155,6 @@ def _protocol(c: Comparison) -> str:
     return "".join(parts)
 
 
-def _flips(f: FilterComparison) -> str:
-    rows = [
-        page.Row(
-            [
-                (esc(x.doc_id), x.doc_id),
-                page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
-                esc(x.target),
-                esc(x.baseline_answer),
-                esc(x.candidate_answer),
-            ],
-            esc(x.question),
-        )
-        for x in f.flips
-    ]
-    return page.table(["doc_id", "Change", "Target", "Baseline answer", "Candidate answer"], rows)
-
-
 def _flip_sections(c: Comparison) -> list[str]:
     sections: list[str] = []
     shown: list[FilterComparison] = []
@@ -198,25 +167,48 @@ def _flip_sections(c: Comparison) -> list[str]:
         elif same is not None:
             content = f"<p>The same questions as {esc(same)}.</p>"
         else:
-            content = _flips(f)
+            rows = [
+                page.Row(
+                    [
+                        (esc(x.doc_id), x.doc_id),
+                        page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
+                        esc(x.target),
+                        esc(x.baseline_answer),
+                        esc(x.candidate_answer),
+                    ],
+                    esc(x.question),
+                )
+                for x in f.flips
+            ]
+            headers = ["doc_id", "Change", "Target", "Baseline answer", "Candidate answer"]
+            content = page.table(headers, rows)
             shown.append(f)
         sections.append(page.section(title, content))
     return sections
 
 
 def render(comparison: Comparison) -> str:
-    """The page: finding, runs, both charts, statistics, protocol, every flipped question."""
     c = comparison
-    runs = page.table(
-        ["Run", "Folder", "Run id", "Model", "Status"],
-        [_run("baseline", c.baseline), _run("candidate", c.candidate)],
-    )
+    sides = (("baseline", c.baseline), ("candidate", c.candidate))
+    rows = [
+        page.Row(
+            [
+                esc(side),
+                f"<code>{esc(run.path)}</code>",
+                esc(run.run_id),
+                esc(run.model or "-"),
+                esc(run.status),
+            ],
+            esc(", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)),
+        )
+        for side, run in sides
+    ]
+    runs = page.table(["Run", "Folder", "Run id", "Model", "Status"], rows)
     if c.changed:
         changes = "; ".join(f"{d.field} {d.baseline} → {d.candidate}" for d in c.changed)
         runs += f"<p>Changed: {esc(changes)}</p>"
     inputs = [
-        ("baseline", f"<code>{esc(c.baseline.path)}</code> (run {esc(c.baseline.run_id)})"),
-        ("candidate", f"<code>{esc(c.candidate.path)}</code> (run {esc(c.candidate.run_id)})"),
+        *((side, f"<code>{esc(run.path)}</code> (run {esc(run.run_id)})") for side, run in sides),
         ("margin", f"--max-drop {c.max_drop:g} ({c.max_drop * 100:.1f} points)"),
         *((name, esc(text)) for name, text in METHOD.items()),
     ]

@@ -142,7 +142,6 @@ class PairedCounts(msgspec.Struct, frozen=True):
 
     @property
     def n(self) -> int:
-        """Questions paired."""
         return self.both_right + self.lost + self.gained + self.both_wrong
 
     @property

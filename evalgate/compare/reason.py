@@ -46,10 +46,11 @@ def filter_reason(
     p_value: float,
     interval: tuple[float, float],
     max_drop: float,
-    settle: str,
+    needed: int | None,
+    baseline: Run,
 ) -> str:
     """Why one filter's finding is what it is: its table, its test and interval against the
-    margin; `settle`, the advice said after an INCONCLUSIVE's."""
+    margin, and for an INCONCLUSIVE what would settle it (`needed` questions)."""
     if counts.n == 0:
         return "no question was answered in both runs"
     table = (
@@ -80,7 +81,7 @@ def filter_reason(
         why = f"the drop reaches half the {margin} but is not significant"
     else:
         why = f"a drop beyond the {margin} cannot be ruled out"
-    return f"{table}: {why}{settle}"
+    return f"{table}: {why}{_advice(needed, counts, baseline)}"
 
 
 SETTLE_CAP = 10_000_000
@@ -137,7 +138,7 @@ def _whole_set(run: Run) -> tuple[str, int] | None:
     return record.task, record.questions
 
 
-def advice(needed: int | None, counts: PairedCounts, baseline: Run) -> str:
+def _advice(needed: int | None, counts: PairedCounts, baseline: Run) -> str:
     """What would settle an INCONCLUSIVE, said after its reason: comparing `needed` questions,
     or nothing a rerun can do when that is more than the task has."""
     if needed is None:

@@ -94,8 +94,6 @@ def _listed(entries: Sequence[Entry], summary: BaselineSummary) -> str:
 
 
 def section(entries: Sequence[Entry], summary: BaselineSummary) -> str:
-    """The page's section on the baseline: the chart, the lost questions, what was not
-    compared."""
     regressed = [
         (e, e.versus) for e in entries if e.versus is not None and e.versus.standing == "regression"
     ]

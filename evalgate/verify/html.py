@@ -56,7 +56,10 @@ def _row(config: _Config, label: str, first: int, scale: Scale) -> str:
     }
     line = page.Line(page.tone(outcome), outcome.upper(), label, data=data)
     if check is None:
-        return page.chart_row(line, page.no_drawing(f"{outcome}: {entry.reason}"), "no score")
+        why = esc(f"{outcome}: {entry.reason}")  # the drawing's place, saying why it is empty
+        return page.chart_row(
+            line, f'<span class="bar empty" title="{why}">{why}</span>', "no score"
+        )
     described = (
         f"{entry.key}: deciding filter {check.filter} {check.value:.4f}, 95% interval "
         f"{check.low:.4f} to {check.high:.4f}, threshold {check.threshold:.4f} "
@@ -224,8 +227,6 @@ def _inputs(report: Report) -> list[tuple[str, str]]:
 
 
 def render(report: Report) -> str:
-    """The page: verdict, the charts (with --baseline, the comparison's too), the table, the
-    inputs."""
     sections = [
         page.section("Scores against thresholds", _controls() + "".join(charts(report))),
         page.section(f"Every config ({len(report.entries)})", _table(report)),
