@@ -96,6 +96,11 @@ class Mark:
     """CSS class: "threshold", "margin" or "zero"."""
 
 
+def _rule(kind: str, x: float, top: str, bottom: str) -> str:
+    """A vertical line at `x` percent of the width: a mark, an interval's cap, a tick."""
+    return f'<line class="{kind}" x1="{x}%" x2="{x}%" y1="{top}" y2="{bottom}"/>'
+
+
 def interval_svg(
     scale: Scale,
     *,
@@ -110,15 +115,11 @@ def interval_svg(
 
     `start` draws a line from another value to the point instead (a baseline to a candidate).
     """
-    parts = [
-        f'<line class="{m.kind}" x1="{scale.at(m.value)}%" x2="{scale.at(m.value)}%" '
-        'y1="0" y2="100%"/>'
-        for m in marks
-    ]
+    parts = [_rule(m.kind, scale.at(m.value), "0", "100%") for m in marks]
     if low is not None and high is not None:
         a, b = scale.at(low), scale.at(high)
         parts.append(f'<line class="ci" x1="{a}%" x2="{b}%" y1="50%" y2="50%"/>')
-        parts += [f'<line class="cap" x1="{x}%" x2="{x}%" y1="28%" y2="72%"/>' for x in (a, b)]
+        parts += [_rule("cap", x, "28%", "72%") for x in (a, b)]
     if start is not None:
         s = scale.at(start)
         parts.append(f'<line class="move" x1="{s}%" x2="{scale.at(point)}%" y1="50%" y2="50%"/>')
@@ -134,15 +135,11 @@ def interval_svg(
 def axis_svg(scale: Scale, text: Mapping[float, str], marks: Sequence[Mark] = ()) -> str:
     """The chart's axis: tick labels (`text` maps a tick to its label) and named marks."""
     ticks = [
-        f'<line class="tick" x1="{scale.at(t)}%" x2="{scale.at(t)}%" y1="70%" y2="100%"/>'
-        f'<text x="{scale.at(t)}%" y="58%">{esc(label)}</text>'
+        _rule("tick", scale.at(t), "70%", "100%")
+        + f'<text x="{scale.at(t)}%" y="58%">{esc(label)}</text>'
         for t, label in text.items()
     ]
-    named = [
-        f'<line class="{m.kind}" x1="{scale.at(m.value)}%" x2="{scale.at(m.value)}%" '
-        'y1="70%" y2="100%"/>'
-        for m in marks
-    ]
+    named = [_rule(m.kind, scale.at(m.value), "70%", "100%") for m in marks]
     return '<svg class="axis" aria-hidden="true">' + "".join(ticks + named) + "</svg>"
 
 
