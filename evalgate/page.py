@@ -6,11 +6,6 @@ its Content-Security-Policy forbids it): CI artifacts are opened offline. Charts
 laid out on a shared horizontal scale; a small script (page.js, inlined with page.css) sorts
 tables by a clicked column and regroups charts. Without it the page reads the same, in its
 default order.
-
-    chart_row(...)   one line of a chart: mark, label, the interval drawn in SVG, the numbers
-    chart(...)       an axis above rows on one Scale
-    table(...)       a sortable table of Rows; cells carry their own sort keys
-    document(...)    the page: verdict header, sections, footer of inputs and version
 """
 
 from __future__ import annotations
@@ -20,13 +15,28 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from evalgate import outside
 from evalgate._version import __version__
 
 Tone = Literal["pass", "warn", "fail", "broken", "info"]
 """A colour family; "broken": there was no score to judge."""
+TONES: Mapping[str, Tone] = {
+    "pass": "pass",
+    "improved": "pass",
+    "equivalent": "pass",
+    "inconclusive": "warn",
+    "fail": "fail",
+    "regression": "fail",
+}
+"""The outcomes (verify's) and findings (compare's) with a score to judge."""
+
+
+def tone(outcome: str) -> Tone:
+    """The colour of an outcome or finding: "broken" for one with no score to judge (errored,
+    malformed, missing, ...)."""
+    return TONES.get(outcome, "broken")
 
 
 esc = outside.html
@@ -86,6 +96,11 @@ class Mark:
     """CSS class: "threshold", "margin" or "zero"."""
 
 
+def _rule(kind: str, x: float, top: str, bottom: str) -> str:
+    """A vertical line at `x` percent of the width: a mark, an interval's cap, a tick."""
+    return f'<line class="{kind}" x1="{x}%" x2="{x}%" y1="{top}" y2="{bottom}"/>'
+
+
 def interval_svg(
     scale: Scale,
     *,
@@ -100,15 +115,11 @@ def interval_svg(
 
     `start` draws a line from another value to the point instead (a baseline to a candidate).
     """
-    parts = [
-        f'<line class="{m.kind}" x1="{scale.at(m.value)}%" x2="{scale.at(m.value)}%" '
-        'y1="0" y2="100%"/>'
-        for m in marks
-    ]
+    parts = [_rule(m.kind, scale.at(m.value), "0", "100%") for m in marks]
     if low is not None and high is not None:
         a, b = scale.at(low), scale.at(high)
         parts.append(f'<line class="ci" x1="{a}%" x2="{b}%" y1="50%" y2="50%"/>')
-        parts += [f'<line class="cap" x1="{x}%" x2="{x}%" y1="28%" y2="72%"/>' for x in (a, b)]
+        parts += [_rule("cap", x, "28%", "72%") for x in (a, b)]
     if start is not None:
         s = scale.at(start)
         parts.append(f'<line class="move" x1="{s}%" x2="{scale.at(point)}%" y1="50%" y2="50%"/>')
@@ -124,15 +135,11 @@ def interval_svg(
 def axis_svg(scale: Scale, text: Mapping[float, str], marks: Sequence[Mark] = ()) -> str:
     """The chart's axis: tick labels (`text` maps a tick to its label) and named marks."""
     ticks = [
-        f'<line class="tick" x1="{scale.at(t)}%" x2="{scale.at(t)}%" y1="70%" y2="100%"/>'
-        f'<text x="{scale.at(t)}%" y="58%">{esc(label)}</text>'
+        _rule("tick", scale.at(t), "70%", "100%")
+        + f'<text x="{scale.at(t)}%" y="58%">{esc(label)}</text>'
         for t, label in text.items()
     ]
-    named = [
-        f'<line class="{m.kind}" x1="{scale.at(m.value)}%" x2="{scale.at(m.value)}%" '
-        'y1="70%" y2="100%"/>'
-        for m in marks
-    ]
+    named = [_rule(m.kind, scale.at(m.value), "70%", "100%") for m in marks]
     return '<svg class="axis" aria-hidden="true">' + "".join(ticks + named) + "</svg>"
 
 
@@ -141,30 +148,27 @@ def badge(text: str, tone: Tone) -> str:
     return f'<span class="badge tone-{tone}">{esc(text)}</span>'
 
 
-def chart_row(
-    *,
-    tone: Tone,
-    mark: str,
-    label: str,
-    note: str = "",
-    drawing: str,
-    numbers: str,
-    data: Mapping[str, object] | None = None,
-) -> str:
-    """One line of a chart. `drawing` and `numbers` are HTML; `data` become data-* attributes
-    the script groups and orders rows by."""
-    extra = attrs({f"data-{k}": v for k, v in (data or {}).items()})
-    small = f' <span class="note">{esc(note)}</span>' if note else ""
+@dataclass(frozen=True)
+class Line:
+    """What a chart row says in words: its outcome (`mark`, in the `tone`'s colour), its name and
+    a note; `data` become data-* attributes the script groups and orders rows by."""
+
+    tone: Tone
+    mark: str
+    label: str
+    note: str = ""
+    data: Mapping[str, object] | None = None
+
+
+def chart_row(line: Line, drawing: str, numbers: str) -> str:
+    """One line of a chart; `drawing` and `numbers` are HTML."""
+    extra = attrs({f"data-{k}": v for k, v in (line.data or {}).items()})
+    small = f' <span class="note">{esc(line.note)}</span>' if line.note else ""
     return (
-        f'<div class="row tone-{tone}"{extra}>{badge(mark, tone)}'
-        f'<span class="label"><span class="name">{esc(label)}</span>{small}</span>'
+        f'<div class="row tone-{line.tone}"{extra}>{badge(line.mark, line.tone)}'
+        f'<span class="label"><span class="name">{esc(line.label)}</span>{small}</span>'
         f'{drawing}<span class="numbers">{numbers}</span></div>'
     )
-
-
-def no_drawing(text: str) -> str:
-    """The drawing's place in a row that has nothing to draw, saying why."""
-    return f'<span class="bar empty" title="{esc(text)}">{esc(text)}</span>'
 
 
 def chart(title: str, axis: str, rows: Sequence[str], *, legend: str = "") -> str:
@@ -176,6 +180,21 @@ def chart(title: str, axis: str, rows: Sequence[str], *, legend: str = "") -> st
         + (f'<p class="legend">{legend}</p>' if legend else "")
         + "</figure>"
     )
+
+
+GROUPS = ("model", "hardware", "framework", "precision", "concurrency")
+"""The run labels a chart's rows can be grouped by (page.js regroups them by the chosen one)."""
+
+
+def groups(labels: Mapping[str, Any] | None, model: str | None) -> dict[str, str]:
+    """A run's value of each of GROUPS, as its row's data-* attributes carry it: "(none)" when
+    unset, the model_prefix label (else the model served) for the model."""
+    labels = labels or {}
+    values = {
+        "model": labels.get("model_prefix") or model,
+        **{k: labels.get(k) for k in GROUPS[1:]},
+    }
+    return {k: "(none)" if v is None else str(v) for k, v in values.items()}
 
 
 # -- tables and the page -------------------------------------------------------------------------
@@ -216,7 +235,6 @@ def table(headers: Sequence[str], rows: Iterable[Row], *, caption: str = "") -> 
 
 
 def section(title: str, content: str) -> str:
-    """A titled block of the page."""
     return f"<section><h2>{esc(title)}</h2>{content}</section>"
 
 

@@ -23,20 +23,17 @@ from typing import Any
 import msgspec
 
 from evalgate.compare.paired import (
-    ALPHA,
     Cluster,
     Finding,
     PairedCounts,
     classify,
     design_effect,
-    practical_drop,
-    questions_to_settle,
 )
+from evalgate.compare.reason import filter_reason, questions_to_settle
 from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
 from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence.model import to_document
 from evalgate.settings.defaults import DEFAULT_MAX_DROP
-from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 
 
 class Flip(msgspec.Struct, frozen=True):
@@ -102,77 +99,6 @@ class Comparison(msgspec.Struct, frozen=True):
         return self.finding.exit_code
 
 
-def points(fraction: float) -> str:
-    """A difference as signed percentage points: -0.0265 -> '-2.65'."""
-    return f"{fraction * 100:+.2f}"
-
-
-def p_text(p_value: float) -> str:
-    """A p-value for people: '1.0', '0.032', '7.9e-08'."""
-    if p_value >= 0.9995:
-        return "1.0"
-    return f"{p_value:.3f}" if p_value >= 0.001 else f"{p_value:.1e}"
-
-
-def _settle_text(needed: int | None, n: int, whole: tuple[str, int] | None) -> str:
-    """What would settle an INCONCLUSIVE; `whole` is the task and its question count, when
-    known (a run without --limit asked them all)."""
-    if needed is None:
-        return "; no number of questions would settle it at these rates"
-    text = f"; about {needed} paired questions would settle it at these rates (an estimate)"
-    if whole is not None and needed > whole[1]:
-        return (
-            f"{text}, more than the {whole[1]} questions {whole[0]} has: no rerun can settle "
-            "it. Widen --max-drop or accept the uncertainty"
-        )
-    return f"{text}: compare runs of at least {needed} questions" if needed > n else text
-
-
-def _reason(
-    counts: PairedCounts,
-    *,
-    finding: Finding,
-    p_value: float,
-    interval: tuple[float, float],
-    max_drop: float,
-    needed: int | None,
-    whole: tuple[str, int] | None,
-) -> str:
-    if counts.n == 0:
-        return "no question was answered in both runs"
-    table = (
-        f"{counts.lost} lost, {counts.gained} gained: {points(counts.difference)} points, "
-        f"95% CI [{points(interval[0])}, {points(interval[1])}], McNemar p = {p_text(p_value)}"
-    )
-    if counts.clustered:
-        table = (
-            f"{counts.lost} answers lost, {counts.gained} gained, of {counts.n} answers to "
-            f"{counts.questions} questions: {points(counts.difference)} points, 95% CI "
-            f"[{points(interval[0])}, {points(interval[1])}], clustered McNemar p = "
-            f"{p_text(p_value)} (each question's repeats one cluster, design effect "
-            f"{design_effect(counts):.2f})"
-        )
-    margin = f"{max_drop * 100:.1f}-point margin"
-    if finding is Finding.REGRESSION:
-        if counts.difference < -max_drop:
-            return f"{table}: a significant drop beyond the {margin}"
-        return f"{table}: a significant drop of at least half the {margin}"
-    if finding is Finding.IMPROVED:
-        return f"{table}: a significant gain of at least half the {margin}"
-    if finding is Finding.EQUIVALENT:
-        better = p_value < ALPHA and counts.difference > 0
-        return f"{table}: any drop is within the {margin}" + (
-            "; the candidate is significantly better" if better else ""
-        )
-    if counts.difference < -practical_drop(max_drop):
-        why = f"the drop reaches half the {margin} but is not significant"
-    else:
-        why = f"a drop beyond the {margin} cannot be ruled out"
-    # A task that repeats its questions counts answers, not questions: its size is unknown.
-    settle = _settle_text(needed, counts.questions, None if counts.clustered else whole)
-    return f"{table}: {why}{settle}"
-
-
 def _compare_filter(
     name: str, baseline: Run, candidate: Run, doc_ids: Sequence[int], max_drop: float
 ) -> FilterComparison:
@@ -201,14 +127,14 @@ def _compare_filter(
     finding, p_value, interval = classify(counts, max_drop)
     needed = questions_to_settle(counts, max_drop) if finding is Finding.INCONCLUSIVE else None
     flips.sort(key=lambda f: (f.change != "lost", f.doc_id))
-    reason = _reason(
+    reason = filter_reason(
         counts,
         finding=finding,
         p_value=p_value,
         interval=interval,
         max_drop=max_drop,
         needed=needed,
-        whole=_whole_set(baseline),
+        baseline=baseline,
     )
     return FilterComparison(
         name,
@@ -221,17 +147,6 @@ def _compare_filter(
         tuple(flips),
         design_effect(counts),
     )
-
-
-def _whole_set(run: Run) -> tuple[str, int] | None:
-    """The task and how many questions it has, when the run shows it: a run without --limit
-    asked them all (for GSM8K the count is known anyway)."""
-    record = run.eval
-    if record.task.startswith("gsm8k") and record.limit is not None:
-        return record.task, GSM8K_TEST_SIZE
-    if record.limit is not None or isinstance(record.questions, msgspec.UnsetType):
-        return None
-    return record.task, record.questions
 
 
 def _info(run: Run) -> RunInfo:
@@ -313,14 +228,9 @@ def stopped_early(side: str, run: Run) -> str | None:
     )
 
 
-def compare(
-    baseline: Run,
-    candidate: Run,
-    *,
-    max_drop: float = DEFAULT_MAX_DROP,
-    allow_protocol_drift: bool = False,
-) -> Comparison:
-    """Pair two loaded runs and decide. Raises UsageError when their protocols differ."""
+def _refuse(baseline: Run, candidate: Run, max_drop: float, allow_drift: bool) -> list[Difference]:
+    """Raise UsageError for two runs that cannot be compared; the protocol differences that
+    allow_drift lets through."""
     if not 0 <= max_drop < 1:
         raise UsageError(
             f"--max-drop {max_drop} is not a fraction in [0, 1): 0.02 means two points of accuracy."
@@ -336,13 +246,28 @@ def compare(
         if stopped is not None:
             raise UsageError(f"{stopped}. Compare runs made with --early-stop off.")
     drift = protocol_differences(baseline, candidate)
-    if drift and not allow_protocol_drift:
+    if drift and not allow_drift:
         raise UsageError(
             f"The runs {baseline.path.parent} and {candidate.path.parent} were not measured the "
             "same way, so a difference in score could come from the protocol rather than the "
             "change: " + "; ".join(d.describe() for d in drift) + ". Rerun one with the "
             "other's settings, or pass --allow-protocol-drift to compare them anyway."
         )
+    return drift
+
+
+def compare_runs(
+    baseline: Run | Path,
+    candidate: Run | Path,
+    *,
+    max_drop: float = DEFAULT_MAX_DROP,
+    allow_protocol_drift: bool = False,
+) -> Comparison:
+    """Pair two runs (loaded, or their folders or result.json files) and decide. Raises
+    UsageError when they cannot be compared (their protocols differ, ...)."""
+    baseline = baseline if isinstance(baseline, Run) else load_run(baseline)
+    candidate = candidate if isinstance(candidate, Run) else load_run(candidate)
+    drift = _refuse(baseline, candidate, max_drop, allow_protocol_drift)
     shared = sorted(set(baseline.samples) & set(candidate.samples))
     failed = {
         side: tuple(i for i in shared if run.samples[i].error is not None)
@@ -372,20 +297,4 @@ def compare(
         failed=failed,
         unpaired=unpaired,
         warnings=tuple(_warnings(baseline, candidate, failed)),
-    )
-
-
-def compare_runs(
-    baseline: Path,
-    candidate: Path,
-    *,
-    max_drop: float = DEFAULT_MAX_DROP,
-    allow_protocol_drift: bool = False,
-) -> Comparison:
-    """Load two run folders (or result.json files) and compare them. See `compare`."""
-    return compare(
-        load_run(baseline),
-        load_run(candidate),
-        max_drop=max_drop,
-        allow_protocol_drift=allow_protocol_drift,
     )

@@ -9,23 +9,23 @@ names both runs, the margin, the method and evalgate's version.
 
 from __future__ import annotations
 
-from evalgate import page
-from evalgate.compare.comparison import Comparison, FilterComparison, RunInfo, p_text, points
-from evalgate.compare.paired import Finding
-from evalgate.compare.report import METHOD
-from evalgate.compare.runs import Difference, format_doc_ids
-from evalgate.page import Mark, Scale, esc
+from collections.abc import Sequence
+from typing import NamedTuple
 
-TONES: dict[Finding, page.Tone] = {
-    Finding.IMPROVED: "pass",
-    Finding.EQUIVALENT: "pass",
-    Finding.INCONCLUSIVE: "warn",
-    Finding.REGRESSION: "fail",
-}
+from evalgate import page
+from evalgate.compare.comparison import Comparison, FilterComparison
+from evalgate.compare.reason import points
+from evalgate.compare.report import METHOD, figures
+from evalgate.compare.runs import format_doc_ids
+from evalgate.page import Mark, Scale, esc
 
 
 def _percent(value: float) -> str:
     return f"{value * 100:.2f}%"
+
+
+def _line(f: FilterComparison, note: str) -> page.Line:
+    return page.Line(page.tone(f.finding.value), f.finding.name, f.filter, note)
 
 
 def _scores(c: Comparison) -> str:
@@ -44,12 +44,9 @@ def _scores(c: Comparison) -> str:
         )
         rows.append(
             page.chart_row(
-                tone=TONES[f.finding],
-                mark=f.finding.name,
-                label=f.filter,
-                note=f"n={f.counts.n}",
-                drawing=page.interval_svg(scale, point=after, start=before, label=described),
-                numbers=f"{_percent(before)} &#8594; <b>{_percent(after)}</b>",
+                _line(f, f"n={f.counts.n}"),
+                page.interval_svg(scale, point=after, start=before, label=described),
+                f"{_percent(before)} &#8594; <b>{_percent(after)}</b>",
             )
         )
     axis = page.axis_svg(scale, {t: f"{t * 100:g}%" for t in scale.ticks()})
@@ -57,84 +54,74 @@ def _scores(c: Comparison) -> str:
     return page.chart("Scores, baseline to candidate", axis, rows, legend=legend)
 
 
-def _differences(c: Comparison) -> str:
-    margin = -c.max_drop
-    scale = Scale.around(
-        [margin, 0.0, *(v for f in c.filters for v in (*f.interval, f.counts.difference))],
-        floor=-1.0,
-    )
+class Bar(NamedTuple):
+    """A paired difference to draw: its row's words, whose difference it is (and on which
+    filter, when that is not the name), the difference and its 95% interval."""
+
+    line: page.Line
+    name: str
+    filter: str | None
+    difference: float
+    interval: tuple[float, float]
+
+
+def difference_chart(title: str, margin: float, bars: Sequence[Bar], legend: str) -> str:
+    """Paired differences with their intervals against the margin and zero: compare's page, and
+    verify's against its baseline."""
     marks = [Mark(margin, "margin"), Mark(0.0, "zero")]
+    scale = Scale.around(
+        [margin, 0.0, *(v for bar in bars for v in (*bar.interval, bar.difference))], floor=-1.0
+    )
     rows = []
-    for f in c.filters:
-        low, high = f.interval
-        difference = f.counts.difference
+    for bar in bars:
+        (low, high), point = bar.interval, bar.difference
         described = (
-            f"{f.filter}: {points(difference)} points, 95% interval {points(low)} to "
-            f"{points(high)}, margin {points(margin)}: {f.finding.name}"
+            f"{bar.name}: {points(point)} points{f' on {bar.filter}' if bar.filter else ''}, "
+            f"95% interval {points(low)} to {points(high)}, margin {points(margin)}: "
+            f"{bar.line.mark}"
         )
-        rows.append(
-            page.chart_row(
-                tone=TONES[f.finding],
-                mark=f.finding.name,
-                label=f.filter,
-                note=f"{f.counts.lost} lost, {f.counts.gained} gained",
-                drawing=page.interval_svg(
-                    scale, point=difference, low=low, high=high, marks=marks, label=described
-                ),
-                numbers=f"<b>{points(difference)}</b> [{points(low)}, {points(high)}] pts",
-            )
+        drawing = page.interval_svg(
+            scale, point=point, low=low, high=high, marks=marks, label=described
         )
+        numbers = f"<b>{points(point)}</b> [{points(low)}, {points(high)}] pts"
+        rows.append(page.chart_row(bar.line, drawing, numbers))
     axis = page.axis_svg(scale, {t: f"{t * 100:+g}" if t else "0" for t in scale.ticks()}, marks)
+    return page.chart(title, axis, rows, legend=legend)
+
+
+def _differences(c: Comparison) -> str:
+    bars = [
+        Bar(
+            _line(f, f"{f.counts.lost} lost, {f.counts.gained} gained"),
+            f.filter,
+            None,
+            f.counts.difference,
+            f.interval,
+        )
+        for f in c.filters
+    ]
     legend = (
         "Dot: the candidate's score minus the baseline's, in points, over the paired questions; "
-        f"bar: its 95% interval; dashed line: the margin ({points(margin)} points, --max-drop "
-        f"{c.max_drop:g}); thin line: no change. Equivalent when the whole interval lies right "
-        "of the margin; a regression when the drop is significant and beyond it."
+        f"bar: its 95% interval; dashed line: the margin ({points(-c.max_drop)} points, "
+        f"--max-drop {c.max_drop:g}); thin line: no change. Equivalent when the whole interval "
+        "lies right of the margin; a regression when the drop is significant and beyond it."
     )
-    return page.chart("Paired difference against the margin", axis, rows, legend=legend)
+    return difference_chart("Paired difference against the margin", -c.max_drop, bars, legend)
 
 
 def _statistics(c: Comparison) -> str:
-    headers = ["Filter", "n", "Baseline", "Candidate", "Diff (pts)", "95% CI (pts)"]
-    headers += ["Lost", "Gained", "McNemar p", "Verdict"]
     rows = []
     for f in c.filters:
         n = f.counts
-        cells: list[page.Cell] = [
-            esc(f.filter),
-            (esc(f"{n.n} answers, {n.questions} questions" if n.clustered else n.n), n.n),
-            (_percent(n.baseline_score), n.baseline_score),
-            (_percent(n.candidate_score), n.candidate_score),
-            (points(n.difference), n.difference),
-            (f"[{points(f.interval[0])}, {points(f.interval[1])}]", f.interval[0]),
-            (esc(n.lost), n.lost),
-            (esc(n.gained), n.gained),
-            (p_text(f.p_value), f.p_value),
-            (page.badge(f.finding.name, TONES[f.finding]), f.finding.rank),
-        ]
-        rows.append(page.Row(cells, esc(f.reason)))
-    return page.table(headers, rows)
-
-
-def _run(side: str, run: RunInfo) -> page.Row:
-    labels = ", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)
-    return page.Row(
-        [
-            esc(side),
-            f"<code>{esc(run.path)}</code>",
-            esc(run.run_id),
-            esc(run.model or "-"),
-            esc(run.status),
-        ],
-        esc(labels),
-    )
-
-
-def _drift_table(items: tuple[Difference, ...]) -> str:
-    rows = [
-        page.Row([esc(d.field), esc(d.baseline), esc(d.candidate)], esc(d.detail)) for d in items
-    ]
-    return page.table(["Field", "Baseline", "Candidate"], rows)
+        texts = [esc(text) for text in figures(f)]
+        if n.clustered:
+            texts[1] = esc(f"{n.n} answers, {n.questions} questions")
+        texts[-1] = page.badge(f.finding.name, page.tone(f.finding.value))
+        keys: list[object] = [None, n.n, n.baseline_score, n.candidate_score, n.difference]
+        keys += [f.interval[0], n.lost, n.gained, f.p_value, f.finding.rank]
+        rows.append(page.Row(list(zip(texts, keys, strict=True)), esc(f.reason)))
+    headers = ["Filter", "n", "Baseline", "Candidate", "Diff (pts)", "95% CI (pts)"]
+    return page.table([*headers, "Lost", "Gained", "McNemar p", "Verdict"], rows)
 
 
 def _protocol(c: Comparison) -> str:
@@ -143,7 +130,13 @@ def _protocol(c: Comparison) -> str:
         parts.append(
             "<p>The runs were not measured the same way (compared anyway: "
             "<code>--allow-protocol-drift</code>); a difference in score may come from these:</p>"
-            + _drift_table(c.drift)
+            + page.table(
+                ["Field", "Baseline", "Candidate"],
+                [
+                    page.Row([esc(d.field), esc(d.baseline), esc(d.candidate)], esc(d.detail))
+                    for d in c.drift
+                ],
+            )
         )
     else:
         parts.append("<p>None: both runs were measured the same way.</p>")
@@ -162,23 +155,6 @@ def _protocol(c: Comparison) -> str:
     return "".join(parts)
 
 
-def _flips(f: FilterComparison) -> str:
-    rows = [
-        page.Row(
-            [
-                (esc(x.doc_id), x.doc_id),
-                page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
-                esc(x.target),
-                esc(x.baseline_answer),
-                esc(x.candidate_answer),
-            ],
-            esc(x.question),
-        )
-        for x in f.flips
-    ]
-    return page.table(["doc_id", "Change", "Target", "Baseline answer", "Candidate answer"], rows)
-
-
 def _flip_sections(c: Comparison) -> list[str]:
     sections: list[str] = []
     shown: list[FilterComparison] = []
@@ -191,31 +167,54 @@ def _flip_sections(c: Comparison) -> list[str]:
         elif same is not None:
             content = f"<p>The same questions as {esc(same)}.</p>"
         else:
-            content = _flips(f)
+            rows = [
+                page.Row(
+                    [
+                        (esc(x.doc_id), x.doc_id),
+                        page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
+                        esc(x.target),
+                        esc(x.baseline_answer),
+                        esc(x.candidate_answer),
+                    ],
+                    esc(x.question),
+                )
+                for x in f.flips
+            ]
+            headers = ["doc_id", "Change", "Target", "Baseline answer", "Candidate answer"]
+            content = page.table(headers, rows)
             shown.append(f)
         sections.append(page.section(title, content))
     return sections
 
 
 def render(comparison: Comparison) -> str:
-    """The page: finding, runs, both charts, statistics, protocol, every flipped question."""
     c = comparison
-    runs = page.table(
-        ["Run", "Folder", "Run id", "Model", "Status"],
-        [_run("baseline", c.baseline), _run("candidate", c.candidate)],
-    )
+    sides = (("baseline", c.baseline), ("candidate", c.candidate))
+    rows = [
+        page.Row(
+            [
+                esc(side),
+                f"<code>{esc(run.path)}</code>",
+                esc(run.run_id),
+                esc(run.model or "-"),
+                esc(run.status),
+            ],
+            esc(", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)),
+        )
+        for side, run in sides
+    ]
+    runs = page.table(["Run", "Folder", "Run id", "Model", "Status"], rows)
     if c.changed:
         changes = "; ".join(f"{d.field} {d.baseline} → {d.candidate}" for d in c.changed)
         runs += f"<p>Changed: {esc(changes)}</p>"
     inputs = [
-        ("baseline", f"<code>{esc(c.baseline.path)}</code> (run {esc(c.baseline.run_id)})"),
-        ("candidate", f"<code>{esc(c.candidate.path)}</code> (run {esc(c.candidate.run_id)})"),
+        *((side, f"<code>{esc(run.path)}</code> (run {esc(run.run_id)})") for side, run in sides),
         ("margin", f"--max-drop {c.max_drop:g} ({c.max_drop * 100:.1f} points)"),
         *((name, esc(text)) for name, text in METHOD.items()),
     ]
     return page.document(
         title=f"evalgate compare: {c.finding.name}",
-        tone=TONES[c.finding],
+        tone=page.tone(c.finding.value),
         summary=f"exit {int(c.exit_code)}: {c.reason}",
         body=[
             page.section("Runs", runs),

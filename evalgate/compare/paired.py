@@ -23,13 +23,7 @@ Per filter, every question answered in both runs falls in one cell::
   1319: -1.6 points, p = 1e-6) is a REGRESSION: the question asked is "did the change cost
   accuracy?", and the margin only says how large a cost can still be ruled out. Requiring the
   observed drop to pass the whole margin would call a true 2-point drop a REGRESSION only about
-  half the time. Measured on full GSM8K with 3% of questions flipping between runs (the tests'
-  simulation, docs/compare.md): no change is EQUIVALENT in ~98% of runs and a REGRESSION in ~1%,
-  a true 2-point drop a REGRESSION in ~89%.
-- Questions to settle an INCONCLUSIVE (an estimate): keep the four cells' proportions and grow
-  n until the rule would decide: when d > -m/2, until the interval's lower end passes -m
-  (EQUIVALENT); when d < -m/2, until the exact test on the rescaled (rounded) discordant counts
-  gives p < 0.05 (REGRESSION). It assumes the proportions hold, which they need not.
+  half the time (docs/compare.md measures how often each verdict comes out).
 
 Repeated questions (GPQA-diamond as the harness runs it asks every question twice, each time
 with its choices shuffled anew): the answers are paired by (question, repeat), but the two
@@ -56,8 +50,6 @@ cluster of two or more answers:
   and this is Tango's interval above.
 - The point estimate d and the rule are unchanged: d is over all answers (the score lm-eval
   reports counts every repeat), and so are the cells of the table.
-- Questions to settle: the estimate above on the design-effect-adjusted counts, converted back
-  to questions (clusters).
 
 Why these rather than averaging each question's repeats into one score: the mean of a question's
 answers takes the values 0, 1/2, 1, which neither McNemar nor Tango's binary interval accepts,
@@ -85,10 +77,6 @@ PRACTICAL_SHARE = 0.5
 ALPHA = 0.05
 """Significance level of the test; the interval is the matching 1 - ALPHA = 95%."""
 Z = NormalDist().inv_cdf(1 - ALPHA / 2)
-SETTLE_CAP = 10_000_000
-"""Beyond this many questions the estimate is reported as out of reach."""
-EXACT_LIMIT = 5_000
-"""Discordant pairs beyond which the estimate uses the score interval for the test (speed)."""
 _STEPS = 64
 
 
@@ -102,7 +90,6 @@ class Finding(Enum):
 
     @property
     def exit_code(self) -> ExitCode:
-        """The `evalgate compare` exit code for this finding."""
         return {
             Finding.IMPROVED: ExitCode.PASS,
             Finding.EQUIVALENT: ExitCode.PASS,
@@ -155,17 +142,14 @@ class PairedCounts(msgspec.Struct, frozen=True):
 
     @property
     def n(self) -> int:
-        """Questions paired."""
         return self.both_right + self.lost + self.gained + self.both_wrong
 
     @property
     def baseline_score(self) -> float:
-        """Baseline accuracy over the paired questions."""
         return (self.both_right + self.lost) / self.n if self.n else 0.0
 
     @property
     def candidate_score(self) -> float:
-        """Candidate accuracy over the paired questions."""
         return (self.both_right + self.gained) / self.n if self.n else 0.0
 
     @property
@@ -203,11 +187,8 @@ def _bound(gained: float, lost: float, n: float, *, lower: bool) -> float:
     low, high = (-1.0, estimate) if lower else (estimate, 1.0)
     for _ in range(_STEPS):
         middle = (low + high) / 2
-        z = _tango_z(gained, lost, n, middle)
-        if lower:
-            low, high = (low, middle) if z < Z else (middle, high)
-        else:
-            low, high = (middle, high) if z > -Z else (low, middle)
+        inside = abs(_tango_z(gained, lost, n, middle)) < Z
+        low, high = (low, middle) if inside == lower else (middle, high)
     return low if lower else high
 
 
@@ -234,16 +215,13 @@ def _sign_flip_tail(totals: Sequence[int], at_most: int) -> Fraction:
 
 
 def clustered_exact_p(totals: Sequence[int]) -> float:
-    """Two-sided exact clustered McNemar p-value over per-question totals T_k (gained - lost):
-    the share of the 2^K sign patterns whose sum is at least as far from zero, in exact
-    integers. With every T_k = +-1 this is mcnemar_exact_p."""
+    """Two-sided exact clustered McNemar p-value over per-question totals T_k (gained - lost)."""
     return float(min(Fraction(1), 2 * _sign_flip_tail(totals, -abs(sum(totals)))))
 
 
 def one_sided_p(counts: PairedCounts, *, drop: bool) -> float:
-    """Exact one-sided p-value of the paired test: for a drop (`drop`), P[a sum of the signed
-    totals at most the observed gained - lost]; for a gain, at least it. Per question when
-    questions repeat, per answer otherwise (exact McNemar's one-sided form)."""
+    """Exact one-sided p-value of the paired test (per question when questions repeat), for a
+    drop (`drop`) or for a gain."""
     if counts.clustered:
         totals = [c.gained - c.lost for c in counts.clusters]
     else:
@@ -318,40 +296,3 @@ def classify(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tup
         counts, interval, max_drop, drop_significant=significant, gain_significant=significant
     )
     return finding, p_value, interval
-
-
-def _settled(gained: float, lost: float, n: float, size: int, max_drop: float) -> bool:
-    """Would the rule decide with `size` questions in the same proportions?"""
-    scale = size / n
-    if (gained - lost) / n > -practical_drop(max_drop):
-        return score_interval(gained * scale, lost * scale, size)[0] > -max_drop
-    lost_at, gained_at = round(lost * scale), round(gained * scale)
-    if lost_at + gained_at > EXACT_LIMIT:  # the score interval and the exact test agree by then
-        return score_interval(gained_at, lost_at, size)[1] < 0
-    return mcnemar_exact_p(lost_at, gained_at) < ALPHA
-
-
-def questions_to_settle(counts: PairedCounts, max_drop: float) -> int | None:
-    """About how many paired questions, at the observed proportions, the rule needs to decide
-    (questions, not answers, when questions repeat: found on the counts divided by the design
-    effect, then converted back).
-
-    None when nothing is paired, when the drop sits exactly at half the margin (neither side
-    can be reached), or beyond SETTLE_CAP.
-    """
-    if counts.n == 0 or math.isclose(counts.difference, -practical_drop(max_drop), abs_tol=1e-12):
-        return None
-    effect = design_effect(counts)
-    gained, lost, n = counts.gained / effect, counts.lost / effect, counts.n / effect
-    low = max(1, math.floor(n))
-    high = 2 * low
-    while not _settled(gained, lost, n, high, max_drop):
-        if high > SETTLE_CAP:
-            return None
-        low, high = high, 2 * high
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if _settled(gained, lost, n, middle, max_drop) else (middle, high)
-    if not counts.clustered:
-        return high
-    return math.ceil(high * effect * counts.questions / counts.n)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from evalgate import outside
 from evalgate._version import __version__
 from evalgate.compare import DEFAULT_FLIPS
-from evalgate.compare.comparison import Comparison, FilterComparison, p_text, points
+from evalgate.compare.comparison import Comparison, FilterComparison
 from evalgate.compare.paired import ALPHA
+from evalgate.compare.reason import p_text, points
 from evalgate.compare.runs import Difference
 
 SCHEMA = "evalgate.comparison/1"
@@ -41,10 +44,11 @@ HEADERS = (
 _QUESTION_CHARS = 100
 
 
-def _row(f: FilterComparison) -> tuple[str, ...]:
+def figures(f: FilterComparison) -> tuple[str, ...]:
+    """A filter's row of the statistics table (HEADERS), its name as the runs gave it."""
     c = f.counts
     return (
-        outside.terminal(f.filter),
+        f.filter,
         str(c.n),
         f"{c.baseline_score * 100:.2f}%",
         f"{c.candidate_score * 100:.2f}%",
@@ -115,7 +119,7 @@ def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
     if c.changed:
         lines.append(f"  changed    {t(_changes(c.changed))}")
     lines += [f"  margin     {_margin(c)}", ""]
-    rows = [HEADERS, *(_row(f) for f in c.filters)]
+    rows = [HEADERS, *([t(cell) for cell in figures(f)] for f in c.filters)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
     for row in rows:
         cells = [
@@ -167,7 +171,7 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
         "| " + " | ".join(HEADERS) + " |",
         "|---|" + "--:|" * (len(HEADERS) - 2) + "---|",
     ]
-    lines += ["| " + " | ".join([_cell(f.filter), *_row(f)[1:]]) + " |" for f in c.filters]
+    lines += ["| " + " | ".join([_cell(f.filter), *figures(f)[1:]]) + " |" for f in c.filters]
     lines += [""] + [f"- {_cell(_pairing(f))}." for f in c.filters if f.counts.clustered]
     lines += [f"- **{_cell(f.filter)}**: {f.finding.name}. {_cell(f.reason)}." for f in c.filters]
     if c.drift:
@@ -221,17 +225,7 @@ def _filter_document(f: FilterComparison, flips: int) -> dict[str, Any]:
         "p_value": f.p_value,
         "questions_to_settle": f.questions_to_settle,
         "flips_total": len(f.flips),
-        "flips": [
-            {
-                "doc_id": x.doc_id,
-                "change": x.change,
-                "question": x.question,
-                "target": x.target,
-                "baseline_answer": x.baseline_answer,
-                "candidate_answer": x.candidate_answer,
-            }
-            for x in f.flips[: max(flips, 0)]
-        ],
+        "flips": msgspec.to_builtins(f.flips[: max(flips, 0)]),
     }
 
 
@@ -247,16 +241,8 @@ def comparison_document(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -
         "max_drop": c.max_drop,
         "alpha": ALPHA,
         "method": dict(METHOD),
-        **{
-            side: {
-                "path": run.path,
-                "run_id": run.run_id,
-                "model": run.model,
-                "status": run.status,
-                "labels": run.labels,
-            }
-            for side, run in (("baseline", c.baseline), ("candidate", c.candidate))
-        },
+        "baseline": msgspec.to_builtins(c.baseline),
+        "candidate": msgspec.to_builtins(c.candidate),
         "changed": [_difference(d) for d in c.changed],
         "protocol_drift": [_difference(d) for d in c.drift],
         "excluded": {

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from evalgate.errors import ArtifactError
+from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result, read_samples
 from evalgate.evidence.model import EvalRecord, Protocol, Result, Sample
 
@@ -175,3 +175,27 @@ def protocol_differences(baseline: Run, candidate: Run) -> list[Difference]:
     return eval_differences(baseline.eval, candidate.eval) + _question_differences(
         baseline, candidate
     )
+
+
+def refuse_overlap(baseline: Path, output_dir: Path) -> None:
+    """--baseline in --output-dir: this run would write over the run it compares with."""
+    folder = baseline.parent if baseline.name == RESULT_NAME else baseline
+    if folder.resolve() == output_dir.resolve():
+        raise UsageError(
+            f"--baseline {baseline} is this run's --output-dir {output_dir}: the run would "
+            "write over the run it compares with. Choose another --output-dir."
+        )
+
+
+def check_baseline(baseline: Run, path: Path, planned: Protocol) -> None:
+    """A run's --baseline, checked before the eval: found only after it, a missing baseline or
+    one measured another way would cost the whole eval and then turn its verdict into exit 2.
+    All but the budget, known only after the probe (compared with the rest after the eval);
+    UsageError (exit 2) names each difference."""
+    differences = [d.describe("this run") for d in eval_differences(baseline.eval, planned)]
+    if differences:
+        raise UsageError(
+            f"--baseline {path} was not measured the same way as this run, so the comparison "
+            "would be refused after the whole eval: " + "; ".join(differences) + ". Run with "
+            "the baseline's settings, or choose another --baseline."
+        )

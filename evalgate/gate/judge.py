@@ -72,14 +72,14 @@ def compare_baseline(
 ) -> tuple[bool, str, str]:
     """Pair this run with the baseline read from `path` and write comparison.json: (regressed,
     finding, compare's report as text), the finding '' when the two are equivalent."""
-    from evalgate.compare.comparison import compare
+    from evalgate.compare.comparison import compare_runs
     from evalgate.compare.report import comparison_document, render_text
     from evalgate.compare.runs import evaluated_run
 
     provisional = build_result(run, status="running", reason="comparing", exit_code=0)
     candidate = evaluated_run(out / artifacts.RESULT_NAME, provisional, samples)
     try:
-        comparison = compare(baseline, candidate, max_drop=max_drop)
+        comparison = compare_runs(baseline, candidate, max_drop=max_drop)
     except EvalgateError as exc:
         raise type(exc)(f"comparison with {path} refused: {exc.message}") from exc
     artifacts.write_json(out / artifacts.COMPARISON_NAME, comparison_document(comparison))

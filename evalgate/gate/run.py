@@ -93,7 +93,7 @@ class GateRun:
         """Hold the folder, clear what an earlier run left, and say "running" in it."""
         s = self.settings
         if s.baseline is not None:  # before anything is written: never over the baseline
-            from evalgate.compare.baseline import refuse_overlap
+            from evalgate.compare.runs import refuse_overlap
 
             refuse_overlap(s.baseline, self.out)
         self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.resume)
@@ -131,7 +131,7 @@ class GateRun:
         dataset = self.dataset = load_data(s.task, s.dataset_dir, hub=s.dataset_hub, spec=spec)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
         if baseline is not None and s.baseline is not None:  # found before the eval, not after
-            from evalgate.compare.baseline import check_baseline
+            from evalgate.compare.runs import check_baseline
 
             # The budget is known after the probe: it is compared with the rest after the eval.
             planned = protocol(

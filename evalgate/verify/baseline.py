@@ -5,7 +5,7 @@ config of an earlier sweep, question by question, as `evalgate compare` pairs tw
                    baseline failed its own floor is still compared, with a warning
     by config      verify's config identity (expect.identity), named by the sweep's key
     each config    both runs read (compare.runs.load_run, or lm_eval_run for the harness's
-                   layout) and paired by compare.comparison.compare; listed, not compared, when
+                   layout) and paired by compare.comparison.compare_runs; listed, not compared, when
                    either stopped early, when their protocols differ, or with no pair to read
     the sweep      compare.sweep.judge_pairs: one-sided exact tests, Holm's adjustment over the
                    configs; a REGRESSION not waived (waivers.py) turns the config's outcome to
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import msgspec
 
-from evalgate.compare.comparison import Flip, compare, p_text, points, stopped_early
+from evalgate.compare.comparison import Flip, compare_runs, stopped_early
 from evalgate.compare.paired import Finding, PairedCounts
+from evalgate.compare.reason import p_text, points
 from evalgate.compare.runs import Difference, Run, load_run, protocol_differences
 from evalgate.compare.sweep import ConfigPair, judge_pairs
 from evalgate.errors import ArtifactError, UsageError
@@ -103,7 +104,7 @@ def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> 
         return listed
     sources = (base.source, entry.source)
     try:
-        found = compare(was, cand, max_drop=max_drop, allow_protocol_drift=True)
+        found = compare_runs(was, cand, max_drop=max_drop, allow_protocol_drift=True)
     except UsageError as exc:  # no filter in common: the protocol says why, if it can
         drift = [d for d in protocol_differences(was, cand) if _recorded(d, sources)]
         return _protocol(base, entry, drift) if drift else Versus("not compared", exc.message)

@@ -12,49 +12,19 @@ sortable by any column; the footer names the inputs and evalgate's version.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 import msgspec
 
 from evalgate import page
 from evalgate.page import Mark, Scale, esc
+from evalgate.verify.baseline_html import section
 from evalgate.verify.records import OUTCOMES, CheckRow, Entry
 from evalgate.verify.report import deciding, rank, short_keys
 from evalgate.verify.sweep import Report
 
-TONES: Mapping[str, page.Tone] = {
-    "pass": "pass",
-    "inconclusive": "warn",
-    "fail": "fail",
-    "regression": "fail",
-}
-"""Outcomes with a score to judge; every other outcome is "broken": there was none to judge."""
-GROUPS = ("model", "hardware", "framework", "precision", "concurrency")
 MAX_CHART_ROWS = 500
 """Rows drawn per chart; a bigger sweep draws its problems first, then the configs nearest
 their threshold (the table below the charts always lists every config)."""
-NONE = "(none)"
-
-
-def tone(outcome: str) -> page.Tone:
-    """The colour of an outcome (or of the sweep's verdict)."""
-    return TONES.get(outcome, "broken")
-
-
-def dimensions(entry: Entry) -> dict[str, str]:
-    """What the rows group by: model, hardware, framework, precision, concurrency."""
-    labels: Mapping[str, Any] = entry.labels or {}
-    model = labels.get("model_prefix") or entry.model
-    values = {"model": model, **{k: labels.get(k) for k in GROUPS[1:]}}
-    return {k: NONE if v is None else str(v) for k, v in values.items()}
-
-
-def _numbers(check: CheckRow) -> str:
-    return (
-        f"<b>{check.value:.4f}</b> [{check.low:.4f}, {check.high:.4f}] "
-        f'<span class="thr">thr {check.threshold:.4f}</span>'
-    )
 
 
 def outcome_in_chart(entry: Entry, check: CheckRow | None) -> str:
@@ -66,31 +36,29 @@ def outcome_in_chart(entry: Entry, check: CheckRow | None) -> str:
     return entry.outcome
 
 
-class _Line(msgspec.Struct, frozen=True):
+class _Config(msgspec.Struct, frozen=True):
+    """An entry in one task's chart: its place in the report, the check drawn, its outcome."""
+
     index: int
-    """The entry's place in the report."""
     entry: Entry
     check: CheckRow | None
     outcome: str
 
 
-def _row(line: _Line, label: str, first: int, scale: Scale) -> str:
-    entry, check, outcome = line.entry, line.check, line.outcome
+def _row(config: _Config, label: str, first: int, scale: Scale) -> str:
+    entry, check, outcome = config.entry, config.check, config.outcome
     data = {
         "first": first,
-        "config": line.index,
+        "config": config.index,
         "margin": "-1e9" if check is None else f"{check.value - check.threshold:.6f}",
         "problem": int(outcome != "pass"),
-        **dimensions(entry),
+        **page.groups(entry.labels, entry.model),
     }
+    line = page.Line(page.tone(outcome), outcome.upper(), label, data=data)
     if check is None:
+        why = esc(f"{outcome}: {entry.reason}")  # the drawing's place, saying why it is empty
         return page.chart_row(
-            tone=tone(outcome),
-            mark=outcome.upper(),
-            label=label,
-            drawing=page.no_drawing(f"{outcome}: {entry.reason}"),
-            numbers="no score",
-            data=data,
+            line, f'<span class="bar empty" title="{why}">{why}</span>', "no score"
         )
     described = (
         f"{entry.key}: deciding filter {check.filter} {check.value:.4f}, 95% interval "
@@ -105,30 +73,23 @@ def _row(line: _Line, label: str, first: int, scale: Scale) -> str:
         marks=[Mark(check.threshold, "threshold")],
         label=described,
     )
-    return page.chart_row(
-        tone=tone(outcome),
-        mark=outcome.upper(),
-        label=label,
-        drawing=drawing,
-        numbers=_numbers(check),
-        data=data,
+    numbers = (
+        f"<b>{check.value:.4f}</b> [{check.low:.4f}, {check.high:.4f}] "
+        f'<span class="thr">thr {check.threshold:.4f}</span>'
     )
+    return page.chart_row(line, drawing, numbers)
 
 
 def _configs(n: int) -> str:
     return f"{n} config" if n == 1 else f"{n} configs"
 
 
-def _order(pairs: Sequence[tuple[int, Entry]]) -> list[tuple[int, Entry]]:
-    return sorted(pairs, key=lambda p: (rank(p[1].outcome), p[0]))
-
-
-def _nearest(line: _Line) -> tuple[int, float]:
+def _nearest(line: _Config) -> tuple[int, float]:
     margin = line.check.value - line.check.threshold if line.check else -math.inf
     return rank(line.outcome), margin
 
 
-def _chart(report: Report, task: str | None, lines: list[_Line]) -> str:
+def _chart(report: Report, task: str | None, lines: list[_Config]) -> str:
     total = len(lines)
     if total > MAX_CHART_ROWS:  # the problems, then the passes nearest their threshold
         lines = sorted(lines, key=_nearest)[:MAX_CHART_ROWS]
@@ -163,13 +124,13 @@ def charts(report: Report) -> list[str]:
     """One chart per task; the rows with no score go to the first."""
     entries = list(enumerate(report.entries))
     tasks = list(dict.fromkeys(c.task for _, e in entries for c in e.checks))
-    unscored = [_Line(i, e, None, e.outcome) for i, e in entries if not e.checks]
+    unscored = [_Config(i, e, None, e.outcome) for i, e in entries if not e.checks]
     if not tasks:
         return [_chart(report, None, unscored)]
     out = []
     for number, task in enumerate(tasks):
         lines = [
-            _Line(i, e, check, outcome_in_chart(e, check))
+            _Config(i, e, check, outcome_in_chart(e, check))
             for i, e in entries
             if (check := deciding(c for c in e.checks if c.task == task)) is not None
         ]
@@ -186,7 +147,7 @@ LEGEND = (
 
 
 def _controls() -> str:
-    options = "".join(f'<option value="{g}">{g}</option>' for g in GROUPS)
+    options = "".join(f'<option value="{g}">{g}</option>' for g in page.GROUPS)
     return (
         '<div class="controls"><label>Group by <select id="group-by">'
         f'<option value="">nothing</option>{options}</select></label>'
@@ -200,7 +161,7 @@ def _table(report: Report) -> str:
     headers = [
         "Outcome",
         "Config",
-        *(g.capitalize() for g in GROUPS[:4]),
+        *(g.capitalize() for g in page.GROUPS[:4]),
         "Conc",
         "Filter",
         "Score",
@@ -209,9 +170,9 @@ def _table(report: Report) -> str:
         "Threshold",
     ]
     rows = []
-    for i, entry in _order(list(enumerate(report.entries))):
+    for i, entry in sorted(enumerate(report.entries), key=lambda p: (rank(p[1].outcome), p[0])):
         check = deciding(entry.checks)
-        dims = dimensions(entry)
+        dims = page.groups(entry.labels, entry.model)
         score: list[page.Cell] = (
             [
                 esc(check.filter),
@@ -228,10 +189,9 @@ def _table(report: Report) -> str:
         )
         where = f' <span class="path">{esc(entry.path)}</span>' if entry.path else ""
         cells: list[page.Cell] = [
-            (page.badge(entry.outcome.upper(), tone(entry.outcome)), rank(entry.outcome)),
+            (page.badge(entry.outcome.upper(), page.tone(entry.outcome)), rank(entry.outcome)),
             (esc(entry.key), i),
-            *(esc(dims[g]) for g in GROUPS[:4]),
-            esc(dims["concurrency"]),
+            *(esc(dims[g]) for g in page.GROUPS),
             *score,
         ]
         rows.append(page.Row(cells, esc(entry.reason) + where))
@@ -240,13 +200,12 @@ def _table(report: Report) -> str:
 
 def _inputs(report: Report) -> list[tuple[str, str]]:
     expect = report.expectation
+    count = None if expect is None else expect.count
     wanted = (
         "none"
         if expect is None
         else esc(
-            f"--expect {expect.source}: "
-            + (f"{expect.count} configs" if expect.count is not None else "")
-            + (f"{len(expect.configs)} configs" if expect.count is None else "")
+            f"--expect {expect.source}: {len(expect.configs) if count is None else count} configs"
         )
     )
     inputs = [
@@ -268,21 +227,17 @@ def _inputs(report: Report) -> list[tuple[str, str]]:
 
 
 def render(report: Report) -> str:
-    """The page: verdict, the charts (with --baseline, the comparison's too), the table, the
-    inputs."""
     sections = [
         page.section("Scores against thresholds", _controls() + "".join(charts(report))),
         page.section(f"Every config ({len(report.entries)})", _table(report)),
     ]
     if report.baseline is not None:
-        from evalgate.verify.baseline_html import section
-
         sections.insert(1, section(report.entries, report.baseline))
     return page.document(
         title=f"evalgate verify: {report.verdict.upper()}",
-        tone=tone(report.verdict),
+        tone=page.tone(report.verdict),
         summary=f"exit {report.exit_code}: {report.reason}",
-        counts=[(o, report.count(o), tone(o)) for o in OUTCOMES],
+        counts=[(o, report.count(o), page.tone(o)) for o in OUTCOMES],
         body=sections,
         inputs=_inputs(report),
     )

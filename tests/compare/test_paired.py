@@ -17,9 +17,9 @@ from evalgate.compare.paired import (
     design_effect,
     difference_interval,
     mcnemar_exact_p,
-    questions_to_settle,
     score_interval,
 )
+from evalgate.compare.reason import questions_to_settle
 from evalgate.errors import ExitCode
 from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
