@@ -21,7 +21,7 @@ from msgspec import structs
 from evalgate.errors import UsageError
 from evalgate.verify import baseline as pairing
 from evalgate.verify.records import BaselineSummary, Entry, Versus
-from evalgate.verify.sweep import Report, Rule, gate_runs, order, summarise
+from evalgate.verify.sweep import Report, Rule, order, summarise
 from evalgate.verify.waivers import Waivers, expired_reason, unused
 
 
@@ -78,7 +78,7 @@ def _lines(
 ) -> list[Entry]:
     waivers = request.waivers
     expired = (
-        {w.config for w in waivers.expired(request.today or pairing.today())} if waivers else set()
+        {w.config for w in waivers.expired(request.today or date.today())} if waivers else set()
     )
     entries: list[Entry] = []
     index = 0
@@ -116,9 +116,7 @@ def _tally(entries: Sequence[Entry]) -> str:
 
 def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Report:
     """The report with every config compared with the baseline's, and its verdict again."""
-    baseline, notes = pairing.baseline_entries(
-        list(request.paths), lambda found: gate_runs(rule, found)
-    )
+    baseline, notes = pairing.baseline_entries(request.paths, rule)
     results = [e for e in report.entries if e.source is not None]
     found, broken = _findings(results, baseline, request.max_drop)
     entries = _lines(report, found, broken, request)
@@ -126,13 +124,8 @@ def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Repor
     if report.expectation is not None:
         listed = {(e.key, e.outcome) for e in entries}
         entries += [
-            Entry(
-                b.key,
-                "missing",
-                f"{b.key} is in the baseline ({b.path}) but has no result in this sweep",
-                b.path,
-                model=b.model,
-                labels=b.labels,
+            b.problem(
+                "missing", f"{b.key} is in the baseline ({b.path}) but has no result in this sweep"
             )
             for b in absent
             if (b.key, "missing") not in listed

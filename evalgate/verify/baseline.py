@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from datetime import date
 from pathlib import Path
 
 import msgspec
@@ -33,6 +32,7 @@ from evalgate.verify.collect import runs
 from evalgate.verify.expect import identity
 from evalgate.verify.lm_eval_run import UNRECORDED, load_lm_eval_run
 from evalgate.verify.records import Collection, Entry, Versus
+from evalgate.verify.sweep import Rule, gate_runs
 
 MAX_LOST = 20
 """Lost questions kept per regressed config (the count says how many there were)."""
@@ -182,16 +182,16 @@ def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
     return found
 
 
-def baseline_entries(paths: Sequence[str], gate: object) -> tuple[list[Entry], Collection]:
-    """The baseline's results, gated by the sweep's rule (`gate`: sweep.gate_all)."""
+def baseline_entries(paths: Sequence[str], rule: Rule) -> tuple[list[Entry], Collection]:
+    """The baseline's results, gated by the sweep's rule."""
     notes = Collection()
-    entries = gate(runs(paths, notes))  # type: ignore[operator]
+    entries = gate_runs(rule, runs(paths, notes))
     if not entries:
         raise UsageError(
             f"--baseline {' '.join(paths)} holds no eval result to compare with. Pass the "
             "folder an earlier sweep's artifacts were downloaded to."
         )
-    return list(entries), notes
+    return entries, notes
 
 
 def pairs(
@@ -222,8 +222,3 @@ def missing(results: Sequence[Entry], baseline: Sequence[Entry]) -> list[Entry]:
     """The baseline's configs with no result in the sweep."""
     present = {identity(e.model, e.labels or {}) for e in results}
     return [b for b in baseline if identity(b.model, b.labels or {}) not in present]
-
-
-def today() -> date:
-    """The day waivers are checked against."""
-    return date.today()

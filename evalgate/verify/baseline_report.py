@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from evalgate.compare.comparison import Flip
 from evalgate.outside import capped
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.waivers import describe
@@ -104,55 +103,6 @@ def junit_line(versus: Versus) -> str:
     """One line for a config's JUnit testcase (made XML-safe by the caller)."""
     waived = f" ({describe(versus.waiver)})" if versus.waiver is not None else ""
     return f"against the baseline: {versus.standing}{waived}: {versus.reason}"
-
-
-def _flip(flip: Flip) -> dict[str, Any]:
-    return {
-        "doc_id": flip.doc_id,
-        "question": flip.question,
-        "target": flip.target,
-        "baseline_answer": flip.baseline_answer,
-        "candidate_answer": flip.candidate_answer,
-    }
-
-
-def versus_document(versus: Versus | None) -> dict[str, Any] | None:
-    """An entry's ``versus`` in the verdict document."""
-    if versus is None:
-        return None
-    return {
-        "standing": versus.standing,
-        "reason": versus.reason,
-        "baseline_path": versus.baseline_path,
-        "filter": versus.filter,
-        "difference": versus.difference,
-        "ci_low": versus.low,
-        "ci_high": versus.high,
-        "lost": versus.lost,
-        "gained": versus.gained,
-        "n": versus.n,
-        "p_value": versus.p_value,
-        "protocol_differences": list(versus.differences),
-        "lost_questions": [
-            {
-                "doc_id": f.doc_id,
-                "question": f.question,
-                "target": f.target,
-                "baseline_answer": f.baseline_answer,
-                "candidate_answer": f.candidate_answer,
-            }
-            for f in versus.lost_questions
-        ],
-        "warnings": list(versus.warnings),
-        "waiver": None
-        if versus.waiver is None
-        else {
-            "config": versus.waiver.config,
-            "reason": versus.waiver.reason,
-            "who": versus.waiver.who,
-            "until": versus.waiver.until,
-        },
-    }
 
 
 def summary_document(summary: BaselineSummary | None) -> dict[str, Any] | None:

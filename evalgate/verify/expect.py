@@ -241,22 +241,14 @@ def _duplicates(results: Sequence[Entry], uses: Counter[str]) -> list[Entry]:
     for entry in results:
         if uses[entry.key] > 1:
             groups.setdefault(entry.key, []).append(entry)
-    problems = []
-    for key, group in groups.items():
-        paths = ", ".join(str(e.path) for e in group)
-        reason = f"{len(group)} results for one config: {paths}. Remove the stale ones (or "
-        first = group[0]
-        problems.append(
-            Entry(
-                key,
-                "duplicate",
-                reason + "fix their labels)",
-                first.path,
-                model=first.model,
-                labels=first.labels,
-            )
+    return [
+        group[0].problem(
+            "duplicate",
+            f"{len(group)} results for one config: {', '.join(str(e.path) for e in group)}. "
+            "Remove the stale ones (or fix their labels)",
         )
-    return problems
+        for group in groups.values()
+    ]
 
 
 def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]:
@@ -278,14 +270,7 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
             )
             problems.append(Entry(name, "duplicate", reason, model=want.get("model"), labels=want))
     problems += [
-        Entry(
-            e.key,
-            "unexpected",
-            f"{e.key} is not in the expected set (--expect {source})",
-            e.path,
-            model=e.model,
-            labels=e.labels,
-        )
+        e.problem("unexpected", f"{e.key} is not in the expected set (--expect {source})")
         for e in results
         if e.key not in claimed
     ]
