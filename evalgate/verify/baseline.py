@@ -18,7 +18,7 @@ full GSM8K configs holds some 2.6 million answers, and only their tables are kep
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -194,28 +194,33 @@ def baseline_entries(paths: Sequence[str], rule: Rule) -> tuple[list[Entry], Col
     return entries, notes
 
 
-def pairs(
+def findings(
     results: Sequence[Entry], baseline: Sequence[Entry], max_drop: float
-) -> Iterator[tuple[int, Versus | Pending | ArtifactError]]:
-    """Each result of the sweep (its index) with what pairing it found: one config at a time."""
+) -> tuple[dict[int, Versus], dict[int, str]]:
+    """Each result of the sweep (by its index) with its Versus, one config read at a time; and
+    the results whose own answers cannot be read (ArtifactError's message)."""
     uses = Counter(identity(e.model, e.labels or {}) for e in results)
     by_identity: dict[object, list[Entry]] = {}
     for base in baseline:
         by_identity.setdefault(identity(base.model, base.labels or {}), []).append(base)
+    found: dict[int, Versus | Pending] = {}
+    broken: dict[int, str] = {}
     for index, entry in enumerate(results):
         config = identity(entry.model, entry.labels or {})
         bases = by_identity.get(config, [])
         if not bases:
-            yield index, Versus("new", "new in this sweep: no result in the baseline")
+            found[index] = Versus("new", "new in this sweep: no result in the baseline")
         elif uses[config] > 1 or len(bases) > 1:
             where = "this sweep" if uses[config] > 1 else "the baseline"
             why = f"{where} holds more than one result for this config: which to pair is unknown"
-            yield index, Versus("not compared", why, bases[0].path)
+            found[index] = Versus("not compared", why, bases[0].path)
         else:
             try:
-                yield index, pair(entry, bases[0], max_drop)
+                found[index] = pair(entry, bases[0], max_drop)
             except ArtifactError as exc:
-                yield index, exc
+                broken[index] = exc.message
+    judged = judge([p for p in found.values() if isinstance(p, Pending)], max_drop)
+    return {i: judged[v.key] if isinstance(v, Pending) else v for i, v in found.items()}, broken
 
 
 def missing(results: Sequence[Entry], baseline: Sequence[Entry]) -> list[Entry]:

@@ -10,8 +10,7 @@ from typing import Any
 import msgspec
 
 from evalgate._version import __version__
-from evalgate.verify import baseline_report
-from evalgate.verify.records import OUTCOMES
+from evalgate.verify.records import OUTCOMES, BaselineSummary
 from evalgate.verify.sweep import Report
 
 
@@ -22,6 +21,21 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     return value
+
+
+def _baseline(summary: BaselineSummary | None) -> dict[str, Any] | None:
+    """The verdict document's ``baseline`` object."""
+    if summary is None:
+        return None
+    return {
+        "paths": list(summary.paths),
+        "max_drop": summary.max_drop,
+        "results": summary.configs,
+        "waivers_file": summary.waivers,
+        "missing": [{"key": e.key, "path": e.path} for e in summary.missing],
+        "unused_waivers": [w.config for w in summary.unused_waivers],
+        "unreadable": [{"path": n.path, "reason": n.reason} for n in summary.unreadable],
+    }
 
 
 def document(report: Report) -> dict[str, Any]:
@@ -44,5 +58,5 @@ def document(report: Report) -> dict[str, Any]:
         "counts": {outcome: report.count(outcome) for outcome in OUTCOMES},
         "entries": entries,
         "ignored": _plain(msgspec.to_builtins(report.ignored)),
-        "baseline": baseline_report.summary_document(report.baseline),
+        "baseline": _baseline(report.baseline),
     }

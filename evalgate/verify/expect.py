@@ -34,6 +34,8 @@ IDENTITY = ("model", *LABEL_NAMES)
 FIELDS = frozenset(IDENTITY)
 _ALIASES = {"conc": "concurrency"}
 _NUMERIC = {"isl", "osl", "concurrency"}
+_NUMBERED = (("isl", "isl"), ("osl", "osl"), ("conc", "concurrency"))
+"""The numbers in a config's key, as it shows them."""
 _SHORT = {
     "dp_attention": "dpa",
     "num_workers": "workers",
@@ -113,24 +115,10 @@ def _topology_words(topology: Mapping[str, Any]) -> str:
 
 def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool = False) -> str:
     """The readable name of a (possibly partial) config, used in every message."""
-    get = labels.get
-    prefix, kv, isl, osl, conc, topology = (
-        get("model_prefix"),
-        get("kv_cache_dtype"),
-        get("isl"),
-        get("osl"),
-        get("concurrency"),
-        get("topology"),
-    )
-    words = [prefix or model, get("hardware"), get("framework"), get("precision")]
-    if kv:
-        words.append(f"kv={kv}")
-    if isl is not None:
-        words.append(f"isl={isl}")
-    if osl is not None:
-        words.append(f"osl={osl}")
-    if conc is not None:
-        words.append(f"conc={conc}")
+    prefix, kv, topology = (labels.get(n) for n in ("model_prefix", "kv_cache_dtype", "topology"))
+    words = [prefix or model, *(labels.get(n) for n in ("hardware", "framework", "precision"))]
+    words.append(kv and f"kv={kv}")
+    words += [f"{word}={labels[name]}" for word, name in _NUMBERED if labels.get(name) is not None]
     if isinstance(topology, Mapping):
         words.append(_topology_words(topology))
     if with_model and prefix and model:

@@ -16,6 +16,7 @@ from typing import Any
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_document, read_hook, read_result
+from evalgate.evidence.folder import LOCK_NAME
 from evalgate.evidence.harness_layout import FormatError
 from evalgate.evidence.model import LABEL_NAMES, to_document
 from evalgate.verify import harness_output
@@ -50,10 +51,6 @@ def result(path: str) -> Found | Note:
         early_stop=run.eval.early_stop if run.eval else None,
         holder=_lock_holder(os.path.dirname(path)) if run.status == "running" else None,
     )
-
-
-LOCK_NAME = ".evalgate.lock"
-"""The lock a run holds on its output folder while it runs; the file holds its process id."""
 
 
 def _lock_holder(folder: str) -> str | None:
