@@ -1,10 +1,8 @@
 """A sweep's files, each read into what verify judges: a run (Found), or why not (a Note).
 
-Every reader's error is about its one file: it becomes a Note, never the end of the sweep.
 evalgate's result.json is read whole into the evidence model, and verify keeps what the gate
-rule needs; one that still says "running" is looked at with its folder's lock, which a live run
-holds. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval set (a
-meta_env.json and its lm-eval results) gives its runs through harness_output.py.
+rule needs. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval
+set (a meta_env.json and its lm-eval results) gives its runs through harness_output.py.
 """
 
 from __future__ import annotations
