@@ -30,12 +30,10 @@ from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.verify.records import Entry, Found, SetOutcome
 
-IDENTITY = ("model", *LABEL_NAMES)
-FIELDS = frozenset(IDENTITY)
+FIELDS = frozenset(("model", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}
-_NUMERIC = {"isl", "osl", "concurrency"}
-_NUMBERED = (("isl", "isl"), ("osl", "osl"), ("conc", "concurrency"))
-"""The numbers in a config's key, as it shows them."""
+_NUMBERS = {"isl": "isl", "osl": "osl", "concurrency": "conc"}
+"""The numeric fields of a config, and the word its key shows each by."""
 _SHORT = {
     "dp_attention": "dpa",
     "num_workers": "workers",
@@ -118,7 +116,9 @@ def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool
     prefix, kv, topology = (labels.get(n) for n in ("model_prefix", "kv_cache_dtype", "topology"))
     words = [prefix or model, *(labels.get(n) for n in ("hardware", "framework", "precision"))]
     words.append(kv and f"kv={kv}")
-    words += [f"{word}={labels[name]}" for word, name in _NUMBERED if labels.get(name) is not None]
+    words += [
+        f"{word}={labels[name]}" for name, word in _NUMBERS.items() if labels.get(name) is not None
+    ]
     if isinstance(topology, Mapping):
         words.append(_topology_words(topology))
     if with_model and prefix and model:
@@ -147,7 +147,7 @@ def config_keys(runs: Sequence[Found | Entry], keys: list[str] | None = None) ->
 
 def _number(field: str, value: Any) -> Any:
     """isl, osl and concurrency as numbers, however the manifest spells them."""
-    if field in _NUMERIC and isinstance(value, str) and value.strip().isdigit():
+    if field in _NUMBERS and isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return value
 
