@@ -67,15 +67,6 @@ def _recorded(difference: Difference, sources: tuple[str | None, str | None]) ->
     return not any(s == "lm-eval" and v == "none" for s, v in zip(sources, values, strict=True))
 
 
-def _not_green(base: Entry) -> tuple[str, ...]:
-    if base.outcome == "pass":
-        return ()
-    return (
-        f"the baseline was not green: its run is {base.outcome} ({base.reason}); compared all "
-        "the same",
-    )
-
-
 def _unpaired(entry: Entry, base: Entry, cand: Run, was: Run) -> Versus | None:
     """Why the two runs cannot be paired (listed, not compared), or None."""
     where = base.path
@@ -89,9 +80,12 @@ def _unpaired(entry: Entry, base: Entry, cand: Run, was: Run) -> Versus | None:
     return None
 
 
-def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus:
+def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus | None:
+    """Listed as measured another way, for the differences both files record; else None."""
     sources = (base.source, entry.source)
     differences = tuple(d.describe() for d in drift if _recorded(d, sources))
+    if not differences:
+        return None
     reason = "measured another way than its baseline: " + "; ".join(differences)
     return Versus("protocol", reason, base.path, differences=differences)
 
@@ -101,21 +95,24 @@ def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> 
     listed = _unpaired(entry, base, cand, was)
     if listed is not None:
         return listed
-    sources = (base.source, entry.source)
     try:
         found = compare(was, cand, max_drop=max_drop, allow_protocol_drift=True)
     except UsageError as exc:  # no filter in common: the protocol says why, if it can
-        drift = [d for d in protocol_differences(was, cand) if _recorded(d, sources)]
-        return _protocol(base, entry, drift) if drift else Versus("not compared", exc.message)
-    drift = [d for d in found.drift if _recorded(d, sources)]
-    if drift:
-        return _protocol(base, entry, drift)
+        drift = protocol_differences(was, cand)
+        return _protocol(base, entry, drift) or Versus("not compared", exc.message)
+    listed = _protocol(base, entry, found.drift)
+    if listed is not None:
+        return listed
+    warnings = found.warnings
+    if base.outcome != "pass":
+        not_green = f"the baseline was not green: its run is {base.outcome} ({base.reason})"
+        warnings = (f"{not_green}; compared all the same", *warnings)
     return Pending(
         entry.key,
         str(base.path),
         {f.filter: f.counts for f in found.filters},
         {f.filter: tuple(x for x in f.flips if x.change == "lost") for f in found.filters},
-        (*_not_green(base), *found.warnings),
+        warnings,
     )
 
 
