@@ -21,7 +21,7 @@ from msgspec import structs
 from evalgate.errors import UsageError
 from evalgate.verify import baseline as pairing
 from evalgate.verify.records import BaselineSummary, Entry, Versus
-from evalgate.verify.sweep import Report, Rule, gate_runs, order, summarise
+from evalgate.verify.sweep import Report, Rule, order, summarise
 from evalgate.verify.waivers import Waivers, expired_reason, unused
 
 
@@ -42,25 +42,6 @@ class BaselineRequest(msgspec.Struct, frozen=True):
             )
 
 
-def _findings(
-    results: Sequence[Entry], baseline: Sequence[Entry], max_drop: float
-) -> tuple[dict[int, Versus], dict[int, str]]:
-    """Each result's Versus by its index; and the results whose own answers cannot be read."""
-    found: dict[int, Versus] = {}
-    broken: dict[int, str] = {}
-    pending: list[tuple[int, pairing.Pending]] = []
-    for index, outcome in pairing.pairs(results, baseline, max_drop):
-        if isinstance(outcome, pairing.Pending):
-            pending.append((index, outcome))
-        elif isinstance(outcome, Versus):
-            found[index] = outcome
-        else:
-            broken[index] = outcome.message
-    judged = pairing.judge([p for _, p in pending], max_drop)
-    found.update({index: judged[p.key] for index, p in pending})
-    return found, broken
-
-
 def _regressed(entry: Entry, versus: Versus, waivers: Waivers | None, expired: set[str]) -> Entry:
     """A regressed config's line: waived, or failing."""
     waiver = waivers.find(entry.key) if waivers else None
@@ -78,7 +59,7 @@ def _lines(
 ) -> list[Entry]:
     waivers = request.waivers
     expired = (
-        {w.config for w in waivers.expired(request.today or pairing.today())} if waivers else set()
+        {w.config for w in waivers.expired(request.today or date.today())} if waivers else set()
     )
     entries: list[Entry] = []
     index = 0
@@ -116,31 +97,22 @@ def _tally(entries: Sequence[Entry]) -> str:
 
 def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Report:
     """The report with every config compared with the baseline's, and its verdict again."""
-    baseline, notes = pairing.baseline_entries(
-        list(request.paths), lambda found: gate_runs(rule, found)
-    )
+    baseline, notes = pairing.baseline_entries(request.paths, rule)
     results = [e for e in report.entries if e.source is not None]
-    found, broken = _findings(results, baseline, request.max_drop)
+    found, broken = pairing.findings(results, baseline, request.max_drop)
     entries = _lines(report, found, broken, request)
     absent = pairing.missing(results, baseline)
     if report.expectation is not None:
         listed = {(e.key, e.outcome) for e in entries}
         entries += [
-            Entry(
-                b.key,
-                "missing",
-                f"{b.key} is in the baseline ({b.path}) but has no result in this sweep",
-                b.path,
-                model=b.model,
-                labels=b.labels,
+            b.problem(
+                "missing", f"{b.key} is in the baseline ({b.path}) but has no result in this sweep"
             )
             for b in absent
             if (b.key, "missing") not in listed
         ]
     entries.sort(key=order)
-    malformed = sum(1 for e in entries if e.outcome == "malformed" and e.source is None)
-    configs = len({e.key for e in results})
-    verdict, code, reason = summarise(entries, len(results) + malformed, configs)
+    verdict, code, reason = summarise(entries)
     summary = BaselineSummary(
         paths=request.paths,
         max_drop=request.max_drop,

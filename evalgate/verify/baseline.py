@@ -18,8 +18,7 @@ full GSM8K configs holds some 2.6 million answers, and only their tables are kep
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from datetime import date
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -34,6 +33,7 @@ from evalgate.verify.collect import runs
 from evalgate.verify.expect import identity
 from evalgate.verify.lm_eval_run import UNRECORDED, load_lm_eval_run
 from evalgate.verify.records import Collection, Entry, Versus
+from evalgate.verify.sweep import Rule, gate_runs
 
 MAX_LOST = 20
 """Lost questions kept per regressed config (the count says how many there were)."""
@@ -68,15 +68,6 @@ def _recorded(difference: Difference, sources: tuple[str | None, str | None]) ->
     return not any(s == "lm-eval" and v == "none" for s, v in zip(sources, values, strict=True))
 
 
-def _not_green(base: Entry) -> tuple[str, ...]:
-    if base.outcome == "pass":
-        return ()
-    return (
-        f"the baseline was not green: its run is {base.outcome} ({base.reason}); compared all "
-        "the same",
-    )
-
-
 def _unpaired(entry: Entry, base: Entry, cand: Run, was: Run) -> Versus | None:
     """Why the two runs cannot be paired (listed, not compared), or None."""
     where = base.path
@@ -90,9 +81,12 @@ def _unpaired(entry: Entry, base: Entry, cand: Run, was: Run) -> Versus | None:
     return None
 
 
-def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus:
+def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus | None:
+    """Listed as measured another way, for the differences both files record; else None."""
     sources = (base.source, entry.source)
     differences = tuple(d.describe() for d in drift if _recorded(d, sources))
+    if not differences:
+        return None
     reason = "measured another way than its baseline: " + "; ".join(differences)
     return Versus("protocol", reason, base.path, differences=differences)
 
@@ -102,21 +96,24 @@ def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> 
     listed = _unpaired(entry, base, cand, was)
     if listed is not None:
         return listed
-    sources = (base.source, entry.source)
     try:
         found = compare_runs(was, cand, max_drop=max_drop, allow_protocol_drift=True)
     except UsageError as exc:  # no filter in common: the protocol says why, if it can
-        drift = [d for d in protocol_differences(was, cand) if _recorded(d, sources)]
-        return _protocol(base, entry, drift) if drift else Versus("not compared", exc.message)
-    drift = [d for d in found.drift if _recorded(d, sources)]
-    if drift:
-        return _protocol(base, entry, drift)
+        drift = protocol_differences(was, cand)
+        return _protocol(base, entry, drift) or Versus("not compared", exc.message)
+    listed = _protocol(base, entry, found.drift)
+    if listed is not None:
+        return listed
+    warnings = found.warnings
+    if base.outcome != "pass":
+        not_green = f"the baseline was not green: its run is {base.outcome} ({base.reason})"
+        warnings = (f"{not_green}; compared all the same", *warnings)
     return Pending(
         entry.key,
         str(base.path),
         {f.filter: f.counts for f in found.filters},
         {f.filter: tuple(x for x in f.flips if x.change == "lost") for f in found.filters},
-        (*_not_green(base), *found.warnings),
+        warnings,
     )
 
 
@@ -183,48 +180,48 @@ def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
     return found
 
 
-def baseline_entries(paths: Sequence[str], gate: object) -> tuple[list[Entry], Collection]:
-    """The baseline's results, gated by the sweep's rule (`gate`: sweep.gate_all)."""
+def baseline_entries(paths: Sequence[str], rule: Rule) -> tuple[list[Entry], Collection]:
+    """The baseline's results, gated by the sweep's rule."""
     notes = Collection()
-    entries = gate(runs(paths, notes))  # type: ignore[operator]
+    entries = gate_runs(rule, runs(paths, notes))
     if not entries:
         raise UsageError(
             f"--baseline {' '.join(paths)} holds no eval result to compare with. Pass the "
             "folder an earlier sweep's artifacts were downloaded to."
         )
-    return list(entries), notes
+    return entries, notes
 
 
-def pairs(
+def findings(
     results: Sequence[Entry], baseline: Sequence[Entry], max_drop: float
-) -> Iterator[tuple[int, Versus | Pending | ArtifactError]]:
-    """Each result of the sweep (its index) with what pairing it found: one config at a time."""
+) -> tuple[dict[int, Versus], dict[int, str]]:
+    """Each result of the sweep (by its index) with its Versus, one config read at a time; and
+    the results whose own answers cannot be read (ArtifactError's message)."""
     uses = Counter(identity(e.model, e.labels or {}) for e in results)
     by_identity: dict[object, list[Entry]] = {}
     for base in baseline:
         by_identity.setdefault(identity(base.model, base.labels or {}), []).append(base)
+    found: dict[int, Versus | Pending] = {}
+    broken: dict[int, str] = {}
     for index, entry in enumerate(results):
         config = identity(entry.model, entry.labels or {})
         bases = by_identity.get(config, [])
         if not bases:
-            yield index, Versus("new", "new in this sweep: no result in the baseline")
+            found[index] = Versus("new", "new in this sweep: no result in the baseline")
         elif uses[config] > 1 or len(bases) > 1:
             where = "this sweep" if uses[config] > 1 else "the baseline"
             why = f"{where} holds more than one result for this config: which to pair is unknown"
-            yield index, Versus("not compared", why, bases[0].path)
+            found[index] = Versus("not compared", why, bases[0].path)
         else:
             try:
-                yield index, pair(entry, bases[0], max_drop)
+                found[index] = pair(entry, bases[0], max_drop)
             except ArtifactError as exc:
-                yield index, exc
+                broken[index] = exc.message
+    judged = judge([p for p in found.values() if isinstance(p, Pending)], max_drop)
+    return {i: judged[v.key] if isinstance(v, Pending) else v for i, v in found.items()}, broken
 
 
 def missing(results: Sequence[Entry], baseline: Sequence[Entry]) -> list[Entry]:
     """The baseline's configs with no result in the sweep."""
     present = {identity(e.model, e.labels or {}) for e in results}
     return [b for b in baseline if identity(b.model, b.labels or {}) not in present]
-
-
-def today() -> date:
-    """The day waivers are checked against."""
-    return date.today()

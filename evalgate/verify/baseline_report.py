@@ -1,7 +1,7 @@
 """The comparison with the baseline (--baseline) in each form the verdict takes: the table's two
 columns (the finding, the paired difference and its 95% interval), the terminal's and the job
-summary's section listing what was not compared and why, a JUnit line per config, and the
-verdict document's ``baseline`` object and each entry's ``versus``. Every outside text (a
+summary's section listing what was not compared and why, and a JUnit line per config (the
+verdict document writes the records: document.py). Every outside text (a
 reason, a path, a question, an answer) goes through evalgate.outside for its output, as
 report.py does; the caller passes the function (``outside.terminal``, ``outside.markdown``).
 """
@@ -9,9 +9,7 @@ report.py does; the caller passes the function (``outside.terminal``, ``outside.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
-from evalgate.compare.comparison import Flip
 from evalgate.outside import capped
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.waivers import describe
@@ -104,67 +102,3 @@ def junit_line(versus: Versus) -> str:
     """One line for a config's JUnit testcase (made XML-safe by the caller)."""
     waived = f" ({describe(versus.waiver)})" if versus.waiver is not None else ""
     return f"against the baseline: {versus.standing}{waived}: {versus.reason}"
-
-
-def _flip(flip: Flip) -> dict[str, Any]:
-    return {
-        "doc_id": flip.doc_id,
-        "question": flip.question,
-        "target": flip.target,
-        "baseline_answer": flip.baseline_answer,
-        "candidate_answer": flip.candidate_answer,
-    }
-
-
-def versus_document(versus: Versus | None) -> dict[str, Any] | None:
-    """An entry's ``versus`` in the verdict document."""
-    if versus is None:
-        return None
-    return {
-        "standing": versus.standing,
-        "reason": versus.reason,
-        "baseline_path": versus.baseline_path,
-        "filter": versus.filter,
-        "difference": versus.difference,
-        "ci_low": versus.low,
-        "ci_high": versus.high,
-        "lost": versus.lost,
-        "gained": versus.gained,
-        "n": versus.n,
-        "p_value": versus.p_value,
-        "protocol_differences": list(versus.differences),
-        "lost_questions": [
-            {
-                "doc_id": f.doc_id,
-                "question": f.question,
-                "target": f.target,
-                "baseline_answer": f.baseline_answer,
-                "candidate_answer": f.candidate_answer,
-            }
-            for f in versus.lost_questions
-        ],
-        "warnings": list(versus.warnings),
-        "waiver": None
-        if versus.waiver is None
-        else {
-            "config": versus.waiver.config,
-            "reason": versus.waiver.reason,
-            "who": versus.waiver.who,
-            "until": versus.waiver.until,
-        },
-    }
-
-
-def summary_document(summary: BaselineSummary | None) -> dict[str, Any] | None:
-    """The verdict document's ``baseline`` object."""
-    if summary is None:
-        return None
-    return {
-        "paths": list(summary.paths),
-        "max_drop": summary.max_drop,
-        "results": summary.configs,
-        "waivers_file": summary.waivers,
-        "missing": [{"key": e.key, "path": e.path} for e in summary.missing],
-        "unused_waivers": [w.config for w in summary.unused_waivers],
-        "unreadable": [{"path": n.path, "reason": n.reason} for n in summary.unreadable],
-    }

@@ -1,35 +1,49 @@
 """A sweep's verdict as its document, valid against verdict.schema.json (written by --json): the
-exact texts (outside.json_text scrubs the secrets as it writes them)."""
+exact texts (outside.json_text scrubs the secrets as it writes them). An entry, its checks and
+its versus are written as their records are (records.py names their fields as the schema does).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from evalgate._version import __version__
-from evalgate.verify import baseline_report
-from evalgate.verify.records import OUTCOMES, CheckRow
+from evalgate.verify.records import OUTCOMES, BaselineSummary
 from evalgate.verify.sweep import Report
 
 
-def _check(row: CheckRow) -> dict[str, Any]:
+def _plain(value: Any) -> Any:
+    """A record as JSON reads back: msgspec.to_builtins keeps tuples, a JSON array is a list."""
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _baseline(summary: BaselineSummary | None) -> dict[str, Any] | None:
+    """The verdict document's ``baseline`` object."""
+    if summary is None:
+        return None
     return {
-        "task": row.task,
-        "metric": row.metric,
-        "filter": row.filter,
-        "value": row.value,
-        "stderr": row.stderr,
-        "n": row.n,
-        "ci_low": row.low,
-        "ci_high": row.high,
-        "threshold": row.threshold,
-        "matched": row.matched,
-        "outcome": row.outcome,
+        "paths": list(summary.paths),
+        "max_drop": summary.max_drop,
+        "results": summary.configs,
+        "waivers_file": summary.waivers,
+        "missing": [{"key": e.key, "path": e.path} for e in summary.missing],
+        "unused_waivers": [w.config for w in summary.unused_waivers],
+        "unreadable": [{"path": n.path, "reason": n.reason} for n in summary.unreadable],
     }
 
 
 def document(report: Report) -> dict[str, Any]:
     """The verdict document, valid against verdict.schema.json."""
-    expect = report.expectation
+    entries = _plain(msgspec.to_builtins(report.entries))
+    for entry in entries:
+        for flip in entry["versus"]["lost_questions"] if entry["versus"] else ():
+            del flip["change"]  # every question listed was lost
     return {
         "schema": "evalgate.verdict/1",
         "evalgate_version": __version__,
@@ -40,30 +54,9 @@ def document(report: Report) -> dict[str, Any]:
         "thresholds_file": report.thresholds_file,
         "min_samples": report.min_samples,
         "confidence": 0.95,
-        "expect": None
-        if expect is None
-        else {
-            "source": expect.source,
-            "count": expect.count,
-            "configs": [dict(c) for c in expect.configs],
-        },
+        "expect": _plain(msgspec.to_builtins(report.expectation)),
         "counts": {outcome: report.count(outcome) for outcome in OUTCOMES},
-        "entries": [
-            {
-                "key": e.key,
-                "outcome": e.outcome,
-                "reason": e.reason,
-                "path": e.path,
-                "source": e.source,
-                "model": e.model,
-                "labels": dict(e.labels) if e.labels is not None else None,
-                "status": e.status,
-                "stage": e.stage,
-                "checks": [_check(c) for c in e.checks],
-                "versus": baseline_report.versus_document(e.versus),
-            }
-            for e in report.entries
-        ],
-        "ignored": [{"path": n.path, "reason": n.reason} for n in report.ignored],
-        "baseline": baseline_report.summary_document(report.baseline),
+        "entries": entries,
+        "ignored": _plain(msgspec.to_builtins(report.ignored)),
+        "baseline": _baseline(report.baseline),
     }

@@ -30,10 +30,10 @@ from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.verify.records import Entry, Found, SetOutcome
 
-IDENTITY = ("model", *LABEL_NAMES)
-FIELDS = frozenset(IDENTITY)
+FIELDS = frozenset(("model", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}
-_NUMERIC = {"isl", "osl", "concurrency"}
+_NUMBERS = {"isl": "isl", "osl": "osl", "concurrency": "conc"}
+"""The numeric fields of a config, and the word its key shows each by."""
 _SHORT = {
     "dp_attention": "dpa",
     "num_workers": "workers",
@@ -113,24 +113,12 @@ def _topology_words(topology: Mapping[str, Any]) -> str:
 
 def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool = False) -> str:
     """The readable name of a (possibly partial) config, used in every message."""
-    get = labels.get
-    prefix, kv, isl, osl, conc, topology = (
-        get("model_prefix"),
-        get("kv_cache_dtype"),
-        get("isl"),
-        get("osl"),
-        get("concurrency"),
-        get("topology"),
-    )
-    words = [prefix or model, get("hardware"), get("framework"), get("precision")]
-    if kv:
-        words.append(f"kv={kv}")
-    if isl is not None:
-        words.append(f"isl={isl}")
-    if osl is not None:
-        words.append(f"osl={osl}")
-    if conc is not None:
-        words.append(f"conc={conc}")
+    prefix, kv, topology = (labels.get(n) for n in ("model_prefix", "kv_cache_dtype", "topology"))
+    words = [prefix or model, *(labels.get(n) for n in ("hardware", "framework", "precision"))]
+    words.append(kv and f"kv={kv}")
+    words += [
+        f"{word}={labels[name]}" for name, word in _NUMBERS.items() if labels.get(name) is not None
+    ]
     if isinstance(topology, Mapping):
         words.append(_topology_words(topology))
     if with_model and prefix and model:
@@ -159,7 +147,7 @@ def config_keys(runs: Sequence[Found | Entry], keys: list[str] | None = None) ->
 
 def _number(field: str, value: Any) -> Any:
     """isl, osl and concurrency as numbers, however the manifest spells them."""
-    if field in _NUMERIC and isinstance(value, str) and value.strip().isdigit():
+    if field in _NUMBERS and isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return value
 
@@ -241,22 +229,14 @@ def _duplicates(results: Sequence[Entry], uses: Counter[str]) -> list[Entry]:
     for entry in results:
         if uses[entry.key] > 1:
             groups.setdefault(entry.key, []).append(entry)
-    problems = []
-    for key, group in groups.items():
-        paths = ", ".join(str(e.path) for e in group)
-        reason = f"{len(group)} results for one config: {paths}. Remove the stale ones (or "
-        first = group[0]
-        problems.append(
-            Entry(
-                key,
-                "duplicate",
-                reason + "fix their labels)",
-                first.path,
-                model=first.model,
-                labels=first.labels,
-            )
+    return [
+        group[0].problem(
+            "duplicate",
+            f"{len(group)} results for one config: {', '.join(str(e.path) for e in group)}. "
+            "Remove the stale ones (or fix their labels)",
         )
-    return problems
+        for group in groups.values()
+    ]
 
 
 def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]:
@@ -278,14 +258,7 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
             )
             problems.append(Entry(name, "duplicate", reason, model=want.get("model"), labels=want))
     problems += [
-        Entry(
-            e.key,
-            "unexpected",
-            f"{e.key} is not in the expected set (--expect {source})",
-            e.path,
-            model=e.model,
-            labels=e.labels,
-        )
+        e.problem("unexpected", f"{e.key} is not in the expected set (--expect {source})")
         for e in results
         if e.key not in claimed
     ]

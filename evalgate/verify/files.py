@@ -1,10 +1,8 @@
 """A sweep's files, each read into what verify judges: a run (Found), or why not (a Note).
 
-Every reader's error is about its one file: it becomes a Note, never the end of the sweep.
 evalgate's result.json is read whole into the evidence model, and verify keeps what the gate
-rule needs; one that still says "running" is looked at with its folder's lock, which a live run
-holds. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval set (a
-meta_env.json and its lm-eval results) gives its runs through harness_output.py.
+rule needs. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval
+set (a meta_env.json and its lm-eval results) gives its runs through harness_output.py.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from typing import Any
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_document, read_hook, read_result
+from evalgate.evidence.folder import LOCK_NAME
 from evalgate.evidence.harness_layout import FormatError
 from evalgate.evidence.model import LABEL_NAMES, to_document
 from evalgate.verify import harness_output
@@ -50,10 +49,6 @@ def result(path: str) -> Found | Note:
         early_stop=run.eval.early_stop if run.eval else None,
         holder=_lock_holder(os.path.dirname(path)) if run.status == "running" else None,
     )
-
-
-LOCK_NAME = ".evalgate.lock"
-"""The lock a run holds on its output folder while it runs; the file holds its process id."""
 
 
 def _lock_holder(folder: str) -> str | None:

@@ -7,8 +7,8 @@ concurrencies listed in ``failed_eval_concs``, or listed but without a file, com
 errored runs, and so does a meta_env.json with no results at all (the eval failed, was
 skipped, or was never staged), or one that records a non-zero ``eval_exit_code``.
 
-Pure: the documents arrive parsed (collect.py finds and reads them); one that breaks its format
-raises FormatError, whose message says how.
+Pure: the documents arrive parsed (files.py reads them); one that breaks its format raises
+FormatError, whose message says how.
 """
 
 from __future__ import annotations

@@ -66,10 +66,11 @@ FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 
 class CheckRow(Score, kw_only=True, frozen=True):
-    """A score judged: one exact_match score against its threshold, with its uncertainty."""
+    """A score judged: one exact_match score against its threshold, with its uncertainty.
+    Field names are the verdict document's (verdict.schema.json)."""
 
-    low: float
-    high: float
+    low: float = msgspec.field(name="ci_low")
+    high: float = msgspec.field(name="ci_high")
     threshold: float
     matched: str
     outcome: CheckOutcome
@@ -100,7 +101,8 @@ class Waiver(msgspec.Struct, frozen=True):
 
 
 class Versus(msgspec.Struct, frozen=True):
-    """One config of the sweep against the same config of the baseline sweep."""
+    """One config of the sweep against the same config of the baseline sweep (field names are
+    the verdict document's)."""
 
     standing: Standing
     reason: str
@@ -109,14 +111,14 @@ class Versus(msgspec.Struct, frozen=True):
     """The deciding filter (the worst finding, the largest drop among equals)."""
     difference: float | None = None
     """Candidate minus baseline, as a fraction, on the deciding filter."""
-    low: float | None = None
-    high: float | None = None
+    low: float | None = msgspec.field(default=None, name="ci_low")
+    high: float | None = msgspec.field(default=None, name="ci_high")
     lost: int = 0
     gained: int = 0
     n: int = 0
     p_value: float | None = None
     """The one-sided p-value for a drop after Holm's adjustment over the sweep."""
-    differences: tuple[str, ...] = ()
+    differences: tuple[str, ...] = msgspec.field(default=(), name="protocol_differences")
     """The protocol differences, for a config measured another way."""
     lost_questions: tuple[Flip, ...] = ()
     """The deciding filter's lost questions (a regression's), at most MAX_LOST of them."""
@@ -140,6 +142,12 @@ class Entry(msgspec.Struct, frozen=True):
     checks: tuple[CheckRow, ...] = ()
     versus: Versus | None = None
     """Against the baseline (--baseline): how this config compares, or why it does not."""
+
+    def problem(self, outcome: Outcome, reason: str, key: str | None = None) -> Entry:
+        """A problem with the set about this entry's config (a line with no checks of its own)."""
+        return Entry(
+            key or self.key, outcome, reason, self.path, model=self.model, labels=self.labels
+        )
 
 
 class BaselineSummary(msgspec.Struct, frozen=True):

@@ -42,13 +42,11 @@ threshold (every config stays in the table)."""
 _DECIDING_FIRST = {"fail": 0, "inconclusive": 1, "pass": 2}
 
 
-def _deciding_order(check: CheckRow) -> tuple[int, float]:
-    return _DECIDING_FIRST[check.outcome], check.value - check.threshold
-
-
 def deciding(checks: Iterable[CheckRow]) -> CheckRow | None:
     """The check that decides: the failing one, else the one nearest its threshold."""
-    return min(checks, key=_deciding_order, default=None)
+    return min(
+        checks, key=lambda c: (_DECIDING_FIRST[c.outcome], c.value - c.threshold), default=None
+    )
 
 
 def rank(outcome: str) -> int:

@@ -150,15 +150,13 @@ class Rule(msgspec.Struct, frozen=True):
     def gate(self, found: Found, key: str) -> Entry:
         """The verdict on one result: its run's own status, then the gate rule on its scores."""
         checks: tuple[CheckRow, ...] = ()
-        problem = _run_problem(found)
-        if problem is not None:
-            outcome: Outcome = "error"
-            reason = problem
-        else:
-            try:
+        outcome: Outcome = "error"
+        reason = _run_problem(found)
+        try:
+            if reason is None:
                 outcome, reason, checks = self.decision(found)
-            except ThresholdsError as exc:
-                outcome, reason = "fail", exc.message
+        except ThresholdsError as exc:
+            outcome, reason = "fail", exc.message
         return Entry(
             key,
             outcome,
@@ -198,8 +196,11 @@ def order(entry: Entry) -> tuple[Any, ...]:
     )
 
 
-def summarise(entries: Sequence[Entry], results: int, configs: int) -> tuple[Verdict, int, str]:
-    """(verdict, exit code, one-line reason) for all the entries."""
+def summarise(entries: Sequence[Entry]) -> tuple[Verdict, int, str]:
+    """(verdict, exit code, one-line reason) for all the entries. A result is a file read (a run
+    gated, or a file that is malformed); a config is a key of a run gated."""
+    results = sum(1 for e in entries if e.source is not None or e.outcome == "malformed")
+    configs = len({e.key for e in entries if e.source is not None})
     tally = Counter(e.outcome for e in entries)
     counts = {o: tally[o] for o in OUTCOMES}
     listed = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
@@ -221,7 +222,6 @@ def _report(
 ) -> Report:
     """The set checked and the sweep's verdict, from its results gated and its notes."""
     keys = config_keys(gated, [entry.key for entry in gated])  # tell colliding configs apart
-    configs = len(set(keys))
     entries = [
         e if e.key == k else structs.replace(e, key=k) for e, k in zip(gated, keys, strict=True)
     ]
@@ -231,8 +231,7 @@ def _report(
         Entry(root, "empty", f"no eval results found under {root}", root) for root in notes.empty
     ]
     entries.sort(key=order)
-    results = len(gated) + len(notes.malformed)
-    verdict, code, reason = summarise(entries, results, configs)
+    verdict, code, reason = summarise(entries)
     return Report(
         verdict,
         code,
