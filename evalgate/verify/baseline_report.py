@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
+from evalgate.compare.reason import points
 from evalgate.outside import capped
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.waivers import describe
@@ -19,10 +20,6 @@ SHOWN_CHARS = 120
 """Characters of an answer or question shown in a report; the rest is counted, not shown."""
 LISTED = ("protocol", "early-stop", "new", "not compared")
 """Standings listed with their reason: the configs that were not compared."""
-
-
-def points(value: float) -> str:
-    return f"{value * 100:+.2f}"
 
 
 def difference(versus: Versus | None) -> str:
