@@ -17,7 +17,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any
 
 import msgspec
 
@@ -37,7 +37,6 @@ META_NAME = "meta_env.json"
 """The benchmark harness's per-run metadata file (its collector reads it)."""
 
 NOT_A_RESULT = "is not a valid evalgate result (result.schema.json)"
-NOT_A_SAMPLE = "is not a valid evalgate sample"
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -88,14 +87,16 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_json(path: Path, document: Any) -> None:
+def write_json(path: Path, document: Any) -> Path:
     """Atomic JSON file: the exact text minus the configured secrets (evalgate.outside)."""
     write_atomic(path, outside.json_text(document, indent=2) + "\n")
+    return path
 
 
-def write_jsonl(path: Path, records: Iterable[Any]) -> None:
+def write_jsonl(path: Path, records: Iterable[Any]) -> Path:
     """Atomic JSON-lines file, as write_json writes each line."""
     write_atomic(path, "".join(outside.json_text(r) + "\n" for r in records))
+    return path
 
 
 def _checked(kind: str, record: msgspec.Struct) -> Any:
@@ -113,29 +114,19 @@ def _checked(kind: str, record: msgspec.Struct) -> Any:
 
 
 def write_result(folder: Path, result: Result) -> Path:
-    """Validate and write result.json."""
-    path = folder / RESULT_NAME
-    write_json(path, _checked("result", result))
-    return path
+    return write_json(folder / RESULT_NAME, _checked("result", result))
 
 
 def write_samples(folder: Path, samples: Sequence[Sample]) -> Path:
-    """Validate and write samples.jsonl, one question a line, in doc_id order."""
-    path = folder / SAMPLES_NAME
-    write_jsonl(path, [_checked("sample", s) for s in samples])
-    return path
+    """samples.jsonl, one question a line, in doc_id order."""
+    return write_jsonl(folder / SAMPLES_NAME, [_checked("sample", s) for s in samples])
 
 
 def write_hook(folder: Path, summary: HookSummary) -> Path:
-    """Validate and write hook.json."""
-    path = folder / HOOK_NAME
-    write_json(path, _checked("hook", summary))
-    return path
+    return write_json(folder / HOOK_NAME, _checked("hook", summary))
 
 
 # -- reading: the one reader (evidence/read.py) -----------------------------------------------
-
-ViewT = TypeVar("ViewT", bound=msgspec.Struct)
 
 
 def read_document(path: Path | str) -> Any:
@@ -144,15 +135,8 @@ def read_document(path: Path | str) -> Any:
     return read(path)
 
 
-@overload
-def read_result(path: Path | str) -> Result: ...
-@overload
-def read_result(path: Path | str, view: type[ViewT]) -> ViewT: ...
-def read_result(path: Path | str, view: type[msgspec.Struct] = Result) -> Any:
-    """result.json, decoded into the model (checked whole), or into `view`: a Struct holding
-    the part of it a reader needs, typed as the model types it."""
-    result = read(path, Result, NOT_A_RESULT)
-    return result if view is Result else msgspec.convert(result, view, from_attributes=True)
+def read_result(path: Path | str) -> Result:
+    return read(path, Result, NOT_A_RESULT)
 
 
 def read_samples(path: Path) -> list[Sample]:
@@ -164,7 +148,7 @@ def read_samples(path: Path) -> list[Sample]:
             f"{exc.message} A comparison pairs the per-question records of {SAMPLES_NAME}, "
             f"which evalgate run writes beside {RESULT_NAME}."
         ) from exc
-    samples = decode_lines(data, Sample, str(path), NOT_A_SAMPLE)
+    samples = decode_lines(data, Sample, str(path), "is not a valid evalgate sample")
     if len({sample.doc_id for sample in samples}) < len(samples):
         numbered = [n for n, line in enumerate(data.splitlines(), start=1) if line.strip()]
         seen: set[int] = set()

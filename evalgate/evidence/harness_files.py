@@ -20,14 +20,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from evalgate.evidence import artifacts
-from evalgate.evidence.harness_layout import META_NAME, TASK, samples_path, topology
+from evalgate.evidence.harness_layout import TASK, samples_path, topology
 from evalgate.evidence.model import Result, Sample
 from evalgate.evidence.stage_records import Labels
 
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 """RESULT_FILENAME as the harness reads precision and framework from it."""
-_BEFORE_CONC = ("tp", "pp", "dcp_size", "pcp_size")
+_SIZES = {"pp": "PP_SIZE", "dcp_size": "DCP_SIZE", "pcp_size": "PCP_SIZE"}
+"""The parallel sizes, each read from the phase's variable, then the job's (1 by default)."""
+_BEFORE_CONC = ("tp", *_SIZES)
 """The topology keys the harness writes before `conc` (the rest follow the batch keys)."""
 _TASK_KEYED = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
 
@@ -50,18 +54,9 @@ class Job:
     result_filename: str | None
 
     def labels(self, concurrency: int, topology: dict[str, Any] | None) -> Labels:
-        """The labels a result of this job at `concurrency` records."""
-        return Labels(
-            model_prefix=self.model_prefix,
-            hardware=self.hardware,
-            framework=self.framework,
-            precision=self.precision,
-            kv_cache_dtype=self.kv_cache_dtype,
-            isl=self.isl,
-            osl=self.osl,
-            concurrency=concurrency,
-            topology=topology,
-        )
+        """The labels a result of this job at `concurrency` records (the rest: the job's own)."""
+        labels = msgspec.convert(self, Labels, from_attributes=True)
+        return msgspec.structs.replace(labels, concurrency=concurrency, topology=topology)
 
 
 # -- meta_env.json -------------------------------------------------------------------------------
@@ -99,15 +94,10 @@ def _phase(env: Mapping[str, str], phase: str, tp_default: str) -> dict[str, Any
         "DP_ATTENTION",
         default="false",
     )
-    return {
-        "tp": _number(tp),
-        "pp": _number(_first(env, f"{p}_PP_SIZE", "PP_SIZE", default="1")),
-        "dcp_size": _number(_first(env, f"{p}_DCP_SIZE", "DCP_SIZE", default="1")),
-        "pcp_size": _number(_first(env, f"{p}_PCP_SIZE", "PCP_SIZE", default="1")),
-        "ep": _number(ep),
-        "dp_attention": _true(dp),
-        "num_workers": _number(workers),
-    }
+    fields: dict[str, Any] = {"tp": _number(tp)}
+    for key, name in _SIZES.items():
+        fields[key] = _number(_first(env, f"{p}_{name}", name, default="1"))
+    return fields | {"ep": _number(ep), "dp_attention": _true(dp), "num_workers": _number(workers)}
 
 
 def job_fields(env: Mapping[str, str]) -> dict[str, Any]:
@@ -116,28 +106,13 @@ def job_fields(env: Mapping[str, str]) -> dict[str, Any]:
     these, so one job has one config key whichever layout staged it."""
     prefill = _phase(env, "prefill", _first(env, "TP", default="1"))
     decode = _phase(env, "decode", str(prefill["tp"]))
-    fields: dict[str, Any] = {
-        "tp": prefill["tp"],
-        "pp": _number(_first(env, "PP_SIZE", default="1")),
-        "dcp_size": _number(_first(env, "DCP_SIZE", default="1")),
-        "pcp_size": _number(_first(env, "PCP_SIZE", default="1")),
-        "ep": prefill["ep"],
-        "dp_attention": prefill["dp_attention"],
-    }
+    fields: dict[str, Any] = {"tp": prefill["tp"]}
+    for key, name in _SIZES.items():
+        fields[key] = _number(_first(env, name, default="1"))
+    fields |= {"ep": prefill["ep"], "dp_attention": prefill["dp_attention"]}
     for name, phase in (("prefill", prefill), ("decode", decode)):
-        for key in ("tp", "pp", "dcp_size", "pcp_size", "ep", "dp_attention", "num_workers"):
-            fields[f"{name}_{key}"] = phase[key]
+        fields |= {f"{name}_{key}": value for key, value in phase.items()}
     return fields
-
-
-def _labels_from_result_name(job: Job) -> tuple[str | None, str | None]:
-    """(framework, precision): the job's, else read from RESULT_FILENAME as the harness does."""
-    framework, precision = job.framework, job.precision
-    match = _RESULT_NAME.match(job.result_filename or "")
-    if match is not None:
-        precision = precision or match.group(1)
-        framework = framework or match.group(2)
-    return framework, precision
 
 
 def meta_env(
@@ -150,8 +125,12 @@ def meta_env(
     """The harness's meta_env.json for a batch of concurrencies, from the job's labels (model,
     ISL/OSL, ...) and the job's topology variables (`env`), key for key as its
     append_lm_eval_summary writes it."""
+    framework, precision = job.framework, job.precision
+    match = _RESULT_NAME.match(job.result_filename or "")
+    if match is not None:  # unset labels are read from RESULT_FILENAME, as the harness does
+        precision = precision or match.group(1)
+        framework = framework or match.group(2)
     fields = job_fields(env)
-    framework, precision = _labels_from_result_name(job)
     meta: dict[str, Any] = {
         "is_multinode": job.is_multinode,
         "framework": framework or "unknown",
@@ -215,22 +194,20 @@ def results_document(raw: Mapping[str, Any], model: str | None) -> dict[str, Any
 
 def sample_records(samples: Sequence[Sample]) -> list[dict[str, Any]]:
     """evalgate's samples.jsonl as lm-eval's log_samples lines: one per question and filter."""
-    records = []
-    for sample in samples:
-        for name, outcome in sorted(sample.filters.items()):
-            records.append(
-                {
-                    "doc_id": sample.doc_id,
-                    "doc": {"question": sample.question},
-                    "target": sample.target,
-                    "resps": [[sample.response or ""]],
-                    "filtered_resps": [outcome.extracted],
-                    "filter": name,
-                    "metrics": ["exact_match"],
-                    "exact_match": 1.0 if outcome.correct else 0.0,
-                }
-            )
-    return records
+    return [
+        {
+            "doc_id": sample.doc_id,
+            "doc": {"question": sample.question},
+            "target": sample.target,
+            "resps": [[sample.response or ""]],
+            "filtered_resps": [outcome.extracted],
+            "filter": name,
+            "metrics": ["exact_match"],
+            "exact_match": 1.0 if outcome.correct else 0.0,
+        }
+        for sample in samples
+        for name, outcome in sorted(sample.filters.items())
+    ]
 
 
 def timestamp() -> str:
@@ -277,6 +254,4 @@ def stage_run(
 
 def write_meta(out_dir: Path, meta: Mapping[str, Any]) -> Path:
     """The batch's meta_env.json."""
-    path = out_dir / META_NAME
-    artifacts.write_json(path, dict(meta))
-    return path
+    return artifacts.write_json(out_dir / artifacts.META_NAME, dict(meta))

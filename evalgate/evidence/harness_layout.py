@@ -22,13 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evalgate.evidence import artifacts
-
 TASK = "gsm8k"
 """The task name the harness's validator looks its threshold up by."""
 EVALGATE_DIR = "evalgate"
 """Where evalgate's own folders go in a harness-layout staging folder (verify knows it too)."""
-META_NAME = artifacts.META_NAME
 
 
 def is_results_file(name: str) -> bool:
@@ -60,16 +57,12 @@ class FormatError(Exception):
 
 def _int(meta: Mapping[str, Any], key: str, bad: list[str]) -> int | None:
     value = meta.get(key)
-    if value is None or isinstance(value, bool):
-        if isinstance(value, bool):
-            bad.append(f"{key} is {value!r}, not an integer")
+    if value is None or (isinstance(value, str) and value.strip().lower() in UNKNOWN):
         return None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
-    if isinstance(value, str) and value.strip().lower() in UNKNOWN:
-        return None
     bad.append(f"{key} is {value!r}, not an integer")
     return None
 

@@ -31,7 +31,6 @@ from evalgate.evidence.read import decode
 from evalgate.lengths import Limit
 
 log = logging.getLogger(__name__)
-JOURNAL_NAME = "journal.jsonl"
 _ON_DISK = {"prompt_sha256": "key", "response": "text", "answer_field": "source"}
 """Reply's fields the journal names otherwise."""
 _KEPT = (
@@ -79,10 +78,9 @@ def _reply(record: Any) -> Reply | None:
     fields = {name: record.get(_ON_DISK.get(name, name)) for name in _KEPT}
     fields["error"] = None  # only answers are journaled
     try:
-        reply: Reply = msgspec.convert(fields, Reply)
+        return msgspec.convert(fields, Reply)
     except msgspec.ValidationError:
         return None
-    return reply
 
 
 def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, Reply]:

@@ -56,24 +56,12 @@ def generate(name: str) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
-def main() -> None:
-    """Write the generated schemas beside this module."""
-    for name in TITLES:
-        (HERE / f"{name}.schema.json").write_text(generate(name), encoding="utf-8")
-
-
-@cache
-def load(name: str) -> Any:
-    """The parsed ``<name>.schema.json``, read once."""
-    return json.loads((HERE / f"{name}.schema.json").read_text("utf-8"))
-
-
 @cache
 def validator(name: str) -> Draft202012Validator:
     """jsonschema's validator for ``<name>.schema.json``, built once (jsonschema loads here)."""
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(load(name))
+    return Draft202012Validator(json.loads((HERE / f"{name}.schema.json").read_text("utf-8")))
 
 
 def _path(parts: Any) -> str:

@@ -1,5 +1,6 @@
-"""Write the schemas generated from evidence/model.py: python -m evalgate.schemas."""
+"""Write the schemas generated from evidence/model.py beside it: python -m evalgate.schemas."""
 
-from evalgate.schemas import main
+from evalgate.schemas import HERE, TITLES, generate
 
-main()
+for name in TITLES:
+    (HERE / f"{name}.schema.json").write_text(generate(name), encoding="utf-8")

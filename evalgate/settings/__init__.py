@@ -5,7 +5,6 @@
     environment.py  the few variables read without the model: verify's (it stays light), the
                     credentials scrubbed from every output, the benchmark job's topology
 
-The field docstrings are the documentation: the README's settings table is generated from them.
 ``Settings`` loads pydantic on first use, so `evalgate verify` never pays for it.
 """
 
@@ -22,13 +21,12 @@ from evalgate.settings.environment import (
 )
 
 if TYPE_CHECKING:
-    from evalgate.settings.values import Settings, check_url
+    from evalgate.settings.values import Settings
 
 __all__ = [
     "JOB_VARIABLES",
     "Settings",
     "VerifyEnvironment",
-    "check_url",
     "credentials_environment",
     "job_environment",
     "verify_environment",
@@ -37,8 +35,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Load the Settings model (and pydantic) only when it is asked for."""
-    if name in ("Settings", "check_url"):
-        from evalgate.settings import values
+    if name == "Settings":
+        from evalgate.settings.values import Settings
 
-        return getattr(values, name)
+        return Settings
     raise AttributeError(f"module 'evalgate.settings' has no attribute {name!r}")

@@ -58,15 +58,12 @@ class EndpointSettings(Group):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("base_url")
+    @field_validator("base_url", "worker_urls")
     @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
+    def _http_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list):
+            return [check_url(url) for url in value]
         return check_url(value) if value is not None else None
-
-    @field_validator("worker_urls")
-    @classmethod
-    def _http_urls(cls, value: list[str]) -> list[str]:
-        return [check_url(url) for url in value]
 
     @property
     def served_model(self) -> str | None:

@@ -1,18 +1,11 @@
 """What each stage is given: small frozen values cut from Settings once, at the top of a
-command, so no stage below holds the whole model. Each takes the settings of its fields' names.
-
-    Endpoint     where the engine is and how every request to it goes (readiness, the probe,
-                 the eval's client)
-    ContextAsk   what the context derivation is told (gate/limits.py)
-    EvalAsk      how the eval's requests are sent and read (gate/eval_stage.py)
-    GateAsk      the gate rule's parameters besides the threshold (gate/judge.py)
-    Job          the benchmark job's labels (evidence/harness_files.py), and the labels a
-                 result records (evidence/stage_records.Labels)
-"""
+command, so no stage below holds the whole model. Each takes the settings of its fields' names
+(`cut`); the benchmark job's labels are evidence/harness_files.Job's."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -119,16 +112,13 @@ def require(settings: Settings, *names: str) -> None:
 
 
 def endpoint(settings: Settings) -> Endpoint:
-    network = Network(
-        connect_timeout=settings.connect_timeout,
-        keepalive_idle=settings.keepalive_idle,
-        keepalive_interval=settings.keepalive_interval,
-        keepalive_probes=settings.keepalive_probes,
-        max_response_bytes=settings.max_response_bytes,
-    )
     key = settings.api_key.get_secret_value() if settings.api_key else None
     return cut(
-        Endpoint, settings, api_key=key, worker_urls=tuple(settings.worker_urls), network=network
+        Endpoint,
+        settings,
+        api_key=key,
+        worker_urls=tuple(settings.worker_urls),
+        network=cut(Network, settings),
     )
 
 
@@ -136,16 +126,9 @@ def context_ask(settings: Settings) -> ContextAsk:
     return cut(ContextAsk, settings, server_args=tuple(settings.server_args()))
 
 
-def eval_ask(settings: Settings) -> EvalAsk:
-    return cut(EvalAsk, settings)
-
-
-def gate_ask(settings: Settings) -> GateAsk:
-    return cut(GateAsk, settings)
-
-
-def job(settings: Settings) -> Job:
-    return cut(Job, settings)
+eval_ask = functools.partial(cut, EvalAsk)
+gate_ask = functools.partial(cut, GateAsk)
+job = functools.partial(cut, Job)
 
 
 def labels(settings: Settings, topology: dict[str, Any] | None = None) -> Labels:

@@ -16,10 +16,10 @@ from pydantic import field_validator
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings
 from evalgate.settings.evidence import EvidenceSettings
-from evalgate.settings.fields import TOKEN_LENGTHS, check_url, token_count
+from evalgate.settings.fields import TOKEN_LENGTHS, token_count
 from evalgate.settings.requests import RequestSettings
 
-__all__ = ["TOKEN_LENGTHS", "Settings", "check_url", "token_count"]
+__all__ = ["TOKEN_LENGTHS", "Settings", "token_count"]
 
 
 # A field's place is its group's, the groups in reverse: pydantic orders a model's fields from

@@ -6,14 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
-from evalgate.evidence.model import Result, Score
+from evalgate.evidence.model import Result
 from evalgate.evidence.read import MAX_DEPTH, decode, read
-from evalgate.evidence.stage_records import Labels
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
@@ -75,21 +73,6 @@ def test_a_repeated_doc_id_is_refused_naming_its_line(tmp_path):
     path.write_text(json.dumps(sample) + "\n\n" + json.dumps(sample) + "\n")
     with pytest.raises(ArtifactError, match=r"samples.jsonl line 3 repeats doc_id "):
         read_samples(path)
-
-
-class _View(msgspec.Struct):
-    status: str
-    labels: Labels
-    scores: list[Score]
-
-
-def test_a_view_holds_its_part_and_the_file_is_checked_whole(tmp_path):
-    view = read_result(result(tmp_path), _View)
-    assert (view.status, view.labels.hardware, len(view.scores)) == ("pass", "b200", 2)
-
-    extra = result(tmp_path, lambda doc: doc["endpoint"].update(extra=1))  # not in the view
-    with pytest.raises(ArtifactError, match=r"\$\.endpoint: Object contains unknown field `extra`"):
-        read_result(extra, _View)
 
 
 def test_nan_is_read_where_the_contract_states_no_bound(tmp_path):
