@@ -1,12 +1,6 @@
 """`evalgate compare`: did a change cost accuracy? Two runs paired question by question.
 
-runs.py        a run read back (or still in memory), and what two runs must share (a
-               run's --baseline checked before its eval too)
-paired.py      the paired statistics and the rule (classify) that reads them
-reason.py      a filter's finding in words, and how many questions would settle it
-comparison.py  pairing two runs per filter: the Comparison
-report.py      the Comparison as text, Markdown and comparison.json
-html.py        the Comparison as a self-contained page
+Its modules in the order they run: docs/architecture.md, "evalgate compare".
 """
 
 DEFAULT_FLIPS = 10

@@ -1,17 +1,8 @@
 """Did a change cost accuracy? Two runs over the same questions, paired per filter.
 
-    compare_runs(baseline, candidate)       load both runs (evalgate.compare.runs)
-      -> a run stopped early (--early-stop) is refused (UsageError): it is incomplete
-      -> protocol_differences               refuse (UsageError) unless allow_protocol_drift
-      -> pair by doc_id, per filter         a failed request is excluded, and reported; a
-                                            question asked several times (GPQA's repeats) is
-                                            paired per (question, repeat), its answers one
-                                            cluster
-      -> classify (compare.paired)          EQUIVALENT / INCONCLUSIVE / REGRESSION per filter
-      -> Comparison                         the worst filter decides; render_* and
-                                            comparison_document turn it into output
-
-The statistics and the rule are documented in evalgate.compare.paired.
+compare_runs: both runs loaded, one stopped early or measured another way refused, the answers
+paired per (question, repeat), each filter classified, the worst deciding. What each step means
+and why: docs/compare.md.
 """
 
 from __future__ import annotations

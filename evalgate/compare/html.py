@@ -1,10 +1,6 @@
 """`evalgate compare --html`: the comparison as one self-contained page (evalgate.page).
 
-Both runs' scores per filter (the baseline's drawn hollow, a line to the candidate's); the
-paired difference per filter with its 95% interval against the margin (-max_drop) and zero;
-the statistics table; the protocol differences, warnings and left-out questions; then every
-question that flipped, lost first, with its text, its target and both runs' answers. The footer
-names both runs, the margin, the method and evalgate's version.
+What the page shows: docs/compare.md, "What it reports".
 """
 
 from __future__ import annotations

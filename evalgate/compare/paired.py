@@ -1,62 +1,8 @@
 """Two runs over the same questions: the paired statistics and the rule that reads them.
 
-Per filter, every question answered in both runs falls in one cell::
-
-                        candidate right   candidate wrong
-    baseline right      both_right        lost
-    baseline wrong      gained            both_wrong
-
-    difference d = candidate score - baseline score = (gained - lost) / n
-
-- Test: exact McNemar, the two-sided binomial test of the discordant pairs,
-  p = min(1, 2 P[X <= min(lost, gained)]) with X ~ Bin(lost + gained, 1/2); p = 1 with none.
-- Interval: Tango's score interval for a difference of paired proportions (Tango 1998,
-  Statistics in Medicine 17:891), 95%. Unlike the Wald interval it keeps a width when no
-  question flipped: z^2 / (n + z^2) either side, 0.071 at n = 50 and 0.0029 at n = 1319.
-- Rule, margin m = max_drop (a fraction: 0.02 is two points), first match wins:
-    REGRESSION    p < 0.05 and d < -m/2   (a significant drop of practical size: at least
-                                           half the margin)
-    IMPROVED      p < 0.05 and d > m/2    (the same for a gain)
-    EQUIVALENT    the interval's lower end > -m   (any drop is smaller than the margin)
-    INCONCLUSIVE  otherwise
-  A drop that is certain but smaller than the margin (21 questions lost and none gained of
-  1319: -1.6 points, p = 1e-6) is a REGRESSION: the question asked is "did the change cost
-  accuracy?", and the margin only says how large a cost can still be ruled out. Requiring the
-  observed drop to pass the whole margin would call a true 2-point drop a REGRESSION only about
-  half the time (docs/compare.md measures how often each verdict comes out).
-
-Repeated questions (GPQA-diamond as the harness runs it asks every question twice, each time
-with its choices shuffled anew): the answers are paired by (question, repeat), but the two
-answers to one question are not independent (a question the change made harder is usually
-lost in both repeats), and the test above, counting them as two, would call too many
-REGRESSIONs. The repeats of a question form one cluster (PairedCounts.clusters), and with any
-cluster of two or more answers:
-
-- Test: the clustered McNemar test of Durkalski et al. 2003 (Statistics in Medicine 22:1417),
-  computed exactly. Per question k, T_k = its answers gained - its answers lost; their sum is
-  the numerator of d. Under no change the two runs are exchangeable within a question, so each
-  T_k is as likely negated: p = min(1, 2 P[S <= -|sum T_k|]) for S = sum of +-T_k with
-  independent fair signs, counted exactly over all 2^K sign patterns (Durkalski's chi-square
-  statistic (sum T_k)^2 / sum T_k^2 is this distribution's normal approximation, which is poor
-  for the few dozen discordant questions of a GPQA run). With one answer per question every
-  T_k is +-1 and this is the exact McNemar test above, to the last bit.
-- Interval: Tango's interval on the counts divided by the design effect (Rao and Scott 1992's
-  adjustment for clustered binary data): DE = the cluster-robust variance of sum t_i
-  (K/(K-1) sum_k (T_k - m_k d)^2, m_k the question's answers) over the variance that treats
-  every answer as independent (N/(N-1) sum_i (t_i - d)^2, t_i = +1 gained, -1 lost, else 0),
-  floored at 1 (never narrower than the answers alone give). With no flip at all (or every
-  answer flipped the same way) the variance says nothing and DE = N/K, the answers per
-  question: the worst case, repeats that always agree. With one answer per question DE = 1
-  and this is Tango's interval above.
-- The point estimate d and the rule are unchanged: d is over all answers (the score lm-eval
-  reports counts every repeat), and so are the cells of the table.
-
-Why these rather than averaging each question's repeats into one score: the mean of a question's
-answers takes the values 0, 1/2, 1, which neither McNemar nor Tango's binary interval accepts,
-and a t-interval on per-question means needs a normal approximation the exact test avoids; the
-sign-flip test on T_k is already the per-question analysis (it counts questions, not answers),
-and the design effect leaves d and the table in the answers lm-eval scores. Both methods reduce
-to today's exactly with one answer per question, which is why GSM8K's results do not move.
+Per filter, each question answered in both runs is lost, gained, both right or both wrong; the
+test counts questions, not answers, so a question asked twice (GPQA) is one cluster. The rule,
+the method and its limits: docs/compare.md, "The verdict" and "Repeated questions".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """A finished run read back from its folder, and what two runs must share to be compared.
 
-A run is a folder holding result.json and samples.jsonl (or the path of that result.json).
-result.json is checked against its schema; each line of samples.jsonl is checked for the fields
-a comparison reads, and a line that fails gets the schema's full diagnosis.
-
-The protocol is what decides which questions are asked and how answers are produced and scored:
-result.json's ``eval`` (task, task_version, task_sha256, api, num_fewshot, fewshot_seed,
-max_tokens, temperature, limit, the data set's sha256 per split), the filters scored, and the
-question set (the doc_ids in samples.jsonl, with their question and reference answer, and for a
-task that repeats its questions which question and repeat each doc_id is).
+A run is a folder holding result.json and samples.jsonl (or the path of that result.json). What
+the protocol covers: docs/compare.md, "Protocol: runs must have been measured the same way".
 """
 
 from __future__ import annotations

@@ -1,28 +1,7 @@
 """A sweep against its baseline sweep: compare's rule per config, Holm's adjustment across them.
 
-`evalgate verify SWEEP --baseline BASELINE` pairs every config with the same config of the
-baseline, question by question, as `evalgate compare` pairs two runs (compare.paired). But a
-sweep asks its question of hundreds of configs at once: at 0.05 each, 200 unchanged configs would
-show a REGRESSION or two by chance in most sweeps, and one fails the sweep. So:
-
-- one test per config: the exact one-sided paired test for a drop (McNemar's, or its clustered
-  form when questions repeat) on each gated filter, the config's p-value being its smallest
-  times the number of its filters (Bonferroni: the filters of one run move together, so this
-  costs little), capped at 1; the same for a gain, apart;
-- Holm's step-down adjustment over the configs' p-values: the chance that a sweep with no true
-  change reports any REGRESSION stays at most 0.05 (the family-wise error rate). Holm rather
-  than Benjamini-Hochberg because the gate's question is "did any config regress?": one false
-  REGRESSION fails the whole sweep, so the rate of failed sweeps is the family-wise rate, which
-  Holm bounds; Benjamini-Hochberg bounds the expected share of false findings among the
-  findings, and lets more sweeps fail falsely once a true regression is present.
-- one-sided, since a REGRESSION is a drop: the two-sided p-value would halve the power for
-  nothing (a gain is tested on its own side, as IMPROVED).
-- then compare's rule per filter (compare.paired.decide) with "significant" meaning the adjusted
-  p-value is under 0.05, and the worst filter decides, as in compare.
-
-So a pair that `compare` calls a REGRESSION (p < 0.05 for one question asked once) can be
-INCONCLUSIVE in a sweep of 200: there it must clear about 0.05 / 200 to stand out from what 200
-chances give.
+Holm, so that 200 unchanged configs do not fail a sweep by chance; why Holm and one-sided:
+docs/verify.md, "Many configs, many tests".
 """
 
 from __future__ import annotations

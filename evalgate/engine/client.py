@@ -1,13 +1,8 @@
 """Sending generation requests, the probe's and the eval's: one client, one request.
 
-The body is engine.request's; the probe sends the eval's body streamed (`request.probe_body`)
-through the same `EvalClient`, the same connection settings, headers, deadline and retries, and
-reads it up to its first event (`first_event`). lm-eval's own client retries every exception,
-HTTP 400 included, and then loses the whole run; here a request is retried by engine.retry's
-policy (connection errors, timeouts, 408, 429, 5xx and malformed answers, with backoff, bounded
-attempts and time); any other status is the engine's verdict on the request and is raised as
-fatal at once, with the engine's own message. Every attempt has a deadline (--timeout) on the
-whole answer.
+The probe is the eval's body streamed through the same `EvalClient`, read to its first event,
+so it is the eval's request by construction; every attempt is retried by engine.retry's policy
+and has a deadline on the whole answer (docs/harness.md, "Where evalgate differs on purpose" (7)).
 """
 
 from __future__ import annotations

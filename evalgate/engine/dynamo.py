@@ -1,25 +1,7 @@
 """What NVIDIA Dynamo's OpenAI frontend answers, decoded (ai-dynamo 1.6.1, seen in front of vLLM).
 
-Dynamo's frontend (`python -m dynamo.frontend`) is the endpoint of the harness's `dynamo-*` jobs.
-Where it differs from vLLM and the two routers:
-
-- /v1/models lists `context_window`, not `max_model_len`. When the worker registers no length it
-  is the model config's max_position_embeddings (8192 where vLLM served 2048), and nothing in the
-  answer tells the two apart: evalgate does not read it as a served limit, and says so
-  (`context_window_note`) when nothing else gives one.
-- /health says healthy with no worker; /v1/models lists nothing until a worker registers, and
-  `GET /v1/models/{id}/ready` answers 200 `{"ready": true}` or 503 `{"ready": false, "reason"}`
-  (`ready_answer`). There is no /readiness, /tokenize or /version.
-- Errors are flat, `{"message", "type", "code"}` (wire.parse_error reads them). Streamed, they come
-  as HTTP 200, then `data: {"error": {...}}` and `[DONE]`: the error's own code decides
-  (`stream_error`). A worker that raises Dynamo's HttpError (Dynamo's own vLLM worker does) loses
-  the engine's words: the frontend says only "Bad Request", streamed "Invalid request"
-  (`wordless`).
-- A worker that dies: 503 "Service temporarily unavailable" or "Model `m` is not ready to serve
-  requests yet", then, once the frontend dropped the model, 404 with an empty body
-  (`worker_gone`).
-
-Pure functions only: the HTTP happens elsewhere.
+Pure functions only: the HTTP happens elsewhere. What the frontend answers where it differs from
+vLLM and the routers, and what evalgate does with it: docs/harness.md, "NVIDIA Dynamo's frontend".
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """The one HTTP layer: every request evalgate sends an engine, a router or a worker goes out here.
 
-aiohttp, one client for one wire: the eval, the probe, readiness and discovery all open their
-connection pool with `open_session` and send with `exchange`, so every request has
-
-- a total deadline, first byte to last (a server that trickles a byte a second is cut too);
-- a connect deadline (`Network.connect_timeout`);
-- TCP keepalive with TCP_USER_TIMEOUT on every connection: a peer that vanished without closing
-  (power loss, partition) is declared dead after `Network.silence_limit` seconds of silence,
-  while a long generation on a live peer is untouched (its kernel answers the probes);
-- a cap on the decoded body (`Network.max_response_bytes`): a small gzip answer cannot expand
-  into gigabytes;
-- the proxies the environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, as aiohttp's
-  `trust_env` reads them through urllib: a loopback address is proxied too unless NO_PROXY
-  names it).
+One client for one wire, so every request gets the same deadlines, keepalive, cap on the
+decoded body and proxies: docs/architecture.md, "HTTP: one client, aiohttp".
 """
 
 from __future__ import annotations

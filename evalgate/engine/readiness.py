@@ -1,17 +1,8 @@
 """Wait, with a deadline, until the endpoint serves the model.
 
-Each check asks the router's `GET /readiness` where it has one (vllm-router and sglang-router
-do; an engine answers 404 and is asked /v1/models alone), then `GET /v1/models`, once. What is
-retried is engine.retry's rule (a router's 503 while its workers come up among it); an answer
-that cannot change by waiting (401, 404, a model list naming other models) fails at once.
-
-A router that lists only a placeholder (sglang-router's `unknown`) or no model at all does not
-fail here: the check warns, naming what it listed, and the probe proves the model name.
-
-NVIDIA Dynamo's frontend has no /readiness, and its /health is healthy with no worker: where the
-model list is Dynamo's (a `context_window` on a card) or empty, the check also asks
-`GET /v1/models/{model}/ready` and waits while Dynamo says the model is not ready, or lists no
-model at all (no worker has registered it yet).
+What each check asks, what is retried and what fails at once (401, 404, a model list naming
+other models: waiting cannot change them): README.md, "Readiness, then the probe"; behind
+Dynamo's frontend: docs/harness.md, "What evalgate does with it".
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """The one retry policy for every request evalgate sends an engine: readiness, probe and eval.
 
-What can succeed later is retried; what cannot fails at once:
-
-    retried      no connection, or a connection refused, reset or closed before the answer;
-                 no whole answer within the deadline; a host that stopped answering (once:
-                 see below); HTTP 408, 429 and 5xx (a router's 503 "all circuits open" / "No
-                 available workers" while its workers come up, and a router's 500 saying a
-                 worker is unreachable or wrapping a worker's 5xx, among them); a 200 whose body
-                 is not the answer asked for
-    not retried  every other status: a 4xx is the engine's answer, not a glitch (also when a
-                 router wraps it in a 500); an answer larger than --max-response-bytes
-
-Waits grow exponentially from --retry-wait-min to --retry-wait-max (zero in tests). Every policy
-bounds both the attempts and the total time: readiness by --ready-timeout, a generation request
-(the probe, each eval request) by --max-attempts and by the time those attempts may take back to
-back (a wait that would pass that bound is not started), and a host that stopped answering
-(no connection within --connect-timeout, or a connection the kernel dropped for silence) is
-tried once more, not again: a vanished host ends the request within about two minutes.
+Retry only what can succeed later, with attempts and total time both bounded; a 4xx is the
+engine's answer, not a glitch. What is retried and the bounds: RELIABILITY.md, the rules.
 """
 
 from __future__ import annotations

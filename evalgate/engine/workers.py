@@ -1,14 +1,8 @@
 """Watching the workers behind a router while the eval runs.
 
-Most jobs talk to a router on node 0 whose socket stays alive when a worker's node vanishes: the
-eval's requests then wait on the router, which waits on a worker that will never answer. With
---worker-url given, each worker's /v1/models is asked every `interval` seconds on a new
-connection. What is watched is the host, not the server's speed: a poll whose connection was
-made counts, answered or not (an engine busy generating may take its time to list its models),
-and so does a refusal; one that got no connection in time is silence. A worker silent for
-`limit` seconds (about a minute: the same silence that ends a connection,
-Network.silence_limit) is lost: every request in flight is stopped and the eval ends with an
-error naming it.
+A router's socket stays alive when a worker's node vanishes, so the eval would wait forever:
+each worker's host is polled, and one silent for `limit` seconds ends the eval naming it. The
+cases: RELIABILITY.md, "The network".
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The eval's requests, on a thread of their own: at most --num-concurrent in flight, an answer
 the journal kept used instead of a request, each answer recorded (replies.py) and, with a
 sequential test, read in dispatch order; nothing more is sent once the test is certain or a
-failure stops the eval.
-
-A gate run starts the dispatch the moment the probe passes, with the bodies evalgate built from
-its own prompts (tasks.prompts: the ones lm-eval will build), while lm-eval is still importing.
-When lm-eval asks for its answers (lm.GateLM), the dispatch under way serves them if lm-eval's
-bodies are exactly the ones being sent; otherwise it is halted, its answers are discarded with a
-warning, and lm-eval's own bodies are sent.
-
-With a sequential test (--early-stop) nothing is sent early (the live scoring needs lm-eval's
-filters); once the test is certain, what is in flight is cancelled, and the questions never
-answered come back to lm-eval as empty answers (early_stop.py scores only the ones read).
+failure stops the eval. When it starts and how lm-eval's requests are served from it:
+docs/architecture.md, "evalgate run"; with --early-stop: docs/early-stop.md.
 """
 
 from __future__ import annotations

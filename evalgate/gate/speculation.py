@@ -1,16 +1,7 @@
 """Simulated speculative decoding: an engine that fakes its draft acceptance cannot be gated.
 
-Some benchmark recipes make the engine accept draft tokens at a fixed, simulated rate (SGLang's
-``SGLANG_SIMULATE_ACC_LEN``, ATOM's ``--spec-decode-acceptance-length``) so that throughput is
-measured at a committed acceptance length. The answers of such an engine are not the model's,
-so the benchmark harness switches the simulation off whenever it evaluates. evalgate cannot
-switch an engine's setting off; it refuses to gate when the job says the simulation is on,
-unless told to go ahead (``--allow-simulated-acceptance``, recorded in the result's warnings).
-
-What is read is what the gate can see: its own environment (or ``--sglang-simulate-acc-len``)
-and the server-argument strings it is given. The engine's own environment may differ from the
-hook's (a launcher may set the variable on the engine's command line only): the check cannot
-see that, so a clean check is no proof that the engine did not simulate.
+Its answers are not the model's, and evalgate cannot switch the simulation off, so it refuses.
+What is read, and what it cannot see: docs/harness.md, "Where evalgate differs on purpose" (6).
 """
 
 from __future__ import annotations

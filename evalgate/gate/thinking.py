@@ -1,17 +1,8 @@
 """Thinking written into the answer: which part is scored, and whether the budget cut it.
 
-A reasoning model served without a reasoning parser writes its thinking into the answer itself:
-``<think> … </think>`` and then the answer (a chat template that opens the block in the prompt
-leaves only the ``</think>``). lm-eval 0.4.13, and the benchmark harness's pinned lm-eval, score
-the whole text, so numbers in the scratchpad count as answers; lm-eval's main branch drops the
-text up to the end-of-thinking marker (its ``think_end_token``). evalgate scores the text after
-the last end marker. An answer that opened its thinking and never ended it has no answer: it scores
-nothing (an answer cut there would otherwise pass on its scratchpad), and, ended by length, it
-counts as cut while thinking, as an answer whose separate reasoning field ran out does.
-
-An answer whose template opened the block in the prompt and that was cut before ``</think>``
-carries neither marker: nothing in it tells it from a plain answer cut short, so it is counted
-as truncated only.
+Scoring the whole text would count the scratchpad's numbers as answers, so only the text after
+the last end marker is scored. The rule and its one blind spot: docs/harness.md, "Where
+evalgate differs on purpose" (2).
 """
 
 from __future__ import annotations

@@ -1,41 +1,8 @@
 """The sequential gate: stop asking questions once the answers so far make the verdict certain.
 
-For one filter, the answers x_1, x_2, ... (1 right, 0 wrong) are read in dispatch order; after n
-of them, s are right and f = n - s wrong. Robbins' mixture martingale (a Beta-mixture
-e-process; Howard et al. 2021, "Time-uniform, nonparametric, nonasymptotic confidence
-sequences") measures the evidence against a true accuracy theta:
-
-    E_n(theta) = integral of prod q^x (1-q)^(1-x) dBeta(q; a, b) / prod theta^x (1-theta)^(1-x)
-               = B(a + s, b + f) / B(a, b) / (theta^s (1 - theta)^f)
-
-Under a true accuracy theta, E_n(theta) is a nonnegative martingale starting at 1, so by Ville's
-inequality P(E_n(theta) >= 1/alpha for some n) <= alpha, however long one watches and whenever
-one stops. The prior is fixed before any answer is read: mean at the threshold t, weight
-a + b = PRIOR_WEIGHT questions (a = 10 t, b = 10 (1 - t)); it decides which accuracies are found
-fastest, never the error rate.
-
-Against the threshold t, with k gated filters:
-
-- a filter is certainly above when s / n > t and E_n(t) >= 1 / alpha. E_n(theta) falls as
-  theta rises towards s / n, so every theta <= t is then ruled out at once;
-- a filter is certainly below when s / n < t and E_n(t) >= k / alpha (alpha / k per filter: any
-  one filter below fails the run, so the k tests share alpha);
-- PASS when every filter is certainly above (each must be, so no share is needed): a run whose
-  true accuracy is at or below t passes early with probability <= alpha. FAIL when any filter is
-  certainly below: a run at or above t fails early with probability <= alpha.
-
-Which stops are allowed is the mode: off (never), fail, pass, both. A threshold of 0 or 1 is never
-decided early (no accuracy lies beyond it). A run that never becomes certain asks every question
-and is judged as a full run.
-
-Measured by seeded simulation (tests/simulation.py; the figures are in BENCHMARKS.md): at a true
-accuracy of 0.90 about 2-3% of runs pass early (alpha 0.05), also when wrong answers arrive late;
-an engine at 0.97 passes after a median of 90 answers, one at 0.0 fails after 5.
-
-Answers are read only in dispatch order, as the completed prefix grows (`PrefixReader`): an
-answer that arrives before those dispatched ahead of it waits for them. Wrong answers are often
-longer and arrive later, so reading answers in arrival order would see the right ones first and
-pass a model below the threshold. A failed or timed-out request is read as wrong.
+An anytime-valid test (a Beta-mixture e-process), so a stop at any n keeps the error rate at
+alpha; answers are read in dispatch order, never arrival order (wrong answers come back later).
+The method and its guarantees: docs/early-stop.md.
 """
 
 from __future__ import annotations
@@ -232,10 +199,7 @@ class SequentialTest:
 class PrefixReader:
     """Answers arrive in any order; the test reads them in dispatch order, position by position.
 
-    `arrive(position, correct)` records one answer (`correct[filter]`; None for a failed request,
-    read as wrong everywhere) and returns the decision once the completed prefix makes one
-    certain. The first certain prefix is kept: later arrivals do not change it.
-    """
+    A failed request (None) is read as wrong; the first certain prefix is kept."""
 
     def __init__(self, test: SequentialTest) -> None:
         self.test = test

@@ -4,7 +4,7 @@ A GSM8K score is a proportion of n questions answered right. Its 95% Wilson scor
 the range of true accuracies the sample is consistent with; it stays inside [0, 1] and behaves
 at small n and near 0 or 1, where the normal-approximation interval does not.
 
-The gate rule that uses them is gate/verdict.py.
+The gate rule that uses them is rules/verdict.py.
 """
 
 from __future__ import annotations

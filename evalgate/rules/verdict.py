@@ -1,30 +1,7 @@
 """The gate rule: one run's scores against their threshold. Pure, and never PASS by default.
 
-The same rule decides `evalgate run`, `evalgate hook` and `evalgate verify`, so a result gets
-the same verdict (and exit code) from the run that wrote it and from verify reading it.
-
-Each gated score (metric ``exact_match``, every filter) is judged on its own, first match wins:
-
-1. n = 0, or the value is not a number: FAIL, nothing was measured;
-   a run that stopped early (--early-stop; the result's eval.early_stop) read fewer questions on
-   purpose: its sequential test (rules/sequential.py), at this threshold and the run's alpha,
-   decides first, whatever n is: certainly above is PASS, certainly below is FAIL (the
-   confidence sequence holds at every n and every threshold, so verify may read it at another
-   threshold than the run's); when it is not certain, the rules below apply;
-2. its 95% Wilson interval lies entirely at or above the threshold: PASS;
-3. the interval lies entirely below the threshold: FAIL;
-4. the interval straddles the threshold and n >= min_samples: the point estimate decides;
-5. otherwise INCONCLUSIVE: the sample is too small for the threshold to mean anything.
-
-The run: FAIL when any score fails, when a score the task gates is missing (GSM8K gates both
-strict-match and flexible-extract, GPQA-diamond extract_abcd), when there is no gated score at
-all, or when a run-level problem is given (too many truncated answers, a regression against
-the baseline); else INCONCLUSIVE when any score is, or a doubt is given (a comparison with the
-baseline that could not decide); else PASS.
-
-``min_samples`` defaults to the task's full test set: a complete run is always decided, a
-``--limit`` run only when it clears (or misses) the threshold beyond doubt. ``min_samples = 0``
-decides every straddling score on its point estimate, as the benchmark harness does.
+One rule for run, hook and verify, so a result's verdict is the same from the run that wrote it
+and from verify reading it. The rule, step by step: docs/verify.md, "How each result is gated".
 """
 
 from __future__ import annotations
