@@ -4,24 +4,6 @@ evalgate prints and writes text it did not write: engine answers and error bodie
 and labels, folder names, the fields of result files. Each output has its own dangers and its own
 function here, and every writer of that output passes every outside text through it (evalgate's
 own words need none). Each function first scrubs the configured secrets (evalgate.scrub).
-
-    terminal(text)        one line of stdout or stderr: ANSI sequences removed; newlines, control
-                          and bidirectional characters escaped (\n, \x07, \u202e); a leading `::`
-                          and any `##[` broken, so no line evalgate did not write is a GitHub
-                          workflow command; at most TERMINAL_CHARS characters
-    terminal_block(text)  several lines (a traceback), each made safe as terminal() makes one
-    terminal_json(doc)    a JSON document for stdout: its exact text minus secrets, in ASCII
-    workflow_data(text)   a GitHub workflow command's message, escaped as GitHub documents
-    workflow_property(text)  a property's value (also `:` and `,`)
-    markdown(text)        a Markdown table cell or line: one line, ``\ ` * [ ] | $``
-                          backslash-escaped and HTML written as entities, so a row keeps its cells
-    markdown_code(text)   inline code, fenced by more backticks than the text holds
-    mermaid(text)         a quoted label of a mermaid chart in Markdown: plain characters only
-    xml(text)             JUnit: the characters XML 1.0 forbids replaced, so the file parses
-    html(text)            HTML content or an attribute's value
-    json_text(doc)        evidence: the exact text minus secrets (JSON evidence is data, not
-                          neutralised); a lone surrogate, which is no text, written as U+FFFD
-    capped(text, n), listed(items)  long outside text shortened, saying how long it was
 """
 
 from __future__ import annotations
@@ -94,7 +76,10 @@ def _plain(value: str) -> bool:
 
 
 def terminal(text: object) -> str:
-    """One line of outside text for stdout or stderr (see the module's docstring)."""
+    """One line of outside text for stdout or stderr: ANSI sequences removed; newlines, control
+    and bidirectional characters escaped (\\n, \\x07, \\u202e); a leading `::` and any `##[`
+    broken, so no line evalgate did not write is a GitHub workflow command; at most
+    TERMINAL_CHARS characters."""
     value = scrub.text(str(text))
     if _plain(value) and "##[" not in value and not value.lstrip(" ").startswith("::"):
         return capped(value, TERMINAL_CHARS)
@@ -127,7 +112,8 @@ def workflow_property(text: object) -> str:
 
 
 def markdown(text: object) -> str:
-    """A Markdown table cell or line of text: one line, its Markdown and HTML made literal."""
+    """A Markdown table cell or line of text: one line, ``\\ ` * [ ] | $`` backslash-escaped and
+    HTML written as entities, so a row keeps its cells."""
     return _MARKDOWN.sub(r"\\\g<0>", _html.escape(terminal(text), quote=False))
 
 
