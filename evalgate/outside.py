@@ -32,6 +32,8 @@ _CONTROLS = "\x00-\x1f\x7f-\x9f"
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # can reorder what a reader sees
 _SEPARATORS = "\u2028\u2029"
 _SURROGATES = "\ud800-\udfff"  # a lone one cannot be written as UTF-8
+# str.isprintable() is False for each of these (the ASCII space is the only white space it
+# allows): a printable text has nothing to remove or escape.
 _UNPRINTABLE = re.compile(f"[{_CONTROLS}{_BIDI}{_SEPARATORS}{_SURROGATES}]")
 _IN_HTML = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]")
 _IN_XML = re.compile(f"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[{_BIDI}]")
@@ -69,19 +71,13 @@ def listed(items: Sequence[object], shown: int = LISTED) -> str:
     return f"[{head}]{more}"
 
 
-def _plain(value: str) -> bool:
-    """No control, format (bidirectional), separator or surrogate character: nothing to remove
-    or escape (str.isprintable, in C; the ASCII space is the only white space it allows)."""
-    return value.isprintable()
-
-
 def terminal(text: object) -> str:
     """One line of outside text for stdout or stderr: ANSI sequences removed; newlines, control
     and bidirectional characters escaped (\\n, \\x07, \\u202e); a leading `::` and any `##[`
     broken, so no line evalgate did not write is a GitHub workflow command; at most
     TERMINAL_CHARS characters."""
     value = scrub.text(str(text))
-    if _plain(value) and "##[" not in value and not value.lstrip(" ").startswith("::"):
+    if value.isprintable() and "##[" not in value and not value.lstrip(" ").startswith("::"):
         return capped(value, TERMINAL_CHARS)
     value = _LEADING_COMMAND.sub(r"\1\\x3a", _visible(value))
     return capped(value.replace("##[", "##\\x5b"), TERMINAL_CHARS)
@@ -136,13 +132,13 @@ def xml(text: object) -> str:
     forbids (NUL and most control characters, lone surrogates) and bidirectional overrides
     escaped."""
     value = scrub.text(str(text))
-    return value if _plain(value) else _IN_XML.sub(_escape, _ANSI.sub("", value))
+    return value if value.isprintable() else _IN_XML.sub(_escape, _ANSI.sub("", value))
 
 
 def html(text: object) -> str:
     """Text (or a number) made safe for HTML content and attribute values."""
     value = scrub.text(str(text))
-    if not _plain(value):
+    if not value.isprintable():
         value = _IN_HTML.sub(_escape, _ANSI.sub("", value))
     return _html.escape(value, quote=True)
 

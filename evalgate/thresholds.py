@@ -113,7 +113,7 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         data = decode(text, where=str(target), pairs=no_repeats)
     except ArtifactError as exc:
         syntax = isinstance(exc.__cause__, json.JSONDecodeError)  # else: nested too deep
-        data = _yaml_or_none(text, target) if syntax and suffix != ".json" else None
+        data = _yaml(text, target, fallback=True) if syntax and suffix != ".json" else None
         if not isinstance(data, dict):
             raise ThresholdsError(exc.message) from exc
         return parse_thresholds(data, str(target))
@@ -151,23 +151,17 @@ def _text(target: Path) -> str:
         ) from exc
 
 
-def _yaml_or_none(text: str, target: Path) -> Any:
-    """YAML as the fallback reading of a file that is not JSON: None where it is not YAML
-    either (the JSON error is then the one reported), refused where YAML reads it unsafely."""
-    try:
-        return _yaml(text, target)
-    except ThresholdsError as exc:
-        if exc.__cause__ is not None and getattr(exc.__cause__, "kind", "") == "syntax":
-            return None
-        raise
-
-
-def _yaml(text: str, target: Path) -> Any:
+def _yaml(text: str, target: Path, *, fallback: bool = False) -> Any:
+    """The file read as YAML. As the fallback reading of a file that is not JSON: None where it
+    is not YAML either (the JSON error is then the one reported); refused where YAML reads it
+    unsafely."""
     from evalgate.yamlfile import YamlRefused, load_yaml
 
     try:
         return load_yaml(text)
     except YamlRefused as exc:
+        if fallback and exc.kind == "syntax":
+            return None
         raise ThresholdsError(f"{target} {exc.message}.") from exc
 
 
@@ -199,27 +193,25 @@ def resolve_floor(
         if task in entry["thresholds"]
         and all(labels.get(key) == want for key, want in entry["match"].items())
     ]
+    models: dict[str, dict[str, float]] = data.get("models", {})
+    prefix = labels.get("model_prefix")
+    starts = [key for key in models if model and model.startswith(key) and task in models[key]]
     if overrides:
         index, entry = max(overrides, key=lambda pair: (len(pair[1]["match"]), pair[0]))
         matched = ",".join(f"{k}={v}" for k, v in sorted(entry["match"].items()))
-        return Floor(
-            float(entry["thresholds"][task]), f"override[{index}]:{matched}", thresholds.path
-        )
-
-    models: dict[str, dict[str, float]] = data.get("models", {})
-    if model is not None and task in models.get(model, {}):
-        return Floor(float(models[model][task]), f"model:{model}", thresholds.path)
-    prefix = labels.get("model_prefix")
-    if isinstance(prefix, str) and task in models.get(prefix, {}):
-        return Floor(float(models[prefix][task]), f"prefix:{prefix}", thresholds.path)
-    if model is not None:
-        starts = [key for key in models if model.startswith(key) and task in models[key]]
-        if starts:
-            key = max(starts, key=len)
-            return Floor(float(models[key][task]), f"prefix:{key}", thresholds.path)
-    if task not in data["default"]:
+        value, matched = entry["thresholds"][task], f"override[{index}]:{matched}"
+    elif model is not None and task in models.get(model, {}):
+        value, matched = models[model][task], f"model:{model}"
+    elif isinstance(prefix, str) and task in models.get(prefix, {}):
+        value, matched = models[prefix][task], f"prefix:{prefix}"
+    elif starts:
+        key = max(starts, key=len)
+        value, matched = models[key][task], f"prefix:{key}"
+    elif task in data["default"]:
+        value, matched = data["default"][task], "default"
+    else:
         raise ThresholdsError(
             f"{thresholds.path} has no threshold for task {task!r} for model {model!r}: add "
             f'{json.dumps(task)} to "default".'
         )
-    return Floor(float(data["default"][task]), "default", thresholds.path)
+    return Floor(float(value), matched, thresholds.path)

@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 from collections.abc import Iterable, Sequence
-from types import ModuleType
 from typing import Any, NoReturn, TextIO
 
 from evalgate import outside, scrub
@@ -39,10 +38,6 @@ EPILOG = """exit codes:
   5  inconclusive: too few samples to decide (verify, compare)
   6  aborted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2)
 """
-
-
-def _load(name: str) -> ModuleType:
-    return importlib.import_module(f"evalgate.cli.{name}")
 
 
 def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
@@ -77,7 +72,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_verbose(parser, default=0)
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = _load(name)
+        module = importlib.import_module(f"evalgate.cli.{name}")
         child = sub.add_parser(
             name,
             help=module.HELP.replace("%", "%%"),  # argparse %-formats help, not descriptions
@@ -206,18 +201,16 @@ def _main(argv: Sequence[str] | None) -> int:
     scrub.configure(*credentials_environment())  # a command with settings adds its own flags
     try:
         return int(args._command(args))
-    except EvalgateError as exc:
-        if args.verbose:
-            logging.getLogger("evalgate").exception("traceback")
-        print(f"{type(exc).__name__}: {outside.terminal(exc.message)}", file=sys.stderr)
-        return int(exc.exit_code)
     except KeyboardInterrupt:
         print("AbortedError: interrupted", file=sys.stderr)
         return int(ExitCode.ABORTED)
-    except Exception as exc:  # never exit 1 ("below threshold") for a crash
+    except Exception as exc:
         if args.verbose:
             logging.getLogger("evalgate").exception("traceback")
-        print(
+        if isinstance(exc, EvalgateError):
+            print(f"{type(exc).__name__}: {outside.terminal(exc.message)}", file=sys.stderr)
+            return int(exc.exit_code)
+        print(  # never exit 1 ("below threshold") for a crash
             f"InternalError: unexpected {type(exc).__name__}: {outside.terminal(exc)}. Rerun "
             "with -v for the traceback, and please report it.",
             file=sys.stderr,

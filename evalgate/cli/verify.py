@@ -146,9 +146,9 @@ def _is_input(path: str, roots: list[str]) -> bool:
     return False
 
 
-def _check_writable(label: str, path: str) -> None:
-    """Refuse an output that cannot be written before any verdict is printed: found after the
-    verdict, it would turn a printed PASS into exit 2."""
+def _check_output(label: str, path: str, roots: list[str]) -> None:
+    """Refuse an output that cannot be written, or that is one of verify's inputs, before any
+    verdict is printed: found after the verdict, it would turn a printed PASS into exit 2."""
     from evalgate.errors import ArtifactError
 
     target = Path(path)
@@ -163,12 +163,19 @@ def _check_writable(label: str, path: str) -> None:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
         else:
-            writable = os.access(target, os.W_OK) if target.exists() else None
-            if writable is None:
-                writable = os.access(target.parent, os.W_OK | os.X_OK)
+            writable = (
+                os.access(target, os.W_OK)
+                if target.exists()
+                else os.access(target.parent, os.W_OK | os.X_OK)
+            )
             reason = None if writable else "Permission denied"
     if reason is not None:
         raise ArtifactError(f"Cannot write {path}: {reason} ({label}). Pass a writable path.")
+    if _is_input(path, roots):
+        raise ArtifactError(
+            f"{label} {path} is one of the files verify reads: writing it would destroy "
+            "the evidence. Write the report outside the results."
+        )
 
 
 def command(args: argparse.Namespace) -> int:
@@ -190,14 +197,7 @@ def command(args: argparse.Namespace) -> int:
         ("GITHUB_STEP_SUMMARY", summary),
     ):
         if path:
-            _check_writable(label, path)
-            if _is_input(path, [*args.paths, *(args.baseline or [])]):
-                from evalgate.errors import ArtifactError
-
-                raise ArtifactError(
-                    f"{label} {path} is one of the files verify reads: writing it would destroy "
-                    "the evidence. Write the report outside the results."
-                )
+            _check_output(label, path, [*args.paths, *(args.baseline or [])])
     baseline = _baseline(args)
     result = sweep.verify(
         list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
