@@ -46,20 +46,18 @@ class Floor(msgspec.Struct, frozen=True):
 
 
 def default_path() -> Path:
-    """The thresholds.json evalgate ships."""
     return Path(__file__).parent / "thresholds.json"
 
 
-def _floors(data: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """Every floor of a schema-valid file, with its JSON path."""
-    for task, value in data["default"].items():
-        yield f"$.default.{task}", value
-    for model, floors in data.get("models", {}).items():
-        for task, value in floors.items():
-            yield f"$.models.{model}.{task}", value
-    for index, entry in enumerate(data.get("overrides", [])):
-        for task, value in entry["thresholds"].items():
-            yield f"$.overrides[{index}].thresholds.{task}", value
+def _walk(node: Any, where: str = "$") -> Iterator[tuple[str, Any]]:
+    """Every value of a JSON document with its JSON path, outermost first."""
+    yield where, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _walk(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{where}[{index}]")
 
 
 def parse_thresholds(data: Any, path: str) -> Thresholds:
@@ -71,7 +69,7 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
         problems = [
             f"{where} is {value!r}".replace("nan", "NaN").replace("inf", "Infinity")
             + ", not a number in (0, 1]"
-            for where, value in _floors(data)
+            for where, value in _walk(data)  # a schema-valid file holds no number but floors
             if isinstance(value, float) and not math.isfinite(value)
         ]
         if "" in data.get("models", {}):  # every model name starts with ""
@@ -118,7 +116,7 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
             raise ThresholdsError(exc.message) from exc
         return parse_thresholds(data, str(target))
     if repeated:
-        where, key = next(_repeated_keys(data, repeated, "$"))
+        where, key = next((w, repeated[id(n)]) for w, n in _walk(data) if id(n) in repeated)
         raise ThresholdsError(
             f"{target} repeats the key {key!r} in one object ({where}): JSON readers keep only "
             "one of the two values, so the floor is ambiguous. Keep one entry and run again."
@@ -163,18 +161,6 @@ def _yaml(text: str, target: Path, *, fallback: bool = False) -> Any:
         if fallback and exc.kind == "syntax":
             return None
         raise ThresholdsError(f"{target} {exc.message}.") from exc
-
-
-def _repeated_keys(node: Any, repeated: dict[int, str], where: str) -> Iterator[tuple[str, str]]:
-    """(JSON path, key) of every object that repeated a key, outermost first."""
-    if isinstance(node, dict):
-        if id(node) in repeated:
-            yield where, repeated[id(node)]
-        for key, value in node.items():
-            yield from _repeated_keys(value, repeated, f"{where}.{key}")
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _repeated_keys(value, repeated, f"{where}[{index}]")
 
 
 def resolve_floor(

@@ -14,18 +14,22 @@ HELP = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `evalgate compare`."""
-    parser.add_argument("baseline", type=Path, help="the reference run: its folder or result.json")
-    parser.add_argument("candidate", type=Path, help="the run after the change: folder or file")
+def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """--max-drop, the margin of compare and of verify --baseline."""
     parser.add_argument(
         "--max-drop",
         type=float,
         default=DEFAULT_MAX_DROP,
         metavar="FRACTION",
-        help="the margin: the largest drop in accuracy that still counts as equivalent, as a "
+        help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
         f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("baseline", type=Path, help="the reference run: its folder or result.json")
+    parser.add_argument("candidate", type=Path, help="the run after the change: folder or file")
+    add_max_drop(parser, "the margin: ")
     parser.add_argument(
         "--allow-protocol-drift",
         action="store_true",
@@ -51,7 +55,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    """Compare, print the report, return the finding's exit code."""
     from evalgate import outside
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.report import comparison_document, render_markdown, render_text

@@ -56,7 +56,6 @@ HOOK = ("concurrency", "layout")
 
 
 def flag_name(field: str) -> str:
-    """The flag for a settings field."""
     return "--" + FLAG_NAMES.get(field, field.replace("_", "-"))
 
 

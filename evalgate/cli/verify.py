@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
+from evalgate.cli.compare import add_max_drop
 
 if TYPE_CHECKING:
     from evalgate.verify.against import BaselineRequest
@@ -86,7 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
-    """--baseline and the flags that go with it."""
     parser.add_argument(
         "--baseline",
         nargs="+",
@@ -96,14 +95,7 @@ def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
         "pair every config with the same config there, question by question, and fail on a "
         "REGRESSION even over the floor (see docs/verify.md)",
     )
-    parser.add_argument(
-        "--max-drop",
-        type=float,
-        default=DEFAULT_MAX_DROP,
-        metavar="FRACTION",
-        help="with --baseline: the largest drop that still counts as equivalent, as a fraction "
-        f"(default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
-    )
+    add_max_drop(parser, "with --baseline: ")
     parser.add_argument(
         "--waivers",
         metavar="FILE",

@@ -66,7 +66,6 @@ class TaskSpec:
 
 
 def tasks_dir() -> Path:
-    """The folder of evalgate's task files inside the installed package."""
     return Path(__file__).parent
 
 
