@@ -25,7 +25,6 @@ from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 MASK = "***"
 MIN_LENGTH = 8
-"""Shorter values are placeholders (``EMPTY``, ``none``), not secrets."""
 
 
 def _forms(secret: str) -> set[str]:
@@ -54,8 +53,7 @@ def _pattern(form: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The secrets of a URL's user info: ``user:password`` (as written and decoded) and the
-    password; a user alone when there is no password (a token given as the user)."""
+    """The secrets of a URL's user info, as written and decoded (a user alone is a token)."""
     netloc = urlsplit(url).netloc
     if "@" not in netloc:
         return []
