@@ -54,9 +54,10 @@ def _escape(match: re.Match[str]) -> str:
     return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
-def _visible(text: str) -> str:
-    """ANSI sequences removed; control, bidirectional and lone surrogate characters escaped."""
-    return _UNPRINTABLE.sub(_escape, _ANSI.sub("", text))
+def _visible(text: str, unprintable: re.Pattern[str] = _UNPRINTABLE) -> str:
+    """ANSI sequences removed; the `unprintable` characters (by default control,
+    bidirectional and lone surrogate characters) escaped."""
+    return unprintable.sub(_escape, _ANSI.sub("", text))
 
 
 def capped(text: str, limit: int) -> str:
@@ -132,15 +133,13 @@ def xml(text: object) -> str:
     forbids (NUL and most control characters, lone surrogates) and bidirectional overrides
     escaped."""
     value = scrub.text(str(text))
-    return value if value.isprintable() else _IN_XML.sub(_escape, _ANSI.sub("", value))
+    return value if value.isprintable() else _visible(value, _IN_XML)
 
 
 def html(text: object) -> str:
     """Text (or a number) made safe for HTML content and attribute values."""
     value = scrub.text(str(text))
-    if not value.isprintable():
-        value = _IN_HTML.sub(_escape, _ANSI.sub("", value))
-    return _html.escape(value, quote=True)
+    return _html.escape(value if value.isprintable() else _visible(value, _IN_HTML), quote=True)
 
 
 def json_text(document: Any, *, indent: int | None = None) -> str:

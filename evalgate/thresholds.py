@@ -26,6 +26,7 @@ import msgspec
 
 from evalgate.errors import ArtifactError, ThresholdsError
 from evalgate.evidence.read import decode, read_bytes
+from evalgate.outside import capped
 
 TASK_KEY = "gsm8k"
 
@@ -77,15 +78,10 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
     if problems:
         raise ThresholdsError(
             f"{path} is not a valid thresholds file: "
-            + "; ".join(_clipped(problem) for problem in problems[:5])
+            + "; ".join(capped(problem, 300) for problem in problems[:5])  # a value quoted whole
             + '. Thresholds are numbers in (0, 1], e.g. {"default": {"gsm8k": 0.90}}.'
         )
     return Thresholds(data=data, path=path)
-
-
-def _clipped(problem: str, limit: int = 300) -> str:
-    """A schema problem as a message shows it: one that quotes a huge value, cut."""
-    return problem if len(problem) <= limit else problem[: limit - 3] + "..."
 
 
 def load_thresholds(path: Path | None = None) -> Thresholds:

@@ -129,13 +129,14 @@ def _is_input(path: str, roots: list[str]) -> bool:
     if not (name in ("result.json", "meta_env.json", "hook.json") or is_results_file(name)):
         return False
     # as written and as resolved: verify follows links to folders, so a path through one is read
-    for target, bases in (
-        (os.path.abspath(path), [os.path.abspath(root) for root in roots]),
-        (os.path.realpath(path), [os.path.realpath(root) for root in roots]),
-    ):
-        if any(target == base or target.startswith(base.rstrip(os.sep) + os.sep) for base in bases):
-            return True
-    return False
+    return any(
+        target == base or target.startswith(base.rstrip(os.sep) + os.sep)
+        for target, bases in (
+            (os.path.abspath(path), map(os.path.abspath, roots)),
+            (os.path.realpath(path), map(os.path.realpath, roots)),
+        )
+        for base in bases
+    )
 
 
 def _check_output(label: str, path: str, roots: list[str]) -> None:
