@@ -5,25 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evalgate.cli.verify import add_max_drop, write_file
 from evalgate.compare import DEFAULT_FLIPS
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 HELP = (
     "pair two runs over the same questions and test whether the candidate lost accuracy "
     "(exit 0 equivalent, 1 regression, 5 inconclusive, 2 protocols differ)"
 )
-
-
-def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
-    """--max-drop, the margin of compare and of verify --baseline."""
-    parser.add_argument(
-        "--max-drop",
-        type=float,
-        default=DEFAULT_MAX_DROP,
-        metavar="FRACTION",
-        help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
-        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
-    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +61,6 @@ def command(args: argparse.Namespace) -> int:
         text = render_text(comparison, flips=args.flips)
     print(text, end="")
     if args.html:
-        from evalgate.cli.verify import write_file
         from evalgate.compare import html
 
         write_file(args.html, html.render(comparison))

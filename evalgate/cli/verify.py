@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalgate.cli.compare import add_max_drop
+from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 if TYPE_CHECKING:
     from evalgate.verify.against import BaselineRequest
@@ -101,6 +101,18 @@ def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="with --baseline: accepted regressions, YAML or JSON (config, reason, who, until); "
         "a waived REGRESSION does not fail, an expired waiver does",
+    )
+
+
+def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """--max-drop, the margin of compare and of verify --baseline."""
+    parser.add_argument(
+        "--max-drop",
+        type=float,
+        default=DEFAULT_MAX_DROP,
+        metavar="FRACTION",
+        help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
+        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
     )
 
 
