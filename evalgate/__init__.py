@@ -79,28 +79,20 @@ __all__ = [
 
 # Loaded on first use, so `import evalgate` (and `evalgate verify`) stays light.
 _LAZY = {
-    "Check": "evalgate.evidence.model",
-    "Comparison": "evalgate.compare.comparison",
-    "EvalContext": "evalgate.gate.context",
-    "Floor": "evalgate.thresholds",
-    "HookSummary": "evalgate.evidence.hook_summary",
-    "Limit": "evalgate.lengths",
-    "NativeLength": "evalgate.gate.native",
-    "Result": "evalgate.evidence.model",
-    "RunOutcome": "evalgate.gate.run",
-    "Sample": "evalgate.evidence.model",
-    "Score": "evalgate.evidence.model",
-    "Settings": "evalgate.settings",
-    "Thresholds": "evalgate.thresholds",
-    "Verdict": "evalgate.rules.verdict",
-    "compare_runs": "evalgate.compare.comparison",
-    "decide": "evalgate.rules.verdict",
-    "derive_context": "evalgate.gate.context",
-    "load_native_max_len": "evalgate.gate.native",
-    "load_thresholds": "evalgate.thresholds",
-    "native_max_len": "evalgate.gate.native",
-    "resolve_floor": "evalgate.thresholds",
-    "run_gate": "evalgate.gate.run",
+    name: module
+    for module, names in {
+        "evalgate.compare.comparison": ("Comparison", "compare_runs"),
+        "evalgate.evidence.hook_summary": ("HookSummary",),
+        "evalgate.evidence.model": ("Check", "Result", "Sample", "Score"),
+        "evalgate.gate.context": ("EvalContext", "derive_context"),
+        "evalgate.gate.native": ("NativeLength", "load_native_max_len", "native_max_len"),
+        "evalgate.gate.run": ("RunOutcome", "run_gate"),
+        "evalgate.lengths": ("Limit",),
+        "evalgate.rules.verdict": ("Verdict", "decide"),
+        "evalgate.settings": ("Settings",),
+        "evalgate.thresholds": ("Floor", "Thresholds", "load_thresholds", "resolve_floor"),
+    }.items()
+    for name in names
 }
 
 

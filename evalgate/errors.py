@@ -53,8 +53,6 @@ class EvalgateError(Exception):
 
 
 class UsageError(EvalgateError):
-    """An input is wrong: a flag, a setting, a file. The message names it and its value."""
-
     exit_code = ExitCode.USAGE
 
 
@@ -75,8 +73,6 @@ class ArtifactError(UsageError):
 
 
 class EndpointError(EvalgateError):
-    """The engine cannot be used as configured."""
-
     exit_code = ExitCode.ENDPOINT
 
 
@@ -93,12 +89,8 @@ class ProbeError(EndpointError):
 
 
 class EvalFailedError(EvalgateError):
-    """The eval could not finish; no score from it can be trusted."""
-
     exit_code = ExitCode.EVAL
 
 
 class AbortedError(EvalgateError):
-    """Stopped by a signal."""
-
     exit_code = ExitCode.ABORTED

@@ -4,24 +4,6 @@ evalgate prints and writes text it did not write: engine answers and error bodie
 and labels, folder names, the fields of result files. Each output has its own dangers and its own
 function here, and every writer of that output passes every outside text through it (evalgate's
 own words need none). Each function first scrubs the configured secrets (evalgate.scrub).
-
-    terminal(text)        one line of stdout or stderr: ANSI sequences removed; newlines, control
-                          and bidirectional characters escaped (\n, \x07, \u202e); a leading `::`
-                          and any `##[` broken, so no line evalgate did not write is a GitHub
-                          workflow command; at most TERMINAL_CHARS characters
-    terminal_block(text)  several lines (a traceback), each made safe as terminal() makes one
-    terminal_json(doc)    a JSON document for stdout: its exact text minus secrets, in ASCII
-    workflow_data(text)   a GitHub workflow command's message, escaped as GitHub documents
-    workflow_property(text)  a property's value (also `:` and `,`)
-    markdown(text)        a Markdown table cell or line: one line, ``\ ` * [ ] | $``
-                          backslash-escaped and HTML written as entities, so a row keeps its cells
-    markdown_code(text)   inline code, fenced by more backticks than the text holds
-    mermaid(text)         a quoted label of a mermaid chart in Markdown: plain characters only
-    xml(text)             JUnit: the characters XML 1.0 forbids replaced, so the file parses
-    html(text)            HTML content or an attribute's value
-    json_text(doc)        evidence: the exact text minus secrets (JSON evidence is data, not
-                          neutralised); a lone surrogate, which is no text, written as U+FFFD
-    capped(text, n), listed(items)  long outside text shortened, saying how long it was
 """
 
 from __future__ import annotations
@@ -50,6 +32,8 @@ _CONTROLS = "\x00-\x1f\x7f-\x9f"
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # can reorder what a reader sees
 _SEPARATORS = "\u2028\u2029"
 _SURROGATES = "\ud800-\udfff"  # a lone one cannot be written as UTF-8
+# str.isprintable() is False for each of these (the ASCII space is the only white space it
+# allows): a printable text has nothing to remove or escape.
 _UNPRINTABLE = re.compile(f"[{_CONTROLS}{_BIDI}{_SEPARATORS}{_SURROGATES}]")
 _IN_HTML = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]")
 _IN_XML = re.compile(f"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[{_BIDI}]")
@@ -70,9 +54,10 @@ def _escape(match: re.Match[str]) -> str:
     return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
-def _visible(text: str) -> str:
-    """ANSI sequences removed; control, bidirectional and lone surrogate characters escaped."""
-    return _UNPRINTABLE.sub(_escape, _ANSI.sub("", text))
+def _visible(text: str, unprintable: re.Pattern[str] = _UNPRINTABLE) -> str:
+    """ANSI sequences removed; the `unprintable` characters (by default control,
+    bidirectional and lone surrogate characters) escaped."""
+    return unprintable.sub(_escape, _ANSI.sub("", text))
 
 
 def capped(text: str, limit: int) -> str:
@@ -87,16 +72,13 @@ def listed(items: Sequence[object], shown: int = LISTED) -> str:
     return f"[{head}]{more}"
 
 
-def _plain(value: str) -> bool:
-    """No control, format (bidirectional), separator or surrogate character: nothing to remove
-    or escape (str.isprintable, in C; the ASCII space is the only white space it allows)."""
-    return value.isprintable()
-
-
 def terminal(text: object) -> str:
-    """One line of outside text for stdout or stderr (see the module's docstring)."""
+    """One line of outside text for stdout or stderr: ANSI sequences removed; newlines, control
+    and bidirectional characters escaped (\\n, \\x07, \\u202e); a leading `::` and any `##[`
+    broken, so no line evalgate did not write is a GitHub workflow command; at most
+    TERMINAL_CHARS characters."""
     value = scrub.text(str(text))
-    if _plain(value) and "##[" not in value and not value.lstrip(" ").startswith("::"):
+    if value.isprintable() and "##[" not in value and not value.lstrip(" ").startswith("::"):
         return capped(value, TERMINAL_CHARS)
     value = _LEADING_COMMAND.sub(r"\1\\x3a", _visible(value))
     return capped(value.replace("##[", "##\\x5b"), TERMINAL_CHARS)
@@ -127,7 +109,8 @@ def workflow_property(text: object) -> str:
 
 
 def markdown(text: object) -> str:
-    """A Markdown table cell or line of text: one line, its Markdown and HTML made literal."""
+    """A Markdown table cell or line of text: one line, ``\\ ` * [ ] | $`` backslash-escaped and
+    HTML written as entities, so a row keeps its cells."""
     return _MARKDOWN.sub(r"\\\g<0>", _html.escape(terminal(text), quote=False))
 
 
@@ -150,15 +133,13 @@ def xml(text: object) -> str:
     forbids (NUL and most control characters, lone surrogates) and bidirectional overrides
     escaped."""
     value = scrub.text(str(text))
-    return value if _plain(value) else _IN_XML.sub(_escape, _ANSI.sub("", value))
+    return value if value.isprintable() else _visible(value, _IN_XML)
 
 
 def html(text: object) -> str:
     """Text (or a number) made safe for HTML content and attribute values."""
     value = scrub.text(str(text))
-    if not _plain(value):
-        value = _IN_HTML.sub(_escape, _ANSI.sub("", value))
-    return _html.escape(value, quote=True)
+    return _html.escape(value if value.isprintable() else _visible(value, _IN_HTML), quote=True)
 
 
 def json_text(document: Any, *, indent: int | None = None) -> str:

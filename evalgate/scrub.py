@@ -25,7 +25,6 @@ from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 MASK = "***"
 MIN_LENGTH = 8
-"""Shorter values are placeholders (``EMPTY``, ``none``), not secrets."""
 
 
 def _forms(secret: str) -> set[str]:
@@ -54,8 +53,7 @@ def _pattern(form: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The secrets of a URL's user info: ``user:password`` (as written and decoded) and the
-    password; a user alone when there is no password (a token given as the user)."""
+    """The secrets of a URL's user info, as written and decoded (a user alone is a token)."""
     netloc = urlsplit(url).netloc
     if "@" not in netloc:
         return []
@@ -66,57 +64,35 @@ def url_secrets(url: str) -> list[str]:
     return [info, f"{unquote(user)}:{unquote(password)}", password, unquote(password)]
 
 
-class Secrets:
-    """A set of secrets, and the scrubbing of texts and JSON documents that hold them."""
-
-    def __init__(self, values: Iterable[str]) -> None:
-        forms = {form for v in values if len(v) >= MIN_LENGTH for form in _forms(v)}
-        # the longest first, so that a form inside another is never matched in its place
-        alternatives = sorted(forms, key=lambda form: (-len(form), form))
-        self._pattern = re.compile("|".join(map(_pattern, alternatives))) if forms else None
-
-    def __bool__(self) -> bool:
-        return self._pattern is not None
-
-    def text(self, text: str) -> str:
-        """`text` with every secret replaced by MASK."""
-        return text if self._pattern is None else self._pattern.sub(MASK, text)
-
-    def document(self, value: Any) -> Any:
-        """A JSON-like value with every string in it (keys included) scrubbed; other values as
-        they are (a number is never a secret's place)."""
-        if self._pattern is None:
-            return value
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.document(k): self.document(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.document(v) for v in value]
-        return value
-
-
-_active = Secrets(())
+_secrets: re.Pattern[str] | None = None
+"""Every form of every configured secret, the longest first (so that a form inside another is
+never matched in its place); None when no secret is configured."""
 
 
 def configure(keys: Iterable[str | None], urls: Iterable[str | None] = ()) -> None:
     """Make these API keys and the user info of these URLs the secrets every output is scrubbed
     of, from now on in this process."""
-    global _active  # noqa: PLW0603  # one set for the process: every writer and thread sees it
-    values = [key for key in keys if key]
-    _active = Secrets(values + [s for url in urls if url for s in url_secrets(url)])
+    global _secrets  # noqa: PLW0603  # one set for the process: every writer and thread sees it
+    values = [key for key in keys if key] + [s for url in urls if url for s in url_secrets(url)]
+    forms = {form for v in values if len(v) >= MIN_LENGTH for form in _forms(v)}
+    alternatives = sorted(forms, key=lambda form: (-len(form), form))
+    _secrets = re.compile("|".join(map(_pattern, alternatives))) if forms else None
 
 
 def text(value: str) -> str:
-    """`value` without the configured secrets."""
-    return _active.text(value)
+    """`value` with every configured secret replaced by MASK."""
+    return value if _secrets is None else _secrets.sub(MASK, value)
 
 
 def document(value: Any) -> Any:
-    """A JSON-like value without the configured secrets in any of its strings."""
-    return _active.document(value)
-
-
-def active() -> bool:
-    """Are any secrets configured?"""
-    return bool(_active)
+    """A JSON-like value with every string in it (keys included) scrubbed; other values as they
+    are (a number is never a secret's place)."""
+    if _secrets is None:
+        return value
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {document(k): document(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [document(v) for v in value]
+    return value

@@ -26,6 +26,7 @@ import msgspec
 
 from evalgate.errors import ArtifactError, ThresholdsError
 from evalgate.evidence.read import decode, read_bytes
+from evalgate.outside import capped
 
 TASK_KEY = "gsm8k"
 
@@ -46,20 +47,18 @@ class Floor(msgspec.Struct, frozen=True):
 
 
 def default_path() -> Path:
-    """The thresholds.json evalgate ships."""
     return Path(__file__).parent / "thresholds.json"
 
 
-def _floors(data: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """Every floor of a schema-valid file, with its JSON path."""
-    for task, value in data["default"].items():
-        yield f"$.default.{task}", value
-    for model, floors in data.get("models", {}).items():
-        for task, value in floors.items():
-            yield f"$.models.{model}.{task}", value
-    for index, entry in enumerate(data.get("overrides", [])):
-        for task, value in entry["thresholds"].items():
-            yield f"$.overrides[{index}].thresholds.{task}", value
+def _walk(node: Any, where: str = "$") -> Iterator[tuple[str, Any]]:
+    """Every value of a JSON document with its JSON path, outermost first."""
+    yield where, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _walk(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{where}[{index}]")
 
 
 def parse_thresholds(data: Any, path: str) -> Thresholds:
@@ -71,7 +70,7 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
         problems = [
             f"{where} is {value!r}".replace("nan", "NaN").replace("inf", "Infinity")
             + ", not a number in (0, 1]"
-            for where, value in _floors(data)
+            for where, value in _walk(data)  # a schema-valid file holds no number but floors
             if isinstance(value, float) and not math.isfinite(value)
         ]
         if "" in data.get("models", {}):  # every model name starts with ""
@@ -79,15 +78,10 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
     if problems:
         raise ThresholdsError(
             f"{path} is not a valid thresholds file: "
-            + "; ".join(_clipped(problem) for problem in problems[:5])
+            + "; ".join(capped(problem, 300) for problem in problems[:5])  # a value quoted whole
             + '. Thresholds are numbers in (0, 1], e.g. {"default": {"gsm8k": 0.90}}.'
         )
     return Thresholds(data=data, path=path)
-
-
-def _clipped(problem: str, limit: int = 300) -> str:
-    """A schema problem as a message shows it: one that quotes a huge value, cut."""
-    return problem if len(problem) <= limit else problem[: limit - 3] + "..."
 
 
 def load_thresholds(path: Path | None = None) -> Thresholds:
@@ -113,12 +107,12 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         data = decode(text, where=str(target), pairs=no_repeats)
     except ArtifactError as exc:
         syntax = isinstance(exc.__cause__, json.JSONDecodeError)  # else: nested too deep
-        data = _yaml_or_none(text, target) if syntax and suffix != ".json" else None
+        data = _yaml(text, target, fallback=True) if syntax and suffix != ".json" else None
         if not isinstance(data, dict):
             raise ThresholdsError(exc.message) from exc
         return parse_thresholds(data, str(target))
     if repeated:
-        where, key = next(_repeated_keys(data, repeated, "$"))
+        where, key = next((w, repeated[id(n)]) for w, n in _walk(data) if id(n) in repeated)
         raise ThresholdsError(
             f"{target} repeats the key {key!r} in one object ({where}): JSON readers keep only "
             "one of the two values, so the floor is ambiguous. Keep one entry and run again."
@@ -151,36 +145,18 @@ def _text(target: Path) -> str:
         ) from exc
 
 
-def _yaml_or_none(text: str, target: Path) -> Any:
-    """YAML as the fallback reading of a file that is not JSON: None where it is not YAML
-    either (the JSON error is then the one reported), refused where YAML reads it unsafely."""
-    try:
-        return _yaml(text, target)
-    except ThresholdsError as exc:
-        if exc.__cause__ is not None and getattr(exc.__cause__, "kind", "") == "syntax":
-            return None
-        raise
-
-
-def _yaml(text: str, target: Path) -> Any:
+def _yaml(text: str, target: Path, *, fallback: bool = False) -> Any:
+    """The file read as YAML. As the fallback reading of a file that is not JSON: None where it
+    is not YAML either (the JSON error is then the one reported); refused where YAML reads it
+    unsafely."""
     from evalgate.yamlfile import YamlRefused, load_yaml
 
     try:
         return load_yaml(text)
     except YamlRefused as exc:
+        if fallback and exc.kind == "syntax":
+            return None
         raise ThresholdsError(f"{target} {exc.message}.") from exc
-
-
-def _repeated_keys(node: Any, repeated: dict[int, str], where: str) -> Iterator[tuple[str, str]]:
-    """(JSON path, key) of every object that repeated a key, outermost first."""
-    if isinstance(node, dict):
-        if id(node) in repeated:
-            yield where, repeated[id(node)]
-        for key, value in node.items():
-            yield from _repeated_keys(value, repeated, f"{where}.{key}")
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _repeated_keys(value, repeated, f"{where}[{index}]")
 
 
 def resolve_floor(
@@ -199,27 +175,25 @@ def resolve_floor(
         if task in entry["thresholds"]
         and all(labels.get(key) == want for key, want in entry["match"].items())
     ]
+    models: dict[str, dict[str, float]] = data.get("models", {})
+    prefix = labels.get("model_prefix")
+    starts = [key for key in models if model and model.startswith(key) and task in models[key]]
     if overrides:
         index, entry = max(overrides, key=lambda pair: (len(pair[1]["match"]), pair[0]))
         matched = ",".join(f"{k}={v}" for k, v in sorted(entry["match"].items()))
-        return Floor(
-            float(entry["thresholds"][task]), f"override[{index}]:{matched}", thresholds.path
-        )
-
-    models: dict[str, dict[str, float]] = data.get("models", {})
-    if model is not None and task in models.get(model, {}):
-        return Floor(float(models[model][task]), f"model:{model}", thresholds.path)
-    prefix = labels.get("model_prefix")
-    if isinstance(prefix, str) and task in models.get(prefix, {}):
-        return Floor(float(models[prefix][task]), f"prefix:{prefix}", thresholds.path)
-    if model is not None:
-        starts = [key for key in models if model.startswith(key) and task in models[key]]
-        if starts:
-            key = max(starts, key=len)
-            return Floor(float(models[key][task]), f"prefix:{key}", thresholds.path)
-    if task not in data["default"]:
+        value, matched = entry["thresholds"][task], f"override[{index}]:{matched}"
+    elif model is not None and task in models.get(model, {}):
+        value, matched = models[model][task], f"model:{model}"
+    elif isinstance(prefix, str) and task in models.get(prefix, {}):
+        value, matched = models[prefix][task], f"prefix:{prefix}"
+    elif starts:
+        key = max(starts, key=len)
+        value, matched = models[key][task], f"prefix:{key}"
+    elif task in data["default"]:
+        value, matched = data["default"][task], "default"
+    else:
         raise ThresholdsError(
             f"{thresholds.path} has no threshold for task {task!r} for model {model!r}: add "
             f'{json.dumps(task)} to "default".'
         )
-    return Floor(float(data["default"][task]), "default", thresholds.path)
+    return Floor(float(value), matched, thresholds.path)

@@ -78,17 +78,15 @@ class _Loader(yaml.SafeLoader):
         self._depth += 1
         self._nodes += 1
         try:
-            if self._depth > MAX_DEPTH:
-                raise YamlRefused(
-                    "nesting",
-                    f"is nested more than {MAX_DEPTH} levels deep (line "
-                    f"{_line(self.peek_event())}): no task or thresholds file needs that",  # type: ignore[no-untyped-call]
+            if self._depth > MAX_DEPTH or self._nodes > MAX_NODES:
+                kind, what = (
+                    ("nesting", f"is nested more than {MAX_DEPTH} levels deep")
+                    if self._depth > MAX_DEPTH
+                    else ("size", f"holds more than {MAX_NODES:,} values")
                 )
-            if self._nodes > MAX_NODES:
+                line = _line(self.peek_event())  # type: ignore[no-untyped-call]
                 raise YamlRefused(
-                    "size",
-                    f"holds more than {MAX_NODES:,} values (line "
-                    f"{_line(self.peek_event())}): no task or thresholds file needs that",  # type: ignore[no-untyped-call]
+                    kind, f"{what} (line {line}): no task or thresholds file needs that"
                 )
             return super().compose_node(parent, index)
         finally:

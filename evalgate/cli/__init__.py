@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 from collections.abc import Iterable, Sequence
-from types import ModuleType
 from typing import Any, NoReturn, TextIO
 
 from evalgate import outside, scrub
@@ -41,10 +40,6 @@ EPILOG = """exit codes:
 """
 
 
-def _load(name: str) -> ModuleType:
-    return importlib.import_module(f"evalgate.cli.{name}")
-
-
 def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
     parser.add_argument(
         "-v",
@@ -63,10 +58,15 @@ class _Parser(argparse.ArgumentParser):
         super().error(outside.terminal(message))
 
 
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand named in `argv`."""
+    return next((a for a in argv if a in SUBCOMMANDS), None)
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser. Only the subcommand named in `argv` gets its flags (and their
     imports); with no argv, every subcommand does (for documentation and tests)."""
-    chosen = next((a for a in argv if a in SUBCOMMANDS), None) if argv is not None else None
+    chosen = _chosen(argv) if argv is not None else None
     parser = _Parser(
         prog="evalgate",
         description="Accuracy gate for LLM inference benchmarks (GSM8K through lm-eval).",
@@ -77,7 +77,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_verbose(parser, default=0)
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = _load(name)
+        module = importlib.import_module(f"evalgate.cli.{name}")
         child = sub.add_parser(
             name,
             help=module.HELP.replace("%", "%%"),  # argparse %-formats help, not descriptions
@@ -121,14 +121,6 @@ def _configure_logging(verbose: int) -> None:
     root.propagate = False
 
 
-def _open_closed_streams() -> None:
-    """A stream the shell closed (``2>&-``) is None in Python: write it to nothing, so that the
-    run still ends with its exit code and its result instead of a crash."""
-    for name in ("stdout", "stderr"):
-        if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
-
-
 class _Guarded:
     """A standard stream that cannot break a run and never shows a configured secret: what is
     written is scrubbed (evalgate.scrub); the first write that fails (a full device, a closed
@@ -162,22 +154,24 @@ class _Guarded:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `evalgate` console script."""
-    _open_closed_streams()
-    out, err = _Guarded(sys.stdout), _Guarded(sys.stderr)
+    """The `evalgate` command, returning its exit code."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    # A stream the shell closed (``2>&-``) is None in Python: write it to nothing, so that the
+    # run still ends with its exit code and its result instead of a crash.
+    out, err = (
+        _Guarded(open(os.devnull, "w", encoding="utf-8") if s is None else s)  # noqa: SIM115
+        for s in (sys.stdout, sys.stderr)
+    )
     sys.stdout, sys.stderr = out, err
     try:
-        code = _main(argv)
+        code = _main(arguments)
         out.flush()
         err.flush()
     finally:
         sys.stdout, sys.stderr = out.stream, err.stream
     if out.failure is not None:
         sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  # no flush at exit
-        command = next(
-            (a for a in (sys.argv[1:] if argv is None else argv) if a in SUBCOMMANDS), ""
-        )
-        recorded = command in RECORDING
+        recorded = _chosen(arguments) in RECORDING
         reason = out.failure.strerror or type(out.failure).__name__
         with contextlib.suppress(OSError):
             print(
@@ -195,8 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
+def _main(arguments: list[str]) -> int:
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)
     if getattr(args, "_command", None) is None:
@@ -206,18 +199,16 @@ def _main(argv: Sequence[str] | None) -> int:
     scrub.configure(*credentials_environment())  # a command with settings adds its own flags
     try:
         return int(args._command(args))
-    except EvalgateError as exc:
-        if args.verbose:
-            logging.getLogger("evalgate").exception("traceback")
-        print(f"{type(exc).__name__}: {outside.terminal(exc.message)}", file=sys.stderr)
-        return int(exc.exit_code)
     except KeyboardInterrupt:
         print("AbortedError: interrupted", file=sys.stderr)
         return int(ExitCode.ABORTED)
-    except Exception as exc:  # never exit 1 ("below threshold") for a crash
+    except Exception as exc:
         if args.verbose:
             logging.getLogger("evalgate").exception("traceback")
-        print(
+        if isinstance(exc, EvalgateError):
+            print(f"{type(exc).__name__}: {outside.terminal(exc.message)}", file=sys.stderr)
+            return int(exc.exit_code)
+        print(  # never exit 1 ("below threshold") for a crash
             f"InternalError: unexpected {type(exc).__name__}: {outside.terminal(exc)}. Rerun "
             "with -v for the traceback, and please report it.",
             file=sys.stderr,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evalgate.cli.verify import add_max_drop, write_file
 from evalgate.compare import DEFAULT_FLIPS
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
 
 HELP = (
     "pair two runs over the same questions and test whether the candidate lost accuracy "
@@ -15,17 +15,9 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `evalgate compare`."""
     parser.add_argument("baseline", type=Path, help="the reference run: its folder or result.json")
     parser.add_argument("candidate", type=Path, help="the run after the change: folder or file")
-    parser.add_argument(
-        "--max-drop",
-        type=float,
-        default=DEFAULT_MAX_DROP,
-        metavar="FRACTION",
-        help="the margin: the largest drop in accuracy that still counts as equivalent, as a "
-        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
-    )
+    add_max_drop(parser, "the margin: ")
     parser.add_argument(
         "--allow-protocol-drift",
         action="store_true",
@@ -51,7 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    """Compare, print the report, return the finding's exit code."""
     from evalgate import outside
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.report import comparison_document, render_markdown, render_text
@@ -70,7 +61,6 @@ def command(args: argparse.Namespace) -> int:
         text = render_text(comparison, flips=args.flips)
     print(text, end="")
     if args.html:
-        from evalgate.cli.verify import write_file
         from evalgate.compare import html
 
         write_file(args.html, html.render(comparison))

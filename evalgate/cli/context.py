@@ -14,7 +14,7 @@ HELP = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from evalgate.cli import flags  # pydantic loads only for the subcommand being run
 
-    flags.add_settings_arguments(parser, (*flags.ENDPOINT, *flags.CONTEXT))
+    flags.add_settings_arguments(parser, without=(*flags.PROBE, *flags.EVAL, *flags.HOOK))
     parser.add_argument(
         "--format",
         choices=["env", "json", "text"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -24,43 +24,6 @@ from evalgate.settings.environment import credentials
 from evalgate.settings.values import TOKEN_LENGTHS, token_count
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
-ENDPOINT = (
-    "port",
-    "base_url",
-    "model",
-    "served_model_name",
-    "api_key",
-    "api",
-    "worker_urls",
-    "ready_timeout",
-    "discovery_timeout",
-    "connect_timeout",
-    "keepalive_idle",
-    "keepalive_interval",
-    "keepalive_probes",
-    "max_response_bytes",
-    "retry_wait_min",
-    "retry_wait_max",
-)
-CONTEXT = (
-    "isl",
-    "osl",
-    "context_margin",
-    "model_config_path",
-    "served_max_model_len",
-    "server_config",
-    "prefill_server_config",
-    "decode_server_config",
-    "eval_max_model_len",
-    "max_tokens",
-    "max_tokens_cap",
-    "budget_policy",
-    "limit",
-    "task",
-    "dataset_dir",
-    "dataset_hub",
-    "eval_tasks_dir",
-)
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
 EVAL = (
     "num_concurrent",
@@ -88,11 +51,11 @@ EVAL = (
     "result_filename",
 )
 HOOK = ("concurrency", "layout")
-"""Flags only `evalgate hook` takes."""
+"""The settings of the stages after the context: `evalgate context` takes every flag but these,
+`probe` all but EVAL and HOOK, `run` all but HOOK (only `evalgate hook` takes those)."""
 
 
 def flag_name(field: str) -> str:
-    """The flag for a settings field."""
     return "--" + FLAG_NAMES.get(field, field.replace("_", "-"))
 
 
@@ -136,9 +99,9 @@ def _tokens(text: str) -> int:
         ) from None
 
 
-def add_settings_arguments(parser: argparse.ArgumentParser, fields: Iterable[str]) -> None:
-    """Add one flag per settings field; defaults stay in Settings."""
-    for field in fields:
+def add_settings_arguments(parser: argparse.ArgumentParser, without: Collection[str] = ()) -> None:
+    """Add one flag per settings field but those `without`; defaults stay in Settings."""
+    for field in [name for name in Settings.model_fields if name not in without]:
         annotation = _base_type(Settings.model_fields[field].annotation)
         kwargs: dict[str, Any] = {"dest": field, "default": argparse.SUPPRESS, "help": _help(field)}
         origin = typing.get_origin(annotation)

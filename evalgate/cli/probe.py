@@ -13,7 +13,7 @@ HELP = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from evalgate.cli import flags  # pydantic loads only for the subcommand being run
 
-    flags.add_settings_arguments(parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE))
+    flags.add_settings_arguments(parser, without=(*flags.EVAL, *flags.HOOK))
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 

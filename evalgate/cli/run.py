@@ -19,9 +19,7 @@ HELP = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from evalgate.cli import flags  # pydantic loads only for the subcommand being run
 
-    flags.add_settings_arguments(
-        parser, (*flags.ENDPOINT, *flags.CONTEXT, *flags.PROBE, *flags.EVAL)
-    )
+    flags.add_settings_arguments(parser, without=flags.HOOK)
     parser.add_argument(
         "--resume",
         action="store_true",

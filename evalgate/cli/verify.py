@@ -86,7 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
-    """--baseline and the flags that go with it."""
     parser.add_argument(
         "--baseline",
         nargs="+",
@@ -96,19 +95,24 @@ def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
         "pair every config with the same config there, question by question, and fail on a "
         "REGRESSION even over the floor (see docs/verify.md)",
     )
-    parser.add_argument(
-        "--max-drop",
-        type=float,
-        default=DEFAULT_MAX_DROP,
-        metavar="FRACTION",
-        help="with --baseline: the largest drop that still counts as equivalent, as a fraction "
-        f"(default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
-    )
+    add_max_drop(parser, "with --baseline: ")
     parser.add_argument(
         "--waivers",
         metavar="FILE",
         help="with --baseline: accepted regressions, YAML or JSON (config, reason, who, until); "
         "a waived REGRESSION does not fail, an expired waiver does",
+    )
+
+
+def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """--max-drop, the margin of compare and of verify --baseline."""
+    parser.add_argument(
+        "--max-drop",
+        type=float,
+        default=DEFAULT_MAX_DROP,
+        metavar="FRACTION",
+        help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
+        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
     )
 
 
@@ -137,18 +141,19 @@ def _is_input(path: str, roots: list[str]) -> bool:
     if not (name in ("result.json", "meta_env.json", "hook.json") or is_results_file(name)):
         return False
     # as written and as resolved: verify follows links to folders, so a path through one is read
-    for target, bases in (
-        (os.path.abspath(path), [os.path.abspath(root) for root in roots]),
-        (os.path.realpath(path), [os.path.realpath(root) for root in roots]),
-    ):
-        if any(target == base or target.startswith(base.rstrip(os.sep) + os.sep) for base in bases):
-            return True
-    return False
+    return any(
+        target == base or target.startswith(base.rstrip(os.sep) + os.sep)
+        for target, bases in (
+            (os.path.abspath(path), map(os.path.abspath, roots)),
+            (os.path.realpath(path), map(os.path.realpath, roots)),
+        )
+        for base in bases
+    )
 
 
-def _check_writable(label: str, path: str) -> None:
-    """Refuse an output that cannot be written before any verdict is printed: found after the
-    verdict, it would turn a printed PASS into exit 2."""
+def _check_output(label: str, path: str, roots: list[str]) -> None:
+    """Refuse an output that cannot be written, or that is one of verify's inputs, before any
+    verdict is printed: found after the verdict, it would turn a printed PASS into exit 2."""
     from evalgate.errors import ArtifactError
 
     target = Path(path)
@@ -163,12 +168,19 @@ def _check_writable(label: str, path: str) -> None:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
         else:
-            writable = os.access(target, os.W_OK) if target.exists() else None
-            if writable is None:
-                writable = os.access(target.parent, os.W_OK | os.X_OK)
+            writable = (
+                os.access(target, os.W_OK)
+                if target.exists()
+                else os.access(target.parent, os.W_OK | os.X_OK)
+            )
             reason = None if writable else "Permission denied"
     if reason is not None:
         raise ArtifactError(f"Cannot write {path}: {reason} ({label}). Pass a writable path.")
+    if _is_input(path, roots):
+        raise ArtifactError(
+            f"{label} {path} is one of the files verify reads: writing it would destroy "
+            "the evidence. Write the report outside the results."
+        )
 
 
 def command(args: argparse.Namespace) -> int:
@@ -190,14 +202,7 @@ def command(args: argparse.Namespace) -> int:
         ("GITHUB_STEP_SUMMARY", summary),
     ):
         if path:
-            _check_writable(label, path)
-            if _is_input(path, [*args.paths, *(args.baseline or [])]):
-                from evalgate.errors import ArtifactError
-
-                raise ArtifactError(
-                    f"{label} {path} is one of the files verify reads: writing it would destroy "
-                    "the evidence. Write the report outside the results."
-                )
+            _check_output(label, path, [*args.paths, *(args.baseline or [])])
     baseline = _baseline(args)
     result = sweep.verify(
         list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples

@@ -66,7 +66,6 @@ class Dataset(msgspec.Struct, frozen=True):
 
 
 def bundled_dir() -> Path:
-    """The folder inside the installed package that holds the shipped copy."""
     return Path(__file__).parent / "data" / "gsm8k"
 
 
@@ -112,12 +111,10 @@ def _read_split(path: Path) -> list[dict[str, str]]:
 
 def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Dataset:
     """Locate, verify and read GSM8K. Raises DatasetError with the file and what to do."""
-    folder = dataset_dir if dataset_dir is not None else bundled_dir()
-    source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
     if hub and dataset_dir is not None:
         raise DatasetError("Give either --dataset-dir or --dataset-hub, not both.")
-    if hub:
-        folder = bundled_dir()
+    source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
+    folder = dataset_dir if dataset_dir is not None else bundled_dir()
     files = {split: folder / f"{split}.jsonl" for split in SPLITS}
     sha256: dict[str, str] = {}
     for split, path in files.items():

@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, render
+from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, Template, render
 
 Message = dict[str, str]
 
@@ -36,30 +36,23 @@ class Prompt:
         return len(self.text or "")
 
 
-def _question(spec: TaskSpec, doc: dict[str, str]) -> str:
-    return render(str(spec.config["doc_to_text"]), doc)
-
-
-def _answer(spec: TaskSpec, doc: dict[str, str]) -> str:
-    return render(str(spec.config["doc_to_target"]), doc)
-
-
 def build_prompt(
     spec: TaskSpec, doc_id: int, doc: dict[str, str], shots: Sequence[dict[str, str]]
 ) -> Prompt:
     """The prompt lm-eval sends for one question, given its few-shot examples."""
     description = render(str(spec.config.get("description") or ""), doc)
+    question, answer = (Template(str(spec.config[key])) for key in ("doc_to_text", "doc_to_target"))
     if spec.api == "chat":
         messages: list[Message] = []
         if description:
             messages.append({"role": "system", "content": description})
         for shot in shots:
-            messages.append({"role": "user", "content": _question(spec, shot)})
-            messages.append({"role": "assistant", "content": _answer(spec, shot)})
-        messages.append({"role": "user", "content": _question(spec, doc)})
+            messages.append({"role": "user", "content": question(shot)})
+            messages.append({"role": "assistant", "content": answer(shot)})
+        messages.append({"role": "user", "content": question(doc)})
         return Prompt(doc_id, tuple(messages), None)
-    text = "".join(f"{_question(spec, shot)} {_answer(spec, shot)}\n\n" for shot in shots)
-    return Prompt(doc_id, None, description + text + _question(spec, doc))
+    text = "".join(f"{question(shot)} {answer(shot)}\n\n" for shot in shots)
+    return Prompt(doc_id, None, description + text + question(doc))
 
 
 def build_prompts(

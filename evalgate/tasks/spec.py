@@ -20,7 +20,7 @@ from evalgate.errors import DatasetError, UsageError
 from evalgate.tasks.dataset import HUB_NAME, HUB_PATH, Dataset, load_dataset
 from evalgate.tasks.syntax import FIELD
 from evalgate.tasks.taskdata import load_file_data
-from evalgate.tasks.taskfile import load_task_file as load_task_file_config
+from evalgate.tasks.taskfile import load_task_file
 
 FEWSHOT_SEED = 1234
 """lm-eval's default few-shot seed; evalgate pins it so two runs draw the same shots."""
@@ -66,7 +66,6 @@ class TaskSpec:
 
 
 def tasks_dir() -> Path:
-    """The folder of evalgate's task files inside the installed package."""
     return Path(__file__).parent
 
 
@@ -75,40 +74,29 @@ BUILT_IN = ("gsm8k", "gpqa_diamond_cot_n_shot")
 
 
 def load_task(api: str, task: str = "gsm8k") -> TaskSpec:
-    """Read the task file for a task and an API (chat or completions)."""
-    if task == "gsm8k":
-        path = tasks_dir() / f"gsm8k_evalgate_{api}.yaml"
-    elif task in BUILT_IN:
-        path = tasks_dir() / f"{task}.yaml"
-    else:
-        return load_task_file(api, Path(task))
-    raw = path.read_bytes()
+    """Read the task file for a task and an API (chat or completions): evalgate's own, or the
+    user's lm-eval YAML file, checked whole (tasks/taskfile.py)."""
+    if task not in BUILT_IN:
+        path = Path(task)
+        config, raw = load_task_file(path)
+        digest = hashlib.sha256(raw).hexdigest()
+        return TaskSpec(api, _with_defaults(path, config), digest, path.resolve())
+    name = f"gsm8k_evalgate_{api}" if task == "gsm8k" else task
+    raw = (tasks_dir() / f"{name}.yaml").read_bytes()
     return TaskSpec(api=api, config=yaml.safe_load(raw), sha256=hashlib.sha256(raw).hexdigest())
-
-
-def load_task_file(api: str, path: Path) -> TaskSpec:
-    """A task the user names by its lm-eval YAML file, checked whole (tasks/taskfile.py)."""
-    config, raw = load_task_file_config(path)
-    return TaskSpec(
-        api=api,
-        config=_with_defaults(path, config),
-        sha256=hashlib.sha256(raw).hexdigest(),
-        path=path.resolve(),
-    )
 
 
 def _with_defaults(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     """A checked task file as evalgate runs it: local data resolved, lm-eval's defaults filled."""
-    if not isinstance(config.get("task"), str):
+    if "task" not in config:
         raise UsageError(f"{path} names no task (its `task:` key). Fix the task file.")
-    files = (config.get("dataset_kwargs") or {}).get("data_files")
-    if config.get("dataset_path") != "json" or not isinstance(files, dict) or not files:
+    files = config.get("dataset_kwargs", {}).get("data_files")
+    if config.get("dataset_path") != "json" or not files:
         raise UsageError(
             f"{path}: its data must be local JSONL files (dataset_path: json and "
             "dataset_kwargs: {data_files: {test: FILE, train: FILE}}), not "
             f"{config.get('dataset_path')!r}. Point the task file at local copies."
         )
-    config = dict(config)
     config["dataset_kwargs"] = {
         "data_files": {split: str(path.parent / str(file)) for split, file in files.items()}
     }

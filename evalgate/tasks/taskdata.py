@@ -44,7 +44,12 @@ def load_file_data(config: Mapping[str, Any], source: Path, num_fewshot: int) ->
     needs = {shot_split: shot} if num_fewshot else {}
     rows, sha256 = {}, {}
     for split, path in files.items():
-        data = _file_bytes(path)
+        try:
+            data = read_bytes(path)
+        except ArtifactError as exc:
+            raise DatasetError(
+                f"{exc.message} The task file's data_files must name local JSONL files."
+            ) from exc
         sha256[split] = hashlib.sha256(data).hexdigest()
         rows[split] = _rows(path, data, fields if split == test_split else needs.get(split, {}))
     if not rows[test_split]:
@@ -66,15 +71,6 @@ def needed_fields(config: Mapping[str, Any]) -> dict[str, str]:
     if any(step["function"] == "multi_choice_regex" for step in steps):
         fields["choices"] = "the multi_choice_regex filter"
     return fields
-
-
-def _file_bytes(path: Path) -> bytes:
-    try:
-        return read_bytes(path)
-    except ArtifactError as exc:
-        raise DatasetError(
-            f"{exc.message} The task file's data_files must name local JSONL files."
-        ) from exc
 
 
 def _unique(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:

@@ -181,12 +181,11 @@ def _number(where: _Where, value: Any) -> float | int:
     return value
 
 
-def _stops(where: _Where, value: Any) -> Any:
-    return _text(where, value) if isinstance(value, str) else _items(where, value, _text)
-
-
 def _generation(where: _Where, value: Any) -> dict[str, Any]:
-    known: dict[str, Checker] = {"until": _stops, "do_sample": _one_of(False, True)}
+    known: dict[str, Checker] = {
+        "until": lambda w, v: _text(w, v) if isinstance(v, str) else _items(w, v, _text),
+        "do_sample": _one_of(False, True),
+    }
     known.update(dict.fromkeys(SAMPLING, _number))
     return _mapping(where, value, known)
 
@@ -235,14 +234,6 @@ def _regexes(where: _Where, value: Any) -> list[str]:
     return _items(where, value, _regex)
 
 
-def _fewshot(where: _Where, value: Any) -> dict[str, Any]:
-    return _mapping(where, value, {"sampler": _one_of("default")})
-
-
-def _files(where: _Where, value: Any) -> dict[str, Any]:
-    return _mapping(where, value, {"data_files": _splits})
-
-
 def _splits(where: _Where, value: Any) -> dict[str, str]:
     """data_files: a file name for each split, any split names."""
     if not isinstance(value, dict):
@@ -278,7 +269,7 @@ KEYS: dict[str, Checker] = {
     "task_alias": _text,
     "tag": _tags,
     "dataset_path": _text,
-    "dataset_kwargs": _files,
+    "dataset_kwargs": lambda w, v: _mapping(w, v, {"data_files": _splits}),
     "training_split": _text,
     "validation_split": _text,
     "test_split": _text,
@@ -289,7 +280,7 @@ KEYS: dict[str, Checker] = {
     "description": _template,
     "target_delimiter": _text,
     "fewshot_delimiter": _text,
-    "fewshot_config": _fewshot,
+    "fewshot_config": lambda w, v: _mapping(w, v, {"sampler": _one_of("default")}),
     "num_fewshot": _count,
     "generation_kwargs": _generation,
     "filter_list": lambda where, value: _items(where, value, _filter),
