@@ -1,13 +1,5 @@
-"""Evidence on disk: the one writer and the one reader of every file a run leaves.
-
-Each file is written to a temporary file in the same folder, flushed to disk, then renamed over
-the target: a reader (or a crash) sees the old file or the new one, never half of one. What is
-written is first read back as the reader reads it (a document that breaks the contract is
-evalgate's bug); what is read is decoded strictly into the contract, evidence/model.py, by the
-one reader, evidence/read.py.
-
-The folder itself (one run at a time, the overwrite rule, no write through a link) is
-evidence.folder's.
+"""Evidence on disk: the one writer (atomic, each document read back first: RELIABILITY.md) and
+the one reader of every file a run leaves (docs/architecture.md, "One evidence contract").
 """
 
 from __future__ import annotations
@@ -160,5 +152,4 @@ def read_samples(path: Path) -> list[Sample]:
 
 
 def read_hook(path: Path | str) -> HookSummary:
-    """hook.json, decoded."""
     return read(path, HookSummary, "is not an evalgate hook summary")

@@ -1,17 +1,5 @@
-"""The output folder: one run at a time, and no write through a link.
-
-A run (or a hook, for its staging folder) holds ``.evalgate.lock`` in its folder from before its
-first check to after its last write: an exclusive ``flock`` on that file, which the kernel drops
-when the process ends, however it ends, so a lock file left by a killed run never blocks the
-next. The file holds the holder's process id, which a refused run names. On NFS, Linux emulates
-``flock`` with a POSIX lock on the server; a file system with no locks at all (NFS without its
-lock service, Lustre mounted ``noflock``) is said in a warning, and the run goes on unlocked
-(RELIABILITY.md, the output folder, says where the lock holds).
-
-Files evalgate writes whole are renamed into place (artifacts.write_atomic), which replaces a
-link instead of following it. The two it writes in place, the journal (appended to) and the lock,
-are opened with ``O_NOFOLLOW``: a symbolic link there is refused, never written through; so is
-one where a hook puts its run folders (``conc-<N>``, ``evalgate/``).
+"""The output folder: one run at a time (an ``flock`` the kernel drops however the run ends), no
+write through a link. The rules, and where the lock holds: RELIABILITY.md, "The output folder".
 """
 
 from __future__ import annotations

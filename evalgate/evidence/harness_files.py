@@ -1,13 +1,6 @@
-"""The benchmark harness's eval files (evidence/harness_layout.py), written from what
-`evalgate hook` produced.
-
-A concurrency counts as completed, as in the harness, when its eval finished with scores (a
-pass, or a fail on its scores); any other (an error, an abort, a gate failure on truncated
-answers, a concurrency never run) is listed in ``failed_eval_concs``, which the harness's
-validator fails on. The meta_env.json is rewritten after every run, so an interrupted hook
-still leaves one that says how far it got.
-
-Pure functions build each document; ``stage_run`` and ``write_meta`` are the I/O.
+"""The benchmark harness's eval files, written from what `evalgate hook` produced, so its
+validator and collector read evalgate's eval as their own (docs/harness.md, "What stays the
+same"). Pure functions build each document; ``stage_run`` and ``write_meta`` are the I/O.
 """
 
 from __future__ import annotations
@@ -75,11 +68,8 @@ def _first(env: Mapping[str, str], *names: str, default: str = "") -> str:
 
 
 def _phase(env: Mapping[str, str], phase: str, tp_default: str) -> dict[str, Any]:
-    """One phase's topology as the harness bridges it: TP from PREFILL_TP or PREFILL_TP_SIZE,
-    EP = the TP size when ENABLE_EP is set and EP is 1, DP attention from DP_ATTN,
-    DP_ATTENTION or ENABLE_DP, workers from NUM_WORKERS or xP/yD. Where the phase says nothing,
-    the job's own EP_SIZE and DP_ATTENTION hold (a single-node job's true values; the harness
-    writes 1 and false there, a mistake not copied: see docs/harness.md)."""
+    """One phase's topology as the harness bridges it, but where the phase says nothing the
+    job's own EP_SIZE and DP_ATTENTION hold (docs/harness.md, the variables and (1))."""
     p = phase.upper()
     tp = _first(env, f"{p}_TP", f"{p}_TP_SIZE", default=tp_default)
     ep = _first(env, f"{p}_EP", "EP_SIZE", default="1")
@@ -253,5 +243,4 @@ def stage_run(
 
 
 def write_meta(out_dir: Path, meta: Mapping[str, Any]) -> Path:
-    """The batch's meta_env.json."""
     return artifacts.write_json(out_dir / artifacts.META_NAME, dict(meta))

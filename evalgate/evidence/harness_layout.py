@@ -1,19 +1,6 @@
-"""The benchmark harness's eval files: their names, and its meta_env.json read back.
-
-The harness's job script leaves, in its working directory (``append_lm_eval_summary``; see
-REFERENCE.md §5), one ``meta_env.json`` describing the job and, per concurrency of a batch,
-lm-eval's ``results_<ts>_conc<N>.json`` and ``samples_<task>_<ts>_conc<N>.jsonl``. Its workflow
-uploads ``meta_env.json``, ``results*.json`` and ``sample*.jsonl`` from there; its collector and
-its validator read them. ``evalgate hook --layout harness`` leaves the same files
-(evidence/harness_files.py writes them), so that workflow takes evalgate's eval as its own:
-
-    meta_env.json                          the harness's keys, batch keys included
-    results_<ts>_conc<N>.json              lm-eval's results, the task named gsm8k
-    samples_gsm8k_<ts>_conc<N>.jsonl       one lm-eval sample record per question and filter
-    evalgate/conc-<N>/result.json, ...     evalgate's own evidence, out of the upload globs' way
-    evalgate/hook.json
-
-`evalgate verify` reads a sweep's harness files with the functions here.
+"""The benchmark harness's eval files: their names, and its meta_env.json read back, so
+`evalgate verify` reads a harness sweep and `hook --layout harness` writes what the harness's
+workflow takes (docs/harness.md, "What stays the same" and "What evalgate adds").
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The eval's journal: every answer appended as it arrives, so nothing done is lost.
-
-``journal.jsonl`` in the output folder starts with a header line holding the run's fingerprint
-(engine version, served limits, model, and the protocol: task file, data set, API, budget,
-question count). Each further line is one answered request, keyed by the sha256 of its body.
-A Ctrl-C or SIGTERM leaves every answer received so far on disk; a rerun with the same
-fingerprint (``--resume``) sends only the requests not yet answered. A journal whose fingerprint
-differs is never reused.
-
-A line is a Reply under the journal's own names (``key``, ``text``, ``source``), the ones
-journals have always been written with, so a journal from an earlier evalgate still resumes.
+"""The eval's journal: every answer appended as it arrives, so a Ctrl-C or SIGTERM loses nothing
+done and ``--resume`` sends only the requests not yet answered, under the same fingerprint. A
+line keeps the names journals have always been written with, so an earlier one still resumes.
 """
 
 from __future__ import annotations
@@ -41,7 +33,7 @@ _KEPT = (
 
 
 def body_key(body: dict[str, Any]) -> str:
-    """A stable key for a request body."""
+    """The sha256 of a request body: its answer's key in the journal."""
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 

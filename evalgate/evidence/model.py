@@ -1,29 +1,5 @@
-"""The evidence contract: result.json, one line of samples.jsonl, and hook.json.
-
-This module is the one statement of what those files hold: the JSON schemas in
-``evalgate/schemas`` are generated from it (``python -m evalgate.schemas``), and
-``evidence/read.py`` decodes every file strictly into these types, so a document the reader
-accepts is one the schema accepts. Every stage returns typed values; ``gate.record`` puts
-them together into one ``Result``; ``evidence.artifacts`` writes and reads the files.
-
-    Result                       result.json (schema evalgate.result/1)
-    ├── Labels                   the benchmark config: model prefix, hardware, ..., topology
-    ├── EndpointRecord           where the engine was, and what it said it is
-    ├── ContextRecord            EVAL_MAX_MODEL_LEN, the budget, every source (lengths.Limit)
-    ├── ProbeRecord              the pre-flight request's outcome   (those three: stage_records.py)
-    ├── EvalRecord               a Protocol (task, API, budget, data set) and RequestCounts
-    │   │                        (request_counts.py)
-    │   └── EarlyStopRecord      --early-stop: the sequential test, where it stopped
-    ├── Score, Check             lm-eval's scores, and the gate rule's judgment of each
-    └── VerdictRecord            the gate rule's decision and its parameters
-    Sample                       one line of samples.jsonl: a question, its Reply, per filter
-    HookSummary                  hook.json: every concurrency of an `evalgate hook` call
-                                 (hook_summary.py)
-
-The base record and the bounded values every part uses are in fields.py.
-
-A field with no default is required in the file; ``X | None`` may be null; ``X | UnsetType``
-may be absent but never null (files written before evalgate recorded it).
+"""The evidence contract: result.json, one line of samples.jsonl, and hook.json; the schemas and
+the reader follow from it. Its types, drawn: docs/architecture.md, "The evidence contract".
 """
 
 from __future__ import annotations

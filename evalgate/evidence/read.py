@@ -1,20 +1,6 @@
-"""The one reader of JSON: evalgate's evidence and every JSON input it is given.
-
-``read(path, Type)`` decodes a file strictly into a type of the evidence contract
-(evidence/model.py), or into plain JSON values (``Any``): msgspec first, in C; text msgspec
-refuses as JSON goes to Python's json module, which accepts what it accepts (NaN, Infinity) and
-says at which line and column the text breaks. A document that does not fit its type is
-refused naming the JSON path of what is wrong, first: ``$.scores[0].n: Expected `int`, got
-`str```. Every failure is an ArtifactError (a usage error, exit 2), never an internal one.
-
-Nesting is bounded: msgspec and json both stop a document nested deeper than the interpreter's
-recursion limit (some 1,000 levels less the caller's stack) with RecursionError, and plain
-values are held to MAX_DEPTH levels, so nothing that walks them later (a schema check, a
-message that shows a value) recurses near that limit. Either way the file is malformed. So is
-an integer past 64 bits in a document of the contract (no count or length evalgate writes is
-one, and the arithmetic on it would overflow), or past what a float holds in plain values (a
-tokenizer_config's model_max_length of 10^30 is read); Python's json, which refuses integers of
-over 4,300 digits, says so as any other malformed text.
+"""The one reader of JSON, evidence and every input: a strict decode whose errors name the JSON
+path, so a hostile file is malformed (ArtifactError, exit 2), never a crash. The rules (msgspec,
+then Python's json; nesting and integer bounds): docs/architecture.md, "One evidence contract".
 """
 
 from __future__ import annotations

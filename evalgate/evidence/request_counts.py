@@ -54,5 +54,4 @@ class RequestCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):  
 
     @classmethod
     def zero(cls) -> RequestCounts:
-        """No request yet."""
         return cls(total=0, completed=0, failed=0, truncated=0, empty=0)

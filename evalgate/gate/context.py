@@ -1,13 +1,5 @@
-"""The eval context and the output budget: pure decisions, every step recorded.
-
-    EVAL_MAX_MODEL_LEN = min(ISL + OSL + margin, native maximum), clamped to the smallest limit
-    any engine serves (prefill and decode may differ). Without ISL/OSL (0 means not given, as
-    the harness's agentic rows pass it) it starts from the native maximum, else the served limit.
-
-    max_tokens (policy "fit")     = min(cap, EVAL_MAX_MODEL_LEN - longest eval prompt in tokens)
-    max_tokens (policy "harness") = min(cap, ctx - 4096 if ctx > 4096 else ctx // 2)
-
-Nothing is guessed: when an input the formula needs is missing, ContextError names it.
+"""The eval context and the output budget: pure decisions, every step recorded, nothing guessed
+(a missing input is a ContextError). The formulas: README.md, "What `evalgate run` does" (1, 2).
 """
 
 from __future__ import annotations

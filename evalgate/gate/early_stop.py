@@ -1,7 +1,5 @@
-"""--early-stop in a gate run: the sequential test for the run's threshold (the dispatch sends
-in a seeded order, scores each answer live and stops when certain), and what a run that stopped
-keeps: lm-eval's own verdicts, replayed in dispatch order, must reach the live decision at the
-same answer, and the samples and scores of the questions read are kept.
+"""--early-stop in a gate run: the run's sequential test, and what a run that stopped keeps
+(docs/early-stop.md, "Read in dispatch order").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The eval stage of a gate run: the journal opened (answers kept for --resume reused), the
-dispatch started (dispatch.py says when), lm-eval run on its answers, an early stop settled,
-the samples written."""
+"""The eval stage of a gate run: journal opened, dispatch started, lm-eval run on its answers,
+an early stop settled, the samples written.
+"""
 
 from __future__ import annotations
 

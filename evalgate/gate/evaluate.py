@@ -1,7 +1,5 @@
-"""Running lm-eval in-process on evalgate's task, and reading its answer.
-
-lm-eval is imported here and only here, and only when an eval runs: `evalgate --help`,
-`context`, `probe` and `verify` never pay for it.
+"""Running lm-eval in-process on evalgate's task, and reading its answer. lm-eval is imported
+here only, when an eval runs: `--help`, `context`, `probe` and `verify` never pay for it.
 """
 
 from __future__ import annotations
@@ -102,9 +100,8 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
 
 def _repeat(doc: dict[str, Any]) -> int | None:
     """The doc's repeat_id (a task asking each question several times, GPQA's), else None.
-
-    The repeats of one question are recognised by its text: two questions of the same text
-    would be taken for one, which only makes compare's statistics more cautious."""
+    Repeats are recognised by the question's text: two questions of the same text would be
+    taken for one, which only makes compare's statistics more cautious."""
     value = doc.get("repeat_id")
     try:
         return None if value is None else int(value)

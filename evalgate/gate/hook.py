@@ -1,16 +1,6 @@
-"""The node-0 post-benchmark hook: the gate at one or more concurrencies, evidence staged.
-
-After the throughput benchmark, inside the same allocation, node 0 calls ``evalgate hook``.
-It reads the benchmark's environment, waits for the router, derives the context and probes
-once, then runs the eval at each concurrency against the same live engine. Every run writes
-its own folder in the staging folder as it goes (``conc-<N>/``: result.json, samples.jsonl,
-meta_env.json for the harness's collector), and ``hook.json`` lists which concurrencies
-completed, so a dropped one is visible to ``evalgate verify --expect``. A SIGTERM from the
-scheduler is recorded as status "aborted" with the answers received so far.
-
-With ``--layout harness`` the staging folder holds the benchmark harness's own files instead
-(evidence/harness_files.py: meta_env.json with its batch keys, results_<ts>_conc<N>.json,
-samples_gsm8k_<ts>_conc<N>.jsonl), and evalgate's folders and hook.json go under evalgate/.
+"""The node-0 post-benchmark hook: the gate at each concurrency against the same live engine,
+probed once, its evidence staged as it goes (README.md, "How it fits a benchmark pipeline";
+``--layout harness``: docs/harness.md).
 """
 
 from __future__ import annotations
@@ -98,8 +88,8 @@ def run_hook(
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> HookOutcome:
-    """Gate at each concurrency; stage everything under settings.output_dir (see the module's
-    docstring), held for the whole hook, as each run holds its own folder."""
+    """Gate at each concurrency; stage everything under settings.output_dir, held for the whole
+    hook, as each run holds its own folder."""
     with folder.hold(settings.output_dir) as lock:
         if lock.warning is not None:
             log.warning("%s", lock.warning)

@@ -1,6 +1,6 @@
-"""The gate stage of a run: the run-level problems beside the scores (failed, truncated and
-cut-while-thinking answers; with --baseline, the comparison), then the one gate rule
-(rules/verdict.py)."""
+"""The gate stage of a run: the run-level problems beside the scores (with --baseline, the
+comparison), then the one gate rule (rules/verdict.py).
+"""
 
 from __future__ import annotations
 

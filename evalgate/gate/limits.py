@@ -1,9 +1,5 @@
-"""Gathering the numbers the context needs: native maximum, served limits, prompt length.
-
-Every served limit evalgate can find is collected, each with its source: the endpoint's
-/v1/models (a router reports only its first prefill worker's card), each worker URL's
-/v1/models, --served-max-model-len, and --max-model-len inside server-argument strings. The
-smallest wins in the context; all are recorded.
+"""Gathering the numbers the context needs: native maximum, every served limit with its source
+(all recorded, the smallest wins), prompt length (README.md, "What `evalgate run` does" (1)).
 """
 
 from __future__ import annotations
@@ -127,10 +123,9 @@ def gather_context(
     candidates: Sequence[Prompt],
     unread_limit: str | None = None,
 ) -> tuple[EvalContext, Prompt]:
-    """Everything measured, then the pure derivation. Returns the context and the prompt to
-    probe with (the longest). `unread_limit`: the warning for a length the endpoint lists but
-    evalgate does not read as a served limit (Dynamo's context_window), given when no other
-    source gives one."""
+    """Everything measured, then the pure derivation: the context and the prompt to probe with
+    (the longest). `unread_limit`: the warning for a listed length not read as a served limit
+    (Dynamo's context_window), given when no other source gives one."""
     path = ask.model_config_path
     native = load_native_max_len(path) if path is not None else None
     if native is not None and native.value is None:  # it cannot say: an error, never a guess

@@ -1,9 +1,5 @@
-"""The model lm-eval evaluates: the engine, reached through evalgate's dispatch.
-
-lm-eval builds every prompt, filters the answers and scores them; this adapter turns each of
-lm-eval's requests into the body the engine receives (engine.request, the builder the probe
-uses too) and hands them to the run's Dispatch (dispatch.py), which sends them, or serves them
-from the requests it began sending while lm-eval was loading.
+"""The model lm-eval evaluates: each of its requests turned into the body the engine receives
+(engine.request, the probe's builder too) and answered by the run's Dispatch (dispatch.py).
 """
 
 from __future__ import annotations
@@ -22,8 +18,6 @@ _NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max
 
 
 class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
-    """lm-eval model backed by an OpenAI-compatible endpoint."""
-
     def __init__(
         self,
         *,

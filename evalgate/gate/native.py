@@ -1,19 +1,5 @@
-"""The model's native maximum length, derived from its config.json the way vLLM 0.32 does.
-
-The rules (vLLM's ``derive_max_model_len_and_key`` and ``_get_and_verify_max_len``):
-
-1. read the text config: a multimodal model's nested ``text_config``, else the config itself;
-2. take the smallest of the length keys present, except that ``model_max_length``, when set,
-   wins outright;
-3. multiply by the rope scaling ``factor`` unless the rope type already describes the scaled
-   length (su, longrope, llama3, yarn, deepseek_yarn, deepseek_llama_scaling), and never for
-   gemma3 models;
-4. a tokenizer_config.json ``model_max_length`` is only noted: vLLM 0.32 applies it to pooling
-   models alone (``ModelConfig.get_and_verify_max_len``), never to the generative models gated
-   here (DeepSeek-R1 publishes 16384 there and is served at 163840).
-
-Where vLLM would fall back to 2048 because no key is present, evalgate reports "unknown" instead:
-the served limit, or an explicit override, must then decide.
+"""The model's native maximum length, derived from its config.json as vLLM 0.32 does, so the
+context asked for is one the engine would accept (README.md, "What `evalgate run` does" (1)).
 """
 
 from __future__ import annotations

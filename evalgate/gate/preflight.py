@@ -1,13 +1,6 @@
-"""Before the eval: wait for the endpoint, derive the context, send the probe.
-
-Shared by `evalgate context`, `evalgate probe` and `evalgate run`, so the three can never
-disagree about a number. In a gate run each is recorded in the run's log as it is established;
-what they establish (Checked) serves the next concurrency against the same live engine without
-a second probe.
-
-Behind NVIDIA Dynamo's frontend (engine.dynamo): its `context_window` is not read as a served
-limit, with a warning when nothing else gives one; a probe it rejects without the engine's words
-("Bad Request") is sent again to each --worker-url directly, for the engine's own words.
+"""Before the eval: the endpoint waited for, the context derived, the probe sent. Shared by
+`context`, `probe` and `run`, so the three never disagree about a number; what they establish
+(Checked) serves the hook's next concurrency with no second probe (Dynamo's part: README.md (3)).
 """
 
 from __future__ import annotations

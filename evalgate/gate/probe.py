@@ -1,13 +1,6 @@
-"""The pre-flight probe: one request exactly as the eval will send it, before the eval.
-
-The body is engine.request's, as the eval builds it (same API, model name, stop strings,
-temperature and seed, the real max_tokens, the longest eval prompt), sent by the eval's own
-client (engine.client.EvalClient.probe) streamed and closed at the first token, so a good budget
-costs well under a second. Retried by engine.retry's policy. What the engine said decides here:
-a 4xx is the engine's answer, not a glitch: it fails at once with the engine's words, the
-numbers evalgate derived, and what to change. An error sent as a stream event after HTTP 200
-(NVIDIA Dynamo's frontend sends its 400s so) counts with its own code (engine.client); Dynamo's
-answers for a model whose worker went away are named (engine.dynamo).
+"""The pre-flight probe: what its answer means, and the fix to suggest. One request exactly as the
+eval will send it, so a budget the engine rejects fails in seconds, not after the eval's
+retries (README.md, "What `evalgate run` does" (3)).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """The result document: the typed values the stages return, kept as they arrive, and the one
-function that turns them into a ``Result``.
-
-A run that stops early still produces a result that validates against result.schema.json: the
-stages it did not reach are null, and ``status``/``stage``/``reason`` say where and why it
-stopped.
+function that turns them into a ``Result``, also for a run that stopped early.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Each answer of the eval as it arrives: counted (RequestCounts), held to the budget and to the
-model asked, thinking written into it taken out (thinking.py), kept as a Reply and appended to
-the journal; a failed request counted, and the eval stopped where retrying cannot help or the
-failures pass --max-failed-requests."""
+"""Each answer of the eval as it arrives: counted, held to the budget and the model asked, kept
+as a Reply in the journal; a failure counted, stopping the eval where retrying cannot help.
+"""
 
 from __future__ import annotations
 

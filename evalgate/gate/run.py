@@ -1,9 +1,5 @@
-"""One gate run, stage by stage: thresholds, data, readiness, context, probe, eval, verdict.
-
-Each stage returns a typed value that the run's log keeps (gate.record.RunLog); whatever
-happens, gate.record.build_result turns the log into the result, and result.json is written
-last, atomically, with the stage reached and why it stopped. Errors are recorded and returned,
-never printed: the CLI decides what to show.
+"""One gate run, stage by stage: thresholds, data, readiness, context, probe, eval, verdict; a
+result.json on every path, errors returned, never printed (docs/architecture.md, `evalgate run`).
 """
 
 from __future__ import annotations
@@ -182,10 +178,9 @@ def run_gate(
     prior: Checked | None = None,
     topology: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """Run every stage; write result.json whatever happens; never raise EvalgateError.
-
-    `prior` skips readiness, context and probe, reusing what an earlier run against the same
-    live engine established; `topology` is recorded among the result's labels."""
+    """Run every stage; write result.json whatever happens; never raise EvalgateError. `prior`
+    skips readiness, context and probe, reusing what an earlier run against the same live
+    engine established; `topology` is recorded among the result's labels."""
     scrub.configure(*credentials(settings))  # the evidence never holds a secret the engine echoed
     gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
     try:

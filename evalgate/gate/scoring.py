@@ -1,9 +1,6 @@
-"""One answer scored the moment it arrives, as lm-eval will score it after the eval.
-
-The sequential gate (sequential.py) needs each answer's verdict per filter while the eval runs;
-lm-eval scores only at the end. This applies the task file's own filter pipelines and its
-exact_match settings through lm-eval's registered filters and metric, so the live verdict is
-lm-eval's. The run checks the two agree on every question it read (run.py).
+"""One answer scored the moment it arrives, as lm-eval will score it after the eval: the
+sequential test needs each verdict while the eval runs (docs/early-stop.md, "Read in dispatch
+order").
 """
 
 from __future__ import annotations

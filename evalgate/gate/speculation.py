@@ -1,7 +1,5 @@
-"""Simulated speculative decoding: an engine that fakes its draft acceptance cannot be gated.
-
-Its answers are not the model's, and evalgate cannot switch the simulation off, so it refuses.
-What is read, and what it cannot see: docs/harness.md, "Where evalgate differs on purpose" (6).
+"""Simulated speculative decoding: its answers are not the model's and evalgate cannot switch it
+off, so it refuses (docs/harness.md, "Where evalgate differs on purpose" (6)).
 """
 
 from __future__ import annotations

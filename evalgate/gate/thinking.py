@@ -1,8 +1,5 @@
-"""Thinking written into the answer: which part is scored, and whether the budget cut it.
-
-Scoring the whole text would count the scratchpad's numbers as answers, so only the text after
-the last end marker is scored. The rule and its one blind spot: docs/harness.md, "Where
-evalgate differs on purpose" (2).
+"""Thinking written into the answer: only the text after the last end marker is scored, lest the
+scratchpad's numbers count as answers (docs/harness.md, "Where evalgate differs on purpose" (2)).
 """
 
 from __future__ import annotations

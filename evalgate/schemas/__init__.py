@@ -1,23 +1,6 @@
-"""evalgate's JSON schemas: the files users and other tools check evalgate's files against.
-
-result, sample and hook are generated from the evidence contract, evidence/model.py
-(``python -m evalgate.schemas`` writes them; a test keeps the checked-in files current):
-msgspec.json.schema states each Struct, its field types and their ``msgspec.Meta`` bounds.
-thresholds, verdict and comparison are written by hand. evalgate itself reads its evidence
-with the one reader (evidence/read.py), which decodes into the model; jsonschema serves only
-``validation_errors``, for a caller that holds a document and a schema's name.
-
-What the generated schemas cannot say, and how the model holds it instead:
-
-- An integer written as 1.0: JSON Schema's "integer" accepts it, the model's ``int`` refuses
-  it (msgspec: "Expected `int`, got `float`").
-- NaN and Infinity are not JSON, so no schema speaks of them; the reader takes Python's NaN
-  tokens only where the model's float has no bound (a stderr, a latency), and refuses them
-  where it states one (a score's value in [0, 1], an e-value >= 0).
-- Nesting: a value the model leaves open (``Any``: chat_template_kwargs) may nest as deep as
-  the schema likes; the reader refuses a file nested past the interpreter's recursion limit.
-- samples.jsonl as a whole: a doc_id on two lines is refused by read_samples (the schema
-  states one line).
+"""evalgate's JSON schemas, for users and other tools: result, sample and hook generated from
+evidence/model.py (``python -m evalgate.schemas``), the others written by hand; what the
+generated ones cannot say: docs/architecture.md, "One evidence contract".
 """
 
 from __future__ import annotations

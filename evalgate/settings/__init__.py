@@ -1,11 +1,5 @@
-"""evalgate's settings: the one place the environment is read.
-
-    values.py       the Settings model (pydantic-settings): flags, then the environment, then
-                    defaults; every field a flag and a variable, the harness's names accepted
-    environment.py  the few variables read without the model: verify's (it stays light), the
-                    credentials scrubbed from every output, the benchmark job's topology
-
-``Settings`` loads pydantic on first use, so `evalgate verify` never pays for it.
+"""evalgate's settings: the one place the environment is read (docs/architecture.md, the
+layout). ``Settings`` loads pydantic on first use, so `evalgate verify` never pays for it.
 """
 
 from __future__ import annotations

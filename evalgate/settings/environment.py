@@ -1,6 +1,6 @@
-"""The environment read without the Settings model: for `evalgate verify`, which stays light
-(no pydantic), the credentials every command scrubs from its output, and the benchmark job's
-topology variables, whose names vary by launcher."""
+"""The environment read without the Settings model: for `evalgate verify` (no pydantic), the
+credentials every command scrubs, and the job's topology variables, named as each launcher does.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""How a setting is read: lengths in tokens with vLLM's suffixes, http(s) URLs, the variable
-names (evalgate's and the benchmark harness's), and the configuration every group of settings
-shares."""
+"""How a setting is read (token lengths with vLLM's suffixes, http(s) URLs, evalgate's and the
+harness's variable names), and the configuration every group of settings shares.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What each stage is given: small frozen values cut from Settings once, at the top of a
-command, so no stage below holds the whole model. Each takes the settings of its fields' names
-(`cut`); the benchmark job's labels are evidence/harness_files.Job's."""
+"""What each stage is given: small frozen values cut from Settings once, at the top of a command
+(`cut`, by their fields' names), so no stage below holds the whole model.
+"""
 
 from __future__ import annotations
 

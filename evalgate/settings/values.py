@@ -1,10 +1,5 @@
-"""The Settings model: every value read from flags, then the environment, then defaults.
-
-Every field is a command-line flag (``--isl``) and an environment variable (``EVALGATE_ISL``);
-the benchmark harness's own names (``ISL``, ``OSL``, ``MODEL``, ``MODEL_PATH``,
-``EVAL_MAX_MODEL_LEN``, ``OPENAI_API_KEY``, ...) are accepted too. The field docstrings are the
-documentation: the README's settings table is generated from them. The fields are grouped by
-what they set (endpoint.py, context.py, requests.py, evidence.py), in that order.
+"""The Settings model: flags, then the environment, then defaults (README.md, "Settings"). Its
+field docstrings are the documentation: the README's settings table is generated from them.
 """
 
 from __future__ import annotations
