@@ -85,8 +85,9 @@ def evalgate(ns: netns.Namespaces, base_url: str, out: Path, *extra: str) -> sub
 
 
 def answered(out: Path) -> int:
+    """Answers in the journal (its first line is the run's fingerprint, not an answer)."""
     journal = out / "journal.jsonl"
-    return len(journal.read_text().splitlines()) if journal.exists() else 0
+    return max(0, len(journal.read_text().splitlines()) - 1) if journal.exists() else 0
 
 
 def cut_after_answers(ns: netns.Namespaces, run: subprocess.Popen[str], out: Path) -> float:
