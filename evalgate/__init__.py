@@ -1,11 +1,4 @@
-"""evalgate: the accuracy gate for LLM inference benchmarks.
-
-    from evalgate import Settings, run_gate
-    outcome = run_gate(Settings(base_url="http://node0:30000/v1", model="m", isl=1024, osl=1024))
-    print(outcome.status, outcome.reason)   # exit code in outcome.exit_code
-
-Importing evalgate is light: lm-eval is loaded only when an eval runs.
-"""
+"""evalgate: the accuracy gate for LLM inference benchmarks (Python use: README.md, Quickstart)."""
 
 from __future__ import annotations
 
@@ -97,7 +90,6 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Load the eval machinery (and lm-eval) only when it is asked for."""
     if name in _LAZY:
         import importlib
 

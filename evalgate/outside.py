@@ -1,9 +1,5 @@
-r"""Outside text on its way out: made safe once for each output it goes to.
-
-evalgate prints and writes text it did not write: engine answers and error bodies, model names
-and labels, folder names, the fields of result files. Each output has its own dangers and its own
-function here, and every writer of that output passes every outside text through it (evalgate's
-own words need none). Each function first scrubs the configured secrets (evalgate.scrub).
+r"""Outside text on its way out: made safe once for each output it goes to, its secrets scrubbed
+first (docs/architecture.md, "Rules that hold everywhere").
 """
 
 from __future__ import annotations

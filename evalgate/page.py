@@ -1,11 +1,5 @@
-"""Self-contained HTML pages: the skeleton, tables and SVG interval charts of the reports that
-evalgate.verify.html and evalgate.compare.html draw.
-
-A page references nothing outside itself (no script, style sheet, font or image is fetched, and
-its Content-Security-Policy forbids it): CI artifacts are opened offline. Charts are inline SVG
-laid out on a shared horizontal scale; a small script (page.js, inlined with page.css) sorts
-tables by a clicked column and regroups charts. Without it the page reads the same, in its
-default order.
+"""Self-contained HTML pages, opened offline as CI artifacts: the skeleton, tables and SVG interval
+charts that verify/html.py and compare/html.py draw (docs/verify.md, "Outputs").
 """
 
 from __future__ import annotations
@@ -111,10 +105,8 @@ def interval_svg(
     start: float | None = None,
     label: str,
 ) -> str:
-    """One chart row's drawing: reference lines, the interval with its caps, the point.
-
-    `start` draws a line from another value to the point instead (a baseline to a candidate).
-    """
+    """One chart row's drawing: reference lines, the interval with its caps, the point; `start`
+    draws a line from another value to the point instead (a baseline to a candidate)."""
     parts = [_rule(m.kind, scale.at(m.value), "0", "100%") for m in marks]
     if low is not None and high is not None:
         a, b = scale.at(low), scale.at(high)

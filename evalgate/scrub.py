@@ -1,17 +1,6 @@
-"""The configured secrets, scrubbed from every text evalgate prints or writes.
-
-An engine may echo what it was sent: a 401's body ``Incorrect API key provided: <key>``, a proxy's
-403 naming the URL with its password. So every text from outside loses the configured secrets
-before it reaches an output or a file, whatever its source. The writers apply it (the CLI's
-stdout and stderr, the evidence writers, the report files) and so do the neutralisers of
-evalgate.outside, before they escape anything.
-
-The secrets are configured at the top of a command (`configure`): the API key and the user info
-of every URL (``user:password`` and the password; a user alone when there is no password). Each
-is looked for as written, as JSON escapes it, URL-encoded (either case of hex) and in base64 (the
-Basic auth header carries ``user:password`` so). A value under MIN_LENGTH characters is no secret
-(vLLM's placeholder key ``EMPTY``): it is sent, but not scrubbed, which would shred ordinary text.
-Scrubbing is the last step before an output: answers are scored as the engine sent them.
+"""The configured secrets, scrubbed from every text evalgate prints or writes, as the last step
+before an output: an engine may echo what it was sent (docs/architecture.md, "Rules that hold
+everywhere"; RELIABILITY.md, "Secrets").
 """
 
 from __future__ import annotations
@@ -24,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 MASK = "***"
-MIN_LENGTH = 8
+MIN_LENGTH = 8  # shorter (vLLM's placeholder EMPTY) is sent, not scrubbed: that would shred text
 
 
 def _forms(secret: str) -> set[str]:

@@ -1,17 +1,5 @@
 """The thresholds file (JSON, or YAML as the harness keeps it): read it, check it against its
-schema, and find the floor for one run.
-
-Resolution, first match wins:
-
-1. overrides whose every ``match`` key equals the run's label (the one with most keys first;
-   between equals, the later entry in the file);
-2. ``models[<exact served model name>]``;
-3. ``models[<prefix>]``: the run's model_prefix label, else the longest key the model name
-   starts with;
-4. ``default``.
-
-The format is the benchmark harness's (``{"default": {"gsm8k": 0.90}, "models": {...}}``) plus
-optional ``overrides`` keyed by hardware, precision, framework and KV-cache dtype.
+schema, and find the floor for one run (README.md, "thresholds.json").
 """
 
 from __future__ import annotations
@@ -32,8 +20,6 @@ TASK_KEY = "gsm8k"
 
 
 class Thresholds(msgspec.Struct, frozen=True):
-    """A validated thresholds file."""
-
     data: dict[str, Any]
     path: str
 
@@ -85,10 +71,7 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
 
 
 def load_thresholds(path: Path | None = None) -> Thresholds:
-    """Read and validate a thresholds file, YAML or JSON (the shipped one when path is None).
-
-    A ``.yaml``/``.yml`` file is read as YAML (JSON is YAML too), a ``.json`` file as JSON, any
-    other as JSON and, failing that, as YAML; an error names the line and column."""
+    """Read and validate a thresholds file, YAML or JSON (the shipped one when path is None)."""
     target = path or default_path()
     text = _text(target)
     suffix = target.suffix.lower()

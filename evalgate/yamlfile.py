@@ -1,12 +1,5 @@
-"""YAML from outside (task files, thresholds files), read with its size bounded by its structure.
-
-PyYAML's safe loader builds no objects, but it expands aliases (nine lines of ``&a``/``*a`` make
-nine to the ninth strings), composes nesting by recursion, and holds a node of some kilobytes for
-every value (4 MiB of ``[],`` make a million of them: over a gigabyte). So this reader refuses
-aliases, nesting deeper than ``MAX_DEPTH``, more than ``MAX_NODES`` values, files over
-``MAX_CHARS`` and keys repeated in one mapping (readers disagree on which value wins). What it
-returns is JSON's kinds of data: keys are text, a date is the text it is written as, and the
-tags that would make bytes, sets or pairs are refused.
+"""YAML from outside (task files, thresholds files), read with its size bounded by its structure
+(RELIABILITY.md, "Task and thresholds files that try to do harm").
 """
 
 from __future__ import annotations

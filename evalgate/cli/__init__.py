@@ -1,9 +1,5 @@
-"""The `evalgate` command: arguments in, exit code out. No decisions are made here.
-
-Each subcommand lives in a module ``evalgate.cli.<name>`` exposing ``HELP``,
-``add_arguments(parser)`` and
-``command(args) -> int``; those modules stay light (heavy imports happen inside ``command``), so
-``evalgate --help`` and ``evalgate verify`` start fast and never import lm-eval.
+"""The `evalgate` command: arguments in, exit code out, no decisions. A subcommand's module keeps
+its heavy imports inside `command`, so `--help` and `verify` start fast (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -59,7 +55,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _chosen(argv: Sequence[str]) -> str | None:
-    """The subcommand named in `argv`."""
     return next((a for a in argv if a in SUBCOMMANDS), None)
 
 
@@ -154,7 +149,6 @@ class _Guarded:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `evalgate` command, returning its exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     # A stream the shell closed (``2>&-``) is None in Python: write it to nothing, so that the
     # run still ends with its exit code and its result instead of a crash.

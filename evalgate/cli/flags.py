@@ -1,8 +1,5 @@
-"""Command-line flags generated from the Settings model, so the two never drift.
-
-Each field becomes ``--field-name`` (a few read better under another name), with its docstring
-as help. Only flags the user actually typed reach Settings, so the precedence is: flag, then
-environment variable, then default.
+"""Command-line flags generated from the Settings model, so the two never drift; only the flags
+typed reach Settings, so a flag beats the environment, which beats the default (README.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""GSM8K: where it comes from, and proof that it is the published data set.
-
-Three sources:
-
-- ``bundled`` (default): the copy evalgate ships (openai/grade-school-math, MIT), for
-  air-gapped compute nodes;
-- ``dir``: a folder with test.jsonl and train.jsonl, e.g. a copy staged on a cluster;
-- ``hub``: ``openai/gsm8k`` (config ``main``) from the Hugging Face hub, loaded by lm-eval.
-
-Local files are checked against the sha256 of the published files before use; the digests go
-into the result, so two runs can prove they saw the same questions.
+"""GSM8K: where it comes from (shipped, a folder or the hub), and proof that it is the published
+data set (README.md, "What `evalgate run` does", 4).
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""GPQA-diamond as the benchmark harness asks it: the data the user supplies, shuffled and repeated.
-
-The data set (``Idavidrein/gpqa``, config ``gpqa_diamond``, 198 questions) is gated on the
-Hugging Face hub and cannot ship with evalgate: ``--dataset-dir`` names a folder holding
-``gpqa_diamond.csv`` as the dataset's repository ships it (or ``gpqa_diamond.jsonl``, one JSON
-object per line with the same columns). Its sha256 goes into the result.
-
-The harness's ``process_docs``: one ``random.Random(3407)`` draws, question after question and
-repeat after repeat, the order of the four choices (the correct answer first, then the three
-incorrect ones, before the shuffle); every question is asked twice (``repeat_id`` 0 and 1); the
-target is the letter of the correct answer.
+"""GPQA-diamond as the benchmark harness asks it: the data the user supplies (gated: it cannot
+ship), shuffled and repeated (README.md, "What `evalgate run` does", 4).
 """
 
 from __future__ import annotations
@@ -65,7 +56,8 @@ def _check(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def process_docs(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """The docs lm-eval asks, in order: every question twice, its choices shuffled."""
+    """The docs lm-eval asks, as the harness's process_docs makes them: every question twice,
+    one seeded draw shuffling the choices of each asking in turn."""
     rnd = random.Random(SHUFFLE_SEED)  # noqa: S311 - the harness's seeded shuffle, not security
     docs = []
     for row in rows:

@@ -1,10 +1,6 @@
-"""The eval's prompts, built without lm-eval, so the probe can send the longest one in seconds.
-
-lm-eval builds each question's context from ``doc_to_text`` and ``num_fewshot`` shots drawn by
-``random.Random(FEWSHOT_SEED).sample(train, k)``, one draw per question in order. This module
-repeats that draw and the rendering (chat turns, or one text prompt with " " after each question
-and a blank line after each shot). A test checks the result against the contexts lm-eval builds;
-the eval itself checks again that no prompt it sends is longer than the one probed.
+"""The eval's prompts, built as lm-eval builds them but without it, so the probe can send the
+longest one in seconds; a test holds them to lm-eval's, and the eval checks that no prompt it
+sends is longer than the one probed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The GSM8K task lm-eval runs: evalgate's own task files, pointed at the chosen data.
-
-``tasks/gsm8k_evalgate_chat.yaml`` is the benchmark harness's protocol (its gsm8k task as its
-job runs it: chat turns, its instruction line, its stops, top_p 1, the last ``#### n`` scored),
-``tasks/gsm8k_evalgate_completions.yaml`` lm-eval's standard gsm8k prompt. Both are read here and
-handed to lm-eval as a config dict, with the data set's location filled in; lm-eval's own index
-of 14k built-in task files is never built.
+"""The task lm-eval runs: evalgate's own task files (README.md, "What `evalgate run` does", 4)
+or the user's, handed to lm-eval as a config dict pointed at the chosen data.
 """
 
 from __future__ import annotations
@@ -114,11 +109,8 @@ def _with_defaults(path: Path, config: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Template:
-    """A task file's ``{{question}}``/``{{answer}}`` template as a plain function of the doc.
-
-    lm-eval compiles a jinja template from its string on every call; these templates only
-    substitute fields, so a substitution gives the same text (a test checks it against
-    lm-eval's jinja on every question)."""
+    """A task file's ``{{field}}`` template as a plain function of the doc: lm-eval compiles
+    jinja on every call, and a substitution gives the same text (tested on every question)."""
 
     text: str
 
@@ -135,7 +127,8 @@ def render(template: str, doc: dict[str, Any]) -> str:
 
 
 def lm_eval_config(spec: TaskSpec, dataset: Dataset) -> dict[str, Any]:
-    """The config dict given to lm-eval, loading the data from where the Dataset says."""
+    """The config dict given to lm-eval (its index of 14k built-in task files is never built),
+    loading the data from where the Dataset says."""
     config = dict(spec.config)
     config["doc_to_text"] = Template(str(spec.config["doc_to_text"]))
     config["doc_to_target"] = Template(str(spec.config["doc_to_target"]))

@@ -1,20 +1,6 @@
-"""The two small languages of a task file: its templates and its regular expressions.
-
-A template is plain text with ``{{field}}`` substitutions (FIELD), which evalgate renders itself
-and lm-eval renders with jinja2: jinja2's own parser must read it as the same text and the same
-fields, so ``{{{question}}}``, ``{{ not }}`` or ``{{ 1 }}`` cannot mean one thing to evalgate and
-another to lm-eval.
-
-A regular expression is applied by lm-eval to every answer the engine sends. Python's re
-backtracks: a repeat inside a repeat (``(\\s*\\S+)*!``), or a repeat of
-alternatives that can match the same text (``(a|aa)+b``), tries exponentially many ways to split
-an answer it does not match, and one answer of a hundred characters can hold the eval for hours,
-where no signal reaches it. So a task file's pattern must compile, and a part it repeats more
-than once may neither repeat nor branch (sre turns ``(a|b)`` into the class ``[ab]``, which is
-fine). This refuses some patterns that would run fast (alternatives that cannot overlap); their
-task files can be written without them.
-Patterns whose repeats only sit side by side (``\\d*\\d*x``) stay polynomial in the answer's
-length, which the output budget bounds.
+"""The two small languages of a task file, its templates and its regular expressions, held to
+what evalgate and lm-eval read alike and to what cannot backtrack for hours on one answer
+(RELIABILITY.md, "Task and thresholds files that try to do harm").
 """
 
 from __future__ import annotations

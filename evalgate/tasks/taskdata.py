@@ -1,13 +1,6 @@
-"""The data a user's task file names (``--task FILE``), read and checked before anything is sent.
-
-lm-eval loads a task file's data_files with the datasets library only after the probe, and
-renders each row through the templates: a file it cannot read, or a row without a field a
-template names, would end the eval after its requests went out. So every file the task names is
-read here first, through the one JSON reader: a regular file (not a FIFO, a device or a folder)
-of UTF-8 text, one JSON object per line with no field twice, nested no deeper than the reader
-takes. The rows of the test split hold every field the templates name (and ``choices``, a list
-of text, where a filter is multi_choice_regex), those of the few-shot split the fields of
-doc_to_text and doc_to_target, and the few-shot split holds the shots asked for.
+"""The data a user's task file names, read and checked before anything is sent: lm-eval reads it
+only after the probe, where a bad file would end the eval after its requests went out
+(RELIABILITY.md, "Task and thresholds files that try to do harm").
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""A user's lm-eval task file (``--task FILE``), checked whole before anything is sent.
-
-The file is outside input, and lm-eval would act on it: import its ``!function`` code, render its
-templates with an unsandboxed jinja2 (``description``, ``gen_prefix``, ``doc_to_choice``, the
-few-shot overrides...), load a metric it names from the hub or a local script. So evalgate takes
-a generation task whose every key it knows (``KEYS``), whose rendered fields are plain
-``{{field}}`` templates, whose data are local JSONL files, scored with exact_match through
-lm-eval's built-in filters (each step's options checked; templates and regexes as
-tasks/syntax.py takes them). Anything else is refused with exit 2, naming the key; lm-eval's own
-template environment is sandboxed as well (gate/evaluate.py), for what a parser might miss.
+"""A user's lm-eval task file (``--task FILE``), checked whole before anything is sent: lm-eval
+would import its code, render its templates unsandboxed and load the metrics it names
+(RELIABILITY.md, "Task and thresholds files that try to do harm").
 """
 
 from __future__ import annotations

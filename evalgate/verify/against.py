@@ -1,12 +1,5 @@
-"""A sweep's verdict against its baseline sweep: each config's finding (baseline.py) put on its
-verdict line, the waivers applied, and the verdict reached again.
-
-A config whose change is a REGRESSION (after the sweep's adjustment) and not waived fails: its
-outcome becomes "regression" where its floor alone passed it (or found it inconclusive); one
-below its floor stays "fail", its Versus saying it regressed too. A waiver past its date is a
-failing line of its own ("expired"). A baseline config with no result in the sweep is listed,
-and fails (as "missing") only when the sweep has an expected set (--expect). A result whose
-answers cannot be read, where the comparison needs them, is "malformed".
+"""A sweep's verdict against its baseline: each config's finding (baseline.py) on its verdict line,
+the waivers applied, the verdict reached again (docs/verify.md, "Against the last good sweep").
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""`evalgate verify SWEEP --baseline BASELINE`: every config of the sweep paired with the same
-config of an earlier sweep, question by question, as `evalgate compare` pairs two runs.
-
-    the baseline   found and gated as the sweep is (collect.runs, sweep.Rule): a config whose
-                   baseline failed its own floor is still compared, with a warning
-    by config      verify's config identity (expect.identity), named by the sweep's key
-    each config    both runs read (compare.runs.load_run, or lm_eval_run for the harness's
-                   layout) and paired by compare.comparison.compare_runs; listed, not compared, when
-                   either stopped early, when their protocols differ, or with no pair to read
-    the sweep      compare.sweep.judge_pairs: one-sided exact tests, Holm's adjustment over the
-                   configs; a REGRESSION not waived (waivers.py) turns the config's outcome to
-                   "regression", which fails the sweep even over its floor
-
-The two runs of a config are read, paired and let go before the next config's: a sweep of 1,000
-full GSM8K configs holds some 2.6 million answers, and only their tables are kept.
+"""`evalgate verify SWEEP --baseline BASELINE`: each config of the sweep paired with the same
+config of an earlier sweep as `evalgate compare` pairs two runs, one config at a time so that only
+their tables are held (docs/verify.md, "Against the last good sweep"; docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The page's comparison with the baseline (--baseline): a second chart, each config's paired
-difference and its 95% interval against the margin, the regressions first; then, per regressed
-config, the questions it lost. Every outside text goes through evalgate.page.esc (outside.html),
-answers and questions capped (baseline_report.SHOWN_CHARS).
+"""The page's comparison with the baseline (--baseline): a second chart, then each regressed
+config's lost questions (docs/verify.md, "Against the last good sweep", reports).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The comparison with the baseline (--baseline) in each form the verdict takes: the table's two
-columns (the finding, the paired difference and its 95% interval), the terminal's and the job
-summary's section listing what was not compared and why, and a JUnit line per config (the
-verdict document writes the records: document.py). Every outside text (a
-reason, a path, a question, an answer) goes through evalgate.outside for its output, as
-report.py does; the caller passes the function (``outside.terminal``, ``outside.markdown``).
+"""The comparison with the baseline (--baseline) in each form the verdict takes, every outside text
+through the caller's evalgate.outside function (docs/verify.md, "Against the last good sweep").
 """
 
 from __future__ import annotations

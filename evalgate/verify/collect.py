@@ -1,23 +1,5 @@
-"""Finding a sweep's eval results on disk: which files make which runs (verify's input edge).
-
-Two kinds of artifact are found under each path given:
-
-- evalgate's ``result.json`` (checked against result.schema.json);
-- the benchmark harness's plain lm-eval output: ``results*.json`` holding ``lm_eval_version``,
-  with the run's ``meta_env.json`` in the same folder or the one above it (lm-eval nests its
-  output under the model's name); harness_output.py turns each such set into its runs.
-
-An ``evalgate hook`` summary (``hook.json``) adds the concurrencies it lists as "not run" as
-skipped runs, labelled like their siblings. Nothing is dropped silently: a file that cannot be
-read or breaks its format is a ``Note`` in ``malformed`` (path and reason); a ``results*.json``
-that is not lm-eval's is listed as ``ignored``. lm-eval files and meta_env.json inside an
-evalgate run's folder are that run's evidence and are not counted twice, nor are the harness's
-files that ``evalgate hook --layout harness`` writes beside its own runs (in ``evalgate/``).
-
-The walk follows symbolic links to folders (a sweep may be assembled from run folders kept
-elsewhere). A folder is known by its device and inode, so a folder met a second time (a link
-back up the tree, or two ways to one folder) is searched once, and the other way is listed as
-ignored, as is a link to nothing. files.py reads each file found.
+"""Finding a sweep's eval results on disk, which files make which runs, nothing dropped silently:
+verify's input edge (docs/verify.md, "What it finds"). files.py reads each file found.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The benchmark harness's eval output: a meta_env.json and the lm-eval results it describes.
-
-The harness writes lm-eval's plain output, ``results*.json`` holding ``lm_eval_version``, with
-the run's ``meta_env.json`` (model, labels, topology) in the same folder or the one above it. A
-harness batch (``eval_concs`` in meta_env.json) names each file ``..._conc<N>.json``;
-concurrencies listed in ``failed_eval_concs``, or listed but without a file, come back as
-errored runs, and so does a meta_env.json with no results at all (the eval failed, was
-skipped, or was never staged), or one that records a non-zero ``eval_exit_code``.
-
-Pure: the documents arrive parsed (files.py reads them); one that breaks its format raises
-FormatError, whose message says how.
+"""The benchmark harness's eval output, a meta_env.json and the lm-eval results it describes, as
+runs (docs/verify.md, "What it finds"). Pure: the documents arrive parsed (files.py reads them);
+one that breaks its format raises FormatError, whose message says how.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""`evalgate verify --html`: the sweep's verdict as one self-contained page (evalgate.page).
-
-A chart per task: each config's deciding score (the failing filter, else the one nearest its
-threshold, as in the terminal table) with its 95% interval, against the config's own threshold
-line. Configs with a problem (failing, errored, malformed, missing, duplicate, unexpected, then
-inconclusive) come first, each marked with its outcome in words; the rows group and reorder by
-model, hardware, framework, precision and concurrency. A result with no score (errored,
-malformed, missing) is a row of the first chart saying why. Below: every config in a table
-sortable by any column; the footer names the inputs and evalgate's version.
+"""`evalgate verify --html`: the sweep's verdict as one self-contained page (evalgate.page), the
+problems first (docs/verify.md, "Outputs").
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""A sweep's verdict as JUnit XML: one testcase per config (a malformed file is its own case),
-failing for a failing line, an error for a run that errored or a file that is malformed,
-skipped for an inconclusive score; every outside text made safe for XML 1.0 (evalgate.outside).
+"""A sweep's verdict as JUnit XML, one testcase per config, every outside text made safe for
+XML 1.0 (docs/verify.md, "Outputs").
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """An lm-eval run of the benchmark harness read back as compare's Run, to pair it question by
 question: its results_*.json (the protocol) and the samples_<task>_*.jsonl beside it (the
-answers).
-
-lm-eval names both files by one timestamp (the harness appends ``_conc<N>``):
-``results_<ts>.json`` and ``samples_<task>_<ts>.jsonl``. Each sample line is one question under
-one filter (doc_id, doc, target, filtered_resps, filter, exact_match; the response itself is
-not read: pairing needs each filter's answer); the lines of one doc_id make one Sample. A task
-that repeats its questions (GPQA-diamond's ``repeat_id`` in the doc) has them clustered by
-question text, as evalgate's own run does.
-
-The protocol is what lm-eval records: the task (the results' one task), its version
-(``versions``), the few-shot count (``n-shot``), the API (``config.model``), the budget and the
-temperature (``config.gen_kwargs``, else the task's ``generation_kwargs``), ``config.limit`` and
-``config.fewshot_seed``. It records no task file hash and no data set hash: those fields are
-left unset (UNRECORDED), and the questions are compared text by text instead.
+answers; docs/verify.md, "Against the last good sweep").
 """
 
 from __future__ import annotations
@@ -118,7 +105,6 @@ def _samples(path: Path) -> list[Sample]:
 
 
 def _object(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """doc[key] when it is an object, else an empty one."""
     value = doc.get(key)
     return value if isinstance(value, dict) else {}
 

@@ -1,7 +1,5 @@
 """The forms a sweep's verdict takes for people: a terminal table, a GitHub job summary and
-annotations (JUnit XML: junit.py; the verdict document: document.py). Each is a string built
-from a verify.Report; writing it anywhere is the caller's business. Every text a result file gave
-(a label, a reason, a path) goes through evalgate.outside for the form it lands in.
+annotations, each a string; every text a result file gave goes through evalgate.outside.
 """
 
 from __future__ import annotations
@@ -89,7 +87,6 @@ def _check_cells(checks: tuple[CheckRow, ...]) -> tuple[str, ...]:
 
 
 def _cells(entry: Entry) -> list[str]:
-    """An entry's row of the table."""
     return [entry.outcome.upper(), outside.terminal(entry.key), *_check_cells(entry.checks)]
 
 

@@ -1,17 +1,5 @@
-"""--waivers FILE: regressions against the baseline that someone accepted, each until a date.
-
-The file, YAML or JSON (read by the one YAML reader, evalgate.yamlfile, or the one JSON reader,
-evidence/read.py), is a list of waivers, or ``{"waivers": [...]}``; each names a config by its
-key as verify prints it, why the regression is accepted, who accepted it, and the last day it
-holds::
-
-    - config: dsr1 b200 vllm fp8 kv=fp8 isl=1024 osl=1024 conc=64
-      reason: fp8 KV cache costs 1.5 points; accepted for the 2x throughput
-      who: jane@example.com
-      until: 2026-06-30
-
-A waived REGRESSION does not fail the sweep, and every report says it was waived. A waiver past
-its date fails the sweep, whether or not its config still regresses: renew it or remove it.
+"""--waivers FILE: regressions against the baseline that someone accepted, each until a date
+(docs/verify.md, "Against the last good sweep", waivers).
 """
 
 from __future__ import annotations
@@ -41,11 +29,9 @@ class Waivers(msgspec.Struct, frozen=True):
     waivers: tuple[Waiver, ...]
 
     def find(self, key: str) -> Waiver | None:
-        """The waiver of a config, if the file has one."""
         return next((w for w in self.waivers if w.config == key), None)
 
     def expired(self, today: date) -> list[Waiver]:
-        """The waivers whose last day is before `today`."""
         return [w for w in self.waivers if date.fromisoformat(w.until) < today]
 
 
@@ -130,6 +116,5 @@ def expired_reason(waiver: Waiver, source: str) -> str:
 
 
 def unused(waivers: Waivers, keys: Sequence[str]) -> list[Waiver]:
-    """The waivers naming no config of the sweep."""
     present = set(keys)
     return [w for w in waivers.waivers if w.config not in present]
