@@ -718,7 +718,7 @@ def commit() -> str:
     return git_commit(ROOT) + (" (with uncommitted changes)" if dirty else "")
 
 
-def render(rows: list[Row], repeats: str) -> str:
+def render(rows: list[Row], repeats: str, beside: str | None = None) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Benchmarks",
@@ -728,6 +728,15 @@ def render(rows: list[Row], repeats: str) -> str:
         f"- machine: {machine()}",
         f"- commit: {commit()}, {stamp}",
         f"- repeats: {repeats}; times are wall seconds of whole commands, start-up included",
+        *(
+            [
+                f"- beside: {beside}, another checkout timed by the same commands on the same "
+                f"machine, right after ours (`scripts/bench --against`); its rows are marked "
+                f"[{beside}] and each of ours says its time as a multiple of that one's"
+            ]
+            if beside
+            else []
+        ),
         "",
         *table(rows),
     ]
@@ -808,7 +817,8 @@ def main() -> int:
             rows += overhead(tmp, 1 if args.quick else 3, args.quick, builds)
         sections = own_sections(args, tmp)
     if args.only is None:
-        text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)")
+        beside = builds[1].label if len(builds) > 1 else None
+        text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)", beside)
         for name, body in sections.items():
             text = replace_section(text, name, body)
         text = keep_by_hand(text, args.output)

@@ -9,6 +9,7 @@ writes (isl/osl as strings, `hw`, `infmax_model_prefix`, batches with `_conc<N>`
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -709,6 +710,17 @@ def test_gate(item, outcome, reason):
     entry = sweep.Rule(thresholds(FLOORS)).gate(item, "key")
     assert entry.outcome == outcome
     assert reason in entry.reason
+
+
+def test_a_zero_written_minus_zero_and_a_score_that_is_not_a_number_fail_as_written():
+    """-0.0 is a zero and fails as one, its reason showing the value as the file has it; a NaN
+    fails (a value that is not a number is never a pass), and each is decided on its own."""
+    rule = sweep.Rule(thresholds(FLOORS))
+    zero, minus_zero, nan = (rule.gate(found(scores=em2(v)), "k") for v in (0.0, -0.0, math.nan))
+    assert (zero.outcome, minus_zero.outcome, nan.outcome) == ("fail", "fail", "fail")
+    assert "-0.0000" in minus_zero.reason and "-0.0000" not in zero.reason
+    assert all(math.isnan(check.value) for check in nan.checks)
+    assert rule.gate(found(scores=em2(0.95)), "k").outcome == "pass"  # the same rule, after them
 
 
 def test_gate_min_samples_zero_decides_on_the_point_estimate():
