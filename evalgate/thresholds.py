@@ -54,8 +54,7 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
     problems = validation_errors("thresholds", data)
     if not problems:  # NaN passes every comparison in the schema, and then fails every score
         problems = [
-            f"{where} is {value!r}".replace("nan", "NaN").replace("inf", "Infinity")
-            + ", not a number in (0, 1]"
+            f"{where} is {json.dumps(value)}, not a number in (0, 1]"  # NaN, as JSON spells it
             for where, value in _walk(data)  # a schema-valid file holds no number but floors
             if isinstance(value, float) and not math.isfinite(value)
         ]

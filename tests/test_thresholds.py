@@ -282,6 +282,11 @@ AMBIGUOUS_FILES = [
     ),
     ("a NaN floor", '{"default": {"gsm8k": NaN}}', "$.default.gsm8k is NaN"),
     (
+        "a NaN floor of a model whose name holds 'nan'",
+        '{"default": {"gsm8k": 0.9}, "models": {"banana": {"gsm8k": NaN}}}',
+        "$.models.banana.gsm8k is NaN",
+    ),
+    (
         "an Infinity floor",
         '{"default": {"gsm8k": Infinity}}',
         "$.default.gsm8k: inf is greater than the maximum of 1",
