@@ -235,7 +235,11 @@ def look(
 ) -> Seen:
     """Open `page` in a fresh headless Chromium and report what it did and showed; the
     screenshot is of the whole page, down to `max_height` pixels."""
-    with tempfile.TemporaryDirectory(prefix="evalgate-chromium-") as profile:
+    # Chromium's helper processes can still write to the profile as it is removed: a leftover
+    # scratch folder is not what any test checks.
+    with tempfile.TemporaryDirectory(
+        prefix="evalgate-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         process = subprocess.Popen(
             [
                 chromium,
