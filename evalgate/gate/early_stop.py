@@ -33,17 +33,16 @@ def test(mode: EarlyStop, alpha: float, spec: TaskSpec, threshold: float) -> Seq
 def _lm_eval_answers(
     evaluation: Evaluation, doc_ids: list[int], filters: tuple[str, ...]
 ) -> list[dict[str, bool] | None]:
-    by_doc = {sample.doc_id: sample for sample in evaluation.samples}
-    answers: list[dict[str, bool] | None] = []
-    for doc_id in doc_ids:
-        sample = by_doc.get(doc_id)
-        if sample is None or sample.error is not None:
-            answers.append(None)
-            continue
-        answers.append(
-            {name: name in sample.filters and sample.filters[name].correct for name in filters}
-        )
-    return answers
+    """Each question's verdict per filter as lm-eval scored it (None: no answer came)."""
+    scored = {
+        sample.doc_id: sample.filters for sample in evaluation.samples if sample.error is None
+    }
+    return [
+        None
+        if (found := scored.get(doc_id)) is None
+        else {name: name in found and found[name].correct for name in filters}
+        for doc_id in doc_ids
+    ]
 
 
 def record(

@@ -75,8 +75,8 @@ class EvalStage:
         )
         answers, kept = self._journal(agreed, len(prompts))
         sampling = spec.sampling | ask.request_fields()
-        sent = self.dispatch = self._dispatch(max_tokens, answers, kept)
         test = early_stop.test(ask.early_stop, ask.alpha, spec, floor)
+        sent = self.dispatch = self._dispatch(max_tokens, answers, kept, test)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             sent.start(self._requests(prompts, spec, max_tokens, sampling))
         recorded = run.eval = EvalRecord(  # before any answer: the protocol and how it is sent
@@ -93,8 +93,8 @@ class EvalStage:
             from evalgate.gate.scoring import AnswerScorer
 
             run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval_version())
-            scorer = AnswerScorer(spec) if test is not None else None
-            lm = GateLM(dispatch=sent, sampling=sampling, sequential=test, scorer=scorer)
+            sent.scorer = AnswerScorer(spec) if test is not None else None
+            lm = GateLM(dispatch=sent, sampling=sampling)
             evaluation = run_eval(spec, dataset, lm, ask.limit)
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
@@ -124,7 +124,11 @@ class EvalStage:
         return journal.Journal(path, fingerprint, kept), kept
 
     def _dispatch(
-        self, max_tokens: int, answers: journal.Journal, kept: dict[str, Reply]
+        self,
+        max_tokens: int,
+        answers: journal.Journal,
+        kept: dict[str, Reply],
+        test: SequentialTest | None,
     ) -> Dispatch:
         from evalgate.engine.client import EvalClient
         from evalgate.engine.workers import WorkerWatch
@@ -156,6 +160,7 @@ class EvalStage:
             resumed=kept,
             progress=self.progress,
             thinking=InlineThinking(ask.think_start_marker, ask.think_end_marker),
+            sequential=test,
         )
 
     def _requests(
