@@ -46,9 +46,7 @@ def derive(
     candidates = longest_candidates(prompts)
     if endpoint.base_url is None:
         on_stage("context")
-        context, longest = gather_context(
-            ask, endpoint, endpoint_limit=None, info=None, candidates=candidates
-        )
+        context, longest = gather_context(ask, endpoint, candidates=candidates)
         return context, longest, None
     from evalgate.engine.discovery import EngineInfo  # the HTTP client loads only now
     from evalgate.engine.readiness import wait_until_ready
@@ -100,19 +98,11 @@ def probe(
 ) -> ProbeRecord:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
-    from evalgate.engine import request
     from evalgate.engine.client import RequestFailed, send_probe
     from evalgate.gate.probe import accepted, failed
 
     client = eval_client(endpoint, timeout=min(endpoint.timeout, PROBE_TIMEOUT), max_connections=1)
-    body = request.prompt_body(
-        prompt,
-        api=endpoint.api,
-        model=str(endpoint.served_model),
-        max_tokens=context.max_tokens,
-        stop=stop,
-        sampling=sampling,
-    )
+    body = eval_body(endpoint, prompt, context.max_tokens, stop, sampling)
 
     def send(client: dict[str, Any], *, strict: bool) -> ProbeRecord:
         """Sent by an EvalClient made of `client` (its keyword arguments); `strict` False: a
@@ -165,6 +155,22 @@ def _with_engine_words(
     found = ProbeError(f"{rejected.message} {said}")
     found.engine_error = error
     return found
+
+
+def eval_body(
+    endpoint: Endpoint,
+    prompt: Prompt,
+    max_tokens: int,
+    stop: Sequence[str],
+    sampling: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The body the eval sends for one of evalgate's prompts: the probe's too."""
+    from evalgate.engine.request import prompt_body
+
+    model = str(endpoint.served_model)
+    return prompt_body(
+        prompt, api=endpoint.api, model=model, max_tokens=max_tokens, stop=stop, sampling=sampling
+    )
 
 
 def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> dict[str, Any]:
