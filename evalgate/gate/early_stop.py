@@ -45,32 +45,6 @@ def _lm_eval_answers(
     ]
 
 
-def record(
-    decision: sequential.Decision, test: SequentialTest, *, questions: int, asked: int
-) -> EarlyStopRecord:
-    return EarlyStopRecord(
-        mode=test.mode,
-        alpha=test.alpha,
-        prior_weight=test.weight,
-        order_seed=sequential.ORDER_SEED if test.active else None,
-        stopped=decision.outcome is not None,
-        decision=decision.outcome,
-        questions=questions,
-        questions_used=decision.n,
-        questions_asked=asked,
-        filters=[
-            FilterEvidence(
-                filter=state.filter,
-                right=state.right,
-                n=state.n,
-                e_value=None if math.isinf(state.e_value) else state.e_value,
-                certain=state.certain,
-            )
-            for state in decision.filters
-        ],
-    )
-
-
 def settle(
     evaluation: Evaluation, sent: Dispatch, test: SequentialTest
 ) -> tuple[Evaluation, EarlyStopRecord]:
@@ -90,7 +64,27 @@ def settle(
             f"same answers gives {checked.outcome or 'no decision'} after {checked.n}. This is "
             "an evalgate bug (please report it); rerun with --early-stop off."
         )
-    kept = record(checked, test, questions=questions, asked=sent.asked)
+    kept = EarlyStopRecord(
+        mode=test.mode,
+        alpha=test.alpha,
+        prior_weight=test.weight,
+        order_seed=sequential.ORDER_SEED if test.active else None,
+        stopped=checked.outcome is not None,
+        decision=checked.outcome,
+        questions=questions,
+        questions_used=checked.n,
+        questions_asked=sent.asked,
+        filters=[
+            FilterEvidence(
+                filter=state.filter,
+                right=state.right,
+                n=state.n,
+                e_value=None if math.isinf(state.e_value) else state.e_value,
+                certain=state.certain,
+            )
+            for state in checked.filters
+        ],
+    )
     if checked.outcome is None:
         return evaluation, kept
     log.info("%s", checked.reason(test.threshold, questions, test.alpha))
