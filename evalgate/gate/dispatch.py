@@ -39,10 +39,12 @@ class Request:
     doc_id: int
     body: dict[str, Any]
     key: str
+    doc: dict[str, Any] | None
+    """The question lm-eval asks, for the sequential test's scoring (None: evalgate's own)."""
 
     @classmethod
-    def of(cls, doc_id: int, body: dict[str, Any]) -> Request:
-        return cls(doc_id, body, body_key(body))
+    def of(cls, doc_id: int, body: dict[str, Any], doc: dict[str, Any] | None = None) -> Request:
+        return cls(doc_id, body, body_key(body), doc)
 
 
 def stop_all(reason: str) -> None:
@@ -68,6 +70,9 @@ class Dispatch:
     resumed: dict[str, Reply] = field(default_factory=dict)
     progress: Progress | None = None
     thinking: InlineThinking | None = None
+    sequential: SequentialTest | None = None
+    scorer: Scorer | None = None
+    """Scores each answer as it arrives, for the sequential test (set once lm-eval loaded)."""
     replies: Replies = field(init=False)
     reader: PrefixReader | None = field(default=None, init=False)
     dispatched: list[int] = field(default_factory=list, init=False)
@@ -89,20 +94,13 @@ class Dispatch:
             self.model, self.api, self.max_tokens, self.max_failed, self.journal, self.thinking
         )
 
-    def start(
-        self,
-        requests: Sequence[Request],
-        *,
-        sequential: SequentialTest | None = None,
-        docs: Sequence[dict[str, Any]] = (),
-        scorer: Scorer | None = None,
-    ) -> None:
+    def start(self, requests: Sequence[Request]) -> None:
         """Begin sending `requests` (in a seeded order with a sequential test); `answers` or
         `wait` returns what came back."""
         order = list(range(len(requests)))
-        if sequential is not None and sequential.active:
+        if self.sequential is not None and self.sequential.active:
             order = dispatch_order(len(requests))
-            self.reader = PrefixReader(sequential)
+            self.reader = PrefixReader(self.sequential)
         self.replies.counts.total = len(requests)
         self.dispatched = [requests[i].doc_id for i in order]
         self._keys = [r.key for r in requests]
@@ -112,7 +110,7 @@ class Dispatch:
             self._loop = asyncio.get_running_loop()
             self._main = asyncio.current_task()
             started.set()
-            return await self._send_all(requests, order, docs, scorer)
+            return await self._send_all(requests, order)
 
         def thread() -> None:
             try:
@@ -127,14 +125,7 @@ class Dispatch:
         self._thread.start()
         started.wait()
 
-    def answers(
-        self,
-        requests: Sequence[Request],
-        *,
-        sequential: SequentialTest | None = None,
-        docs: Sequence[dict[str, Any]] = (),
-        scorer: Scorer | None = None,
-    ) -> list[str]:
+    def answers(self, requests: Sequence[Request]) -> list[str]:
         """The answers to `requests`, in their order: from the dispatch under way when it is
         sending exactly these bodies, else from one started now."""
         if self._thread is not None:
@@ -149,7 +140,7 @@ class Dispatch:
                 )
                 return self.wait()
             self._discard(requests)
-        self.start(requests, sequential=sequential, docs=docs, scorer=scorer)
+        self.start(requests)
         return self.wait()
 
     def wait(self) -> list[str]:
@@ -238,15 +229,9 @@ class Dispatch:
             asked()
         return True, self.replies.record(request.doc_id, request.key, answer, resumed=False)
 
-    async def _send_all(
-        self,
-        prepared: Sequence[Request],
-        order: list[int],
-        docs: Sequence[dict[str, Any]],
-        scorer: Scorer | None,
-    ) -> list[str]:
-        """Every request sent in `order` (or read from the journal); the texts in their order.
-        `docs` and `scorer`: each answer scored for the sequential test as it arrives."""
+    async def _send_all(self, prepared: Sequence[Request], order: list[int]) -> list[str]:
+        """Every request sent in `order` (or read from the journal); the texts in their order,
+        each scored for the sequential test as it arrives."""
         client = self.client_factory()
         results: list[str] = [""] * len(prepared)
         semaphore = asyncio.Semaphore(self.num_concurrent)
@@ -254,13 +239,15 @@ class Dispatch:
 
         async def one(position: int, index: int) -> None:
             nonlocal done
-            ended, text = await self._one(client, semaphore, prepared[index])
+            request = prepared[index]
+            ended, text = await self._one(client, semaphore, request)
             if not ended:
                 return
             if text is not None:
                 results[index] = text
-            if docs and self.reader is not None and scorer is not None:  # None: it failed
-                self.reader.arrive(position, None if text is None else scorer(docs[index], text))
+            doc, scorer = request.doc, self.scorer
+            if doc is not None and self.reader is not None and scorer is not None:  # None: failed
+                self.reader.arrive(position, None if text is None else scorer(doc, text))
             done += 1
             if self.progress is not None:
                 self.progress(done, len(prepared))

@@ -33,43 +33,16 @@ def test(mode: EarlyStop, alpha: float, spec: TaskSpec, threshold: float) -> Seq
 def _lm_eval_answers(
     evaluation: Evaluation, doc_ids: list[int], filters: tuple[str, ...]
 ) -> list[dict[str, bool] | None]:
-    by_doc = {sample.doc_id: sample for sample in evaluation.samples}
-    answers: list[dict[str, bool] | None] = []
-    for doc_id in doc_ids:
-        sample = by_doc.get(doc_id)
-        if sample is None or sample.error is not None:
-            answers.append(None)
-            continue
-        answers.append(
-            {name: name in sample.filters and sample.filters[name].correct for name in filters}
-        )
-    return answers
-
-
-def record(
-    decision: sequential.Decision, test: SequentialTest, *, questions: int, asked: int
-) -> EarlyStopRecord:
-    return EarlyStopRecord(
-        mode=test.mode,
-        alpha=test.alpha,
-        prior_weight=test.weight,
-        order_seed=sequential.ORDER_SEED if test.active else None,
-        stopped=decision.outcome is not None,
-        decision=decision.outcome,
-        questions=questions,
-        questions_used=decision.n,
-        questions_asked=asked,
-        filters=[
-            FilterEvidence(
-                filter=state.filter,
-                right=state.right,
-                n=state.n,
-                e_value=None if math.isinf(state.e_value) else state.e_value,
-                certain=state.certain,
-            )
-            for state in decision.filters
-        ],
-    )
+    """Each question's verdict per filter as lm-eval scored it (None: no answer came)."""
+    scored = {
+        sample.doc_id: sample.filters for sample in evaluation.samples if sample.error is None
+    }
+    return [
+        None
+        if (found := scored.get(doc_id)) is None
+        else {name: name in found and found[name].correct for name in filters}
+        for doc_id in doc_ids
+    ]
 
 
 def settle(
@@ -91,7 +64,27 @@ def settle(
             f"same answers gives {checked.outcome or 'no decision'} after {checked.n}. This is "
             "an evalgate bug (please report it); rerun with --early-stop off."
         )
-    kept = record(checked, test, questions=questions, asked=sent.asked)
+    kept = EarlyStopRecord(
+        mode=test.mode,
+        alpha=test.alpha,
+        prior_weight=test.weight,
+        order_seed=sequential.ORDER_SEED if test.active else None,
+        stopped=checked.outcome is not None,
+        decision=checked.outcome,
+        questions=questions,
+        questions_used=checked.n,
+        questions_asked=sent.asked,
+        filters=[
+            FilterEvidence(
+                filter=state.filter,
+                right=state.right,
+                n=state.n,
+                e_value=None if math.isinf(state.e_value) else state.e_value,
+                certain=state.certain,
+            )
+            for state in checked.filters
+        ],
+    )
     if checked.outcome is None:
         return evaluation, kept
     log.info("%s", checked.reason(test.threshold, questions, test.alpha))

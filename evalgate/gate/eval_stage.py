@@ -5,7 +5,6 @@ an early stop settled, the samples written.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +26,7 @@ from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec
 if TYPE_CHECKING:  # lm-eval and the eval's client load only when an eval starts
     from evalgate.engine.client import EvalClient
     from evalgate.evidence.model import Reply
-    from evalgate.gate.dispatch import Dispatch, Progress, Request
+    from evalgate.gate.dispatch import Dispatch, Progress
     from evalgate.gate.evaluate import Evaluation
     from evalgate.rules.sequential import SequentialTest
 
@@ -75,10 +74,17 @@ class EvalStage:
         )
         answers, kept = self._journal(agreed, len(prompts))
         sampling = spec.sampling | ask.request_fields()
-        sent = self.dispatch = self._dispatch(max_tokens, answers, kept)
         test = early_stop.test(ask.early_stop, ask.alpha, spec, floor)
+        sent = self.dispatch = self._dispatch(max_tokens, answers, kept, test)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
-            sent.start(self._requests(prompts, spec, max_tokens, sampling))
+            from evalgate.gate.dispatch import Request
+            from evalgate.gate.preflight import eval_body
+
+            own = [
+                Request.of(p.doc_id, eval_body(self.endpoint, p, max_tokens, spec.stop, sampling))
+                for p in prompts
+            ]
+            sent.start(own)
         recorded = run.eval = EvalRecord(  # before any answer: the protocol and how it is sent
             **msgspec.structs.asdict(agreed),
             num_concurrent=ask.num_concurrent,
@@ -93,8 +99,8 @@ class EvalStage:
             from evalgate.gate.scoring import AnswerScorer
 
             run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval_version())
-            scorer = AnswerScorer(spec) if test is not None else None
-            lm = GateLM(dispatch=sent, sampling=sampling, sequential=test, scorer=scorer)
+            sent.scorer = AnswerScorer(spec) if test is not None else None
+            lm = GateLM(dispatch=sent, sampling=sampling)
             evaluation = run_eval(spec, dataset, lm, ask.limit)
         finally:
             sent.halt()  # before the journal closes: nothing is in flight any more
@@ -124,7 +130,11 @@ class EvalStage:
         return journal.Journal(path, fingerprint, kept), kept
 
     def _dispatch(
-        self, max_tokens: int, answers: journal.Journal, kept: dict[str, Reply]
+        self,
+        max_tokens: int,
+        answers: journal.Journal,
+        kept: dict[str, Reply],
+        test: SequentialTest | None,
     ) -> Dispatch:
         from evalgate.engine.client import EvalClient
         from evalgate.engine.workers import WorkerWatch
@@ -156,33 +166,8 @@ class EvalStage:
             resumed=kept,
             progress=self.progress,
             thinking=InlineThinking(ask.think_start_marker, ask.think_end_marker),
+            sequential=test,
         )
-
-    def _requests(
-        self,
-        prompts: Sequence[Prompt],
-        spec: TaskSpec,
-        max_tokens: int,
-        sampling: dict[str, object],
-    ) -> list[Request]:
-        """evalgate's own bodies for its prompts: the ones lm-eval will build."""
-        from evalgate.engine import request
-        from evalgate.gate.dispatch import Request
-
-        return [
-            Request.of(
-                p.doc_id,
-                request.prompt_body(
-                    p,
-                    api=self.endpoint.api,
-                    model=str(self.endpoint.served_model),
-                    max_tokens=max_tokens,
-                    stop=spec.stop,
-                    sampling=sampling,
-                ),
-            )
-            for p in prompts
-        ]
 
     def _keep(
         self, evaluation: Evaluation, sent: Dispatch, test: SequentialTest | None

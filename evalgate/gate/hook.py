@@ -207,7 +207,5 @@ def _outcome(stage: Path, runs: dict[int, RunOutcome | None], stopped: str | Non
     )
     artifacts.write_hook(stage, summary)
     codes = [o.exit_code for o in runs.values() if o is not None]
-    if stopped is not None and any(o is None for o in runs.values()):
-        codes.append(codes[-1])
     worst = max(codes, key=lambda c: _SEVERITY.get(c, 5)) if codes else int(ExitCode.EVAL)
     return HookOutcome(worst, runs, summary)

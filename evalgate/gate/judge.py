@@ -31,8 +31,8 @@ def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
             f"{counts.failed} request(s) failed and were scored as wrong "
             f"(allowed by --max-failed-requests {ask.max_failed_requests})"
         )
-    stopped = run.eval.early_stop if run.eval and run.eval.early_stop else None
-    answered = counts.completed if stopped is not None and stopped.stopped else counts.total
+    stopped = run.eval and run.eval.early_stop and run.eval.early_stop.stopped
+    answered = counts.completed if stopped else counts.total
     truncated_rate = (counts.truncated + counts.empty) / max(answered, 1)
     if counts.truncated or counts.empty:
         run.warnings.append(
@@ -54,17 +54,16 @@ def verdict(
     run: RunLog, ask: GateAsk, task: str, floor: Floor, *, problems: list[str], doubts: list[str]
 ) -> Verdict:
     """The gate rule on the scores, with the run-level problems and doubts beside them."""
-    stopped = run.eval.early_stop if run.eval and run.eval.early_stop else None
-    decided = run.verdict = decide(
+    run.verdict = decide(
         run.scores,
         floor.value,
         min_samples=ask.min_samples if ask.min_samples is not None else full_size(task),
         matched=floor.matched,
         problems=problems,
         doubts=doubts,
-        early_stop=stopped,
+        early_stop=run.eval.early_stop if run.eval else None,
     )
-    return decided
+    return run.verdict
 
 
 def compare_baseline(

@@ -118,9 +118,9 @@ def gather_context(
     ask: ContextAsk,
     endpoint: Endpoint,
     *,
-    endpoint_limit: Limit | None,
-    info: EngineInfo | None,
     candidates: Sequence[Prompt],
+    endpoint_limit: Limit | None = None,
+    info: EngineInfo | None = None,
     unread_limit: str | None = None,
 ) -> tuple[EvalContext, Prompt]:
     """Everything measured, then the pure derivation: the context and the prompt to probe with

@@ -10,28 +10,18 @@ from typing import Any
 from lm_eval.api.model import LM
 
 from evalgate.engine.request import generation_body
-from evalgate.gate.dispatch import Dispatch, Request, Scorer
-from evalgate.rules.sequential import SequentialTest
+from evalgate.gate.dispatch import Dispatch, Request
 
 _NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max_tokens"})
 """Generation settings lm-eval consumes itself; the task's others (top_p) go into the body."""
 
 
 class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
-    def __init__(
-        self,
-        *,
-        dispatch: Dispatch,
-        sampling: dict[str, Any] | None = None,
-        sequential: SequentialTest | None = None,
-        scorer: Scorer | None = None,
-    ) -> None:
+    def __init__(self, *, dispatch: Dispatch, sampling: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.dispatch = dispatch
         self.sampling = dict(sampling or {})
         """The task's temperature and other generation settings (TaskSpec.sampling)."""
-        self.sequential = sequential if sequential is not None and sequential.active else None
-        self.scorer = scorer
 
     # -- what lm-eval asks of a chat-capable API model ----------------------------------------
     @property
@@ -71,11 +61,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
             prompt=None if chat else context,
             extra=extra,
         )
-        return Request.of(int(instance.doc_id), body)
+        return Request.of(int(instance.doc_id), body, dict(instance.doc))
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
-        prepared = [self._request(instance) for instance in requests]
-        docs = [dict(instance.doc) for instance in requests] if self.sequential else []
-        return self.dispatch.answers(
-            prepared, sequential=self.sequential, docs=docs, scorer=self.scorer
-        )
+        return self.dispatch.answers([self._request(instance) for instance in requests])

@@ -14,7 +14,7 @@ import msgspec
 
 from evalgate.engine import dynamo
 from evalgate.engine.cards import ModelCard, served_limit
-from evalgate.engine.retry import RetryPolicy
+from evalgate.engine.retry import EngineAnswerError, RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
 from evalgate.evidence.fields import Stage
@@ -46,9 +46,7 @@ def derive(
     candidates = longest_candidates(prompts)
     if endpoint.base_url is None:
         on_stage("context")
-        context, longest = gather_context(
-            ask, endpoint, endpoint_limit=None, info=None, candidates=candidates
-        )
+        context, longest = gather_context(ask, endpoint, candidates=candidates)
         return context, longest, None
     from evalgate.engine.discovery import EngineInfo  # the HTTP client loads only now
     from evalgate.engine.readiness import wait_until_ready
@@ -100,55 +98,38 @@ def probe(
 ) -> ProbeRecord:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
-    from evalgate.engine import request
     from evalgate.engine.client import RequestFailed, send_probe
     from evalgate.gate.probe import accepted, failed
 
     client = eval_client(endpoint, timeout=min(endpoint.timeout, PROBE_TIMEOUT), max_connections=1)
-    body = request.prompt_body(
-        prompt,
-        api=endpoint.api,
-        model=str(endpoint.served_model),
-        max_tokens=context.max_tokens,
-        stop=stop,
-        sampling=sampling,
-    )
-
-    def send(client: dict[str, Any], *, strict: bool) -> ProbeRecord:
-        """Sent by an EvalClient made of `client` (its keyword arguments); `strict` False: a
-        truncation risk is only warned about (a worker asked for its words)."""
-        started = time.monotonic()
-        try:
-            send_probe(body, **client)
-        except RequestFailed as exc:
-            where = redact_url(client["base_url"])
-            raise failed(exc, context, timeout=client["timeout"], endpoint=where) from exc
-        latency = time.monotonic() - started
-        return accepted(context, prompt, latency, strict=endpoint.strict and strict)
-
+    body = eval_body(endpoint, prompt, context.max_tokens, stop, sampling)
+    started = time.monotonic()
     try:
-        return send(client, strict=True)
-    except ProbeError as exc:
-        if exc.engine_error is None or not dynamo.wordless(exc.engine_error):
-            raise
-        raise _with_engine_words(exc, endpoint.worker_urls, client, send) from exc
+        send_probe(body, **client)
+    except RequestFailed as exc:
+        where = redact_url(client["base_url"])
+        rejected = failed(exc, context, timeout=client["timeout"], endpoint=where)
+        if rejected.engine_error is None or not dynamo.wordless(rejected.engine_error):
+            raise rejected from exc
+        raise _with_engine_words(rejected, endpoint.worker_urls, body, client) from exc
+    latency = time.monotonic() - started
+    return accepted(context, prompt, latency, strict=endpoint.strict)
 
 
 def _with_engine_words(
-    rejected: ProbeError,
-    worker_urls: Sequence[str],
-    client: dict[str, Any],
-    send: Callable[..., ProbeRecord],
+    rejected: ProbeError, worker_urls: Sequence[str], body: dict[str, Any], client: dict[str, Any]
 ) -> ProbeError:
     """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
     worker asked the same request directly (once each), or how to get them."""
+    from evalgate.engine.client import RequestFailed, send_probe
+
     for url in worker_urls:
         label = redact_url(url)
         try:
-            send({**client, "base_url": url, "attempts": 1}, strict=False)
-        except ProbeError as answer:
-            error = answer.engine_error
-            if error is None or dynamo.wordless(error):
+            send_probe(body, **{**client, "base_url": url, "attempts": 1})
+        except RequestFailed as answer:
+            error = answer.error  # the engine's words only in an answer it gave
+            if not isinstance(answer.__cause__, EngineAnswerError) or dynamo.wordless(error):
                 continue
             said = f"The worker {label} answers the same request itself: {error.describe()}."
         else:
@@ -165,6 +146,22 @@ def _with_engine_words(
     found = ProbeError(f"{rejected.message} {said}")
     found.engine_error = error
     return found
+
+
+def eval_body(
+    endpoint: Endpoint,
+    prompt: Prompt,
+    max_tokens: int,
+    stop: Sequence[str],
+    sampling: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The body the eval sends for one of evalgate's prompts: the probe's too."""
+    from evalgate.engine.request import prompt_body
+
+    model = str(endpoint.served_model)
+    return prompt_body(
+        prompt, api=endpoint.api, model=model, max_tokens=max_tokens, stop=stop, sampling=sampling
+    )
 
 
 def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> dict[str, Any]:

@@ -48,7 +48,6 @@ class OverBudget(Exception):
     final count)."""
 
     doc_id: int
-    detail: str
     failure: RequestFailed
 
 
@@ -194,7 +193,7 @@ class Replies:
                 "Fix the request or the engine; the probe passed, so the prompt is unusual."
             )
         if self.counts.failed > self.max_failed:
-            raise OverBudget(doc_id, message, failure)
+            raise OverBudget(doc_id, failure)
 
     def over_budget(self, first: OverBudget) -> EvalFailedError:
         """The error for failures over the budget, counted once every request in flight has
@@ -212,6 +211,6 @@ class Replies:
         return EvalFailedError(
             f"{gone}{self.counts.failed} request(s) failed after {first.failure.attempts} "
             f"attempt(s) each (allowed: {self.max_failed}, --max-failed-requests); last: question "
-            f"{first.doc_id}: {first.detail}. A failed request cannot be scored, so the run "
+            f"{first.doc_id}: {first.failure}. A failed request cannot be scored, so the run "
             "cannot be gated."
         )

@@ -64,8 +64,7 @@ class GateRun:
     ) -> None:
         self.settings = settings
         self.endpoint = stages.endpoint(settings)
-        self.prior = prior
-        self.checked: Checked | None = None
+        self.checked = prior
         self.dataset: Dataset | None = None
         self.resume = resume
         self.log = RunLog(settings.model, stages.labels(settings, topology))
@@ -136,8 +135,8 @@ class GateRun:
             check_baseline(baseline, s.baseline, planned)
 
         sampling = spec.sampling | self.eval.ask.request_fields()
-        if self.prior is not None:
-            context = reuse(run, self.prior)
+        if self.checked is not None:
+            context = reuse(run, self.checked)
         else:
             ask = stages.context_ask(s)
             self.checked = check(run, self.endpoint, ask, spec, prompts, sampling=sampling)
@@ -240,8 +239,7 @@ def _record(
                 error = EvalFailedError(f"the {status} verdict could not be recorded: {detail}")
                 status, reason, code = "error", error.message, int(ExitCode.EVAL)
             path = _record_in_little_room(gate, status=status, reason=reason, error=error)
-    checked = gate.checked or gate.prior
-    return RunOutcome(code, status, reason, path, result, error, checked, gate.comparison)
+    return RunOutcome(code, status, reason, path, result, error, gate.checked, gate.comparison)
 
 
 def _record_in_little_room(

@@ -42,22 +42,16 @@ class AnswerScorer:
             if key not in ("metric", "aggregation", "higher_is_better")
         }
 
-    def extract(self, name: str, response: str, doc: dict[str, Any]) -> str:
-        """The filter's reading of one response."""
-        values: Any = [[response]]
-        for step in self._pipelines[name]:
-            values = list(step.apply(values, [doc]))
-        return str(values[0])
-
     def __call__(self, doc: dict[str, Any], response: str) -> dict[str, bool]:
         """{filter: right} for one response."""
         gold = render(self._target, doc)
         found = {}
-        for name in self._pipelines:
+        for name, pipeline in self._pipelines.items():
+            values: Any = [[response]]  # the filter's reading of the response
+            for step in pipeline:
+                values = list(step.apply(values, [doc]))
             score = self._metric(
-                references=[gold],
-                predictions=[self.extract(name, response, doc)],
-                **self._metric_kwargs,
+                references=[gold], predictions=[str(values[0])], **self._metric_kwargs
             )
             found[name] = float(score[GATED_METRIC]) == 1.0
         return found
