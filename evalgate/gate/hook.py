@@ -16,7 +16,7 @@ from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence import artifacts, folder, harness_files
 from evalgate.evidence.harness_files import Job
 from evalgate.evidence.harness_layout import EVALGATE_DIR
-from evalgate.evidence.hook_summary import HookRun, HookSummary
+from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.preflight import Checked
 from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
