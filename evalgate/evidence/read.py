@@ -5,7 +5,6 @@ then Python's json; nesting and integer bounds): docs/architecture.md, "One evid
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -13,7 +12,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast, overload
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -85,7 +84,8 @@ def decode(
     try:
         value = _decode(data, kind, where, pairs)
         bound = HUGE_INT if kind is Any else BIG_INT
-        if _may_hold_big_int(_bytes(data), bound):
+        text = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
+        if _may_hold_big_int(text, bound):
             plain = value if kind is Any else _decode(data, Any, where, None)
             _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
@@ -112,7 +112,7 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
     when a line may hold an integer past 64 bits."""
     if not _may_hold_big_int(data, BIG_INT):
         try:
-            return list(_line_decoder(cast(Any, kind)).decode_lines(data))
+            return msgspec.json.Decoder(kind).decode_lines(data)
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass  # said line by line below
     return [
@@ -122,11 +122,6 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
     ]
 
 
-@functools.cache
-def _line_decoder(kind: Any) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(kind)
-
-
 def _may_hold_big_int(data: bytes, bound: int) -> bool:
     """Whether a number in the text may be past the bound: a cheap scan (one translation, one
     regular expression with a literal start) deciding whether to look closer."""
@@ -134,10 +129,6 @@ def _may_hold_big_int(data: bytes, bound: int) -> bool:
     number, digits = _DIGITS[bound]
     start = b":" + shape.lstrip(b" ")[:digits]  # the text's start counts as a line's
     return number.search(shape) is not None or number.match(start) is not None
-
-
-def _bytes(data: bytes | str) -> bytes:
-    return data if isinstance(data, bytes) else data.encode("utf-8", "replace")
 
 
 def _refuse_big_ints(value: Any, where: str, bound: int) -> None:
