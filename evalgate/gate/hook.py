@@ -161,7 +161,7 @@ class HarnessStage:
         meta = harness_files.meta_env(
             self.labels, self.env, self.concurrencies, self.completed, failed
         )
-        harness_files.write_meta(self.out, meta)
+        artifacts.write_json(self.out / artifacts.META_NAME, meta)
 
     def record(self, concurrency: int, outcome: RunOutcome) -> None:
         """One run's results and samples, and the meta_env.json that counts it."""
