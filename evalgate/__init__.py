@@ -22,8 +22,7 @@ from evalgate.errors import (
 
 if TYPE_CHECKING:
     from evalgate.compare.comparison import Comparison, compare_runs
-    from evalgate.evidence.hook_summary import HookSummary
-    from evalgate.evidence.model import Check, Result, Sample, Score
+    from evalgate.evidence.model import Check, HookSummary, Result, Sample, Score
     from evalgate.gate.context import EvalContext, derive_context
     from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
     from evalgate.gate.run import RunOutcome, run_gate
@@ -75,8 +74,7 @@ _LAZY = {
     name: module
     for module, names in {
         "evalgate.compare.comparison": ("Comparison", "compare_runs"),
-        "evalgate.evidence.hook_summary": ("HookSummary",),
-        "evalgate.evidence.model": ("Check", "Result", "Sample", "Score"),
+        "evalgate.evidence.model": ("Check", "HookSummary", "Result", "Sample", "Score"),
         "evalgate.gate.context": ("EvalContext", "derive_context"),
         "evalgate.gate.native": ("NativeLength", "load_native_max_len", "native_max_len"),
         "evalgate.gate.run": ("RunOutcome", "run_gate"),

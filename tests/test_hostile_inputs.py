@@ -165,6 +165,8 @@ TASKS = [
     ("a number as a field", _edit('"Answer each question."', '"{{ 1 }}"'), "uses Jinja beyond"),
     ("a filter option lm-eval does not take",
      _edit(TAKE_FIRST, TAKE_FIRST + "        bogus: 1\n"), "bogus is not a key evalgate knows"),
+    ("a filter named by a list", _edit("function: take_first\n", "function: [take_first]\n"),
+     "filter_list[0].filter[1] must name one of lm-eval's text filters"),
     ("take_first_k without k", _edit("function: take_first\n", "function: take_first_k\n"),
      "filter_list[0].filter[1] has no k, which take_first_k needs"),
     ("map without a default",

@@ -15,8 +15,7 @@ import msgspec
 
 from evalgate import outside
 from evalgate.errors import ArtifactError, EvalFailedError
-from evalgate.evidence.hook_summary import HookSummary
-from evalgate.evidence.model import Result, Sample, to_document
+from evalgate.evidence.model import HookSummary, Result, Sample, to_document
 from evalgate.evidence.read import decode, decode_lines, read, read_bytes
 
 RESULT_NAME = "result.json"

@@ -121,7 +121,7 @@ def meta_env(
         precision = precision or match.group(1)
         framework = framework or match.group(2)
     fields = job_fields(env)
-    meta: dict[str, Any] = {
+    return {
         "is_multinode": job.is_multinode,
         "framework": framework or "unknown",
         "precision": precision or "unknown",
@@ -133,15 +133,12 @@ def meta_env(
         "completed_eval_concs": list(completed),
         "failed_eval_concs": list(failed),
         **{key: value for key, value in fields.items() if key not in _BEFORE_CONC},
-    }
-    meta |= {
         "model": job.served_model or "",
         "infmax_model_prefix": job.model_prefix or "unknown",
         "hw": job.hardware or "unknown",
         "isl": str(job.isl or 0),  # the harness writes both as strings
         "osl": str(job.osl or 0),
     }
-    return meta
 
 
 def job_topology(job: Job, env: Mapping[str, str]) -> dict[str, Any] | None:
@@ -240,7 +237,3 @@ def stage_run(
         artifacts.write_jsonl(samples, sample_records(artifacts.read_samples(own_samples)))
         written.append(samples)
     return written
-
-
-def write_meta(out_dir: Path, meta: Mapping[str, Any]) -> Path:
-    return artifacts.write_json(out_dir / artifacts.META_NAME, dict(meta))

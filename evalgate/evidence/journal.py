@@ -59,10 +59,6 @@ def fingerprint(
     }
 
 
-def _line(reply: Reply) -> dict[str, Any]:
-    return {_ON_DISK.get(name, name): getattr(reply, name) for name in _KEPT}
-
-
 def _reply(record: Any) -> Reply | None:
     """A journal line's answer; None for a line that holds none (a stray or broken one)."""
     if not isinstance(record, dict) or not isinstance(record.get("text"), str):
@@ -126,7 +122,7 @@ class Journal:
             raise
 
     def append(self, reply: Reply) -> None:
-        self._write(_line(reply))
+        self._write({_ON_DISK.get(name, name): getattr(reply, name) for name in _KEPT})
 
     def close(self) -> None:
         with contextlib.suppress(OSError):  # the write that failed was reported already

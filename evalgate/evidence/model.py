@@ -15,6 +15,7 @@ from evalgate.evidence.fields import (
     Api,
     Count,
     Fraction,
+    HookStatus,
     Positive,
     Record,
     Stage,
@@ -258,6 +259,28 @@ class Sample(Reply, kw_only=True, frozen=True):
             cluster=cluster,
             repeat=repeat,
         )
+
+
+class HookRun(Record, kw_only=True, frozen=True):
+    """One concurrency of a hook call."""
+
+    concurrency: Positive
+    status: HookStatus
+    reason: str
+    exit_code: Count | None = None
+    stage: str | None = None
+    result: str | None = None
+
+
+class HookSummary(Record, kw_only=True, frozen=True):
+    """hook.json: which concurrencies completed, and why the others did not."""
+
+    concurrencies: list[Positive]
+    completed: list[Positive]
+    runs: list[HookRun]
+    stopped: Annotated[
+        str | None, Meta(description="Why the hook stopped before running every concurrency")
+    ]
 
 
 def to_document(record: msgspec.Struct) -> Any:

@@ -5,19 +5,16 @@ then Python's json; nesting and integer bounds): docs/architecture.md, "One evid
 
 from __future__ import annotations
 
-import functools
 import json
-import operator
 import os
 import re
 import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast, overload
+from typing import Any, TypeVar, overload
 
 import msgspec
-from msgspec import inspect
 
 from evalgate.errors import ArtifactError
 
@@ -40,14 +37,6 @@ _DIGITS = {
 }
 """In a text's shape, a run of digits as long as the bound where a JSON number can stand (a
 hash of digits inside a string does not): the only text that can hold an integer past it."""
-_PLAIN = (
-    inspect.StrType,
-    inspect.BoolType,
-    inspect.FloatType,
-    inspect.NoneType,
-    inspect.LiteralType,
-)
-"""Types that hold no integer."""
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
@@ -95,7 +84,8 @@ def decode(
     try:
         value = _decode(data, kind, where, pairs)
         bound = HUGE_INT if kind is Any else BIG_INT
-        if _may_hold_big_int(_bytes(data), bound):
+        text = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
+        if _may_hold_big_int(text, bound):
             plain = value if kind is Any else _decode(data, Any, where, None)
             _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
@@ -120,71 +110,16 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
     """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
     once, in C, and line by line only when that fails (to say which line is wrong, and why) or
     when a line may hold an integer past 64 bits."""
-    fields = _int_fields(cast(Any, kind))
-    if fields is not None or not _may_hold_big_int(data, BIG_INT):
+    if not _may_hold_big_int(data, BIG_INT):
         try:
-            found = list(_line_decoder(cast(Any, kind)).decode_lines(data))
+            return msgspec.json.Decoder(kind).decode_lines(data)
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass  # said line by line below
-        else:
-            if not fields or not _past(found, fields, BIG_INT):
-                return found
     return [
         decode(line, kind, f"{where} line {number}", refusal)
         for number, line in enumerate(data.splitlines(), start=1)
         if line.strip()
     ]
-
-
-@functools.cache
-def _line_decoder(kind: Any) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(kind)
-
-
-def _holds_int(kind: Any) -> str | None:
-    """ "int": an integer (or null) itself; "no": no integer anywhere inside; None: integers may
-    hide inside (a list, Any), where only the text's scan finds them."""
-    while isinstance(kind, inspect.Metadata):
-        kind = kind.type
-    if isinstance(kind, inspect.IntType):
-        return "int"
-    if isinstance(kind, inspect.UnionType):
-        parts = {_holds_int(part) for part in kind.types}
-        if None in parts:
-            return None
-        return "int" if "int" in parts else "no"
-    if isinstance(kind, _PLAIN):
-        return "no"
-    inside: list[Any] = []
-    if isinstance(kind, inspect.DictType):
-        inside = [kind.key_type, kind.value_type]
-    elif isinstance(kind, inspect.StructType):
-        inside = [field.type for field in kind.fields]
-    else:
-        return None
-    return "no" if all(_holds_int(part) == "no" for part in inside) else None
-
-
-@functools.cache
-def _int_fields(kind: Any) -> tuple[str, ...] | None:
-    """The fields of a Struct `kind` that hold an integer, when no integer hides deeper (then
-    the decoded values say whether one is past 64 bits); None otherwise."""
-    info = inspect.type_info(kind)
-    if not isinstance(info, inspect.StructType):
-        return None
-    holds = {field.name: _holds_int(field.type) for field in info.fields}
-    if None in holds.values():
-        return None
-    return tuple(name for name, held in holds.items() if held == "int")
-
-
-def _past(values: list[Any], fields: tuple[str, ...], bound: int) -> bool:
-    """Whether any of `fields` of the decoded `values` is an integer of `bound` or more in
-    magnitude."""
-    get = operator.attrgetter(*fields)
-    rows = map(get, values) if len(fields) > 1 else ((v,) for v in map(get, values))
-    numbers = [n for row in rows for n in row if n is not None]
-    return bool(numbers) and (max(numbers) >= bound or min(numbers) <= -bound)
 
 
 def _may_hold_big_int(data: bytes, bound: int) -> bool:
@@ -194,10 +129,6 @@ def _may_hold_big_int(data: bytes, bound: int) -> bool:
     number, digits = _DIGITS[bound]
     start = b":" + shape.lstrip(b" ")[:digits]  # the text's start counts as a line's
     return number.search(shape) is not None or number.match(start) is not None
-
-
-def _bytes(data: bytes | str) -> bytes:
-    return data if isinstance(data, bytes) else data.encode("utf-8", "replace")
 
 
 def _refuse_big_ints(value: Any, where: str, bound: int) -> None:

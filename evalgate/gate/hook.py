@@ -16,7 +16,7 @@ from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence import artifacts, folder, harness_files
 from evalgate.evidence.harness_files import Job
 from evalgate.evidence.harness_layout import EVALGATE_DIR
-from evalgate.evidence.hook_summary import HookRun, HookSummary
+from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.preflight import Checked
 from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.settings import Settings, job_environment
@@ -161,7 +161,7 @@ class HarnessStage:
         meta = harness_files.meta_env(
             self.labels, self.env, self.concurrencies, self.completed, failed
         )
-        harness_files.write_meta(self.out, meta)
+        artifacts.write_json(self.out / artifacts.META_NAME, meta)
 
     def record(self, concurrency: int, outcome: RunOutcome) -> None:
         """One run's results and samples, and the meta_env.json that counts it."""

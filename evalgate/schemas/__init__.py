@@ -26,8 +26,7 @@ def generate(name: str) -> str:
     """The text of ``<name>.schema.json`` as evidence/model.py states it."""
     import msgspec
 
-    from evalgate.evidence.hook_summary import HookSummary
-    from evalgate.evidence.model import Result, Sample
+    from evalgate.evidence.model import HookSummary, Result, Sample
 
     kind = {"result": Result, "sample": Sample, "hook": HookSummary}[name]
     schema = {

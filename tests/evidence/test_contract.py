@@ -20,8 +20,7 @@ from jsonschema import Draft202012Validator
 
 from evalgate import schemas
 from evalgate.errors import ArtifactError
-from evalgate.evidence.hook_summary import HookSummary
-from evalgate.evidence.model import Result, Sample
+from evalgate.evidence.model import HookSummary, Result, Sample
 from evalgate.evidence.read import decode
 from evalgate.schemas import validation_errors, validator
 
