@@ -43,8 +43,8 @@ class Run(msgspec.Struct, frozen=True, dict=True):
         return tuple(dict.fromkeys(names))
 
 
-class Difference(msgspec.Struct, frozen=True):
-    """One way two runs' protocols differ."""
+class Difference(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One way two runs' protocols differ (comparison.json leaves out an empty detail)."""
 
     field: str
     baseline: str
@@ -77,9 +77,8 @@ def load_run(path: Path) -> Run:
             "folder evalgate run wrote (its --output-dir) or the result.json inside it."
         )
     result = read_result(result_path)
-    if result.eval is None:
-        return evaluated_run(result_path, result, ())
-    return evaluated_run(result_path, result, read_samples(result_path.parent / SAMPLES_NAME))
+    samples = read_samples(result_path.parent / SAMPLES_NAME) if result.eval is not None else ()
+    return evaluated_run(result_path, result, samples)
 
 
 def show(value: Any) -> str:
