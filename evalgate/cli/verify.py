@@ -139,10 +139,11 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
 
 def _is_input(path: str, roots: list[str]) -> bool:
     """Would verify read this file? Then writing a report over it destroys the evidence."""
+    from evalgate.evidence.artifacts import HOOK_NAME, META_NAME, RESULT_NAME
     from evalgate.evidence.harness_layout import is_results_file
 
     name = os.path.basename(path)
-    if not (name in ("result.json", "meta_env.json", "hook.json") or is_results_file(name)):
+    if not (name in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(name)):
         return False
     # as written and as resolved: verify follows links to folders, so a path through one is read
     return any(

@@ -185,12 +185,11 @@ def _generation(where: _Where, value: Any) -> dict[str, Any]:
 
 def _step(where: _Where, value: Any) -> dict[str, Any]:
     """One filter step: a built-in text filter's name and its options, each checked."""
-    if not isinstance(value, dict) or value.get("function") not in FILTERS:
-        name = value.get("function") if isinstance(value, dict) else value
+    name = value.get("function") if isinstance(value, dict) else value
+    if not isinstance(value, dict) or not isinstance(name, str) or name not in FILTERS:
         raise where.refuse(
             f"must name one of lm-eval's text filters ({', '.join(sorted(FILTERS))})", name
         )
-    name = value["function"]
     for option in REQUIRED.get(name, ()):
         if option not in value:
             raise UsageError(f"{where.path}: {where.key} has no {option}, which {name} needs.")
