@@ -23,18 +23,13 @@ _SHOWN = 5
 
 
 class Run(msgspec.Struct, frozen=True, dict=True):
-    """A run's result and its samples, keyed by doc_id (read from disk, or still in memory)."""
+    """A run that evaluated (evaluated_run): its result, the result's eval section, and its
+    samples keyed by doc_id (read from disk, or still in memory)."""
 
     path: Path
     result: Result
+    eval: EvalRecord
     samples: Mapping[int, Sample]
-
-    @property
-    def eval(self) -> EvalRecord:
-        """The result's eval section (never None for a loaded run)."""
-        if self.result.eval is None:  # load_run refuses such a run
-            raise ArtifactError(f"{self.path} has no eval section")
-        return self.result.eval
 
     @cached_property
     def filters(self) -> tuple[str, ...]:
@@ -65,7 +60,7 @@ def evaluated_run(path: Path, result: Result, samples: Sequence[Sample]) -> Run:
             f"{path} has no eval section: that run stopped at stage {result.stage} "
             f"({result.reason}) before evaluating. Compare two runs that evaluated."
         )
-    return Run(path, result, {sample.doc_id: sample for sample in samples})
+    return Run(path, result, result.eval, {sample.doc_id: sample for sample in samples})
 
 
 def load_run(path: Path) -> Run:
