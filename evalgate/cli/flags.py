@@ -78,10 +78,8 @@ def _help(field: str) -> str:
 def _base_type(annotation: Any) -> Any:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType) and len(args) == 1:
-        return _base_type(args[0])
-    if origin is typing.Annotated:
-        return _base_type(args[0])
+    if origin is typing.Annotated or (origin in (typing.Union, types.UnionType) and len(args) == 1):
+        return _base_type(args[0])  # Annotated[X, ...] and X | None: X
     return annotation
 
 
