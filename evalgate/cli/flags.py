@@ -138,9 +138,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             where = " or ".join([flag_name(field), *env_names(field)])
             problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
-    scrub.configure(
-        *credentials(settings)
-    )  # the top of the command: from here on, outputs are scrubbed
+    # the top of the command: from here on, outputs are scrubbed
+    scrub.configure(*credentials(settings))
     return settings
 
 
