@@ -78,10 +78,8 @@ def _help(field: str) -> str:
 def _base_type(annotation: Any) -> Any:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType) and len(args) == 1:
-        return _base_type(args[0])
-    if origin is typing.Annotated:
-        return _base_type(args[0])
+    if origin is typing.Annotated or (origin in (typing.Union, types.UnionType) and len(args) == 1):
+        return _base_type(args[0])  # Annotated[X, ...] and X | None: X
     return annotation
 
 
@@ -140,9 +138,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             where = " or ".join([flag_name(field), *env_names(field)])
             problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
-    scrub.configure(
-        *credentials(settings)
-    )  # the top of the command: from here on, outputs are scrubbed
+    # the top of the command: from here on, outputs are scrubbed
+    scrub.configure(*credentials(settings))
     return settings
 
 

@@ -42,17 +42,14 @@ def command(args: argparse.Namespace) -> int:
         spec.sampling | stages.eval_ask(settings).request_fields(),
     )
     if args.json:
-        print(
-            outside.terminal_json(
-                {
-                    "outcome": outcome.outcome,
-                    "latency_s": outcome.latency_s,
-                    "max_tokens": outcome.max_tokens,
-                    "prompt_tokens": outcome.prompt_tokens,
-                    "context": to_document(context_record(context)),
-                }
-            )
-        )
+        document = {
+            "outcome": outcome.outcome,
+            "latency_s": outcome.latency_s,
+            "max_tokens": outcome.max_tokens,
+            "prompt_tokens": outcome.prompt_tokens,
+            "context": to_document(context_record(context)),
+        }
+        print(outside.terminal_json(document))
     else:
         print(
             f"probe {outcome.outcome}: max_tokens {outcome.max_tokens} accepted with the "

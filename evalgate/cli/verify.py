@@ -117,15 +117,19 @@ def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
 
 
 def write_file(path: str, text: str, *, append: bool = False, label: str = "") -> None:
-    """Write (or append) a report file, never with a configured secret in it (evalgate.scrub);
-    an unwritable path is an ArtifactError (exit 2)."""
+    """Write a report file whole, in one step (evalgate.evidence.artifacts.write_atomic), or
+    append to one, never with a configured secret in it (evalgate.scrub); an unwritable path is
+    an ArtifactError (exit 2)."""
     from evalgate import scrub
     from evalgate.errors import ArtifactError
+    from evalgate.evidence.artifacts import write_atomic
 
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a" if append else "w", encoding="utf-8") as stream:
-            stream.write(scrub.text(text))
+        if append:
+            with open(path, "a", encoding="utf-8") as stream:
+                stream.write(scrub.text(text))
+        else:
+            write_atomic(Path(path), scrub.text(text))
     except OSError as exc:
         given = f" ({label})" if label else ""
         raise ArtifactError(
@@ -135,10 +139,11 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
 
 def _is_input(path: str, roots: list[str]) -> bool:
     """Would verify read this file? Then writing a report over it destroys the evidence."""
+    from evalgate.evidence.artifacts import HOOK_NAME, META_NAME, RESULT_NAME
     from evalgate.evidence.harness_layout import is_results_file
 
     name = os.path.basename(path)
-    if not (name in ("result.json", "meta_env.json", "hook.json") or is_results_file(name)):
+    if not (name in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(name)):
         return False
     # as written and as resolved: verify follows links to folders, so a path through one is read
     return any(
@@ -168,10 +173,10 @@ def _check_output(label: str, path: str, roots: list[str]) -> None:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
         else:
-            writable = (
-                os.access(target, os.W_OK)
-                if target.exists()
-                else os.access(target.parent, os.W_OK | os.X_OK)
+            # a report is replaced through a file beside it; the summary is appended to
+            appended = label == "GITHUB_STEP_SUMMARY" and target.exists()
+            writable = (not target.exists() or os.access(target, os.W_OK)) and (
+                appended or os.access(target.parent, os.W_OK | os.X_OK)
             )
             reason = None if writable else "Permission denied"
     if reason is not None:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from evalgate import page
 from evalgate.compare.comparison import Comparison, FilterComparison
 from evalgate.compare.reason import points
-from evalgate.compare.report import METHOD, figures
+from evalgate.compare.report import METHOD, changes, figures
 from evalgate.compare.runs import format_doc_ids
 from evalgate.page import Mark, Scale, esc
 
@@ -201,8 +201,7 @@ def render(comparison: Comparison) -> str:
     ]
     runs = page.table(["Run", "Folder", "Run id", "Model", "Status"], rows)
     if c.changed:
-        changes = "; ".join(f"{d.field} {d.baseline} → {d.candidate}" for d in c.changed)
-        runs += f"<p>Changed: {esc(changes)}</p>"
+        runs += f"<p>Changed: {esc(changes(c.changed, '→'))}</p>"
     inputs = [
         *((side, f"<code>{esc(run.path)}</code> (run {esc(run.run_id)})") for side, run in sides),
         ("margin", f"--max-drop {c.max_drop:g} ({c.max_drop * 100:.1f} points)"),

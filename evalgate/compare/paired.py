@@ -195,13 +195,6 @@ def design_effect(counts: PairedCounts) -> float:
     return max(1.0, robust / independent)
 
 
-def paired_p(counts: PairedCounts) -> float:
-    """The test's p-value: exact McNemar, or its clustered form when questions repeat."""
-    if counts.clustered:
-        return clustered_exact_p([c.gained - c.lost for c in counts.clusters])
-    return mcnemar_exact_p(counts.lost, counts.gained)
-
-
 def difference_interval(counts: PairedCounts) -> tuple[float, float]:
     """95% Tango score interval for candidate minus baseline, on the counts divided by the
     design effect when questions repeat; (-1, 1) with nothing paired."""
@@ -234,8 +227,12 @@ def decide(
 
 
 def classify(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tuple[float, float]]:
-    """The finding for one filter, with the McNemar p-value and the interval behind it."""
-    p_value = paired_p(counts)
+    """The finding for one filter, with the p-value (exact McNemar, or its clustered form when
+    questions repeat) and the interval behind it."""
+    if counts.clustered:
+        p_value = clustered_exact_p([c.gained - c.lost for c in counts.clusters])
+    else:
+        p_value = mcnemar_exact_p(counts.lost, counts.gained)
     interval = difference_interval(counts)
     significant = p_value < ALPHA
     finding = decide(

@@ -53,17 +53,15 @@ def filter_reason(
     margin, and for an INCONCLUSIVE what would settle it (`needed` questions)."""
     if counts.n == 0:
         return "no question was answered in both runs"
-    table = (
-        f"{counts.lost} lost, {counts.gained} gained: {points(counts.difference)} points, "
-        f"95% CI [{points(interval[0])}, {points(interval[1])}], McNemar p = {p_text(p_value)}"
+    estimate = (
+        f"{points(counts.difference)} points, 95% CI [{points(interval[0])}, {points(interval[1])}]"
     )
+    table = f"{counts.lost} lost, {counts.gained} gained: {estimate}, McNemar p = {p_text(p_value)}"
     if counts.clustered:
         table = (
             f"{counts.lost} answers lost, {counts.gained} gained, of {counts.n} answers to "
-            f"{counts.questions} questions: {points(counts.difference)} points, 95% CI "
-            f"[{points(interval[0])}, {points(interval[1])}], clustered McNemar p = "
-            f"{p_text(p_value)} (each question's repeats one cluster, design effect "
-            f"{design_effect(counts):.2f})"
+            f"{counts.questions} questions: {estimate}, clustered McNemar p = {p_text(p_value)} "
+            f"(each question's repeats one cluster, design effect {design_effect(counts):.2f})"
         )
     margin = f"{max_drop * 100:.1f}-point margin"
     if finding is Finding.REGRESSION:

@@ -85,8 +85,8 @@ def _pairing(f: FilterComparison) -> str:
     )
 
 
-def _changes(items: tuple[Difference, ...]) -> str:
-    return "; ".join(f"{d.field} {d.baseline} -> {d.candidate}" for d in items)
+def changes(items: tuple[Difference, ...], arrow: str = "->") -> str:
+    return "; ".join(f"{d.field} {d.baseline} {arrow} {d.candidate}" for d in items)
 
 
 def _short(text: str) -> str:
@@ -117,7 +117,7 @@ def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
         for side, run in (("baseline", c.baseline), ("candidate", c.candidate))
     ]
     if c.changed:
-        lines.append(f"  changed    {t(_changes(c.changed))}")
+        lines.append(f"  changed    {t(changes(c.changed))}")
     lines += [f"  margin     {_margin(c)}", ""]
     rows = [HEADERS, *([t(cell) for cell in figures(f)] for f in c.filters)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
@@ -164,7 +164,7 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
         f"{code(c.candidate.path)} (run {code(c.candidate.run_id)}).",
     ]
     if c.changed:
-        lines.append(f"Changed: {_cell(_changes(c.changed))}.")
+        lines.append(f"Changed: {_cell(changes(c.changed))}.")
     lines += [
         f"Margin: {_margin(c, '`')}.",
         "",
@@ -196,11 +196,6 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
             for x in f.flips[:flips]
         ]
     return "\n".join(lines) + "\n"
-
-
-def _difference(d: Difference) -> dict[str, str]:
-    out = {"field": d.field, "baseline": d.baseline, "candidate": d.candidate}
-    return {**out, "detail": d.detail} if d.detail else out
 
 
 def _filter_document(f: FilterComparison, flips: int) -> dict[str, Any]:
@@ -243,8 +238,8 @@ def comparison_document(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -
         "method": dict(METHOD),
         "baseline": msgspec.to_builtins(c.baseline),
         "candidate": msgspec.to_builtins(c.candidate),
-        "changed": [_difference(d) for d in c.changed],
-        "protocol_drift": [_difference(d) for d in c.drift],
+        "changed": list(msgspec.to_builtins(c.changed)),
+        "protocol_drift": list(msgspec.to_builtins(c.drift)),
         "excluded": {
             "failed_baseline": list(c.failed["baseline"]),
             "failed_candidate": list(c.failed["candidate"]),

@@ -23,18 +23,13 @@ _SHOWN = 5
 
 
 class Run(msgspec.Struct, frozen=True, dict=True):
-    """A run's result and its samples, keyed by doc_id (read from disk, or still in memory)."""
+    """A run that evaluated (evaluated_run): its result, the result's eval section, and its
+    samples keyed by doc_id (read from disk, or still in memory)."""
 
     path: Path
     result: Result
+    eval: EvalRecord
     samples: Mapping[int, Sample]
-
-    @property
-    def eval(self) -> EvalRecord:
-        """The result's eval section (never None for a loaded run)."""
-        if self.result.eval is None:  # load_run refuses such a run
-            raise ArtifactError(f"{self.path} has no eval section")
-        return self.result.eval
 
     @cached_property
     def filters(self) -> tuple[str, ...]:
@@ -43,8 +38,8 @@ class Run(msgspec.Struct, frozen=True, dict=True):
         return tuple(dict.fromkeys(names))
 
 
-class Difference(msgspec.Struct, frozen=True):
-    """One way two runs' protocols differ."""
+class Difference(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One way two runs' protocols differ (comparison.json leaves out an empty detail)."""
 
     field: str
     baseline: str
@@ -65,7 +60,7 @@ def evaluated_run(path: Path, result: Result, samples: Sequence[Sample]) -> Run:
             f"{path} has no eval section: that run stopped at stage {result.stage} "
             f"({result.reason}) before evaluating. Compare two runs that evaluated."
         )
-    return Run(path, result, {sample.doc_id: sample for sample in samples})
+    return Run(path, result, result.eval, {sample.doc_id: sample for sample in samples})
 
 
 def load_run(path: Path) -> Run:
@@ -77,9 +72,8 @@ def load_run(path: Path) -> Run:
             "folder evalgate run wrote (its --output-dir) or the result.json inside it."
         )
     result = read_result(result_path)
-    if result.eval is None:
-        return evaluated_run(result_path, result, ())
-    return evaluated_run(result_path, result, read_samples(result_path.parent / SAMPLES_NAME))
+    samples = read_samples(result_path.parent / SAMPLES_NAME) if result.eval is not None else ()
+    return evaluated_run(result_path, result, samples)
 
 
 def show(value: Any) -> str:

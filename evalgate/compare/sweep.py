@@ -38,7 +38,6 @@ class ConfigPair(msgspec.Struct, frozen=True):
     filters: tuple[FilterPair, ...]
     p_drop: float
     """The config's one-sided p-value for a drop (Bonferroni over its filters)."""
-    p_gain: float
     adjusted_drop: float
     """p_drop after Holm's adjustment over the sweep: significant below ALPHA."""
     adjusted_gain: float
@@ -81,9 +80,7 @@ def judge_pairs(
     drops = [config_p(pairs[key], drop=True) for key in keys]
     gains = [config_p(pairs[key], drop=False) for key in keys]
     judged = []
-    for key, p_drop, p_gain, adj_drop, adj_gain in zip(
-        keys, drops, gains, holm(drops), holm(gains), strict=True
-    ):
+    for key, p_drop, adj_drop, adj_gain in zip(keys, drops, holm(drops), holm(gains), strict=True):
         filters = []
         for name, counts in pairs[key].items():
             interval = difference_interval(counts)
@@ -98,5 +95,5 @@ def judge_pairs(
         worst = max(
             (f.finding for f in filters), key=lambda f: f.rank, default=Finding.INCONCLUSIVE
         )
-        judged.append(ConfigPair(key, worst, tuple(filters), p_drop, p_gain, adj_drop, adj_gain))
+        judged.append(ConfigPair(key, worst, tuple(filters), p_drop, adj_drop, adj_gain))
     return judged

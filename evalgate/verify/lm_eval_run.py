@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from evalgate.compare.runs import Run
+from evalgate.compare.runs import Run, evaluated_run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_document
 from evalgate.evidence.fields import Api, Status
@@ -193,4 +193,4 @@ def load_lm_eval_run(results: str, status: Status) -> Run:
         checks=[],
         warnings=[],
     )
-    return Run(path, result, {sample.doc_id: sample for sample in samples})
+    return evaluated_run(path, result, samples)

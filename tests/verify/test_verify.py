@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -1461,6 +1463,37 @@ def test_an_unwritable_output_is_refused_before_any_verdict_is_printed(
     assert code == ExitCode.USAGE
     assert out == ""  # no verdict printed that the exit code would then contradict
     assert f"Cannot write {target}: " in err and f"({flag}). Pass a writable path." in err
+
+
+@pytest.mark.parametrize("flag", ["--junit", "--json", "--html"])
+def test_a_report_whose_write_fails_midway_leaves_the_old_report_whole(tmp_path, flag):
+    """A write cut off partway (here the file-size limit, as a full disk or a kill would) never
+    leaves half a report: the earlier report stays as it was, and no temporary file is left."""
+    write_result(tmp_path / "runs" / "a")
+    target = tmp_path / "reports" / "report"
+    target.parent.mkdir()
+    target.write_text("the earlier report\n")
+    limit = 256  # every report of one result is longer
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails, not kills
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "evalgate.cli", "verify", str(tmp_path / "runs"), flag, str(target)],
+        capture_output=True,
+        text=True,
+        env=env | {"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=limited,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert f"ArtifactError: Cannot write {target}: File too large ({flag})." in done.stderr
+    assert target.read_text() == "the earlier report\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
 
 
 @pytest.mark.parametrize("flag", ["--json", "--junit"])
