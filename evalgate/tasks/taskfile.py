@@ -16,13 +16,13 @@ from evalgate.outside import capped
 from evalgate.tasks.syntax import pattern_problem, plain_template
 from evalgate.yamlfile import MAX_CHARS, YamlRefused, load_yaml
 
-EXACT_MATCH_OPTIONS = frozenset(
-    {"metric", "aggregation", "higher_is_better", "ignore_case", "ignore_punctuation",
-     "ignore_numbers", "regexes_to_ignore"}
+EXACT_MATCH_OPTIONS = (
+    "metric", "aggregation", "higher_is_better", "ignore_case", "ignore_punctuation",
+    "ignore_numbers", "regexes_to_ignore",
 )  # fmt: skip
-SAMPLING = frozenset(
-    {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
-     "repetition_penalty"}
+SAMPLING = (
+    "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
+    "repetition_penalty",
 )  # fmt: skip
 """generation_kwargs sent in each request body as they are (besides `until` and `do_sample`)."""
 

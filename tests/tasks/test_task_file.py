@@ -136,6 +136,21 @@ def test_an_unknown_key_is_named(fake, tmp_path):
     assert fake.requests == []
 
 
+def test_the_keys_known_are_listed_in_one_order_whatever_the_hash_seed(fake, tmp_path):
+    task = _task(
+        tmp_path, GOOD.replace("higher_is_better: true", "higher_is_better: true\n    bogus: 1")
+    )
+    outs = set()
+    for seed in ("1", "2", "3"):
+        args = run_args(fake.url, tmp_path / seed, "--task", str(task), "--min-samples", "0")
+        done = run_subprocess(*args, env={"PYTHONHASHSEED": seed}, timeout=300, cwd=tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "bogus is not a key evalgate knows here (metric, aggregation," in done.stderr
+        outs.add(done.stderr.split("knows here", 1)[1].split(")", 1)[0])
+    assert len(outs) == 1, outs
+    assert fake.requests == []
+
+
 BOMB = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
 b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
