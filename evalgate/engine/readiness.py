@@ -47,9 +47,7 @@ class Readiness:
 def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "no answer"
-    if isinstance(exc, EngineAnswerError):
-        return exc.error.describe()
-    return str(exc) or type(exc).__name__  # evalgate's own errors say what happened
+    return str(exc) or type(exc).__name__  # evalgate's errors say what happened (describe())
 
 
 def _hint(url: str, exc: BaseException) -> str:

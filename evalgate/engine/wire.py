@@ -24,8 +24,8 @@ import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit
 
+from evalgate.engine.urls import origin
 from evalgate.outside import capped
 
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
@@ -66,10 +66,7 @@ class EngineError:
         """The worker a router could not send the request to (``http://host:port``), when a
         router's 5xx says so."""
         match = _UNREACHABLE.search(self.message) if self.status >= 500 else None
-        if match is None:
-            return None
-        parts = urlsplit(match.group(1))
-        return f"{parts.scheme}://{parts.netloc}"
+        return None if match is None else origin(match.group(1))
 
     def describe(self) -> str:
         """One line: status and the engine's words (after what they mean, for a router that
