@@ -123,13 +123,11 @@ def parse_error(status: int, body: str) -> EngineError:
         return found
     brace = text.find("{")
     found = _from_object(status, json_or_none(text[brace:])) if brace > 0 else None
-    if found is not None:
-        match = _WRAPPED_STATUS.search(text[:brace])
-        # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
-        wrapped = int(match.group(1)) if match and status >= 500 else None
-        return replace(found, wrapped_status=wrapped)
-    match = _WRAPPED_STATUS.search(text)
+    # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
+    match = _WRAPPED_STATUS.search(text if found is None else text[:brace])
     wrapped = int(match.group(1)) if match and status >= 500 else None
+    if found is not None:
+        return replace(found, wrapped_status=wrapped)
     return EngineError(
         status,
         capped(text, MAX_MESSAGE_CHARS) or f"(empty body, HTTP {status})",
