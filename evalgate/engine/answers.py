@@ -92,28 +92,13 @@ def clean(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-def _chat_text(message: Any) -> tuple[Any, str]:
-    """A chat message's answer and the field it came from: its content, or, when content is
-    null or empty, its reasoning (the benchmark harness scores an answer cut while thinking
-    from its reasoning too)."""
-    content = message["content"]  # KeyError or TypeError: malformed
-    if content not in (None, "", []):
-        return content, "content"
-    for name in REASONING_FIELDS:
-        reasoning = message.get(name)
-        if isinstance(reasoning, str) and reasoning:
-            return reasoning, name
-    return content, "content"
-
-
 def error_answer(raw: Any) -> EngineAnswerError | None:
     """A 200 whose JSON body is an error object ({"error": ...}, {"object": "error"}): the
     engine's error answer, its words kept."""
     if not isinstance(raw, dict) or "choices" in raw:
         return None
-    if "error" in raw or raw.get("object") == "error":
-        return EngineAnswerError(parse_error(200, json.dumps(raw)))
-    return None
+    is_error = "error" in raw or raw.get("object") == "error"
+    return EngineAnswerError(parse_error(200, json.dumps(raw))) if is_error else None
 
 
 def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Completion:
@@ -129,17 +114,21 @@ def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Comple
             (c for c in choices if isinstance(c, dict) and c.get("index") == 0), choices[0]
         )
         message = choice["message"] if api == "chat" else {}
-        content, source = _chat_text(message) if api == "chat" else (choice["text"], "text")
+        content = message["content"] if api == "chat" else choice["text"]
         usage = raw.get("usage") or {}
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
-    unreadable = content is not None and not isinstance(content, str) and content != []
-    if unreadable:
+    source = "content" if api == "chat" else "text"
+    found = [(n, message.get(n)) for n in REASONING_FIELDS]
+    thought = next(((n, text) for n, text in found if isinstance(text, str) and text), None)
+    if content in (None, "", []) and thought is not None:
+        # the benchmark harness scores an answer cut while thinking from its reasoning too
+        source, content = thought
+    if content is not None and not isinstance(content, str) and content != []:
         problems.note(source, content)
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("completion_tokens_details")
-    thought = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    found = (message.get(name) for name in REASONING_FIELDS)
+    tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
     return Completion(
         clean(content) if isinstance(content, str) else "",
         problems.text(choice.get("finish_reason"), "finish_reason"),
@@ -147,6 +136,6 @@ def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Comple
         0,
         source,
         model,
-        next((clean(value) for value in found if isinstance(value, str) and value), None),
-        problems.count(thought, "usage.completion_tokens_details.reasoning_tokens"),
+        clean(thought[1]) if thought is not None else None,
+        problems.count(tokens, "usage.completion_tokens_details.reasoning_tokens"),
     )

@@ -129,14 +129,14 @@ class EngineInfo:
             raise EngineAnswerError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
         return [card for card in map(model_card, cards) if card is not None]
 
-    def readiness(self, timeout: float | None = None) -> EngineError | None:
-        """GET /readiness, where a router has one: None when it is ready or has none (an
-        engine answers 404), else its answer (503 while it has no healthy worker)."""
+    def readiness(self, timeout: float | None = None) -> None:
+        """GET /readiness, where a router has one: its answer raised when it is not ready (503
+        while it has no healthy worker); ready, no such door (an engine answers 404) or elsewhere
+        (a redirect): nothing, /v1/models decides."""
         status, text, _ = self._answer("GET", f"{server_root(self.url)}/readiness", None, timeout)
-        if status < 500:
-            return None  # ready, no such door, or elsewhere (a redirect): /v1/models decides
-        error = parse_error(status, text)
-        return replace(error, message=f"/readiness says {error.message}")
+        if status >= 500:
+            error = parse_error(status, text)
+            raise EngineAnswerError(replace(error, message=f"/readiness says {error.message}"))
 
     def model_ready(
         self, model: str, timeout: float | None = None

@@ -12,7 +12,6 @@ import socket
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -25,6 +24,7 @@ from evalgate.engine.retry import (
     TransientAnswer,
     causes,
 )
+from evalgate.engine.urls import origin
 
 T = TypeVar("T")
 Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]
@@ -92,11 +92,6 @@ def _silent(exc: BaseException) -> bool:
     return f"TimeoutError({errno.ETIMEDOUT}," in str(exc)  # aiohttp's payload error quotes it
 
 
-def _where(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 async def exchange(
     session: aiohttp.ClientSession,
     method: str,
@@ -125,13 +120,13 @@ async def exchange(
                 return await read(response)
         except aiohttp.ConnectionTimeoutError as exc:
             raise HostSilent(
-                f"{_where(url)} stopped answering: no connection within "
+                f"{origin(url)} stopped answering: no connection within "
                 f"{network.connect_timeout:g} s (--connect-timeout)"
             ) from exc
         except (aiohttp.ClientError, OSError) as exc:
             if _silent(exc):
                 raise HostSilent(
-                    f"{_where(url)} stopped answering: nothing came back for "
+                    f"{origin(url)} stopped answering: nothing came back for "
                     f"{network.silence_limit:g} s (TCP keepalive)"
                 ) from exc
             raise ConnectionFailed.of(exc) from exc

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from tenacity import RetryCallState
@@ -47,9 +46,7 @@ class Readiness:
 def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "no answer"
-    if isinstance(exc, EngineAnswerError):
-        return exc.error.describe()
-    return str(exc) or type(exc).__name__  # evalgate's own errors say what happened
+    return str(exc) or type(exc).__name__  # evalgate's errors say what happened (describe())
 
 
 def _hint(url: str, exc: BaseException) -> str:
@@ -80,9 +77,7 @@ def _check(info: EngineInfo, model: str | None, deadline: float) -> list[ModelCa
     def left() -> float:
         return max(0.5, min(info.timeout, deadline - time.monotonic()))
 
-    not_ready = info.readiness(timeout=left())
-    if not_ready is not None:
-        raise EngineAnswerError(not_ready)
+    info.readiness(timeout=left())
     cards = info.models(timeout=left())
     if model is not None and (not cards or any(c.context_window for c in cards)):
         _dynamo_check(info, model, cards, left())
@@ -111,7 +106,6 @@ def wait_until_ready(
     model: str | None,
     *,
     policy: RetryPolicy,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> Readiness:
     """Check until the endpoint is ready and lists `model` (or only a placeholder)."""
     url = redact_url(info.url)
@@ -126,7 +120,7 @@ def wait_until_ready(
         log.info("waiting for %s: %s (%.0f s of %.0f s)", url, _describe(error), waited, timeout)
 
     try:
-        cards: list[ModelCard] = policy.retrying(before_sleep=progress, sleep=sleep)(
+        cards: list[ModelCard] = policy.retrying(before_sleep=progress)(
             lambda: _check(info, model, deadline)
         )
     except FAILURES as exc:

@@ -4,10 +4,6 @@ The body is lm-eval's local-chat-completions / local-completions payload, as the
 harness sends it: the messages (chat) or the prompt (completions), the model, ``max_tokens``,
 the task's temperature, the stop strings (chat keeps the first 4, as lm-eval does), lm-eval's
 seed, then the task's other generation settings (top_p).
-
-The probe sends `probe_body` of the eval's body for the longest prompt: the same keys with the
-same values, plus only `stream` (it streams, so that it can stop at the first token). A
-loopback test compares the two bodies as the engine receives them.
 """
 
 from __future__ import annotations
@@ -75,5 +71,6 @@ def prompt_body(
 
 
 def probe_body(body: dict[str, Any]) -> dict[str, Any]:
-    """The probe's body: the eval's `body`, streamed."""
+    """The probe's body: the eval's `body` (for the longest prompt), plus only `stream`, so that
+    it can stop at the first token."""
     return {**body, "stream": True}

@@ -41,6 +41,12 @@ def credentials(url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
     return bare, {"Authorization": header} if bare != url or api_key else {}
 
 
+def origin(url: str) -> str:
+    """scheme://host:port of `url`, which names a server in a message."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def api_root(url: str) -> str:
     """The /v1 base, with no trailing slash (the generation paths go under it)."""
     url = url.rstrip("/")

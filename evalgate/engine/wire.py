@@ -24,8 +24,8 @@ import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit
 
+from evalgate.engine.urls import origin
 from evalgate.outside import capped
 
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
@@ -66,10 +66,7 @@ class EngineError:
         """The worker a router could not send the request to (``http://host:port``), when a
         router's 5xx says so."""
         match = _UNREACHABLE.search(self.message) if self.status >= 500 else None
-        if match is None:
-            return None
-        parts = urlsplit(match.group(1))
-        return f"{parts.scheme}://{parts.netloc}"
+        return None if match is None else origin(match.group(1))
 
     def describe(self) -> str:
         """One line: status and the engine's words (after what they mean, for a router that
@@ -126,13 +123,11 @@ def parse_error(status: int, body: str) -> EngineError:
         return found
     brace = text.find("{")
     found = _from_object(status, json_or_none(text[brace:])) if brace > 0 else None
-    if found is not None:
-        match = _WRAPPED_STATUS.search(text[:brace])
-        # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
-        wrapped = int(match.group(1)) if match and status >= 500 else None
-        return replace(found, wrapped_status=wrapped)
-    match = _WRAPPED_STATUS.search(text)
+    # Only a router's 5xx wraps a worker's answer; a 4xx is the answer itself.
+    match = _WRAPPED_STATUS.search(text if found is None else text[:brace])
     wrapped = int(match.group(1)) if match and status >= 500 else None
+    if found is not None:
+        return replace(found, wrapped_status=wrapped)
     return EngineError(
         status,
         capped(text, MAX_MESSAGE_CHARS) or f"(empty body, HTTP {status})",

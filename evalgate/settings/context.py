@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
 from evalgate.settings.fields import TOKEN_LENGTHS, Group, env, token_count
@@ -64,15 +64,12 @@ class ContextSettings(Group):
 
     @field_validator(*TOKEN_LENGTHS, mode="before")
     @classmethod
-    def _token_count(cls, value: Any) -> Any:
-        return token_count(value)
-
-    @field_validator("isl", "osl", "eval_max_model_len", mode="before")
-    @classmethod
-    def _zero_is_unset(cls, value: Any) -> Any:
+    def _token_count(cls, value: Any, info: ValidationInfo) -> Any:
         """0 (or an empty variable) means "not given", as the benchmark harness reads ISL, OSL
         and the eval context: its agentic rows pass '0' for all three."""
         value = token_count(value)
+        if info.field_name not in ("isl", "osl", "eval_max_model_len"):
+            return value
         text = value.strip() if isinstance(value, str) else None
         if text == "" or (text is not None and text.isdigit() and int(text) == 0):
             return None

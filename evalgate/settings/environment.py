@@ -4,15 +4,13 @@ credentials every command scrubs, and the job's topology variables, named as eac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from evalgate.settings.values import Settings
-
 import os
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from evalgate.settings.values import Settings
 
 JOB_VARIABLES = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"

@@ -4,7 +4,7 @@ the labels recorded in the result."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -92,23 +92,4 @@ class EvidenceSettings(Group):
                 "were chosen by its own answers); use --early-stop off to compare, or drop "
                 "--baseline"
             )
-        return value
-
-    @field_validator("output_dir", mode="before")
-    @classmethod
-    def _a_folder_named(cls, value: Any) -> Any:
-        """'' would be read as the working directory itself: an unset variable, not a choice."""
-        if isinstance(value, str) and not value.strip():
-            raise ValueError(
-                "an empty folder name would write the evidence into the working directory "
-                "itself: pass a folder (the default is evalgate-results), or . for the working "
-                "directory"
-            )
-        return value
-
-    @field_validator("is_multinode", mode="before")
-    @classmethod
-    def _blank_is_false(cls, value: Any) -> Any:
-        if isinstance(value, str) and not value.strip():
-            return False
         return value

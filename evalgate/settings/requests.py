@@ -146,13 +146,13 @@ class RequestSettings(Group):
             return value
         if not value.strip():
             return None
+        example = '{"enable_thinking": false}'
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
             raise ValueError(
-                f"not JSON ({exc.msg}); give a JSON object such as '{{\"enable_thinking\": false}}'"
+                f"not JSON ({exc.msg}); give a JSON object such as '{example}'"
             ) from exc
         if not isinstance(parsed, dict):  # a ValueError: pydantic reports it as invalid input
-            example = '{"enable_thinking": false}'
             raise ValueError(f"not a JSON object; give one such as '{example}'")  # noqa: TRY004
         return parsed

@@ -85,13 +85,11 @@ class EvalAsk:
 
 @dataclass(frozen=True)
 class GateAsk:
-    """The gate rule's parameters besides the threshold, and the baseline to compare with."""
+    """The gate rule's parameters besides the threshold."""
 
     max_truncated_rate: float
     max_failed_requests: int
     min_samples: int | None
-    baseline: Path | None
-    max_drop: float
 
 
 def cut(kind: type[T], settings: Settings, **given: Any) -> T:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings
@@ -16,27 +16,30 @@ from evalgate.settings.requests import RequestSettings
 
 __all__ = ["TOKEN_LENGTHS", "Settings", "token_count"]
 
+BLANK_MEANS: dict[str, Any] = {
+    **dict.fromkeys(("base_url", "model", "port", "served_model_name", "limit", "concurrency")),
+    **dict.fromkeys(("eval_tasks_dir", "spec_decoding", "result_filename")),
+    "is_multinode": False,
+}
+"""What a field set to an empty string holds."""
+
 
 # A field's place is its group's, the groups in reverse: pydantic orders a model's fields from
 # its last base to its first.
 class Settings(EvidenceSettings, RequestSettings, ContextSettings, EndpointSettings):
     """Everything an evalgate command can be told."""
 
-    @field_validator(
-        "base_url",
-        "model",
-        "port",
-        "served_model_name",
-        "limit",
-        "concurrency",
-        "eval_tasks_dir",
-        "spec_decoding",
-        "result_filename",
-        mode="before",
-    )
+    @field_validator(*BLANK_MEANS, "output_dir", mode="before")
     @classmethod
-    def _blank_is_unset(cls, value: Any) -> Any:
-        """A job script's empty variable (EVAL_LIMIT="") means unset, as in the harness."""
-        if isinstance(value, str) and not value.strip():
-            return None
-        return value
+    def _blank(cls, value: Any, info: ValidationInfo) -> Any:
+        """A job script's empty variable (EVAL_LIMIT="") means unset, as in the harness; an
+        empty output_dir would be read as the working directory itself, so it is refused."""
+        if not isinstance(value, str) or value.strip():
+            return value
+        if info.field_name == "output_dir":
+            raise ValueError(
+                "an empty folder name would write the evidence into the working directory "
+                "itself: pass a folder (the default is evalgate-results), or . for the working "
+                "directory"
+            )
+        return BLANK_MEANS[str(info.field_name)]
