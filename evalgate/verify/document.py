@@ -44,6 +44,8 @@ def document(report: Report) -> dict[str, Any]:
     for entry in entries:
         for flip in entry["versus"]["lost_questions"] if entry["versus"] else ():
             del flip["change"]  # every question listed was lost
+        expected = entry.pop("expected")
+        entry["labels"] = entry["labels"] if expected is None else expected
     return {
         "schema": "evalgate.verdict/1",
         "evalgate_version": __version__,

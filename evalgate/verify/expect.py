@@ -28,6 +28,7 @@ import msgspec
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
+from evalgate.evidence.stage_records import Labels
 from evalgate.verify.records import Entry, Found, SetOutcome
 
 FIELDS = frozenset(("model", *LABEL_NAMES))
@@ -89,12 +90,13 @@ def canonical_topology(topology: Any) -> Any:
     }
 
 
-def identity(model: str | None, labels: Mapping[str, Any]) -> tuple[Any, ...]:
+def identity(model: str | None, labels: Labels | None) -> tuple[Any, ...]:
     """The tuple that makes two results the same config."""
-    topology = canonical_topology(labels.get("topology"))
+    labels = labels or Labels()
+    topology = canonical_topology(labels.topology)
     return (
         model,
-        *(labels.get(key) for key in LABEL_NAMES[:-1]),
+        *(getattr(labels, key) for key in LABEL_NAMES[:-1]),
         tuple(sorted(topology.items())) if isinstance(topology, dict) else topology,
     )
 
@@ -111,13 +113,16 @@ def _topology_words(topology: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
-def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool = False) -> str:
+def config_key(model: str | None, labels: Labels | None, *, with_model: bool = False) -> str:
     """The readable name of a (possibly partial) config, used in every message."""
-    prefix, kv, topology = (labels.get(n) for n in ("model_prefix", "kv_cache_dtype", "topology"))
-    words = [prefix or model, *(labels.get(n) for n in ("hardware", "framework", "precision"))]
+    labels = labels or Labels()
+    prefix, kv, topology = labels.model_prefix, labels.kv_cache_dtype, labels.topology
+    words = [prefix or model, labels.hardware, labels.framework, labels.precision]
     words.append(kv and f"kv={kv}")
     words += [
-        f"{word}={labels[name]}" for name, word in _NUMBERS.items() if labels.get(name) is not None
+        f"{word}={value}"
+        for name, word in _NUMBERS.items()
+        if (value := getattr(labels, name)) is not None
     ]
     if isinstance(topology, Mapping):
         words.append(_topology_words(topology))
@@ -130,15 +135,15 @@ def config_keys(runs: Sequence[Found | Entry], keys: list[str] | None = None) ->
     """Readable keys; the model name is added where two different configs would share one.
 
     `keys`: each run's config_key, where they are made already."""
-    keys = [config_key(r.model, r.labels or {}) for r in runs] if keys is None else list(keys)
+    keys = [config_key(r.model, r.labels) for r in runs] if keys is None else list(keys)
     uses = Counter(keys)
     configs: dict[str, set[tuple[Any, ...]]] = {}
     for run, key in zip(runs, keys, strict=True):
         if uses[key] > 1:
-            configs.setdefault(key, set()).add(identity(run.model, run.labels or {}))
+            configs.setdefault(key, set()).add(identity(run.model, run.labels))
     for index, (run, key) in enumerate(zip(runs, keys, strict=True)):
         if len(configs.get(key, ())) > 1:
-            keys[index] = config_key(run.model, run.labels or {}, with_model=True)
+            keys[index] = config_key(run.model, run.labels, with_model=True)
     return keys
 
 
@@ -211,9 +216,9 @@ def load_expectation(value: str) -> Expectation:
 
 
 def _matches(want: Mapping[str, Any], entry: Entry) -> bool:
-    labels = entry.labels or {}
+    labels = entry.labels or Labels()
     for key, value in want.items():
-        have = entry.model if key == "model" else labels.get(key)
+        have = entry.model if key == "model" else getattr(labels, key)
         if key == "topology" and isinstance(value, Mapping):
             topology = canonical_topology(have) if isinstance(have, Mapping) else {}
             if any(topology.get(k) != v for k, v in canonical_topology(value).items()):
@@ -247,16 +252,21 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
     for want in expectation.configs:
         hits = sorted({e.key for e in results if _matches(want, e)})
         claimed.update(hits)
-        name = config_key(want.get("model"), want)
+        model, labels = want.get("model"), Labels(**{k: v for k, v in want.items() if k != "model"})
+        name = config_key(model, labels)
         if not hits:
             reason = f"expected config {name} (--expect {source}) has no result"
-            problems.append(Entry(name, "missing", reason, model=want.get("model"), labels=want))
+            problems.append(
+                Entry(name, "missing", reason, model=model, labels=labels, expected=want)
+            )
         elif len(hits) > 1:
             reason = (
                 f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
                 "Name it more precisely in the manifest"
             )
-            problems.append(Entry(name, "duplicate", reason, model=want.get("model"), labels=want))
+            problems.append(
+                Entry(name, "duplicate", reason, model=model, labels=labels, expected=want)
+            )
     problems += [
         e.problem("unexpected", f"{e.key} is not in the expected set (--expect {source})")
         for e in results

@@ -114,12 +114,13 @@ class Rule(msgspec.Struct, frozen=True):
 
     def floor(self, found: Found, task: str) -> Floor:
         """The run's threshold for `task` (gsm8k_evalgate_chat and kin fall back to gsm8k's)."""
+        labels = structs.asdict(found.labels)
         try:
-            return resolve_floor(self.thresholds, found.model, found.labels, task)
+            return resolve_floor(self.thresholds, found.model, labels, task)
         except ThresholdsError:
             if task == TASK_KEY or not task.startswith(TASK_KEY):
                 raise
-            return resolve_floor(self.thresholds, found.model, found.labels, TASK_KEY)
+            return resolve_floor(self.thresholds, found.model, labels, TASK_KEY)
 
     def decision(self, found: Found) -> tuple[Outcome, str, tuple[CheckRow, ...]]:
         """The gate rule on one result's scores (a ThresholdsError when no threshold applies)."""
@@ -185,11 +186,11 @@ def order(entry: Entry) -> tuple[Any, ...]:
         name = name.partition(" osl=")[0].partition(" conc=")[0]
     return (
         0,
-        str(labels.get("model_prefix") or entry.model),
+        str(labels.model_prefix or entry.model),
         name,
-        labels.get("isl") or 0,
-        labels.get("osl") or 0,
-        labels.get("concurrency") or 0,
+        labels.isl or 0,
+        labels.osl or 0,
+        labels.concurrency or 0,
         entry.key,
         entry.path or "",
         entry.outcome,
