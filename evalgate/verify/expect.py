@@ -24,12 +24,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+from msgspec import structs
 
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
-from evalgate.verify.records import Entry, Found, SetOutcome
+from evalgate.verify.records import Entry, SetOutcome
 
 FIELDS = frozenset(("model", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}
@@ -119,11 +120,8 @@ def config_key(model: str | None, labels: Labels | None, *, with_model: bool = F
     prefix, kv, topology = labels.model_prefix, labels.kv_cache_dtype, labels.topology
     words = [prefix or model, labels.hardware, labels.framework, labels.precision]
     words.append(kv and f"kv={kv}")
-    words += [
-        f"{word}={value}"
-        for name, word in _NUMBERS.items()
-        if (value := getattr(labels, name)) is not None
-    ]
+    numbers = {word: getattr(labels, name) for name, word in _NUMBERS.items()}
+    words += [f"{word}={value}" for word, value in numbers.items() if value is not None]
     if isinstance(topology, Mapping):
         words.append(_topology_words(topology))
     if with_model and prefix and model:
@@ -131,20 +129,19 @@ def config_key(model: str | None, labels: Labels | None, *, with_model: bool = F
     return " ".join([str(w) for w in words if w]) or "(unlabelled)"
 
 
-def config_keys(runs: Sequence[Found | Entry], keys: list[str] | None = None) -> list[str]:
-    """Readable keys; the model name is added where two different configs would share one.
-
-    `keys`: each run's config_key, where they are made already."""
-    keys = [config_key(r.model, r.labels) for r in runs] if keys is None else list(keys)
-    uses = Counter(keys)
+def told_apart(results: Sequence[Entry]) -> list[Entry]:
+    """The results, the model name added to the key where two different configs share one."""
+    uses = Counter(entry.key for entry in results)
     configs: dict[str, set[tuple[Any, ...]]] = {}
-    for run, key in zip(runs, keys, strict=True):
-        if uses[key] > 1:
-            configs.setdefault(key, set()).add(identity(run.model, run.labels))
-    for index, (run, key) in enumerate(zip(runs, keys, strict=True)):
-        if len(configs.get(key, ())) > 1:
-            keys[index] = config_key(run.model, run.labels, with_model=True)
-    return keys
+    for entry in results:
+        if uses[entry.key] > 1:
+            configs.setdefault(entry.key, set()).add(identity(entry.model, entry.labels))
+    return [
+        structs.replace(e, key=config_key(e.model, e.labels, with_model=True))
+        if len(configs.get(e.key, ())) > 1
+        else e
+        for e in results
+    ]
 
 
 # -- the expectation -----------------------------------------------------------------------------
@@ -252,21 +249,18 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
     for want in expectation.configs:
         hits = sorted({e.key for e in results if _matches(want, e)})
         claimed.update(hits)
+        if len(hits) == 1:
+            continue
         model, labels = want.get("model"), Labels(**{k: v for k, v in want.items() if k != "model"})
         name = config_key(model, labels)
-        if not hits:
-            reason = f"expected config {name} (--expect {source}) has no result"
-            problems.append(
-                Entry(name, "missing", reason, model=model, labels=labels, expected=want)
-            )
-        elif len(hits) > 1:
-            reason = (
-                f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
-                "Name it more precisely in the manifest"
-            )
-            problems.append(
-                Entry(name, "duplicate", reason, model=model, labels=labels, expected=want)
-            )
+        outcome: SetOutcome = "duplicate" if hits else "missing"
+        reason = (
+            f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
+            "Name it more precisely in the manifest"
+            if hits
+            else f"expected config {name} (--expect {source}) has no result"
+        )
+        problems.append(Entry(name, outcome, reason, model=model, labels=labels, expected=want))
     problems += [
         e.problem("unexpected", f"{e.key} is not in the expected set (--expect {source})")
         for e in results

@@ -30,7 +30,7 @@ from evalgate.rules.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import runs
-from evalgate.verify.expect import Expectation, check_set, config_key, config_keys
+from evalgate.verify.expect import Expectation, check_set, config_key, told_apart
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
@@ -226,10 +226,7 @@ def _report(
     expectation: Expectation | None,
 ) -> Report:
     """The set checked and the sweep's verdict, from its results gated and its notes."""
-    keys = config_keys(gated, [entry.key for entry in gated])  # tell colliding configs apart
-    entries = [
-        e if e.key == k else structs.replace(e, key=k) for e, k in zip(gated, keys, strict=True)
-    ]
+    entries = told_apart(gated)
     entries += check_set(entries, expectation)
     entries += [Entry(n.path, "malformed", n.reason, n.path) for n in notes.malformed]
     entries += [

@@ -840,12 +840,15 @@ def test_min_samples_defaults_to_each_tasks_full_size(task, n, outcome):
 
 
 def test_two_models_under_one_prefix_get_the_model_in_their_key():
-    a, b = found(model="org/a", scores=(em(0.95),)), found(model="org/b", scores=(em(0.95),))
-    assert expect.config_keys([a, b]) == [
+    a, b = (
+        sweep.Entry("dsr1 b200 conc=64", "pass", "", model=f.model, labels=f.labels)
+        for f in (found(model="org/a"), found(model="org/b"))
+    )
+    assert [e.key for e in expect.told_apart([a, b])] == [
         "dsr1 b200 conc=64 model=org/a",
         "dsr1 b200 conc=64 model=org/b",
     ]
-    assert expect.config_keys([a, a]) == ["dsr1 b200 conc=64"] * 2
+    assert [e.key for e in expect.told_apart([a, a])] == ["dsr1 b200 conc=64"] * 2
 
 
 # -- the expected set ----------------------------------------------------------------------------
