@@ -9,10 +9,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from evalgate import outside
 from evalgate._version import __version__
+from evalgate.evidence.stage_records import Labels
 
 Tone = Literal["pass", "warn", "fail", "broken", "info"]
 """A colour family; "broken": there was no score to judge."""
@@ -178,14 +179,11 @@ GROUPS = ("model", "hardware", "framework", "precision", "concurrency")
 """The run labels a chart's rows can be grouped by (page.js regroups them by the chosen one)."""
 
 
-def groups(labels: Mapping[str, Any] | None, model: str | None) -> dict[str, str]:
+def groups(labels: Labels | None, model: str | None) -> dict[str, str]:
     """A run's value of each of GROUPS, as its row's data-* attributes carry it: "(none)" when
     unset, the model_prefix label (else the model served) for the model."""
-    labels = labels or {}
-    values = {
-        "model": labels.get("model_prefix") or model,
-        **{k: labels.get(k) for k in GROUPS[1:]},
-    }
+    labels = labels or Labels()
+    values = {"model": labels.model_prefix or model, **{k: getattr(labels, k) for k in GROUPS[1:]}}
     return {k: "(none)" if v is None else str(v) for k, v in values.items()}
 
 

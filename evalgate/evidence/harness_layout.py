@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalgate.evidence.stage_records import Labels
+
 TASK = "gsm8k"
 """The task name the harness's validator looks its threshold up by."""
 EVALGATE_DIR = "evalgate"
@@ -97,22 +99,22 @@ def topology(meta: Mapping[str, Any], bad: list[str]) -> dict[str, Any] | None:
     return topology or None
 
 
-def meta_labels(meta: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+def meta_labels(meta: Any) -> tuple[str | None, Labels, dict[str, Any]]:
     """(model, identity labels, batch fields) from a meta_env.json; FormatError if malformed."""
     if not isinstance(meta, dict):
         raise FormatError(f"is not a JSON object but {type(meta).__name__}")
     bad: list[str] = []
-    labels = {
-        "model_prefix": meta_text(meta, "model_prefix", "infmax_model_prefix"),
-        "hardware": meta_text(meta, "hardware", "hw"),
-        "framework": meta_text(meta, "framework"),
-        "precision": meta_text(meta, "precision"),
-        "kv_cache_dtype": meta_text(meta, "kv_cache_dtype"),
-        "isl": _int(meta, "isl", bad) or None,
-        "osl": _int(meta, "osl", bad) or None,
-        "concurrency": _int(meta, "conc", bad),
-        "topology": topology(meta, bad),
-    }
+    labels = Labels(
+        model_prefix=meta_text(meta, "model_prefix", "infmax_model_prefix"),
+        hardware=meta_text(meta, "hardware", "hw"),
+        framework=meta_text(meta, "framework"),
+        precision=meta_text(meta, "precision"),
+        kv_cache_dtype=meta_text(meta, "kv_cache_dtype"),
+        isl=_int(meta, "isl", bad) or None,
+        osl=_int(meta, "osl", bad) or None,
+        concurrency=_int(meta, "conc", bad),
+        topology=topology(meta, bad),
+    )
     batch = {
         "eval_concs": _concs(meta, "eval_concs", bad),
         "completed": _concs(meta, "completed_eval_concs", bad),
@@ -120,7 +122,7 @@ def meta_labels(meta: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
         "exit_code": _int(meta, "eval_exit_code", bad),
     }
     model = meta_text(meta, "model")
-    if model is None and labels["model_prefix"] is None:
+    if model is None and labels.model_prefix is None:
         bad.append("neither model nor model_prefix (infmax_model_prefix) is set")
     if bad:
         raise FormatError("is not a valid benchmark meta_env.json: " + "; ".join(bad))

@@ -14,7 +14,7 @@ from msgspec import structs
 from evalgate.errors import UsageError
 from evalgate.verify import baseline as pairing
 from evalgate.verify.records import BaselineSummary, Entry, Versus
-from evalgate.verify.sweep import Report, Rule, order, summarise
+from evalgate.verify.sweep import Report, Rule, ordered, summarise
 from evalgate.verify.waivers import Waivers, expired_reason, unused
 
 
@@ -104,7 +104,7 @@ def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Repor
             for b in absent
             if (b.key, "missing") not in listed
         ]
-    entries.sort(key=order)
+    entries = ordered(entries)
     verdict, code, reason = summarise(entries)
     summary = BaselineSummary(
         paths=request.paths,

@@ -185,14 +185,14 @@ def findings(
 ) -> tuple[dict[int, Versus], dict[int, str]]:
     """Each result of the sweep (by its index) with its Versus, one config read at a time; and
     the results whose own answers cannot be read (ArtifactError's message)."""
-    uses = Counter(identity(e.model, e.labels or {}) for e in results)
+    uses = Counter(identity(e.model, e.labels) for e in results)
     by_identity: dict[object, list[Entry]] = {}
     for base in baseline:
-        by_identity.setdefault(identity(base.model, base.labels or {}), []).append(base)
+        by_identity.setdefault(identity(base.model, base.labels), []).append(base)
     found: dict[int, Versus | Pending] = {}
     broken: dict[int, str] = {}
     for index, entry in enumerate(results):
-        config = identity(entry.model, entry.labels or {})
+        config = identity(entry.model, entry.labels)
         bases = by_identity.get(config, [])
         if not bases:
             found[index] = Versus("new", "new in this sweep: no result in the baseline")
@@ -211,5 +211,5 @@ def findings(
 
 def missing(results: Sequence[Entry], baseline: Sequence[Entry]) -> list[Entry]:
     """The baseline's configs with no result in the sweep."""
-    present = {identity(e.model, e.labels or {}) for e in results}
-    return [b for b in baseline if identity(b.model, b.labels or {}) not in present]
+    present = {identity(e.model, e.labels) for e in results}
+    return [b for b in baseline if identity(b.model, b.labels) not in present]

@@ -9,12 +9,15 @@ from collections.abc import Sequence
 from evalgate import page
 from evalgate.compare.html import Bar, difference_chart
 from evalgate.compare.paired import Finding
+from evalgate.outside import capped
 from evalgate.page import esc
-from evalgate.verify.baseline_report import LISTED, lost_questions, standing
+from evalgate.verify.baseline_report import LISTED, standing
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.report import short_keys
 from evalgate.verify.waivers import describe
 
+SHOWN_CHARS = 120
+"""Characters of an answer or question shown on the page; the rest is counted, not shown."""
 LEGEND = (
     "Dot: the sweep's score minus the baseline's, in points, on the deciding filter over the "
     "paired questions; bar: its 95% interval; dashed line: the margin (--max-drop); thin line: "
@@ -65,10 +68,14 @@ def chart(entries: Sequence[Entry], summary: BaselineSummary) -> str:
 def _lost(entry: Entry, versus: Versus) -> str:
     rows = [
         page.Row(
-            [(esc(doc_id), doc_id), esc(target), esc(before), esc(after)],
-            esc(question),
+            [(esc(flip.doc_id), flip.doc_id)]
+            + [
+                esc(capped(text, SHOWN_CHARS))
+                for text in (flip.target, flip.baseline_answer, flip.candidate_answer)
+            ],
+            esc(capped(flip.question, SHOWN_CHARS)),
         )
-        for doc_id, question, target, before, after in lost_questions(versus)
+        for flip in versus.lost_questions
     ]
     shown = len(versus.lost_questions)
     more = f" (the first {shown} of {versus.lost})" if versus.lost > shown else ""

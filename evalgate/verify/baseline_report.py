@@ -7,13 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from evalgate.compare.reason import points
-from evalgate.outside import capped
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.waivers import describe
 
 HEADER = ["VS BASELINE", "DIFF (95% CI)"]
-SHOWN_CHARS = 120
-"""Characters of an answer or question shown in a report; the rest is counted, not shown."""
 LISTED = ("protocol", "early-stop", "new", "not compared")
 """Standings listed with their reason: the configs that were not compared."""
 
@@ -74,21 +71,6 @@ def findings(
         yield f"  UNREADABLE   {safe(note.reason)}"
     for waiver in summary.unused_waivers:
         yield f"  UNUSED       the waiver of {safe(waiver.config)} names no config of this sweep"
-
-
-def lost_questions(versus: Versus) -> list[tuple[int, str, str, str, str]]:
-    """A regression's lost questions: (doc_id, question, target, baseline's answer, the sweep's),
-    each text capped at SHOWN_CHARS."""
-    return [
-        (
-            flip.doc_id,
-            capped(flip.question, SHOWN_CHARS),
-            capped(flip.target, SHOWN_CHARS),
-            capped(flip.baseline_answer, SHOWN_CHARS),
-            capped(flip.candidate_answer, SHOWN_CHARS),
-        )
-        for flip in versus.lost_questions
-    ]
 
 
 def junit_line(versus: Versus) -> str:

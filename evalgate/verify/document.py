@@ -44,6 +44,8 @@ def document(report: Report) -> dict[str, Any]:
     for entry in entries:
         for flip in entry["versus"]["lost_questions"] if entry["versus"] else ():
             del flip["change"]  # every question listed was lost
+        if (expected := entry.pop("expected")) is not None:
+            entry["labels"] = expected  # the manifest's words, in its order, as it gave them
     return {
         "schema": "evalgate.verdict/1",
         "evalgate_version": __version__,

@@ -24,11 +24,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+from msgspec import structs
 
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
-from evalgate.verify.records import Entry, Found, SetOutcome
+from evalgate.evidence.stage_records import Labels
+from evalgate.verify.records import Entry, SetOutcome
 
 FIELDS = frozenset(("model", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}
@@ -89,12 +91,13 @@ def canonical_topology(topology: Any) -> Any:
     }
 
 
-def identity(model: str | None, labels: Mapping[str, Any]) -> tuple[Any, ...]:
+def identity(model: str | None, labels: Labels | None) -> tuple[Any, ...]:
     """The tuple that makes two results the same config."""
-    topology = canonical_topology(labels.get("topology"))
+    labels = labels or Labels()
+    topology = canonical_topology(labels.topology)
     return (
         model,
-        *(labels.get(key) for key in LABEL_NAMES[:-1]),
+        *(getattr(labels, key) for key in LABEL_NAMES[:-1]),
         tuple(sorted(topology.items())) if isinstance(topology, dict) else topology,
     )
 
@@ -111,14 +114,14 @@ def _topology_words(topology: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
-def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool = False) -> str:
+def config_key(model: str | None, labels: Labels | None, *, with_model: bool = False) -> str:
     """The readable name of a (possibly partial) config, used in every message."""
-    prefix, kv, topology = (labels.get(n) for n in ("model_prefix", "kv_cache_dtype", "topology"))
-    words = [prefix or model, *(labels.get(n) for n in ("hardware", "framework", "precision"))]
+    labels = labels or Labels()
+    prefix, kv, topology = labels.model_prefix, labels.kv_cache_dtype, labels.topology
+    words = [prefix or model, labels.hardware, labels.framework, labels.precision]
     words.append(kv and f"kv={kv}")
-    words += [
-        f"{word}={labels[name]}" for name, word in _NUMBERS.items() if labels.get(name) is not None
-    ]
+    numbers = {word: getattr(labels, name) for name, word in _NUMBERS.items()}
+    words += [f"{word}={value}" for word, value in numbers.items() if value is not None]
     if isinstance(topology, Mapping):
         words.append(_topology_words(topology))
     if with_model and prefix and model:
@@ -126,20 +129,19 @@ def config_key(model: str | None, labels: Mapping[str, Any], *, with_model: bool
     return " ".join([str(w) for w in words if w]) or "(unlabelled)"
 
 
-def config_keys(runs: Sequence[Found | Entry], keys: list[str] | None = None) -> list[str]:
-    """Readable keys; the model name is added where two different configs would share one.
-
-    `keys`: each run's config_key, where they are made already."""
-    keys = [config_key(r.model, r.labels or {}) for r in runs] if keys is None else list(keys)
-    uses = Counter(keys)
+def told_apart(results: Sequence[Entry]) -> list[Entry]:
+    """The results, the model name added to the key where two different configs share one."""
+    uses = Counter(entry.key for entry in results)
     configs: dict[str, set[tuple[Any, ...]]] = {}
-    for run, key in zip(runs, keys, strict=True):
-        if uses[key] > 1:
-            configs.setdefault(key, set()).add(identity(run.model, run.labels or {}))
-    for index, (run, key) in enumerate(zip(runs, keys, strict=True)):
-        if len(configs.get(key, ())) > 1:
-            keys[index] = config_key(run.model, run.labels or {}, with_model=True)
-    return keys
+    for entry in results:
+        if uses[entry.key] > 1:
+            configs.setdefault(entry.key, set()).add(identity(entry.model, entry.labels))
+    return [
+        structs.replace(e, key=config_key(e.model, e.labels, with_model=True))
+        if len(configs.get(e.key, ())) > 1
+        else e
+        for e in results
+    ]
 
 
 # -- the expectation -----------------------------------------------------------------------------
@@ -211,9 +213,9 @@ def load_expectation(value: str) -> Expectation:
 
 
 def _matches(want: Mapping[str, Any], entry: Entry) -> bool:
-    labels = entry.labels or {}
+    labels = entry.labels or Labels()
     for key, value in want.items():
-        have = entry.model if key == "model" else labels.get(key)
+        have = entry.model if key == "model" else getattr(labels, key)
         if key == "topology" and isinstance(value, Mapping):
             topology = canonical_topology(have) if isinstance(have, Mapping) else {}
             if any(topology.get(k) != v for k, v in canonical_topology(value).items()):
@@ -247,16 +249,18 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
     for want in expectation.configs:
         hits = sorted({e.key for e in results if _matches(want, e)})
         claimed.update(hits)
-        name = config_key(want.get("model"), want)
-        if not hits:
-            reason = f"expected config {name} (--expect {source}) has no result"
-            problems.append(Entry(name, "missing", reason, model=want.get("model"), labels=want))
-        elif len(hits) > 1:
-            reason = (
-                f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
-                "Name it more precisely in the manifest"
-            )
-            problems.append(Entry(name, "duplicate", reason, model=want.get("model"), labels=want))
+        if len(hits) == 1:
+            continue
+        model, labels = want.get("model"), Labels(**{k: v for k, v in want.items() if k != "model"})
+        name = config_key(model, labels)
+        outcome: SetOutcome = "duplicate" if hits else "missing"
+        reason = (
+            f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
+            "Name it more precisely in the manifest"
+            if hits
+            else f"expected config {name} (--expect {source}) has no result"
+        )
+        problems.append(Entry(name, outcome, reason, model=model, labels=labels, expected=want))
     problems += [
         e.problem("unexpected", f"{e.key} is not in the expected set (--expect {source})")
         for e in results

@@ -12,11 +12,13 @@ import os
 import stat
 from typing import Any
 
+from msgspec import structs
+
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_document, read_hook, read_result
 from evalgate.evidence.folder import LOCK_NAME
 from evalgate.evidence.harness_layout import FormatError
-from evalgate.evidence.model import LABEL_NAMES, to_document
+from evalgate.evidence.stage_records import Labels
 from evalgate.verify import harness_output
 from evalgate.verify.records import Collection, Found, Note
 
@@ -39,7 +41,7 @@ def result(path: str) -> Found | Note:
         path=path,
         source="evalgate",
         model=run.model,
-        labels=to_document(run.labels),
+        labels=run.labels,
         scores=tuple(run.scores),
         status=run.status,
         stage=run.stage,
@@ -92,14 +94,14 @@ def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
     if isinstance(summary, Note):
         notes.malformed.append(summary)
         return []
-    labels = dict(sibling.labels) if sibling else dict.fromkeys(LABEL_NAMES)
+    labels = sibling.labels if sibling else Labels()
     model = sibling.model if sibling else None
     return [
         Found(
             path,
             "evalgate",
             model,
-            {**labels, "concurrency": run.concurrency},
+            structs.replace(labels, concurrency=run.concurrency),
             (),
             "skipped",
             None,

@@ -10,8 +10,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from msgspec import structs
+
 from evalgate.evidence.harness_layout import FormatError, meta_labels, meta_text
 from evalgate.evidence.model import Score
+from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import GATED_METRIC
 from evalgate.verify.records import Found, Note
 
@@ -58,7 +61,7 @@ def lm_eval_scores(doc: Mapping[str, Any]) -> tuple[Score, ...]:
 def _run(
     path: str,
     model: str | None,
-    labels: Mapping[str, Any],
+    labels: Labels,
     conc: int | None,
     *,
     scores: tuple[Score, ...] = (),
@@ -66,21 +69,20 @@ def _run(
 ) -> Found:
     """One eval at one concurrency: its scores, or why it has none (`reason`: it errored)."""
     status, stage = ("error", "eval") if reason is not None else (None, None)
-    return Found(
-        path, "lm-eval", model, {**labels, "concurrency": conc}, scores, status, stage, reason
-    )
+    labels = structs.replace(labels, concurrency=conc)
+    return Found(path, "lm-eval", model, labels, scores, status, stage, reason)
 
 
 def _single(
     meta_path: str,
     model: str | None,
-    labels: Mapping[str, Any],
+    labels: Labels,
     staged: list[Found],
     *,
     exit_code: int | None,
     files: int,
 ) -> list[Found]:
-    conc = labels["concurrency"]
+    conc = labels.concurrency
     if exit_code:
         failed = f"the harness recorded eval_exit_code = {exit_code} in {meta_path}"
         paths = [run.path for run in staged] or [meta_path]
@@ -97,7 +99,7 @@ def _single(
 def _batch(
     meta_path: str,
     model: str | None,
-    labels: Mapping[str, Any],
+    labels: Labels,
     batch: Mapping[str, Any],
     staged: list[Found],
 ) -> tuple[list[Found], list[Note]]:

@@ -193,14 +193,9 @@ def _table(report: Report) -> str:
 
 def _inputs(report: Report) -> list[tuple[str, str]]:
     expect = report.expectation
-    count = None if expect is None else expect.count
-    wanted = (
-        "none"
-        if expect is None
-        else esc(
-            f"--expect {expect.source}: {len(expect.configs) if count is None else count} configs"
-        )
-    )
+    wanted = "none"
+    if expect is not None:
+        wanted = esc(f"--expect {expect.source}: {expect.count or len(expect.configs)} configs")
     inputs = [
         ("results", "<br>".join(f"<code>{esc(p)}</code>" for p in report.paths)),
         ("thresholds", f"<code>{esc(report.thresholds_file)}</code>"),

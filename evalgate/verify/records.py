@@ -11,6 +11,7 @@ import msgspec
 from evalgate.compare.comparison import Flip
 from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
 from evalgate.evidence.model import Outcome as CheckOutcome
+from evalgate.evidence.stage_records import Labels
 
 SetOutcome = Literal["missing", "unexpected", "duplicate"]
 """A problem with the set of results (expect.py)."""
@@ -22,7 +23,7 @@ class Found(msgspec.Struct, frozen=True):
     path: str
     source: Literal["evalgate", "lm-eval"]
     model: str | None
-    labels: Mapping[str, Any]
+    labels: Labels
     scores: tuple[Score, ...]
     status: str | None = None
     """evalgate: the run's own status, or "skipped" (listed as not run in an `evalgate hook`
@@ -136,12 +137,15 @@ class Entry(msgspec.Struct, frozen=True):
     path: str | None = None
     source: str | None = None
     model: str | None = None
-    labels: Mapping[str, Any] | None = None
+    labels: Labels | None = None
+    """A run's labels; for a config expected (--expect), those it names (the rest None)."""
     status: str | None = None
     stage: str | None = None
     checks: tuple[CheckRow, ...] = ()
     versus: Versus | None = None
     """Against the baseline (--baseline): how this config compares, or why it does not."""
+    expected: Mapping[str, Any] | None = None
+    """A config expected (--expect) as the manifest gives it: the document's labels."""
 
     def problem(self, outcome: Outcome, reason: str, key: str | None = None) -> Entry:
         """A problem with the set about this entry's config (a line with no checks of its own)."""

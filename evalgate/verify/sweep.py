@@ -24,12 +24,13 @@ from msgspec import structs
 
 from evalgate.errors import ExitCode, ThresholdsError
 from evalgate.evidence.model import Check, Score
+from evalgate.evidence.stage_records import Labels
 from evalgate.rules.stats import standard_error
 from evalgate.rules.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import runs
-from evalgate.verify.expect import Expectation, check_set, config_key, config_keys
+from evalgate.verify.expect import Expectation, check_set, config_key, told_apart
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
@@ -114,12 +115,13 @@ class Rule(msgspec.Struct, frozen=True):
 
     def floor(self, found: Found, task: str) -> Floor:
         """The run's threshold for `task` (gsm8k_evalgate_chat and kin fall back to gsm8k's)."""
+        labels = structs.asdict(found.labels)
         try:
-            return resolve_floor(self.thresholds, found.model, found.labels, task)
+            return resolve_floor(self.thresholds, found.model, labels, task)
         except ThresholdsError:
             if task == TASK_KEY or not task.startswith(TASK_KEY):
                 raise
-            return resolve_floor(self.thresholds, found.model, found.labels, TASK_KEY)
+            return resolve_floor(self.thresholds, found.model, labels, TASK_KEY)
 
     def decision(self, found: Found) -> tuple[Outcome, str, tuple[CheckRow, ...]]:
         """The gate rule on one result's scores (a ThresholdsError when no threshold applies)."""
@@ -174,26 +176,29 @@ class Rule(msgspec.Struct, frozen=True):
 # -- the sweep -----------------------------------------------------------------------------------
 
 
-def order(entry: Entry) -> tuple[Any, ...]:
+def ordered(entries: Iterable[Entry]) -> list[Entry]:
     """Entries by config, numbers as numbers (conc=4 before conc=16); the rest by name after.
-    A config's name is its key before its numbers (isl=, osl=, conc=)."""
-    labels = entry.labels
-    if labels is None:
-        return (1, entry.key, "", 0, 0, 0, entry.path or "", entry.outcome)
+    A config's name is its key before its numbers (isl=, osl=, conc=). Sorted one name at a
+    time: the keys of one name's entries are held at once, not the whole sweep's."""
+    names: dict[tuple[Any, ...], list[Entry]] = {}
+    for entry in entries:
+        names.setdefault(_name(entry), []).append(entry)
+    return [e for name in sorted(names) for e in sorted(names[name], key=_numbers)]
+
+
+def _name(entry: Entry) -> tuple[Any, ...]:
+    if entry.labels is None:
+        return (1, entry.key, "")
     name, cut, _ = entry.key.partition(" isl=")
     if not cut:  # a partial config: its numbers start later, if anywhere
         name = name.partition(" osl=")[0].partition(" conc=")[0]
-    return (
-        0,
-        str(labels.get("model_prefix") or entry.model),
-        name,
-        labels.get("isl") or 0,
-        labels.get("osl") or 0,
-        labels.get("concurrency") or 0,
-        entry.key,
-        entry.path or "",
-        entry.outcome,
-    )
+    return (0, str(entry.labels.model_prefix or entry.model), name)
+
+
+def _numbers(entry: Entry) -> tuple[Any, ...]:
+    labels = entry.labels or Labels()
+    numbers = (labels.isl or 0, labels.osl or 0, labels.concurrency or 0)
+    return (*numbers, entry.key, entry.path or "", entry.outcome)
 
 
 def summarise(entries: Sequence[Entry]) -> tuple[Verdict, int, str]:
@@ -221,16 +226,13 @@ def _report(
     expectation: Expectation | None,
 ) -> Report:
     """The set checked and the sweep's verdict, from its results gated and its notes."""
-    keys = config_keys(gated, [entry.key for entry in gated])  # tell colliding configs apart
-    entries = [
-        e if e.key == k else structs.replace(e, key=k) for e, k in zip(gated, keys, strict=True)
-    ]
+    entries = told_apart(gated)
     entries += check_set(entries, expectation)
     entries += [Entry(n.path, "malformed", n.reason, n.path) for n in notes.malformed]
     entries += [
         Entry(root, "empty", f"no eval results found under {root}", root) for root in notes.empty
     ]
-    entries.sort(key=order)
+    entries = ordered(entries)
     verdict, code, reason = summarise(entries)
     return Report(
         verdict,

@@ -17,8 +17,8 @@ import pytest
 
 from evalgate._version import __version__
 from evalgate.errors import ExitCode
-from evalgate.evidence.model import LABEL_NAMES as LABELS
 from evalgate.evidence.model import Score
+from evalgate.evidence.stage_records import Labels
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import html, sweep
 from evalgate.verify.collect import Collection, Found, Note
@@ -31,8 +31,7 @@ README_SHOT = ROOT / "docs" / "verify-report.png"
 
 
 def found(conc: int, *scores: tuple[str, float], hardware: str = "b200", **extra: Any) -> Found:
-    labels = dict.fromkeys(LABELS)
-    labels.update({"model_prefix": "dsr1", "hardware": hardware, "concurrency": conc})
+    labels = Labels(model_prefix="dsr1", hardware=hardware, concurrency=conc)
     rows = tuple(
         Score(task=task, metric="exact_match", filter=name, value=v, stderr=None, n=1319)
         for task, v in scores

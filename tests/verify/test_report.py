@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from msgspec import structs
 
-from evalgate.evidence.model import LABEL_NAMES as LABELS
+from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
@@ -23,8 +23,7 @@ THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
 
 
 def run(conc: int, value: float, n: int = 1319, **extra: Any) -> Found:
-    labels = dict.fromkeys(LABELS)
-    labels.update({"model_prefix": "dsr1", "hardware": "b200", "concurrency": conc})
+    labels = Labels(model_prefix="dsr1", hardware="b200", concurrency=conc)
     scores = tuple(
         Score(task="gsm8k", metric="exact_match", filter=name, value=value, stderr=None, n=n)
         for name in ("strict-match", "flexible-extract")
@@ -63,9 +62,12 @@ def test_the_terminal_lists_problems_after_the_table():
 
 def test_the_table_lists_configs_by_their_numbers_with_or_without_an_isl():
     """conc=4 before conc=16, whether the configs name their sequence lengths or not."""
-    with_isl = dict.fromkeys(LABELS) | {"model_prefix": "dsr1", "isl": 1024, "osl": 1024}
+    with_isl = Labels(model_prefix="dsr1", isl=1024, osl=1024)
     runs = [run(c, 0.95) for c in (16, 4, 128, 32)]
-    runs += [structs.replace(run(c, 0.95), labels={**with_isl, "concurrency": c}) for c in (16, 4)]
+    runs += [
+        structs.replace(run(c, 0.95), labels=structs.replace(with_isl, concurrency=c))
+        for c in (16, 4)
+    ]
     runs = [structs.replace(r, path=f"a/{i}/result.json") for i, r in enumerate(runs)]
     lines = report.terminal(decide(*runs)).splitlines()[1:7]
     order = [next(w for w in line.split() if w.startswith("conc=")) for line in lines]
@@ -131,7 +133,7 @@ def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
                 "b/results.json",
                 "lm-eval",
                 None,
-                dict.fromkeys(LABELS),
+                Labels(),
                 (),
                 "error",
                 "eval",
@@ -183,7 +185,7 @@ def test_a_big_sweep_charts_its_problems_first_and_fits_githubs_summary_limit():
 
 def test_mermaid_labels_cannot_break_out_of_their_quotes():
     found = run(4, 0.95)
-    labels = dict(found.labels, hardware='b"200')
+    labels = structs.replace(found.labels, hardware='b"200')
     text = report.markdown(
         decide(Found(found.path, "evalgate", "m", labels, found.scores), run(8, 0.95))
     )

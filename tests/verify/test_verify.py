@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from evalgate import cli
 from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence.artifacts import NOT_A_RESULT, read_result
-from evalgate.evidence.model import LABEL_NAMES
+from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
@@ -290,9 +291,7 @@ def found(
     reason: str | None = None,
     **labels: Any,
 ) -> collect.Found:
-    base = {key: None for key in LABEL_NAMES}
-    base.update({"model_prefix": "dsr1", "hardware": "b200", "concurrency": 64})
-    base.update(labels)
+    base = Labels(**{"model_prefix": "dsr1", "hardware": "b200", "concurrency": 64, **labels})
     return collect.Found(
         "x/result.json", "evalgate", model, base, scores, status, "eval", reason, failed_on_scores
     )
@@ -375,7 +374,7 @@ def test_collect_reads_an_evalgate_result(tmp_path):
     [item] = out.found
     assert item.source == "evalgate"
     assert item.model == "deepseek-ai/DeepSeek-R1-0528"
-    assert dict(item.labels) == {
+    assert structs.asdict(item.labels) == {
         "model_prefix": "dsr1",
         "hardware": "b200",
         "framework": "vllm",
@@ -447,7 +446,7 @@ def test_collect_reads_a_harness_eval_with_its_metadata(tmp_path):
     assert item.source == "lm-eval"
     assert item.status is None
     assert item.model == "openai/gpt-oss-120b"
-    assert dict(item.labels) == {
+    assert structs.asdict(item.labels) == {
         "model_prefix": "gptoss",
         "hardware": "mi355x",
         "framework": "sglang",
@@ -479,9 +478,9 @@ def test_collect_reads_multinode_topology_and_unknown_labels(tmp_path):
     )
     write_harness(tmp_path, meta)
     [item] = collect.collect([str(tmp_path)]).found
-    assert item.labels["precision"] is None
-    assert item.labels["model_prefix"] is None
-    assert item.labels["topology"] == {
+    assert item.labels.precision is None
+    assert item.labels.model_prefix is None
+    assert item.labels.topology == {
         "prefill_tp": 4,
         "prefill_ep": 1,
         "prefill_dp_attention": False,
@@ -523,7 +522,7 @@ def test_collect_turns_a_skipped_or_failed_harness_eval_into_an_errored_run(
     assert [item.status for item in out.found] == ["error"] * len(reasons)
     for item, reason in zip(out.found, reasons, strict=True):
         assert reason in str(item.reason)
-        assert item.labels["concurrency"] == 32
+        assert item.labels.concurrency == 32
 
 
 def test_collect_expands_a_harness_batch_by_concurrency(tmp_path):
@@ -546,7 +545,7 @@ def test_collect_expands_a_harness_batch_by_concurrency(tmp_path):
         },
     )
     out = collect.collect([str(tmp_path)])
-    by_conc = {item.labels["concurrency"]: item for item in out.found}
+    by_conc = {item.labels.concurrency: item for item in out.found}
     assert sorted(by_conc) == [4, 16, 64, 128, 256]
     assert by_conc[4].status is None and by_conc[16].scores[0].value == 0.93
     assert by_conc[64].status == "error" and "failed_eval_concs" in str(by_conc[64].reason)
@@ -625,7 +624,7 @@ def test_collect_takes_result_files_named_on_the_command_line(tmp_path):
     other = tmp_path / "b.json"
     other.write_text(json.dumps(result_doc(conc=8)))
     out = collect.collect([str(path), str(other)])
-    assert [item.labels["concurrency"] for item in out.found] == [64, 8]
+    assert [item.labels.concurrency for item in out.found] == [64, 8]
 
 
 @pytest.mark.parametrize("name", ["meta_env.json", "results_2026.json"])
@@ -787,25 +786,24 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
     ],
 )
 def test_config_key(model, labels, key):
-    assert expect.config_key(model, labels) == key
+    assert expect.config_key(model, Labels(**labels)) == key
 
 
 def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     """evalgate's hook once recorded the job's variables as they are named (PREFILL_DP_ATTN
     "true"), the harness's meta_env.json names them prefill_dp_attention (true): one config."""
-    from_variables = {
-        "concurrency": 4,
-        "topology": {
+    from_variables = Labels(
+        concurrency=4,
+        topology={
             "prefill_tp": "4",
             "prefill_dp_attn": "true",
             "ep_size": 8,
             "is_multinode": "true",
         },
-    }
-    from_meta = {
-        "concurrency": 4,
-        "topology": {"prefill_tp": 4, "prefill_dp_attention": True, "ep": 8},
-    }
+    )
+    from_meta = Labels(
+        concurrency=4, topology={"prefill_tp": 4, "prefill_dp_attention": True, "ep": 8}
+    )
     key = expect.config_key("m", from_variables)
     assert key == expect.config_key("m", from_meta) == "m conc=4 p.tp=4 p.dpa=true ep=8"
     assert expect.identity("m", from_variables) == expect.identity("m", from_meta)
@@ -819,7 +817,7 @@ def test_a_topology_is_written_as_its_values_are_whichever_came_first():
     it is, in either order."""
     for first, second in (((True, "true"), (1, "1")), ((1, "1"), (True, "true"))):
         for value, shown in (first, second):
-            assert expect.config_key("m", {"topology": {"tp": value}}) == f"m tp={shown}"
+            assert expect.config_key("m", Labels(topology={"tp": value})) == f"m tp={shown}"
 
 
 @pytest.mark.parametrize(
@@ -844,12 +842,15 @@ def test_min_samples_defaults_to_each_tasks_full_size(task, n, outcome):
 
 
 def test_two_models_under_one_prefix_get_the_model_in_their_key():
-    a, b = found(model="org/a", scores=(em(0.95),)), found(model="org/b", scores=(em(0.95),))
-    assert expect.config_keys([a, b]) == [
+    a, b = (
+        sweep.Entry("dsr1 b200 conc=64", "pass", "", model=f.model, labels=f.labels)
+        for f in (found(model="org/a"), found(model="org/b"))
+    )
+    assert [e.key for e in expect.told_apart([a, b])] == [
         "dsr1 b200 conc=64 model=org/a",
         "dsr1 b200 conc=64 model=org/b",
     ]
-    assert expect.config_keys([a, a]) == ["dsr1 b200 conc=64"] * 2
+    assert [e.key for e in expect.told_apart([a, a])] == ["dsr1 b200 conc=64"] * 2
 
 
 # -- the expected set ----------------------------------------------------------------------------
@@ -929,7 +930,7 @@ def _entries(*concs: int) -> list[sweep.Entry]:
             f"{c}/result.json",
             "evalgate",
             "m",
-            {"model_prefix": "dsr1", "concurrency": c},
+            Labels(model_prefix="dsr1", concurrency=c),
         )
         for c in concs
     ]
@@ -970,7 +971,7 @@ def test_check_set_count(count, outcome):
 
 def test_check_set_matches_topology_as_a_subset():
     entry = sweep.Entry(
-        "k", "pass", "", "p", "evalgate", "m", {"concurrency": 4, "topology": {"tp": 8, "ep": 1}}
+        "k", "pass", "", "p", "evalgate", "m", Labels(concurrency=4, topology={"tp": 8, "ep": 1})
     )
     ok = expect.parse_expectation([{"topology": {"tp": 8}}], "e")
     wrong = expect.parse_expectation([{"topology": {"tp": 4}}], "e")
@@ -1330,13 +1331,13 @@ def test_collect_reads_an_evalgate_hook_staging_folder(tmp_path):
     )
     out = collect.collect([str(stage)])
     assert out.malformed == []
-    by_conc = {item.labels["concurrency"]: item for item in out.found}
+    by_conc = {item.labels.concurrency: item for item in out.found}
     assert sorted(by_conc) == [4, 8, 16]
     assert by_conc[4].status == "pass" and by_conc[4].source == "evalgate"
     assert by_conc[8].status == "error"
     assert "meta_env.json has no lm-eval results" in str(by_conc[8].reason)
     assert by_conc[16].status == "skipped"
-    assert by_conc[16].labels["model_prefix"] == "dsr1" and by_conc[16].model == by_conc[4].model
+    assert by_conc[16].labels.model_prefix == "dsr1" and by_conc[16].model == by_conc[4].model
     entry = sweep.Rule(thresholds()).gate(by_conc[16], "k")
     assert entry.outcome == "error"
     assert entry.reason == (
