@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,6 +44,10 @@ _SHORT = {
     "prefill_": "p.",
     "decode_": "d.",
 }
+
+
+MAX_CONFIGS = 10_000
+"""Configs a manifest may name in all: each is matched against every result found."""
 
 
 class Expectation(msgspec.Struct, frozen=True):
@@ -154,16 +159,30 @@ def _number(field: str, value: Any) -> Any:
     return value
 
 
-def _expand(entry: Any, where: str) -> list[dict[str, Any]]:
+def _expand(entry: Any, where: str, room: int) -> list[dict[str, Any]]:
+    """The configs one manifest entry stands for (each list value is each of its items), at
+    most `room` of them."""
     if not isinstance(entry, dict) or not entry:
         raise UsageError(f"{where} is {entry!r}: each expected config is a non-empty object.")
     entry = {_ALIASES.get(k, k): v for k, v in entry.items()}
     unknown = sorted(set(entry) - FIELDS)
     if unknown:
         raise UsageError(f"{where} has unknown field(s) {unknown}; use {sorted(FIELDS)}.")
+    empty = [k for k, v in entry.items() if v == []]
+    if empty:
+        raise UsageError(
+            f"{where} gives {empty[0]} as an empty list, which expects no config at all: give "
+            "its values, or leave the field out."
+        )
     axes = [
         [(k, _number(k, x)) for x in (v if isinstance(v, list) else [v])] for k, v in entry.items()
     ]
+    size = math.prod(map(len, axes))
+    if size > room:  # its lists multiply: a few lines can name more configs than memory holds
+        raise UsageError(
+            f"{where} expands to {size:,} configs (the product of its lists); a manifest names at "
+            f"most {MAX_CONFIGS:,} in all. List the configs the sweep ran."
+        )
     return [dict(combo) for combo in itertools.product(*axes)]
 
 
@@ -186,7 +205,7 @@ def parse_expectation(data: Any, source: str) -> Expectation:
     configs: list[dict[str, Any]] = []
     first: dict[str, int] = {}
     for index, entry in enumerate(data):
-        for config in _expand(entry, f"{source} entry {index}"):
+        for config in _expand(entry, f"{source} entry {index}", MAX_CONFIGS - len(configs)):
             key = json.dumps(config, sort_keys=True, default=str)
             if key in first:  # one result would meet both entries: the manifest hides a gap
                 raise UsageError(

@@ -901,6 +901,19 @@ def test_parse_expectation(data, count, configs):
             [{"concurrency": [4, 8]}, {"concurrency": 8}],
             "lists the config {'concurrency': 8} twice (entries 0 and 1)",
         ),
+        (
+            [{"hardware": "b200", "concurrency": []}],
+            "entry 0 gives concurrency as an empty list, which expects no config at all",
+        ),
+        (
+            [{"isl": list(range(100)), "osl": list(range(101))}],
+            "entry 0 expands to 10,100 configs (the product of its lists); a manifest names at "
+            "most 10,000 in all",
+        ),
+        (
+            [{"isl": list(range(5000))}, {"osl": list(range(5001))}],
+            "entry 1 expands to 5,001 configs",
+        ),
     ],
 )
 def test_parse_expectation_rejects(data, message):
@@ -1440,6 +1453,22 @@ def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tm
 
     assert code == ExitCode.USAGE
     assert "lists the config {'concurrency': 4} twice" in err
+    assert "PASS" not in out
+
+
+def test_a_manifest_whose_lists_multiply_past_any_sweep_is_refused_before_it_is_expanded(
+    tmp_path, capsys
+):
+    write_result(tmp_path / "runs" / "a", conc=4)
+    manifest = tmp_path / "expect.json"
+    axes = {name: list(range(1, 1001)) for name in ("isl", "osl", "concurrency")}
+    manifest.write_text(json.dumps([{"model_prefix": ["dsr1", "gptoss"], **axes}]))
+
+    code, out, err = run_cli([str(tmp_path / "runs"), "--expect", str(manifest)], capsys)
+
+    assert code == ExitCode.USAGE
+    assert "entry 0 expands to 2,000,000,000 configs (the product of its lists)" in err
+    assert "List the configs the sweep ran." in err
     assert "PASS" not in out
 
 
