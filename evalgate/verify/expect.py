@@ -4,12 +4,8 @@ A config is identified by (model, model_prefix, hardware, framework, precision, 
 isl, osl, concurrency, topology) and named by a readable key, e.g.
 ``dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64 tp=8``.
 
-The expectation (``--expect``) is a count (``--expect 10``, or a JSON file ``{"count": 10}``) or
-a JSON manifest: a list of partial configs, or ``{"configs": [...]}``. Each entry names some of
-the identity fields (``conc`` is accepted for ``concurrency``; ``topology`` matches a subset);
-a list value stands for each of its items, so one entry can expand to a whole sweep:
-``[{"model_prefix": "dsr1", "hardware": "b200", "isl": 1024, "osl": 1024,
-"concurrency": [4, 8, 16, 32, 64]}]``. Each entry must match exactly one config found.
+The expectation (``--expect``), a count or a manifest of partial configs each matched by
+exactly one config found: docs/verify.md, "The expected set".
 
 Two results for one config are a duplicate, always; with an expectation, a missing or an
 unexpected config is a problem too.
