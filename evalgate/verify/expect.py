@@ -6,9 +6,6 @@ isl, osl, concurrency, topology) and named by a readable key, e.g.
 
 The expectation (``--expect``), a count or a manifest of partial configs each matched by
 exactly one config found: docs/verify.md, "The expected set".
-
-Two results for one config are a duplicate, always; with an expectation, a missing or an
-unexpected config is a problem too.
 """
 
 from __future__ import annotations
