@@ -6,6 +6,7 @@ import argparse
 import itertools
 import logging
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,11 +126,11 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
     from evalgate.evidence.artifacts import write_atomic
 
     try:
-        if append:
-            with open(path, "a", encoding="utf-8") as stream:
+        if append or _stream(path):
+            with open(path, "a" if append else "w", encoding="utf-8") as stream:
                 stream.write(scrub.text(text))
-        else:
-            write_atomic(Path(path), scrub.text(text))
+        else:  # through a link to the file it names, as users point reports at shared places
+            write_atomic(Path(os.path.realpath(path)), scrub.text(text))
     except OSError as exc:
         given = f" ({label})" if label else ""
         raise ArtifactError(
@@ -137,13 +138,21 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
         ) from exc
 
 
+def _stream(path: str) -> bool:
+    """A FIFO, a terminal, /dev/stdout: written as it is, never replaced by a file."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path)
+    except OSError:  # nothing there yet (or a link to nothing): a new file
+        return False
+
+
 def _is_input(path: str, roots: list[str]) -> bool:
     """Would verify read this file? Then writing a report over it destroys the evidence."""
     from evalgate.evidence.artifacts import HOOK_NAME, META_NAME, RESULT_NAME
     from evalgate.evidence.harness_layout import is_results_file
 
-    name = os.path.basename(path)
-    if not (name in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(name)):
+    names = {os.path.basename(path), os.path.basename(os.path.realpath(path))}  # a link's too
+    if not any(n in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(n) for n in names):
         return False
     # as written and as resolved: verify follows links to folders, so a path through one is read
     return any(
@@ -161,10 +170,12 @@ def _check_output(label: str, path: str, roots: list[str]) -> None:
     verdict is printed: found after the verdict, it would turn a printed PASS into exit 2."""
     from evalgate.errors import ArtifactError
 
-    target = Path(path)
+    target = Path(os.path.realpath(path))
     reason = None
     if target.is_dir():
         reason = "it is a folder"
+    elif _stream(path):
+        reason = None if os.access(path, os.W_OK) else "Permission denied"
     else:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)

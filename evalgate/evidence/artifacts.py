@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -63,8 +64,12 @@ def write_atomic(path: Path, text: str) -> None:
     temp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)  # a file replaced keeps its mode
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()  # mkstemp's 0600 would hide evidence from collectors
         handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp's 0600 would hide evidence from collectors
+        os.fchmod(handle, mode)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()

@@ -1,4 +1,5 @@
-"""A sweep's set of configs: how each is named, what ``--expect`` asks for, and the set checks.
+"""A sweep's set of configs: how each is named, and what ``--expect`` asks for (the set
+checks: setcheck.py).
 
 A config is identified by (model, model_prefix, hardware, framework, precision, kv_cache_dtype,
 isl, osl, concurrency, topology) and named by a readable key, e.g.
@@ -24,7 +25,7 @@ from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
-from evalgate.verify.records import Entry, SetOutcome
+from evalgate.verify.records import Entry
 
 FIELDS = frozenset(("model", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}
@@ -145,18 +146,26 @@ def told_apart(results: Sequence[Entry]) -> list[Entry]:
 # -- the expectation -----------------------------------------------------------------------------
 
 
-def _number(field: str, value: Any) -> Any:
+def _number(field: str, value: Any, where: str) -> Any:
     """isl, osl and concurrency as numbers, however the manifest spells them."""
-    if field in _NUMBERS and isinstance(value, str) and value.strip().isdigit():
+    if field not in _NUMBERS or value is None:
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
         return int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UsageError(
+            f'{where} gives {field} as {value!r}: give a whole number, e.g. 1024 or "1024".'
+        )
     return value
 
 
-def _expand(entry: Any, where: str, room: int) -> list[dict[str, Any]]:
-    """The configs one manifest entry stands for (each list value is each of its items), at
-    most `room` of them."""
+def _expand(entry: Any, where: str, used: int) -> list[dict[str, Any]]:
+    """The configs one manifest entry stands for (each list value is each of its items); `used`
+    configs come before it."""
     if not isinstance(entry, dict) or not entry:
         raise UsageError(f"{where} is {entry!r}: each expected config is a non-empty object.")
+    if set(_ALIASES) | set(_ALIASES.values()) <= set(entry):
+        raise UsageError(f"{where} gives both conc and concurrency: give one of them.")
     entry = {_ALIASES.get(k, k): v for k, v in entry.items()}
     unknown = sorted(set(entry) - FIELDS)
     if unknown:
@@ -168,13 +177,16 @@ def _expand(entry: Any, where: str, room: int) -> list[dict[str, Any]]:
             "its values, or leave the field out."
         )
     axes = [
-        [(k, _number(k, x)) for x in (v if isinstance(v, list) else [v])] for k, v in entry.items()
+        [(k, _number(k, x, where)) for x in (v if isinstance(v, list) else [v])]
+        for k, v in entry.items()
     ]
     size = math.prod(map(len, axes))
-    if size > room:  # its lists multiply: a few lines can name more configs than memory holds
+    if used + size > MAX_CONFIGS:  # its lists multiply: a few lines can name billions
+        before = f", {used + size:,} with the entries before it" if used else ""
         raise UsageError(
-            f"{where} expands to {size:,} configs (the product of its lists); a manifest names at "
-            f"most {MAX_CONFIGS:,} in all. List the configs the sweep ran."
+            f"{where} expands to {size:,} config{'s' * (size != 1)} (the product of its "
+            f"lists){before}; a manifest names at most {MAX_CONFIGS:,} in all. List the configs "
+            "the sweep ran."
         )
     return [dict(combo) for combo in itertools.product(*axes)]
 
@@ -198,12 +210,13 @@ def parse_expectation(data: Any, source: str) -> Expectation:
     configs: list[dict[str, Any]] = []
     first: dict[str, int] = {}
     for index, entry in enumerate(data):
-        for config in _expand(entry, f"{source} entry {index}", MAX_CONFIGS - len(configs)):
+        for config in _expand(entry, f"{source} entry {index}", len(configs)):
             key = json.dumps(config, sort_keys=True, default=str)
             if key in first:  # one result would meet both entries: the manifest hides a gap
+                twice = f"entries {first[key]} and {index}" if first[key] < index else "a list"
                 raise UsageError(
-                    f"--expect {source} lists the config {config} twice (entries {first[key]} "
-                    f"and {index}): one result would count for both. List each config once."
+                    f"--expect {source} lists the config {config} twice ({twice}): one result "
+                    "would count for both. List each config once."
                 )
             first[key] = index
             configs.append(config)
@@ -219,80 +232,3 @@ def load_expectation(value: str) -> Expectation:
     except ArtifactError as exc:
         raise UsageError(f"--expect: {exc.message}") from exc
     return parse_expectation(data, value)
-
-
-# -- the set checks ------------------------------------------------------------------------------
-
-
-def _matches(want: Mapping[str, Any], entry: Entry) -> bool:
-    labels = entry.labels or Labels()
-    for key, value in want.items():
-        have = entry.model if key == "model" else getattr(labels, key)
-        if key == "topology" and isinstance(value, Mapping):
-            topology = canonical_topology(have) if isinstance(have, Mapping) else {}
-            if any(topology.get(k) != v for k, v in canonical_topology(value).items()):
-                return False
-        elif have != value:
-            return False
-    return True
-
-
-def _duplicates(results: Sequence[Entry], uses: Counter[str]) -> list[Entry]:
-    """A config with more than one result."""
-    groups: dict[str, list[Entry]] = {}
-    for entry in results:
-        if uses[entry.key] > 1:
-            groups.setdefault(entry.key, []).append(entry)
-    return [
-        group[0].problem(
-            "duplicate",
-            f"{len(group)} results for one config: {', '.join(str(e.path) for e in group)}. "
-            "Remove the stale ones (or fix their labels)",
-        )
-        for group in groups.values()
-    ]
-
-
-def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]:
-    """Each expected config matched by exactly one config found, and every config expected."""
-    problems: list[Entry] = []
-    source = expectation.source
-    claimed: set[str] = set()
-    for want in expectation.configs:
-        hits = sorted({e.key for e in results if _matches(want, e)})
-        claimed.update(hits)
-        if len(hits) == 1:
-            continue
-        model, labels = want.get("model"), Labels(**{k: v for k, v in want.items() if k != "model"})
-        name = config_key(model, labels)
-        outcome: SetOutcome = "duplicate" if hits else "missing"
-        reason = (
-            f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
-            "Name it more precisely in the manifest"
-            if hits
-            else f"expected config {name} (--expect {source}) has no result"
-        )
-        problems.append(Entry(name, outcome, reason, model=model, labels=labels, expected=want))
-    problems += [
-        e.problem("unexpected", f"{e.key} is not in the expected set (--expect {source})")
-        for e in results
-        if e.key not in claimed
-    ]
-    return problems
-
-
-def check_set(results: Sequence[Entry], expectation: Expectation | None) -> list[Entry]:
-    """The set's problems: duplicates always; with an expectation, missing and unexpected
-    configs too."""
-    uses = Counter(entry.key for entry in results)
-    problems = _duplicates(results, uses)
-    if expectation is None:
-        return problems
-    if expectation.configs:
-        return problems + _manifest(results, expectation)
-    want = expectation.count
-    if want is not None and len(uses) != want:
-        outcome: SetOutcome = "missing" if len(uses) < want else "unexpected"
-        reason = f"expected {want} configs (--expect {expectation.source}), found {len(uses)}"
-        problems.append(Entry(f"expected {want} configs", outcome, reason))
-    return problems

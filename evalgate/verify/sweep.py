@@ -30,7 +30,7 @@ from evalgate.rules.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import runs
-from evalgate.verify.expect import Expectation, check_set, config_key, told_apart
+from evalgate.verify.expect import Expectation, config_key, told_apart
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
@@ -43,6 +43,7 @@ from evalgate.verify.records import (
     Outcome,
     Verdict,
 )
+from evalgate.verify.setcheck import check_set
 
 
 class Report(msgspec.Struct, frozen=True):

@@ -31,7 +31,7 @@ from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
-from evalgate.verify import collect, expect, sweep
+from evalgate.verify import collect, expect, setcheck, sweep
 from tests.verify.sweeps import answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -809,7 +809,7 @@ def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     assert expect.identity("m", from_variables) == expect.identity("m", from_meta)
     manifest = expect.parse_expectation([{"topology": {"prefill_dp_attn": "true"}}], "e")
     entry = sweep.Entry(key, "pass", "", "p", "evalgate", "m", from_meta)
-    assert expect.check_set([entry], manifest) == []
+    assert setcheck.check_set([entry], manifest) == []
 
 
 def test_a_topology_is_written_as_its_values_are_whichever_came_first():
@@ -912,8 +912,21 @@ def test_parse_expectation(data, count, configs):
         ),
         (
             [{"isl": list(range(5000))}, {"osl": list(range(5001))}],
-            "entry 1 expands to 5,001 configs",
+            "entry 1 expands to 5,001 configs (the product of its lists), 10,001 with the "
+            "entries before it",
         ),
+        (
+            [{"isl": list(range(10_000))}, {"osl": 1}],
+            "entry 1 expands to 1 config (the product of its lists), 10,001 with the entries",
+        ),
+        (
+            [{"isl": "abc"}],
+            "entry 0 gives isl as 'abc': give a whole number, e.g. 1024 or \"1024\"",
+        ),
+        ([{"concurrency": [4, True]}], "entry 0 gives concurrency as True: give a whole number"),
+        ([{"osl": 1.5}], "entry 0 gives osl as 1.5: give a whole number"),
+        ([{"conc": 4, "concurrency": 8}], "entry 0 gives both conc and concurrency"),
+        ([{"isl": [1, 1]}], "lists the config {'isl': 1} twice (a list)"),
     ],
 )
 def test_parse_expectation_rejects(data, message):
@@ -950,7 +963,7 @@ def _entries(*concs: int) -> list[sweep.Entry]:
 
 
 def test_check_set_duplicates_even_without_an_expectation():
-    [problem] = expect.check_set(_entries(4, 8, 8), None)
+    [problem] = setcheck.check_set(_entries(4, 8, 8), None)
     assert problem.outcome == "duplicate" and problem.key == "dsr1 conc=8"
     assert "2 results for one config: 8/result.json, 8/result.json" in problem.reason
 
@@ -959,7 +972,7 @@ def test_check_set_missing_and_unexpected():
     expectation = expect.parse_expectation(
         [{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "sweep.json"
     )
-    problems = expect.check_set(_entries(4, 8, 32), expectation)
+    problems = setcheck.check_set(_entries(4, 8, 32), expectation)
     assert [(p.outcome, p.key) for p in problems] == [
         ("missing", "dsr1 conc=16"),
         ("unexpected", "dsr1 conc=32"),
@@ -969,14 +982,14 @@ def test_check_set_missing_and_unexpected():
 
 def test_check_set_an_entry_matching_two_configs_is_ambiguous():
     expectation = expect.parse_expectation([{"model_prefix": "dsr1"}], "e.json")
-    [problem] = expect.check_set(_entries(4, 8), expectation)
+    [problem] = setcheck.check_set(_entries(4, 8), expectation)
     assert problem.outcome == "duplicate"
     assert "matches 2 configs: dsr1 conc=4; dsr1 conc=8" in problem.reason
 
 
 @pytest.mark.parametrize(("count", "outcome"), [(3, None), (4, "missing"), (2, "unexpected")])
 def test_check_set_count(count, outcome):
-    problems = expect.check_set(_entries(1, 2, 3), expect.Expectation(str(count), count=count))
+    problems = setcheck.check_set(_entries(1, 2, 3), expect.Expectation(str(count), count=count))
     assert [p.outcome for p in problems] == ([outcome] if outcome else [])
     if outcome:
         assert f"expected {count} configs (--expect {count}), found 3" in problems[0].reason
@@ -988,8 +1001,8 @@ def test_check_set_matches_topology_as_a_subset():
     )
     ok = expect.parse_expectation([{"topology": {"tp": 8}}], "e")
     wrong = expect.parse_expectation([{"topology": {"tp": 4}}], "e")
-    assert expect.check_set([entry], ok) == []
-    assert [p.outcome for p in expect.check_set([entry], wrong)] == ["missing", "unexpected"]
+    assert setcheck.check_set([entry], ok) == []
+    assert [p.outcome for p in setcheck.check_set([entry], wrong)] == ["missing", "unexpected"]
 
 
 # -- end to end through `evalgate verify` ---------------------------------------------------------
@@ -1524,6 +1537,68 @@ def test_a_report_whose_write_fails_midway_leaves_the_old_report_whole(tmp_path,
     assert f"ArtifactError: Cannot write {target}: File too large ({flag})." in done.stderr
     assert target.read_text() == "the earlier report\n"
     assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
+
+
+VERIFY = (sys.executable, "-m", "evalgate.cli", "verify")
+
+
+def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_path):
+    """`--json /dev/stdout`, `--json >(jq .)`: a stream is written as it is; replacing it with a
+    file would lose the report (and, as root, /dev/stdout itself)."""
+    write_result(tmp_path / "runs" / "a")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open first: verify's open never waits
+    try:
+        done = subprocess.run(
+            [*VERIFY, str(tmp_path / "runs"), "--json", str(fifo)],
+            capture_output=True,
+            text=True,
+            env=env | {"PYTHONPATH": str(ROOT)},
+            timeout=120,
+            check=False,
+        )
+        written = os.read(reader, 1 << 16).decode()  # one result's verdict fits the pipe
+    finally:
+        os.close(reader)
+
+    assert done.returncode == ExitCode.PASS, done.stderr
+    assert json.loads(written)["verdict"] == "pass"
+    assert fifo.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "runs"]
+
+
+def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mode(tmp_path, capsys):
+    write_result(tmp_path / "runs" / "a")
+    shared = tmp_path / "shared" / "verdict.json"
+    shared.parent.mkdir()
+    shared.write_text("the earlier report\n")
+    shared.chmod(0o600)
+    link = tmp_path / "verdict.json"
+    link.symlink_to(shared)
+
+    code, _, err = run_cli([str(tmp_path / "runs"), "--json", str(link)], capsys)
+
+    assert code == ExitCode.PASS, err
+    assert link.is_symlink()
+    assert json.loads(shared.read_text())["verdict"] == "pass"
+    assert shared.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in shared.parent.iterdir()) == ["verdict.json"]
+
+
+def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, capsys):
+    result = write_result(tmp_path / "runs" / "a")
+    before = result.read_bytes()
+    link = tmp_path / "report.json"
+    link.symlink_to(result)
+
+    code, out, err = run_cli([str(tmp_path / "runs"), "--json", str(link)], capsys)
+
+    assert code == ExitCode.USAGE
+    assert f"--json {link} is one of the files verify reads" in err
+    assert out == ""
+    assert result.read_bytes() == before and link.is_symlink()
 
 
 @pytest.mark.parametrize("flag", ["--json", "--junit"])
