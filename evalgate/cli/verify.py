@@ -141,9 +141,10 @@ def write_file(path: str, text: str, *, append: bool = False, label: str = "") -
 def _stream(path: str) -> bool:
     """A FIFO, a terminal, /dev/stdout: written as it is, never replaced by a file."""
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path)
+        mode = os.stat(path).st_mode
     except OSError:  # nothing there yet (or a link to nothing): a new file
         return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _is_input(path: str, roots: list[str]) -> bool:
