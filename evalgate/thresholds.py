@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +36,16 @@ def default_path() -> Path:
     return Path(__file__).parent / "thresholds.json"
 
 
-def _walk(node: Any, where: str = "$") -> Iterator[tuple[str, Any]]:
-    """Every value of a JSON document with its JSON path, outermost first."""
-    yield where, node
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _walk(value, f"{where}.{key}")
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _walk(value, f"{where}[{index}]")
-
-
 def parse_thresholds(data: Any, path: str) -> Thresholds:
     """Validate parsed JSON; errors name the JSON path of the bad value."""
     from evalgate.schemas import validation_errors  # jsonschema loads only when needed
+    from evalgate.yamlfile import paths
 
     problems = validation_errors("thresholds", data)
     if not problems:  # NaN passes every comparison in the schema, and then fails every score
         problems = [
             f"{where} is {json.dumps(value)}, not a number in (0, 1]"  # NaN, as JSON spells it
-            for where, value in _walk(data)  # a schema-valid file holds no number but floors
+            for where, value in paths(data, "$")  # a schema-valid file holds no number but floors
             if isinstance(value, float) and not math.isfinite(value)
         ]
         if "" in data.get("models", {}):  # every model name starts with ""
@@ -94,7 +84,9 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
             raise ThresholdsError(exc.message) from exc
         return parse_thresholds(data, str(target))
     if repeated:
-        where, key = next((w, repeated[id(n)]) for w, n in _walk(data) if id(n) in repeated)
+        from evalgate.yamlfile import paths
+
+        where, key = next((w, repeated[id(n)]) for w, n in paths(data, "$") if id(n) in repeated)
         raise ThresholdsError(
             f"{target} repeats the key {key!r} in one object ({where}): JSON readers keep only "
             "one of the two values, so the floor is ambiguous. Keep one entry and run again."
@@ -159,7 +151,6 @@ def resolve_floor(
     ]
     models: dict[str, dict[str, float]] = data.get("models", {})
     prefix = labels.get("model_prefix")
-    starts = [key for key in models if model and model.startswith(key) and task in models[key]]
     if overrides:
         index, entry = max(overrides, key=lambda pair: (len(pair[1]["match"]), pair[0]))
         matched = ",".join(f"{k}={v}" for k, v in sorted(entry["match"].items()))
@@ -168,7 +159,7 @@ def resolve_floor(
         value, matched = models[model][task], f"model:{model}"
     elif isinstance(prefix, str) and task in models.get(prefix, {}):
         value, matched = models[prefix][task], f"prefix:{prefix}"
-    elif starts:
+    elif starts := [k for k in models if model and model.startswith(k) and task in models[k]]:
         key = max(starts, key=len)
         value, matched = models[key][task], f"prefix:{key}"
     elif task in data["default"]:

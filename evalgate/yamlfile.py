@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -125,3 +125,17 @@ _Loader.add_constructor(
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_text)
 for _kind in _NOT_PLAIN:
     _Loader.add_constructor(f"tag:yaml.org,2002:{_kind}", _Loader.construct_undefined)
+
+
+def paths(node: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """Every value of a parsed document with its path, outermost first; each key too, with its
+    value's path (a YAML key can be tagged). `where` names the root: "$" gives $.a[0], "" a[0]."""
+    yield where, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            inner = f"{where}.{key}" if where else str(key)
+            yield inner, key
+            yield from paths(value, inner)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from paths(value, f"{where}[{index}]")

@@ -16,15 +16,13 @@ from typing import Any
 import msgspec
 
 from evalgate.evidence import artifacts
-from evalgate.evidence.harness_layout import TASK, samples_path, topology
+from evalgate.evidence.harness_layout import SIZES, TASK, samples_path, topology
 from evalgate.evidence.model import Result, Sample
 from evalgate.evidence.stage_records import Labels
 
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 """RESULT_FILENAME as the harness reads precision and framework from it."""
-_SIZES = {"pp": "PP_SIZE", "dcp_size": "DCP_SIZE", "pcp_size": "PCP_SIZE"}
-"""The parallel sizes, each read from the phase's variable, then the job's (1 by default)."""
-_BEFORE_CONC = ("tp", *_SIZES)
+_BEFORE_CONC = ("tp", *SIZES)
 """The topology keys the harness writes before `conc` (the rest follow the batch keys)."""
 _TASK_KEYED = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
 
@@ -85,7 +83,7 @@ def _phase(env: Mapping[str, str], phase: str, tp_default: str) -> dict[str, Any
         default="false",
     )
     fields: dict[str, Any] = {"tp": _number(tp)}
-    for key, name in _SIZES.items():
+    for key, name in SIZES.items():
         fields[key] = _number(_first(env, f"{p}_{name}", name, default="1"))
     return fields | {"ep": _number(ep), "dp_attention": _true(dp), "num_workers": _number(workers)}
 
@@ -97,7 +95,7 @@ def job_fields(env: Mapping[str, str]) -> dict[str, Any]:
     prefill = _phase(env, "prefill", _first(env, "TP", default="1"))
     decode = _phase(env, "decode", str(prefill["tp"]))
     fields: dict[str, Any] = {"tp": prefill["tp"]}
-    for key, name in _SIZES.items():
+    for key, name in SIZES.items():
         fields[key] = _number(_first(env, name, default="1"))
     fields |= {"ep": prefill["ep"], "dp_attention": prefill["dp_attention"]}
     for name, phase in (("prefill", prefill), ("decode", decode)):

@@ -31,13 +31,14 @@ def samples_path(results: Path, task: str) -> Path:
 
 
 UNKNOWN = ("", "unknown", "none", "null")
-_SINGLE = ("tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size")
+SIZES = {"pp": "PP_SIZE", "dcp_size": "DCP_SIZE", "pcp_size": "PCP_SIZE"}
+"""The parallel sizes (1 by default), with the job's variable each is read from."""
+_SINGLE = ("tp", "ep", "dp_attention", *SIZES)
 _PHASES = tuple(
     f"{phase}_{key}"
     for phase in ("prefill", "decode")
-    for key in ("tp", "ep", "dp_attention", "num_workers", *_SINGLE[3:])
+    for key in ("tp", "ep", "dp_attention", "num_workers", *SIZES)
 )
-_ONE_BY_DEFAULT = {"pp", "dcp_size", "pcp_size"}
 
 
 class FormatError(Exception):
@@ -90,7 +91,7 @@ def topology(meta: Mapping[str, Any], bad: list[str]) -> dict[str, Any] | None:
         if key not in meta:
             continue
         value = _flag(meta[key]) if "dp_attention" in key else _int(meta, key, bad)
-        if value is None or (short in _ONE_BY_DEFAULT and value == 1):
+        if value is None or (short in SIZES and value == 1):
             continue
         topology[key] = value
     spec = meta_text(meta, "spec_decoding")

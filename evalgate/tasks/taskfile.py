@@ -6,7 +6,7 @@ would import its code, render its templates unsandboxed and load the metrics it 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.read import read_bytes
 from evalgate.outside import capped
 from evalgate.tasks.syntax import pattern_problem, plain_template
-from evalgate.yamlfile import MAX_CHARS, YamlRefused, load_yaml
+from evalgate.yamlfile import MAX_CHARS, YamlRefused, load_yaml, paths
 
 EXACT_MATCH_OPTIONS = (
     "metric", "aggregation", "higher_is_better", "ignore_case", "ignore_punctuation",
@@ -61,7 +61,7 @@ def load_task_file(path: Path) -> tuple[dict[str, Any], bytes]:
             "evalgate cannot run it. Use a generate_until version of the task (one that asks "
             "the model to write its answer)."
         )
-    code = [where for where, value in _walk(config, "") if isinstance(value, _Function)]
+    code = [where for where, value in paths(config, "") if isinstance(value, _Function)]
     if code:
         raise UsageError(
             f"{path} runs Python code ({', '.join(code)}), which evalgate does not import "
@@ -78,18 +78,6 @@ def load_task_file(path: Path) -> tuple[dict[str, Any], bytes]:
     for key, value in config.items():
         config[key] = KEYS[key](_Where(path, key), value)
     return config, raw
-
-
-def _walk(value: Any, where: str) -> Iterator[tuple[str, Any]]:
-    yield where or "the file", value
-    if isinstance(value, dict):
-        for key, item in value.items():
-            inner = f"{where}.{key}" if where else str(key)
-            yield inner, key  # a key can be tagged too
-            yield from _walk(item, inner)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _walk(item, f"{where}[{index}]")
 
 
 class _Where:
