@@ -149,11 +149,10 @@ def _stream(path: str) -> bool:
 
 def _is_input(path: str, roots: list[str]) -> bool:
     """Would verify read this file? Then writing a report over it destroys the evidence."""
-    from evalgate.evidence.artifacts import HOOK_NAME, META_NAME, RESULT_NAME
-    from evalgate.evidence.harness_layout import is_results_file
+    from evalgate.verify.collect import is_input
 
     names = {os.path.basename(path), os.path.basename(os.path.realpath(path))}  # a link's too
-    if not any(n in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(n) for n in names):
+    if not any(map(is_input, names)):
         return False
     # as written and as resolved: verify follows links to folders, so a path through one is read
     return any(
@@ -166,16 +165,19 @@ def _is_input(path: str, roots: list[str]) -> bool:
     )
 
 
-def _check_output(label: str, path: str, roots: list[str]) -> None:
+def _check_output(label: str, path: str, roots: list[str], *, append: bool = False) -> None:
     """Refuse an output that cannot be written, or that is one of verify's inputs, before any
-    verdict is printed: found after the verdict, it would turn a printed PASS into exit 2."""
+    verdict is printed: found after the verdict, it would turn a printed PASS into exit 2.
+    The rule is write_file's: a stream, or a file appended to, is written where it is; a
+    report is replaced through a file beside it."""
     from evalgate.errors import ArtifactError
 
     target = Path(os.path.realpath(path))
+    exists = target.exists()
     reason = None
     if target.is_dir():
         reason = "it is a folder"
-    elif _stream(path):
+    elif (append and exists) or _stream(path):
         reason = None if os.access(path, os.W_OK) else "Permission denied"
     else:
         try:
@@ -185,10 +187,8 @@ def _check_output(label: str, path: str, roots: list[str]) -> None:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
         else:
-            # a report is replaced through a file beside it; the summary is appended to
-            appended = label == "GITHUB_STEP_SUMMARY" and target.exists()
-            writable = (not target.exists() or os.access(target, os.W_OK)) and (
-                appended or os.access(target.parent, os.W_OK | os.X_OK)
+            writable = (not exists or os.access(target, os.W_OK)) and os.access(
+                target.parent, os.W_OK | os.X_OK
             )
             reason = None if writable else "Permission denied"
     if reason is not None:
@@ -212,14 +212,14 @@ def command(args: argparse.Namespace) -> int:
     expectation = load_expectation(args.expect) if args.expect is not None else None
     github = args.github if args.github is not None else environment.github_actions
     summary = environment.step_summary if github else None
-    for label, path in (
-        ("--junit", args.junit),
-        ("--json", args.json),
-        ("--html", args.html),
-        ("GITHUB_STEP_SUMMARY", summary),
+    for label, path, append in (
+        ("--junit", args.junit, False),
+        ("--json", args.json, False),
+        ("--html", args.html, False),
+        ("GITHUB_STEP_SUMMARY", summary, True),
     ):
         if path:
-            _check_output(label, path, [*args.paths, *(args.baseline or [])])
+            _check_output(label, path, [*args.paths, *(args.baseline or [])], append=append)
     baseline = _baseline(args)
     result = sweep.verify(
         list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
