@@ -25,6 +25,7 @@ from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
+from evalgate.outside import capped
 from evalgate.verify.records import Entry
 
 FIELDS = frozenset(("model", *LABEL_NAMES))
@@ -154,7 +155,8 @@ def _number(field: str, value: Any, where: str) -> Any:
         return int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise UsageError(
-            f'{where} gives {field} as {value!r}: give a whole number, e.g. 1024 or "1024".'
+            f"{where} gives {field} as {capped(repr(value), 200)}: give a whole number, e.g. "
+            '1024 or "1024".'
         )
     return value
 
@@ -163,7 +165,9 @@ def _expand(entry: Any, where: str, used: int) -> list[dict[str, Any]]:
     """The configs one manifest entry stands for (each list value is each of its items); `used`
     configs come before it."""
     if not isinstance(entry, dict) or not entry:
-        raise UsageError(f"{where} is {entry!r}: each expected config is a non-empty object.")
+        raise UsageError(
+            f"{where} is {capped(repr(entry), 200)}: each expected config is a non-empty object."
+        )
     if set(_ALIASES) | set(_ALIASES.values()) <= set(entry):
         raise UsageError(f"{where} gives both conc and concurrency: give one of them.")
     entry = {_ALIASES.get(k, k): v for k, v in entry.items()}

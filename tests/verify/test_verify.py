@@ -925,6 +925,8 @@ def test_parse_expectation(data, count, configs):
         ),
         ([{"concurrency": [4, True]}], "entry 0 gives concurrency as True: give a whole number"),
         ([{"osl": 1.5}], "entry 0 gives osl as 1.5: give a whole number"),
+        ([{"isl": "x" * 5000}], "entry 0 gives isl as 'xxx"),
+        ([{"isl": "x" * 5000}], "… (5,002 characters): give a whole number"),
         ([{"conc": 4, "concurrency": 8}], "entry 0 gives both conc and concurrency"),
         ([{"isl": [1, 1]}], "lists the config {'isl': 1} twice (a list)"),
     ],
