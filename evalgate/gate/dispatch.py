@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.engine.client import EvalClient, RequestFailed
-from evalgate.evidence.journal import Journal, body_key
+from evalgate.evidence.journal import body_key
 from evalgate.evidence.model import Reply
 from evalgate.gate.replies import OverBudget, Replies
-from evalgate.gate.thinking import InlineThinking
 from evalgate.rules.sequential import PrefixReader, SequentialTest, dispatch_order
 
 log = logging.getLogger(__name__)
@@ -61,19 +60,14 @@ class Dispatch:
     """Sends one eval's requests and records their answers (see the module's docstring)."""
 
     client_factory: Callable[[], EvalClient]
-    model: str
-    api: str
-    max_tokens: int
+    replies: Replies
+    """Counts and keeps the answers; its model, API and budget are the requests' too."""
     num_concurrent: int
-    max_failed: int
-    journal: Journal | None
     resumed: dict[str, Reply] = field(default_factory=dict)
     progress: Progress | None = None
-    thinking: InlineThinking | None = None
     sequential: SequentialTest | None = None
     scorer: Scorer | None = None
     """Scores each answer as it arrives, for the sequential test (set once lm-eval loaded)."""
-    replies: Replies = field(init=False)
     reader: PrefixReader | None = field(default=None, init=False)
     dispatched: list[int] = field(default_factory=list, init=False)
     """doc_ids in the order they were (to be) sent."""
@@ -88,11 +82,6 @@ class Dispatch:
     _main: asyncio.Task[Any] | None = field(default=None, init=False)
     _outcome: list[str] | BaseException | None = field(default=None, init=False)
     _stopped: str | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        self.replies = Replies(
-            self.model, self.api, self.max_tokens, self.max_failed, self.journal, self.thinking
-        )
 
     def start(self, requests: Sequence[Request]) -> None:
         """Begin sending `requests` (in a seeded order with a sequential test); `answers` or

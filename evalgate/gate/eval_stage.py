@@ -140,6 +140,7 @@ class EvalStage:
         from evalgate.engine.workers import WorkerWatch
         from evalgate.gate import preflight
         from evalgate.gate.dispatch import Dispatch
+        from evalgate.gate.replies import Replies
 
         endpoint, ask = self.endpoint, self.ask
 
@@ -155,17 +156,21 @@ class EvalStage:
             )
             return EvalClient(**options, watch=watch)
 
+        thinking = InlineThinking(ask.think_start_marker, ask.think_end_marker)
+        replies = Replies(
+            str(endpoint.served_model),
+            endpoint.api,
+            max_tokens,
+            ask.max_failed_requests,
+            answers,
+            thinking,
+        )
         return Dispatch(
             client_factory=client,
-            model=str(endpoint.served_model),
-            api=endpoint.api,
-            max_tokens=max_tokens,
+            replies=replies,
             num_concurrent=ask.num_concurrent,
-            max_failed=ask.max_failed_requests,
-            journal=answers,
             resumed=kept,
             progress=self.progress,
-            thinking=InlineThinking(ask.think_start_marker, ask.think_end_marker),
             sequential=test,
         )
 

@@ -49,12 +49,12 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         # the harness's job overrides it with its gen_kwargs, and the engine receives 0).
         extra = {k: v for k, v in gen_kwargs.items() if k not in _NOT_SENT} | self.sampling
         temperature = extra.pop("temperature", gen_kwargs.get("temperature", 0))
-        dispatch = self.dispatch
-        chat = dispatch.api == "chat"
+        replies = self.dispatch.replies
+        chat = replies.api == "chat"
         body = generation_body(
-            api=dispatch.api,
-            model=dispatch.model,
-            max_tokens=dispatch.max_tokens,
+            api=replies.api,
+            model=replies.model,
+            max_tokens=replies.max_tokens,
             stop=list(gen_kwargs.get("until") or []),
             temperature=temperature,
             messages=json.loads(context) if chat else None,

@@ -10,6 +10,7 @@ from pathlib import Path
 from evalgate.engine.client import EvalClient
 from evalgate.engine.request import prompt_body
 from evalgate.gate.dispatch import Dispatch, Request
+from evalgate.gate.replies import Replies
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import load_task
@@ -45,15 +46,8 @@ def _dispatch(engine: FakeEngine) -> Dispatch:
             max_connections=4,
         )
 
-    return Dispatch(
-        client_factory=client,
-        model=MODEL,
-        api="chat",
-        max_tokens=256,
-        num_concurrent=4,
-        max_failed=0,
-        journal=None,
-    )
+    replies = Replies(MODEL, "chat", max_tokens=256, max_failed=0, journal=None, thinking=None)
+    return Dispatch(client_factory=client, replies=replies, num_concurrent=4)
 
 
 def test_a_run_sends_each_question_once_and_lm_eval_takes_the_early_answers(
