@@ -1,22 +1,24 @@
-"""--early-stop in a gate run: the run's sequential test, and what a run that stopped keeps
-(docs/early-stop.md, "Read in dispatch order").
+"""--early-stop in a gate run: the run's sequential test, each answer scored the moment it arrives
+as lm-eval will score it after the eval (the test needs each verdict while the eval runs), and
+what a run that stopped keeps (docs/early-stop.md, "Read in dispatch order").
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.model import EarlyStopRecord, FilterEvidence
 from evalgate.rules import sequential
 from evalgate.rules.sequential import EarlyStop, SequentialTest
+from evalgate.rules.verdict import GATED_METRIC
+from evalgate.tasks.spec import TaskSpec, render
 
 if TYPE_CHECKING:
     from evalgate.gate.dispatch import Dispatch
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.tasks.spec import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +27,50 @@ def test(mode: EarlyStop, alpha: float, spec: TaskSpec, threshold: float) -> Seq
     """The run's sequential test, or None with --early-stop off."""
     if mode == "off":
         return None
-    from evalgate.gate.scoring import gated_filters
-
     return SequentialTest(threshold, gated_filters(spec), mode=mode, alpha=alpha)
+
+
+def gated_filters(spec: TaskSpec) -> tuple[str, ...]:
+    """The filters whose exact_match the gate reads, in the task file's order."""
+    return tuple(str(entry["name"]) for entry in spec.config.get("filter_list", []))
+
+
+class AnswerScorer:
+    """Per filter: is this response right for this doc? (lm-eval's filters and exact_match.)"""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        import lm_eval.filters  # noqa: F401 - importing it registers the filters
+        from lm_eval.api.registry import get_filter, get_metric
+
+        self._target = str(spec.config["doc_to_target"])
+        self._pipelines = {
+            str(entry["name"]): [
+                get_filter(step["function"])(**{k: v for k, v in step.items() if k != "function"})
+                for step in entry["filter"]
+            ]
+            for entry in spec.config.get("filter_list", [])
+        }
+        settings = next(m for m in spec.config["metric_list"] if m["metric"] == GATED_METRIC)
+        self._metric = get_metric(GATED_METRIC)
+        self._metric_kwargs = {
+            key: value
+            for key, value in settings.items()
+            if key not in ("metric", "aggregation", "higher_is_better")
+        }
+
+    def __call__(self, doc: dict[str, Any], response: str) -> dict[str, bool]:
+        """{filter: right} for one response."""
+        gold = render(self._target, doc)
+        found = {}
+        for name, pipeline in self._pipelines.items():
+            values: Any = [[response]]  # the filter's reading of the response
+            for step in pipeline:
+                values = list(step.apply(values, [doc]))
+            score = self._metric(
+                references=[gold], predictions=[str(values[0])], **self._metric_kwargs
+            )
+            found[name] = float(score[GATED_METRIC]) == 1.0
+        return found
 
 
 def _lm_eval_answers(

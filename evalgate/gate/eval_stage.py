@@ -17,7 +17,6 @@ from evalgate.evidence.model import DatasetRecord, EvalRecord, Protocol, Sample
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate import early_stop
 from evalgate.gate.record import RunLog
-from evalgate.gate.thinking import InlineThinking
 from evalgate.settings.stages import Endpoint, EvalAsk
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.prompts import Prompt
@@ -94,12 +93,10 @@ class EvalStage:
             requests=RequestCounts.zero(),
         )
         try:  # lm-eval loads only here: without --early-stop the answers already flow
-            from evalgate.gate.evaluate import lm_eval_version, run_eval
-            from evalgate.gate.lm import GateLM
-            from evalgate.gate.scoring import AnswerScorer
+            from evalgate.gate.evaluate import GateLM, lm_eval_version, run_eval
 
             run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval_version())
-            sent.scorer = AnswerScorer(spec) if test is not None else None
+            sent.scorer = early_stop.AnswerScorer(spec) if test is not None else None
             lm = GateLM(dispatch=sent, sampling=sampling)
             evaluation = run_eval(spec, dataset, lm, ask.limit)
         finally:
@@ -140,7 +137,7 @@ class EvalStage:
         from evalgate.engine.workers import WorkerWatch
         from evalgate.gate import preflight
         from evalgate.gate.dispatch import Dispatch
-        from evalgate.gate.replies import Replies
+        from evalgate.gate.replies import InlineThinking, Replies
 
         endpoint, ask = self.endpoint, self.ask
 

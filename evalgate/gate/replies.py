@@ -1,5 +1,6 @@
-"""Each answer of the eval as it arrives: counted, held to the budget and the model asked, kept
-as a Reply in the journal; a failure counted, stopping the eval where retrying cannot help.
+"""Each answer of the eval as it arrives: counted, held to the budget and the model asked, its
+thinking written into it taken out, kept as a Reply in the journal; a failure counted, stopping
+the eval where retrying cannot help.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import cast
+from typing import NamedTuple, cast
 
 import msgspec
 
@@ -21,11 +22,43 @@ from evalgate.evidence.fields import AnswerField
 from evalgate.evidence.journal import Journal
 from evalgate.evidence.model import Reply
 from evalgate.evidence.request_counts import RequestCounts, TokenSpread
-from evalgate.gate.thinking import InlineThinking
 
 MAX_CHARS_PER_TOKEN = 64
 """An answer longer than this many characters per token of its budget cannot be one the engine
 generated within max_tokens; it is cut before it is scored and stored."""
+
+
+class Split(NamedTuple):
+    """One answer taken apart: the text to score, and the thinking written before it."""
+
+    answer: str
+    thinking: str | None
+    """The thinking, end marker included (None: the answer wrote none)."""
+    ended: bool
+    """Whether the thinking reached its end marker (True when there was none)."""
+
+
+@dataclass(frozen=True)
+class InlineThinking:
+    """The markers of thinking written into the answer (--think-start-marker and
+    --think-end-marker). Only the text after the last end marker is scored, lest the
+    scratchpad's numbers count as answers (docs/harness.md, "Where evalgate differs on purpose"
+    (2))."""
+
+    start: str = "<think>"
+    end: str = "</think>"
+
+    def split(self, text: str) -> Split:
+        """The text after the last end marker; no text at all when the thinking never ended."""
+        if not self.end:  # scoring the whole answer, as the benchmark harness does
+            return Split(text, None, ended=True)
+        at = text.rfind(self.end)
+        if at >= 0:
+            cut = at + len(self.end)
+            return Split(text[cut:], text[:cut], ended=True)
+        if self.start and self.start in text:
+            return Split("", text, ended=False)
+        return Split(text, None, ended=True)
 
 
 def spread(values: list[int]) -> TokenSpread | None:
@@ -148,7 +181,7 @@ class Replies:
         return completion.text
 
     def _inline(self, completion: Completion) -> tuple[Completion, bool]:
-        """The answer with thinking written into it taken out (thinking.py), kept as its
+        """The answer with thinking written into it taken out (InlineThinking), kept as its
         reasoning; and whether that thinking never ended."""
         if self.thinking is None or completion.source in REASONING_FIELDS:
             return completion, False

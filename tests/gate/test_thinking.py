@@ -1,10 +1,11 @@
-"""evalgate.gate.thinking: the part of an answer scored when its thinking is written into it."""
+"""InlineThinking (evalgate.gate.replies): the part of an answer scored when its thinking is
+written into it."""
 
 from __future__ import annotations
 
 import pytest
 
-from evalgate.gate.thinking import InlineThinking, Split
+from evalgate.gate.replies import InlineThinking, Split
 
 SPLITS = [
     # (case, markers, answer as sent, split)
