@@ -39,10 +39,9 @@ _SEVERITY = {  # which outcome decides the job's exit code when runs differ
 
 @dataclass(frozen=True)
 class HookOutcome:
-    """Every concurrency's outcome and the job's exit code."""
+    """The job's exit code, and hook.json's summary of every concurrency's outcome."""
 
     exit_code: int
-    runs: dict[int, RunOutcome | None]
     summary: HookSummary
 
 
@@ -93,57 +92,50 @@ def run_hook(
     with folder.hold(settings.output_dir) as lock:
         if lock.warning is not None:
             log.warning("%s", lock.warning)
-        return _run_all(settings, concurrencies, resume=resume, environ=environ, progress=progress)
-
-
-def _run_all(
-    settings: Settings,
-    concurrencies: Sequence[int],
-    *,
-    resume: bool,
-    environ: Mapping[str, str] | None,
-    progress: Progress | None,
-) -> HookOutcome:
-    env = job_environment(environ)
-    in_harness = settings.layout == "harness"
-    stage = settings.output_dir / EVALGATE_DIR if in_harness else settings.output_dir
-    named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
-    for path in named:  # the folders evalgate names; --output-dir itself may be a link
-        folder.refuse_link(path)
-    labels = job(settings)
-    if in_harness and settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
-        log.warning(
-            "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
-            "not that file",
-            settings.eval_tasks_dir,
+        env = job_environment(environ)
+        in_harness = settings.layout == "harness"
+        stage = settings.output_dir / EVALGATE_DIR if in_harness else settings.output_dir
+        named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
+        for path in named:  # the folders evalgate names; --output-dir itself may be a link
+            folder.refuse_link(path)
+        labels = job(settings)
+        if in_harness and settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
+            log.warning(
+                "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
+                "not that file",
+                settings.eval_tasks_dir,
+            )
+        harness = (
+            HarnessStage(settings.output_dir, labels, env, concurrencies) if in_harness else None
         )
-    harness = HarnessStage(settings.output_dir, labels, env, concurrencies) if in_harness else None
-    if harness is not None:
-        harness.write_meta()
-    topology = harness_files.job_topology(labels, env)
-    runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
-    prior: Checked | None = None
-    stopped: str | None = None
-    for concurrency in concurrencies:
-        run_dir = stage / f"conc-{concurrency}"
-        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
-        if harness is not None and settings.min_samples is None:
-            update["min_samples"] = 0  # the harness's validator decides on the point estimate
-        run_settings = settings.model_copy(update=update)
-        if harness is None:
-            artifacts.write_json(run_dir / artifacts.META_NAME, meta_env(labels, concurrency, env))
-        outcome = run_gate(
-            run_settings, progress=progress, resume=resume, prior=prior, topology=topology
-        )
-        runs[concurrency] = outcome
         if harness is not None:
-            harness.record(concurrency, outcome)
-        if outcome.status in ("pass", "fail", "inconclusive"):
-            prior = prior or outcome.checked
-        if outcome.status == "aborted" or (outcome.status == "error" and prior is None):
-            stopped = f"{outcome.status} at stage {outcome.result.stage}: {outcome.reason}"
-            break
-    return _outcome(stage, runs, stopped)
+            harness.write_meta()
+        topology = harness_files.job_topology(labels, env)
+        runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
+        prior: Checked | None = None
+        stopped: str | None = None
+        for concurrency in concurrencies:
+            run_dir = stage / f"conc-{concurrency}"
+            update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
+            if harness is not None and settings.min_samples is None:
+                update["min_samples"] = 0  # the harness's validator decides on the point estimate
+            run_settings = settings.model_copy(update=update)
+            if harness is None:
+                artifacts.write_json(
+                    run_dir / artifacts.META_NAME, meta_env(labels, concurrency, env)
+                )
+            outcome = run_gate(
+                run_settings, progress=progress, resume=resume, prior=prior, topology=topology
+            )
+            runs[concurrency] = outcome
+            if harness is not None:
+                harness.record(concurrency, outcome)
+            if outcome.status in ("pass", "fail", "inconclusive"):
+                prior = prior or outcome.checked
+            if outcome.status == "aborted" or (outcome.status == "error" and prior is None):
+                stopped = f"{outcome.status} at stage {outcome.result.stage}: {outcome.reason}"
+                break
+        return _outcome(stage, runs, stopped)
 
 
 @dataclass
@@ -208,4 +200,4 @@ def _outcome(stage: Path, runs: dict[int, RunOutcome | None], stopped: str | Non
     artifacts.write_hook(stage, summary)
     codes = [o.exit_code for o in runs.values() if o is not None]
     worst = max(codes, key=lambda c: _SEVERITY.get(c, 5)) if codes else int(ExitCode.EVAL)
-    return HookOutcome(worst, runs, summary)
+    return HookOutcome(worst, summary)
