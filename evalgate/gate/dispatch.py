@@ -73,8 +73,6 @@ class Dispatch:
     """doc_ids in the order they were (to be) sent."""
     asked: int = field(default=0, init=False)
     """Questions sent to the engine, or answered from the journal."""
-    early: bool = field(default=False, init=False)
-    """Whether the answers lm-eval received were sent before it asked for them."""
     warnings: list[str] = field(default_factory=list, init=False)
     _keys: list[str] = field(default_factory=list, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -119,7 +117,6 @@ class Dispatch:
         sending exactly these bodies, else from one started now."""
         if self._thread is not None:
             if self._keys == [r.key for r in requests]:
-                self.early = True
                 log.info(
                     "lm-eval asked for the %d requests under way since the probe passed "
                     "(%d sent, %d answered before it asked)",

@@ -63,18 +63,12 @@ def parse_concurrencies(text: str) -> list[int]:
 def meta_env(labels: Job, concurrency: int, env: Mapping[str, str]) -> dict[str, Any]:
     """evalgate's meta_env.json for one run: its labels, and the job's topology under the
     harness's own keys (tp, ep, dp_attention, prefill_*, decode_*), for its collector."""
+    before = ("framework", "precision", "model", "model_prefix", "hardware", "isl", "osl")
+    after = ("kv_cache_dtype", "spec_decoding", "is_multinode")
     return {
-        "framework": labels.framework,
-        "precision": labels.precision,
-        "model": labels.model,
-        "model_prefix": labels.model_prefix,
-        "hardware": labels.hardware,
-        "isl": labels.isl,
-        "osl": labels.osl,
+        **{key: getattr(labels, key) for key in before},
         "conc": concurrency,
-        "kv_cache_dtype": labels.kv_cache_dtype,
-        "spec_decoding": labels.spec_decoding,
-        "is_multinode": labels.is_multinode,
+        **{key: getattr(labels, key) for key in after},
         **harness_files.job_fields(env),
     }
 

@@ -106,8 +106,6 @@ def build_result(
 ) -> Result:
     """The result.json of the run as it stands: the one place a Result is put together."""
     log._close_stage()
-    timings = dict(log.timings)
-    timings["total"] = round(time.monotonic() - log._started, 3)
     verdict = log.verdict
     return Result(
         schema=RESULT_SCHEMA,
@@ -124,7 +122,7 @@ def build_result(
         exit_code=exit_code,
         started_at=log.started_at,
         finished_at=None if status == "running" else _now(),
-        timings=timings,
+        timings={**log.timings, "total": round(time.monotonic() - log._started, 3)},
         model=log.model,
         labels=log.labels,
         endpoint=log.endpoint,
