@@ -1,6 +1,6 @@
-"""--early-stop in a gate run: the run's sequential test, each answer scored the moment it arrives
-as lm-eval will score it after the eval (the test needs each verdict while the eval runs), and
-what a run that stopped keeps (docs/early-stop.md, "Read in dispatch order").
+"""--early-stop in a gate run: the filters its sequential test reads, each answer scored the
+moment it arrives as lm-eval will score it after the eval (the test needs each verdict while the
+eval runs), and what a run that stopped keeps (docs/early-stop.md, "Read in dispatch order").
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.model import EarlyStopRecord, FilterEvidence
 from evalgate.rules import sequential
-from evalgate.rules.sequential import EarlyStop, SequentialTest
+from evalgate.rules.sequential import SequentialTest
 from evalgate.rules.verdict import GATED_METRIC
 from evalgate.tasks.spec import TaskSpec, render
 
@@ -21,13 +21,6 @@ if TYPE_CHECKING:
     from evalgate.gate.evaluate import Evaluation
 
 log = logging.getLogger(__name__)
-
-
-def test(mode: EarlyStop, alpha: float, spec: TaskSpec, threshold: float) -> SequentialTest | None:
-    """The run's sequential test, or None with --early-stop off."""
-    if mode == "off":
-        return None
-    return SequentialTest(threshold, gated_filters(spec), mode=mode, alpha=alpha)
 
 
 def gated_filters(spec: TaskSpec) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from evalgate.evidence.model import DatasetRecord, EvalRecord, Protocol, Sample
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate import early_stop
 from evalgate.gate.record import RunLog
+from evalgate.rules.sequential import SequentialTest
 from evalgate.settings.stages import Endpoint, EvalAsk
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.prompts import Prompt
@@ -27,7 +28,6 @@ if TYPE_CHECKING:  # lm-eval and the eval's client load only when an eval starts
     from evalgate.evidence.model import Reply
     from evalgate.gate.dispatch import Dispatch, Progress
     from evalgate.gate.evaluate import Evaluation
-    from evalgate.rules.sequential import SequentialTest
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,10 @@ class EvalStage:
         )
         answers, kept = self._journal(agreed, len(prompts))
         sampling = spec.sampling | ask.request_fields()
-        test = early_stop.test(ask.early_stop, ask.alpha, spec, floor)
+        test = None
+        if ask.early_stop != "off":
+            filters = early_stop.gated_filters(spec)
+            test = SequentialTest(floor, filters, mode=ask.early_stop, alpha=ask.alpha)
         sent = self.dispatch = self._dispatch(max_tokens, answers, kept, test)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             from evalgate.gate.dispatch import Request

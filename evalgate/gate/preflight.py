@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from evalgate.engine import dynamo
-from evalgate.engine.cards import ModelCard, served_limit
+from evalgate.engine.cards import served_limit
 from evalgate.engine.retry import EngineAnswerError, RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
@@ -69,24 +69,21 @@ def derive(
         endpoint_limit = served_limit(
             ready.cards, endpoint.served_model, "the endpoint", info.notes
         )
+        card = ready.card
+        unread = None  # Dynamo's context_window is not read as a served limit
+        if card and card.context_window is not None and card.max_model_len is None:
+            unread = dynamo.context_window_note(card.context_window, card.id, "the endpoint")
         context, longest = gather_context(
             ask,
             endpoint,
             endpoint_limit=endpoint_limit,
             info=info,
             candidates=candidates,
-            unread_limit=_unread_window(ready.card),
+            unread_limit=unread,
         )
     if ready.warnings:
         context = replace(context, warnings=(*ready.warnings, *context.warnings))
     return context, longest, engine
-
-
-def _unread_window(card: ModelCard | None) -> str | None:
-    """The warning for a Dynamo card's context_window, which is not read as a served limit."""
-    if card is None or card.context_window is None or card.max_model_len is not None:
-        return None
-    return dynamo.context_window_note(card.context_window, card.id, "the endpoint")
 
 
 def probe(

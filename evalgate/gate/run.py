@@ -66,7 +66,6 @@ class GateRun:
         self.endpoint = stages.endpoint(settings)
         self.checked = prior
         self.dataset: Dataset | None = None
-        self.resume = resume
         self.log = RunLog(settings.model, stages.labels(settings, topology))
         self.out = settings.output_dir
         self.eval = EvalStage(
@@ -91,7 +90,7 @@ class GateRun:
             from evalgate.compare.runs import refuse_overlap
 
             refuse_overlap(s.baseline, self.out)
-        self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.resume)
+        self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.eval.resume)
         if self.lock.warning is not None:
             self.log.warnings.append(self.lock.warning)
         # From here on the folder holds this run: an earlier run's files must not outlive it,
