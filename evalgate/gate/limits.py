@@ -9,6 +9,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from evalgate.engine import dynamo
+from evalgate.engine.cards import served_limit
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
@@ -19,6 +21,7 @@ from evalgate.tasks.prompts import Prompt
 
 if TYPE_CHECKING:  # the HTTP client loads only when there is an engine to ask
     from evalgate.engine.discovery import EngineInfo
+    from evalgate.engine.readiness import Readiness
 
 log = logging.getLogger(__name__)
 TURN_OVERHEAD_TOKENS = 16
@@ -38,9 +41,18 @@ def estimate_tokens(prompt: Prompt) -> int:
     return -(-size // BYTES_PER_TOKEN) + turns * TURN_OVERHEAD_TOKENS
 
 
-def configured_limits(ask: ContextAsk) -> list[Limit]:
-    """Served limits the user stated: the explicit value and server-argument strings."""
+def served_limits(
+    ask: ContextAsk, endpoint: Endpoint, info: EngineInfo | None, ready: Readiness | None
+) -> tuple[list[Limit], list[str]]:
+    """Every served limit found, with its source, and notes on the workers': the endpoint's card
+    in the list its readiness check read (not a second one: the same card decides), every
+    --worker-url's, and the ones the user stated (the explicit value, server-argument strings)."""
     found: list[Limit] = []
+    if ready is not None and info is not None:
+        listed = served_limit(ready.cards, endpoint.served_model, "the endpoint", info.notes)
+        found += [listed] if listed else []
+    notes: list[str] = []
+    found += worker_limits(endpoint, notes)
     if ask.served_max_model_len is not None:
         found.append(Limit(ask.served_max_model_len, "--served-max-model-len"))
     for args, source in ask.server_args:
@@ -48,7 +60,7 @@ def configured_limits(ask: ContextAsk) -> list[Limit]:
         if not limits:
             log.warning("%s holds no --max-model-len: it does not clamp the context", source)
         found += limits
-    return found
+    return found, notes
 
 
 def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
@@ -119,13 +131,12 @@ def gather_context(
     endpoint: Endpoint,
     *,
     candidates: Sequence[Prompt],
-    endpoint_limit: Limit | None = None,
     info: EngineInfo | None = None,
-    unread_limit: str | None = None,
+    ready: Readiness | None = None,
 ) -> tuple[EvalContext, Prompt]:
     """Everything measured, then the pure derivation: the context and the prompt to probe with
-    (the longest). `unread_limit`: the warning for a listed length not read as a served limit
-    (Dynamo's context_window), given when no other source gives one."""
+    (the longest). `info` and `ready`: the endpoint and what its readiness check listed, when
+    there is one."""
     path = ask.model_config_path
     native = load_native_max_len(path) if path is not None else None
     if native is not None and native.value is None:  # it cannot say: an error, never a guess
@@ -135,18 +146,16 @@ def gather_context(
             "to a default). Pass the model's own config.json, set --eval-max-model-len, or "
             "leave --model-config out to let the served limit decide."
         )
-    workers: list[str] = []
-    served = [
-        *([endpoint_limit] if endpoint_limit else []),
-        *worker_limits(endpoint, workers),
-        *configured_limits(ask),
-    ]
+    served, workers = served_limits(ask, endpoint, info, ready)
     prompt_tokens, longest, told = longest_prompt_tokens(info, endpoint.served_model, candidates)
     served = merge_tokenize_limit(served, told)
-    notes = [*(info.notes if info is not None else []), *workers]
-    if unread_limit is not None and not served:
-        log.warning("%s", unread_limit)  # before a ContextError for the missing limit, if any
-        notes.append(unread_limit)
+    notes = [*(ready.warnings if ready else ()), *(info.notes if info else []), *workers]
+    card = ready.card if ready is not None else None
+    if card and card.context_window is not None and card.max_model_len is None and not served:
+        # Dynamo's context_window is not read as a served limit: said before a ContextError
+        unread = dynamo.context_window_note(card.context_window, card.id, "the endpoint")
+        log.warning("%s", unread)
+        notes.append(unread)
     context = derive_context(
         isl=ask.isl,
         osl=ask.osl,

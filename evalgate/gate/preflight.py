@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from evalgate.engine import dynamo
-from evalgate.engine.cards import served_limit
 from evalgate.engine.retry import EngineAnswerError, RetryPolicy
 from evalgate.engine.urls import redact_url
 from evalgate.errors import ProbeError, UsageError
@@ -65,24 +64,9 @@ def derive(
             owned_by=ready.card.owned_by if ready.card else None, version=info.version()
         )
         on_stage("context")
-        # The model list of the readiness check, not a second one: the same card decides.
-        endpoint_limit = served_limit(
-            ready.cards, endpoint.served_model, "the endpoint", info.notes
-        )
-        card = ready.card
-        unread = None  # Dynamo's context_window is not read as a served limit
-        if card and card.context_window is not None and card.max_model_len is None:
-            unread = dynamo.context_window_note(card.context_window, card.id, "the endpoint")
         context, longest = gather_context(
-            ask,
-            endpoint,
-            endpoint_limit=endpoint_limit,
-            info=info,
-            candidates=candidates,
-            unread_limit=unread,
+            ask, endpoint, candidates=candidates, info=info, ready=ready
         )
-    if ready.warnings:
-        context = replace(context, warnings=(*ready.warnings, *context.warnings))
     return context, longest, engine
 
 
