@@ -1,5 +1,5 @@
-"""The gate stage of a run: the run-level problems beside the scores (with --baseline, the
-comparison), then the one gate rule (rules/verdict.py).
+"""The gate stage of a run: the run-level problems beside the scores, and with --baseline the
+comparison, that the one gate rule (rules/verdict.py) weighs with them.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ from evalgate.evidence import artifacts
 from evalgate.evidence.model import Sample
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate.record import RunLog, build_result
-from evalgate.rules.verdict import Verdict, decide
 from evalgate.settings.stages import GateAsk
-from evalgate.tasks.dataset import full_size
-from evalgate.thresholds import Floor
 
 if TYPE_CHECKING:
     from evalgate.compare.runs import Run
@@ -48,22 +45,6 @@ def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
             f"--max-truncated-rate {ask.max_truncated_rate:.1%}"
         ]
     return []
-
-
-def verdict(
-    run: RunLog, ask: GateAsk, task: str, floor: Floor, *, problems: list[str], doubts: list[str]
-) -> Verdict:
-    """The gate rule on the scores, with the run-level problems and doubts beside them."""
-    run.verdict = decide(
-        run.scores,
-        floor.value,
-        min_samples=ask.min_samples if ask.min_samples is not None else full_size(task),
-        matched=floor.matched,
-        problems=problems,
-        doubts=doubts,
-        early_stop=run.eval.early_stop if run.eval else None,
-    )
-    return run.verdict
 
 
 def compare_baseline(

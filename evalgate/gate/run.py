@@ -19,9 +19,10 @@ from evalgate.gate.eval_stage import EvalStage, protocol
 from evalgate.gate.preflight import Checked, check, reuse
 from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.speculation import check_acceptance, simulated_sources
+from evalgate.rules.verdict import Verdict, decide
 from evalgate.settings import Settings, stages
 from evalgate.settings.environment import credentials
-from evalgate.tasks.dataset import Dataset
+from evalgate.tasks.dataset import Dataset, full_size
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import BUILT_IN, load_data, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
@@ -29,7 +30,6 @@ from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 if TYPE_CHECKING:
     from evalgate.compare.runs import Run
     from evalgate.gate.dispatch import Progress
-    from evalgate.rules.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,8 @@ class GateRun:
     def _judge(
         self, task: str, floor: Floor, baseline: Run | None, samples: list[Sample]
     ) -> Verdict:
-        """The gate rule, with the run-level problems and the comparison with --baseline."""
+        """The gate rule on the scores, with the run-level problems and the comparison with
+        --baseline beside them."""
         s, run = self.settings, self.log
         ask = stages.gate_ask(s)
         dispatch = self.eval.dispatch
@@ -165,7 +166,16 @@ class GateRun:
             )
             if finding:
                 (problems if regressed else doubts).append(finding)
-        return judge.verdict(run, ask, task, floor, problems=problems, doubts=doubts)
+        run.verdict = decide(
+            run.scores,
+            floor.value,
+            min_samples=ask.min_samples if ask.min_samples is not None else full_size(task),
+            matched=floor.matched,
+            problems=problems,
+            doubts=doubts,
+            early_stop=run.eval.early_stop if run.eval else None,
+        )
+        return run.verdict
 
 
 def run_gate(
