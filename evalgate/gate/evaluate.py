@@ -143,7 +143,13 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
         record = docs[doc_id]
         doc = record.get("doc") or {}
         question = str(doc.get("question", ""))
-        repeat = _repeat(doc)
+        # A task asking each question several times (GPQA) numbers the repeats; they are told
+        # apart by the question's text: two questions of the same text would be taken for one,
+        # which only makes compare's statistics more cautious.
+        try:
+            repeat = None if doc.get("repeat_id") is None else int(doc["repeat_id"])
+        except (TypeError, ValueError):
+            repeat = None
         samples.append(
             Sample.of(
                 answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id),
@@ -155,17 +161,6 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
             )
         )
     return samples
-
-
-def _repeat(doc: dict[str, Any]) -> int | None:
-    """The doc's repeat_id (a task asking each question several times, GPQA's), else None.
-    Repeats are recognised by the question's text: two questions of the same text would be
-    taken for one, which only makes compare's statistics more cautious."""
-    value = doc.get("repeat_id")
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _git_hash() -> str | None:
