@@ -66,21 +66,6 @@ class AnswerScorer:
         return found
 
 
-def _lm_eval_answers(
-    evaluation: Evaluation, doc_ids: list[int], filters: tuple[str, ...]
-) -> list[dict[str, bool] | None]:
-    """Each question's verdict per filter as lm-eval scored it (None: no answer came)."""
-    scored = {
-        sample.doc_id: sample.filters for sample in evaluation.samples if sample.error is None
-    }
-    return [
-        None
-        if (found := scored.get(doc_id)) is None
-        else {name: name in found and found[name].correct for name in filters}
-        for doc_id in doc_ids
-    ]
-
-
 def settle(
     evaluation: Evaluation, sent: Dispatch, test: SequentialTest
 ) -> tuple[Evaluation, EarlyStopRecord]:
@@ -90,9 +75,14 @@ def settle(
     live = sent.reader.current() if sent.reader is not None else None
     questions = len(sent.dispatched)
     read = live.n if live is not None and live.outcome is not None else questions
-    checked = sequential.replay(
-        test, _lm_eval_answers(evaluation, sent.dispatched[:read], test.filters)
-    )
+    scored = {s.doc_id: s.filters for s in evaluation.samples if s.error is None}
+    verdicts = [  # each question's per filter as lm-eval scored it (None: no answer came)
+        None
+        if (found := scored.get(doc_id)) is None
+        else {name: name in found and found[name].correct for name in test.filters}
+        for doc_id in sent.dispatched[:read]
+    ]
+    checked = sequential.replay(test, verdicts)
     if live is not None and (checked.outcome, checked.n) != (live.outcome, live.n):
         raise EvalFailedError(
             f"the early stop could not be confirmed: scoring each answer as it arrived gave "
