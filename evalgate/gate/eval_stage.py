@@ -156,18 +156,16 @@ class EvalStage:
             )
             return EvalClient(**options, watch=watch)
 
-        thinking = InlineThinking(ask.think_start_marker, ask.think_end_marker)
-        replies = Replies(
-            str(endpoint.served_model),
-            endpoint.api,
-            max_tokens,
-            ask.max_failed_requests,
-            answers,
-            thinking,
-        )
         return Dispatch(
             client_factory=client,
-            replies=replies,
+            replies=Replies(
+                str(endpoint.served_model),
+                endpoint.api,
+                max_tokens,
+                ask.max_failed_requests,
+                answers,
+                InlineThinking(ask.think_start_marker, ask.think_end_marker),
+            ),
             num_concurrent=ask.num_concurrent,
             resumed=kept,
             progress=self.progress,

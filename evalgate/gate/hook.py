@@ -99,10 +99,9 @@ def run_hook(
                 "not that file",
                 settings.eval_tasks_dir,
             )
-        harness = (
-            HarnessStage(settings.output_dir, labels, env, concurrencies) if in_harness else None
-        )
-        if harness is not None:
+        harness = None
+        if in_harness:
+            harness = HarnessStage(settings.output_dir, labels, env, concurrencies)
             harness.write_meta()
         topology = harness_files.job_topology(labels, env)
         runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)

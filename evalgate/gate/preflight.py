@@ -173,13 +173,12 @@ class Checked:
     probe: ProbeRecord
 
 
-def reuse(run: RunLog, prior: Checked) -> EvalContext:
+def reuse(run: RunLog, prior: Checked) -> None:
     """Another concurrency against the same live engine: no second probe."""
     run.endpoint = prior.endpoint
     run.context = context_record(prior.context)
     run.probe = prior.probe
     run.warnings += prior.context.warnings
-    return prior.context
 
 
 def check(

@@ -135,13 +135,13 @@ class GateRun:
 
         sampling = spec.sampling | self.eval.ask.request_fields()
         if self.checked is not None:
-            context = reuse(run, self.checked)
+            reuse(run, self.checked)
         else:
             ask = stages.context_ask(s)
             self.checked = check(run, self.endpoint, ask, spec, prompts, sampling=sampling)
-            context = self.checked.context
         run.enter("eval")
-        evaluation = self.eval.evaluate(spec, dataset, prompts, context.max_tokens, floor.value)
+        budget = self.checked.context.max_tokens
+        evaluation = self.eval.evaluate(spec, dataset, prompts, budget, floor.value)
         run.enter("gate")
         verdict = self._judge(spec.name, floor, baseline, evaluation.samples)
         if not verdict.problems:
@@ -216,10 +216,9 @@ def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
         )
     try:
         gate.eval.partial_samples(gate.dataset)
-    except OSError as exc:  # a full disk: the error already says so
-        log.warning("could not write the samples received so far: %s", exc.strerror)
-    except Exception as exc:  # a signal may have broken an import: the error still stands
-        log.warning("could not write the samples received so far: %r", exc)
+    except Exception as exc:  # a full disk, or a signal broke an import: the error still stands
+        detail = exc.strerror if isinstance(exc, OSError) else repr(exc)
+        log.warning("could not write the samples received so far: %s", detail)
     status: Status = "aborted" if isinstance(error, AbortedError) else "error"
     return status, error.message, int(error.exit_code), error
 
