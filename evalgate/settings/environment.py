@@ -1,5 +1,6 @@
 """The environment read without the Settings model: for `evalgate verify` (no pydantic), the
-credentials every command scrubs, and the job's topology variables, named as each launcher does.
+credentials every command scrubs, and the job's topology variables, named as each launcher does;
+and the default `compare` and `verify` share with the Settings model.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from evalgate.settings.values import Settings
+
+DEFAULT_MAX_DROP = 0.02
+"""The default margin of `compare` and `run --baseline`: a drop of up to two points of
+accuracy is tolerated."""
 
 JOB_VARIABLES = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"

@@ -11,10 +11,7 @@ from pydantic import ValidationInfo, field_validator
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings
 from evalgate.settings.evidence import EvidenceSettings
-from evalgate.settings.fields import TOKEN_LENGTHS, token_count
 from evalgate.settings.requests import RequestSettings
-
-__all__ = ["TOKEN_LENGTHS", "Settings", "token_count"]
 
 BLANK_MEANS: dict[str, Any] = {
     **dict.fromkeys(("base_url", "model", "port", "served_model_name", "limit", "concurrency")),

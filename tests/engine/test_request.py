@@ -11,7 +11,7 @@ import pytest
 
 from evalgate.engine.request import generation_body, probe_body
 from evalgate.gate.run import run_gate
-from evalgate.settings import Settings
+from evalgate.settings.values import Settings
 from tests.conftest import deadline, load_result
 from tests.fakeengine import FakeEngine, load_gsm8k
 
