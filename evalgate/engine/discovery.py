@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 
-from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
 from evalgate.engine.cards import ModelCard, model_card, served_limit
 from evalgate.engine.http import exchange, open_session, read_capped
@@ -78,7 +76,7 @@ class EngineInfo:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _answer(
+    def answer(
         self,
         method: str,
         url: str,
@@ -110,7 +108,7 @@ class EngineInfo:
 
     def _json(self, method: str, url: str, **kw: Any) -> Any:
         """The JSON of a 200 answer; any other answer raised as the server's (EngineAnswerError)."""
-        status, text, location = self._answer(method, url, **kw)
+        status, text, location = self.answer(method, url, **kw)
         if 300 <= status < 400:  # not followed: a redirected engine URL is a wrong --base-url
             where = redact_url(location or "")
             raise EngineAnswerError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
@@ -128,24 +126,6 @@ class EngineInfo:
         if not isinstance(cards, list):
             raise EngineAnswerError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
         return [card for card in map(model_card, cards) if card is not None]
-
-    def readiness(self, timeout: float | None = None) -> None:
-        """GET /readiness, where a router has one: its answer raised when it is not ready (503
-        while it has no healthy worker); ready, no such door (an engine answers 404) or elsewhere
-        (a redirect): nothing, /v1/models decides."""
-        status, text, _ = self._answer("GET", f"{server_root(self.url)}/readiness", None, timeout)
-        if status >= 500:
-            error = parse_error(status, text)
-            raise EngineAnswerError(replace(error, message=f"/readiness says {error.message}"))
-
-    def model_ready(
-        self, model: str, timeout: float | None = None
-    ) -> tuple[dynamo.ReadyState, str] | None:
-        """GET /v1/models/{model}/ready, Dynamo's readiness of one model, decoded; None where
-        the server has no such route."""
-        url = f"{self.url}/models/{quote(model, safe='')}/ready"
-        status, text, _ = self._answer("GET", url, None, timeout)
-        return dynamo.ready_answer(status, text)
 
     def version(self) -> str | None:
         """GET /version (vLLM, SGLang); None where the server has none (a router: 405)."""

@@ -8,10 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from evalgate.settings.values import Settings
+from typing import NamedTuple
 
 DEFAULT_MAX_DROP = 0.02
 """The default margin of `compare` and `run --baseline`: a drop of up to two points of
@@ -73,10 +70,3 @@ def credentials_environment(
     for name in CREDENTIAL_VARIABLES["worker_urls"]:
         urls += [part.strip() for part in source.get(name, "").split(",") if part.strip()]
     return keys, urls
-
-
-def credentials(settings: Settings) -> tuple[list[str | None], list[str | None]]:
-    """A command's secrets for scrub.configure: its API key, and --base-url and every
-    --worker-url (their user info)."""
-    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    return [key], [settings.base_url, *settings.worker_urls]

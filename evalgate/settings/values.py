@@ -40,3 +40,10 @@ class Settings(EvidenceSettings, RequestSettings, ContextSettings, EndpointSetti
                 "directory"
             )
         return BLANK_MEANS[str(info.field_name)]
+
+
+def credentials(settings: Settings) -> tuple[list[str | None], list[str | None]]:
+    """A command's secrets for scrub.configure: its API key, and --base-url and every
+    --worker-url (their user info)."""
+    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    return [key], [settings.base_url, *settings.worker_urls]
