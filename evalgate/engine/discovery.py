@@ -18,13 +18,11 @@ from typing import Any
 import aiohttp
 
 from evalgate.engine.answers import whole
-from evalgate.engine.cards import ModelCard, model_card, served_limit
+from evalgate.engine.cards import ModelCard, model_card
 from evalgate.engine.http import exchange, open_session, read_capped
-from evalgate.engine.network import Network
 from evalgate.engine.retry import FAILURES, EngineAnswerError
-from evalgate.engine.urls import api_root, credentials, redact_url, server_root
+from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, parse_error
-from evalgate.lengths import Limit
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
@@ -176,18 +174,3 @@ class EngineInfo:
                 f"{where} reports max_model_len {limit!r:.80}, not a positive whole number: ignored"
             )
         return TokenCount(count, whole(limit, 1))
-
-
-def worker_limit(
-    url: str,
-    model: str | None,
-    api_key: str | None,
-    *,
-    timeout: float,
-    network: Network,
-    notes: list[str],
-) -> Limit | None:
-    """The served limit on a worker's /v1/models card; what it reports unusably goes to
-    `notes`. Raises one of engine.retry.FAILURES when the worker gives no model list."""
-    with EngineInfo(url, api_key, timeout, network) as info:
-        return served_limit(info.models(), model, f"worker {redact_url(url)}", notes)
