@@ -10,6 +10,7 @@ a count or a length that is not a positive whole number (-3, `true`, "9472") is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -36,20 +37,14 @@ class TokenCount:
     max_model_len: int | None
 
 
-class EngineInfo:
+class EngineInfo(contextlib.AbstractContextManager["EngineInfo"]):
     """Side-door requests to one server from blocking code, sharing one connection pool on an
     event loop of its own; each request has a total deadline (`timeout`, or the one given)."""
 
-    def __init__(
-        self,
-        url: str,
-        api_key: str | None,
-        timeout: float = 30.0,
-        network: Network | None = None,
-    ) -> None:
+    def __init__(self, url: str, api_key: str | None, timeout: float, network: Network) -> None:
         self.url, self._headers = credentials(api_root(url), api_key)
         self.timeout = timeout
-        self.network = network or Network()
+        self.network = network
         self._loop = asyncio.new_event_loop()  # the blocking callers' own
         self._session: aiohttp.ClientSession | None = None
         self.notes: list[str] = []
@@ -67,9 +62,6 @@ class EngineInfo:
             loop.run_until_complete(self._session.close())
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
-
-    def __enter__(self) -> EngineInfo:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
