@@ -58,7 +58,7 @@ def test_the_probe_body_adds_only_the_streaming_key():
         model="m",
         max_tokens=10,
         stop=["a", "b", "c", "d", "e"],
-        temperature=0.0,
+        sampling={"temperature": 0.0},
         messages=[{"role": "user", "content": "Question: 1 + 1?\nAnswer:"}],
     )
 
