@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from evalgate.gate.run import RunOutcome, run_gate
     from evalgate.lengths import Limit
     from evalgate.rules.verdict import Verdict, decide
-    from evalgate.settings import Settings
+    from evalgate.settings.values import Settings
     from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
 
 __all__ = [
@@ -80,7 +80,7 @@ _LAZY = {
         "evalgate.gate.run": ("RunOutcome", "run_gate"),
         "evalgate.lengths": ("Limit",),
         "evalgate.rules.verdict": ("Verdict", "decide"),
-        "evalgate.settings": ("Settings",),
+        "evalgate.settings.values": ("Settings",),
         "evalgate.thresholds": ("Floor", "Thresholds", "load_thresholds", "resolve_floor"),
     }.items()
     for name in names

@@ -19,7 +19,7 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.schemas import validation_errors
-from evalgate.settings import JOB_VARIABLES
+from evalgate.settings.environment import JOB_VARIABLES
 from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine
 

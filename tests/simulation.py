@@ -49,7 +49,7 @@ from evalgate.compare.paired import (
     one_sided_p,
 )
 from evalgate.rules.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
+from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 QUESTIONS = 1319
 FILTERS = ("strict-match", "flexible-extract")

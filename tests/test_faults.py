@@ -32,7 +32,7 @@ from evalgate.cli import main
 from evalgate.engine.client import EvalClient, RequestFailed
 from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
-from evalgate.settings import Settings
+from evalgate.settings.values import Settings
 from evalgate.tasks.dataset import bundled_dir
 from tests.conftest import deadline, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, refused_url

@@ -395,7 +395,7 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
     try:
         with deadline(60, engine):
             from evalgate.gate.run import run_gate
-            from evalgate.settings import Settings
+            from evalgate.settings.values import Settings
 
             outcome = run_gate(
                 Settings(

@@ -30,7 +30,7 @@ from evalgate.evidence import artifacts, journal
 from evalgate.gate.context import served_limits_from_args
 from evalgate.gate.hook import parse_concurrencies
 from evalgate.gate.native import native_max_len
-from evalgate.settings import Settings
+from evalgate.settings.values import Settings
 from evalgate.tasks.dataset import _read_split
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 

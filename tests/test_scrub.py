@@ -10,8 +10,8 @@ from urllib.parse import quote
 import pytest
 
 from evalgate import scrub
-from evalgate.settings import Settings, credentials_environment
-from evalgate.settings.environment import CREDENTIAL_VARIABLES, credentials
+from evalgate.settings.environment import CREDENTIAL_VARIABLES, credentials_environment
+from evalgate.settings.values import Settings, credentials
 
 KEY = "sk-evalgate-PLANTED/+123"  # a slash and a plus: URL-encoding and JSON writers differ
 PAIR = "gate:pw-PLANTED-456"

@@ -26,7 +26,7 @@ import pytest
 from evalgate.cli import main
 from evalgate.engine.client import EvalClient
 from evalgate.gate.run import run_gate
-from evalgate.settings import Settings
+from evalgate.settings.values import Settings
 from tests import fakeengine
 from tests.conftest import deadline
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port

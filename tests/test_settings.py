@@ -11,7 +11,7 @@ from pydantic import AliasChoices
 
 from evalgate.cli import build_parser, flags
 from evalgate.errors import UsageError
-from evalgate.settings import Settings
+from evalgate.settings.values import Settings
 
 KEY = "sk-planted-7f3a9c1e-do-not-print"
 

@@ -16,9 +16,8 @@ from pydantic import SecretStr, ValidationError
 from evalgate import scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
-from evalgate.settings import Settings
-from evalgate.settings.environment import credentials
-from evalgate.settings.values import TOKEN_LENGTHS, token_count
+from evalgate.settings.fields import TOKEN_LENGTHS, token_count
+from evalgate.settings.values import Settings, credentials
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")

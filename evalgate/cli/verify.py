@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
+from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 if TYPE_CHECKING:
     from evalgate.verify.against import BaselineRequest
@@ -201,7 +201,7 @@ def _check_output(label: str, path: str, roots: list[str], *, append: bool = Fal
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.settings import verify_environment
+    from evalgate.settings.environment import verify_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
     from evalgate.verify.expect import load_expectation

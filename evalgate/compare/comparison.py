@@ -24,7 +24,7 @@ from evalgate.compare.reason import filter_reason, questions_to_settle
 from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
 from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence.model import to_document
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
+from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 
 class Flip(msgspec.Struct, frozen=True):

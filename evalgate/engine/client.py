@@ -26,7 +26,6 @@ from evalgate.engine.answers import (
     parse_answer,
 )
 from evalgate.engine.http import Reader, exchange, lines, open_session, read_capped
-from evalgate.engine.network import Network
 from evalgate.engine.retry import (
     FAILURES,
     AnswerTooLarge,
@@ -37,7 +36,7 @@ from evalgate.engine.retry import (
     TimedOut,
     should_retry,
 )
-from evalgate.engine.urls import api_root, authorization
+from evalgate.engine.urls import Network, api_root, authorization
 from evalgate.engine.wire import EngineError, json_or_none, parse_error
 from evalgate.engine.workers import WorkerWatch
 
@@ -67,16 +66,6 @@ class RequestFailed(Exception):
         """Workers the router said it could not reach, in any answer of this eval so far."""
 
 
-def _not_a_stream(seen: bytes) -> Exception:
-    """What a body with no event was: an error answer (its words kept), or not a stream."""
-    text = seen.decode("utf-8", "replace").strip()
-    error = error_answer(json_or_none(text))
-    if error is not None:
-        return error
-    shown = f": {text[:200]!r}" if text else ""
-    return MalformedAnswer(f"the stream ended before its first event{shown}")
-
-
 async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
     """Read up to the stream's first `data:` event, what proves the probe was accepted; raise
     the engine's error answer, or MalformedAnswer, when there is none. An SSE comment (":...")
@@ -99,7 +88,12 @@ async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
             return
         if len(seen) < KEPT_OF_NO_STREAM and not text.startswith(":"):
             seen += line
-    raise _not_a_stream(bytes(seen))
+    text = seen.decode("utf-8", "replace").strip()
+    error = error_answer(json_or_none(text))
+    if error is not None:
+        raise error
+    shown = f": {text[:200]!r}" if text else ""
+    raise MalformedAnswer(f"the stream ended before its first event{shown}")
 
 
 def _as_engine_error(exc: BaseException) -> EngineError:

@@ -10,23 +10,20 @@ a count or a length that is not a positive whole number (-3, `true`, "9472") is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 
-from evalgate.engine import dynamo
 from evalgate.engine.answers import whole
-from evalgate.engine.cards import ModelCard, model_card, served_limit
+from evalgate.engine.cards import ModelCard, model_card
 from evalgate.engine.http import exchange, open_session, read_capped
-from evalgate.engine.network import Network
 from evalgate.engine.retry import FAILURES, EngineAnswerError
-from evalgate.engine.urls import api_root, credentials, redact_url, server_root
+from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, parse_error
-from evalgate.lengths import Limit
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
@@ -40,20 +37,14 @@ class TokenCount:
     max_model_len: int | None
 
 
-class EngineInfo:
+class EngineInfo(contextlib.AbstractContextManager["EngineInfo"]):
     """Side-door requests to one server from blocking code, sharing one connection pool on an
     event loop of its own; each request has a total deadline (`timeout`, or the one given)."""
 
-    def __init__(
-        self,
-        url: str,
-        api_key: str | None,
-        timeout: float = 30.0,
-        network: Network | None = None,
-    ) -> None:
+    def __init__(self, url: str, api_key: str | None, timeout: float, network: Network) -> None:
         self.url, self._headers = credentials(api_root(url), api_key)
         self.timeout = timeout
-        self.network = network or Network()
+        self.network = network
         self._loop = asyncio.new_event_loop()  # the blocking callers' own
         self._session: aiohttp.ClientSession | None = None
         self.notes: list[str] = []
@@ -72,13 +63,10 @@ class EngineInfo:
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
-    def __enter__(self) -> EngineInfo:
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _answer(
+    def answer(
         self,
         method: str,
         url: str,
@@ -110,7 +98,7 @@ class EngineInfo:
 
     def _json(self, method: str, url: str, **kw: Any) -> Any:
         """The JSON of a 200 answer; any other answer raised as the server's (EngineAnswerError)."""
-        status, text, location = self._answer(method, url, **kw)
+        status, text, location = self.answer(method, url, **kw)
         if 300 <= status < 400:  # not followed: a redirected engine URL is a wrong --base-url
             where = redact_url(location or "")
             raise EngineAnswerError(EngineError(status, f"redirects to {where or 'nowhere said'}"))
@@ -128,24 +116,6 @@ class EngineInfo:
         if not isinstance(cards, list):
             raise EngineAnswerError(EngineError(200, f"/v1/models has no data list: {data!r:.200}"))
         return [card for card in map(model_card, cards) if card is not None]
-
-    def readiness(self, timeout: float | None = None) -> None:
-        """GET /readiness, where a router has one: its answer raised when it is not ready (503
-        while it has no healthy worker); ready, no such door (an engine answers 404) or elsewhere
-        (a redirect): nothing, /v1/models decides."""
-        status, text, _ = self._answer("GET", f"{server_root(self.url)}/readiness", None, timeout)
-        if status >= 500:
-            error = parse_error(status, text)
-            raise EngineAnswerError(replace(error, message=f"/readiness says {error.message}"))
-
-    def model_ready(
-        self, model: str, timeout: float | None = None
-    ) -> tuple[dynamo.ReadyState, str] | None:
-        """GET /v1/models/{model}/ready, Dynamo's readiness of one model, decoded; None where
-        the server has no such route."""
-        url = f"{self.url}/models/{quote(model, safe='')}/ready"
-        status, text, _ = self._answer("GET", url, None, timeout)
-        return dynamo.ready_answer(status, text)
 
     def version(self) -> str | None:
         """GET /version (vLLM, SGLang); None where the server has none (a router: 405)."""
@@ -196,18 +166,3 @@ class EngineInfo:
                 f"{where} reports max_model_len {limit!r:.80}, not a positive whole number: ignored"
             )
         return TokenCount(count, whole(limit, 1))
-
-
-def worker_limit(
-    url: str,
-    model: str | None,
-    api_key: str | None,
-    *,
-    timeout: float,
-    network: Network,
-    notes: list[str],
-) -> Limit | None:
-    """The served limit on a worker's /v1/models card; what it reports unusably goes to
-    `notes`. Raises one of engine.retry.FAILURES when the worker gives no model list."""
-    with EngineInfo(url, api_key, timeout, network) as info:
-        return served_limit(info.models(), model, f"worker {redact_url(url)}", notes)

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from evalgate.engine.network import Network
 from evalgate.engine.retry import (
     AnswerTooLarge,
     ConnectionFailed,
@@ -24,7 +23,7 @@ from evalgate.engine.retry import (
     TransientAnswer,
     causes,
 )
-from evalgate.engine.urls import origin
+from evalgate.engine.urls import Network, origin
 
 T = TypeVar("T")
 Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]

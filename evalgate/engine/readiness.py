@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from urllib.parse import quote
 
 from tenacity import RetryCallState
 
+from evalgate.engine import dynamo
 from evalgate.engine.cards import ModelCard, is_placeholder, pick_card
 from evalgate.engine.discovery import EngineInfo
 from evalgate.engine.retry import (
@@ -24,8 +26,8 @@ from evalgate.engine.retry import (
     should_retry,
     tls_to_plain_http,
 )
-from evalgate.engine.urls import redact_url
-from evalgate.engine.wire import EngineError
+from evalgate.engine.urls import redact_url, server_root
+from evalgate.engine.wire import EngineError, parse_error
 from evalgate.errors import EndpointError, NotReadyError
 from evalgate.outside import listed
 
@@ -77,7 +79,12 @@ def _check(info: EngineInfo, model: str | None, deadline: float) -> list[ModelCa
     def left() -> float:
         return max(0.5, min(info.timeout, deadline - time.monotonic()))
 
-    info.readiness(timeout=left())
+    # A router's /readiness answers 503 while it has no healthy worker; ready, no such door (an
+    # engine answers 404) or elsewhere (a redirect): /v1/models decides.
+    status, text, _ = info.answer("GET", f"{server_root(info.url)}/readiness", timeout=left())
+    if status >= 500:
+        error = parse_error(status, text)
+        raise EngineAnswerError(replace(error, message=f"/readiness says {error.message}"))
     cards = info.models(timeout=left())
     if model is not None and (not cards or any(c.context_window for c in cards)):
         _dynamo_check(info, model, cards, left())
@@ -87,7 +94,8 @@ def _check(info: EngineInfo, model: str | None, deadline: float) -> list[ModelCa
 def _dynamo_check(info: EngineInfo, model: str, cards: list[ModelCard], timeout: float) -> None:
     """Raise what can change by waiting: Dynamo says the model is not ready, or lists no model
     because no worker has registered one yet."""
-    answer = info.model_ready(model, timeout=timeout)
+    url = f"{info.url}/models/{quote(model, safe='')}/ready"
+    answer = dynamo.ready_answer(*info.answer("GET", url, timeout=timeout)[:2])
     if answer is None:
         return  # not Dynamo: /v1/models decides
     state, reason = answer

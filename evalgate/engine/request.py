@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalgate.tasks.prompts import Message, Prompt
+from evalgate.tasks.prompts import Message
 
 SEED = 1234
 """lm-eval sends this seed in every API request."""
@@ -25,14 +25,15 @@ def generation_body(
     model: str,
     max_tokens: int,
     stop: Sequence[str],
-    temperature: Any,
+    sampling: Mapping[str, Any] | None = None,
     messages: Sequence[Message] | None = None,
     prompt: str | None = None,
-    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The body the eval sends: `messages` for the chat API, `prompt` for completions; the
-    temperature as the task writes it; then the task's other generation settings (`extra`,
-    e.g. top_p), in lm-eval's order."""
+    task's temperature as it writes it (0 unless `sampling` says otherwise), then its other
+    generation settings (`sampling`, e.g. top_p), in lm-eval's order."""
+    extra = dict(sampling or {})
+    temperature = extra.pop("temperature", 0)
     chat = api == "chat"
     return {
         **({"messages": list(messages or ())} if chat else {"prompt": prompt}),
@@ -41,33 +42,8 @@ def generation_body(
         "temperature": temperature,
         "stop": list(stop)[:CHAT_STOP_STRINGS] if chat else list(stop),
         "seed": SEED,
-        **(extra or {}),
+        **extra,
     }
-
-
-def prompt_body(
-    prompt: Prompt,
-    *,
-    api: str,
-    model: str,
-    max_tokens: int,
-    stop: Sequence[str],
-    sampling: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The eval's body for one of evalgate's own prompts (tasks.prompts), with the task's
-    temperature (0 unless `sampling` says otherwise) and other generation settings."""
-    extra = dict(sampling or {})
-    temperature = extra.pop("temperature", 0)
-    return generation_body(
-        api=api,
-        model=model,
-        max_tokens=max_tokens,
-        stop=stop,
-        temperature=temperature,
-        messages=prompt.messages,
-        prompt=prompt.text,
-        extra=extra,
-    )
 
 
 def probe_body(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """An engine's URLs: the API and server roots, and the credentials inside a URL
-(http://user:password@host/v1), kept out of every log and artifact.
+(http://user:password@host/v1), kept out of every log and artifact; and what every connection
+to it is given (`Network`), plain values the settings make without loading the HTTP client.
 
 The HTTP library logs the URLs it requests, so a URL with credentials is split before any
 client sees it: the bare URL goes to the client, the credentials go as HTTP basic auth in the
@@ -8,6 +9,7 @@ one Authorization header built here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 
@@ -60,3 +62,20 @@ def server_root(url: str) -> str:
     """The server's root, where /tokenize, /version and /health live."""
     url = api_root(url)
     return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+@dataclass(frozen=True)
+class Network:
+    """Settings: connect_timeout, keepalive_*, max_response_bytes."""
+
+    connect_timeout: float = 30.0
+    keepalive_idle: float = 30.0
+    keepalive_interval: float = 10.0
+    keepalive_probes: int = 3
+    max_response_bytes: int = 16 << 20
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds a connection may go unanswered before the kernel drops it (TCP_USER_TIMEOUT):
+        the idle time plus every keepalive probe."""
+        return self.keepalive_idle + self.keepalive_interval * self.keepalive_probes

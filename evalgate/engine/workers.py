@@ -16,9 +16,8 @@ from typing import Any, TypeVar
 import aiohttp
 
 from evalgate.engine.http import exchange, open_session
-from evalgate.engine.network import Network
 from evalgate.engine.retry import FAILURES, HostSilent, TimedOut
-from evalgate.engine.urls import api_root, credentials, redact_url
+from evalgate.engine.urls import Network, api_root, credentials, redact_url
 from evalgate.errors import EvalFailedError
 
 log = logging.getLogger(__name__)

@@ -59,8 +59,8 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
         context, gen_kwargs = instance.args
         # The task file's own values, as written (lm-eval turns a temperature of 0 into 0.0;
         # the harness's job overrides it with its gen_kwargs, and the engine receives 0).
-        extra = {k: v for k, v in gen_kwargs.items() if k not in _NOT_SENT} | self.sampling
-        temperature = extra.pop("temperature", gen_kwargs.get("temperature", 0))
+        told = {"temperature": gen_kwargs.get("temperature", 0)}
+        told |= {k: v for k, v in gen_kwargs.items() if k not in _NOT_SENT} | self.sampling
         replies = self.dispatch.replies
         chat = replies.api == "chat"
         body = generation_body(
@@ -68,10 +68,9 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
             model=replies.model,
             max_tokens=replies.max_tokens,
             stop=list(gen_kwargs.get("until") or []),
-            temperature=temperature,
+            sampling=told,
             messages=json.loads(context) if chat else None,
             prompt=None if chat else context,
-            extra=extra,
         )
         return Request.of(int(instance.doc_id), body, dict(instance.doc))
 

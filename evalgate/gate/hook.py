@@ -19,8 +19,9 @@ from evalgate.evidence.harness_layout import EVALGATE_DIR
 from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.preflight import Checked
 from evalgate.gate.run import RunOutcome, run_gate
-from evalgate.settings import Settings, job_environment
+from evalgate.settings.environment import job_environment
 from evalgate.settings.stages import job
+from evalgate.settings.values import Settings
 
 if TYPE_CHECKING:
     from evalgate.gate.dispatch import Progress

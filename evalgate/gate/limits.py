@@ -68,21 +68,18 @@ def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
     the user named it because its limit matters."""
     if not endpoint.worker_urls:
         return []
-    from evalgate.engine.discovery import worker_limit  # loads the client
+    from evalgate.engine.cards import served_limit
+    from evalgate.engine.discovery import EngineInfo  # loads the client
     from evalgate.engine.retry import FAILURES
 
     found: list[Limit] = []
     for url in endpoint.worker_urls:
         label = redact_url(url)
+        timeout = endpoint.discovery_timeout
         try:
-            limit = worker_limit(
-                url,
-                endpoint.served_model,
-                endpoint.api_key,
-                timeout=endpoint.discovery_timeout,
-                network=endpoint.network,
-                notes=notes,
-            )
+            with EngineInfo(url, endpoint.api_key, timeout, endpoint.network) as info:
+                cards = info.models()
+            limit = served_limit(cards, endpoint.served_model, f"worker {label}", notes)
         except FAILURES as exc:
             raise EndpointError(
                 f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "

@@ -137,11 +137,16 @@ def eval_body(
     sampling: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The body the eval sends for one of evalgate's prompts: the probe's too."""
-    from evalgate.engine.request import prompt_body
+    from evalgate.engine.request import generation_body
 
-    model = str(endpoint.served_model)
-    return prompt_body(
-        prompt, api=endpoint.api, model=model, max_tokens=max_tokens, stop=stop, sampling=sampling
+    return generation_body(
+        api=endpoint.api,
+        model=str(endpoint.served_model),
+        max_tokens=max_tokens,
+        stop=stop,
+        sampling=sampling,
+        messages=prompt.messages,
+        prompt=prompt.text,
     )
 
 

@@ -20,8 +20,8 @@ from evalgate.gate.preflight import Checked, check, reuse
 from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.rules.verdict import Verdict, decide
-from evalgate.settings import Settings, stages
-from evalgate.settings.environment import credentials
+from evalgate.settings import stages
+from evalgate.settings.values import Settings, credentials
 from evalgate.tasks.dataset import Dataset, full_size
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import BUILT_IN, load_data, load_task

@@ -26,8 +26,7 @@ class ContextSettings(Group):
     model_config_path: Path | None = Field(
         None, validation_alias=env("model_config_path", "EVALGATE_MODEL_CONFIG", "MODEL_PATH")
     )
-    """The model's config.json, or its directory; gives the native maximum length.
-   """
+    """The model's config.json, or its directory; gives the native maximum length."""
 
     served_max_model_len: int | None = Field(None, ge=1)
     """The --max-model-len the engines serve, when /v1/models cannot tell (TensorRT-LLM)."""

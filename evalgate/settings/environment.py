@@ -1,5 +1,6 @@
 """The environment read without the Settings model: for `evalgate verify` (no pydantic), the
-credentials every command scrubs, and the job's topology variables, named as each launcher does.
+credentials every command scrubs, and the job's topology variables, named as each launcher does;
+and the default `compare` and `verify` share with the Settings model.
 """
 
 from __future__ import annotations
@@ -7,10 +8,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from evalgate.settings.values import Settings
+DEFAULT_MAX_DROP = 0.02
+"""The default margin of `compare` and `run --baseline`: a drop of up to two points of
+accuracy is tolerated."""
 
 JOB_VARIABLES = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"
@@ -68,10 +70,3 @@ def credentials_environment(
     for name in CREDENTIAL_VARIABLES["worker_urls"]:
         urls += [part.strip() for part in source.get(name, "").split(",") if part.strip()]
     return keys, urls
-
-
-def credentials(settings: Settings) -> tuple[list[str | None], list[str | None]]:
-    """A command's secrets for scrub.configure: its API key, and --base-url and every
-    --worker-url (their user info)."""
-    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    return [key], [settings.base_url, *settings.worker_urls]

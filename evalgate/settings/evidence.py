@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
+from evalgate.settings.environment import DEFAULT_MAX_DROP
 from evalgate.settings.fields import Group, env
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from evalgate.engine.network import Network
+from evalgate.engine.urls import Network
 from evalgate.errors import UsageError
 from evalgate.evidence.harness_files import Job
 from evalgate.evidence.stage_records import Labels

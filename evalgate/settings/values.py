@@ -11,10 +11,7 @@ from pydantic import ValidationInfo, field_validator
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings
 from evalgate.settings.evidence import EvidenceSettings
-from evalgate.settings.fields import TOKEN_LENGTHS, token_count
 from evalgate.settings.requests import RequestSettings
-
-__all__ = ["TOKEN_LENGTHS", "Settings", "token_count"]
 
 BLANK_MEANS: dict[str, Any] = {
     **dict.fromkeys(("base_url", "model", "port", "served_model_name", "limit", "concurrency")),
@@ -43,3 +40,10 @@ class Settings(EvidenceSettings, RequestSettings, ContextSettings, EndpointSetti
                 "directory"
             )
         return BLANK_MEANS[str(info.field_name)]
+
+
+def credentials(settings: Settings) -> tuple[list[str | None], list[str | None]]:
+    """A command's secrets for scrub.configure: its API key, and --base-url and every
+    --worker-url (their user info)."""
+    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    return [key], [settings.base_url, *settings.worker_urls]

@@ -21,7 +21,7 @@ from evalgate.compare.paired import (
 )
 from evalgate.compare.reason import questions_to_settle
 from evalgate.errors import ExitCode
-from evalgate.settings.defaults import DEFAULT_MAX_DROP
+from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 
 def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:

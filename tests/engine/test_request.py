@@ -11,7 +11,7 @@ import pytest
 
 from evalgate.engine.request import generation_body, probe_body
 from evalgate.gate.run import run_gate
-from evalgate.settings import Settings
+from evalgate.settings.values import Settings
 from tests.conftest import deadline, load_result
 from tests.fakeengine import FakeEngine, load_gsm8k
 
@@ -58,7 +58,7 @@ def test_the_probe_body_adds_only_the_streaming_key():
         model="m",
         max_tokens=10,
         stop=["a", "b", "c", "d", "e"],
-        temperature=0.0,
+        sampling={"temperature": 0.0},
         messages=[{"role": "user", "content": "Question: 1 + 1?\nAnswer:"}],
     )
 

@@ -34,8 +34,8 @@ from evalgate.evidence.model import Result
 from evalgate.gate.record import RunLog, build_result
 from evalgate.gate.run import run_gate
 from evalgate.schemas import validation_errors
-from evalgate.settings import Settings
 from evalgate.settings.stages import labels
+from evalgate.settings.values import Settings
 from tests.conftest import deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
 

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from evalgate.engine.client import EvalClient
-from evalgate.engine.request import prompt_body
+from evalgate.engine.request import generation_body
 from evalgate.gate.dispatch import Dispatch, Request
 from evalgate.gate.replies import Replies
 from evalgate.tasks.dataset import load_dataset
@@ -27,7 +27,9 @@ def _requests(limit: int, *, max_tokens: int = 256) -> list[Request]:
     return [
         Request.of(
             p.doc_id,
-            prompt_body(p, api="chat", model=MODEL, max_tokens=max_tokens, stop=spec.stop),
+            generation_body(
+                api="chat", model=MODEL, max_tokens=max_tokens, stop=spec.stop, messages=p.messages
+            ),
         )
         for p in prompts
     ]

@@ -26,8 +26,9 @@ from typing import Any
 
 from evalgate.evidence import harness_files
 from evalgate.schemas import validation_errors
-from evalgate.settings import Settings, job_environment
+from evalgate.settings.environment import job_environment
 from evalgate.settings.stages import job
+from evalgate.settings.values import Settings
 from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.test_thresholds import HARNESS_YAML
