@@ -41,16 +41,15 @@ def p_text(p_value: float) -> str:
 
 def filter_reason(
     counts: PairedCounts,
-    *,
-    finding: Finding,
-    p_value: float,
-    interval: tuple[float, float],
+    classified: tuple[Finding, float, tuple[float, float]],
     max_drop: float,
     needed: int | None,
     baseline: Run,
 ) -> str:
-    """Why one filter's finding is what it is: its table, its test and interval against the
-    margin, and for an INCONCLUSIVE what would settle it (`needed` questions)."""
+    """Why one filter's finding (`classified`: paired.classify's) is what it is: its table, its
+    test and interval against the margin, and for an INCONCLUSIVE what would settle it (`needed`
+    questions)."""
+    finding, p_value, interval = classified
     if counts.n == 0:
         return "no question was answered in both runs"
     estimate = (

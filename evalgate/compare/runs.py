@@ -105,11 +105,6 @@ def eval_differences(base: Protocol, cand: Protocol) -> list[Difference]:
     return found
 
 
-def _asked(sample: Sample) -> tuple[str, str, int | None, int | None]:
-    """What a doc_id asks: its question, target, repeat and repeated question."""
-    return sample.question, sample.target, sample.repeat, sample.cluster
-
-
 def _question_differences(base: Run, cand: Run) -> list[Difference]:
     found = []
     only_base = sorted(set(base.samples) - set(cand.samples))
@@ -129,8 +124,6 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             )
         )
     shared = sorted(set(base.samples) & set(cand.samples))
-    if all(_asked(base.samples[i]) == _asked(cand.samples[i]) for i in shared):
-        shared = []  # the same questions: nothing to name below
     for name, field in (
         ("question", "question text"),
         ("target", "target text"),
