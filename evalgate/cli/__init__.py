@@ -82,6 +82,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         )
         _add_verbose(child, default=argparse.SUPPRESS)  # `evalgate run ... -v` as users type it
         if argv is None or name == chosen:
+            if name not in ("verify", "compare"):  # the commands that take Settings
+                from evalgate.cli import flags  # pydantic loads only for the subcommand run
+
+                flags.add_settings_arguments(child, without=flags.LEFT_OUT[name])
             module.add_arguments(child)
         child.set_defaults(_command=module.command)
     return parser

@@ -48,8 +48,9 @@ EVAL = (
     "result_filename",
 )
 HOOK = ("concurrency", "layout")
-"""The settings of the stages after the context: `evalgate context` takes every flag but these,
-`probe` all but EVAL and HOOK, `run` all but HOOK (only `evalgate hook` takes those)."""
+LEFT_OUT = {"context": (*PROBE, *EVAL, *HOOK), "probe": (*EVAL, *HOOK), "run": HOOK, "hook": ()}
+"""Per command, the settings of the stages after the ones it runs: `evalgate context` takes every
+flag but those of the probe, the eval and the hook (only `evalgate hook` takes HOOK's)."""
 
 
 def flag_name(field: str) -> str:

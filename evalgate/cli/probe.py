@@ -11,9 +11,6 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
-
-    flags.add_settings_arguments(parser, without=(*flags.EVAL, *flags.HOOK))
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 

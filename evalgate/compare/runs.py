@@ -115,14 +115,8 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             for side, ids in (("baseline", only_base), ("candidate", only_cand))
             if ids
         ]
-        found.append(
-            Difference(
-                "question set",
-                f"{len(base.samples)} questions",
-                f"{len(cand.samples)} questions",
-                "; ".join(parts),
-            )
-        )
+        was, now = (f"{len(run.samples)} questions" for run in (base, cand))
+        found.append(Difference("question set", was, now, "; ".join(parts)))
     shared = sorted(set(base.samples) & set(cand.samples))
     for name, field in (
         ("question", "question text"),
@@ -134,17 +128,10 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             i for i in shared if getattr(base.samples[i], name) != getattr(cand.samples[i], name)
         ]
         if changed:
-            first = changed[0]
-            values = [getattr(run.samples[first], name) for run in (base, cand)]
-            shown = [v[:60] if isinstance(v, str) else v for v in values]
-            found.append(
-                Difference(
-                    field,
-                    show(shown[0]),
-                    show(shown[1]),
-                    f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}",
-                )
-            )
+            values = [getattr(run.samples[changed[0]], name) for run in (base, cand)]
+            was, now = (show(v[:60] if isinstance(v, str) else v) for v in values)
+            detail = f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}"
+            found.append(Difference(field, was, now, detail))
     if base.filters and cand.filters and set(base.filters) != set(cand.filters):
         found.append(Difference("filters", ", ".join(base.filters), ", ".join(cand.filters)))
     return found
