@@ -188,13 +188,8 @@ def render(comparison: Comparison) -> str:
     sides = (("baseline", c.baseline), ("candidate", c.candidate))
     rows = [
         page.Row(
-            [
-                esc(side),
-                f"<code>{esc(run.path)}</code>",
-                esc(run.run_id),
-                esc(run.model or "-"),
-                esc(run.status),
-            ],
+            [esc(side), f"<code>{esc(run.path)}</code>"]
+            + [esc(text) for text in (run.run_id, run.model or "-", run.status)],
             esc(", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)),
         )
         for side, run in sides

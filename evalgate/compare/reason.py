@@ -99,13 +99,9 @@ def _settled(gained: float, lost: float, n: float, size: int, max_drop: float) -
 
 
 def questions_to_settle(counts: PairedCounts, max_drop: float) -> int | None:
-    """About how many paired questions, at the observed proportions, the rule needs to decide
-    (questions, not answers, when questions repeat: found on the counts divided by the design
-    effect, then converted back).
-
-    None when nothing is paired, when the drop sits exactly at half the margin (neither side
-    can be reached), or beyond SETTLE_CAP.
-    """
+    """About how many paired questions (not answers), at the observed proportions, the rule
+    needs to decide; None when nothing is paired, when the drop sits exactly at half the margin
+    (neither side can be reached), or beyond SETTLE_CAP."""
     if counts.n == 0 or math.isclose(counts.difference, -practical_drop(max_drop), abs_tol=1e-12):
         return None
     effect = design_effect(counts)
@@ -119,9 +115,7 @@ def questions_to_settle(counts: PairedCounts, max_drop: float) -> int | None:
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if _settled(gained, lost, n, middle, max_drop) else (middle, high)
-    if not counts.clustered:
-        return high
-    return math.ceil(high * effect * counts.questions / counts.n)
+    return math.ceil(high * effect * counts.questions / counts.n)  # answers back to questions
 
 
 def _whole_set(run: Run) -> tuple[str, int] | None:
