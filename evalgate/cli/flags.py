@@ -18,10 +18,12 @@ from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings import Settings
 from evalgate.settings.environment import credentials
+from evalgate.settings.evidence import EvidenceSettings
 from evalgate.settings.values import TOKEN_LENGTHS, token_count
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
+HOOK = ("concurrency", "layout")
 EVAL = (
     "num_concurrent",
     "think_end_marker",
@@ -30,24 +32,8 @@ EVAL = (
     "allow_simulated_acceptance",
     "max_failed_requests",
     "max_truncated_rate",
-    "early_stop",
-    "alpha",
-    "thresholds",
-    "min_samples",
-    "output_dir",
-    "overwrite",
-    "baseline",
-    "max_drop",
-    "model_prefix",
-    "hardware",
-    "framework",
-    "precision",
-    "kv_cache_dtype",
-    "spec_decoding",
-    "is_multinode",
-    "result_filename",
+    *(name for name in EvidenceSettings.model_fields if name not in HOOK),  # the gate, evidence
 )
-HOOK = ("concurrency", "layout")
 LEFT_OUT = {"context": (*PROBE, *EVAL, *HOOK), "probe": (*EVAL, *HOOK), "run": HOOK, "hook": ()}
 """Per command, the settings of the stages after the ones it runs: `evalgate context` takes every
 flag but those of the probe, the eval and the hook (only `evalgate hook` takes HOOK's)."""

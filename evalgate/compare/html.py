@@ -168,9 +168,7 @@ def _flip_sections(c: Comparison) -> list[str]:
                     [
                         (esc(x.doc_id), x.doc_id),
                         page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
-                        esc(x.target),
-                        esc(x.baseline_answer),
-                        esc(x.candidate_answer),
+                        *(esc(text) for text in (x.target, x.baseline_answer, x.candidate_answer)),
                     ],
                     esc(x.question),
                 )
