@@ -107,16 +107,12 @@ class _OneLine(logging.Formatter):
 
 
 def _configure_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        _OneLine(
-            "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
-        )
-    )
+    fmt = "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
+    handler.setFormatter(_OneLine(fmt))
     root = logging.getLogger("evalgate")
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
     root.propagate = False
 
 
