@@ -105,8 +105,10 @@ def eval_differences(base: Protocol, cand: Protocol) -> list[Difference]:
     return found
 
 
-def _question_differences(base: Run, cand: Run) -> list[Difference]:
-    found = []
+def protocol_differences(base: Run, cand: Run) -> list[Difference]:
+    """Every protocol difference between two runs (their eval sections, then the questions they
+    ask and the filters they score); empty when they are comparable."""
+    found = eval_differences(base.eval, cand.eval)
     only_base = sorted(set(base.samples) - set(cand.samples))
     only_cand = sorted(set(cand.samples) - set(base.samples))
     if only_base or only_cand:
@@ -135,13 +137,6 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
     if base.filters and cand.filters and set(base.filters) != set(cand.filters):
         found.append(Difference("filters", ", ".join(base.filters), ", ".join(cand.filters)))
     return found
-
-
-def protocol_differences(baseline: Run, candidate: Run) -> list[Difference]:
-    """Every protocol difference between two runs; empty when they are comparable."""
-    return eval_differences(baseline.eval, candidate.eval) + _question_differences(
-        baseline, candidate
-    )
 
 
 def refuse_overlap(baseline: Path, output_dir: Path) -> None:
