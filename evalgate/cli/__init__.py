@@ -82,6 +82,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         )
         _add_verbose(child, default=argparse.SUPPRESS)  # `evalgate run ... -v` as users type it
         if argv is None or name == chosen:
+            if name not in ("verify", "compare"):  # the commands that take Settings
+                from evalgate.cli import flags  # pydantic loads only for the subcommand run
+
+                flags.add_settings_arguments(child, without=flags.LEFT_OUT[name])
             module.add_arguments(child)
         child.set_defaults(_command=module.command)
     return parser
@@ -103,16 +107,12 @@ class _OneLine(logging.Formatter):
 
 
 def _configure_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        _OneLine(
-            "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
-        )
-    )
+    fmt = "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
+    handler.setFormatter(_OneLine(fmt))
     root = logging.getLogger("evalgate")
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
     root.propagate = False
 
 

@@ -12,9 +12,6 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
-
-    flags.add_settings_arguments(parser, without=(*flags.PROBE, *flags.EVAL, *flags.HOOK))
     parser.add_argument(
         "--format",
         choices=["env", "json", "text"],

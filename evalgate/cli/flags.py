@@ -16,11 +16,13 @@ from pydantic import SecretStr, ValidationError
 from evalgate import scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
+from evalgate.settings.evidence import EvidenceSettings
 from evalgate.settings.fields import TOKEN_LENGTHS, token_count
 from evalgate.settings.values import Settings, credentials
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
 PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
+HOOK = ("concurrency", "layout")
 EVAL = (
     "num_concurrent",
     "think_end_marker",
@@ -29,26 +31,11 @@ EVAL = (
     "allow_simulated_acceptance",
     "max_failed_requests",
     "max_truncated_rate",
-    "early_stop",
-    "alpha",
-    "thresholds",
-    "min_samples",
-    "output_dir",
-    "overwrite",
-    "baseline",
-    "max_drop",
-    "model_prefix",
-    "hardware",
-    "framework",
-    "precision",
-    "kv_cache_dtype",
-    "spec_decoding",
-    "is_multinode",
-    "result_filename",
+    *(name for name in EvidenceSettings.model_fields if name not in HOOK),  # the gate, evidence
 )
-HOOK = ("concurrency", "layout")
-"""The settings of the stages after the context: `evalgate context` takes every flag but these,
-`probe` all but EVAL and HOOK, `run` all but HOOK (only `evalgate hook` takes those)."""
+LEFT_OUT = {"context": (*PROBE, *EVAL, *HOOK), "probe": (*EVAL, *HOOK), "run": HOOK, "hook": ()}
+"""Per command, the settings of the stages after the ones it runs: `evalgate context` takes every
+flag but those of the probe, the eval and the hook (only `evalgate hook` takes HOOK's)."""
 
 
 def flag_name(field: str) -> str:

@@ -14,9 +14,6 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
-
-    flags.add_settings_arguments(parser)
     parser.add_argument(
         "--resume",
         action="store_true",

@@ -11,9 +11,6 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
-
-    flags.add_settings_arguments(parser, without=(*flags.EVAL, *flags.HOOK))
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 
@@ -34,13 +31,8 @@ def command(args: argparse.Namespace) -> int:
     prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
     endpoint = stages.endpoint(settings)
     context, longest, _ = derive(stages.context_ask(settings), endpoint, prompts)
-    outcome = probe(
-        endpoint,
-        context,
-        longest,
-        spec.stop,
-        spec.sampling | stages.eval_ask(settings).request_fields(),
-    )
+    sampling = spec.sampling | stages.eval_ask(settings).request_fields()
+    outcome = probe(endpoint, context, longest, spec.stop, sampling)
     if args.json:
         document = {
             "outcome": outcome.outcome,

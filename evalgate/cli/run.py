@@ -17,9 +17,6 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from evalgate.cli import flags  # pydantic loads only for the subcommand being run
-
-    flags.add_settings_arguments(parser, without=flags.HOOK)
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -93,9 +90,8 @@ def progress_printer() -> Callable[[int, int], None]:
     step = {"next": 0}
 
     def log_line(done: int, total: int) -> None:
-        if done <= 1:  # a new eval (the hook runs several)
-            step["next"] = 0
-        if done >= step["next"] or done == total:
+        # done <= 1: a new eval (the hook runs several)
+        if done <= 1 or done >= step["next"] or done == total:
             print(f"gsm8k: {done}/{total} answered", file=sys.stderr, flush=True)
             step["next"] = done + max(total // 10, 1)
 

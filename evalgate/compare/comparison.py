@@ -115,40 +115,20 @@ def _compare_filter(
     counts = PairedCounts(
         cells[True, True], cells[True, False], cells[False, True], cells[False, False], clusters
     )
-    finding, p_value, interval = classify(counts, max_drop)
-    needed = questions_to_settle(counts, max_drop) if finding is Finding.INCONCLUSIVE else None
-    flips.sort(key=lambda f: (f.change != "lost", f.doc_id))
-    reason = filter_reason(
-        counts,
-        finding=finding,
-        p_value=p_value,
-        interval=interval,
-        max_drop=max_drop,
-        needed=needed,
-        baseline=baseline,
+    classified = classify(counts, max_drop)
+    needed = (
+        questions_to_settle(counts, max_drop) if classified[0] is Finding.INCONCLUSIVE else None
     )
+    flips.sort(key=lambda f: (f.change != "lost", f.doc_id))
+    reason = filter_reason(counts, classified, max_drop, needed, baseline)
     return FilterComparison(
-        name,
-        counts,
-        finding,
-        p_value,
-        interval,
-        reason,
-        needed,
-        tuple(flips),
-        design_effect(counts),
+        name, counts, *classified, reason, needed, tuple(flips), design_effect(counts)
     )
 
 
 def _info(run: Run) -> RunInfo:
-    result = run.result
-    return RunInfo(
-        path=str(run.path.parent),
-        run_id=result.run_id,
-        model=result.model,
-        status=result.status,
-        labels=to_document(result.labels),
-    )
+    r = run.result
+    return RunInfo(str(run.path.parent), r.run_id, r.model, r.status, to_document(r.labels))
 
 
 def _changed(baseline: Run, candidate: Run) -> tuple[Difference, ...]:

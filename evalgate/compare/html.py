@@ -168,9 +168,7 @@ def _flip_sections(c: Comparison) -> list[str]:
                     [
                         (esc(x.doc_id), x.doc_id),
                         page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
-                        esc(x.target),
-                        esc(x.baseline_answer),
-                        esc(x.candidate_answer),
+                        *(esc(text) for text in (x.target, x.baseline_answer, x.candidate_answer)),
                     ],
                     esc(x.question),
                 )
@@ -188,13 +186,8 @@ def render(comparison: Comparison) -> str:
     sides = (("baseline", c.baseline), ("candidate", c.candidate))
     rows = [
         page.Row(
-            [
-                esc(side),
-                f"<code>{esc(run.path)}</code>",
-                esc(run.run_id),
-                esc(run.model or "-"),
-                esc(run.status),
-            ],
+            [esc(side), f"<code>{esc(run.path)}</code>"]
+            + [esc(text) for text in (run.run_id, run.model or "-", run.status)],
             esc(", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)),
         )
         for side, run in sides

@@ -41,16 +41,15 @@ def p_text(p_value: float) -> str:
 
 def filter_reason(
     counts: PairedCounts,
-    *,
-    finding: Finding,
-    p_value: float,
-    interval: tuple[float, float],
+    classified: tuple[Finding, float, tuple[float, float]],
     max_drop: float,
     needed: int | None,
     baseline: Run,
 ) -> str:
-    """Why one filter's finding is what it is: its table, its test and interval against the
-    margin, and for an INCONCLUSIVE what would settle it (`needed` questions)."""
+    """Why one filter's finding (`classified`: paired.classify's) is what it is: its table, its
+    test and interval against the margin, and for an INCONCLUSIVE what would settle it (`needed`
+    questions)."""
+    finding, p_value, interval = classified
     if counts.n == 0:
         return "no question was answered in both runs"
     estimate = (
@@ -100,13 +99,9 @@ def _settled(gained: float, lost: float, n: float, size: int, max_drop: float) -
 
 
 def questions_to_settle(counts: PairedCounts, max_drop: float) -> int | None:
-    """About how many paired questions, at the observed proportions, the rule needs to decide
-    (questions, not answers, when questions repeat: found on the counts divided by the design
-    effect, then converted back).
-
-    None when nothing is paired, when the drop sits exactly at half the margin (neither side
-    can be reached), or beyond SETTLE_CAP.
-    """
+    """About how many paired questions (not answers), at the observed proportions, the rule
+    needs to decide; None when nothing is paired, when the drop sits exactly at half the margin
+    (neither side can be reached), or beyond SETTLE_CAP."""
     if counts.n == 0 or math.isclose(counts.difference, -practical_drop(max_drop), abs_tol=1e-12):
         return None
     effect = design_effect(counts)
@@ -120,9 +115,7 @@ def questions_to_settle(counts: PairedCounts, max_drop: float) -> int | None:
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if _settled(gained, lost, n, middle, max_drop) else (middle, high)
-    if not counts.clustered:
-        return high
-    return math.ceil(high * effect * counts.questions / counts.n)
+    return math.ceil(high * effect * counts.questions / counts.n)  # answers back to questions
 
 
 def _whole_set(run: Run) -> tuple[str, int] | None:

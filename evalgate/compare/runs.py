@@ -105,13 +105,10 @@ def eval_differences(base: Protocol, cand: Protocol) -> list[Difference]:
     return found
 
 
-def _asked(sample: Sample) -> tuple[str, str, int | None, int | None]:
-    """What a doc_id asks: its question, target, repeat and repeated question."""
-    return sample.question, sample.target, sample.repeat, sample.cluster
-
-
-def _question_differences(base: Run, cand: Run) -> list[Difference]:
-    found = []
+def protocol_differences(base: Run, cand: Run) -> list[Difference]:
+    """Every protocol difference between two runs (their eval sections, then the questions they
+    ask and the filters they score); empty when they are comparable."""
+    found = eval_differences(base.eval, cand.eval)
     only_base = sorted(set(base.samples) - set(cand.samples))
     only_cand = sorted(set(cand.samples) - set(base.samples))
     if only_base or only_cand:
@@ -120,17 +117,9 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             for side, ids in (("baseline", only_base), ("candidate", only_cand))
             if ids
         ]
-        found.append(
-            Difference(
-                "question set",
-                f"{len(base.samples)} questions",
-                f"{len(cand.samples)} questions",
-                "; ".join(parts),
-            )
-        )
+        was, now = (f"{len(run.samples)} questions" for run in (base, cand))
+        found.append(Difference("question set", was, now, "; ".join(parts)))
     shared = sorted(set(base.samples) & set(cand.samples))
-    if all(_asked(base.samples[i]) == _asked(cand.samples[i]) for i in shared):
-        shared = []  # the same questions: nothing to name below
     for name, field in (
         ("question", "question text"),
         ("target", "target text"),
@@ -141,27 +130,13 @@ def _question_differences(base: Run, cand: Run) -> list[Difference]:
             i for i in shared if getattr(base.samples[i], name) != getattr(cand.samples[i], name)
         ]
         if changed:
-            first = changed[0]
-            values = [getattr(run.samples[first], name) for run in (base, cand)]
-            shown = [v[:60] if isinstance(v, str) else v for v in values]
-            found.append(
-                Difference(
-                    field,
-                    show(shown[0]),
-                    show(shown[1]),
-                    f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}",
-                )
-            )
+            values = [getattr(run.samples[changed[0]], name) for run in (base, cand)]
+            was, now = (show(v[:60] if isinstance(v, str) else v) for v in values)
+            detail = f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}"
+            found.append(Difference(field, was, now, detail))
     if base.filters and cand.filters and set(base.filters) != set(cand.filters):
         found.append(Difference("filters", ", ".join(base.filters), ", ".join(cand.filters)))
     return found
-
-
-def protocol_differences(baseline: Run, candidate: Run) -> list[Difference]:
-    """Every protocol difference between two runs; empty when they are comparable."""
-    return eval_differences(baseline.eval, candidate.eval) + _question_differences(
-        baseline, candidate
-    )
 
 
 def refuse_overlap(baseline: Path, output_dir: Path) -> None:
