@@ -10,7 +10,6 @@ import fcntl
 import os
 import stat
 from pathlib import Path
-from types import TracebackType
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import (
@@ -68,7 +67,7 @@ def open_in_place(path: Path, flags: int) -> int:
     return fd
 
 
-class FolderLock:
+class FolderLock(contextlib.AbstractContextManager["FolderLock"]):
     """One process's hold on a folder (see the module's docstring); `warning` says when the
     file system could not lock it. Released by `release`, or when the process ends."""
 
@@ -110,12 +109,7 @@ class FolderLock:
                 os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> FolderLock:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

@@ -33,10 +33,8 @@ FULL_SIZES = {"gsm8k": GSM8K_TEST_SIZE, "gpqa_diamond_cot_n_shot": 396, "swebenc
 def full_size(task: str) -> int:
     """A task's full test set, the default --min-samples for its scores (evalgate's
     gsm8k_evalgate_chat is gsm8k's; an unknown task gets GSM8K's)."""
-    for name, size in FULL_SIZES.items():
-        if task == name or task.startswith(name + "_"):
-            return size
-    return GSM8K_TEST_SIZE
+    sizes = (n for name, n in FULL_SIZES.items() if task == name or task.startswith(name + "_"))
+    return next(sizes, GSM8K_TEST_SIZE)
 
 
 class Dataset(msgspec.Struct, frozen=True):
@@ -58,16 +56,6 @@ class Dataset(msgspec.Struct, frozen=True):
 
 def bundled_dir() -> Path:
     return Path(__file__).parent / "data" / "gsm8k"
-
-
-def _sha256(path: Path) -> str:
-    import hashlib  # here: only a run checks its data, and verify starts without OpenSSL
-
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def json_lines(path: Path, fix: str) -> Iterator[tuple[int, Any]]:
@@ -102,6 +90,8 @@ def _read_split(path: Path) -> list[dict[str, str]]:
 
 def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Dataset:
     """Locate, verify and read GSM8K. Raises DatasetError with the file and what to do."""
+    import hashlib  # here: only a run checks its data, and verify starts without OpenSSL
+
     if hub and dataset_dir is not None:
         raise DatasetError("Give either --dataset-dir or --dataset-hub, not both.")
     source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
@@ -114,7 +104,7 @@ def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Datas
                 f"GSM8K {split} split not found at {path}. The folder given to --dataset-dir "
                 "must hold test.jsonl and train.jsonl as published."
             )
-        digest = _sha256(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != PUBLISHED_SHA256[split]:
             raise DatasetError(
                 f"{path} has sha256 {digest}, not the published GSM8K {split} split's "
