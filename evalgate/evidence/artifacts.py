@@ -53,12 +53,6 @@ def cannot_write(path: Path | str, exc: OSError) -> EvalFailedError:
     return EvalFailedError(f"Cannot write {path}: {reason}; {todo}, and run again.")
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` in one step (an OSError names `path`)."""
     temp: str | None = None
@@ -66,8 +60,10 @@ def write_atomic(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             mode = stat.S_IMODE(path.stat().st_mode)  # a file replaced keeps its mode
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()  # mkstemp's 0600 would hide evidence from collectors
+        except FileNotFoundError:  # mkstemp's 0600 would hide evidence from collectors
+            umask = os.umask(0o022)  # the only way to read it is to set it
+            os.umask(umask)
+            mode = 0o666 & ~umask
         handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(handle, mode)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
@@ -125,12 +121,6 @@ def write_hook(folder: Path, summary: HookSummary) -> Path:
 # -- reading: the one reader (evidence/read.py) -----------------------------------------------
 
 
-def read_document(path: Path | str) -> Any:
-    """A JSON file's plain values; an unreadable, non-UTF-8, invalid or too deeply nested
-    file is an ArtifactError."""
-    return read(path)
-
-
 def read_result(path: Path | str) -> Result:
     return read(path, Result, NOT_A_RESULT)
 
@@ -145,13 +135,11 @@ def read_samples(path: Path) -> list[Sample]:
             f"which evalgate run writes beside {RESULT_NAME}."
         ) from exc
     samples = decode_lines(data, Sample, str(path), "is not a valid evalgate sample")
-    if len({sample.doc_id for sample in samples}) < len(samples):
-        numbered = [n for n, line in enumerate(data.splitlines(), start=1) if line.strip()]
-        seen: set[int] = set()
-        for number, sample in zip(numbered, samples, strict=True):
-            if sample.doc_id in seen:
-                raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
-            seen.add(sample.doc_id)
+    numbered = (n for n, line in enumerate(data.splitlines(), start=1) if line.strip())
+    first: dict[int, int] = {}
+    for number, sample in zip(numbered, samples, strict=True):
+        if first.setdefault(sample.doc_id, number) != number:
+            raise ArtifactError(f"{path} line {number} repeats doc_id {sample.doc_id}.")
     return samples
 
 

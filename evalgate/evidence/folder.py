@@ -10,7 +10,6 @@ import fcntl
 import os
 import stat
 from pathlib import Path
-from types import TracebackType
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import (
@@ -68,11 +67,25 @@ def open_in_place(path: Path, flags: int) -> int:
     return fd
 
 
-class FolderLock:
-    """One process's hold on a folder (see the module's docstring); `warning` says when the
-    file system could not lock it. Released by `release`, or when the process ends."""
+class FolderLock(contextlib.AbstractContextManager["FolderLock"]):
+    """One process's hold on a folder (see the module's docstring), created if need be; an
+    ArtifactError (exit 2) when it cannot be created or written, or another run holds it.
+    `warning` says when the file system could not lock it. Released by `release`, or when the
+    process ends."""
 
     def __init__(self, folder: Path) -> None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ArtifactError(
+                f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
+                "--output-dir."
+            ) from exc
+        if not os.access(folder, os.W_OK | os.X_OK):  # read-only mounts too, even for root
+            raise ArtifactError(
+                f"The output folder {folder} is not writable (read-only file system or no "
+                "permission): choose a writable --output-dir."
+            )
         self.folder = folder
         self.warning: str | None = None
         self._fd: int | None = open_in_place(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
@@ -110,12 +123,7 @@ class FolderLock:
                 os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> FolderLock:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
@@ -126,28 +134,10 @@ def _holder(fd: int) -> str:
     return text if text.isdigit() else "unknown: it has not written its id yet"
 
 
-def hold(folder: Path) -> FolderLock:
-    """Create `folder` if need be and lock it; an ArtifactError (exit 2) when it cannot be
-    created or written, or another run holds it."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ArtifactError(
-            f"Cannot create the output folder {folder}: {exc.strerror}. Pass a writable "
-            "--output-dir."
-        ) from exc
-    if not os.access(folder, os.W_OK | os.X_OK):  # read-only mounts too, even for root
-        raise ArtifactError(
-            f"The output folder {folder} is not writable (read-only file system or no "
-            "permission): choose a writable --output-dir."
-        )
-    return FolderLock(folder)
-
-
 def prepare(folder: Path, *, overwrite: bool, resume: bool) -> FolderLock:
     """Hold the folder, then refuse to bury an earlier run's finished result or to append
     through a link."""
-    lock = hold(folder)
+    lock = FolderLock(folder)
     try:
         _refuse(folder, overwrite=overwrite, resume=resume)
     except BaseException:

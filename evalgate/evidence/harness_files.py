@@ -5,7 +5,6 @@ same"). Pure functions build each document; ``stage_run`` and ``write_meta`` are
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import msgspec
 from evalgate.evidence import artifacts
 from evalgate.evidence.harness_layout import SIZES, TASK, samples_path, topology
 from evalgate.evidence.model import Result, Sample
+from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
 
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
@@ -223,7 +223,7 @@ def stage_run(
     raw_path = run_dir / artifacts.RAW_NAME
     if not result.scores or not raw_path.is_file():
         return []
-    raw = json.loads(raw_path.read_text(encoding="utf-8"))
+    raw = read(raw_path)
     if isinstance(raw, dict) and "lm_eval_version" not in raw:
         raw["lm_eval_version"] = result.eval.lm_eval_version if result.eval else None
     results = out_dir / f"results_{stamp}_conc{concurrency}.json"

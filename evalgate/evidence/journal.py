@@ -18,7 +18,7 @@ import msgspec
 from evalgate import outside
 from evalgate.errors import ArtifactError
 from evalgate.evidence.folder import open_in_place
-from evalgate.evidence.model import Protocol, Reply, to_document
+from evalgate.evidence.model import Protocol, Reply
 from evalgate.evidence.read import decode
 from evalgate.lengths import Limit
 
@@ -50,7 +50,7 @@ def fingerprint(
     return {
         "model": model,
         "engine_version": engine_version,
-        "served": None if served is None else [to_document(limit) for limit in served],
+        "served": msgspec.to_builtins(served),
         "api": protocol.api,
         "task_sha256": protocol.task_sha256,
         "dataset_sha256": protocol.dataset.sha256,

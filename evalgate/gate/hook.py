@@ -84,7 +84,7 @@ def run_hook(
 ) -> HookOutcome:
     """Gate at each concurrency; stage everything under settings.output_dir, held for the whole
     hook, as each run holds its own folder."""
-    with folder.hold(settings.output_dir) as lock:
+    with folder.FolderLock(settings.output_dir) as lock:
         if lock.warning is not None:
             log.warning("%s", lock.warning)
         env = job_environment(environ)

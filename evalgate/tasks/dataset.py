@@ -1,18 +1,22 @@
-"""GSM8K: where it comes from (shipped, a folder or the hub), and proof that it is the published
-data set (README.md, "What `evalgate run` does", 4).
+"""The data a task asks: GSM8K, from where it comes (shipped, a folder or the hub) with proof
+that it is the published data set, and the files a user's task file names (README.md, "What
+`evalgate run` does", 4). GPQA-diamond's: tasks/gpqa.py.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from evalgate.errors import DatasetError
+from evalgate.errors import ArtifactError, DatasetError, UsageError
+from evalgate.evidence.read import decode, read_bytes
+from evalgate.tasks.syntax import FIELD
 
 SPLITS = ("test", "train")
 PUBLISHED_SHA256 = {
@@ -33,10 +37,8 @@ FULL_SIZES = {"gsm8k": GSM8K_TEST_SIZE, "gpqa_diamond_cot_n_shot": 396, "swebenc
 def full_size(task: str) -> int:
     """A task's full test set, the default --min-samples for its scores (evalgate's
     gsm8k_evalgate_chat is gsm8k's; an unknown task gets GSM8K's)."""
-    for name, size in FULL_SIZES.items():
-        if task == name or task.startswith(name + "_"):
-            return size
-    return GSM8K_TEST_SIZE
+    sizes = (n for name, n in FULL_SIZES.items() if task == name or task.startswith(name + "_"))
+    return next(sizes, GSM8K_TEST_SIZE)
 
 
 class Dataset(msgspec.Struct, frozen=True):
@@ -58,16 +60,6 @@ class Dataset(msgspec.Struct, frozen=True):
 
 def bundled_dir() -> Path:
     return Path(__file__).parent / "data" / "gsm8k"
-
-
-def _sha256(path: Path) -> str:
-    import hashlib  # here: only a run checks its data, and verify starts without OpenSSL
-
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def json_lines(path: Path, fix: str) -> Iterator[tuple[int, Any]]:
@@ -102,6 +94,8 @@ def _read_split(path: Path) -> list[dict[str, str]]:
 
 def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Dataset:
     """Locate, verify and read GSM8K. Raises DatasetError with the file and what to do."""
+    import hashlib  # here: only a run checks its data, and verify starts without OpenSSL
+
     if hub and dataset_dir is not None:
         raise DatasetError("Give either --dataset-dir or --dataset-hub, not both.")
     source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
@@ -114,7 +108,7 @@ def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Datas
                 f"GSM8K {split} split not found at {path}. The folder given to --dataset-dir "
                 "must hold test.jsonl and train.jsonl as published."
             )
-        digest = _sha256(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != PUBLISHED_SHA256[split]:
             raise DatasetError(
                 f"{path} has sha256 {digest}, not the published GSM8K {split} split's "
@@ -138,3 +132,94 @@ def reference_answer(answer: str) -> str:
     """The number after '####' in a GSM8K answer."""
     match = _TARGET.search(answer.strip().splitlines()[-1] if answer.strip() else "")
     return match.group(1).strip() if match else answer.strip()
+
+
+TEMPLATES = ("description", "doc_to_text", "doc_to_target")
+
+
+def load_file_data(config: Mapping[str, Any], source: Path, num_fewshot: int) -> Dataset:
+    """The data a user's task file (`source`, read into `config`) names, every file read and
+    checked before anything is sent: lm-eval reads it only after the probe, where a bad file
+    would end the eval after its requests went out (RELIABILITY.md, "Task and thresholds files
+    that try to do harm")."""
+    import hashlib  # here, as in load_dataset
+
+    files = {split: Path(f) for split, f in config["dataset_kwargs"]["data_files"].items()}
+    test_split = str(config["test_split"])
+    shot_split = str(config.get("fewshot_split") or config.get("training_split") or "")
+    if test_split not in files:
+        raise UsageError(f"{source}: its data_files have no {test_split!r} (its test_split).")
+    if num_fewshot and shot_split not in files:
+        raise UsageError(
+            f"{source}: {num_fewshot}-shot needs the shots' split: name it in "
+            "fewshot_split (or training_split) and in data_files."
+        )
+    fields = needed_fields(config)  # a shot is rendered by doc_to_text and doc_to_target only
+    shot = {name: key for name, key in fields.items() if key in ("doc_to_text", "doc_to_target")}
+    needs = {shot_split: shot} if num_fewshot else {}
+    rows, sha256 = {}, {}
+    for split, path in files.items():
+        try:
+            data = read_bytes(path)
+        except ArtifactError as exc:
+            raise DatasetError(
+                f"{exc.message} The task file's data_files must name local JSONL files."
+            ) from exc
+        sha256[split] = hashlib.sha256(data).hexdigest()
+        rows[split] = _rows(path, data, fields if split == test_split else needs.get(split, {}))
+    if not rows[test_split]:
+        raise DatasetError(f"{files[test_split]} holds no questions (its lines are empty).")
+    train = rows[shot_split] if num_fewshot else []
+    shots = len(train) - (config.get("fewshot_split") == test_split)  # the doc is no shot
+    if num_fewshot > shots:
+        raise UsageError(
+            f"{source}: num_fewshot is {num_fewshot}, but {files[shot_split]} holds "
+            f"{shots} shot(s) to draw from. Lower num_fewshot or give more examples."
+        )
+    return Dataset(source="dir", files=files, sha256=sha256, test=rows[test_split], train=train)
+
+
+def needed_fields(config: Mapping[str, Any]) -> dict[str, str]:
+    """{field: what needs it} for every field a template (or a filter) reads from a row."""
+    fields = {name: key for key in TEMPLATES for name in FIELD.findall(str(config.get(key) or ""))}
+    steps = [step for entry in config.get("filter_list", []) for step in entry["filter"]]
+    if any(step["function"] == "multi_choice_regex" for step in steps):
+        fields["choices"] = "the multi_choice_regex filter"
+    return fields
+
+
+def _unique(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
+    """An object whose keys are all different (the datasets library refuses a row repeating
+    one, after the probe)."""
+    row = dict(pairs)
+    if len(row) < len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise DatasetError(f"{where} repeats the field {key!r}. Keep one.")
+    return row
+
+
+def _rows(path: Path, data: bytes, fields: dict[str, str]) -> list[dict[str, Any]]:
+    """One JSON object per line (blank lines skipped), each holding `fields`."""
+    rows = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            row = decode(line, Any, where, pairs=functools.partial(_unique, where=where))
+        except ArtifactError as exc:
+            raise DatasetError(exc.message) from exc
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where} is a JSON {type(row).__name__}, not an object of fields.")
+        missing = next((name for name in fields if name not in row), None)
+        if missing is not None:
+            raise DatasetError(
+                f"{where} has no field {missing!r}, which {fields[missing]} names. Give every "
+                "row that field, or change the task file."
+            )
+        choices = row.get("choices") if "choices" in fields else []
+        if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+            raise DatasetError(f"{where}: its choices must be a list of text.")
+        rows.append(row)
+    return rows

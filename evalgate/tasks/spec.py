@@ -12,9 +12,8 @@ from typing import Any
 import yaml
 
 from evalgate.errors import DatasetError, UsageError
-from evalgate.tasks.dataset import HUB_NAME, HUB_PATH, Dataset, load_dataset
+from evalgate.tasks.dataset import HUB_NAME, HUB_PATH, Dataset, load_dataset, load_file_data
 from evalgate.tasks.syntax import FIELD
-from evalgate.tasks.taskdata import load_file_data
 from evalgate.tasks.taskfile import load_task_file
 
 FEWSHOT_SEED = 1234

@@ -123,12 +123,6 @@ def _template(where: _Where, value: Any) -> str:
     return text
 
 
-def _tags(where: _Where, value: Any) -> Any:
-    if isinstance(value, list):
-        return [_text(where.inner(i), tag) for i, tag in enumerate(value)]
-    return _text(where, value)
-
-
 def _mapping(where: _Where, value: Any, known: dict[str, Checker]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise where.refuse("must be a mapping", value)
@@ -247,7 +241,7 @@ REQUIRED = {"take_first_k": ("k",), "map": ("default_value",)}
 KEYS: dict[str, Checker] = {
     "task": _text,
     "task_alias": _text,
-    "tag": _tags,
+    "tag": lambda w, v: _items(w, v, _text) if isinstance(v, list) else _text(w, v),
     "dataset_path": _text,
     "dataset_kwargs": lambda w, v: _mapping(w, v, {"data_files": _splits}),
     "training_split": _text,

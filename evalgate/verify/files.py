@@ -15,7 +15,8 @@ from typing import Any
 from msgspec import structs
 
 from evalgate.errors import ArtifactError
-from evalgate.evidence.artifacts import read_document, read_hook, read_result
+from evalgate.evidence import read as json_file
+from evalgate.evidence.artifacts import read_hook, read_result
 from evalgate.evidence.folder import LOCK_NAME
 from evalgate.evidence.harness_layout import FormatError
 from evalgate.evidence.stage_records import Labels
@@ -77,7 +78,7 @@ def _lock_holder(folder: str) -> str | None:
 
 def lm_eval(path: str, notes: Collection) -> Any:
     """An lm-eval results file's document, or None (noted: unreadable, or not lm-eval's)."""
-    doc = read(path, read_document)
+    doc = read(path, json_file.read)
     if isinstance(doc, Note):
         notes.malformed.append(doc)
     elif not isinstance(doc, dict) or "lm_eval_version" not in doc:
@@ -115,7 +116,7 @@ def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
 def harness_set(meta_path: str, paths: list[str], notes: Collection) -> list[Found]:
     """The runs one meta_env.json and its lm-eval results describe (read now, not before)."""
     files = [(path, doc) for path in paths if (doc := lm_eval(path, notes)) is not None]
-    meta = read(meta_path, read_document)
+    meta = read(meta_path, json_file.read)
     if not isinstance(meta, Note):
         try:
             runs, unusable = harness_output.runs(meta_path, meta, files)

@@ -16,7 +16,6 @@ from msgspec import UNSET
 
 from evalgate.compare.runs import Run, evaluated_run
 from evalgate.errors import ArtifactError
-from evalgate.evidence.artifacts import read_document
 from evalgate.evidence.fields import Api, Status
 from evalgate.evidence.harness_layout import samples_path
 from evalgate.evidence.model import (
@@ -27,7 +26,7 @@ from evalgate.evidence.model import (
     Result,
     Sample,
 )
-from evalgate.evidence.read import decode_lines, read_bytes
+from evalgate.evidence.read import decode_lines, read, read_bytes
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import GATED_METRIC
@@ -163,7 +162,7 @@ def load_lm_eval_run(results: str, status: Status) -> Run:
     """The run of one lm-eval results file and its samples file; `status` is the gate's
     outcome of it (lm-eval records none). An ArtifactError when either cannot be used."""
     path = Path(results)
-    doc = read_document(path)
+    doc = read(path)
     tasks = list(doc.get("results") or {}) if isinstance(doc, dict) else []
     if len(tasks) != 1:
         raise ArtifactError(f"{path} holds {len(tasks)} tasks, not one: it cannot be paired.")
