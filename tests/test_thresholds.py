@@ -35,14 +35,14 @@ def test_shipped_floor_by_model_prefix(prefix, floor):
 
 
 def test_shipped_file_holds_exactly_the_harness_floors():
-    data = load_thresholds().data
+    data = load_thresholds().file
 
-    assert data["default"] == {
+    assert data.default == {
         "gsm8k": 0.90,
         "gpqa_diamond_cot_n_shot": 0.30,
         "swebench_lite": 0.50,
     }
-    assert {name: entry["gsm8k"] for name, entry in data["models"].items()} == dict(SHIPPED)
+    assert {name: entry["gsm8k"] for name, entry in data.models.items()} == dict(SHIPPED)
 
 
 def test_shipped_default_for_an_unknown_model():
@@ -435,7 +435,7 @@ def test_the_shipped_file_has_the_harness_task_defaults_and_floors(tmp_path):
     path = tmp_path / "thresholds.yaml"
     path.write_text(HARNESS_YAML, encoding="utf-8")
 
-    assert load_thresholds().data == load_thresholds(path).data
+    assert load_thresholds().file == load_thresholds(path).file
 
 
 def test_a_yaml_file_breaking_the_schema_names_the_json_path(tmp_path):
