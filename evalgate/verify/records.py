@@ -3,6 +3,7 @@ one), what a sweep's paths hold, and a line of the verdict with the checks behin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
@@ -12,6 +13,7 @@ from evalgate.compare.comparison import Flip
 from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
 from evalgate.evidence.model import Outcome as CheckOutcome
 from evalgate.evidence.stage_records import Labels
+from evalgate.rules.stats import wilson_interval
 
 SetOutcome = Literal["missing", "unexpected", "duplicate"]
 """A problem with the set of results (expect.py)."""
@@ -68,13 +70,24 @@ FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 class CheckRow(Score, kw_only=True, frozen=True):
     """A score judged: one exact_match score against its threshold, with its uncertainty.
-    Field names are the verdict document's (verdict.schema.json)."""
+    Field names are the verdict document's (verdict.schema.json). Its 95% interval is not held
+    (a sweep holds a row per score) but worked out from value and n as the gate rule does."""
 
-    low: float = msgspec.field(name="ci_low")
-    high: float = msgspec.field(name="ci_high")
     threshold: float
     matched: str
     outcome: CheckOutcome
+
+    @property
+    def low(self) -> float:
+        return self._interval()[0]
+
+    @property
+    def high(self) -> float:
+        return self._interval()[1]
+
+    def _interval(self) -> tuple[float, float]:
+        finite = math.isfinite(self.value)
+        return wilson_interval(self.value, self.n) if finite else (0.0, 1.0)
 
 
 Standing = Literal[

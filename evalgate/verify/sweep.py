@@ -99,8 +99,6 @@ def _row(score: Score, check: Check, matched: str) -> CheckRow:
         value=check.value,
         stderr=standard_error(check.value, score.n, score.stderr),
         n=score.n,
-        low=check.low if check.low is not None else 0.0,
-        high=check.high if check.high is not None else 1.0,
         threshold=check.threshold,
         matched=matched,
         outcome=check.outcome or "fail",
