@@ -4,7 +4,7 @@ one), what a sweep's paths hold, and a line of the verdict with the checks behin
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
 import msgspec
@@ -53,7 +53,7 @@ class Note(msgspec.Struct, frozen=True):
 class Collection(msgspec.Struct):
     """Everything found under the paths given: the runs, and the paths that are not runs."""
 
-    found: list[Found] = msgspec.field(default_factory=list)
+    found: Iterable[Found] = msgspec.field(default_factory=list)
     malformed: list[Note] = msgspec.field(default_factory=list)
     ignored: list[Note] = msgspec.field(default_factory=list)
     empty: list[str] = msgspec.field(default_factory=list)
