@@ -190,7 +190,7 @@ def resolve_floor(
     labels: Mapping[str, Any] | None = None,
     task: str = TASK_KEY,
 ) -> Floor:
-    """The floor for one run's task, by the rules in this module's docstring."""
+    """The floor for one run's task, by the rules README.md states ("thresholds.json")."""
     labels = dict(labels or {})
     labels.setdefault("model", model)
     overrides = [
