@@ -1,5 +1,5 @@
-"""The thresholds file (JSON, or YAML as the harness keeps it): read it, check it against its
-schema, and find the floor for one run (README.md, "thresholds.json").
+"""The thresholds file (JSON, or YAML as the harness keeps it): read it into its typed model,
+and find the floor for one run (README.md, "thresholds.json").
 """
 
 from __future__ import annotations
@@ -8,20 +8,36 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from evalgate.errors import ArtifactError, ThresholdsError
-from evalgate.evidence.read import decode, read_bytes
+from evalgate.evidence.read import decode, located, read_bytes
 from evalgate.outside import capped
 
 TASK_KEY = "gsm8k"
+Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
+Floors = Annotated[dict[str, Fraction], msgspec.Meta(min_length=1)]
+Named = Annotated[str, msgspec.Meta(min_length=1)]
+Label = Literal["model", "model_prefix", "hardware", "precision", "framework", "kv_cache_dtype"]
 
 
-class Thresholds(msgspec.Struct, frozen=True):
-    data: dict[str, Any]
-    path: str
+class Override(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    match: Annotated[dict[Label, Named], msgspec.Meta(min_length=1)]
+    thresholds: Floors
+    why: str = ""
+
+
+class ThresholdsFile(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename={"schema": "$schema"}
+):
+    """thresholds.schema.json as a type: a file that does not fit is refused as it is read."""
+
+    default: Floors
+    models: dict[Named, Floors] = {}
+    overrides: tuple[Override, ...] = ()
+    schema: str = ""
 
 
 class Floor(msgspec.Struct, frozen=True):
@@ -32,13 +48,54 @@ class Floor(msgspec.Struct, frozen=True):
     file: str
 
 
+class Thresholds(msgspec.Struct, frozen=True):
+    """A thresholds file read, each rule with its Floors built once: every run a rule matches
+    shares them (a sweep holds one per verdict line)."""
+
+    file: ThresholdsFile
+    path: str
+    default: dict[str, Floor]
+    models: dict[str, dict[str, Floor]]
+    prefixes: dict[str, dict[str, Floor]]
+    overrides: tuple[dict[str, Floor], ...]
+
+
 def default_path() -> Path:
     return Path(__file__).parent / "thresholds.json"
 
 
 def parse_thresholds(data: Any, path: str) -> Thresholds:
-    """Validate parsed JSON; errors name the JSON path of the bad value."""
-    from evalgate.schemas import validation_errors  # jsonschema loads only when needed
+    """Parsed JSON or YAML as the typed model; errors name the JSON path of the bad value."""
+    try:
+        file = msgspec.convert(data, ThresholdsFile)
+    except msgspec.ValidationError as exc:
+        raise ThresholdsError(
+            f"{path} is not a valid thresholds file: "
+            + "; ".join(capped(problem, 300) for problem in _problems(data, exc)[:5])
+            + '. Thresholds are numbers in (0, 1], e.g. {"default": {"gsm8k": 0.90}}.'
+        ) from exc
+
+    def floors(given: Mapping[str, float], matched: str) -> dict[str, Floor]:
+        return {task: Floor(value, matched, path) for task, value in given.items()}
+
+    matches = (",".join(f"{k}={v}" for k, v in sorted(o.match.items())) for o in file.overrides)
+    return Thresholds(
+        file,
+        path,
+        floors(file.default, "default"),
+        {model: floors(given, f"model:{model}") for model, given in file.models.items()},
+        {model: floors(given, f"prefix:{model}") for model, given in file.models.items()},
+        tuple(
+            floors(o.thresholds, f"override[{i}]:{match}")
+            for i, (o, match) in enumerate(zip(file.overrides, matches, strict=True))
+        ),
+    )
+
+
+def _problems(data: Any, exc: msgspec.ValidationError) -> list[str]:
+    """What is wrong, in the schema's words (jsonschema loads only for a file refused), else
+    msgspec's."""
+    from evalgate.schemas import validation_errors
     from evalgate.yamlfile import paths
 
     problems = validation_errors("thresholds", data)
@@ -50,13 +107,7 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
         ]
         if "" in data.get("models", {}):  # every model name starts with ""
             problems.append("$.models: '' should be non-empty (an empty key matches every model)")
-    if problems:
-        raise ThresholdsError(
-            f"{path} is not a valid thresholds file: "
-            + "; ".join(capped(problem, 300) for problem in problems[:5])  # a value quoted whole
-            + '. Thresholds are numbers in (0, 1], e.g. {"default": {"gsm8k": 0.90}}.'
-        )
-    return Thresholds(data=data, path=path)
+    return problems or [located(exc)]
 
 
 def load_thresholds(path: Path | None = None) -> Thresholds:
@@ -139,34 +190,28 @@ def resolve_floor(
     labels: Mapping[str, Any] | None = None,
     task: str = TASK_KEY,
 ) -> Floor:
-    """The floor for one run's task, by the rules in this module's docstring."""
+    """The floor for one run's task, by the rules README.md states ("thresholds.json")."""
     labels = dict(labels or {})
     labels.setdefault("model", model)
-    data = thresholds.data
     overrides = [
-        (index, entry)
-        for index, entry in enumerate(data.get("overrides", []))
-        if task in entry["thresholds"]
-        and all(labels.get(key) == want for key, want in entry["match"].items())
+        (len(entry.match), index)
+        for index, entry in enumerate(thresholds.file.overrides)
+        if task in entry.thresholds
+        and all(labels.get(key) == want for key, want in entry.match.items())
     ]
-    models: dict[str, dict[str, float]] = data.get("models", {})
+    models, prefixes = thresholds.models, thresholds.prefixes
     prefix = labels.get("model_prefix")
     if overrides:
-        index, entry = max(overrides, key=lambda pair: (len(pair[1]["match"]), pair[0]))
-        matched = ",".join(f"{k}={v}" for k, v in sorted(entry["match"].items()))
-        value, matched = entry["thresholds"][task], f"override[{index}]:{matched}"
-    elif model is not None and task in models.get(model, {}):
-        value, matched = models[model][task], f"model:{model}"
-    elif isinstance(prefix, str) and task in models.get(prefix, {}):
-        value, matched = models[prefix][task], f"prefix:{prefix}"
-    elif starts := [k for k in models if model and model.startswith(k) and task in models[k]]:
-        key = max(starts, key=len)
-        value, matched = models[key][task], f"prefix:{key}"
-    elif task in data["default"]:
-        value, matched = data["default"][task], "default"
-    else:
-        raise ThresholdsError(
-            f"{thresholds.path} has no threshold for task {task!r} for model {model!r}: add "
-            f'{json.dumps(task)} to "default".'
-        )
-    return Floor(float(value), matched, thresholds.path)
+        return thresholds.overrides[max(overrides)[1]][task]
+    if model is not None and task in models.get(model, {}):
+        return models[model][task]
+    if isinstance(prefix, str) and task in prefixes.get(prefix, {}):
+        return prefixes[prefix][task]
+    if starts := [k for k in prefixes if model and model.startswith(k) and task in prefixes[k]]:
+        return prefixes[max(starts, key=len)][task]
+    if task in thresholds.default:
+        return thresholds.default[task]
+    raise ThresholdsError(
+        f"{thresholds.path} has no threshold for task {task!r} for model {model!r}: add "
+        f'{json.dumps(task)} to "default".'
+    )

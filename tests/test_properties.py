@@ -296,7 +296,7 @@ def test_a_thresholds_text_with_a_repeated_or_nan_floor_is_always_refused(pairs)
         assert exc.exit_code == 2
         return
     assert not ambiguous
-    assert thresholds.data["default"] == {k: float(v) for k, v in pairs}
+    assert thresholds.file.default == {k: float(v) for k, v in pairs}
 
 
 @FAST

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from evalgate.errors import ThresholdsError
+from evalgate.schemas import validation_errors
 from evalgate.thresholds import default_path, load_thresholds, parse_thresholds, resolve_floor
 
 # -- the shipped file -----------------------------------------------------------------------
@@ -35,14 +36,14 @@ def test_shipped_floor_by_model_prefix(prefix, floor):
 
 
 def test_shipped_file_holds_exactly_the_harness_floors():
-    data = load_thresholds().data
+    data = load_thresholds().file
 
-    assert data["default"] == {
+    assert data.default == {
         "gsm8k": 0.90,
         "gpqa_diamond_cot_n_shot": 0.30,
         "swebench_lite": 0.50,
     }
-    assert {name: entry["gsm8k"] for name, entry in data["models"].items()} == dict(SHIPPED)
+    assert {name: entry["gsm8k"] for name, entry in data.models.items()} == dict(SHIPPED)
 
 
 def test_shipped_default_for_an_unknown_model():
@@ -435,7 +436,7 @@ def test_the_shipped_file_has_the_harness_task_defaults_and_floors(tmp_path):
     path = tmp_path / "thresholds.yaml"
     path.write_text(HARNESS_YAML, encoding="utf-8")
 
-    assert load_thresholds().data == load_thresholds(path).data
+    assert load_thresholds().file == load_thresholds(path).file
 
 
 def test_a_yaml_file_breaking_the_schema_names_the_json_path(tmp_path):
@@ -458,3 +459,43 @@ def test_invalid_yaml_names_the_file_and_line(tmp_path):
 
     assert caught.value.message.startswith(f"{path} is not valid YAML (line 3 column")
     assert caught.value.exit_code == 2
+
+
+SCHEMA_CASES = [
+    {"default": {"gsm8k": 0.9}, "$schema": "x", "models": {"a": {"gsm8k": 1}}},
+    {"default": {"gsm8k": 0.9}, "$schema": 5},
+    {"default": {"gsm8k": 0.9}, "models": []},
+    {"default": {"gsm8k": 0.9}, "models": {"a": {}}},
+    {"default": {"gsm8k": 0.9}, "overrides": {}},
+    {"default": {"gsm8k": True}},
+    {"default": {"gsm8k": 10**400}},
+    {"default": {"": 0.5}},
+    {"default": {"gsm8k": 0.9}, "overrides": [{"match": {}, "thresholds": {"gsm8k": 0.8}}]},
+    {"default": {"gsm8k": 0.9}, "overrides": [{"match": {"model": 1}, "thresholds": {"x": 1}}]},
+    {"default": {"gsm8k": 0.9}, "overrides": [{"match": {"model": "m"}, "thresholds": {}}]},
+    {
+        "default": {"gsm8k": 0.9},
+        "overrides": [{"match": {"model": "m"}, "thresholds": {"x": 0.5}, "why": None}],
+    },
+    {
+        "default": {"gsm8k": 0.9},
+        "overrides": [{"match": {"framework": "v"}, "thresholds": {"x": 0.5}, "why": "w"}],
+    },
+    {
+        "default": {"gsm8k": 0.9},
+        "overrides": [{"match": {"model": "m"}, "thresholds": {"x": 0.5}, "x": 1}],
+    },
+]
+
+
+@pytest.mark.parametrize("data", SCHEMA_CASES)
+def test_the_typed_model_takes_what_the_schema_takes(data):
+    """thresholds.py states the schema as a type: the two accept and refuse the same files."""
+    fits = not validation_errors("thresholds", data)
+    try:
+        parse_thresholds(data, "t.json")
+    except ThresholdsError as exc:
+        assert not fits, exc.message
+        assert "is not a valid thresholds file: $" in exc.message
+    else:
+        assert fits

@@ -41,7 +41,10 @@ def _baseline(summary: BaselineSummary | None) -> dict[str, Any] | None:
 def document(report: Report) -> dict[str, Any]:
     """The verdict document, valid against verdict.schema.json."""
     entries = _plain(msgspec.to_builtins(report.entries))
-    for entry in entries:
+    for entry, held in zip(entries, report.entries, strict=True):
+        for check, row in zip(entry["checks"], held.checks, strict=True):
+            after = {name: check.pop(name) for name in ("threshold", "matched", "outcome")}
+            check.update(ci_low=row.low, ci_high=row.high, **after)  # the schema's order
         for flip in entry["versus"]["lost_questions"] if entry["versus"] else ():
             del flip["change"]  # every question listed was lost
         if (expected := entry.pop("expected")) is not None:

@@ -3,7 +3,8 @@ one), what a sweep's paths hold, and a line of the verdict with the checks behin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
 import msgspec
@@ -12,6 +13,7 @@ from evalgate.compare.comparison import Flip
 from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
 from evalgate.evidence.model import Outcome as CheckOutcome
 from evalgate.evidence.stage_records import Labels
+from evalgate.rules.stats import wilson_interval
 
 SetOutcome = Literal["missing", "unexpected", "duplicate"]
 """A problem with the set of results (expect.py)."""
@@ -51,7 +53,7 @@ class Note(msgspec.Struct, frozen=True):
 class Collection(msgspec.Struct):
     """Everything found under the paths given: the runs, and the paths that are not runs."""
 
-    found: list[Found] = msgspec.field(default_factory=list)
+    found: Iterable[Found] = msgspec.field(default_factory=list)
     malformed: list[Note] = msgspec.field(default_factory=list)
     ignored: list[Note] = msgspec.field(default_factory=list)
     empty: list[str] = msgspec.field(default_factory=list)
@@ -68,13 +70,24 @@ FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 class CheckRow(Score, kw_only=True, frozen=True):
     """A score judged: one exact_match score against its threshold, with its uncertainty.
-    Field names are the verdict document's (verdict.schema.json)."""
+    Field names are the verdict document's (verdict.schema.json). Its 95% interval is not held
+    (a sweep holds a row per score) but worked out from value and n as the gate rule does."""
 
-    low: float = msgspec.field(name="ci_low")
-    high: float = msgspec.field(name="ci_high")
     threshold: float
     matched: str
     outcome: CheckOutcome
+
+    @property
+    def low(self) -> float:
+        return self._interval()[0]
+
+    @property
+    def high(self) -> float:
+        return self._interval()[1]
+
+    def _interval(self) -> tuple[float, float]:
+        finite = math.isfinite(self.value)
+        return wilson_interval(self.value, self.n) if finite else (0.0, 1.0)
 
 
 Standing = Literal[

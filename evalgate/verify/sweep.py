@@ -99,8 +99,6 @@ def _row(score: Score, check: Check, matched: str) -> CheckRow:
         value=check.value,
         stderr=standard_error(check.value, score.n, score.stderr),
         n=score.n,
-        low=check.low if check.low is not None else 0.0,
-        high=check.high if check.high is not None else 1.0,
         threshold=check.threshold,
         matched=matched,
         outcome=check.outcome or "fail",
@@ -219,35 +217,6 @@ def summarise(entries: Sequence[Entry]) -> tuple[Verdict, int, str]:
     return "pass", int(ExitCode.PASS), line
 
 
-def _report(
-    gated: list[Entry],
-    notes: Collection,
-    rule: Rule,
-    paths: Iterable[str],
-    expectation: Expectation | None,
-) -> Report:
-    """The set checked and the sweep's verdict, from its results gated and its notes."""
-    entries = told_apart(gated)
-    entries += check_set(entries, expectation)
-    entries += [Entry(n.path, "malformed", n.reason, n.path) for n in notes.malformed]
-    entries += [
-        Entry(root, "empty", f"no eval results found under {root}", root) for root in notes.empty
-    ]
-    entries = ordered(entries)
-    verdict, code, reason = summarise(entries)
-    return Report(
-        verdict,
-        code,
-        reason,
-        tuple(entries),
-        tuple(paths),
-        rule.thresholds.path,
-        rule.min_samples,
-        expectation,
-        tuple(notes.ignored),
-    )
-
-
 def gate_runs(rule: Rule, found: Iterable[Found]) -> list[Entry]:
     """Each run gated by `rule`, named by its config key."""
     return [rule.gate(run, config_key(run.model, run.labels)) for run in found]
@@ -260,8 +229,28 @@ def judge_sweep(
     paths: Iterable[str],
     expectation: Expectation | None = None,
 ) -> Report:
-    """Gate every result collected by `rule`, check the set, and reach the sweep's verdict."""
-    return _report(gate_runs(rule, collection.found), collection, rule, paths, expectation)
+    """Gate every result collected by `rule` (as each is read, where `collection.found` reads
+    them), check the set, and reach the sweep's verdict."""
+    entries = told_apart(gate_runs(rule, collection.found))
+    entries += check_set(entries, expectation)
+    entries += [Entry(n.path, "malformed", n.reason, n.path) for n in collection.malformed]
+    entries += [
+        Entry(root, "empty", f"no eval results found under {root}", root)
+        for root in collection.empty
+    ]
+    entries = ordered(entries)
+    verdict, code, reason = summarise(entries)
+    return Report(
+        verdict,
+        code,
+        reason,
+        tuple(entries),
+        tuple(paths),
+        rule.thresholds.path,
+        rule.min_samples,
+        expectation,
+        tuple(collection.ignored),
+    )
 
 
 def verify(
@@ -273,6 +262,6 @@ def verify(
 ) -> Report:
     """Find every result under `paths`, gating each as it is read, and decide (reads files;
     never prints or exits). verify.against compares the report with a baseline sweep."""
-    rule = Rule(thresholds, min_samples)
     notes = Collection()
-    return _report(gate_runs(rule, runs(paths, notes)), notes, rule, paths, expectation)
+    notes.found = runs(paths, notes)  # one stream: the notes are complete once it is read
+    return judge_sweep(notes, Rule(thresholds, min_samples), paths=paths, expectation=expectation)
