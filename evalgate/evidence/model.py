@@ -126,18 +126,17 @@ class ThresholdRecord(Record, kw_only=True, frozen=True):
 
 
 class Check(Record, kw_only=True, frozen=True):
-    """The gate rule's judgment of one Score (gate/verdict.py): the 95% Wilson interval around
-    its value, and the outcome at the threshold; the score's metric, filter, value and n
-    beside it."""
+    """The gate rule's judgment of one Score (rules/verdict.py), beside the score's metric,
+    filter, value and n."""
 
     metric: str
     filter: str
     value: float
     threshold: float
-    passed: bool
+    passed: Annotated[bool, Meta(description="Whether the outcome is pass")]
     n: Count | None = None
-    low: float | None = None
-    high: float | None = None
+    low: Annotated[float | None, Meta(description="The 95% Wilson interval's lower bound")] = None
+    high: Annotated[float | None, Meta(description="The 95% Wilson interval's upper bound")] = None
     outcome: Outcome | None = None
 
 
@@ -267,9 +266,13 @@ class HookRun(Record, kw_only=True, frozen=True):
     concurrency: Positive
     status: HookStatus
     reason: str
-    exit_code: Count | None = None
-    stage: str | None = None
-    result: str | None = None
+    exit_code: Annotated[
+        Count | None, Meta(description="evalgate run's exit code (null: not run)")
+    ] = None
+    stage: Annotated[str | None, Meta(description="The last stage the run reached")] = None
+    result: Annotated[
+        str | None, Meta(description="The run's result.json, relative to hook.json's folder")
+    ] = None
 
 
 class HookSummary(Record, kw_only=True, frozen=True):

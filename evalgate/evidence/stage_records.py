@@ -3,7 +3,9 @@ the context, the probe; and the error that stopped a run."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
+
+from msgspec import Meta
 
 from evalgate.evidence.fields import Api, Positive, Record
 from evalgate.lengths import Limit
@@ -17,15 +19,20 @@ class ErrorRecord(Record, kw_only=True, frozen=True):
 class Labels(Record, kw_only=True, frozen=True):
     """The config a result belongs to: with the model, it identifies the run in a sweep."""
 
-    model_prefix: str | None = None
+    model_prefix: Annotated[
+        str | None, Meta(description="The model family's key for thresholds (dsr1, gptoss, ...)")
+    ] = None
     hardware: str | None = None
     framework: str | None = None
     precision: str | None = None
     kv_cache_dtype: str | None = None
-    isl: int | None = None
-    osl: int | None = None
+    isl: Annotated[int | None, Meta(description="The benchmark's input sequence length")] = None
+    osl: Annotated[int | None, Meta(description="The benchmark's output sequence length")] = None
     concurrency: int | None = None
-    topology: dict[str, str | int | bool | None] | None = None
+    topology: Annotated[
+        dict[str, str | int | bool | None] | None,
+        Meta(description="The job's parallel layout, named as the benchmark harness names it"),
+    ] = None
 
 
 class EngineRecord(Record, kw_only=True, frozen=True):
@@ -44,10 +51,13 @@ class EndpointRecord(Record, kw_only=True, frozen=True):
 class ContextRecord(Record, kw_only=True, frozen=True):
     eval_max_model_len: Positive
     max_tokens: Positive
-    budget_policy: Literal["fit", "harness", "forced"]
+    budget_policy: Annotated[
+        Literal["fit", "harness", "forced"],
+        Meta(description="How max_tokens was set (forced: by --max-tokens)"),
+    ]
     requested: int | None = None
     native: Limit | None = None
-    served: list[Limit]
+    served: Annotated[list[Limit], Meta(description="The context each engine serves")]
     prompt_tokens: Limit | None = None
     steps: list[str]
 
@@ -55,8 +65,12 @@ class ContextRecord(Record, kw_only=True, frozen=True):
 class ProbeRecord(Record, kw_only=True, frozen=True):
     outcome: Literal["ok", "truncation_risk", "rejected", "skipped"]
     status_code: int | None = None
-    engine_message: str | None = None
+    engine_message: Annotated[
+        str | None, Meta(description="The engine's own words when it rejected the probe")
+    ] = None
     latency_s: float | None = None
-    prompt_tokens: int | None = None
+    prompt_tokens: Annotated[
+        int | None, Meta(description="The longest eval prompt's length in tokens, the probe's")
+    ] = None
     max_tokens: int | None = None
     doc_id: int | None = None

@@ -6,7 +6,6 @@ and from verify reading it. The rule, step by step: docs/verify.md, "How each re
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
@@ -33,11 +32,6 @@ class Verdict(msgspec.Struct, frozen=True):
     min_samples: int
     problems: tuple[str, ...] = ()
     doubts: tuple[str, ...] = ()
-
-    @property
-    def passed(self) -> bool:
-        """Whether the gate passed."""
-        return self.outcome == "pass"
 
     @property
     def exit_code(self) -> ExitCode:
@@ -113,23 +107,16 @@ def listing(checks: Sequence[Check]) -> str:
 
 
 def _missing(scores: Sequence[Score], gated: Sequence[Check]) -> list[str]:
-    tasks = frozenset(s.task for s in scores if s.metric == GATED_METRIC)
-    return list(_missing_filters(tasks, frozenset(c.filter for c in gated)))
-
-
-@functools.cache
-def _missing_filters(tasks: frozenset[str], have: frozenset[str]) -> tuple[str, ...]:
-    """What the gate of each task needs and `have` lacks (a sweep asks the same few times)."""
-    missing = []
-    for task in sorted(tasks):
-        family = task.split("_", 1)[0]
-        for name in REQUIRED_FILTERS.get(family, ()):
-            if name not in have:
-                missing.append(
-                    f"no {GATED_METRIC},{name} score: the {family} gate needs every one of "
-                    f"{', '.join(REQUIRED_FILTERS[family])}"
-                )
-    return tuple(missing)
+    """What the gate of each task needs and the gated checks lack."""
+    have = {c.filter for c in gated}
+    tasks = sorted({s.task for s in scores if s.metric == GATED_METRIC})
+    return [
+        f"no {GATED_METRIC},{name} score: the {family} gate needs every one of "
+        f"{', '.join(REQUIRED_FILTERS[family])}"
+        for family in (task.split("_", 1)[0] for task in tasks)
+        for name in REQUIRED_FILTERS.get(family, ())
+        if name not in have
+    ]
 
 
 def decide(

@@ -145,14 +145,17 @@ class Entry(msgspec.Struct, frozen=True):
     """One line of the verdict: a result gated, or a problem with the set."""
 
     key: str
+    """The config's readable name (a path for a malformed file)."""
     outcome: Outcome
     reason: str
     path: str | None = None
     source: str | None = None
+    """Which tool wrote the result (None: a line that is no result)."""
     model: str | None = None
     labels: Labels | None = None
     """A run's labels; for a config expected (--expect), those it names (the rest None)."""
     status: str | None = None
+    """The run's own status (an evalgate result's), or error (an lm-eval run's that failed)."""
     stage: str | None = None
     checks: tuple[CheckRow, ...] = ()
     versus: Versus | None = None
