@@ -22,7 +22,7 @@ from evalgate.errors import AbortedError, EvalFailedError
 from evalgate.evidence.model import Answer, Reply, Sample, Score
 from evalgate.gate.dispatch import Dispatch, Request
 from evalgate.tasks.dataset import Dataset, reference_answer
-from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, tasks_dir
+from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec, lm_eval_config, stop_sequences, tasks_dir
 
 _NOT_SENT = frozenset({"until", "do_sample", "temperature", "max_gen_toks", "max_tokens"})
 """Generation settings lm-eval consumes itself; the task's others (top_p) go into the body."""
@@ -67,7 +67,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
             api=replies.api,
             model=replies.model,
             max_tokens=replies.max_tokens,
-            stop=list(gen_kwargs.get("until") or []),
+            stop=stop_sequences(gen_kwargs.get("until")),
             sampling=told,
             messages=json.loads(context) if chat else None,
             prompt=None if chat else context,

@@ -20,6 +20,11 @@ FEWSHOT_SEED = 1234
 """lm-eval's default few-shot seed; evalgate pins it so two runs draw the same shots."""
 
 
+def stop_sequences(until: Any) -> list[str]:
+    """A task's `until` as the stops sent: one string is one stop, as lm-eval's models take it."""
+    return [until] if isinstance(until, str) else list(until or [])
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """One task file, parsed, with its digest for the protocol fingerprint."""
@@ -40,7 +45,7 @@ class TaskSpec:
 
     @property
     def stop(self) -> list[str]:
-        return list(self.config["generation_kwargs"]["until"])
+        return stop_sequences(self.config["generation_kwargs"]["until"])
 
     @property
     def sampling(self) -> dict[str, Any]:

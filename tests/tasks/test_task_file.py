@@ -224,3 +224,14 @@ def test_the_task_s_temperature_is_sent_and_recorded(fake, tmp_path):
     assert sent, "no generation request reached the engine"
     assert {body["temperature"] for body in sent if isinstance(body, dict)} == {0.6}
     assert load_result(tmp_path / "out")["eval"]["temperature"] == 0.6
+
+
+def test_a_single_stop_string_is_sent_as_one_stop_sequence(fake, tmp_path):
+    """`until: "</s>"` (a string, as lm-eval also takes it): the probe and every eval request
+    stop at "</s>", not at each of its characters."""
+    task = _task(tmp_path, GOOD.replace('until: ["</s>"]', 'until: "</s>"'))
+    code, text = _run(fake, tmp_path, task)
+    assert code in (0, 1), text
+    sent = [r.body for r in fake.log if r.path.endswith("/chat/completions")]
+    assert len(sent) > 1, "the probe and the eval's requests should reach the engine"
+    assert [body["stop"] for body in sent] == [["</s>"]] * len(sent)
