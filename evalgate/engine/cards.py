@@ -51,10 +51,7 @@ def model_card(card: Any) -> ModelCard | None:
 def pick_card(cards: list[ModelCard], model: str | None) -> ModelCard | None:
     """The card of `model`; without one by that name, the only card there is (a router's
     placeholder, or the one model an engine serves under another name)."""
-    card = next((c for c in cards if c.id == model), None)
-    if card is None and len(cards) == 1:
-        card = cards[0]
-    return card
+    return next((c for c in cards if c.id == model), cards[0] if len(cards) == 1 else None)
 
 
 def is_placeholder(cards: list[ModelCard]) -> bool:

@@ -28,18 +28,14 @@ _NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})
 """flock's answers on a file system without locks: NFS without lockd, FUSE, Lustre's noflock."""
 
 
-def _link(path: Path) -> ArtifactError:
-    return ArtifactError(
-        f"{path} is a symbolic link: evalgate would write into what it points to. Remove it, "
-        "or choose another --output-dir."
-    )
-
-
 def refuse_link(path: Path) -> None:
     """A file or folder evalgate names inside a folder it holds must not be a symbolic link:
     its writes would land wherever the link points (found before anything is sent)."""
     if path.is_symlink():
-        raise _link(path)
+        raise ArtifactError(
+            f"{path} is a symbolic link: evalgate would write into what it points to. Remove "
+            "it, or choose another --output-dir."
+        )
 
 
 def _not_a_file(path: Path) -> ArtifactError:
@@ -55,8 +51,8 @@ def open_in_place(path: Path, flags: int) -> int:
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and path.is_symlink():
-            raise _link(path) from exc
+        if exc.errno == errno.ELOOP:
+            refuse_link(path)
         if exc.errno == errno.ENXIO:  # a FIFO nobody reads
             raise _not_a_file(path) from exc
         raise

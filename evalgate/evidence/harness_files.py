@@ -1,6 +1,6 @@
 """The benchmark harness's eval files, written from what `evalgate hook` produced, so its
 validator and collector read evalgate's eval as their own (docs/harness.md, "What stays the
-same"). Pure functions build each document; ``stage_run`` and ``write_meta`` are the I/O.
+same"). Pure functions build each document; the I/O: ``stage_run``, gate.hook's ``write_meta``.
 """
 
 from __future__ import annotations

@@ -5,12 +5,13 @@ then Python's json; nesting and integer bounds): docs/architecture.md, "One evid
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -131,17 +132,24 @@ def _may_hold_big_int(data: bytes, bound: int) -> bool:
     return number.search(shape) is not None or number.match(start) is not None
 
 
+def _levels(value: Any) -> Iterator[list[Any]]:
+    """Plain JSON values level by level, the document first (walked without recursion: a deep
+    document cannot make the walk itself recurse)."""
+    level = [value]
+    while level:
+        yield level
+        level = [
+            child
+            for node in level
+            if isinstance(node, dict | list)
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+
+
 def _refuse_big_ints(value: Any, where: str, bound: int) -> None:
-    """Refuse a document holding an integer of `bound` or more in magnitude (walked without
-    recursion, whatever its nesting)."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= bound:
+    """Refuse a document holding an integer of `bound` or more in magnitude."""
+    for node in itertools.chain.from_iterable(_levels(value)):
+        if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= bound:
             what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
             raise ArtifactError(
                 f"{where} holds an integer of {len(str(abs(node)))} digits, past {what}: it "
@@ -190,16 +198,6 @@ def _too_deep(where: str) -> ArtifactError:
 
 
 def _nested_deeper(value: Any, limit: int) -> bool:
-    """Whether plain JSON values nest more than `limit` arrays and objects (walked level by
-    level: a deep document cannot make the walk itself recurse)."""
-    level = [value] if isinstance(value, dict | list) else []
-    for _ in range(limit):
-        level = [
-            child
-            for node in level
-            for child in (node.values() if isinstance(node, dict) else node)
-            if isinstance(child, dict | list)
-        ]
-        if not level:
-            return False
-    return True
+    """Whether plain JSON values nest more than `limit` arrays and objects."""
+    deepest = next(itertools.islice(_levels(value), limit, None), [])
+    return any(isinstance(node, dict | list) for node in deepest)
