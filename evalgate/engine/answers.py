@@ -32,8 +32,7 @@ class Completion:
     completion_tokens: int | None
     attempts: int
     source: str = "content"
-    """The answer's field: content (chat), text (completions), or reasoning_content / reasoning
-    when a chat answer's content was null or empty."""
+    """The answer's field, as evidence.model.Reply.answer_field records it."""
     model: str | None = None
     """The model the answer names (its "model" field), when it names one."""
     reasoning: str | None = None

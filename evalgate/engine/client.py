@@ -236,8 +236,8 @@ class EvalClient:
         return replace(answer, attempts=attempt)
 
     async def probe(self, body: dict[str, Any]) -> int:
-        """The probe: the eval's `body`, streamed (request.probe_body), read up to its first
-        event, retried as the policy allows; the attempts it took. Raises RequestFailed."""
+        """The probe of the module's docstring for the eval's `body`; the attempts it took.
+        Raises RequestFailed."""
         cap = self.network.max_response_bytes
         _, attempt = await self._send(
             request.probe_body(body), lambda response: first_event(response, cap)

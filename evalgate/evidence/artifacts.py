@@ -30,10 +30,6 @@ META_NAME = "meta_env.json"
 
 NOT_A_RESULT = "is not a valid evalgate result (result.schema.json)"
 
-
-# -- writing -------------------------------------------------------------------------------------
-
-
 _WHAT_TO_DO = {
     errno.ENOSPC: "the disk is full: free space or choose another --output-dir",
     errno.EDQUOT: "the disk quota is used up: free space or choose another --output-dir",
@@ -116,9 +112,6 @@ def write_samples(folder: Path, samples: Sequence[Sample]) -> Path:
 
 def write_hook(folder: Path, summary: HookSummary) -> Path:
     return write_json(folder / HOOK_NAME, _checked("hook", summary))
-
-
-# -- reading: the one reader (evidence/read.py) -----------------------------------------------
 
 
 def read_result(path: Path | str) -> Result:

@@ -50,9 +50,6 @@ class Job:
         return msgspec.structs.replace(labels, concurrency=concurrency, topology=topology)
 
 
-# -- meta_env.json -------------------------------------------------------------------------------
-
-
 def _true(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
@@ -158,9 +155,6 @@ def completed(result: Result) -> bool:
     return result.status == "fail" and any(not c.passed for c in result.checks)
 
 
-# -- lm-eval's results and samples, named as the harness stages them ----------------------------
-
-
 def results_document(raw: Mapping[str, Any], model: str | None) -> dict[str, Any]:
     """lm-eval's results with evalgate's task renamed gsm8k (the name the harness's validator
     resolves a threshold by) and the served model's name, as lm-eval's CLI records it."""
@@ -198,9 +192,6 @@ def sample_records(samples: Sequence[Sample]) -> list[dict[str, Any]]:
 def timestamp() -> str:
     """lm-eval's file timestamp (local time, ISO 8601 with ':' as '-')."""
     return datetime.now().isoformat().replace(":", "-")
-
-
-# -- writing -------------------------------------------------------------------------------------
 
 
 def stage_run(

@@ -239,25 +239,10 @@ class Sample(Reply, kw_only=True, frozen=True):
     ] = None
 
     @classmethod
-    def of(
-        cls,
-        reply: Reply,
-        *,
-        question: str,
-        target: str,
-        filters: dict[str, Answer] | None = None,
-        cluster: int | None = None,
-        repeat: int | None = None,
-    ) -> Sample:
-        """The reply to a question, with the question, its target and how it scored."""
-        return cls(
-            **msgspec.structs.asdict(reply),
-            question=question,
-            target=target,
-            filters=filters or {},
-            cluster=cluster,
-            repeat=repeat,
-        )
+    def of(cls, reply: Reply, *, filters: dict[str, Answer] | None = None, **scored: Any) -> Sample:
+        """The reply to a question, with the question, its target and how it scored (`scored`:
+        the fields Sample adds; the writer checks each record against the contract)."""
+        return cls(**msgspec.structs.asdict(reply), filters=filters or {}, **scored)
 
 
 class HookRun(Record, kw_only=True, frozen=True):
