@@ -1,5 +1,6 @@
-"""The thresholds file (JSON, or YAML as the harness keeps it): read it into its typed model,
-and find the floor for one run (README.md, "thresholds.json").
+"""The thresholds file (JSON, or YAML as the harness keeps it): read it into its typed model
+(schemas/thresholds.schema.json is generated from it), and find the floor for one run
+(README.md, "thresholds.json").
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from evalgate.errors import ArtifactError, ThresholdsError
-from evalgate.evidence.read import decode, located, read_bytes
+from evalgate.evidence.read import decode, located, read_bytes, schema_problems
 from evalgate.outside import capped
 
 TASK_KEY = "gsm8k"
@@ -24,6 +25,9 @@ Label = Literal["model", "model_prefix", "hardware", "precision", "framework", "
 
 
 class Override(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Floors for the runs whose every label in `match` has the given value (the most specific
+    override wins); `why` says why, for the next reader."""
+
     match: Annotated[dict[Label, Named], msgspec.Meta(min_length=1)]
     thresholds: Floors
     why: str = ""
@@ -32,7 +36,9 @@ class Override(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class ThresholdsFile(
     msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename={"schema": "$schema"}
 ):
-    """thresholds.schema.json as a type: a file that does not fit is refused as it is read."""
+    """Minimum scores per task. A result's threshold: an override whose every match key equals
+    the run's label (the most specific wins), else the exact model name, else the longest model
+    prefix, else default."""
 
     default: Floors
     models: dict[Named, Floors] = {}
@@ -95,18 +101,21 @@ def parse_thresholds(data: Any, path: str) -> Thresholds:
 def _problems(data: Any, exc: msgspec.ValidationError) -> list[str]:
     """What is wrong, in the schema's words (jsonschema loads only for a file refused), else
     msgspec's."""
-    from evalgate.schemas import validation_errors
+    from jsonschema import Draft202012Validator
+
     from evalgate.yamlfile import paths
 
-    problems = validation_errors("thresholds", data)
+    empty = "$.models: '' should be non-empty"
+    problems = [
+        f"{p} (an empty key matches every model)" if p == empty else p
+        for p in schema_problems(Draft202012Validator(msgspec.json.schema(ThresholdsFile)), data)
+    ]
     if not problems:  # NaN passes every comparison in the schema, and then fails every score
         problems = [
             f"{where} is {json.dumps(value)}, not a number in (0, 1]"  # NaN, as JSON spells it
             for where, value in paths(data, "$")  # a schema-valid file holds no number but floors
             if isinstance(value, float) and not math.isfinite(value)
         ]
-        if "" in data.get("models", {}):  # every model name starts with ""
-            problems.append("$.models: '' should be non-empty (an empty key matches every model)")
     return problems or [located(exc)]
 
 

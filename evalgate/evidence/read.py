@@ -13,11 +13,14 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import msgspec
 
 from evalgate.errors import ArtifactError
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 MAX_DEPTH = 100
 """Arrays and objects nested deeper than this are refused in plain JSON values: no file
@@ -172,6 +175,17 @@ def located(exc: msgspec.ValidationError) -> str:
     """msgspec's 'Expected `int`, got `str` - at `$.n`' as '$.n: Expected `int`, got `str`'."""
     reason, found, where = str(exc).rpartition(" - at `")
     return f"{where.removesuffix('`')}: {reason}" if found else f"$: {exc}"
+
+
+def schema_problems(validator: Validator, document: Any) -> list[str]:
+    """Every way the document breaks the validator's JSON schema, as '<json path>: <reason>'."""
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    return [
+        "$"
+        + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+        + f": {e.message}"
+        for e in errors
+    ]
 
 
 def _python(data: bytes | str, where: str, pairs: Pairs | None) -> Any:

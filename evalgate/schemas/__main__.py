@@ -1,6 +1,7 @@
-"""Write the schemas generated from evidence/model.py beside it: python -m evalgate.schemas."""
+"""Write the schemas generated from their types beside them: python -m evalgate.schemas."""
 
-from evalgate.schemas import HERE, TITLES, generate
+from evalgate.schemas import HERE
+from evalgate.schemas.generated import TYPES, generate
 
-for name in TITLES:
+for name in TYPES:
     (HERE / f"{name}.schema.json").write_text(generate(name), encoding="utf-8")

@@ -23,6 +23,7 @@ from evalgate.errors import ArtifactError
 from evalgate.evidence.model import HookSummary, Result, Sample
 from evalgate.evidence.read import decode
 from evalgate.schemas import validation_errors, validator
+from evalgate.schemas.generated import TYPES, generate
 
 DATA = Path(__file__).parent / "data"
 KINDS = {"result": Result, "sample": Sample, "hook": HookSummary}
@@ -59,10 +60,10 @@ def changed(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
     return doc
 
 
-@pytest.mark.parametrize("name", KINDS)
+@pytest.mark.parametrize("name", TYPES)
 def test_the_schema_files_are_generated_from_the_model(name):
     checked_in = (schemas.HERE / f"{name}.schema.json").read_text("utf-8")
-    assert checked_in == schemas.generate(name), "run: python -m evalgate.schemas"
+    assert checked_in == generate(name), "run: python -m evalgate.schemas"
 
 
 @pytest.mark.parametrize("name", KINDS)
