@@ -100,20 +100,17 @@ def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
         return HEADER, _cells
     return [*HEADER, *baseline_report.HEADER], lambda entry: [
         *_cells(entry),
-        *baseline_report.cells(entry, outside.terminal),
+        baseline_report.standing(entry.versus),
+        outside.terminal(baseline_report.difference(entry.versus)),  # names a filter: outside text
     ]
-
-
-def _results(report: Report) -> list[Entry]:
-    """The entries that are results gated (not problems with the set)."""
-    gated = ("pass", "fail", "inconclusive", "error", "regression")
-    return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
 def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     """terminal()'s lines, each ending in a newline, made as they are written (the rows are
     made once to measure the columns and again to print: a sweep's whole table is never held)."""
-    results = [] if quiet else _results(report)
+    # the table's rows: the results gated (not problems with the set), none with --quiet
+    gated = () if quiet else ("pass", "fail", "inconclusive", "error", "regression")
+    results = [e for e in report.entries if e.source is not None and e.outcome in gated]
     header, cells = _columns(report)
     if results:
         widths = [len(h) for h in header]
@@ -206,8 +203,7 @@ def mermaid(report: Report) -> list[str]:
 
 
 def _markdown(report: Report, rows: int) -> str:
-    mark = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}[report.verdict]
-    lines = [f"### {mark} evalgate verify: {report.verdict.upper()}", ""]
+    lines = [f"### {MARKS[report.verdict]} evalgate verify: {report.verdict.upper()}", ""]
     lines += [outside.markdown(report.reason), ""]
     lines += mermaid(report)
     problems = [e for e in report.entries if e.outcome != "pass"]
