@@ -160,9 +160,8 @@ def _tree_runs(root: str, notes: Collection) -> Iterator[Found]:
     hooks = {os.path.dirname(path): path for path in tree.hooks}
     siblings: dict[str, Found] = {}  # a run under each hook's folder, to label its skipped runs
     for path in tree.results:
-        run = files.result(path)
-        if isinstance(run, Note):
-            notes.malformed.append(run)
+        run = files.result(path, notes)
+        if run is None:
             continue
         folder = path
         while hooks and folder not in (root, os.path.dirname(folder)):
@@ -211,9 +210,7 @@ def runs(paths: Iterable[str], notes: Collection) -> Iterator[Found]:
             for run in _tree_runs(os.path.normpath(root), notes):
                 count += 1
                 yield run
-        elif isinstance(item := files.result(root), Note):
-            notes.malformed.append(item)
-        else:
+        elif (item := files.result(root, notes)) is not None:
             count += 1
             yield item
         if not count and len(notes.malformed) == before:
