@@ -34,13 +34,6 @@ def is_input(name: str) -> bool:
     return name in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(name)
 
 
-def _folder(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()  # through a symbolic link too
-    except OSError:  # a link into a folder that cannot be read: named below as unreachable
-        return False
-
-
 def _list(
     folder: str, tree: Tree, seen: dict[tuple[int, int], str], notes: Collection
 ) -> list[str]:
@@ -50,7 +43,11 @@ def _list(
     with os.scandir(folder) as listing:
         for entry in listing:
             name, path = entry.name, entry.path
-            if _folder(entry):
+            try:
+                folder_entry = entry.is_dir()  # through a symbolic link too
+            except OSError:  # a link into a folder that cannot be read: named below as unreachable
+                folder_entry = False
+            if folder_entry:
                 info = entry.stat()
                 first = seen.setdefault((info.st_dev, info.st_ino), path)
                 if first == path:
