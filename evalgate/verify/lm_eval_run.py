@@ -142,7 +142,6 @@ def _protocol(path: Path, doc: Mapping[str, Any], task: str, asked: int) -> Eval
     version = _object(doc, "versions").get(task)
     temperature = _number(settings.get("temperature"), float)
     seed = _number(config.get("fewshot_seed"), int)
-    limit = _number(config.get("limit"), int)
     return EvalRecord(
         task=task,
         task_version=UNSET if version is None else str(version),
@@ -151,7 +150,7 @@ def _protocol(path: Path, doc: Mapping[str, Any], task: str, asked: int) -> Eval
         fewshot_seed=UNSET if seed is None else seed,
         max_tokens=budget,
         temperature=UNSET if temperature is None else temperature,
-        limit=limit,
+        limit=_number(config.get("limit"), int),
         dataset=DatasetRecord(source="hub", sha256={}),
         lm_eval_version=str(doc.get("lm_eval_version")),
         requests=RequestCounts(total=asked, completed=asked, failed=0, truncated=0, empty=0),

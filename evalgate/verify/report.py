@@ -72,22 +72,20 @@ def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str
     return " ".join(common), shorts
 
 
-def _check_cells(checks: tuple[CheckRow, ...]) -> tuple[str, ...]:
-    """The table's cells for an entry's deciding check (score, interval, n, threshold)."""
-    check = deciding(checks)
+def _cells(entry: Entry) -> list[str]:
+    """The table's row: outcome, config, and the deciding check (score, interval, n, threshold)."""
+    cells = [entry.outcome.upper(), outside.terminal(entry.key)]
+    check = deciding(entry.checks)
     if check is None:
-        return ("-", "-", "-", "-")
+        return [*cells, "-", "-", "-", "-"]
     stderr = f" ±{check.stderr:.4f}" if check.stderr is not None else ""
-    return (
+    return [
+        *cells,
         f"{check.value:.4f}{stderr} {outside.terminal(check.filter)}",
         f"[{check.low:.4f}, {check.high:.4f}]",
         str(check.n),
         f"{check.threshold:.2f} {outside.terminal(check.matched)}",
-    )
-
-
-def _cells(entry: Entry) -> list[str]:
-    return [entry.outcome.upper(), outside.terminal(entry.key), *_check_cells(entry.checks)]
+    ]
 
 
 HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
