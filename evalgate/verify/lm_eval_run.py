@@ -54,8 +54,6 @@ class LineRecord(msgspec.Struct, frozen=True):
 
 def _text(value: Any) -> str:
     """An answer or target as text: lm-eval keeps lists nested ([[answer]]) and numbers."""
-    if type(value) is list and value and type(value[0]) is str:
-        return str(value[0])  # the usual ["18"]
     while isinstance(value, list) and value:
         value = value[0]
     return "" if value is None or value == [] else str(value)
