@@ -62,7 +62,6 @@ class Report(msgspec.Struct, frozen=True):
     """--baseline: what the sweep was compared with (each config's finding is its Versus)."""
 
     def count(self, outcome: Outcome) -> int:
-        """How many entries have this outcome."""
         return sum(1 for entry in self.entries if entry.outcome == outcome)
 
 
