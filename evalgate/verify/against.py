@@ -13,9 +13,10 @@ from msgspec import structs
 
 from evalgate.errors import UsageError
 from evalgate.verify import baseline as pairing
+from evalgate.verify.expect import identity
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.sweep import Report, Rule, ordered, summarise
-from evalgate.verify.waivers import Waivers, expired_reason, unused
+from evalgate.verify.waivers import Waivers, expired_reason
 
 
 class BaselineRequest(msgspec.Struct, frozen=True):
@@ -91,10 +92,12 @@ def _tally(entries: Sequence[Entry]) -> str:
 def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Report:
     """The report with every config compared with the baseline's, and its verdict again."""
     baseline, notes = pairing.baseline_entries(request.paths, rule)
+    waivers = request.waivers
     results = [e for e in report.entries if e.source is not None]
     found, broken = pairing.findings(results, baseline, request.max_drop)
     entries = _lines(report, found, broken, request)
-    absent = pairing.missing(results, baseline)
+    present = {identity(e.model, e.labels) for e in results}
+    absent = [b for b in baseline if identity(b.model, b.labels) not in present]
     if report.expectation is not None:
         listed = {(e.key, e.outcome) for e in entries}
         entries += [
@@ -106,15 +109,14 @@ def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Repor
         ]
     entries = ordered(entries)
     verdict, code, reason = summarise(entries)
+    keys = {e.key for e in results}
     summary = BaselineSummary(
         paths=request.paths,
         max_drop=request.max_drop,
         configs=len(baseline),
-        waivers=request.waivers.source if request.waivers else None,
+        waivers=waivers.source if waivers else None,
         missing=tuple(absent),
-        unused_waivers=tuple(unused(request.waivers, [e.key for e in results]))
-        if request.waivers
-        else (),
+        unused_waivers=tuple(w for w in waivers.waivers if w.config not in keys) if waivers else (),
         unreadable=tuple(notes.malformed),
     )
     against = f"; against the baseline: {_tally(entries)}" if found else ""

@@ -56,19 +56,6 @@ def _recorded(difference: Difference, sources: tuple[str | None, str | None]) ->
     return not any(s == "lm-eval" and v == "none" for s, v in zip(sources, values, strict=True))
 
 
-def _unpaired(entry: Entry, base: Entry, cand: Run, was: Run) -> Versus | None:
-    """Why the two runs cannot be paired (listed, not compared), or None."""
-    where = base.path
-    for side, run in (("baseline", was), ("candidate", cand)):
-        stopped = stopped_early(side, run)
-        if stopped is not None:
-            return Versus("early-stop", stopped, where)
-    if was.result.run_id == cand.result.run_id:
-        reason = f"the baseline's run is this run ({entry.path}): nothing to compare"
-        return Versus("not compared", reason, where)
-    return None
-
-
 def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus | None:
     """Listed as measured another way, for the differences both files record; else None."""
     sources = (base.source, entry.source)
@@ -81,9 +68,13 @@ def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus 
 
 def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> Versus | Pending:
     """Two readable runs: listed when they cannot be paired, else their paired tables."""
-    listed = _unpaired(entry, base, cand, was)
-    if listed is not None:
-        return listed
+    for side, run in (("baseline", was), ("candidate", cand)):
+        stopped = stopped_early(side, run)
+        if stopped is not None:
+            return Versus("early-stop", stopped, base.path)
+    if was.result.run_id == cand.result.run_id:
+        reason = f"the baseline's run is this run ({entry.path}): nothing to compare"
+        return Versus("not compared", reason, base.path)
     try:
         found = compare_runs(was, cand, max_drop=max_drop, allow_protocol_drift=True)
     except UsageError as exc:  # no filter in common: the protocol says why, if it can
@@ -207,9 +198,3 @@ def findings(
                 broken[index] = exc.message
     judged = judge([p for p in found.values() if isinstance(p, Pending)], max_drop)
     return {i: judged[v.key] if isinstance(v, Pending) else v for i, v in found.items()}, broken
-
-
-def missing(results: Sequence[Entry], baseline: Sequence[Entry]) -> list[Entry]:
-    """The baseline's configs with no result in the sweep."""
-    present = {identity(e.model, e.labels) for e in results}
-    return [b for b in baseline if identity(b.model, b.labels) not in present]

@@ -31,26 +31,17 @@ def standing(versus: Versus | None) -> str:
     return versus.standing.upper() + (" (waived)" if versus.waiver is not None else "")
 
 
-def cells(entry: Entry, safe: Callable[[object], str]) -> list[str]:
-    """The table's two columns for a config (the filter name made safe by `safe`)."""
-    return [standing(entry.versus), safe(difference(entry.versus))]
-
-
-def _header(summary: BaselineSummary, safe: Callable[[object], str]) -> str:
-    paths = ", ".join(safe(p) for p in summary.paths)
-    return (
-        f"Against the baseline {paths} ({summary.configs} results; margin "
-        f"{summary.max_drop * 100:.1f} points; one-sided exact tests, Holm's adjustment over "
-        "the configs):"
-    )
-
-
 def findings(
     entries: Iterable[Entry], summary: BaselineSummary, safe: Callable[[object], str]
 ) -> Iterator[str]:
     """The section's lines (no line ends): waived regressions, each config not compared and
     why, the warnings, the baseline's configs missing from the sweep, unused waivers."""
-    yield _header(summary, safe)
+    paths = ", ".join(safe(p) for p in summary.paths)
+    yield (
+        f"Against the baseline {paths} ({summary.configs} results; margin "
+        f"{summary.max_drop * 100:.1f} points; one-sided exact tests, Holm's adjustment over "
+        "the configs):"
+    )
     for entry in entries:
         versus = entry.versus
         if versus is None:

@@ -34,13 +34,6 @@ def is_input(name: str) -> bool:
     return name in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(name)
 
 
-def _folder(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()  # through a symbolic link too
-    except OSError:  # a link into a folder that cannot be read: named below as unreachable
-        return False
-
-
 def _list(
     folder: str, tree: Tree, seen: dict[tuple[int, int], str], notes: Collection
 ) -> list[str]:
@@ -50,7 +43,11 @@ def _list(
     with os.scandir(folder) as listing:
         for entry in listing:
             name, path = entry.name, entry.path
-            if _folder(entry):
+            try:
+                folder_entry = entry.is_dir()  # through a symbolic link too
+            except OSError:  # a link into a folder that cannot be read: named below as unreachable
+                folder_entry = False
+            if folder_entry:
                 info = entry.stat()
                 first = seen.setdefault((info.st_dev, info.st_ino), path)
                 if first == path:
@@ -160,9 +157,8 @@ def _tree_runs(root: str, notes: Collection) -> Iterator[Found]:
     hooks = {os.path.dirname(path): path for path in tree.hooks}
     siblings: dict[str, Found] = {}  # a run under each hook's folder, to label its skipped runs
     for path in tree.results:
-        run = files.result(path)
-        if isinstance(run, Note):
-            notes.malformed.append(run)
+        run = files.result(path, notes)
+        if run is None:
             continue
         folder = path
         while hooks and folder not in (root, os.path.dirname(folder)):
@@ -211,9 +207,7 @@ def runs(paths: Iterable[str], notes: Collection) -> Iterator[Found]:
             for run in _tree_runs(os.path.normpath(root), notes):
                 count += 1
                 yield run
-        elif isinstance(item := files.result(root), Note):
-            notes.malformed.append(item)
-        else:
+        elif (item := files.result(root, notes)) is not None:
             count += 1
             yield item
         if not count and len(notes.malformed) == before:

@@ -24,18 +24,14 @@ def _plain(value: Any) -> Any:
 
 
 def _baseline(summary: BaselineSummary | None) -> dict[str, Any] | None:
-    """The verdict document's ``baseline`` object."""
+    """The verdict document's ``baseline`` object: a missing config by its key and path, an
+    unused waiver by its config."""
     if summary is None:
         return None
-    return {
-        "paths": list(summary.paths),
-        "max_drop": summary.max_drop,
-        "results": summary.configs,
-        "waivers_file": summary.waivers,
-        "missing": [{"key": e.key, "path": e.path} for e in summary.missing],
-        "unused_waivers": [w.config for w in summary.unused_waivers],
-        "unreadable": [{"path": n.path, "reason": n.reason} for n in summary.unreadable],
-    }
+    baseline: dict[str, Any] = _plain(msgspec.to_builtins(summary))
+    baseline["missing"] = [{"key": e.key, "path": e.path} for e in summary.missing]
+    baseline["unused_waivers"] = [w.config for w in summary.unused_waivers]
+    return baseline
 
 
 def document(report: Report) -> dict[str, Any]:

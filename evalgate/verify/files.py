@@ -24,20 +24,21 @@ from evalgate.verify import harness_output
 from evalgate.verify.records import Collection, Found, Note
 
 
-def read(path: str, reader: Any) -> Any:
-    """`reader(path)`, or a Note saying why the file is not usable: a reader's error is about
-    that one file, never the end of the sweep."""
+def read(path: str, reader: Any, notes: Collection) -> Any:
+    """`reader(path)`, or None with the reason the file is not usable noted as malformed: a
+    reader's error is about that one file, never the end of the sweep."""
     try:
         return reader(path)
     except ArtifactError as exc:
-        return Note(path, exc.message)
+        notes.malformed.append(Note(path, exc.message))
+        return None
 
 
-def result(path: str) -> Found | Note:
-    """The run one result.json holds, as verify needs it."""
-    run = read(path, read_result)
-    if isinstance(run, Note):
-        return run
+def result(path: str, notes: Collection) -> Found | None:
+    """The run one result.json holds, as verify needs it (None: noted as malformed)."""
+    run = read(path, read_result, notes)
+    if run is None:
+        return None
     return Found(
         path=path,
         source="evalgate",
@@ -78,22 +79,18 @@ def _lock_holder(folder: str) -> str | None:
 
 def lm_eval(path: str, notes: Collection) -> Any:
     """An lm-eval results file's document, or None (noted: unreadable, or not lm-eval's)."""
-    doc = read(path, json_file.read)
-    if isinstance(doc, Note):
-        notes.malformed.append(doc)
-    elif not isinstance(doc, dict) or "lm_eval_version" not in doc:
+    doc = read(path, json_file.read, notes)
+    if doc is not None and (not isinstance(doc, dict) or "lm_eval_version" not in doc):
         notes.ignored.append(Note(path, f"{path} is not an lm-eval result (no lm_eval_version)"))
-    else:
-        return doc
-    return None
+        return None
+    return doc
 
 
 def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
     """The runs an `evalgate hook` summary lists as "not run" (an earlier run stopped it),
     labelled like a run found beside it."""
-    summary = read(path, read_hook)
-    if isinstance(summary, Note):
-        notes.malformed.append(summary)
+    summary = read(path, read_hook, notes)
+    if summary is None:
         return []
     labels = sibling.labels if sibling else Labels()
     model = sibling.model if sibling else None
@@ -116,15 +113,15 @@ def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
 def harness_set(meta_path: str, paths: list[str], notes: Collection) -> list[Found]:
     """The runs one meta_env.json and its lm-eval results describe (read now, not before)."""
     files = [(path, doc) for path in paths if (doc := lm_eval(path, notes)) is not None]
-    meta = read(meta_path, json_file.read)
-    if not isinstance(meta, Note):
-        try:
-            runs, unusable = harness_output.runs(meta_path, meta, files)
-        except FormatError as exc:
-            meta = Note(meta_path, f"{meta_path} {exc}")
-        else:
-            notes.malformed += unusable
-            return runs
+    try:
+        runs, unusable = harness_output.runs(meta_path, json_file.read(meta_path), files)
+    except ArtifactError as exc:  # the meta_env.json cannot be read
+        reason = exc.message
+    except FormatError as exc:
+        reason = f"{meta_path} {exc}"
+    else:
+        notes.malformed += unusable
+        return runs
     lost = f"; the {len(files)} lm-eval result(s) it describes go unchecked" if files else ""
-    notes.malformed.append(Note(meta_path, meta.reason + lost))
+    notes.malformed.append(Note(meta_path, reason + lost))
     return []

@@ -77,13 +77,14 @@ def _single(
     meta_path: str,
     model: str | None,
     labels: Labels,
+    batch: Mapping[str, Any],
     staged: list[Found],
     *,
-    exit_code: int | None,
     files: int,
 ) -> list[Found]:
+    """One eval (no eval_concs): its runs, or why it has none (`files`: results found beside)."""
     conc = labels.concurrency
-    if exit_code:
+    if exit_code := batch["exit_code"]:
         failed = f"the harness recorded eval_exit_code = {exit_code} in {meta_path}"
         paths = [run.path for run in staged] or [meta_path]
         return [_run(path, model, labels, conc, reason=failed) for path in paths]
@@ -152,9 +153,6 @@ def runs(meta_path: str, meta: Any, files: list[tuple[str, Any]]) -> tuple[list[
         name = model or meta_text(doc, "model_name")
         staged.append(Found(path, "lm-eval", name, labels, scores))
     if batch["eval_concs"] is None:
-        single = _single(
-            meta_path, model, labels, staged, exit_code=batch["exit_code"], files=len(files)
-        )
-        return single, unusable
+        return _single(meta_path, model, labels, batch, staged, files=len(files)), unusable
     batched, unlabelled = _batch(meta_path, model, labels, batch, staged)
     return batched, unusable + unlabelled

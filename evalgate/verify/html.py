@@ -139,15 +139,14 @@ LEGEND = (
 )
 
 
-def _controls() -> str:
-    options = "".join(f'<option value="{g}">{g}</option>' for g in page.GROUPS)
-    return (
-        '<div class="controls"><label>Group by <select id="group-by">'
-        f'<option value="">nothing</option>{options}</select></label>'
-        '<label>Order <select id="order-by"><option value="first">problems first</option>'
-        '<option value="margin">nearest the threshold</option>'
-        '<option value="config">by config</option></select></label></div>'
-    )
+_GROUPS = "".join(f'<option value="{g}">{g}</option>' for g in page.GROUPS)
+CONTROLS = (
+    '<div class="controls"><label>Group by <select id="group-by">'
+    f'<option value="">nothing</option>{_GROUPS}</select></label>'
+    '<label>Order <select id="order-by"><option value="first">problems first</option>'
+    '<option value="margin">nearest the threshold</option>'
+    '<option value="config">by config</option></select></label></div>'
+)
 
 
 def _table(report: Report) -> str:
@@ -216,7 +215,7 @@ def _inputs(report: Report) -> list[tuple[str, str]]:
 
 def render(report: Report) -> str:
     sections = [
-        page.section("Scores against thresholds", _controls() + "".join(charts(report))),
+        page.section("Scores against thresholds", CONTROLS + "".join(charts(report))),
         page.section(f"Every config ({len(report.entries)})", _table(report)),
     ]
     if report.baseline is not None:

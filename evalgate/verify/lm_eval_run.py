@@ -54,8 +54,6 @@ class LineRecord(msgspec.Struct, frozen=True):
 
 def _text(value: Any) -> str:
     """An answer or target as text: lm-eval keeps lists nested ([[answer]]) and numbers."""
-    if type(value) is list and value and type(value[0]) is str:
-        return str(value[0])  # the usual ["18"]
     while isinstance(value, list) and value:
         value = value[0]
     return "" if value is None or value == [] else str(value)
@@ -142,7 +140,6 @@ def _protocol(path: Path, doc: Mapping[str, Any], task: str, asked: int) -> Eval
     version = _object(doc, "versions").get(task)
     temperature = _number(settings.get("temperature"), float)
     seed = _number(config.get("fewshot_seed"), int)
-    limit = _number(config.get("limit"), int)
     return EvalRecord(
         task=task,
         task_version=UNSET if version is None else str(version),
@@ -151,7 +148,7 @@ def _protocol(path: Path, doc: Mapping[str, Any], task: str, asked: int) -> Eval
         fewshot_seed=UNSET if seed is None else seed,
         max_tokens=budget,
         temperature=UNSET if temperature is None else temperature,
-        limit=limit,
+        limit=_number(config.get("limit"), int),
         dataset=DatasetRecord(source="hub", sha256={}),
         lm_eval_version=str(doc.get("lm_eval_version")),
         requests=RequestCounts(total=asked, completed=asked, failed=0, truncated=0, empty=0),

@@ -171,13 +171,14 @@ class Entry(msgspec.Struct, frozen=True):
 
 
 class BaselineSummary(msgspec.Struct, frozen=True):
-    """What --baseline compared the sweep with, and what it found beyond each config's Versus."""
+    """What --baseline compared the sweep with, and what it found beyond each config's Versus
+    (field names are the verdict document's)."""
 
     paths: tuple[str, ...]
     max_drop: float
-    configs: int
+    configs: int = msgspec.field(name="results")
     """Results found in the baseline."""
-    waivers: str | None
+    waivers: str | None = msgspec.field(name="waivers_file")
     """The --waivers file."""
     missing: tuple[Entry, ...]
     """The baseline's configs with no result in the sweep (they fail only with --expect)."""

@@ -72,22 +72,20 @@ def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str
     return " ".join(common), shorts
 
 
-def _check_cells(checks: tuple[CheckRow, ...]) -> tuple[str, ...]:
-    """The table's cells for an entry's deciding check (score, interval, n, threshold)."""
-    check = deciding(checks)
+def _cells(entry: Entry) -> list[str]:
+    """The table's row: outcome, config, and the deciding check (score, interval, n, threshold)."""
+    cells = [entry.outcome.upper(), outside.terminal(entry.key)]
+    check = deciding(entry.checks)
     if check is None:
-        return ("-", "-", "-", "-")
+        return [*cells, "-", "-", "-", "-"]
     stderr = f" ±{check.stderr:.4f}" if check.stderr is not None else ""
-    return (
+    return [
+        *cells,
         f"{check.value:.4f}{stderr} {outside.terminal(check.filter)}",
         f"[{check.low:.4f}, {check.high:.4f}]",
         str(check.n),
         f"{check.threshold:.2f} {outside.terminal(check.matched)}",
-    )
-
-
-def _cells(entry: Entry) -> list[str]:
-    return [entry.outcome.upper(), outside.terminal(entry.key), *_check_cells(entry.checks)]
+    ]
 
 
 HEADER = ["RESULT", "CONFIG", "SCORE (deciding filter)", "95% CI", "N", "THRESHOLD"]
@@ -100,20 +98,17 @@ def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
         return HEADER, _cells
     return [*HEADER, *baseline_report.HEADER], lambda entry: [
         *_cells(entry),
-        *baseline_report.cells(entry, outside.terminal),
+        baseline_report.standing(entry.versus),
+        outside.terminal(baseline_report.difference(entry.versus)),  # names a filter: outside text
     ]
-
-
-def _results(report: Report) -> list[Entry]:
-    """The entries that are results gated (not problems with the set)."""
-    gated = ("pass", "fail", "inconclusive", "error", "regression")
-    return [e for e in report.entries if e.source is not None and e.outcome in gated]
 
 
 def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     """terminal()'s lines, each ending in a newline, made as they are written (the rows are
     made once to measure the columns and again to print: a sweep's whole table is never held)."""
-    results = [] if quiet else _results(report)
+    # the table's rows: the results gated (not problems with the set), none with --quiet
+    gated = () if quiet else ("pass", "fail", "inconclusive", "error", "regression")
+    results = [e for e in report.entries if e.source is not None and e.outcome in gated]
     header, cells = _columns(report)
     if results:
         widths = [len(h) for h in header]
@@ -206,8 +201,7 @@ def mermaid(report: Report) -> list[str]:
 
 
 def _markdown(report: Report, rows: int) -> str:
-    mark = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}[report.verdict]
-    lines = [f"### {mark} evalgate verify: {report.verdict.upper()}", ""]
+    lines = [f"### {MARKS[report.verdict]} evalgate verify: {report.verdict.upper()}", ""]
     lines += [outside.markdown(report.reason), ""]
     lines += mermaid(report)
     problems = [e for e in report.entries if e.outcome != "pass"]

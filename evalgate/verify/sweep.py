@@ -23,7 +23,6 @@ import msgspec
 from msgspec import structs
 
 from evalgate.errors import ExitCode, ThresholdsError
-from evalgate.evidence.model import Check, Score
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.stats import standard_error
 from evalgate.rules.verdict import GATED_METRIC, decide
@@ -63,7 +62,6 @@ class Report(msgspec.Struct, frozen=True):
     """--baseline: what the sweep was compared with (each config's finding is its Versus)."""
 
     def count(self, outcome: Outcome) -> int:
-        """How many entries have this outcome."""
         return sum(1 for entry in self.entries if entry.outcome == outcome)
 
 
@@ -89,20 +87,6 @@ def _run_problem(found: Found) -> str | None:
             "finished; run it again"
         )
     return None
-
-
-def _row(score: Score, check: Check, matched: str) -> CheckRow:
-    return CheckRow(
-        task=score.task,
-        metric=GATED_METRIC,  # every row is the gated metric's: one string, not each file's
-        filter=check.filter,
-        value=check.value,
-        stderr=standard_error(check.value, score.n, score.stderr),
-        n=score.n,
-        threshold=check.threshold,
-        matched=matched,
-        outcome=check.outcome or "fail",
-    )
 
 
 class Rule(msgspec.Struct, frozen=True):
@@ -145,7 +129,20 @@ class Rule(msgspec.Struct, frozen=True):
             doubts=doubts,
             early_stop=found.early_stop,
         )
-        rows = tuple(_row(s, c, floor.matched) for s, c in zip(gated, verdict.checks, strict=True))
+        rows = tuple(
+            CheckRow(
+                task=s.task,
+                metric=GATED_METRIC,  # every row is the gated metric's: one string, not each file's
+                filter=c.filter,
+                value=c.value,
+                stderr=standard_error(c.value, s.n, s.stderr),
+                n=s.n,
+                threshold=c.threshold,
+                matched=floor.matched,
+                outcome=c.outcome or "fail",
+            )
+            for s, c in zip(gated, verdict.checks, strict=True)
+        )
         return verdict.outcome, verdict.reason, rows
 
     def gate(self, found: Found, key: str) -> Entry:

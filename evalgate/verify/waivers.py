@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -113,8 +112,3 @@ def expired_reason(waiver: Waiver, source: str) -> str:
         f"{waiver.until}: fix the regression it accepted, renew the waiver with a new date, or "
         "remove it if the config no longer regresses"
     )
-
-
-def unused(waivers: Waivers, keys: Sequence[str]) -> list[Waiver]:
-    present = set(keys)
-    return [w for w in waivers.waivers if w.config not in present]
