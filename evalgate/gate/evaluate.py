@@ -101,11 +101,10 @@ def extract_scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, .
     lm-eval says "N/A"), each over `n` questions."""
     found = []
     for key, value in results.get(task, {}).items():
-        if "," not in key or key.startswith(("alias", "name")) or "_stderr" in key:
+        numeric = isinstance(value, int | float)
+        if not numeric or "," not in key or key.startswith(("alias", "name")) or "_stderr" in key:
             continue
         metric, flt = key.split(",", 1)
-        if not isinstance(value, int | float):
-            continue
         stderr = results[task].get(f"{metric}_stderr,{flt}")
         found.append(
             Score(
