@@ -96,9 +96,11 @@ class EvalStage:
             requests=RequestCounts.zero(),
         )
         try:  # lm-eval loads only here: without --early-stop the answers already flow
-            from evalgate.gate.evaluate import GateLM, lm_eval_version, run_eval
+            import lm_eval
 
-            run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval_version())
+            from evalgate.gate.evaluate import GateLM, run_eval
+
+            run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval.__version__)
             sent.scorer = early_stop.AnswerScorer(spec) if test is not None else None
             lm = GateLM(dispatch=sent, sampling=sampling)
             evaluation = run_eval(spec, dataset, lm, ask.limit)

@@ -87,15 +87,6 @@ class Evaluation:
     samples: list[Sample]
 
 
-def lm_eval_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("lm_eval")
-    except PackageNotFoundError:
-        return None
-
-
 def extract_scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, ...]:
     """Every metric,filter score of `task` in lm-eval's results, with its stderr (None when
     lm-eval says "N/A"), each over `n` questions."""
@@ -243,5 +234,4 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
     n = int(output.get("n-samples", {}).get(spec.name, {}).get("effective", 0))
     samples = _samples(output.get("samples", {}).get(spec.name, []), lm.dispatch.replies.answers)
     raw = {key: value for key, value in output.items() if key != "samples"}
-    scores = extract_scores(spec.name, output["results"], n)
-    return Evaluation(scores, raw, samples)
+    return Evaluation(extract_scores(spec.name, output["results"], n), raw, samples)

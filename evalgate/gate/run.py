@@ -231,9 +231,8 @@ def _record(
             # The result on disk, if any, is the "running" one written first (exit code 4):
             # the exit code must tell the same story, and a verdict without evidence is none.
             if code != ExitCode.EVAL or error is None:
-                target = out / artifacts.RESULT_NAME
                 detail = (
-                    artifacts.cannot_write(target, exc).message
+                    artifacts.cannot_write(out / artifacts.RESULT_NAME, exc).message
                     if isinstance(exc, OSError)
                     else exc.message
                 )
