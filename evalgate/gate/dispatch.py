@@ -228,8 +228,7 @@ class Dispatch:
             ended, text = await self._one(client, semaphore, request)
             if not ended:
                 return
-            if text is not None:
-                results[index] = text
+            results[index] = text or ""  # a failed request (None) leaves no text
             doc, scorer = request.doc, self.scorer
             if doc is not None and self.reader is not None and scorer is not None:  # None: failed
                 self.reader.arrive(position, None if text is None else scorer(doc, text))

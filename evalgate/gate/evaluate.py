@@ -54,8 +54,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
 
     # -- generation ---------------------------------------------------------------------------
     def _request(self, instance: Any) -> Request:
-        """The body lm-eval's local-*-completions model sends: prompt or messages, model,
-        max_tokens, temperature, stop, seed, then the task's other generation settings (top_p)."""
+        """The body lm-eval's local-*-completions model sends (engine.request: what it holds)."""
         context, gen_kwargs = instance.args
         # The task file's own values, as written (lm-eval turns a temperature of 0 into 0.0;
         # the harness's job overrides it with its gen_kwargs, and the engine receives 0).

@@ -155,6 +155,4 @@ def gather_context(
         forced_max_tokens=ask.max_tokens,
         native_steps=native.steps if native else (),
     )
-    if notes:
-        context = dataclasses.replace(context, warnings=(*notes, *context.warnings))
-    return context, longest
+    return dataclasses.replace(context, warnings=(*notes, *context.warnings)), longest

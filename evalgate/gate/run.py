@@ -83,24 +83,20 @@ class GateRun:
         running = build_result(self.log, status="running", reason="in progress", exit_code=4)
         artifacts.write_result(self.out, running)
 
-    def _prepare(self) -> None:
-        """Hold the folder, clear what an earlier run left, and say "running" in it."""
+    def execute(self) -> tuple[Status, str, int]:
         s = self.settings
+        run = self.log
         if s.baseline is not None:  # before anything is written: never over the baseline
             refuse_overlap(s.baseline, self.out)
         self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.eval.resume)
         if self.lock.warning is not None:
-            self.log.warnings.append(self.lock.warning)
+            run.warnings.append(self.lock.warning)
         # From here on the folder holds this run: an earlier run's files must not outlive it,
         # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
         folder.clear_stale(self.out)
-        self.log.checkpoint = self._running
+        run.checkpoint = self._running
         self._running()
 
-    def execute(self) -> tuple[Status, str, int]:
-        s = self.settings
-        run = self.log
-        self._prepare()
         stages.require(s, "base_url", "model")
         simulated = check_acceptance(
             simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
