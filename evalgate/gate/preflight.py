@@ -63,10 +63,8 @@ def derive(
             owned_by=ready.card.owned_by if ready.card else None, version=info.version()
         )
         on_stage("context")
-        context, longest = gather_context(
-            ask, endpoint, candidates=candidates, info=info, ready=ready
-        )
-    return context, longest, engine
+        found = gather_context(ask, endpoint, candidates=candidates, info=info, ready=ready)
+    return (*found, engine)
 
 
 def probe(
