@@ -151,11 +151,10 @@ def choose_budget(
     forced: int | None,
 ) -> tuple[int, list[str], list[str]]:
     """The output budget (max_tokens), the steps taken, and warnings for the result."""
+    if forced is not None:
+        return forced, [f"max_tokens={forced} forced by --max-tokens (the probe checks it)"], []
     steps: list[str] = []
     warnings: list[str] = []
-    if forced is not None:
-        steps.append(f"max_tokens={forced} forced by --max-tokens (the probe checks it)")
-        return forced, steps, warnings
     if policy == "harness":
         raw = ctx - 4096 if ctx > 4096 else ctx // 2
         steps.append(f"harness policy: {'ctx - 4096' if ctx > 4096 else 'ctx / 2'} = {raw}")

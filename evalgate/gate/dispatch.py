@@ -28,7 +28,6 @@ HALT_WAIT_S = 30.0
 """How long halting waits for the requests in flight to be cancelled and the client closed."""
 _LIVE: weakref.WeakSet[Dispatch] = weakref.WeakSet()
 Progress = Callable[[int, int], None]
-Scorer = Callable[[dict[str, Any], str], dict[str, bool]]
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ class Dispatch:
     resumed: dict[str, Reply] = field(default_factory=dict)
     progress: Progress | None = None
     sequential: SequentialTest | None = None
-    scorer: Scorer | None = None
+    scorer: Callable[[dict[str, Any], str], dict[str, bool]] | None = None
     """Scores each answer as it arrives, for the sequential test (set once lm-eval loaded)."""
     reader: PrefixReader | None = field(default=None, init=False)
     dispatched: list[int] = field(default_factory=list, init=False)
@@ -229,8 +228,7 @@ class Dispatch:
             ended, text = await self._one(client, semaphore, request)
             if not ended:
                 return
-            if text is not None:
-                results[index] = text
+            results[index] = text or ""  # a failed request (None) leaves no text
             doc, scorer = request.doc, self.scorer
             if doc is not None and self.reader is not None and scorer is not None:  # None: failed
                 self.reader.arrive(position, None if text is None else scorer(doc, text))

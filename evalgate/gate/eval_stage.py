@@ -16,6 +16,7 @@ from evalgate.evidence.fields import Api
 from evalgate.evidence.model import DatasetRecord, EvalRecord, Protocol, Sample
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate import early_stop
+from evalgate.gate.preflight import eval_body, eval_client
 from evalgate.gate.record import RunLog
 from evalgate.rules.sequential import SequentialTest
 from evalgate.settings.stages import Endpoint, EvalAsk
@@ -80,7 +81,6 @@ class EvalStage:
         sent = self.dispatch = self._dispatch(max_tokens, answers, kept, test)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             from evalgate.gate.dispatch import Request
-            from evalgate.gate.preflight import eval_body
 
             own = [
                 Request.of(p.doc_id, eval_body(self.endpoint, p, max_tokens, spec.stop, sampling))
@@ -96,9 +96,11 @@ class EvalStage:
             requests=RequestCounts.zero(),
         )
         try:  # lm-eval loads only here: without --early-stop the answers already flow
-            from evalgate.gate.evaluate import GateLM, lm_eval_version, run_eval
+            import lm_eval
 
-            run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval_version())
+            from evalgate.gate.evaluate import GateLM, run_eval
+
+            run.eval = msgspec.structs.replace(recorded, lm_eval_version=lm_eval.__version__)
             sent.scorer = early_stop.AnswerScorer(spec) if test is not None else None
             lm = GateLM(dispatch=sent, sampling=sampling)
             evaluation = run_eval(spec, dataset, lm, ask.limit)
@@ -138,14 +140,13 @@ class EvalStage:
     ) -> Dispatch:
         from evalgate.engine.client import EvalClient
         from evalgate.engine.workers import WorkerWatch
-        from evalgate.gate import preflight
         from evalgate.gate.dispatch import Dispatch
         from evalgate.gate.replies import InlineThinking, Replies
 
         endpoint, ask = self.endpoint, self.ask
 
         def client() -> EvalClient:
-            options = preflight.eval_client(
+            options = eval_client(
                 endpoint, timeout=endpoint.timeout, max_connections=ask.num_concurrent
             )
             watch = WorkerWatch(
@@ -197,16 +198,13 @@ class EvalStage:
         """On an error or abort mid-eval: the answers received so far, as samples.jsonl."""
         if self.dispatch is None or not self.dispatch.replies.answers:
             return
-        test = dataset.test if dataset else []
-
-        def doc(doc_id: int) -> dict[str, str]:
-            return test[doc_id] if doc_id < len(test) else {"question": "", "answer": ""}
-
+        docs = dict(enumerate(dataset.test)) if dataset else {}
+        blank = {"question": "", "answer": ""}
         records = [
             Sample.of(
                 reply,
-                question=doc(doc_id)["question"],
-                target=reference_answer(doc(doc_id)["answer"]),
+                question=docs.get(doc_id, blank)["question"],
+                target=reference_answer(docs.get(doc_id, blank)["answer"]),
             )  # no filters: the eval did not finish, so nothing was scored
             for doc_id, reply in sorted(self.dispatch.replies.answers.items())
         ]

@@ -54,8 +54,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
 
     # -- generation ---------------------------------------------------------------------------
     def _request(self, instance: Any) -> Request:
-        """The body lm-eval's local-*-completions model sends: prompt or messages, model,
-        max_tokens, temperature, stop, seed, then the task's other generation settings (top_p)."""
+        """The body lm-eval's local-*-completions model sends (engine.request: what it holds)."""
         context, gen_kwargs = instance.args
         # The task file's own values, as written (lm-eval turns a temperature of 0 into 0.0;
         # the harness's job overrides it with its gen_kwargs, and the engine receives 0).
@@ -87,25 +86,15 @@ class Evaluation:
     samples: list[Sample]
 
 
-def lm_eval_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("lm_eval")
-    except PackageNotFoundError:
-        return None
-
-
 def extract_scores(task: str, results: dict[str, Any], n: int) -> tuple[Score, ...]:
     """Every metric,filter score of `task` in lm-eval's results, with its stderr (None when
     lm-eval says "N/A"), each over `n` questions."""
     found = []
     for key, value in results.get(task, {}).items():
-        if "," not in key or key.startswith(("alias", "name")) or "_stderr" in key:
+        numeric = isinstance(value, int | float)
+        if not numeric or "," not in key or key.startswith(("alias", "name")) or "_stderr" in key:
             continue
         metric, flt = key.split(",", 1)
-        if not isinstance(value, int | float):
-            continue
         stderr = results[task].get(f"{metric}_stderr,{flt}")
         found.append(
             Score(
@@ -244,5 +233,4 @@ def run_eval(spec: TaskSpec, dataset: Dataset, lm: GateLM, limit: int | None) ->
     n = int(output.get("n-samples", {}).get(spec.name, {}).get("effective", 0))
     samples = _samples(output.get("samples", {}).get(spec.name, []), lm.dispatch.replies.answers)
     raw = {key: value for key, value in output.items() if key != "samples"}
-    scores = extract_scores(spec.name, output["results"], n)
-    return Evaluation(scores, raw, samples)
+    return Evaluation(extract_scores(spec.name, output["results"], n), raw, samples)

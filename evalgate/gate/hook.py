@@ -118,10 +118,9 @@ def run_hook(
                 artifacts.write_json(
                     run_dir / artifacts.META_NAME, meta_env(labels, concurrency, env)
                 )
-            outcome = run_gate(
+            outcome = runs[concurrency] = run_gate(
                 run_settings, progress=progress, resume=resume, prior=prior, topology=topology
             )
-            runs[concurrency] = outcome
             if harness is not None:
                 harness.record(concurrency, outcome)
             if outcome.status in ("pass", "fail", "inconclusive"):

@@ -49,9 +49,9 @@ def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
 
 def compare_baseline(
     run: RunLog, out: Path, baseline: Run, *, path: Path, max_drop: float, samples: list[Sample]
-) -> tuple[bool, str, str]:
-    """Pair this run with the baseline read from `path` and write comparison.json: (regressed,
-    finding, compare's report as text), the finding '' when the two are equivalent."""
+) -> tuple[list[str], list[str], str]:
+    """Pair this run with the baseline read from `path` and write comparison.json: (its
+    problems, its doubts, compare's report as text), both empty when the two are equivalent."""
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.report import comparison_document, render_text
     from evalgate.compare.runs import evaluated_run
@@ -66,11 +66,11 @@ def compare_baseline(
     run.files["comparison"] = artifacts.COMPARISON_NAME
     report = render_text(comparison)
     if comparison.exit_code == ExitCode.FAIL:
-        return True, f"regression against the baseline {path}: {comparison.reason}", report
+        return [f"regression against the baseline {path}: {comparison.reason}"], [], report
     if comparison.exit_code == ExitCode.INCONCLUSIVE:
-        finding = f"the comparison with the baseline is inconclusive: {comparison.reason}"
-        return False, finding, report
-    return False, "", report
+        doubt = f"the comparison with the baseline is inconclusive: {comparison.reason}"
+        return [], [doubt], report
+    return [], [], report
 
 
 def thinking_warning(counts: RequestCounts, budget: int) -> str:

@@ -48,39 +48,21 @@ def served_limits(
     in the list its readiness check read (not a second one: the same card decides), every
     --worker-url's, and the ones the user stated (the explicit value, server-argument strings)."""
     found: list[Limit] = []
+    notes: list[str] = []
     if ready is not None and info is not None:
         listed = served_limit(ready.cards, endpoint.served_model, "the endpoint", info.notes)
         found += [listed] if listed else []
-    notes: list[str] = []
-    found += worker_limits(endpoint, notes)
-    if ask.served_max_model_len is not None:
-        found.append(Limit(ask.served_max_model_len, "--served-max-model-len"))
-    for args, source in ask.server_args:
-        limits = served_limits_from_args(args, source)
-        if not limits:
-            log.warning("%s holds no --max-model-len: it does not clamp the context", source)
-        found += limits
-    return found, notes
-
-
-def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
-    """/v1/models max_model_len of every --worker-url. A worker that cannot answer is an error:
-    the user named it because its limit matters."""
-    if not endpoint.worker_urls:
-        return []
-    from evalgate.engine.cards import served_limit
-    from evalgate.engine.discovery import EngineInfo  # loads the client
-    from evalgate.engine.retry import FAILURES
-
-    found: list[Limit] = []
     for url in endpoint.worker_urls:
+        from evalgate.engine.discovery import EngineInfo  # loads the client
+        from evalgate.engine.retry import FAILURES
+
         label = redact_url(url)
         timeout = endpoint.discovery_timeout
         try:
-            with EngineInfo(url, endpoint.api_key, timeout, endpoint.network) as info:
-                cards = info.models()
+            with EngineInfo(url, endpoint.api_key, timeout, endpoint.network) as worker:
+                cards = worker.models()
             limit = served_limit(cards, endpoint.served_model, f"worker {label}", notes)
-        except FAILURES as exc:
+        except FAILURES as exc:  # the user named the worker because its limit matters
             raise EndpointError(
                 f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "
                 "give its limit with --server-config / --served-max-model-len instead."
@@ -89,7 +71,14 @@ def worker_limits(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
             log.warning("worker %s reports no max_model_len", label)
         else:
             found.append(limit)
-    return found
+    if ask.served_max_model_len is not None:
+        found.append(Limit(ask.served_max_model_len, "--served-max-model-len"))
+    for args, source in ask.server_args:
+        limits = served_limits_from_args(args, source)
+        if not limits:
+            log.warning("%s holds no --max-model-len: it does not clamp the context", source)
+        found += limits
+    return found, notes
 
 
 def longest_prompt_tokens(
@@ -166,6 +155,4 @@ def gather_context(
         forced_max_tokens=ask.max_tokens,
         native_steps=native.steps if native else (),
     )
-    if notes:
-        context = dataclasses.replace(context, warnings=(*notes, *context.warnings))
-    return context, longest
+    return dataclasses.replace(context, warnings=(*notes, *context.warnings)), longest

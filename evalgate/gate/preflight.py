@@ -45,8 +45,7 @@ def derive(
     candidates = longest_candidates(prompts)
     if endpoint.base_url is None:
         on_stage("context")
-        context, longest = gather_context(ask, endpoint, candidates=candidates)
-        return context, longest, None
+        return (*gather_context(ask, endpoint, candidates=candidates), None)
     from evalgate.engine.discovery import EngineInfo  # the HTTP client loads only now
     from evalgate.engine.readiness import wait_until_ready
 
@@ -64,10 +63,8 @@ def derive(
             owned_by=ready.card.owned_by if ready.card else None, version=info.version()
         )
         on_stage("context")
-        context, longest = gather_context(
-            ask, endpoint, candidates=candidates, info=info, ready=ready
-        )
-    return context, longest, engine
+        found = gather_context(ask, endpoint, candidates=candidates, info=info, ready=ready)
+    return (*found, engine)
 
 
 def probe(
@@ -93,8 +90,7 @@ def probe(
         if rejected.engine_error is None or not dynamo.wordless(rejected.engine_error):
             raise rejected from exc
         raise _with_engine_words(rejected, endpoint.worker_urls, body, client) from exc
-    latency = time.monotonic() - started
-    return accepted(context, prompt, latency, strict=endpoint.strict)
+    return accepted(context, prompt, time.monotonic() - started, strict=endpoint.strict)
 
 
 def _with_engine_words(

@@ -52,10 +52,9 @@ class InlineThinking:
         """The text after the last end marker; no text at all when the thinking never ended."""
         if not self.end:  # scoring the whole answer, as the benchmark harness does
             return Split(text, None, ended=True)
-        at = text.rfind(self.end)
-        if at >= 0:
-            cut = at + len(self.end)
-            return Split(text[cut:], text[:cut], ended=True)
+        thought, end, answer = text.rpartition(self.end)
+        if end:
+            return Split(answer, thought + end, ended=True)
         if self.start and self.start in text:
             return Split("", text, ended=False)
         return Split(text, None, ended=True)

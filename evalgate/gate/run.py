@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import scrub
+from evalgate.compare.runs import Run, check_baseline, load_run, refuse_overlap
 from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode
 from evalgate.evidence import artifacts, folder
 from evalgate.evidence.fields import Status
@@ -28,7 +29,6 @@ from evalgate.tasks.spec import BUILT_IN, load_data, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:
-    from evalgate.compare.runs import Run
     from evalgate.gate.dispatch import Progress
 
 log = logging.getLogger(__name__)
@@ -83,26 +83,20 @@ class GateRun:
         running = build_result(self.log, status="running", reason="in progress", exit_code=4)
         artifacts.write_result(self.out, running)
 
-    def _prepare(self) -> None:
-        """Hold the folder, clear what an earlier run left, and say "running" in it."""
-        s = self.settings
-        if s.baseline is not None:  # before anything is written: never over the baseline
-            from evalgate.compare.runs import refuse_overlap
-
-            refuse_overlap(s.baseline, self.out)
-        self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.eval.resume)
-        if self.lock.warning is not None:
-            self.log.warnings.append(self.lock.warning)
-        # From here on the folder holds this run: an earlier run's files must not outlive it,
-        # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
-        folder.clear_stale(self.out)
-        self.log.checkpoint = self._running
-        self._running()
-
     def execute(self) -> tuple[Status, str, int]:
         s = self.settings
         run = self.log
-        self._prepare()
+        if s.baseline is not None:  # before anything is written: never over the baseline
+            refuse_overlap(s.baseline, self.out)
+        self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.eval.resume)
+        if self.lock.warning is not None:
+            run.warnings.append(self.lock.warning)
+        # From here on the folder holds this run: an earlier run's files must not outlive it,
+        # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
+        folder.clear_stale(self.out)
+        run.checkpoint = self._running
+        self._running()
+
         stages.require(s, "base_url", "model")
         simulated = check_acceptance(
             simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
@@ -111,8 +105,6 @@ class GateRun:
         run.warnings += [simulated] if simulated else []
         baseline: Run | None = None
         if s.baseline is not None:  # read before anything runs: a broken one fails in a second
-            from evalgate.compare.runs import load_run
-
             baseline = load_run(s.baseline)
 
         spec = load_task(s.api, s.task)
@@ -125,8 +117,6 @@ class GateRun:
         dataset = self.dataset = load_data(s.task, s.dataset_dir, hub=s.dataset_hub, spec=spec)
         prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
         if baseline is not None and s.baseline is not None:  # found before the eval, not after
-            from evalgate.compare.runs import check_baseline
-
             # The budget is known after the probe: it is compared with the rest after the eval.
             planned = protocol(
                 spec, dataset, api=s.api, limit=s.limit, max_tokens=baseline.eval.max_tokens
@@ -161,11 +151,10 @@ class GateRun:
         )
         doubts: list[str] = []
         if baseline is not None and s.baseline is not None:
-            regressed, finding, self.comparison = judge.compare_baseline(
+            regressed, doubts, self.comparison = judge.compare_baseline(
                 run, self.out, baseline, path=s.baseline, max_drop=s.max_drop, samples=samples
             )
-            if finding:
-                (problems if regressed else doubts).append(finding)
+            problems += regressed
         run.verdict = decide(
             run.scores,
             floor.value,
@@ -238,9 +227,8 @@ def _record(
             # The result on disk, if any, is the "running" one written first (exit code 4):
             # the exit code must tell the same story, and a verdict without evidence is none.
             if code != ExitCode.EVAL or error is None:
-                target = out / artifacts.RESULT_NAME
                 detail = (
-                    artifacts.cannot_write(target, exc).message
+                    artifacts.cannot_write(out / artifacts.RESULT_NAME, exc).message
                     if isinstance(exc, OSError)
                     else exc.message
                 )
