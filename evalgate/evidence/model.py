@@ -238,12 +238,6 @@ class Sample(Reply, kw_only=True, frozen=True):
         Meta(description="Which asking of its question this is (0, 1, ...); null when not"),
     ] = None
 
-    @classmethod
-    def of(cls, reply: Reply, *, filters: dict[str, Answer] | None = None, **scored: Any) -> Sample:
-        """The reply to a question, with the question, its target and how it scored (`scored`:
-        the fields Sample adds; the writer checks each record against the contract)."""
-        return cls(**msgspec.structs.asdict(reply), filters=filters or {}, **scored)
-
 
 class HookRun(Record, kw_only=True, frozen=True):
     """One concurrency of a hook call."""

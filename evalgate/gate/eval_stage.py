@@ -201,11 +201,12 @@ class EvalStage:
         docs = dict(enumerate(dataset.test)) if dataset else {}
         blank = {"question": "", "answer": ""}
         records = [
-            Sample.of(
-                reply,
+            Sample(
+                **msgspec.structs.asdict(reply),
                 question=docs.get(doc_id, blank)["question"],
                 target=reference_answer(docs.get(doc_id, blank)["answer"]),
-            )  # no filters: the eval did not finish, so nothing was scored
+                filters={},  # the eval did not finish, so nothing was scored
+            )
             for doc_id, reply in sorted(self.dispatch.replies.answers.items())
         ]
         artifacts.write_samples(self.out, records)

@@ -139,8 +139,10 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
         except (TypeError, ValueError):
             repeat = None
         samples.append(
-            Sample.of(
-                answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id),
+            Sample(
+                **msgspec.structs.asdict(
+                    answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id)
+                ),
                 question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
