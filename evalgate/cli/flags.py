@@ -16,6 +16,7 @@ from pydantic import SecretStr, ValidationError
 from evalgate import scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
+from evalgate.settings.environment import variables
 from evalgate.settings.evidence import EvidenceSettings
 from evalgate.settings.fields import TOKEN_LENGTHS, token_count
 from evalgate.settings.values import Settings, credentials
@@ -142,12 +143,7 @@ def _shown(field: str, value: Any) -> Any:
 
 def env_names(field: str) -> list[str]:
     """Environment variables that set a field, in the order they are looked up."""
-    info = Settings.model_fields[field]
-    alias = info.validation_alias
-    if alias is None:
-        return [f"EVALGATE_{field.upper()}"]
-    choices = getattr(alias, "choices", [alias])
-    return [str(c) for c in choices if str(c).isupper()]
+    return list(variables(field))
 
 
 def settings_table() -> str:
