@@ -71,7 +71,7 @@ HARNESS_NAMES = {
 
 def variables(field: str) -> tuple[str, ...]:
     """The variables that set a field, in the order they are looked up: its own EVALGATE_
-    variable, then the harness's names. The Settings model reads them (settings.fields.env);
+    variable, then the harness's names. The Settings model reads them (settings.fields.Group);
     verify and compare read the credentials among them without it."""
     harness = (field.upper(),) if field in HARNESS_SAME else HARNESS_NAMES.get(field, ())
     return (f"EVALGATE_{field.upper()}", *harness)

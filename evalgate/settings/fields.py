@@ -59,12 +59,6 @@ def check_url(url: str) -> str:
     return url.strip()
 
 
-def env(name: str) -> AliasChoices:
-    """The variables a field is read from (settings.environment.variables). (Keyword arguments
-    use the field name: populate_by_name.)"""
-    return AliasChoices(*variables(name))
-
-
 def url_from_port(data: dict[str, Any]) -> str | None:
     port = data.get("port")
     return f"http://127.0.0.1:{port}/v1" if port else None
@@ -76,8 +70,10 @@ class Group(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="EVALGATE_",
         case_sensitive=True,  # API_KEY or isl in the environment are not evalgate's
-        alias_generator=AliasGenerator(validation_alias=env),
-        populate_by_name=True,
+        alias_generator=AliasGenerator(
+            validation_alias=lambda name: AliasChoices(*variables(name))
+        ),
+        populate_by_name=True,  # keyword arguments use the field name
         use_attribute_docstrings=True,
         extra="ignore",
         frozen=True,
