@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -31,7 +32,7 @@ from evalgate.gate.context import served_limits_from_args
 from evalgate.gate.hook import parse_concurrencies
 from evalgate.gate.native import native_max_len
 from evalgate.settings.values import Settings
-from evalgate.tasks.dataset import _read_split
+from evalgate.tasks.dataset import bundled_dir, load_dataset
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -302,18 +303,18 @@ def test_a_thresholds_text_with_a_repeated_or_nan_floor_is_always_refused(pairs)
 @FAST
 @given(st.lists(st.one_of(st.text(max_size=30), json_values.map(json.dumps)), max_size=6))
 def test_a_dataset_split_is_rows_or_a_dataset_error(lines):
-    path = _temp_file("\n".join(lines).encode("utf-8", "surrogatepass"))
+    folder = Path(tempfile.mkdtemp())
+    path = folder / "test.jsonl"
+    path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass"))
+    shutil.copyfile(bundled_dir() / "train.jsonl", folder / "train.jsonl")
     try:
-        rows = _read_split(path)
+        dataset = load_dataset(folder)  # only the published split's bytes are read as rows
     except DatasetError as exc:
-        assert f"{path} line " in exc.message
+        assert f"{path} has sha256 " in exc.message
         return
-    except UnicodeDecodeError:
-        return  # not UTF-8 at all: refused earlier by the sha256 check in load_dataset
     finally:
-        path.unlink()
-    assert all(set(row) == {"question", "answer"} for row in rows)
-    assert all(isinstance(v, str) for row in rows for v in row.values())
+        shutil.rmtree(folder)
+    assert all(set(row) == {"question", "answer"} for row in dataset.test)
 
 
 @FAST

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import pytest
 
 from evalgate import scrub
-from evalgate.settings.environment import CREDENTIAL_VARIABLES, credentials_environment
+from evalgate.settings.environment import credentials_environment, variables
 from evalgate.settings.values import Settings, credentials
 
 KEY = "sk-evalgate-PLANTED/+123"  # a slash and a plus: URL-encoding and JSON writers differ
@@ -106,9 +106,9 @@ def test_the_settings_secrets_are_its_key_and_every_urls_user_info():
 
 def test_the_credential_variables_are_the_ones_settings_reads():
     """verify and compare read these without the Settings model: the same names."""
-    for field, names in CREDENTIAL_VARIABLES.items():
+    for field in ("api_key", "base_url", "worker_urls"):
         alias = Settings.model_fields[field].validation_alias
-        assert tuple(alias.choices) == names
+        assert tuple(alias.choices) == variables(field)
 
 
 def test_every_credential_in_the_environment_is_found():

@@ -16,6 +16,7 @@ from pydantic import SecretStr, ValidationError
 from evalgate import scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
+from evalgate.settings.environment import variables
 from evalgate.settings.evidence import EvidenceSettings
 from evalgate.settings.fields import TOKEN_LENGTHS, token_count
 from evalgate.settings.values import Settings, credentials
@@ -57,7 +58,7 @@ def _help(field: str) -> str:
     default = _default(field)
     if default not in (None, [], False) and not isinstance(default, SecretStr):
         text += f" (default: {default})"
-    text += " [env: " + ", ".join(env_names(field)) + "]"
+    text += " [env: " + ", ".join(variables(field)) + "]"
     return text.replace("%", "%%")
 
 
@@ -112,7 +113,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     try:
         settings = Settings(**given)
     except ValidationError as exc:
-        by_name = {name: field for field in Settings.model_fields for name in env_names(field)}
+        by_name = {name: field for field in Settings.model_fields for name in variables(field)}
         problems = []
         for error in exc.errors():
             name = str(error["loc"][0]) if error["loc"] else "?"
@@ -121,7 +122,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 problems.append(f"{name}: {error['msg']}")
                 continue
             value = _shown(field, error.get("input"))
-            where = " or ".join([flag_name(field), *env_names(field)])
+            where = " or ".join([flag_name(field), *variables(field)])
             problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
     # the top of the command: from here on, outputs are scrubbed
@@ -140,16 +141,6 @@ def _shown(field: str, value: Any) -> Any:
     return value
 
 
-def env_names(field: str) -> list[str]:
-    """Environment variables that set a field, in the order they are looked up."""
-    info = Settings.model_fields[field]
-    alias = info.validation_alias
-    if alias is None:
-        return [f"EVALGATE_{field.upper()}"]
-    choices = getattr(alias, "choices", [alias])
-    return [str(c) for c in choices if str(c).isupper()]
-
-
 def settings_table() -> str:
     """The README's settings table, generated from the field docstrings."""
     rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
@@ -157,6 +148,6 @@ def settings_table() -> str:
         default = _default(field)
         shown = "" if default in (None, []) else f"`{default}`"
         text = " ".join((info.description or "").split()).replace("|", "\\|")
-        env = ", ".join(f"`{name}`" for name in env_names(field))
+        env = ", ".join(f"`{name}`" for name in variables(field))
         rows.append(f"| `{flag_name(field)}` | {env} | {shown} | {text} |")
     return "\n".join(rows) + "\n"

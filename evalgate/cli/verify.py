@@ -152,10 +152,8 @@ def _is_input(path: str, roots: list[str]) -> bool:
     from evalgate.verify.collect import is_input
 
     names = {os.path.basename(path), os.path.basename(os.path.realpath(path))}  # a link's too
-    if not any(map(is_input, names)):
-        return False
     # as written and as resolved: verify follows links to folders, so a path through one is read
-    return any(
+    return any(map(is_input, names)) and any(
         target == base or target.startswith(base.rstrip(os.sep) + os.sep)
         for target, bases in (
             (os.path.abspath(path), map(os.path.abspath, roots)),

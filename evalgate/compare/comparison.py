@@ -7,6 +7,7 @@ and why: docs/compare.md.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -141,12 +142,6 @@ def _changed(baseline: Run, candidate: Run) -> tuple[Difference, ...]:
     )
 
 
-def _same_question(baseline: Run, candidate: Run, doc_id: int) -> bool:
-    """Do both runs ask the same question (and the same repeat of it) under this doc_id?"""
-    was, now = baseline.samples[doc_id], candidate.samples[doc_id]
-    return (was.question, was.cluster, was.repeat) == (now.question, now.cluster, now.repeat)
-
-
 def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]]) -> list[str]:
     found = [
         f"the {side} run ended with status {run.result.status}: its samples may be incomplete"
@@ -244,7 +239,8 @@ def compare_runs(
         side: tuple(i for i in shared if run.samples[i].error is not None)
         for side, run in (("baseline", baseline), ("candidate", candidate))
     }
-    unpaired = tuple(i for i in shared if not _same_question(baseline, candidate, i))
+    asked = operator.attrgetter("question", "cluster", "repeat")  # the same repeat of it too
+    unpaired = tuple(i for i in shared if asked(baseline.samples[i]) != asked(candidate.samples[i]))
     skip = {*failed["baseline"], *failed["candidate"], *unpaired}
     names = [f for f in baseline.filters if f in candidate.filters]
     paired = [i for i in shared if i not in skip]

@@ -8,24 +8,22 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
-from evalgate.settings.fields import TOKEN_LENGTHS, Group, env, token_count
+from evalgate.settings.fields import TOKEN_LENGTHS, Group, token_count
 
 
 class ContextSettings(Group):
-    isl: int | None = Field(None, ge=1, validation_alias=env("isl", "ISL"))
+    isl: int | None = Field(None, ge=1)
     """Benchmark input sequence length in tokens (8192; 8k = 8000 and 8K = 8192, as vLLM reads
     server arguments; so for every length in tokens). 0 or empty: not given, as the benchmark
     harness's agentic rows say it; the context then starts from the native maximum."""
 
-    osl: int | None = Field(None, ge=1, validation_alias=env("osl", "OSL"))
+    osl: int | None = Field(None, ge=1)
     """Benchmark output sequence length in tokens (0 or empty: not given)."""
 
     context_margin: int = Field(256, ge=0)
     """Tokens added to ISL + OSL for the eval context."""
 
-    model_config_path: Path | None = Field(
-        None, validation_alias=env("model_config_path", "EVALGATE_MODEL_CONFIG", "MODEL_PATH")
-    )
+    model_config_path: Path | None = None
     """The model's config.json, or its directory; gives the native maximum length."""
 
     served_max_model_len: int | None = Field(None, ge=1)
@@ -35,19 +33,13 @@ class ContextSettings(Group):
     """Engine server-argument strings holding --max-model-len N (as benchmark scripts keep
     them). Repeatable flag; one string in EVALGATE_SERVER_CONFIG."""
 
-    prefill_server_config: str | None = Field(
-        None, validation_alias=env("prefill_server_config", "PREFILL_SERVER_CONFIG")
-    )
+    prefill_server_config: str | None = None
     """The prefill workers' server arguments."""
 
-    decode_server_config: str | None = Field(
-        None, validation_alias=env("decode_server_config", "DECODE_SERVER_CONFIG")
-    )
+    decode_server_config: str | None = None
     """The decode workers' server arguments."""
 
-    eval_max_model_len: int | None = Field(
-        None, ge=1, validation_alias=env("eval_max_model_len", "EVAL_MAX_MODEL_LEN")
-    )
+    eval_max_model_len: int | None = Field(None, ge=1)
     """Explicit eval context, overriding the derivation (still clamped to what is served; 0 or
     empty: not given)."""
 

@@ -7,36 +7,28 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from evalgate.settings.fields import Group, check_url, env, url_from_port
+from evalgate.settings.fields import Group, check_url, url_from_port
 
 
 class EndpointSettings(Group):
-    port: int | None = Field(None, ge=1, le=65535, validation_alias=env("port", "PORT"))
+    port: int | None = Field(None, ge=1, le=65535)
     """The engine's port on this host, as the benchmark harness gives it: without a base URL,
     the endpoint is http://127.0.0.1:PORT/v1."""
 
-    base_url: str | None = Field(
-        default_factory=url_from_port,
-        validation_alias=env("base_url", "ROUTER_URL", "OPENAI_BASE_URL"),
-        repr=False,
-    )
+    base_url: str | None = Field(default_factory=url_from_port, repr=False)
     """OpenAI-compatible endpoint the eval talks to, ending in /v1 (the router's, in a
     disaggregated job)."""
 
-    model: str | None = Field(None, validation_alias=env("model", "MODEL"))
+    model: str | None = None
     """The model: the key for thresholds and the config, and the name sent in every request
     unless --served-model-name gives another."""
 
-    served_model_name: str | None = Field(
-        None, validation_alias=env("served_model_name", "MODEL_NAME")
-    )
+    served_model_name: str | None = None
     """The name the engine serves the model under, sent in every request and looked for in
     /v1/models (the benchmark harness's MODEL_NAME, preferred over MODEL there; default:
     --model)."""
 
-    api_key: SecretStr | None = Field(
-        None, validation_alias=env("api_key", "OPENAI_API_KEY"), repr=False
-    )
+    api_key: SecretStr | None = Field(None, repr=False)
     """Bearer token for the endpoint. Never printed or stored, nor anything the engine says
     back holding it (a placeholder under 8 characters, such as EMPTY, is no secret)."""
 
@@ -44,9 +36,7 @@ class EndpointSettings(Group):
     """Which API the eval uses: chat (the benchmark harness's protocol: chat template, 5-shot
     as turns) or completions (lm-eval's standard 5-shot gsm8k prompt)."""
 
-    worker_urls: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, validation_alias=env("worker_urls", "WORKER_URLS"), repr=False
-    )
+    worker_urls: Annotated[list[str], NoDecode] = Field(default_factory=list, repr=False)
     """Prefill/decode worker URLs (…/v1) whose /v1/models limits also clamp the context.
     Repeatable flag; comma-separated in the environment."""
 

@@ -1,6 +1,6 @@
-"""The environment read without the Settings model: for `evalgate verify` (no pydantic), the
-credentials every command scrubs, and the job's topology variables, named as each launcher does;
-and the default `compare` and `verify` share with the Settings model.
+"""The environment read without the Settings model (`evalgate verify` has no pydantic): the
+variables each setting is read from, the credentials every command scrubs, the job's topology
+variables named as each launcher does, and the default margin `compare` and `verify` share.
 """
 
 from __future__ import annotations
@@ -51,12 +51,30 @@ def verify_environment(environ: Mapping[str, str] | None = None) -> VerifyEnviro
     )
 
 
-CREDENTIAL_VARIABLES = {
-    "api_key": ("EVALGATE_API_KEY", "OPENAI_API_KEY"),
-    "base_url": ("EVALGATE_BASE_URL", "ROUTER_URL", "OPENAI_BASE_URL"),
-    "worker_urls": ("EVALGATE_WORKER_URLS", "WORKER_URLS"),
+HARNESS_SAME = (
+    "isl", "osl", "prefill_server_config", "decode_server_config", "eval_max_model_len", "port",
+    "model", "worker_urls", "model_prefix", "framework", "precision", "kv_cache_dtype",
+    "spec_decoding", "is_multinode", "result_filename", "eval_tasks_dir", "sglang_simulate_acc_len",
+)  # fmt: skip
+"""Settings the benchmark harness sets under the field's own name in upper case (ISL, PORT)."""
+HARNESS_NAMES = {
+    "model_config_path": ("EVALGATE_MODEL_CONFIG", "MODEL_PATH"),
+    "base_url": ("ROUTER_URL", "OPENAI_BASE_URL"),
+    "served_model_name": ("MODEL_NAME",),
+    "api_key": ("OPENAI_API_KEY",),
+    "hardware": ("RUNNER_TYPE",),
+    "limit": ("EVAL_LIMIT",),
+    "concurrency": ("EVAL_CONC", "EVAL_CONCURRENT_REQUESTS", "CONC"),
 }
-"""The variables Settings reads its secret-bearing fields from (a test checks they agree)."""
+"""The other settings the harness (or a launcher, or the OpenAI client) sets, under its names."""
+
+
+def variables(field: str) -> tuple[str, ...]:
+    """The variables that set a field, in the order they are looked up: its own EVALGATE_
+    variable, then the harness's names. The Settings model reads them (settings.fields.Group);
+    verify and compare read the credentials among them without it."""
+    harness = (field.upper(),) if field in HARNESS_SAME else HARNESS_NAMES.get(field, ())
+    return (f"EVALGATE_{field.upper()}", *harness)
 
 
 def credentials_environment(
@@ -65,8 +83,8 @@ def credentials_environment(
     """Every API key and URL set in the environment, for every command to scrub from its output
     (verify and compare too, which read no settings): (keys, URLs)."""
     source = os.environ if environ is None else environ
-    keys = [source[n] for n in CREDENTIAL_VARIABLES["api_key"] if source.get(n)]
-    urls = [source[n] for n in CREDENTIAL_VARIABLES["base_url"] if source.get(n)]
-    for name in CREDENTIAL_VARIABLES["worker_urls"]:
+    keys = [source[n] for n in variables("api_key") if source.get(n)]
+    urls = [source[n] for n in variables("base_url") if source.get(n)]
+    for name in variables("worker_urls"):
         urls += [part.strip() for part in source.get(name, "").split(",") if part.strip()]
     return keys, urls

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from evalgate.settings.environment import DEFAULT_MAX_DROP
-from evalgate.settings.fields import Group, env
+from evalgate.settings.fields import Group
 
 
 class EvidenceSettings(Group):
@@ -51,35 +51,31 @@ class EvidenceSettings(Group):
     inconclusive (exit 5) rather than decided on its point estimate (default: the full test
     set, 1319; 0 decides every score on its point estimate, as the benchmark harness does)."""
 
-    model_prefix: str | None = Field(None, validation_alias=env("model_prefix", "MODEL_PREFIX"))
+    model_prefix: str | None = None
     """Model family key for thresholds (dsr1, gptoss, ...)."""
 
-    hardware: str | None = Field(None, validation_alias=env("hardware", "RUNNER_TYPE"))
+    hardware: str | None = None
     """Hardware label (b200, mi355x, ...)."""
 
-    framework: str | None = Field(None, validation_alias=env("framework", "FRAMEWORK"))
+    framework: str | None = None
     """Engine label (vllm, sglang, trt, ...)."""
 
-    precision: str | None = Field(None, validation_alias=env("precision", "PRECISION"))
+    precision: str | None = None
     """Weight precision label (fp8, fp4, ...)."""
 
-    kv_cache_dtype: str | None = Field(
-        None, validation_alias=env("kv_cache_dtype", "KV_CACHE_DTYPE")
-    )
+    kv_cache_dtype: str | None = None
     """KV-cache dtype label (auto, fp8, ...)."""
 
-    spec_decoding: str | None = Field(None, validation_alias=env("spec_decoding", "SPEC_DECODING"))
+    spec_decoding: str | None = None
     """Speculative decoding label (mtp, eagle, ...): written to meta_env.json and part of the
     config's topology."""
 
-    is_multinode: bool = Field(False, validation_alias=env("is_multinode", "IS_MULTINODE"))
+    is_multinode: bool = False
     """A multi-node (disaggregated) job: its files then label it by its prefill and decode
     topology (PREFILL_*, DECODE_*), as the benchmark harness's do; a single-node job by TP,
     EP_SIZE and DP_ATTENTION."""
 
-    result_filename: str | None = Field(
-        None, validation_alias=env("result_filename", "RESULT_FILENAME")
-    )
+    result_filename: str | None = None
     """The benchmark job's result name; gives the precision and framework labels when they are
     not set (…_<precision>_<framework>_tp…, as the harness reads it)."""
 

@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from evalgate.engine.urls import redact_url
 from evalgate.lengths import SUFFIXES
+from evalgate.settings.environment import variables
 
 TOKEN_LENGTHS = (
     "isl",
@@ -58,12 +59,6 @@ def check_url(url: str) -> str:
     return url.strip()
 
 
-def env(name: str, *extra: str) -> AliasChoices:
-    """A field's own EVALGATE_ variable first, then the benchmark harness's names. (Keyword
-    arguments use the field name: populate_by_name.)"""
-    return AliasChoices(f"EVALGATE_{name.upper()}", *extra)
-
-
 def url_from_port(data: dict[str, Any]) -> str | None:
     port = data.get("port")
     return f"http://127.0.0.1:{port}/v1" if port else None
@@ -75,9 +70,10 @@ class Group(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="EVALGATE_",
         case_sensitive=True,  # API_KEY or isl in the environment are not evalgate's
-        # Fields without benchmark names are read from EVALGATE_<FIELD> (upper case).
-        alias_generator=AliasGenerator(validation_alias=env),
-        populate_by_name=True,
+        alias_generator=AliasGenerator(
+            validation_alias=lambda name: AliasChoices(*variables(name))
+        ),
+        populate_by_name=True,  # keyword arguments use the field name
         use_attribute_docstrings=True,
         extra="ignore",
         frozen=True,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
-from evalgate.settings.fields import Group, env
+from evalgate.settings.fields import Group
 
 
 class RequestSettings(Group):
@@ -54,13 +54,10 @@ class RequestSettings(Group):
     num_concurrent: int = Field(64, ge=1)
     """Requests in flight during the eval."""
 
-    limit: int | None = Field(None, ge=1, validation_alias=env("limit", "EVAL_LIMIT"))
+    limit: int | None = Field(None, ge=1)
     """Evaluate only the first N questions (for smoke tests; too small to gate on)."""
 
-    concurrency: str | None = Field(
-        None,
-        validation_alias=env("concurrency", "EVAL_CONC", "EVAL_CONCURRENT_REQUESTS", "CONC"),
-    )
+    concurrency: str | None = None
     """`evalgate hook`: the concurrencies to evaluate one after another on the same live engine
     (one probe), e.g. "4 8" or 16,64,256; each gets its own result. Default: --num-concurrent."""
 
@@ -99,16 +96,11 @@ class RequestSettings(Group):
     dataset_hub: bool = False
     """Load openai/gsm8k from the Hugging Face hub instead of the shipped copy."""
 
-    eval_tasks_dir: Path | None = Field(
-        None, validation_alias=env("eval_tasks_dir", "EVAL_TASKS_DIR")
-    )
+    eval_tasks_dir: Path | None = None
     """The benchmark harness's eval task file. evalgate runs its own copy of the harness's
     gsm8k task: `evalgate hook` warns when this names another file (other tasks are not run)."""
 
-    sglang_simulate_acc_len: str | None = Field(
-        None,
-        validation_alias=env("sglang_simulate_acc_len", "SGLANG_SIMULATE_ACC_LEN"),
-    )
+    sglang_simulate_acc_len: str | None = None
     """SGLang's simulated speculative acceptance length, as the job sets it: anything but empty
     or 0 means the engine fakes which draft tokens it accepts, and the gate refuses (exit 2).
     Give it when the engine's environment holds it but the gate's does not."""

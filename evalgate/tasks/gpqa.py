@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import random
 from pathlib import Path
 from typing import Any
 
 from evalgate.errors import DatasetError
-from evalgate.tasks.dataset import Dataset, json_lines
+from evalgate.tasks.dataset import Dataset
 
 TASK = "gpqa_diamond_cot_n_shot"
 FILES = ("gpqa_diamond.csv", "gpqa_diamond.jsonl")
@@ -36,10 +37,19 @@ def _rows_csv(path: Path) -> list[dict[str, Any]]:
 
 def _rows_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
-    for number, row in json_lines(path, f"{WHERE}."):
-        if not isinstance(row, dict):
-            raise DatasetError(f"{path} line {number} is not a JSON object. {WHERE}.")
-        rows.append(row)
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(
+                    f"{path} line {number} is not JSON ({exc.msg}). {WHERE}."
+                ) from exc
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path} line {number} is not a JSON object. {WHERE}.")
+            rows.append(row)
     return rows
 
 

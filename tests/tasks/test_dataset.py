@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 
 import pytest
 
 from evalgate.errors import DatasetError
-from evalgate.tasks.dataset import PUBLISHED_SHA256, _read_split, bundled_dir, load_dataset
+from evalgate.tasks.dataset import PUBLISHED_SHA256, bundled_dir, load_dataset
 
 
 @pytest.fixture(scope="module")
@@ -117,47 +116,3 @@ def test_dir_and_hub_together_is_refused(copy_dir):
         load_dataset(copy_dir, hub=True)
 
     assert caught.value.message == "Give either --dataset-dir or --dataset-hub, not both."
-
-
-# -- reading a split (the sha256 check runs first, so these call _read_split directly) -------
-
-GOOD = json.dumps({"question": "1+1?", "answer": "2\n#### 2"})
-
-BAD_LINES = [
-    # (case, file lines, message after "<path> line N ")
-    ("not JSON", [GOOD, '{"question": "a", "answer":'], "line 2 is not JSON ("),
-    (
-        "missing answer",
-        [GOOD, GOOD, json.dumps({"question": "a"})],
-        "line 3 lacks the string fields",
-    ),
-    (
-        "answer not a string",
-        [json.dumps({"question": "a", "answer": 4})],
-        "line 1 lacks the string",
-    ),
-    ("a JSON list", [json.dumps(["question", "answer"])], "line 1 lacks the string fields"),
-    ("blank lines still count", [GOOD, "", "not json"], "line 3 is not JSON"),
-]
-
-
-@pytest.mark.parametrize(
-    ("lines", "says"), [case[1:] for case in BAD_LINES], ids=[case[0] for case in BAD_LINES]
-)
-def test_bad_line_names_file_and_line(tmp_path, lines, says):
-    path = tmp_path / "test.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    with pytest.raises(DatasetError) as caught:
-        _read_split(path)
-
-    assert caught.value.message.startswith(f"{path} {says}")
-    assert caught.value.message.endswith("Restore the file from the published GSM8K.")
-
-
-def test_read_split_keeps_only_question_and_answer(tmp_path):
-    path = tmp_path / "train.jsonl"
-    row = {"question": "q", "answer": "a\n#### 1", "extra": 1}
-    path.write_text(json.dumps(row) + "\n\n", encoding="utf-8")
-
-    assert _read_split(path) == [{"question": "q", "answer": "a\n#### 1"}]

@@ -82,6 +82,21 @@ def test_jsonl_of_the_same_rows_gives_the_same_docs(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("line", "says"),
+    [('{"Question": "q",', "line 3 is not JSON ("), ("[1, 2]", "line 3 is not a JSON object.")],
+)
+def test_a_bad_jsonl_line_is_named_with_where_the_data_comes_from(tmp_path, line, says):
+    path = tmp_path / "gpqa_diamond.jsonl"
+    path.write_text(json.dumps(gpqa_rows(1)[0]) + "\n\n" + line + "\n", encoding="utf-8")
+
+    with pytest.raises(DatasetError) as caught:
+        load_gpqa(tmp_path)
+
+    assert caught.value.message.startswith(f"{path} {says}")
+    assert caught.value.message.endswith("put it in that folder.")
+
+
+@pytest.mark.parametrize(
     ("content", "expected"),
     [
         ("Question,Correct Answer\nq,a\n", "row 1 lacks the column(s) Incorrect Answer 1, "),
