@@ -26,9 +26,15 @@ log = logging.getLogger(__name__)
 _ON_DISK = {"prompt_sha256": "key", "response": "text", "answer_field": "source"}
 """Reply's fields the journal names otherwise."""
 _KEPT = (
-    "prompt_sha256", "doc_id", "response", "finish_reason", "completion_tokens", "answer_field",
-    "reasoning", "reasoning_tokens",
-)  # fmt: skip
+    "prompt_sha256",
+    "doc_id",
+    "response",
+    "finish_reason",
+    "completion_tokens",
+    "answer_field",
+    "reasoning",
+    "reasoning_tokens",
+)
 """What a line holds, in its order: an answer received (a failed request is not journaled)."""
 
 

@@ -52,10 +52,24 @@ def verify_environment(environ: Mapping[str, str] | None = None) -> VerifyEnviro
 
 
 HARNESS_SAME = (
-    "isl", "osl", "prefill_server_config", "decode_server_config", "eval_max_model_len", "port",
-    "model", "worker_urls", "model_prefix", "framework", "precision", "kv_cache_dtype",
-    "spec_decoding", "is_multinode", "result_filename", "eval_tasks_dir", "sglang_simulate_acc_len",
-)  # fmt: skip
+    "isl",
+    "osl",
+    "prefill_server_config",
+    "decode_server_config",
+    "eval_max_model_len",
+    "port",
+    "model",
+    "worker_urls",
+    "model_prefix",
+    "framework",
+    "precision",
+    "kv_cache_dtype",
+    "spec_decoding",
+    "is_multinode",
+    "result_filename",
+    "eval_tasks_dir",
+    "sglang_simulate_acc_len",
+)
 """Settings the benchmark harness sets under the field's own name in upper case (ISL, PORT)."""
 HARNESS_NAMES = {
     "model_config_path": ("EVALGATE_MODEL_CONFIG", "MODEL_PATH"),

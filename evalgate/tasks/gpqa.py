@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
+import io
 import random
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import DatasetError
+from evalgate.errors import ArtifactError, DatasetError
+from evalgate.evidence.read import decode_lines, read_bytes
 from evalgate.tasks.dataset import Dataset
 
 TASK = "gpqa_diamond_cot_n_shot"
@@ -27,30 +28,20 @@ WHERE = (
 )
 
 
-def _rows_csv(path: Path) -> list[dict[str, Any]]:
+def _rows_csv(path: Path, data: bytes) -> list[dict[str, Any]]:
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            return list(csv.DictReader(handle))
+        return list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise DatasetError(f"{path} is not a readable CSV file ({exc}). {WHERE}.") from exc
 
 
-def _rows_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    f"{path} line {number} is not JSON ({exc.msg}). {WHERE}."
-                ) from exc
-            if not isinstance(row, dict):
-                raise DatasetError(f"{path} line {number} is not a JSON object. {WHERE}.")
-            rows.append(row)
-    return rows
+def _rows_jsonl(path: Path, data: bytes) -> list[dict[str, Any]]:
+    try:
+        return decode_lines(
+            data, dict[str, Any], str(path), "is not a JSON object of GPQA's columns"
+        )
+    except ArtifactError as exc:
+        raise DatasetError(f"{exc.message} {WHERE}.") from exc
 
 
 def _check(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -102,9 +93,13 @@ def load_gpqa(dataset_dir: Path | None) -> Dataset:
             "--dataset-dir."
         )
     path = found[0]
-    rows = _rows_csv(path) if path.suffix == ".csv" else _rows_jsonl(path)
+    try:
+        data = read_bytes(path)
+    except ArtifactError as exc:
+        raise DatasetError(f"{exc.message} {WHERE}.") from exc
+    rows = (_rows_csv if path.suffix == ".csv" else _rows_jsonl)(path, data)
     _check(path, rows)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256(data).hexdigest()
     return Dataset(
         source="dir",
         files={"test": path},

@@ -83,11 +83,15 @@ def test_jsonl_of_the_same_rows_gives_the_same_docs(tmp_path):
 
 @pytest.mark.parametrize(
     ("line", "says"),
-    [('{"Question": "q",', "line 3 is not JSON ("), ("[1, 2]", "line 3 is not a JSON object.")],
+    [
+        (b'{"Question": "q",', "line 3 is not valid JSON (line 1 column 18: "),
+        (b"[1, 2]", "line 3 is not a JSON object of GPQA's columns: $: Expected `object`"),
+        (b"\xff\xfe{}", "line 3 is not UTF-8 text (invalid start byte at byte 0)."),
+    ],
 )
 def test_a_bad_jsonl_line_is_named_with_where_the_data_comes_from(tmp_path, line, says):
     path = tmp_path / "gpqa_diamond.jsonl"
-    path.write_text(json.dumps(gpqa_rows(1)[0]) + "\n\n" + line + "\n", encoding="utf-8")
+    path.write_bytes(json.dumps(gpqa_rows(1)[0]).encode() + b"\n\n" + line + b"\n")
 
     with pytest.raises(DatasetError) as caught:
         load_gpqa(tmp_path)
