@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 HELP = (
     "Derive the eval context, probe the real output budget, run GSM8K with lm-eval and gate "
@@ -60,14 +64,32 @@ def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
     loop.call_soon_threadsafe(_interrupt, name)
 
 
+def resend_a_swallowed_stop(otherwise: Callable[[Any], object], unraisable: Any) -> None:
+    """The stop landed inside a weakref or collector callback, where Python can only print it
+    ("Exception ignored in ..."): send the signal again once the callback has returned (from a
+    timer thread: sent from here, it would land in this hook), so the run still stops. Anything
+    else unraisable is printed as before."""
+    stop = unraisable.exc_value
+    name = str(stop.args[0]) if isinstance(stop, KeyboardInterrupt) and stop.args else ""
+    if name in signal.Signals.__members__:
+        again = threading.Timer(0.01, os.kill, (os.getpid(), signal.Signals[name]))
+        again.daemon = True
+        again.start()
+    else:
+        otherwise(unraisable)
+
+
 @contextlib.contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
     """While a run is under way, every stop signal (Ctrl-C too) aborts it; then as before."""
     signals = (signal.SIGINT, *STOP_SIGNALS)
     previous = {signum: signal.signal(signum, terminate_as_interrupt) for signum in signals}
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(resend_a_swallowed_stop, previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
