@@ -68,7 +68,6 @@ class Group(BaseSettings):
     """What every group of settings shares: the variables it is read from, frozen."""
 
     model_config = SettingsConfigDict(
-        env_prefix="EVALGATE_",
         case_sensitive=True,  # API_KEY or isl in the environment are not evalgate's
         alias_generator=AliasGenerator(
             validation_alias=lambda name: AliasChoices(*variables(name))
