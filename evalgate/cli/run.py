@@ -64,15 +64,17 @@ def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
     loop.call_soon_threadsafe(_interrupt, name)
 
 
-def resend_a_swallowed_stop(otherwise: Callable[[Any], object], unraisable: Any) -> None:
+def resend_a_swallowed_stop(
+    stops: dict[str, int], otherwise: Callable[[Any], object], unraisable: Any
+) -> None:
     """The stop landed inside a weakref or collector callback, where Python can only print it
     ("Exception ignored in ..."): send the signal again once the callback has returned (from a
     timer thread: sent from here, it would land in this hook), so the run still stops. Anything
     else unraisable is printed as before."""
     stop = unraisable.exc_value
     name = str(stop.args[0]) if isinstance(stop, KeyboardInterrupt) and stop.args else ""
-    if name in signal.Signals.__members__:
-        again = threading.Timer(0.01, os.kill, (os.getpid(), signal.Signals[name]))
+    if name in stops:
+        again = threading.Timer(0.01, os.kill, (os.getpid(), stops[name]))
         again.daemon = True
         again.start()
     else:
@@ -85,7 +87,8 @@ def stop_signals_interrupt() -> Iterator[None]:
     signals = (signal.SIGINT, *STOP_SIGNALS)
     previous = {signum: signal.signal(signum, terminate_as_interrupt) for signum in signals}
     previous_hook = sys.unraisablehook
-    sys.unraisablehook = functools.partial(resend_a_swallowed_stop, previous_hook)
+    stops = {signal.Signals(signum).name: signum for signum in signals}
+    sys.unraisablehook = functools.partial(resend_a_swallowed_stop, stops, previous_hook)
     try:
         yield
     finally:
