@@ -137,18 +137,26 @@ def overdispersion(runs: Sequence[Counts]) -> tuple[float, float]:
     """(mean, rho) of a beta-binomial by the method of moments, runs of any sizes: the pooled
     accuracy, and rho from how far the runs' scores spread beyond binomial noise (0 when they
     spread no further; below 1)."""
+    mean, rho, _ = fitted_mean(runs)
+    return mean, rho
+
+
+def fitted_mean(runs: Sequence[Counts]) -> tuple[float, float, float]:
+    """(mean, rho, standard error of the mean) of the runs' beta-binomial fit, by moments."""
+    k = len(runs)
     total = sum(n for _, n in runs)
+    squares = sum(n * n for _, n in runs)
     mean = sum(right for right, _ in runs) / total
-    binomial = _variance_base(runs)
-    if len(runs) < 2:
-        return mean, 0.0
-    # E[sum n_i (s_i - mean)^2] = mu(1-mu) [(k-1) + rho (N - sum n_i^2 / N - (k-1))]
-    spread = sum(n * (right / n - mean) ** 2 for right, n in runs)
-    excess = total - sum(n * n for _, n in runs) / total - (len(runs) - 1)
-    if excess <= 0:  # every run asked one question: no spread beyond binomial to see
-        return mean, 0.0
-    rho = (spread / binomial - (len(runs) - 1)) / excess
-    return mean, min(max(rho, 0.0), 1 - 1e-9)
+    base = _variance_base(runs)
+    # E[sum n_i (s_i - mean)^2] = mu(1-mu) [(k - 1) + rho (N - sum n_i^2 / N - (k - 1))]
+    excess = total - squares / total - (k - 1)
+    rho = 0.0
+    if k > 1 and excess > 0:  # else every run asked one question: no spread to see beyond it
+        spread = sum(n * (right / n - mean) ** 2 for right, n in runs)
+        rho = min(max((spread / base - (k - 1)) / excess, 0.0), 1 - 1e-9)
+    # Var(mean) = mu(1-mu) sum n_i (1 + rho (n_i - 1)) / N^2
+    error = math.sqrt(base * (total + rho * (squares - total)) / total**2)
+    return mean, rho, error
 
 
 def beta_binomial_floor(runs: Sequence[Counts], tail: float = TAIL) -> BetaBinomialFit:
@@ -163,14 +171,6 @@ def beta_binomial_floor(runs: Sequence[Counts], tail: float = TAIL) -> BetaBinom
     right = lower_quantile(questions, mean, variance, tail)
     floor = right * 10_000 // questions / 10_000  # four decimals, rounded down, exactly
     return BetaBinomialFit(floor, len(runs), questions, mean, rho, math.sqrt(variance), tail)
-
-
-def fitted_mean(runs: Sequence[Counts]) -> tuple[float, float, float]:
-    """(mean, rho, standard error of the mean) of the runs' beta-binomial fit."""
-    mean, rho = overdispersion(runs)
-    total = sum(n for _, n in runs)
-    variance = _variance_base(runs) * sum(n * (1 + rho * (n - 1)) for _, n in runs) / total**2
-    return mean, rho, math.sqrt(variance)
 
 
 def _variance_base(runs: Sequence[Counts]) -> float:
@@ -195,36 +195,29 @@ def lower_quantile(n: int, mean: float, variance: float, tail: float) -> int:
 
 def beta_binomial_weights(n: int, mean: float, variance: float) -> tuple[int, list[float]]:
     """(first, weights): P(X = first + i) for the beta-binomial over n questions with this mean
-    accuracy and this variance of the score X/n (binomial where the variance is no larger than
-    binomial); 0 for the x left out. From the mode outwards by the ratio of neighbouring
-    terms, normalised: no huge binomial coefficients, no loss of precision where the beta's
-    parameters are large."""
+    accuracy and this variance of the score X/n (binomial, to 1e-12, where the variance is no
+    larger than binomial); 0 for the x left out. From the mode outwards by the ratio of
+    neighbouring terms, P(x + 1) / P(x) = (n - x)(x + a) / ((x + 1)(n - x - 1 + b)), then
+    normalised: no huge binomial coefficients, no log-gamma of huge parameters."""
     mean = min(max(mean, 0.5 / (n + 1)), 1 - 0.5 / (n + 1))
-    base = mean * (1 - mean)
-    rho = (variance * n / base - 1) / (n - 1) if n > 1 else 0.0
-
-    if rho <= 1e-12:
-
-        def up(x: int) -> float:  # P(x + 1) / P(x), binomial
-            return (n - x) * mean / ((x + 1) * (1 - mean))
-    else:
-        rho = min(rho, 1 - 1e-9)
-        a, b = mean * (1 - rho) / rho, (1 - mean) * (1 - rho) / rho
-
-        def up(x: int) -> float:  # P(x + 1) / P(x), beta-binomial
-            return (n - x) * (x + a) / ((x + 1) * (n - x - 1 + b))
-
-    # From the mode down and up, until a term is below 1e-18 of the mode's: the rest of a tail
-    # adds nothing a float can hold.
+    rho = (variance * n / (mean * (1 - mean)) - 1) / (n - 1) if n > 1 else 0.0
+    rho = min(max(rho, 1e-15), 1 - 1e-9)
+    a, b = mean * (1 - rho) / rho, (1 - mean) * (1 - rho) / rho
+    # Down and up from the mode until a term is below 1e-16 of the mode's: the rest of that
+    # tail weighs less than a float can add to the sum.
     mode = min(n, max(0, round(mean * n)))
     below, above = [1.0], [1.0]
+    weight = 1.0
     for x in range(mode - 1, -1, -1):
-        below.append(below[-1] / up(x))
-        if below[-1] < 1e-18:
+        weight *= (x + 1) * (n - x - 1 + b) / ((n - x) * (x + a))
+        below.append(weight)
+        if weight < 1e-16:
             break
+    weight = 1.0
     for x in range(mode, n):
-        above.append(above[-1] * up(x))
-        if above[-1] < 1e-18:
+        weight *= (n - x) * (x + a) / ((x + 1) * (n - x - 1 + b))
+        above.append(weight)
+        if weight < 1e-16:
             break
     weights = below[:0:-1] + above
     total = math.fsum(weights)
