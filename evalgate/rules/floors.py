@@ -12,9 +12,10 @@ its shape is the beta-binomial's own, skewed as scores near 1 are. Fewer than MI
 too thin to fit.
 
 `ix`: the InferenceX harness's rule exactly (its PR #1721): over the runs' scores,
-floor = max(0.90, Q1 - 1.5 IQR - 0.02 rounded down to two decimals), the quartiles by linear
-interpolation between order statistics (numpy's default; `statistics.quantiles`'s inclusive
-method). Its 0.90 is the harness's GSM8K default; `lowest` carries it.
+floor = max(0.90, Q1 - 1.5 IQR - 0.02 rounded down to two decimals). The PR does not name its
+quartile method; these are numpy's default, linear interpolation between order statistics
+(`statistics.quantiles`'s inclusive method). Its 0.90 is the harness's GSM8K default;
+`lowest` carries it.
 
 Pure: a config's runs in, a floor out; evalgate/fitted.py turns them into a thresholds file.
 """
