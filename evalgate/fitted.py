@@ -98,7 +98,6 @@ class FittedThresholds:
     changes: list[FloorChange]
     unkeyed: int = 0
     """Runs with neither a model nor a model_prefix label: no floor can name them."""
-    policy: Policy = DEFAULT_POLICY
 
 
 def fit_runs(
@@ -233,7 +232,7 @@ def fit_thresholds(
         )
         for match, task, fit, note in planned
     ]
-    return FittedThresholds(document, changes, unkeyed, policy)
+    return FittedThresholds(document, changes, unkeyed)
 
 
 def _floor(thresholds: Thresholds, match: dict[str, str], task: str) -> tuple[float | None, str]:

@@ -134,14 +134,6 @@ def ix_floor(scores: Sequence[float], lowest: float = IX_LOWEST) -> IxFit:
     return IxFit(max(lowest, fitted), len(scores), q1, q3, fence, lowest)
 
 
-def overdispersion(runs: Sequence[Counts]) -> tuple[float, float]:
-    """(mean, rho) of a beta-binomial by the method of moments, runs of any sizes: the pooled
-    accuracy, and rho from how far the runs' scores spread beyond binomial noise (0 when they
-    spread no further; below 1)."""
-    mean, rho, _ = fitted_mean(runs)
-    return mean, rho
-
-
 def fitted_mean(runs: Sequence[Counts]) -> tuple[float, float, float]:
     """(mean, rho, standard error of the mean) of the runs' beta-binomial fit, by moments."""
     k = len(runs)

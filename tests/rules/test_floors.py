@@ -15,9 +15,9 @@ from evalgate.rules.floors import (
     TooThin,
     beta_binomial_weights,
     fit_floor,
+    fitted_mean,
     ix_floor,
     lower_quantile,
-    overdispersion,
     t_quantile,
 )
 
@@ -129,19 +129,24 @@ def test_lower_quantile_leaves_at_most_the_tail_below():
 
 
 def test_overdispersion_of_runs_no_more_spread_than_binomial_is_zero():
-    mean, rho = overdispersion([(1200, N)] * 10)
+    mean, rho, error = fitted_mean([(1200, N)] * 10)
     assert (round(mean * N), rho) == (1200, 0.0)
+    pooled = (12000 + 0.5) / (10 * N + 1)
+    assert error == pytest.approx((pooled * (1 - pooled) / (10 * N)) ** 0.5)  # binomial
 
 
 def test_overdispersion_by_moments_on_equal_runs():
     runs = [(1180, N), (1230, N), (1195, N), (1250, N), (1170, N), (1215, N)]
     scores = [r / N for r, _ in runs]
-    mean, rho = overdispersion(runs)
+    mean, rho, error = fitted_mean(runs)
     # equal n: the sample variance is mu(1-mu)/n (1 + rho (n - 1)); mu(1-mu) with Jeffreys' half
     pooled = (sum(r for r, _ in runs) + 0.5) / (len(runs) * N + 1)
     ratio = np.var(scores, ddof=1) / (pooled * (1 - pooled) / N)
     assert mean == pytest.approx(np.mean(scores))
     assert rho == pytest.approx((ratio - 1) / (N - 1))
+    # the mean's standard error: the runs' own variance over their count
+    expected = pooled * (1 - pooled) / N * (1 + rho * (N - 1)) / len(runs)
+    assert error == pytest.approx(expected**0.5)
 
 
 # -- the beta-binomial floor --------------------------------------------------------------------
