@@ -198,7 +198,7 @@ def fit_thresholds(
         )
     ]
     models = {name: dict(floors) for name, floors in in_use.file.models.items()}
-    overrides = []
+    overrides: list[dict[str, Any]] = []
     for match, task, fit, _ in planned:
         if isinstance(fit, TooThin) or fit.floor <= 0:  # a floor of 0 gates nothing
             continue
@@ -207,12 +207,13 @@ def fit_thresholds(
         else:
             why = f"fitted: {fit.describe()}"
             overrides.append({"match": match, "thresholds": {task: fit.floor}, "why": why})
-    refitted = [o["match"] for o in overrides]
-    kept = [
-        {"match": dict(o.match), "thresholds": dict(o.thresholds), "why": o.why}
-        for o in in_use.file.overrides
-        if dict(o.match) not in refitted
-    ]
+    # The file in use's overrides stay, less the tasks refitted for the same match.
+    refitted = [(o["match"], task) for o in overrides for task in o["thresholds"]]
+    kept = []
+    for old in in_use.file.overrides:
+        floors = {t: v for t, v in old.thresholds.items() if (dict(old.match), t) not in refitted}
+        if floors:
+            kept.append({"match": dict(old.match), "thresholds": floors, "why": old.why})
     document: dict[str, Any] = {
         **({"$schema": in_use.file.schema} if in_use.file.schema else {}),
         "default": dict(in_use.file.default),

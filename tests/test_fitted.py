@@ -162,7 +162,7 @@ def test_the_file_in_use_keeps_its_overrides_save_those_refitted():
                 },
                 {
                     "match": {"model_prefix": "x", **B200},
-                    "thresholds": {"gsm8k": 0.5},
+                    "thresholds": {"gsm8k": 0.5, "gpqa_diamond_cot_n_shot": 0.4},
                     "why": "old",
                 },
             ],
@@ -177,11 +177,18 @@ def test_the_file_in_use_keeps_its_overrides_save_those_refitted():
     matches = [o["match"] for o in fitted.document["overrides"]]
     assert matches[0] == {"model_prefix": "dsr1", "hardware": "b200"}
     assert {"model_prefix": "x", **B200} in matches
-    refit = next(
-        o for o in fitted.document["overrides"] if o["match"] == {"model_prefix": "x", **B200}
-    )
-    assert refit["thresholds"]["gsm8k"] > 0.9
-    assert len(matches) == 3
+    fitted_b200 = [
+        o
+        for o in fitted.document["overrides"]
+        if o["why"].startswith("fitted") and o["match"] == {"model_prefix": "x", **B200}
+    ]
+    assert len(fitted_b200) == 1
+    assert list(fitted_b200[0]["thresholds"]) == ["gsm8k"]
+    assert fitted_b200[0]["thresholds"]["gsm8k"] > 0.9
+    # the old override keeps the task not refitted, and its why
+    old = {"match": {"model_prefix": "x", **B200}, "thresholds": {"gpqa_diamond_cot_n_shot": 0.4}}
+    assert {**old, "why": "old"} in fitted.document["overrides"]
+    assert len(matches) == 4
 
 
 def test_runs_with_no_model_label_are_counted_and_left_out():

@@ -27,7 +27,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar, Literal
+from typing import Literal
 
 Policy = Literal["beta-binomial", "ix"]
 POLICIES: tuple[Policy, ...] = ("beta-binomial", "ix")
@@ -56,13 +56,11 @@ class BetaBinomialFit:
     mean: float
     """The runs' pooled accuracy: right answers over questions."""
     rho: float
-    """Overdispersion: the share of a run's score variance beyond binomial noise, per question
+    """Overdispersion: a run of n questions varies by binomial noise times 1 + rho (n - 1)
     (0: the runs differ no more than binomial noise)."""
     spread: float
     """Standard deviation of the next run's score, the fit's own uncertainty included."""
     tail: float
-
-    policy: ClassVar[Policy] = "beta-binomial"
 
     def describe(self) -> str:
         return (
@@ -83,8 +81,6 @@ class IxFit:
     fence: float
     """Q1 - 1.5 IQR, the box plot's lower whisker."""
     lowest: float
-
-    policy: ClassVar[Policy] = "ix"
 
     def describe(self) -> str:
         return (
@@ -117,6 +113,8 @@ def fit_floor(
 ) -> Fit | TooThin:
     """The floor for a config's next run from its past runs (right answers, questions), by
     `policy` (`tail` is the beta-binomial's, `lowest` the ix rule's floor under every floor)."""
+    if bad := next(((r, n) for r, n in runs if not 0 <= r <= n), None):
+        raise ValueError(f"a run's right answers must lie in 0..questions, not {bad}")
     usable = [(right, n) for right, n in runs if n > 0]
     if len(usable) < MIN_RUNS:
         return TooThin(len(usable))

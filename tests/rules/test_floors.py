@@ -84,6 +84,12 @@ def test_too_few_runs_are_refused_not_guessed(policy, runs):
     assert fit.describe() == f"too thin to fit: {runs} runs, need {MIN_RUNS}"
 
 
+@pytest.mark.parametrize("bad", [(1320, N), (-1, N)])
+def test_counts_that_cannot_be_are_refused(bad):
+    with pytest.raises(ValueError, match=r"must lie in 0..questions, not \((1320|-1), 1319\)"):
+        fit_floor([(1200, N)] * 5 + [bad])
+
+
 def test_runs_that_asked_nothing_do_not_count():
     fit = fit_floor([(1200, N)] * (MIN_RUNS - 1) + [(0, 0)] * 3)
     assert fit == TooThin(MIN_RUNS - 1)
