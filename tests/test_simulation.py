@@ -7,6 +7,10 @@ benchmarks/floors_sim.py (BENCHMARKS.md's floors section, docs/history.md).
 
 from __future__ import annotations
 
+import collections
+import math
+import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -173,3 +177,20 @@ def test_ix_fails_unchanged_configs_near_its_090_floor(floors):
     assert ix[0.85, 0.87].unchanged > 0.95
     assert ix[0.89, 0.91].unchanged > 0.30
     assert ix[0.95, 0.97].caught[1] < 0.5  # and misses most 3-point drops where it is loose
+
+
+def test_the_floors_simulation_draws_binomial_and_overdispersed_runs():
+    """What the simulation's proof rests on: its binomial sampler is the binomial, and a run's
+    score varies by binomial noise times 1 + 1318 rho."""
+    rng = random.Random(4905)  # noqa: S311 -- the simulation's own seeded generator
+    n, p, draws = 30, 0.8, 20000
+    counts = collections.Counter(floors_sim.binomial(rng, n, p) for _ in range(draws))
+    distance = sum(
+        abs(counts[x] / draws - math.comb(n, x) * p**x * (1 - p) ** (n - x)) for x in range(n + 1)
+    )
+    assert distance < 0.03  # total variation, twice; 20,000 draws
+    rho, accuracy = 1e-3, 0.9
+    scores = [floors_sim.run(rng, accuracy, rho) / floors_sim.QUESTIONS for _ in range(draws)]
+    binomial = accuracy * (1 - accuracy) / floors_sim.QUESTIONS
+    assert statistics.fmean(scores) == pytest.approx(accuracy, abs=0.0005)
+    assert statistics.variance(scores) / binomial == pytest.approx(1 + 1318 * rho, rel=0.05)
