@@ -40,8 +40,8 @@ GOAL = 0.01
 
 
 def binomial(rng: random.Random, n: int, p: float) -> int:
-    """One binomial draw, by inversion from the mode outwards (exact; Python 3.11's random has
-    no binomialvariate)."""
+    """One binomial draw, by inversion from the mode outwards (exact; the standard library's
+    random has binomialvariate only from Python 3.12)."""
     if p <= 0 or p >= 1:
         return 0 if p <= 0 else n
     mode = min(n, int((n + 1) * p))
