@@ -5,7 +5,8 @@
     │   ├── ContextError          the eval context cannot be derived from the inputs
     │   ├── ThresholdsError       thresholds.json is malformed
     │   ├── DatasetError          GSM8K files missing, altered or unreadable
-    │   └── ArtifactError         a result file is malformed, or would overwrite another run
+    │   ├── ArtifactError         a result file is malformed, or would overwrite another run
+    │   └── HistoryError          the history cannot be opened, read or written as asked
     ├── EndpointError        (3)  the engine cannot be used as configured
     │   ├── NotReadyError         the endpoint did not become ready before its deadline
     │   └── ProbeError            the pre-flight request was rejected (or truncates, --strict)
@@ -70,6 +71,11 @@ class DatasetError(UsageError):
 
 class ArtifactError(UsageError):
     """A result artifact is malformed, or writing it would destroy another run's evidence."""
+
+
+class HistoryError(UsageError):
+    """The history (an SQLite file or a PostgreSQL server) cannot be opened, read or written:
+    not a history, a newer schema, a server that cannot be reached or refuses the login."""
 
 
 class EndpointError(EvalgateError):

@@ -20,7 +20,7 @@ from evalgate._version import __version__
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.settings.environment import credentials_environment
 
-SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare")
+SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
 RECORDING = ("run", "hook")
 """Commands whose verdict is recorded on disk: output that cannot be printed leaves their exit
 code as recorded. For the others the printed output is the product, and losing it is exit 2."""
@@ -82,7 +82,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         )
         _add_verbose(child, default=argparse.SUPPRESS)  # `evalgate run ... -v` as users type it
         if argv is None or name == chosen:
-            if name not in ("verify", "compare"):  # the commands that take Settings
+            if name not in ("verify", "compare", "history"):  # the commands that take Settings
                 from evalgate.cli import flags  # pydantic loads only for the subcommand run
 
                 flags.add_settings_arguments(child, without=flags.LEFT_OUT[name])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 if TYPE_CHECKING:
+    from evalgate.history.store import Store
     from evalgate.verify.against import BaselineRequest
     from evalgate.verify.sweep import Report
 
@@ -78,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "interval against its threshold, the problems first, then the table",
     )
     _baseline_arguments(parser)
+    from evalgate.cli.history import add_verify_arguments
+
+    add_verify_arguments(parser)
     parser.add_argument(
         "-q",
         "--quiet",
@@ -92,9 +96,10 @@ def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         action="extend",
         metavar="BASELINE",
-        help="an earlier sweep's artifacts (folders and/or result.json files, either layout): "
-        "pair every config with the same config there, question by question, and fail on a "
-        "REGRESSION even over the floor (see docs/verify.md)",
+        help="an earlier sweep's artifacts (folders and/or result.json files, either layout), "
+        "or a history (an SQLite file or postgresql:// URL verify --record wrote: each "
+        "config's last passing run): pair every config with the same config there, question by "
+        "question, and fail on a REGRESSION even over the floor (see docs/verify.md)",
     )
     add_max_drop(parser, "with --baseline: ")
     parser.add_argument(
@@ -219,15 +224,59 @@ def command(args: argparse.Namespace) -> int:
         if path:
             _check_output(label, path, [*args.paths, *(args.baseline or [])], append=append)
     baseline = _baseline(args)
-    result = sweep.verify(
-        list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
-    )
-    if baseline is not None:
-        from evalgate.verify.against import judge_against
+    recording, history = _histories(args, environment.history)
+    if history is not None and baseline is not None:  # named as messages name it: no password
+        from msgspec import structs
 
-        result = judge_against(result, sweep.Rule(thresholds, args.min_samples), baseline)
-    _write(result, args, github=github, summary=summary)
+        baseline = structs.replace(baseline, paths=(history.location,))
+    sweep_id = None
+    if recording is not None or history is not None:
+        from evalgate.cli.history import sweep_id as sweep_id_of
+
+        sweep_id = sweep_id_of(args.sweep_id)
+    try:
+        result = sweep.verify(
+            list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
+        )
+        if baseline is not None:
+            from evalgate.verify.against import judge_against
+
+            rule = sweep.Rule(thresholds, args.min_samples)
+            found = None
+            if history is not None:  # paired before recording: the sweep against what came before
+                from evalgate.history.look import baseline as history_baseline
+
+                results = [e for e in result.entries if e.source is not None]
+                found = history_baseline(history, results, sweep_id)
+            result = judge_against(result, rule, baseline, found)
+        _write(result, args, github=github, summary=summary)
+        if recording is not None:
+            from evalgate.cli.history import record_report
+
+            print(record_report(recording, result, str(sweep_id)), file=sys.stderr)
+    finally:
+        for store in {id(s): s for s in (recording, history) if s is not None}.values():
+            store.close()
     return result.exit_code
+
+
+def _histories(args: argparse.Namespace, default: str | None) -> tuple[Store | None, Store | None]:
+    """--record (or $EVALGATE_HISTORY) and a history given as --baseline, opened now."""
+    from evalgate.errors import UsageError
+
+    record = args.record or default
+    if not record and not args.baseline:
+        found: tuple[Store | None, Store | None] = (None, None)
+    else:
+        from evalgate.cli.history import open_for_verify
+
+        found = open_for_verify(record, args.baseline)
+    if args.sweep_id is not None and found == (None, None):
+        raise UsageError(
+            "--sweep-id applies to --record, or to a history given as --baseline: pass the "
+            "history too."
+        )
+    return found
 
 
 def _baseline(args: argparse.Namespace) -> BaselineRequest | None:

@@ -39,6 +39,8 @@ class VerifyEnvironment(NamedTuple):
     """GITHUB_ACTIONS=true: running in a GitHub Actions job (annotations and job summary on)."""
     step_summary: str | None
     """GITHUB_STEP_SUMMARY: the file GitHub renders as the job summary."""
+    history: str | None = None
+    """EVALGATE_HISTORY: the history --record writes to when it is not given (docs/history.md)."""
 
 
 def verify_environment(environ: Mapping[str, str] | None = None) -> VerifyEnvironment:
@@ -48,6 +50,32 @@ def verify_environment(environ: Mapping[str, str] | None = None) -> VerifyEnviro
         thresholds=source.get("EVALGATE_THRESHOLDS") or None,
         github_actions=source.get("GITHUB_ACTIONS") == "true",
         step_summary=source.get("GITHUB_STEP_SUMMARY") or None,
+        history=source.get("EVALGATE_HISTORY") or None,
+    )
+
+
+class HistoryEnvironment(NamedTuple):
+    """What the history takes from a CI job's environment (docs/history.md)."""
+
+    run_id: str | None
+    """GITHUB_RUN_ID: the sweep id when --sweep-id is not given (every job of one workflow run
+    records into one sweep)."""
+    commit: str | None
+    """GITHUB_SHA: the commit of the repository the job runs (the harness's), kept per run."""
+    image: str | None
+    """IMAGE: the container image the job's engine ran in, where the job sets it."""
+    who: str
+    """Who curates: GITHUB_ACTOR, else USER, else LOGNAME (--by overrides)."""
+
+
+def history_environment(environ: Mapping[str, str] | None = None) -> HistoryEnvironment:
+    source = os.environ if environ is None else environ
+    who = next((source[n] for n in ("GITHUB_ACTOR", "USER", "LOGNAME") if source.get(n)), "")
+    return HistoryEnvironment(
+        run_id=source.get("GITHUB_RUN_ID") or None,
+        commit=source.get("GITHUB_SHA") or None,
+        image=source.get("IMAGE") or None,
+        who=who or "unknown",
     )
 
 

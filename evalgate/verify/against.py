@@ -5,18 +5,23 @@ the waivers applied, the verdict reached again (docs/verify.md, "Against the las
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
+from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import structs
 
+from evalgate.compare.runs import Run
 from evalgate.errors import UsageError
 from evalgate.verify import baseline as pairing
 from evalgate.verify.expect import identity
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.sweep import Report, Rule, ordered, summarise
 from evalgate.verify.waivers import Waivers, expired_reason
+
+if TYPE_CHECKING:
+    from evalgate.history.look import HistoryBaseline
 
 
 class BaselineRequest(msgspec.Struct, frozen=True):
@@ -89,12 +94,20 @@ def _tally(entries: Sequence[Entry]) -> str:
     return listed + (f" ({waived} waived)" if waived else "")
 
 
-def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Report:
-    """The report with every config compared with the baseline's, and its verdict again."""
-    baseline, notes = pairing.baseline_entries(request.paths, rule)
-    waivers = request.waivers
+def judge_against(
+    report: Report, rule: Rule, request: BaselineRequest, history: HistoryBaseline | None = None
+) -> Report:
+    """The report with every config compared with the baseline's, and its verdict again; the
+    baseline is the sweep at request.paths, or with `history` each config's run taken from a
+    history (evalgate.history.look.baseline)."""
     results = [e for e in report.entries if e.source is not None]
-    found, broken = pairing.findings(results, baseline, request.max_drop)
+    if history is None:
+        baseline, notes = pairing.baseline_entries(request.paths, rule)
+        load: Callable[[Entry], Run] = pairing.load_entry
+    else:
+        baseline, notes, load = history.entries, history.unreadable, history.load
+    waivers = request.waivers
+    found, broken = pairing.findings(results, baseline, request.max_drop, load)
     entries = _lines(report, found, broken, request)
     present = {identity(e.model, e.labels) for e in results}
     absent = [b for b in baseline if identity(b.model, b.labels) not in present]

@@ -6,7 +6,7 @@ their tables are held (docs/verify.md, "Against the last good sweep"; docs/archi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -38,7 +38,7 @@ class Pending(msgspec.Struct, frozen=True):
     warnings: tuple[str, ...]
 
 
-def _load(entry: Entry) -> Run:
+def load_entry(entry: Entry) -> Run:
     """The run behind a gated result, its answers with it (an ArtifactError if unreadable)."""
     path = str(entry.path)  # a gated result always has its file
     if entry.source == "lm-eval":
@@ -96,9 +96,11 @@ def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> 
     )
 
 
-def pair(entry: Entry, base: Entry, max_drop: float) -> Versus | Pending:
-    """One config against its baseline: listed (a Versus) or paired (Pending). An
-    ArtifactError when the sweep's own run cannot be read."""
+def pair(
+    entry: Entry, base: Entry, max_drop: float, load: Callable[[Entry], Run] = load_entry
+) -> Versus | Pending:
+    """One config against its baseline: listed (a Versus) or paired (Pending), each run read
+    by `load`. An ArtifactError when the sweep's own run cannot be read."""
     if entry.outcome not in SCORED:
         why = f"the run has no answers to pair ({entry.outcome})"
         return Versus("not compared", why, base.path)
@@ -106,10 +108,10 @@ def pair(entry: Entry, base: Entry, max_drop: float) -> Versus | Pending:
         why = f"the baseline's run has no answers to pair ({base.outcome}: {base.reason})"
         return Versus("not compared", why, base.path)
     try:
-        was = _load(base)
+        was = load(base)
     except ArtifactError as exc:
         return Versus("not compared", f"the baseline cannot be read: {exc.message}", base.path)
-    return _paired(entry, base, was, _load(entry), max_drop)
+    return _paired(entry, base, was, load(entry), max_drop)
 
 
 def _reason(judged: ConfigPair, max_drop: float, configs: int) -> str:
@@ -172,10 +174,13 @@ def baseline_entries(paths: Sequence[str], rule: Rule) -> tuple[list[Entry], Col
 
 
 def findings(
-    results: Sequence[Entry], baseline: Sequence[Entry], max_drop: float
+    results: Sequence[Entry],
+    baseline: Sequence[Entry],
+    max_drop: float,
+    load: Callable[[Entry], Run] = load_entry,
 ) -> tuple[dict[int, Versus], dict[int, str]]:
-    """Each result of the sweep (by its index) with its Versus, one config read at a time; and
-    the results whose own answers cannot be read (ArtifactError's message)."""
+    """Each result of the sweep (by its index) with its Versus, one config read at a time (by
+    `load`); and the results whose own answers cannot be read (ArtifactError's message)."""
     uses = Counter(identity(e.model, e.labels) for e in results)
     by_identity: dict[object, list[Entry]] = {}
     for base in baseline:
@@ -193,7 +198,7 @@ def findings(
             found[index] = Versus("not compared", why, bases[0].path)
         else:
             try:
-                found[index] = pair(entry, bases[0], max_drop)
+                found[index] = pair(entry, bases[0], max_drop, load)
             except ArtifactError as exc:
                 broken[index] = exc.message
     judged = judge([p for p in found.values() if isinstance(p, Pending)], max_drop)

@@ -1,0 +1,226 @@
+"""`evalgate history`: each config's recent runs from a history `verify --record` kept, as a
+table, a JSON document or a trend page; and its curation (a run or sweep marked bad, a sweep
+deleted). Also the history's part of `evalgate verify` (--record, a history as --baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalgate.history.look import ConfigHistory, HistoryRun
+    from evalgate.history.store import Store
+    from evalgate.verify.sweep import Report
+
+HELP = (
+    "Show the runs a history holds (an SQLite file, or a postgresql:// URL that verify "
+    "--record wrote): per config its recent runs, the configs that dropped first; as a "
+    "table, a JSON document (--json) or a trend page (--html); mark a run or sweep bad or "
+    "delete a sweep."
+)
+RECENT = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("history", metavar="HISTORY", help="an SQLite file or a postgresql:// URL")
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="LABEL=VALUE",
+        help="only configs with this label (task, model, hardware, concurrency, ...); repeatable",
+    )
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=RECENT,
+        metavar="N",
+        help=f"runs shown per config in the table (default {RECENT}; 0: all)",
+    )
+    parser.add_argument(
+        "--json", metavar="FILE", help="write every config's runs as one JSON document (-: stdout)"
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a trend page: per config its accuracy per sweep with the 95%% interval, "
+        "the floor, regressions and fails marked",
+    )
+    curation = parser.add_mutually_exclusive_group()
+    curation.add_argument("--mark-run", metavar="IDENTITY", help="mark one run bad (--reason)")
+    curation.add_argument("--mark-sweep", metavar="SWEEP", help="mark a whole sweep bad (--reason)")
+    curation.add_argument(
+        "--delete-sweep", metavar="SWEEP", help="delete a sweep recorded by mistake (--reason)"
+    )
+    parser.add_argument(
+        "--reason", metavar="TEXT", help="why the run or sweep is marked or deleted"
+    )
+    parser.add_argument(
+        "--by", metavar="NAME", help="who curates (default: $GITHUB_ACTOR, else $USER)"
+    )
+
+
+def guard(*locations: str | None) -> None:
+    """The history URLs' user info becomes a secret every output is scrubbed of (the command's
+    other credentials kept)."""
+    from evalgate import scrub
+    from evalgate.settings.environment import credentials_environment
+
+    keys, urls = credentials_environment()
+    scrub.configure(keys, [*urls, *(location for location in locations if location)])
+
+
+def command(args: argparse.Namespace) -> int:
+    from evalgate.errors import UsageError
+    from evalgate.history import look
+    from evalgate.history.store import open_history
+
+    guard(args.history)
+    where = look.parse_where(args.where)
+    if args.last < 0:
+        raise UsageError(f"--last {args.last} is negative; give 0 (all) or more.")
+    curating = args.mark_run or args.mark_sweep or args.delete_sweep
+    if curating and not args.reason:
+        raise UsageError("--reason is required to mark or delete: say why.")
+    if args.reason and not curating:
+        raise UsageError("--reason goes with --mark-run, --mark-sweep or --delete-sweep.")
+    with open_history(args.history, create=False) as store:
+        if curating:
+            return _curate(store, args)
+        found = look.configs(store, where)
+        _outputs(store, found, where, args)
+    return 0
+
+
+def _curate(store: Store, args: argparse.Namespace) -> int:
+    from evalgate.history import record
+    from evalgate.settings.environment import history_environment
+
+    by = args.by or history_environment().who
+    if args.delete_sweep:
+        done = record.delete_sweep(store, args.delete_sweep, reason=args.reason, by=by)
+    else:
+        done = record.mark(
+            store, run=args.mark_run, sweep=args.mark_sweep, reason=args.reason, by=by
+        )
+    print(f"{done.action}: {done.target} ({done.runs} run(s)) by {by}: {args.reason}")
+    return 0
+
+
+def _outputs(
+    store: Store, found: list[ConfigHistory], where: dict[str, str], args: argparse.Namespace
+) -> None:
+    import msgspec
+
+    from evalgate import outside
+    from evalgate.cli.verify import write_file
+    from evalgate.history import look
+
+    if args.html:
+        from evalgate.history import page
+
+        write_file(args.html, page.render(store.location, found, where), label="--html")
+    if args.json:
+        text = outside.json_text(msgspec.to_builtins(look.document(store, found, where)), indent=2)
+        text += "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+            return
+        write_file(args.json, text, label="--json")
+    for line in table(found, args.last or None):
+        sys.stdout.write(line + "\n")
+
+
+def table(found: list[ConfigHistory], last: int | None) -> list[str]:
+    """The terminal table: per config its recent runs, the configs that dropped first."""
+    from evalgate import outside
+    from evalgate.history import look
+
+    if not found:
+        return ["The history holds no runs yet."]
+    lines = []
+    for history in found:
+        flag = "  DROPPED" if history.dropped else ""
+        lines.append(outside.terminal(f"{history.name} [{history.labels['task']}]{flag}"))
+        for run in look.runs_in_order(history, last):
+            lines.append("  " + outside.terminal(_run_line(run)))
+    dropped = sum(1 for h in found if h.dropped)
+    lines.append(f"{len(found)} configs, {dropped} dropped")
+    return lines
+
+
+def _run_line(run: HistoryRun) -> str:
+    score = run.headline
+    shown = (
+        f"{score.value:.3f} [{score.low:.3f}, {score.high:.3f}] n={score.n} {score.filter}"
+        if score is not None
+        else "no score"
+    )
+    floor = f"floor {run.floor:.3f} ({run.floor_matched})" if run.floor is not None else "no floor"
+    marked = f"  MARKED BAD by {run.marked.by}: {run.marked.reason}" if run.marked else ""
+    return f"{run.sweep:<20} {run.recorded_at}  {shown}  {run.verdict:<12} {floor}{marked}"
+
+
+# -- the history's part of `evalgate verify` -----------------------------------------------------
+
+
+def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--record",
+        metavar="HISTORY",
+        help="keep every run gated in a history: an SQLite file (created if absent) or a "
+        "postgresql:// URL (the [postgres] extra); default $EVALGATE_HISTORY",
+    )
+    parser.add_argument(
+        "--sweep-id",
+        metavar="ID",
+        help="with --record: the sweep these runs belong to (default: $GITHUB_RUN_ID, else the "
+        "time); several jobs may record their parts under one id",
+    )
+
+
+def open_for_verify(
+    record: str | None, baseline: list[str] | None
+) -> tuple[Store | None, Store | None]:
+    """(the history to record into, the history to take the baseline from): opened, and
+    checked, before any result is read, so that a bad history is exit 2 before any verdict."""
+    from evalgate.history.store import is_history, open_history
+
+    history_baseline = baseline[0] if baseline and len(baseline) == 1 else None
+    if history_baseline is not None and not is_history(history_baseline):
+        history_baseline = None
+    guard(record, history_baseline)
+    recording = open_history(record, create=True) if record else None
+    if history_baseline is None:
+        return recording, None
+    if recording is not None and history_baseline == record:
+        return recording, recording
+    return recording, open_history(history_baseline, create=False)
+
+
+def sweep_id(given: str | None) -> str:
+    from evalgate.history.record import now
+    from evalgate.settings.environment import history_environment
+
+    return given or history_environment().run_id or now()
+
+
+def record_report(store: Store, report: Report, sweep: str) -> str:
+    """Record the report; the last line verify prints, whether or not it was written."""
+    from evalgate.errors import EvalgateError
+    from evalgate.history import record
+    from evalgate.settings.environment import history_environment
+
+    environment = history_environment()
+    context = record.Context(sweep, record.now(), environment.image, environment.commit)
+    try:
+        done = record.record(store, report, context)
+    except EvalgateError as exc:
+        return (
+            f"{type(exc).__name__}: {exc.message} The history was not written; the verdict "
+            "above stands."
+        )
+    already = f" ({done.already} already there)" if done.already else ""
+    return f"history: {done.added} run(s) recorded in {store.location} as sweep {sweep}{already}"

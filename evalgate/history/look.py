@@ -1,0 +1,293 @@
+"""The history read back: each config's runs in time order (the `history` command's table and
+--json document), the baseline a sweep is paired with, and the completed runs a fit takes.
+
+A run or sweep marked bad is shown, with who marked it, when and why, and left out of baselines
+and fits (record.mark).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from evalgate.compare.runs import Run
+from evalgate.errors import UsageError
+from evalgate.evidence.stage_records import Labels
+from evalgate.history.record import StoredScore, config_of, digested, run_identity, stored_run
+from evalgate.history.store import Store
+from evalgate.rules.stats import wilson_interval
+from evalgate.verify.baseline import load_entry
+from evalgate.verify.records import Collection, Entry
+
+DOCUMENT_SCHEMA = "evalgate.history/1"
+DROPPED = frozenset({"fail", "regression", "error", "malformed"})
+
+
+class Mark(msgspec.Struct, frozen=True):
+    """A run marked bad (itself, or its sweep): why, by whom, when."""
+
+    reason: str
+    by: str
+    at: str
+    sweep: bool = False
+    """Marked with its whole sweep."""
+
+
+class HistoryRun(msgspec.Struct, frozen=True):
+    """One recorded run as `history` shows it (field names are the --json document's)."""
+
+    identity: str
+    sweep: str
+    recorded_at: str
+    verdict: str
+    reason: str
+    floor: float | None
+    floor_matched: str | None
+    floor_file: str | None
+    scores: tuple[StoredScore, ...]
+    evalgate_version: str
+    image: str | None
+    harness_commit: str | None
+    task_version: str | None
+    question_order: str | None
+    source: str
+    path: str
+    marked: Mark | None = None
+
+    @property
+    def headline(self) -> StoredScore | None:
+        """The score the trend follows: the lowest filter's (the one the floor bites first)."""
+        return min(self.scores, key=lambda s: s.value, default=None)
+
+
+class ConfigHistory(msgspec.Struct, frozen=True):
+    """One config's labels (task and model among them) and its runs in time order."""
+
+    name: str
+    labels: dict[str, Any]
+    runs: list[HistoryRun]
+    config: str = msgspec.field(default="")
+
+    @property
+    def dropped(self) -> bool:
+        """Its latest unmarked run failed or regressed, or scored below the one before's
+        95% interval."""
+        kept = [r for r in self.runs if r.marked is None]
+        if not kept:
+            return False
+        last = kept[-1]
+        if last.verdict in DROPPED:
+            return True
+        if len(kept) < 2:
+            return False
+        now, before = last.headline, kept[-2].headline
+        return now is not None and before is not None and now.value < before.low
+
+
+class Document(msgspec.Struct, frozen=True):
+    """`evalgate history HISTORY --json -`: every config with its runs in time order."""
+
+    schema: str
+    history: str
+    where: dict[str, str]
+    configs: list[ConfigHistory]
+
+
+_NAMES = (
+    "identity", "sweep", "config", "name", "labels", "recorded_at", "verdict", "reason", "floor",
+    "floor_matched", "floor_file", "scores", "evalgate_version", "image", "harness_commit",
+    "task_version", "question_order", "source", "path",
+)  # fmt: skip
+_COLUMNS = ", ".join(_NAMES)
+
+
+def _marks(store: Store) -> tuple[dict[str, Mark], dict[str, Mark]]:
+    """(runs marked, sweeps marked); the first mark of each is kept."""
+    runs: dict[str, Mark] = {}
+    sweeps: dict[str, Mark] = {}
+    rows = store.query(
+        "SELECT identity, sweep, reason, by_whom, at FROM curation WHERE action = 'mark' "
+        "ORDER BY id"
+    )
+    for identity, sweep, reason, by, at in rows:
+        if identity is not None:
+            runs.setdefault(str(identity), Mark(reason, by, at))
+        elif sweep is not None:
+            sweeps.setdefault(str(sweep), Mark(reason, by, at, sweep=True))
+    return runs, sweeps
+
+
+def parse_where(given: Sequence[str]) -> dict[str, str]:
+    """--where LABEL=VALUE, repeatable: the labels each run shown must have."""
+    found: dict[str, str] = {}
+    for item in given:
+        label, equals, value = item.partition("=")
+        if not equals or not label.strip():
+            raise UsageError(f"--where {item!r} is not LABEL=VALUE (e.g. --where hardware=h100).")
+        found[label.strip()] = value
+    return found
+
+
+def _matches(labels: Mapping[str, Any], where: Mapping[str, str]) -> bool:
+    return all(k in labels and str(labels[k]) == v for k, v in where.items())
+
+
+_decode_labels = msgspec.json.Decoder(dict[str, Any])
+_decode_scores = msgspec.json.Decoder(tuple[StoredScore, ...])
+
+
+def configs(store: Store, where: Mapping[str, str] | None = None) -> list[ConfigHistory]:
+    """Every config the history holds (matching `where`), its runs in time order; a UsageError
+    for a --where label no run has, or a value none has."""
+    where = dict(where or {})
+    run_marks, sweep_marks = _marks(store)
+    grouped: dict[str, ConfigHistory] = {}
+    seen: dict[str, set[str]] = {}
+    rows = store.query(f"SELECT {_COLUMNS} FROM runs ORDER BY recorded_at, sweep, identity")  # noqa: S608
+    for row in rows:
+        found = dict(zip(_NAMES, row, strict=True))
+        labels = _decode_labels.decode(found.pop("labels"))
+        for key in where:
+            if key in labels:
+                seen.setdefault(key, set()).add(str(labels[key]))
+        if not _matches(labels, where):
+            continue
+        config, name = found.pop("config"), found.pop("name")
+        history = grouped.get(config)
+        if history is None:
+            history = grouped[config] = ConfigHistory(name, labels, [], config)
+        found["scores"] = _decode_scores.decode(found["scores"])
+        marked = run_marks.get(found["identity"]) or sweep_marks.get(found["sweep"])
+        history.runs.append(HistoryRun(**found, marked=marked))
+    _check_where(where, seen, bool(rows), store.location)
+    return sorted(grouped.values(), key=lambda c: (not c.dropped, c.name, c.labels["task"]))
+
+
+def _check_where(
+    where: Mapping[str, str], seen: Mapping[str, set[str]], any_runs: bool, location: str
+) -> None:
+    if not any_runs:
+        return
+    for key, value in where.items():
+        if key not in seen:
+            raise UsageError(
+                f"--where {key}={value}: no run in {location} has the label {key!r}. Labels: "
+                "task, model, model_prefix, hardware, framework, precision, kv_cache_dtype, isl, "
+                "osl, concurrency, topology."
+            )
+        if value not in seen[key]:
+            values = ", ".join(sorted(seen[key])[:10])
+            raise UsageError(
+                f"--where {key}={value}: no run in {location} has that value (it has: {values})."
+            )
+
+
+def document(store: Store, found: list[ConfigHistory], where: Mapping[str, str]) -> Document:
+    return Document(DOCUMENT_SCHEMA, store.location, dict(where), found)
+
+
+def interval(score: StoredScore) -> tuple[float, float]:
+    return wilson_interval(score.value, score.n)
+
+
+# -- what issue-free code builds on: the runs a fit takes -----------------------------------------
+
+
+class Completed(msgspec.Struct, frozen=True, array_like=True):
+    """One completed, unmarked run of a config on one filter: right answers, questions, when."""
+
+    correct: int
+    n: int
+    recorded_at: str
+
+
+def completed_runs(
+    store: Store, where: Mapping[str, str] | None = None
+) -> dict[tuple[str, str], list[Completed]]:
+    """Per (config name with its task, filter): the completed unmarked runs in time order, each
+    (correct count, n, time): what a floor fitted from the history takes. A completed run is one
+    that was scored (pass, fail, inconclusive or regression), not one that errored."""
+    found: dict[tuple[str, str], list[Completed]] = {}
+    for history in configs(store, where):
+        for run in history.runs:
+            if run.marked is not None or not run.scores:
+                continue
+            for score in run.scores:
+                key = (f"{history.labels['task']} {history.name}", score.filter)
+                correct = round(score.value * score.n)
+                found.setdefault(key, []).append(Completed(correct, score.n, run.recorded_at))
+    return found
+
+
+# -- the baseline a sweep is paired with ---------------------------------------------------------
+
+
+class HistoryBaseline(msgspec.Struct, frozen=True):
+    """Each of a sweep's configs with its last passing unmarked recorded run, and how to read
+    a run of either side for pairing."""
+
+    entries: list[Entry]
+    unreadable: Collection
+    load: Callable[[Entry], Run]
+
+
+def baseline(store: Store, results: Sequence[Entry], sweep: str | None) -> HistoryBaseline:
+    """The baseline of each result's config: its last passing run that is not marked, not one of
+    the sweep's own runs (by identity) and not of its sweep id. Configs with none are new."""
+    unreadable = Collection()
+    own: set[str] = set()
+    wanted: set[str] = set()
+    for entry in results:
+        task = entry.checks[0].task if entry.checks else "gsm8k"
+        wanted.add(config_of(entry, task)[0])
+        with contextlib.suppress(UsageError):  # unreadable: its pairing says so, reading it again
+            own.add(run_identity(entry))
+    run_marks, sweep_marks = _marks(store)
+    latest: dict[str, tuple[Any, ...]] = {}
+    rows = store.query(
+        "SELECT identity, sweep, config, model, labels, reason, recorded_at FROM runs "
+        "WHERE verdict = 'pass' ORDER BY recorded_at, identity"
+    )
+    for row in rows:
+        identity, run_sweep, config = row[0], row[1], row[2]
+        if config not in wanted or identity in own or run_sweep == sweep:
+            continue
+        if identity in run_marks or run_sweep in sweep_marks:
+            continue
+        latest[config] = row
+    entries = [_entry(store, row) for row in latest.values()]
+    return HistoryBaseline(entries, unreadable, _loader(store))
+
+
+def _entry(store: Store, row: tuple[Any, ...]) -> Entry:
+    identity, sweep, _, model, labels_json, reason, recorded_at = row
+    labels = dict(_decode_labels.decode(labels_json))
+    labels.pop("task", None)
+    labels.pop("model", None)
+    path = f"{store.location} sweep {sweep} run {identity} ({recorded_at})"
+    return Entry(
+        key=identity,
+        outcome="pass",
+        reason=reason,
+        path=path,
+        source="history",
+        model=model,
+        labels=msgspec.convert(labels, Labels),
+    )
+
+
+def _loader(store: Store) -> Callable[[Entry], Run]:
+    def load(entry: Entry) -> Run:
+        if entry.source == "history":
+            return stored_run(store, entry.key, str(entry.path))
+        return digested(load_entry(entry))
+
+    return load
+
+
+def runs_in_order(history: ConfigHistory, last: int | None) -> Iterator[HistoryRun]:
+    """A config's most recent `last` runs (all with None), oldest first."""
+    yield from history.runs[-last:] if last else history.runs

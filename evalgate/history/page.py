@@ -1,0 +1,121 @@
+"""`evalgate history HISTORY --html FILE`: the trend page, through evalgate.page's skeleton. Per
+config, its accuracy per sweep (the lowest filter's) with the 95% interval as a band, the floor
+as a line, fails and regressions marked in red, runs marked bad hollow; configs that dropped
+first. One SVG path per band and line, so a year of nightly sweeps stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from evalgate import page
+from evalgate.history.look import ConfigHistory, HistoryRun
+from evalgate.page import esc
+
+WIDTH = 720
+HEIGHT = 120
+PAD = 8
+FAILED = frozenset({"fail", "regression"})
+
+
+def _x(index: int, count: int) -> float:
+    return PAD + (WIDTH - 2 * PAD) * (index / (count - 1) if count > 1 else 0.5)
+
+
+def _points(values: Sequence[tuple[float, float]]) -> str:
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in values)
+
+
+def trend_svg(history: ConfigHistory) -> str:
+    """One config's runs over time: band, line, floor, marks; axis labels at both ends."""
+    runs = [r for r in history.runs if r.headline is not None]
+    if not runs:
+        return '<p class="note">no scored run</p>'
+    values = [v for r in runs for v in (r.headline.low, r.headline.high)]  # type: ignore[union-attr]
+    values += [r.floor for r in runs if r.floor is not None]
+    scale = page.Scale.around(values)
+
+    def y(value: float) -> float:
+        return PAD + (HEIGHT - 2 * PAD) * (1 - scale.at(value) / 100)
+
+    count = len(runs)
+    scores = [r.headline for r in runs]
+    top = [(_x(i, count), y(s.high)) for i, s in enumerate(scores) if s is not None]
+    bottom = [(_x(i, count), y(s.low)) for i, s in enumerate(scores) if s is not None]
+    line = [(_x(i, count), y(s.value)) for i, s in enumerate(scores) if s is not None]
+    parts = [f'<path class="band" d="M{_points(top)} L{_points(bottom[::-1])} Z"/>']
+    floors = [(_x(i, count), y(r.floor)) for i, r in enumerate(runs) if r.floor is not None]
+    if floors:
+        parts.append(f'<polyline class="floor" points="{_points(floors)}"/>')
+    parts.append(f'<polyline class="trend" points="{_points(line)}"/>')
+    for i, run in enumerate(runs):
+        kind = "marked" if run.marked else "failed" if run.verdict in FAILED else ""
+        if kind:
+            x, dot = line[i]
+            word = "marked bad" if run.marked else run.verdict
+            parts.append(
+                f'<circle class="{kind}" cx="{x:.1f}" cy="{dot:.1f}" r="4">'
+                f"<title>{esc(run.sweep)}: {esc(word)}</title></circle>"
+            )
+    ticks = "".join(
+        f'<text class="tick" x="{WIDTH + 4}" y="{y(t) + 4:.1f}">{t:g}</text>' for t in scale.ticks()
+    )
+    label = (
+        f"{history.name}: {count} runs from {runs[0].sweep} to {runs[-1].sweep}, "
+        f"last {scores[-1].value:.3f}"  # type: ignore[union-attr]
+    )
+    return (
+        f'<svg class="trend" viewBox="0 0 {WIDTH + 40} {HEIGHT}" role="img" '
+        f'aria-label="{esc(label)}"><title>{esc(label)}</title>{"".join(parts)}{ticks}</svg>'
+        f'<div class="ends"><span>{esc(runs[0].sweep)}</span><span>{esc(runs[-1].sweep)}</span>'
+        "</div>"
+    )
+
+
+def _latest(history: ConfigHistory) -> HistoryRun:
+    return history.runs[-1]
+
+
+def _figure(history: ConfigHistory) -> str:
+    last = _latest(history)
+    score = last.headline
+    numbers = (
+        f"{score.value:.3f} [{score.low:.3f}, {score.high:.3f}] n={score.n}"
+        if score is not None
+        else "no score"
+    )
+    failed = sum(1 for r in history.runs if r.verdict in FAILED)
+    marked = sum(1 for r in history.runs if r.marked is not None)
+    tone = "fail" if history.dropped else page.tone(last.verdict)
+    word = "dropped" if history.dropped else last.verdict
+    notes = [f"{len(history.runs)} runs", f"{failed} failed or regressed"]
+    notes += [f"{marked} marked bad"] if marked else []
+    floor = f"floor {last.floor:g} ({esc(last.floor_matched)})" if last.floor is not None else ""
+    return (
+        f'<figure class="trend tone-{tone}" data-dropped="{int(history.dropped)}">'
+        f"<figcaption>{page.badge(word, tone)} {esc(history.name)} "
+        f'<span class="note">{esc(history.labels.get("task", ""))}; last {esc(numbers)}; '
+        f"{floor}; {esc(', '.join(notes))}</span></figcaption>"
+        f"{trend_svg(history)}</figure>"
+    )
+
+
+def render(location: str, found: Sequence[ConfigHistory], where: Mapping[str, str]) -> str:
+    """The whole page."""
+    dropped = sum(1 for h in found if h.dropped)
+    runs = sum(len(h.runs) for h in found)
+    legend = (
+        '<p class="legend">Each chart: the lowest filter\'s accuracy per recorded run (line) '
+        "with its 95% interval (band); the floor (dashed); fails and regressions (red dots); "
+        "runs marked bad (hollow). Configs that dropped come first.</p>"
+    )
+    body = [page.section("Accuracy over time", legend + "".join(map(_figure, found)))]
+    filters = " ".join(f"{k}={v}" for k, v in where.items())
+    return page.document(
+        title="evalgate history",
+        tone="fail" if dropped else "pass",
+        summary=f"{len(found)} configs, {runs} runs, {dropped} dropped",
+        counts=[("dropped", dropped, "fail"), ("steady", len(found) - dropped, "pass")],
+        body=body,
+        inputs=[("history", esc(location)), *([("where", esc(filters))] if filters else [])],
+    )

@@ -1,0 +1,425 @@
+"""What `evalgate verify --record` keeps of each run it gated, and the one transaction that keeps
+it (docs/history.md, "What is stored").
+
+A run is kept under its identity (run_identity: by content, never by path), so recording the
+same runs again adds nothing, and several CI jobs may each record their part of one sweep under
+one sweep id. Its answers are kept per question and filter (right or not, the extracted answer)
+beside its result document, so a later verify can pair a sweep with it question by question as
+compare does (stored_run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import zlib
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import structs
+
+from evalgate._version import __version__
+from evalgate.compare.runs import Run
+from evalgate.errors import ArtifactError
+from evalgate.evidence.artifacts import RESULT_NAME, read_result
+from evalgate.evidence.harness_layout import samples_path
+from evalgate.evidence.model import Answer, Result, Sample
+from evalgate.evidence.read import read as read_json
+from evalgate.history.store import Store
+from evalgate.verify.baseline import load_entry
+from evalgate.verify.expect import config_key, identity
+from evalgate.verify.records import Entry
+from evalgate.verify.sweep import Report
+
+log = logging.getLogger(__name__)
+UNRECORDED_STATUSES = frozenset({"skipped"})
+"""Lines verify gates that are no run (a concurrency an `evalgate hook` never ran)."""
+
+
+def run_identity(entry: Entry) -> str:
+    """A run's identity, by its content: the run id evalgate wrote inside its result
+    ("evalgate:<run_id>"), else, for the harness's lm-eval files, the sha256 of its results
+    file, its samples file and the config its meta_env.json gives ("sha256:<hex>"). The same run
+    copied anywhere has the same identity. An ArtifactError when its files cannot be read."""
+    path = Path(str(entry.path))
+    if entry.source == "evalgate":
+        return f"evalgate:{read_result(path / RESULT_NAME if path.is_dir() else path).run_id}"
+    digest = hashlib.sha256(msgspec.json.encode(identity(entry.model, entry.labels)))
+    files = [path]
+    doc = read_json(path)
+    tasks = list(doc.get("results") or {}) if isinstance(doc, dict) else []
+    if len(tasks) == 1 and samples_path(path, tasks[0]).is_file():
+        files.append(samples_path(path, tasks[0]))
+    for file in files:
+        try:
+            digest.update(file.read_bytes())
+        except OSError as exc:
+            raise ArtifactError(f"Cannot read {file}: {exc.strerror}.") from exc
+    return f"sha256:{digest.hexdigest()}"
+
+
+class StoredScore(msgspec.Struct, frozen=True):
+    """One filter's score as verify judged it."""
+
+    filter: str
+    value: float
+    n: int
+    low: float
+    high: float
+    threshold: float
+    outcome: str
+
+
+class Answers(msgspec.Struct, array_like=True, frozen=True):
+    """A run's questions in its order, and per filter whether each was right and the answer
+    extracted (what compare's lost-question table shows). A question is kept as a digest of its
+    text and target: enough to tell the same question from another, at a few bytes a question."""
+
+    doc_ids: list[int]
+    digests: list[str]
+    repeats: list[int | None]
+    clusters: list[int | None]
+    correct: dict[str, str]
+    """Per filter, one character per question: 1 right, 0 wrong, - not scored."""
+    extracted: dict[str, list[str]]
+
+
+class RunRecord(msgspec.Struct, frozen=True):
+    """One run as the history keeps it (a row of `runs`; its answers a row of `answers`)."""
+
+    identity: str
+    sweep: str
+    config: str
+    """The config as pairing tells configs apart (task, model and labels), as JSON."""
+    name: str
+    task: str
+    model: str | None
+    labels: dict[str, Any]
+    recorded_at: str
+    started_at: str | None
+    verdict: str
+    reason: str
+    floor: float | None
+    floor_matched: str | None
+    floor_file: str | None
+    scores: tuple[StoredScore, ...]
+    evalgate_version: str
+    run_evalgate_version: str | None
+    image: str | None
+    harness_commit: str | None
+    task_version: str | None
+    question_order: str | None
+    source: str
+    path: str
+
+
+RUN_COLUMNS = tuple(RunRecord.__struct_fields__)
+
+
+def config_of(entry: Entry, task: str) -> tuple[str, dict[str, Any]]:
+    """(the config's pairing key as JSON, its labels with task and model) for one gated line."""
+    key = msgspec.json.encode([task, *identity(entry.model, entry.labels)]).decode()
+    given = structs.asdict(entry.labels) if entry.labels is not None else {}
+    labels = {k: v for k, v in given.items() if v is not None}
+    return key, {"task": task, "model": entry.model, **labels}
+
+
+class _Digests(dict[tuple[str, str], str]):
+    """Each question's digest, worked out once per record call (a sweep asks the same ones)."""
+
+    def __missing__(self, key: tuple[str, str]) -> str:
+        text = f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")
+        value = self[key] = hashlib.blake2b(text, digest_size=6).hexdigest()
+        return value
+
+
+def answers_of(run: Run, digests: _Digests) -> Answers:
+    samples = list(run.samples.values())
+    filters = run.filters
+    return Answers(
+        doc_ids=[s.doc_id for s in samples],
+        digests=[digests[(s.question, s.target)] for s in samples],
+        repeats=[s.repeat for s in samples],
+        clusters=[s.cluster for s in samples],
+        correct={
+            f: "".join(
+                "-" if (a := s.filters.get(f)) is None else "1" if a.correct else "0"
+                for s in samples
+            )
+            for f in filters
+        },
+        extracted={
+            f: [a.extracted if (a := s.filters.get(f)) is not None else "" for s in samples]
+            for f in filters
+        },
+    )
+
+
+def _order(doc_ids: Sequence[int]) -> str:
+    return hashlib.sha256(",".join(map(str, doc_ids)).encode()).hexdigest()[:16]
+
+
+class Context(msgspec.Struct, frozen=True):
+    """What a record call says about every run it keeps."""
+
+    sweep: str
+    recorded_at: str
+    image: str | None = None
+    harness_commit: str | None = None
+
+
+def build(entry: Entry, report: Report, context: Context, digests: _Digests) -> tuple[Any, ...]:
+    """One gated line as the rows the history keeps: (RunRecord, result bytes, answers bytes)."""
+    task = entry.checks[0].task if entry.checks else "gsm8k"
+    config, labels = config_of(entry, task)
+    path = str(entry.path)
+    run: Run | None = None
+    if entry.checks:  # scored: its answers are kept with it
+        try:
+            run = load_entry(entry)
+        except ArtifactError as exc:  # its score is still history; pairing will say so
+            log.warning("history: %s is recorded without its answers: %s", path, exc.message)
+    result = run.result if run is not None else _result(entry)
+    answers = answers_of(run, digests) if run is not None else Answers([], [], [], [], {}, {})
+    evaluated = run.eval if run is not None else None
+    version = evaluated.task_version if evaluated is not None else None
+    scores = tuple(
+        StoredScore(c.filter, c.value, c.n, c.low, c.high, c.threshold, c.outcome)
+        for c in entry.checks
+    )
+    record = RunRecord(
+        identity=run_identity(entry),
+        sweep=context.sweep,
+        config=config,
+        name=config_key(entry.model, entry.labels),
+        task=task,
+        model=entry.model,
+        labels=labels,
+        recorded_at=context.recorded_at,
+        started_at=(result.started_at or None) if result is not None else None,
+        verdict=entry.outcome,
+        reason=entry.reason,
+        floor=entry.checks[0].threshold if entry.checks else None,
+        floor_matched=entry.checks[0].matched if entry.checks else None,
+        floor_file=report.thresholds_file,
+        scores=scores,
+        evalgate_version=__version__,
+        run_evalgate_version=(result.evalgate_version or None) if result is not None else None,
+        image=context.image,
+        harness_commit=context.harness_commit,
+        task_version=version if isinstance(version, str) else None,
+        question_order=_order(answers.doc_ids) if answers.doc_ids else None,
+        source=str(entry.source),
+        path=path,
+    )
+    document = msgspec.json.encode(result) if result is not None else b"null"
+    return record, zlib.compress(document, 1), zlib.compress(msgspec.json.encode(answers), 1)
+
+
+def _result(entry: Entry) -> Result | None:
+    """An evalgate run that never evaluated: its result all the same (None for lm-eval's)."""
+    if entry.source != "evalgate":
+        return None
+    try:
+        file = Path(str(entry.path))
+        return read_result(file / RESULT_NAME if file.is_dir() else file)
+    except ArtifactError:
+        return None
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """What one record call did: runs added, runs the history already held."""
+
+    sweep: str
+    added: int
+    already: int
+
+
+def recordable(report: Report) -> list[Entry]:
+    return [
+        e
+        for e in report.entries
+        if e.source is not None and e.path and e.status not in UNRECORDED_STATUSES
+    ]
+
+
+def record(store: Store, report: Report, context: Context) -> Recorded:
+    """Every run `report` gated, kept in one transaction: all of them or, on any error, none.
+    The runs are read before the transaction, so other recorders wait only for the writes."""
+    digests = _Digests()
+    rows = [build(e, report, context, digests) for e in recordable(report)]
+    runs = [
+        tuple(
+            msgspec.json.encode(v).decode() if name in ("labels", "scores") else v
+            for name, v in zip(RUN_COLUMNS, structs.astuple(r), strict=True)
+        )
+        for r, _, _ in rows
+    ]
+    columns = ", ".join(RUN_COLUMNS)
+    marks = ", ".join("?" for _ in RUN_COLUMNS)
+    with store.transaction(f"record sweep {context.sweep}") as cursor:
+        before = _count(store, cursor)
+        store.executemany(
+            cursor,
+            f"INSERT INTO runs ({columns}) VALUES ({marks}) "  # noqa: S608  # evalgate's own names
+            "ON CONFLICT (identity) DO NOTHING",
+            runs,
+        )
+        store.executemany(
+            cursor,
+            "INSERT INTO answers (identity, result, questions) VALUES (?, ?, ?) "
+            "ON CONFLICT (identity) DO NOTHING",
+            [(r.identity, result, answers) for r, result, answers in rows],
+        )
+        added = _count(store, cursor) - before
+    return Recorded(context.sweep, added, len(rows) - added)
+
+
+def _count(store: Store, cursor: Any) -> int:
+    cursor.execute("SELECT count(*) FROM runs")
+    return int(cursor.fetchone()[0])
+
+
+def now() -> str:
+    """The time as the history writes it: UTC, to the second, sortable as text."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- a stored run as compare's Run ---------------------------------------------------------------
+
+
+def _samples(answers: Answers) -> list[Sample]:
+    found = []
+    for index, doc_id in enumerate(answers.doc_ids):
+        filters = {
+            f: Answer(extracted=answers.extracted[f][index], correct=marks[index] == "1")
+            for f, marks in answers.correct.items()
+            if marks[index] != "-"
+        }
+        found.append(
+            Sample(
+                doc_id=doc_id,
+                prompt_sha256="",
+                response=None,
+                finish_reason=None,
+                error=None,
+                question=answers.digests[index],
+                target="",
+                filters=filters,
+                cluster=answers.clusters[index],
+                repeat=answers.repeats[index],
+            )
+        )
+    return found
+
+
+def stored_run(store: Store, run_identity_: str, label: str) -> Run:
+    """A recorded run read back as compare's Run (its questions as digests); `label` names it."""
+    rows = store.query("SELECT result, questions FROM answers WHERE identity = ?", (run_identity_,))
+    if not rows:
+        raise ArtifactError(f"{label}: the history holds no answers for run {run_identity_}.")
+    result = msgspec.json.decode(zlib.decompress(bytes(rows[0][0])), type=Result | None)
+    answers = msgspec.json.decode(zlib.decompress(bytes(rows[0][1])), type=Answers)
+    if result is None or result.eval is None:
+        raise ArtifactError(f"{label}: run {run_identity_} has no answers to pair.")
+    return Run(Path(label), result, result.eval, {s.doc_id: s for s in _samples(answers)})
+
+
+def digested(run: Run) -> Run:
+    """A run from files with its questions as the history keeps them, to pair with a stored
+    run: the same question gives the same digest on both sides."""
+    digests = _Digests()
+    return Run(
+        run.path,
+        run.result,
+        run.eval,
+        {
+            doc_id: structs.replace(s, question=digests[(s.question, s.target)], target="")
+            for doc_id, s in run.samples.items()
+        },
+    )
+
+
+# -- curation ------------------------------------------------------------------------------------
+
+
+class Curated(msgspec.Struct, frozen=True):
+    """What one curation did: the action, what it named, how many runs it touched."""
+
+    action: str
+    target: str
+    runs: int
+
+
+def _runs_of(store: Store, cursor: Any, column: str, value: str) -> int:
+    cursor.execute(store.sql(f"SELECT count(*) FROM runs WHERE {column} = ?"), (value,))  # noqa: S608  # column is ours
+    return int(cursor.fetchone()[0])
+
+
+def mark(
+    store: Store, *, run: str | None = None, sweep: str | None = None, reason: str, by: str
+) -> Curated:
+    """Mark one run (by its identity, or an unambiguous start of it) or a whole sweep bad: kept
+    and shown, left out of baselines and fits. A UsageError names what matches nothing."""
+    from evalgate.errors import UsageError
+
+    if not reason.strip():
+        raise UsageError("--reason is empty: say why the run or sweep is bad.")
+    with store.transaction("mark a run or sweep bad") as cursor:
+        if run is not None:
+            first = "SELECT identity FROM runs WHERE identity >= ? ORDER BY identity LIMIT 2"
+            cursor.execute(store.sql(first), (run,))
+            found = [str(r[0]) for r in cursor.fetchall() if str(r[0]).startswith(run)]
+            if found and found[0] == run:  # the whole identity, even if it starts another
+                found = found[:1]
+            if len(found) != 1:
+                what = "no run" if not found else "more than one run"
+                raise UsageError(
+                    f"--mark-run {run}: {what} in {store.location} has that identity. Pass a "
+                    "run's identity as `evalgate history HISTORY --json -` gives it."
+                )
+            target, column, count = found[0], "identity", 1
+        else:
+            target, column = str(sweep), "sweep"
+            count = _runs_of(store, cursor, "sweep", target)
+            if not count:
+                raise UsageError(f"--mark-sweep {target}: {store.location} holds no such sweep.")
+        cursor.execute(
+            store.sql(
+                f"INSERT INTO curation (action, {column}, reason, by_whom, at) "  # noqa: S608
+                "VALUES ('mark', ?, ?, ?, ?)"
+            ),
+            (target, reason, by, now()),
+        )
+    return Curated("marked bad", target, count)
+
+
+def delete_sweep(store: Store, sweep: str, *, reason: str, by: str) -> Curated:
+    """Delete a sweep recorded by mistake: its runs and answers go, the deletion is kept (who,
+    when, why, how many runs)."""
+    from evalgate.errors import UsageError
+
+    if not reason.strip():
+        raise UsageError("--reason is empty: say why the sweep is deleted.")
+    with store.transaction(f"delete sweep {sweep}") as cursor:
+        count = _runs_of(store, cursor, "sweep", sweep)
+        if not count:
+            raise UsageError(f"--delete-sweep {sweep}: {store.location} holds no such sweep.")
+        cursor.execute(
+            store.sql(
+                "DELETE FROM answers WHERE identity IN (SELECT identity FROM runs WHERE sweep = ?)"
+            ),
+            (sweep,),
+        )
+        cursor.execute(store.sql("DELETE FROM runs WHERE sweep = ?"), (sweep,))
+        cursor.execute(
+            store.sql(
+                "INSERT INTO curation (action, sweep, reason, by_whom, at) "
+                "VALUES ('delete', ?, ?, ?, ?)"
+            ),
+            (sweep, f"{reason} ({count} runs)", by, now()),
+        )
+    return Curated("deleted", sweep, count)

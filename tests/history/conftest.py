@@ -1,0 +1,111 @@
+"""The history's two stores, real: an SQLite file in a temporary folder, and a PostgreSQL 15
+server (Debian's packages; scripts/test installs them as root where missing) started once per
+session on a loopback port in a temporary folder as the unprivileged user `postgres`, with
+password logins over TCP, and stopped at the end. Each test gets a database of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BIN = Path("/usr/lib/postgresql/15/bin")
+USER = "evalgate_ci"
+PASSWORD = "s3cret-Pa55word-xyz"  # noqa: S105  # the test server's; long enough to be scrubbed
+_databases = itertools.count()
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running PostgreSQL: where it listens, and how to log in as its superuser."""
+
+    port: int
+    folder: Path
+
+    def url(self, database: str = "postgres", password: str = PASSWORD) -> str:
+        return f"postgresql://{USER}:{password}@127.0.0.1:{self.port}/{database}"
+
+    def admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True, connect_timeout=10) as connection:
+            connection.execute(sql)  # type: ignore[arg-type]
+
+    def pg_ctl(self, *args: str) -> None:
+        _as_postgres([str(BIN / "pg_ctl"), "-D", str(self.folder / "data"), *args])
+
+
+def _as_postgres(command: list[str]) -> None:
+    """Run `command` as the user postgres (PostgreSQL refuses to run as root)."""
+    line = " ".join(shlex.quote(part) for part in command)
+    subprocess.run(
+        ["/bin/su", "postgres", "-s", "/bin/sh", "-c", line],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Server]:
+    """PostgreSQL 15 on 127.0.0.1, as postgres, in a temporary folder; stopped at the end."""
+    if not (BIN / "initdb").exists() or os.geteuid() != 0 or shutil.which("su") is None:
+        pytest.skip(
+            "postgres tier skipped: it needs Debian's postgresql-15 (scripts/test installs it "
+            "as root with apt-get) and root, to start the server as the user postgres"
+        )
+    pytest.importorskip("psycopg", reason="the [postgres] extra (pip install -e '.[dev]')")
+    folder = Path(tempfile.mkdtemp(prefix="evalgate-postgres-"))
+    os.chmod(folder, 0o755)  # noqa: S103  # the user postgres must reach its data folder
+    shutil.chown(folder, "postgres")
+    (folder / "password").write_text(PASSWORD)
+    shutil.chown(folder / "password", "postgres")
+    server = Server(_free_port(), folder)
+    _as_postgres(
+        [
+            str(BIN / "initdb"),
+            "-D",
+            str(folder / "data"),
+            "-U",
+            USER,
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            f"--pwfile={folder / 'password'}",
+        ]
+    )
+    options = f"-p {server.port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    server.pg_ctl("-o", options, "-l", str(folder / "log"), "-w", "start")
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(subprocess.SubprocessError):
+            server.pg_ctl("-m", "fast", "-w", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def history(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new, empty history location: an SQLite file's path, or a PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "history.db")
+    server: Server = request.getfixturevalue("postgres_server")
+    name = f"history_{os.getpid()}_{next(_databases)}"
+    server.admin(f"CREATE DATABASE {name}")
+    return server.url(name)

@@ -1,0 +1,397 @@
+"""The history through the CLI in its own process, on both stores (tests/history/conftest.py):
+`verify --record`, `history` (table, --where, --json, curation) and `verify --baseline HISTORY`,
+on sweeps of full GSM8K runs written by tests/verify/sweeps.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from evalgate.history import record as history_record
+from evalgate.history.store import MIGRATIONS, SCHEMA_VERSION, open_history
+from tests.conftest import run_subprocess
+from tests.verify.sweeps import THRESHOLDS, answers, baseline_answers, evalgate_sweep, harness_sweep
+
+
+def thresholds(root: Path) -> Path:
+    path = root / "thresholds.json"
+    if not path.exists():
+        path.write_text(json.dumps(THRESHOLDS))
+    return path
+
+
+def verify(root: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    return run_subprocess(
+        "verify", *args, "--thresholds", str(thresholds(root)), "--no-github", "-q", env=env
+    )
+
+
+def history_cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    return run_subprocess("history", *args, env=env)
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def rows(history: str, sql: str) -> list[tuple[Any, ...]]:
+    """Read the history directly, as another client would."""
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(history, connect_timeout=10) as connection:
+            return list(connection.execute(sql).fetchall())  # type: ignore[arg-type]
+    with sqlite3.connect(history) as connection:
+        return list(connection.execute(sql).fetchall())
+
+
+def document(history: str, *args: str) -> dict[str, Any]:
+    done = history_cli(history, "--json", "-", *args)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def by_conc(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {c["labels"]["concurrency"]: c for c in doc["configs"]}
+
+
+# -- record ----------------------------------------------------------------------------------------
+
+
+def test_a_sweep_is_recorded_whole_with_every_field_and_again_adds_nothing(tmp_path, history):
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers(), 8: answers(seed=1)})
+    harness_sweep(sweep / "harness", {16: baseline_answers()})
+    env = {"GITHUB_SHA": "abc123", "IMAGE": "vllm/vllm-openai:v0.32"}
+    done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "nightly-1", env=env)
+    assert done.returncode == 0, done.stderr
+    assert last_line(done.stderr).startswith("history: 3 run(s) recorded in ")
+    assert last_line(done.stderr).endswith(" as sweep nightly-1")
+
+    doc = document(history)
+    assert doc["schema"] == "evalgate.history/1"
+    configs = by_conc(doc)
+    assert sorted(configs) == [4, 8, 16]
+    four = configs[4]
+    assert four["labels"]["task"] == "gsm8k_evalgate_chat"
+    assert four["labels"]["model"] == "Qwen/Qwen3-8B"
+    assert four["labels"]["hardware"] == "h100"
+    [run] = four["runs"]
+    assert run["identity"] == "evalgate:one-conc4"  # the run id evalgate wrote inside
+    assert run["sweep"] == "nightly-1"
+    assert run["verdict"] == "pass"
+    assert run["floor"] == 0.85
+    assert run["floor_matched"] == "default"
+    assert run["floor_file"] == str(thresholds(tmp_path))
+    assert run["task_version"] == "3.0"
+    assert len(run["question_order"]) == 16
+    assert run["harness_commit"] == "abc123"
+    assert run["image"] == "vllm/vllm-openai:v0.32"
+    assert run["evalgate_version"]
+    assert {s["filter"] for s in run["scores"]} == {"strict-match", "flexible-extract"}
+    score = run["scores"][0]
+    right = sum(baseline_answers())
+    assert score["n"] == 1319
+    assert score["value"] == pytest.approx(right / 1319)
+    assert score["low"] < score["value"] < score["high"]
+    assert configs[16]["runs"][0]["identity"].startswith("sha256:")  # the harness's, by content
+
+    # per question and filter: right or not, and the answer extracted
+    [(blob,)] = rows(history, "SELECT questions FROM answers WHERE identity = 'evalgate:one-conc4'")
+    stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=history_record.Answers)
+    assert stored.doc_ids == list(range(1319))
+    assert stored.correct["strict-match"].count("1") == right
+    assert len(stored.extracted["flexible-extract"]) == 1319
+    assert rows(history, "SELECT count(*) FROM answers") == [(3,)]
+
+    again = verify(tmp_path, str(sweep), env={"EVALGATE_HISTORY": history})
+    assert again.returncode == 0, again.stderr
+    assert "history: 0 run(s) recorded" in last_line(again.stderr)
+    assert "(3 already there)" in last_line(again.stderr)
+    assert rows(history, "SELECT count(*) FROM runs") == [(3,)]
+
+
+def test_a_record_that_fails_keeps_the_verdict_and_says_the_history_was_not_written(
+    tmp_path, small_disk
+):
+    """The history's disk fills up while a sweep is recorded: the verdict and its exit code
+    stand, the last line says the history was not written, and nothing of the sweep is in it."""
+    history = str(small_disk(256 * 1024) / "history.db")
+    first = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
+    assert verify(tmp_path, str(first), "--record", history, "--sweep-id", "n1").returncode == 0
+    big = evalgate_sweep(tmp_path / "s2", "two", {c: answers(seed=c % 5) for c in range(1, 41)})
+    done = verify(tmp_path, str(big), "--record", history, "--sweep-id", "n2")
+    assert done.returncode == 0, done.stderr
+    assert "evalgate verify: PASS (exit 0)" in done.stdout
+    line = last_line(done.stderr)
+    assert line.startswith("HistoryError: Could not record sweep n2 in the history ")
+    assert "database or disk is full" in line
+    assert line.endswith("The history was not written; the verdict above stands.")
+    assert rows(history, "SELECT DISTINCT sweep FROM runs") == [("n1",)]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A folder on a tmpfs of `size` bytes (needs root and mount(8); else the test skips)."""
+    mounted: list[Path] = []
+
+    def make(size: int) -> Path:
+        point = tmp_path / "disk"
+        point.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],  # noqa: S607
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.skip("a small tmpfs needs root and mount(8)")
+        mounted.append(point)
+        return point
+
+    yield make
+    for point in mounted:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)  # noqa: S607
+
+
+# -- look ------------------------------------------------------------------------------------------
+
+
+def test_history_shows_configs_that_dropped_first_and_filters_by_label(tmp_path, history):
+    first = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers(), 8: baseline_answers()})
+    assert verify(tmp_path, str(first), "--record", history, "--sweep-id", "n1").returncode == 0
+    second = evalgate_sweep(tmp_path / "s2", "two", {4: answers(lost=80), 8: answers(seed=1)})
+    done = verify(
+        tmp_path, str(second), "--baseline", history, "--record", history, "--sweep-id", "n2"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "REGRESSION" in done.stdout
+
+    table = history_cli(history)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].endswith("conc=4 [gsm8k_evalgate_chat]  DROPPED")
+    assert lines[1].split()[0] == "n1" and lines[2].split()[0] == "n2"
+    assert " regression " in lines[2] and "floor 0.850 (default)" in lines[2]
+    assert lines[-1] == "2 configs, 1 dropped"
+
+    only = document(history, "--where", "concurrency=8", "--where", "hardware=h100")
+    assert [c["labels"]["concurrency"] for c in only["configs"]] == [8]
+    assert [r["sweep"] for r in only["configs"][0]["runs"]] == ["n1", "n2"]  # in time order
+
+    unknown = history_cli(history, "--where", "gpu=b200")
+    assert unknown.returncode == 2
+    assert "--where gpu=b200: no run in" in unknown.stderr
+    assert "has the label 'gpu'" in unknown.stderr
+    none = history_cli(history, "--where", "concurrency=99")
+    assert none.returncode == 2
+    assert "no run in" in none.stderr and "has that value (it has: 4, 8)" in none.stderr
+
+
+# -- curate ----------------------------------------------------------------------------------------
+
+
+def test_runs_and_sweeps_marked_bad_are_shown_and_a_sweep_deleted_is_gone(tmp_path, history):
+    for name, sweep_id in (("one", "n1"), ("two", "n2"), ("three", "n3")):
+        sweep = evalgate_sweep(tmp_path / name, name, {4: baseline_answers(), 8: answers(seed=2)})
+        assert (
+            verify(tmp_path, str(sweep), "--record", history, "--sweep-id", sweep_id).returncode
+            == 0
+        )
+
+    marked = history_cli(history, "--mark-sweep", "n2", "--reason", "driver bug", "--by", "alice")
+    assert marked.returncode == 0, marked.stderr
+    assert marked.stdout.strip() == "marked bad: n2 (2 run(s)) by alice: driver bug"
+    run = history_cli(
+        history,
+        "--mark-run",
+        "evalgate:three-conc8",
+        "--reason",
+        "noisy node",
+        env={"USER": "carol", "GITHUB_ACTOR": ""},
+    )
+    assert run.returncode == 0, run.stderr
+    deleted = history_cli(
+        history,
+        "--delete-sweep",
+        "n1",
+        "--reason",
+        "recorded twice",
+        env={"USER": "bob", "GITHUB_ACTOR": ""},
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == "deleted: n1 (2 run(s)) by bob: recorded twice"
+
+    configs = by_conc(document(history))
+    assert [r["sweep"] for r in configs[4]["runs"]] == ["n2", "n3"]
+    mark = configs[4]["runs"][0]["marked"]
+    assert (mark["reason"], mark["by"], mark["sweep"]) == ("driver bug", "alice", True)
+    assert mark["at"].endswith("Z")
+    assert configs[8]["runs"][1]["marked"]["reason"] == "noisy node"
+    assert configs[4]["runs"][1]["marked"] is None
+    assert "MARKED BAD by alice: driver bug" in history_cli(history).stdout
+    log = rows(history, "SELECT action, sweep, by_whom FROM curation ORDER BY id")
+    assert log == [("mark", "n2", "alice"), ("mark", None, "carol"), ("delete", "n1", "bob")]
+    assert rows(history, "SELECT count(*) FROM answers") == [(4,)]
+
+    # the runs a fit takes: completed and unmarked only
+    with open_history(history, create=False) as store:
+        from evalgate.history.look import completed_runs
+
+        found = completed_runs(store)
+    four = [v for k, v in found.items() if k[0].endswith("conc=4") and k[1] == "strict-match"]
+    eight = [v for k, v in found.items() if k[0].endswith("conc=8") and k[1] == "strict-match"]
+    assert [(c.correct, c.n) for c in four[0]] == [(sum(baseline_answers()), 1319)]  # n3's
+    assert eight == []  # n2 marked as a sweep, n3's run marked itself
+
+    for bad, message in (
+        (["--delete-sweep", "n9", "--reason", "x"], "--delete-sweep n9: "),
+        (
+            ["--mark-run", "evalgate:nothing", "--reason", "x"],
+            "--mark-run evalgate:nothing: no run",
+        ),
+        (["--mark-run", "evalgate:t"], "--reason is required"),
+    ):
+        refused = history_cli(history, *bad)
+        assert refused.returncode == 2, refused.stderr
+        assert message in refused.stderr
+
+
+# -- the baseline from the history -----------------------------------------------------------------
+
+
+def test_the_baseline_is_each_configs_last_passing_unmarked_run_before_the_sweep(tmp_path, history):
+    one = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers(), 8: baseline_answers()})
+    assert verify(tmp_path, str(one), "--record", history, "--sweep-id", "n1").returncode == 0
+    two = evalgate_sweep(tmp_path / "s2", "two", {4: answers(lost=80), 8: answers(seed=1)})
+    assert verify(tmp_path, str(two), "--record", history, "--sweep-id", "n2").returncode == 0
+    # n2's conc=4 lost 80 questions: marked bad, so the next sweep is paired with n1's
+    assert (
+        history_cli(history, "--mark-run", "evalgate:two-conc4", "--reason", "bad node").returncode
+        == 0
+    )
+
+    three = evalgate_sweep(
+        tmp_path / "s3",
+        "three",
+        {4: answers(lost=80, seed=3), 8: answers(seed=2), 16: baseline_answers()},
+    )
+    verdict = tmp_path / "verdict.json"
+    args = (str(three), "--baseline", history, "--json", str(verdict), "--sweep-id", "n3")
+    done = verify(tmp_path, *args, "--record", history)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {e["labels"]["concurrency"]: e for e in json.loads(verdict.read_text())["entries"]}
+    assert found[4]["outcome"] == "regression"
+    assert " sweep n1 run evalgate:one-conc4 " in found[4]["versus"]["baseline_path"]
+    assert found[8]["versus"]["standing"] == "equivalent"
+    assert " sweep n2 run evalgate:two-conc8 " in found[8]["versus"]["baseline_path"]
+    assert found[16]["versus"]["standing"] == "new"
+    assert last_line(done.stderr).startswith("history: 3 run(s) recorded")
+
+    # again, now that the sweep is in the history: its own runs and sweep id are left out
+    again = verify(tmp_path, *args)
+    assert again.returncode == 1
+    found = {e["labels"]["concurrency"]: e for e in json.loads(verdict.read_text())["entries"]}
+    assert " sweep n1 run evalgate:one-conc4 " in found[4]["versus"]["baseline_path"]
+    assert found[16]["versus"]["standing"] == "new"
+
+
+# -- concurrency -----------------------------------------------------------------------------------
+
+
+def test_eight_recorders_of_overlapping_parts_of_one_sweep_record_every_run_once(tmp_path, history):
+    """Eight CI jobs at once into a new history (its schema created by whichever comes first),
+    each recording five of twelve runs, every run in the parts of several jobs."""
+    runs = evalgate_sweep(
+        tmp_path / "runs", "r", {conc: answers(seed=conc % 5) for conc in range(1, 13)}
+    )
+    parts = []
+    for job in range(8):
+        part = tmp_path / f"job{job}"
+        for conc in [(job + k) % 12 + 1 for k in range(5)]:
+            shutil.copytree(runs / f"r-conc{conc}", part / f"r-conc{conc}")
+        parts.append(part)
+    command = [
+        sys.executable,
+        "-m",
+        "evalgate.cli",
+        "verify",
+        "--thresholds",
+        str(thresholds(tmp_path)),
+    ]
+    command += ["--no-github", "-q", "--record", history, "--sweep-id", "night"]
+    jobs = [
+        subprocess.Popen(
+            [*command, str(part)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for part in parts
+    ]
+    results = [(job.wait(timeout=300), *job.communicate()) for job in jobs]
+    assert [code for code, _, _ in results] == [0] * 8, [err for _, _, err in results]
+    added = [int(last_line(err).split()[1]) for _, _, err in results]
+    assert sum(added) == 12
+    assert rows(history, "SELECT count(*), count(DISTINCT identity) FROM runs") == [(12, 12)]
+    assert rows(history, "SELECT count(*) FROM answers") == [(12,)]
+    assert rows(history, "SELECT DISTINCT sweep FROM runs") == [("night",)]
+
+
+# -- the schema ------------------------------------------------------------------------------------
+
+
+def _at_version(history: str, version: int) -> None:
+    """A history as an evalgate of schema `version` made it (the migrations up to it)."""
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        connection: Any = psycopg.connect(history)
+        dialect = "postgresql"
+    else:
+        connection = sqlite3.connect(history, isolation_level=None)
+        dialect = "sqlite"
+    from evalgate.history.store import Store, migrate
+
+    store = Store(connection, dialect, history)  # type: ignore[arg-type]
+    with store.transaction("make an old schema") as cursor:
+        migrate(store, cursor, 0, version)
+    store.close()
+
+
+def test_an_older_history_is_upgraded_and_a_newer_one_refused(tmp_path, history):
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
+    _at_version(history, 1)
+    assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("1",)]
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
+    done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n1")
+    assert done.returncode == 0, done.stderr
+    assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("2",)]
+    marked = history_cli(history, "--mark-sweep", "n1", "--reason", "curation needs version 2")
+    assert marked.returncode == 0, marked.stderr
+
+    rows_before = rows(history, "SELECT count(*) FROM runs")
+    _set_schema(history, "7")
+    newer = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n2")
+    assert newer.returncode == 2
+    assert newer.stdout == ""  # refused before any result was read
+    assert "schema version 7, newer than this evalgate's 2: upgrade evalgate" in newer.stderr
+    assert history_cli(history).returncode == 2
+    assert rows(history, "SELECT count(*) FROM runs") == rows_before
+
+
+def _set_schema(history: str, value: str) -> None:
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(history) as connection:
+            connection.execute(
+                "UPDATE evalgate_history SET value = %s WHERE key = 'schema'", (value,)
+            )
+        return
+    with sqlite3.connect(history) as connection:
+        connection.execute("UPDATE evalgate_history SET value = ? WHERE key = 'schema'", (value,))
