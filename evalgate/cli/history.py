@@ -186,13 +186,13 @@ def open_for_verify(
 ) -> tuple[Store | None, Store | None]:
     """(the history to record into, the history to take the baseline from): opened, and
     checked, before any result is read, so that a bad history is exit 2 before any verdict."""
-    from evalgate.history.store import is_history, open_history
+    from evalgate.history.store import is_history, is_url, open_history
 
     history_baseline = baseline[0] if baseline and len(baseline) == 1 else None
-    if history_baseline is not None and not is_history(history_baseline):
-        history_baseline = None
-    guard(record, history_baseline)
+    guard(record, history_baseline if history_baseline and is_url(history_baseline) else None)
     recording = open_history(record, create=True) if record else None
+    if history_baseline is not None and not is_history(history_baseline):  # a new file is now one
+        history_baseline = None
     if history_baseline is None:
         return recording, None
     if recording is not None and history_baseline == record:
