@@ -163,7 +163,15 @@ def configs(store: Store, where: Mapping[str, str] | None = None) -> list[Config
         marked = run_marks.get(found["identity"]) or sweep_marks.get(found["sweep"])
         history.runs.append(HistoryRun(**found, marked=marked))
     _check_where(where, seen, bool(rows), store.location)
-    return sorted(grouped.values(), key=lambda c: (not c.dropped, c.name, c.labels["task"]))
+    return sorted(grouped.values(), key=_order)
+
+
+def _order(history: ConfigHistory) -> tuple[Any, ...]:
+    """Dropped first; then by name, numbers as numbers (conc=4 before conc=16), as verify does."""
+    labels = history.labels
+    numbers = tuple(labels.get(k) or 0 for k in ("isl", "osl", "concurrency"))
+    name = history.name.partition(" isl=")[0]
+    return (not history.dropped, name, *numbers, history.name, labels["task"])
 
 
 def _check_where(

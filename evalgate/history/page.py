@@ -93,7 +93,7 @@ def _figure(history: ConfigHistory) -> str:
     floor = f"floor {last.floor:g} ({esc(last.floor_matched)})" if last.floor is not None else ""
     return (
         f'<figure class="trend tone-{tone}" data-dropped="{int(history.dropped)}">'
-        f"<figcaption>{page.badge(word, tone)} {esc(history.name)} "
+        f"<figcaption>{page.badge(word.upper(), tone)} {esc(history.name)} "
         f'<span class="note">{esc(history.labels.get("task", ""))}; last {esc(numbers)}; '
         f"{floor}; {esc(', '.join(notes))}</span></figcaption>"
         f"{trend_svg(history)}</figure>"

@@ -261,26 +261,20 @@ def record(store: Store, report: Report, context: Context) -> Recorded:
     columns = ", ".join(RUN_COLUMNS)
     marks = ", ".join("?" for _ in RUN_COLUMNS)
     with store.transaction(f"record sweep {context.sweep}") as cursor:
-        before = _count(store, cursor)
         store.executemany(
             cursor,
             f"INSERT INTO runs ({columns}) VALUES ({marks}) "  # noqa: S608  # evalgate's own names
             "ON CONFLICT (identity) DO NOTHING",
             runs,
         )
+        added = max(cursor.rowcount, 0)  # the rows inserted: another recorder's are not counted
         store.executemany(
             cursor,
             "INSERT INTO answers (identity, result, questions) VALUES (?, ?, ?) "
             "ON CONFLICT (identity) DO NOTHING",
             [(r.identity, result, answers) for r, result, answers in rows],
         )
-        added = _count(store, cursor) - before
     return Recorded(context.sweep, added, len(rows) - added)
-
-
-def _count(store: Store, cursor: Any) -> int:
-    cursor.execute("SELECT count(*) FROM runs")
-    return int(cursor.fetchone()[0])
 
 
 def now() -> str:
