@@ -24,9 +24,10 @@ from msgspec import structs
 from evalgate._version import __version__
 from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
-from evalgate.evidence.artifacts import RESULT_NAME, read_result
+from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
 from evalgate.evidence.harness_layout import samples_path
 from evalgate.evidence.model import Answer, Result, Sample
+from evalgate.evidence.read import decode_lines, read_bytes
 from evalgate.evidence.read import read as read_json
 from evalgate.history.store import Store
 from evalgate.verify.baseline import load_entry
@@ -136,9 +137,35 @@ class _Digests(dict[tuple[str, str], str]):
         return value
 
 
-def answers_of(run: Run, digests: _Digests) -> Answers:
-    samples = list(run.samples.values())
-    filters = run.filters
+class Asked(msgspec.Struct, frozen=True):
+    """The part of a line of samples.jsonl (evalgate.evidence.model.Sample) the history keeps:
+    decoded alone, a run's samples read in a third of the time (BENCHMARKS.md, "History")."""
+
+    doc_id: int
+    question: str
+    target: str
+    filters: dict[str, Answer]
+    cluster: int | None = None
+    repeat: int | None = None
+
+
+def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
+    """A scored run's result and its samples (an ArtifactError when they cannot be read)."""
+    if entry.source != "evalgate":
+        run = load_entry(entry)
+        return run.result, list(run.samples.values())
+    file = Path(str(entry.path))
+    file = file / RESULT_NAME if file.is_dir() else file
+    result = read_result(file)
+    where = file.parent / SAMPLES_NAME
+    asked = decode_lines(read_bytes(where), Asked, str(where), "is not a valid evalgate sample")
+    if len({a.doc_id for a in asked}) != len(asked):
+        raise ArtifactError(f"{where} repeats a doc_id.")
+    return result, asked
+
+
+def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
+    filters = list(dict.fromkeys(f for s in samples for f in s.filters))
     return Answers(
         doc_ids=[s.doc_id for s in samples],
         digests=[digests[(s.question, s.target)] for s in samples],
@@ -171,27 +198,31 @@ class Context(msgspec.Struct, frozen=True):
     harness_commit: str | None = None
 
 
-def build(entry: Entry, report: Report, context: Context, digests: _Digests) -> tuple[Any, ...]:
-    """One gated line as the rows the history keeps: (RunRecord, result bytes, answers bytes)."""
+def build(
+    entry: Entry, identity_: str, report: Report, context: Context, digests: _Digests
+) -> tuple[Any, ...]:
+    """One gated line (its run's identity given) as the rows the history keeps: (RunRecord,
+    result bytes, answers bytes)."""
     task = entry.checks[0].task if entry.checks else "gsm8k"
     config, labels = config_of(entry, task)
     path = str(entry.path)
-    run: Run | None = None
+    result: Result | None = None
+    answers = Answers([], [], [], [], {}, {})
     if entry.checks:  # scored: its answers are kept with it
         try:
-            run = load_entry(entry)
+            result, samples = read_answers(entry)
+            answers = answers_of(samples, digests)
         except ArtifactError as exc:  # its score is still history; pairing will say so
             log.warning("history: %s is recorded without its answers: %s", path, exc.message)
-    result = run.result if run is not None else _result(entry)
-    answers = answers_of(run, digests) if run is not None else Answers([], [], [], [], {}, {})
-    evaluated = run.eval if run is not None else None
-    version = evaluated.task_version if evaluated is not None else None
+    if result is None:
+        result = _result(entry)
+    version = result.eval.task_version if result is not None and result.eval else None
     scores = tuple(
         StoredScore(c.filter, c.value, c.n, c.low, c.high, c.threshold, c.outcome)
         for c in entry.checks
     )
     record = RunRecord(
-        identity=run_identity(entry),
+        identity=identity_,
         sweep=context.sweep,
         config=config,
         name=config_key(entry.model, entry.labels),
@@ -250,7 +281,14 @@ def record(store: Store, report: Report, context: Context) -> Recorded:
     """Every run `report` gated, kept in one transaction: all of them or, on any error, none.
     The runs are read before the transaction, so other recorders wait only for the writes."""
     digests = _Digests()
-    rows = [build(e, report, context, digests) for e in recordable(report)]
+    entries = recordable(report)
+    identities = [run_identity(e) for e in entries]
+    known = _known(store, identities)
+    rows = [
+        build(e, i, report, context, digests)
+        for e, i in zip(entries, identities, strict=True)
+        if i not in known
+    ]
     runs = [
         tuple(
             msgspec.json.encode(v).decode() if name in ("labels", "scores") else v
@@ -274,7 +312,18 @@ def record(store: Store, report: Report, context: Context) -> Recorded:
             "ON CONFLICT (identity) DO NOTHING",
             [(r.identity, result, answers) for r, result, answers in rows],
         )
-    return Recorded(context.sweep, added, len(rows) - added)
+    return Recorded(context.sweep, added, len(entries) - added)
+
+
+def _known(store: Store, identities: Sequence[str]) -> set[str]:
+    """The identities the history already holds: their runs are not read again."""
+    found: set[str] = set()
+    for start in range(0, len(identities), 500):
+        chunk = identities[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        statement = f"SELECT identity FROM runs WHERE identity IN ({marks})"  # noqa: S608
+        found.update(str(row[0]) for row in store.query(statement, chunk))
+    return found
 
 
 def now() -> str:

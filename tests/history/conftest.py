@@ -63,41 +63,59 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[Server]:
-    """PostgreSQL 15 on 127.0.0.1, as postgres, in a temporary folder; stopped at the end."""
+def unavailable() -> str | None:
+    """Why no server can be started here, or None."""
     if not (BIN / "initdb").exists() or os.geteuid() != 0 or shutil.which("su") is None:
-        pytest.skip(
-            "postgres tier skipped: it needs Debian's postgresql-15 (scripts/test installs it "
-            "as root with apt-get) and root, to start the server as the user postgres"
+        return (
+            "it needs Debian's postgresql-15 (scripts/test installs it as root with apt-get) "
+            "and root, to start the server as the user postgres"
         )
-    pytest.importorskip("psycopg", reason="the [postgres] extra (pip install -e '.[dev]')")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "it needs the [postgres] extra (pip install -e '.[dev]')"
+    return None
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[Server]:
+    """PostgreSQL 15 on 127.0.0.1, as postgres, in a temporary folder; stopped at the end."""
     folder = Path(tempfile.mkdtemp(prefix="evalgate-postgres-"))
     os.chmod(folder, 0o755)  # noqa: S103  # the user postgres must reach its data folder
     shutil.chown(folder, "postgres")
     (folder / "password").write_text(PASSWORD)
     shutil.chown(folder / "password", "postgres")
     server = Server(_free_port(), folder)
-    _as_postgres(
-        [
-            str(BIN / "initdb"),
-            "-D",
-            str(folder / "data"),
-            "-U",
-            USER,
-            "--auth-local=trust",
-            "--auth-host=scram-sha-256",
-            f"--pwfile={folder / 'password'}",
-        ]
-    )
-    options = f"-p {server.port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    server.pg_ctl("-o", options, "-l", str(folder / "log"), "-w", "start")
     try:
+        _as_postgres(
+            [
+                str(BIN / "initdb"),
+                "-D",
+                str(folder / "data"),
+                "-U",
+                USER,
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                f"--pwfile={folder / 'password'}",
+            ]
+        )
+        options = f"-p {server.port} -k {folder} -c listen_addresses=127.0.0.1"
+        server.pg_ctl("-o", options, "-l", str(folder / "log"), "-w", "start")
         yield server
     finally:
         with contextlib.suppress(subprocess.SubprocessError):
             server.pg_ctl("-m", "fast", "-w", "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Server]:
+    """The session's PostgreSQL server (the postgres tier is skipped, saying why, without one)."""
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(f"postgres tier skipped: {reason}")
+    with running_postgres() as server:
+        yield server
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
