@@ -59,6 +59,10 @@ _READ_VARS = (
     "GITHUB_ACTIONS",
     "GITHUB_STEP_SUMMARY",
     "SGLANG_SIMULATE_ACC_LEN",
+    "GITHUB_RUN_ID",
+    "GITHUB_SHA",
+    "GITHUB_ACTOR",
+    "IMAGE",
 )
 # The engine stack's own variables (scripts/engine-*) are the test environment's, not evalgate's.
 _STACK_VARS = (

@@ -654,3 +654,13 @@ def test_a_server_that_goes_away_mid_record_leaves_nothing_half_written(tmp_path
     assert again.returncode == 0
     assert last_line(again.stderr).startswith("history: 8 run(s) recorded")
     assert rows(direct, "SELECT count(*) FROM answers") == [(9,)]
+
+
+def test_a_sweep_id_without_a_history_is_refused(tmp_path):
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
+    done = verify(tmp_path, str(sweep), "--sweep-id", "n1")
+    assert done.returncode == 2
+    assert "--sweep-id applies to --record, or to a history given as --baseline" in done.stderr
+    folder = verify(tmp_path, str(sweep), "--sweep-id", "n1", "--baseline", str(sweep))
+    assert folder.returncode == 2  # a folder of results is no history
+    assert "--sweep-id applies to --record" in folder.stderr
