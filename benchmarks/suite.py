@@ -22,9 +22,12 @@ alternative to compare with. Everything runs on this machine against loopback se
    compare` once per pair (its own section).
 8. Fitted floors: the beta-binomial policy beside the harness's rule over simulated nightly
    refits (benchmarks/floors_sim.py, the table tests/test_simulation.py checks; its own section).
+9. The history: what `verify --record` adds over 1,000 configs of full GSM8K (SQLite and
+   PostgreSQL), and `evalgate history` and its page over 200 configs x 365 sweeps (its own
+   section).
 
-`--only early-stop`, `--only simulation`, `--only verify-baseline` and `--only floors` rewrite
-just their section of BENCHMARKS.md; the other `--only` measurements leave the file unchanged.
+`--only early-stop`, `--only simulation`, `--only verify-baseline`, `--only floors` and
+`--only history` rewrite just their section of BENCHMARKS.md; the other `--only` measurements leave the file unchanged.
 """
 
 from __future__ import annotations
@@ -761,6 +764,11 @@ def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
         sections["verify-baseline"] = verify_baseline_section(args.quick)
     if args.only in (None, "floors"):
         sections["floors"] = floors_sim.section(floors_sim.simulate())
+    if args.only in (None, "history"):
+        from benchmarks import bench_history
+
+        sizes = (100, 1, 50, 30) if args.quick else (1000, 3, 200, 365)
+        sections["history"] = bench_history.section(*sizes)
     return sections
 
 
@@ -782,6 +790,7 @@ def main() -> int:
             "simulation",
             "verify-baseline",
             "floors",
+            "history",
         ],
     )
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")

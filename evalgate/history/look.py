@@ -18,7 +18,6 @@ from evalgate.errors import UsageError
 from evalgate.evidence.stage_records import Labels
 from evalgate.history.record import StoredScore, config_of, digested, run_identity, stored_run
 from evalgate.history.store import Store
-from evalgate.rules.stats import wilson_interval
 from evalgate.verify.baseline import load_entry
 from evalgate.verify.records import Collection, Entry
 
@@ -197,11 +196,7 @@ def document(store: Store, found: list[ConfigHistory], where: Mapping[str, str])
     return Document(DOCUMENT_SCHEMA, store.location, dict(where), found)
 
 
-def interval(score: StoredScore) -> tuple[float, float]:
-    return wilson_interval(score.value, score.n)
-
-
-# -- what issue-free code builds on: the runs a fit takes -----------------------------------------
+# -- the runs a fitted floor takes ---------------------------------------------------------------
 
 
 class Completed(msgspec.Struct, frozen=True, array_like=True):
