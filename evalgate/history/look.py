@@ -200,29 +200,38 @@ def document(store: Store, found: list[ConfigHistory], where: Mapping[str, str])
 
 
 class Completed(msgspec.Struct, frozen=True, array_like=True):
-    """One completed, unmarked run of a config on one filter: right answers, questions, when."""
+    """One completed, unmarked run on one filter: right answers, questions, when recorded."""
 
     correct: int
     n: int
     recorded_at: str
 
 
-def completed_runs(
-    store: Store, where: Mapping[str, str] | None = None
-) -> dict[tuple[str, str], list[Completed]]:
-    """Per (config name with its task, filter): the completed unmarked runs in time order, each
-    (correct count, n, time): what a floor fitted from the history takes. A completed run is one
-    that was scored (pass, fail, inconclusive or regression), not one that errored."""
-    found: dict[tuple[str, str], list[Completed]] = {}
+class CompletedRuns(msgspec.Struct, frozen=True):
+    """One config (its labels, task and model among them) on one filter, and its completed
+    unmarked runs in time order."""
+
+    labels: dict[str, Any]
+    filter: str
+    runs: list[Completed]
+
+
+def completed_runs(store: Store, where: Mapping[str, str] | None = None) -> list[CompletedRuns]:
+    """Per config and filter, the completed runs not marked bad, in time order, each as (right
+    answers, questions, time): what a floor fitted from the history takes. A completed run is
+    one that was scored (pass, fail, inconclusive or regression), not one that errored."""
+    found: dict[tuple[str, str], CompletedRuns] = {}
     for history in configs(store, where):
         for run in history.runs:
-            if run.marked is not None or not run.scores:
+            if run.marked is not None:
                 continue
             for score in run.scores:
-                key = (f"{history.labels['task']} {history.name}", score.filter)
+                key = (history.config, score.filter)
+                if key not in found:
+                    found[key] = CompletedRuns(history.labels, score.filter, [])
                 correct = round(score.value * score.n)
-                found.setdefault(key, []).append(Completed(correct, score.n, run.recorded_at))
-    return found
+                found[key].runs.append(Completed(correct, score.n, run.recorded_at))
+    return list(found.values())
 
 
 # -- the baseline a sweep is paired with ---------------------------------------------------------

@@ -250,10 +250,11 @@ def test_runs_and_sweeps_marked_bad_are_shown_and_a_sweep_deleted_is_gone(tmp_pa
         from evalgate.history.look import completed_runs
 
         found = completed_runs(store)
-    four = [v for k, v in found.items() if k[0].endswith("conc=4") and k[1] == "strict-match"]
-    eight = [v for k, v in found.items() if k[0].endswith("conc=8") and k[1] == "strict-match"]
-    assert [(c.correct, c.n) for c in four[0]] == [(sum(baseline_answers()), 1319)]  # n3's
-    assert eight == []  # n2 marked as a sweep, n3's run marked itself
+    shown = {(c.labels["concurrency"], c.filter): c for c in found}
+    four = shown[4, "strict-match"]
+    assert four.labels["task"] == "gsm8k_evalgate_chat"
+    assert [(c.correct, c.n) for c in four.runs] == [(sum(baseline_answers()), 1319)]  # n3's
+    assert (8, "strict-match") not in shown  # n2 marked as a sweep, n3's run marked itself
 
     for bad, message in (
         (["--delete-sweep", "n9", "--reason", "x"], "--delete-sweep n9: "),
