@@ -27,7 +27,8 @@ alternative to compare with. Everything runs on this machine against loopback se
    section).
 
 `--only early-stop`, `--only simulation`, `--only verify-baseline`, `--only floors` and
-`--only history` rewrite just their section of BENCHMARKS.md; the other `--only` measurements leave the file unchanged.
+`--only history` rewrite just their section of BENCHMARKS.md; the other `--only` measurements
+leave the file unchanged.
 """
 
 from __future__ import annotations

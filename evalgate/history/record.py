@@ -1,5 +1,5 @@
 """What `evalgate verify --record` keeps of each run it gated, and the one transaction that keeps
-it (docs/history.md, "What is stored").
+it (docs/history.md, "What `--record` keeps").
 
 A run is kept under its identity (run_identity: by content, never by path), so recording the
 same runs again adds nothing, and several CI jobs may each record their part of one sweep under
