@@ -268,21 +268,29 @@ def _refused(location: str, message: str) -> str:
     return f"Cannot connect to the history {shown(location)}: {message}. {fix}"
 
 
-def _tables(store: Store) -> list[str]:
+def _rows(store: Store, cursor: Any, statement: str) -> list[tuple[Any, ...]]:
+    """A read in the cursor's transaction (under its lock), else in a short one of its own."""
+    if cursor is None:
+        return store.query(statement)
+    cursor.execute(statement)
+    return list(cursor.fetchall())
+
+
+def _tables(store: Store, cursor: Any) -> list[str]:
     if store.dialect == "sqlite":
         statement = "SELECT name FROM sqlite_master WHERE type = 'table'"
     else:
         statement = (
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
-    return [str(row[0]) for row in store.query(statement)]
+    return [str(row[0]) for row in _rows(store, cursor, statement)]
 
 
-def _version(store: Store) -> int | None:
+def _version(store: Store, cursor: Any = None) -> int | None:
     """The schema's version; None for a database with no history in it (empty: a new one). A
     HistoryError for one holding another tool's tables, or a corrupt file."""
     try:
-        tables = _tables(store)
+        tables = _tables(store, cursor)
     except HistoryError as exc:
         raise HistoryError(
             f"{store.location} cannot be read as an SQLite database: {exc.message} Restore it "
@@ -299,7 +307,7 @@ def _version(store: Store) -> int | None:
                 "(or a schema of its own: ?options=-csearch_path=evalgate)."
             )
         return None
-    rows = dict(store.query("SELECT key, value FROM evalgate_history"))
+    rows = dict(_rows(store, cursor, "SELECT key, value FROM evalgate_history"))
     version = rows.get("schema", "")
     if not str(version).isdigit():
         raise HistoryError(f"{store.location} has no readable schema version ({version!r}).")
@@ -325,7 +333,7 @@ def _schema(store: Store, *, create: bool) -> None:
     with store.transaction("create or upgrade the schema") as cursor:
         if store.dialect == "postgresql":
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-        migrate(store, cursor, _version(store) or 0, SCHEMA_VERSION)
+        migrate(store, cursor, _version(store, cursor) or 0, SCHEMA_VERSION)
 
 
 def migrate(store: Store, cursor: Any, have: int, want: int) -> None:
