@@ -93,6 +93,10 @@ def run_hook(
         named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
         for path in named:  # the folders evalgate names; --output-dir itself may be a link
             folder.refuse_link(path)
+        for concurrency in concurrencies:  # every run's folder, before any file is written
+            folder.check_free(
+                stage / f"conc-{concurrency}", overwrite=settings.overwrite, resume=resume
+            )
         labels = job(settings)
         if in_harness and settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
             log.warning(

@@ -1598,7 +1598,7 @@ def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, capsys):
     code, out, err = run_cli([str(tmp_path / "runs"), "--json", str(link)], capsys)
 
     assert code == ExitCode.USAGE
-    assert f"--json {link} is one of the files verify reads" in err
+    assert f"--json {link} takes the name of a run's evidence" in err
     assert out == ""
     assert result.read_bytes() == before and link.is_symlink()
 
@@ -1611,6 +1611,6 @@ def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, capsys, fla
     code, out, err = run_cli([str(tmp_path / "runs"), flag, str(result)], capsys)
 
     assert code == ExitCode.USAGE
-    assert f"{flag} {result} is one of the files verify reads" in err
+    assert f"{flag} {result} takes the name of a run's evidence" in err
     assert out == ""
     assert result.read_bytes() == before
