@@ -94,6 +94,7 @@ def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Repor
     baseline, notes = pairing.baseline_entries(request.paths, rule)
     waivers = request.waivers
     results = [e for e in report.entries if e.source is not None]
+    pairing.refuse_own_runs(report.paths, request.paths, results, baseline)
     found, broken = pairing.findings(results, baseline, request.max_drop)
     entries = _lines(report, found, broken, request)
     present = {identity(e.model, e.labels) for e in results}
