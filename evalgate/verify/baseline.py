@@ -22,7 +22,7 @@ from evalgate.evidence.artifacts import RESULT_NAME
 from evalgate.evidence.harness_layout import is_results_file
 from evalgate.evidence.identity import run_identity
 from evalgate.verify.collect import runs
-from evalgate.verify.expect import identity
+from evalgate.verify.expect import config_identity
 from evalgate.verify.lm_eval_run import UNRECORDED, load_lm_eval_run
 from evalgate.verify.records import Collection, Entry, Versus
 from evalgate.verify.sweep import Rule, gate_runs
@@ -209,14 +209,10 @@ def refuse_own_runs(
                 )
     ours = _identities(results)
     shared = [
-        (identity, where, ours[identity])
-        for identity, where in _identities(baseline).items()
-        if identity in ours
+        (run, where, ours[run]) for run, where in _identities(baseline).items() if run in ours
     ]
     if shared:
-        shown = "; ".join(
-            f"{base[0]} is {own[0]} (run {identity})" for identity, base, own in shared[:5]
-        )
+        shown = "; ".join(f"{base[0]} is {own[0]} (run {run})" for run, base, own in shared[:5])
         more = f"; and {len(shared) - 5} more" if len(shared) > 5 else ""
         raise UsageError(
             f"--baseline holds {len(shared)} of the sweep's own runs (the same run by what it "
@@ -230,14 +226,14 @@ def findings(
 ) -> tuple[dict[int, Versus], dict[int, str]]:
     """Each result of the sweep (by its index) with its Versus, one config read at a time; and
     the results whose own answers cannot be read (ArtifactError's message)."""
-    uses = Counter(identity(e.model, e.labels) for e in results)
+    uses = Counter(config_identity(e.model, e.labels, e.task) for e in results)
     by_identity: dict[object, list[Entry]] = {}
     for base in baseline:
-        by_identity.setdefault(identity(base.model, base.labels), []).append(base)
+        by_identity.setdefault(config_identity(base.model, base.labels, base.task), []).append(base)
     found: dict[int, Versus | Pending] = {}
     broken: dict[int, str] = {}
     for index, entry in enumerate(results):
-        config = identity(entry.model, entry.labels)
+        config = config_identity(entry.model, entry.labels, entry.task)
         bases = by_identity.get(config, [])
         if not bases:
             found[index] = Versus("new", "new in this sweep: no result in the baseline")

@@ -50,6 +50,7 @@ def result(path: str, notes: Collection) -> Found | None:
         verdict=run.verdict,
         early_stop=run.eval.early_stop if run.eval else None,
         holder=holder(os.path.dirname(path)) if run.status == "running" else None,
+        task=run.eval.task if run.eval else None,
     )
 
 
@@ -80,6 +81,7 @@ def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
             "skipped",
             None,
             run.reason or "not run",
+            task=sibling.task if sibling else None,
         )
         for run in summary.runs
         if run.status == "not run"

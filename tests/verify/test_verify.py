@@ -806,7 +806,9 @@ def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     )
     key = expect.config_key("m", from_variables)
     assert key == expect.config_key("m", from_meta) == "m conc=4 p.tp=4 p.dpa=true ep=8"
-    assert expect.identity("m", from_variables) == expect.identity("m", from_meta)
+    assert expect.config_identity("m", from_variables, None) == expect.config_identity(
+        "m", from_meta, "gsm8k"
+    )
     manifest = expect.parse_expectation([{"topology": {"prefill_dp_attn": "true"}}], "e")
     entry = sweep.Entry(key, "pass", "", "p", "evalgate", "m", from_meta)
     assert setcheck.check_set([entry], manifest) == []
