@@ -74,7 +74,7 @@ def test_two_tasks_of_one_config_are_two_results_in_every_report(sweeps, tmp_pat
     code, out, reports = verify(sweeps, tmp_path)
 
     assert code == 0, out
-    rows = [re.match(r"(\S+) +(.+?)  +\d", line) for line in out.splitlines()]
+    rows = [re.match(r"(PASS) +(.+?)  +\d", line) for line in out.splitlines()]
     assert [row.groups() for row in rows if row] == [("PASS", GSM8K_KEY), ("PASS", GPQA_KEY)]
     assert "DUPLICATE" not in out
     assert "2 results for 2 configs: 2 pass" in out
