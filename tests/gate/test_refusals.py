@@ -100,7 +100,9 @@ def test_a_refused_hook_rerun_leaves_every_file_and_the_verdict_as_they_were(tmp
         assert len(engine.requests) == asked
     for refused in (again, resumed):
         assert refused.returncode == 2, refused.stderr
-        assert "conc-4/result.json already holds a result (status pass)" in refused.stderr
+    assert "conc-4/result.json already holds a result (status pass)" in again.stderr
+    assert "every concurrency staged in" in resumed.stderr
+    assert "has finished (4: pass, 8: pass): nothing to continue" in resumed.stderr
     assert checksums(out) == before
     assert {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"} <= set(before)
     assert verify_code(out) == verdict and verdict[0] == 0
@@ -119,7 +121,48 @@ def test_a_refused_harness_hook_rerun_leaves_the_jobs_files_and_its_pass(tmp_pat
         resumed, said_resumed = harness_hook(job_env(engine.port), out, "--resume")
     assert again == resumed == 2, said + said_resumed
     assert "already holds a result (status pass)" in said
+    assert "nothing to continue" in said_resumed
     assert checksums(out) == before
     meta = json.loads((out / "meta_env.json").read_text())
     assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
     assert verify_code(out) == verdict and verdict[0] == 0
+
+
+def test_a_hook_resumed_keeps_its_finished_runs_as_they_were_and_continues_the_rest(tmp_path):
+    """conc 4 passed, conc 8 errored mid-eval: --resume leaves conc 4's files byte for byte
+    and finishes conc 8 (evalgate's layout)."""
+    out = tmp_path / "stage"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
+        first = run_subprocess(*hook_args(engine.url, out))
+    assert json.loads((out / "conc-8" / "result.json").read_text())["status"] == "error"
+    kept = {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")}
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        resumed = run_subprocess(*hook_args(engine.url, out, "--resume"))
+    assert first.returncode != 0 and resumed.returncode == 0, resumed.stderr
+    assert {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")} == kept
+    summary = json.loads((out / "hook.json").read_text())
+    assert [(r["concurrency"], r["status"]) for r in summary["runs"]] == [(4, "pass"), (8, "pass")]
+    assert verify_code(out)[0] == 0
+
+
+def test_a_harness_hook_resumed_keeps_the_staged_files_of_its_finished_runs(tmp_path):
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[50], message="max_tokens is too large"))
+        harness_hook(job_env(engine.port), out)
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4] and meta["failed_eval_concs"] == [8]
+    (staged,) = out.glob("results_*_conc4.json")
+    kept = {
+        k: v for k, v in checksums(out).items() if "conc4" in k or k.startswith("evalgate/conc-4/")
+    }
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = harness_hook(job_env(engine.port), out, "--resume")
+    assert code == 0, output
+    after = checksums(out)
+    assert {k: after.get(k) for k in kept} == kept and staged.name in kept
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
+    assert len(list(out.glob("results_*_conc8.json"))) == 1
+    assert verify_code(out)[0] == 0
