@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.evidence.identity import CONTENT, run_identity
 from tests.conftest import run_subprocess
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, harness_sweep, thresholds
 
@@ -104,6 +103,8 @@ def test_an_earlier_sweep_is_compared_in_both_layouts(tmp_path):
 def test_run_identity_is_content_not_path(tmp_path):
     """evalgate's result: its run id, kept by a copy. The harness's lm-eval result: a hash of
     its results and samples, the same for a copy, another for another run at the same path."""
+    from evalgate.evidence.identity import CONTENT, run_identity  # the module a history uses
+
     today = layouts(tmp_path, "today")
     result = today["evalgate"] / "today-conc4" / "result.json"
     assert run_identity(result) == json.loads(result.read_text())["run_id"]

@@ -29,7 +29,8 @@ def hook_args(url: str, out: Path, *extra: str) -> list[str]:
     """`evalgate hook` in evalgate's layout: conc 4 and 8, 20 questions each."""
     return [
         "hook", "--base-url", url, "--model", "fake-model", "--isl", "1024", "--osl", "512",
-        "--output-dir", str(out), "--concurrency", "4 8", "--limit", "20", "--min-samples", "0", *FAST, *extra,
+        "--output-dir", str(out), "--concurrency", "4 8", "--limit", "20", "--min-samples", "0",
+        *FAST, *extra,
     ]  # fmt: skip
 
 
