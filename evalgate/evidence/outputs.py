@@ -96,6 +96,11 @@ def _check(output: Output, reads: Sequence[str | Path]) -> None:
             f"{label} {path} is {read}, a file this command reads: writing it would destroy "
             "its input. Write the report elsewhere."
         )
+    if output.append and _other_names(path):
+        raise ArtifactError(
+            f"{label} {path} has other names (hard links): appending to it would change "
+            "them too, and one may be a run's evidence. Point it at a file of its own."
+        )
     reason = _unwritable(path, append=output.append)
     if reason is not None:
         raise ArtifactError(f"Cannot write {path}: {reason} ({label}). Pass a writable path.")
@@ -109,6 +114,16 @@ def _same_file(path: str, read: str | Path) -> bool:
         return os.path.samefile(path, read)
     except OSError:  # either is not there yet
         return False
+
+
+def _other_names(path: str) -> bool:
+    """A regular file with more than one name: a file replaced whole leaves the others as they
+    were, one appended to changes them all."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
 
 
 def _stream(path: str) -> bool:

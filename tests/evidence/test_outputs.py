@@ -138,6 +138,20 @@ def test_the_job_summary_onto_evidence_is_refused(sweep):
     assert checksums(sweep) == before
 
 
+def test_the_job_summary_onto_another_name_of_evidence_is_refused(sweep, tmp_path):
+    """A hard link to a run's result under an innocent name: appending would change both."""
+    result = sweep / "eval_fake_b200_conc4" / "result.json"
+    summary = tmp_path / "summary.md"
+    os.link(result, summary)
+    before = result.read_bytes()
+
+    code, out, err = verify(str(sweep), "--github", env={"GITHUB_STEP_SUMMARY": str(summary)})
+
+    refused(code, out, err, "GITHUB_STEP_SUMMARY", summary)
+    assert "has other names (hard links)" in err
+    assert result.read_bytes() == before
+
+
 def test_two_reports_onto_one_file_are_refused(sweep, tmp_path):
     target = tmp_path / "report.out"
 
