@@ -66,9 +66,10 @@ def check_outputs(outputs: Iterable[Output], reads: Sequence[str | Path] = ()) -
     written; one that is a file the command reads (`reads`: the files it was given; a folder
     there is searched only for evidence, which no output may be); one named as evidence is
     (is_evidence), as given or where a link leads; two outputs onto one file."""
+    outputs = list(outputs)
     taken: dict[str, str] = {}
     for output in outputs:
-        _check(output, reads)
+        _refuse_evidence(output, reads)
         target = os.path.realpath(output.path)
         if _stream(output.path):  # /dev/stdout twice is two writes, not one file replaced
             continue
@@ -78,9 +79,15 @@ def check_outputs(outputs: Iterable[Output], reads: Sequence[str | Path] = ()) -
                 "report would replace the other. Give each its own path."
             )
         taken[target] = output.label
+    for output in outputs:  # only then may a report's folder be made
+        reason = _unwritable(output.path, append=output.append)
+        if reason is not None:
+            raise ArtifactError(
+                f"Cannot write {output.path}: {reason} ({output.label}). Pass a writable path."
+            )
 
 
-def _check(output: Output, reads: Sequence[str | Path]) -> None:
+def _refuse_evidence(output: Output, reads: Sequence[str | Path]) -> None:
     label, path = output.label, output.path
     names = {os.path.basename(os.path.normpath(path)), os.path.basename(os.path.realpath(path))}
     evidence = sorted(name for name in names if is_evidence(name))
@@ -101,13 +108,13 @@ def _check(output: Output, reads: Sequence[str | Path]) -> None:
             f"{label} {path} has other names (hard links): appending to it would change "
             "them too, and one may be a run's evidence. Point it at a file of its own."
         )
-    reason = _unwritable(path, append=output.append)
-    if reason is not None:
-        raise ArtifactError(f"Cannot write {path}: {reason} ({label}). Pass a writable path.")
 
 
 def _same_file(path: str, read: str | Path) -> bool:
-    """The same file: one path, a link to it, or another name of it (a hard link)."""
+    """The same file: one path, a link to it, or another name of it (a hard link). A folder
+    read is searched for evidence, not read whole."""
+    if os.path.isdir(read):
+        return False
     if os.path.realpath(path) == os.path.realpath(read):
         return True
     try:

@@ -198,3 +198,20 @@ def test_reports_beside_the_evidence_are_written(sweep):
     assert code == 1, out + err  # the sweep holds a failing, an errored and a malformed run
     assert page.read_text().startswith("<!DOCTYPE html>")
     assert json.loads(verdict.read_text())["exit_code"] == 1
+
+
+def test_a_refused_report_leaves_no_folder_for_the_others(sweep, tmp_path):
+    """The refusals come before any report's folder is made."""
+    junit, verdict = tmp_path / "new" / "junit.xml", tmp_path / "out" / "result.json"
+
+    code, out, err = verify(str(sweep), "--junit", str(junit), "--json", str(verdict))
+
+    refused(code, out, err, "--json", verdict)
+    assert not junit.parent.exists() and not verdict.parent.exists()
+
+
+def test_a_report_onto_the_sweeps_folder_is_a_folder_not_an_input(sweep):
+    code, out, err = verify(str(sweep), "--html", str(sweep))
+
+    assert code == 2, out + err
+    assert f"Cannot write {sweep}: it is a folder (--html)." in err
