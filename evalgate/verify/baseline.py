@@ -203,9 +203,9 @@ def refuse_own_runs(
         for root in sweep:
             if _nested(given, root) or _nested(root, given):
                 raise UsageError(
-                    f"--baseline {given} is the sweep's own {root} (or a folder inside it): "
-                    "each run would be compared with itself. Pass the folder an earlier "
-                    "sweep's artifacts were downloaded to."
+                    f"--baseline {given} and the sweep's {root} are one folder, or one holds "
+                    "the other: each run would be compared with itself. Pass the folder an "
+                    "earlier sweep's artifacts were downloaded to."
                 )
     ours = _identities(results)
     shared = [

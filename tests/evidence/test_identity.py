@@ -47,7 +47,7 @@ def test_a_baseline_that_is_the_sweep_itself_is_refused(sweep):
     code, out, err = verify(sweep, sweep)
 
     assert code == 2, out + err
-    assert f"UsageError: --baseline {sweep} is the sweep's own {sweep}" in err
+    assert f"UsageError: --baseline {sweep} and the sweep's {sweep} are one folder" in err
     assert "NOT COMPARED" not in out
 
 
@@ -69,7 +69,7 @@ def test_a_baseline_holding_the_sweeps_own_runs_elsewhere_is_refused(sweep, tmp_
 
     assert code == 2, out + err
     if how == "linked":
-        assert f"--baseline {other} is the sweep's own {sweep}" in err
+        assert f"--baseline {other} and the sweep's {sweep} are one folder, or one holds" in err
     else:
         assert f"UsageError: --baseline holds {len(CONCS)} of the sweep's own runs" in err
         assert str(other) in err and str(sweep) in err
@@ -123,3 +123,16 @@ def test_run_identity_is_content_not_path(tmp_path):
     lines = samples.read_text().splitlines()
     samples.write_text("\n".join(reversed(lines)) + "\n")
     assert run_identity(harness) != first
+
+
+def test_a_baseline_folder_holding_a_result_given_to_the_sweep_is_refused(tmp_path):
+    today = layouts(tmp_path, "today")["evalgate"]
+    given = today / "today-conc4" / "result.json"
+    limits = thresholds(tmp_path)
+
+    done = run_subprocess(
+        "verify", str(given), "--baseline", str(today), "--thresholds", str(limits), "--no-github"
+    )
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--baseline {today} and the sweep's {given} are one folder, or one holds" in done.stderr
