@@ -99,12 +99,12 @@ def test_a_refused_hook_rerun_leaves_every_file_and_the_verdict_as_they_were(tmp
         again = run_subprocess(*hook_args(engine.url, out))
         resumed = run_subprocess(*hook_args(engine.url, out, "--resume"))
         assert len(engine.requests) == asked
+    assert checksums(out) == before
     for refused in (again, resumed):
         assert refused.returncode == 2, refused.stderr
     assert "conc-4/result.json already holds a result (status pass)" in again.stderr
     assert "every concurrency staged in" in resumed.stderr
     assert "has finished (4: pass, 8: pass): nothing to continue" in resumed.stderr
-    assert checksums(out) == before
     assert {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"} <= set(before)
     assert verify_code(out) == verdict and verdict[0] == 0
 
@@ -120,10 +120,10 @@ def test_a_refused_harness_hook_rerun_leaves_the_jobs_files_and_its_pass(tmp_pat
         verdict = verify_code(out)
         again, said = harness_hook(job_env(engine.port), out)
         resumed, said_resumed = harness_hook(job_env(engine.port), out, "--resume")
+    assert checksums(out) == before
     assert again == resumed == 2, said + said_resumed
     assert "already holds a result (status pass)" in said
     assert "nothing to continue" in said_resumed
-    assert checksums(out) == before
     meta = json.loads((out / "meta_env.json").read_text())
     assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
     assert verify_code(out) == verdict and verdict[0] == 0
