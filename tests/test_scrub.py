@@ -61,19 +61,78 @@ def test_a_user_alone_is_a_token_and_is_scrubbed():
     assert scrub.text("GET http://tok-PLANTED-789@router") == "GET http://***@router"
 
 
-@pytest.mark.parametrize("key", ["EMPTY", "none", "sk-1234", ""])
-def test_a_placeholder_key_is_not_scrubbed(key):
+@pytest.mark.parametrize("key", ["EMPTY", "none", "Dummy", "sk-no-key-required", ""])
+def test_a_placeholder_key_is_not_scrubbed(key, caplog):
     scrub.configure([key])
 
-    assert scrub.text("EMPTY none sk-1234 answers") == "EMPTY none sk-1234 answers"
+    text = "EMPTY none Dummy sk-no-key-required answers"
+    assert scrub.text(text) == text
+    assert not caplog.records  # a placeholder is no secret: nothing to warn of
 
 
-def test_documents_are_scrubbed_in_every_string_and_nowhere_else():
-    scrub.configure([KEY])
-    document = {"a": [KEY, {KEY: 1}], "n": 12345678, "t": (f"x{KEY}",), "b": None}
+@pytest.mark.parametrize("secret", ["sk-1234", "hunter2", "abcd", "pässwörd", "🔑🔑🔑🔑"])
+def test_a_secret_of_four_characters_or_more_is_scrubbed_however_short(secret):
+    scrub.configure([], [f"http://bob:{quote(secret)}@router/v1"])
+    basic = base64.b64encode(f"bob:{secret}".encode()).decode()
 
-    assert scrub.document(document) == {
-        "a": ["***", {"***": 1}],
+    shown = scrub.text(f"{secret} {json.dumps(secret)} {quote(secret)} Basic {basic}")
+
+    assert shown == '*** "***" *** Basic ***'
+
+
+def test_a_secret_under_four_characters_is_not_scrubbed_and_warned_of_once_unshown(caplog):
+    scrub.configure(["k9!"], ["http://zq:p0@router/v1"])  # values no other test uses
+    scrub.configure(["k9!"], ["http://zq:p0@router/v1"])  # a command configures again
+
+    assert scrub.text("k9! zq p0") == "k9! zq p0"
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == [
+        f"{what} is shorter than 4 characters: it is sent, but not scrubbed from what evalgate "
+        "prints or writes (so short a text would mask ordinary words); use a longer one"
+        for what in (
+            "the API key",
+            "the user of --base-url or --worker-url",
+            "the password of --base-url or --worker-url",
+        )
+    ]
+    assert not any(s in m for m in warned for s in ("k9!", "zq", "p0"))
+
+
+def test_a_url_user_and_password_are_each_a_secret():
+    scrub.configure([], ["http://evalgate-user:hunter2@router/v1"])
+
+    assert scrub.text("evalgate-user said hunter2") == "*** said ***"
+
+
+def test_a_later_feature_registers_its_urls_credentials_with_one_call():
+    scrub.add_url("postgresql://hist:db-PLANTED-1@db:5432/runs", "--history-url")
+
+    assert scrub.text("auth failed for hist: db-PLANTED-1") == "auth failed for ***: ***"
+
+
+def test_a_json_escape_in_upper_case_hex_is_found():
+    scrub.configure(["pässwort"])
+
+    assert scrub.text('{"e": "p\\u00E4sswort"}') == '{"e": "***"}'
+
+
+def test_documents_are_scrubbed_in_their_values_never_their_keys_or_own_fields():
+    scrub.configure(["evalgate"])
+    document = {
+        "schema": "evalgate.result/1",
+        "evalgate": ["evalgate said", {"evalgate": 1}],
+        "files": {"samples": "evalgate-results/samples.jsonl"},
+        "verdict": {"outcome": "pass", "reason": "evalgate: ok"},
+        "n": 12345678,
+        "t": ("xevalgate",),
+        "b": None,
+    }
+
+    assert scrub.values(document, {"schema", "files", "outcome"}) == {
+        "schema": "evalgate.result/1",
+        "evalgate": ["*** said", {"evalgate": 1}],
+        "files": {"samples": "evalgate-results/samples.jsonl"},
+        "verdict": {"outcome": "pass", "reason": "***: ok"},  # an object, not own text
         "n": 12345678,
         "t": ["x***"],
         "b": None,
@@ -83,7 +142,7 @@ def test_documents_are_scrubbed_in_every_string_and_nowhere_else():
 def test_with_no_secret_configured_nothing_changes():
     document = {"a": ["x"]}
 
-    assert scrub.document(document) is document
+    assert scrub.values(document) is document
     assert scrub.text(KEY) == KEY
 
 

@@ -117,9 +117,10 @@ def _configure_logging(verbose: int) -> None:
 
 
 class _Guarded:
-    """A standard stream that cannot break a run and never shows a configured secret: what is
-    written is scrubbed (evalgate.scrub); the first write that fails (a full device, a closed
-    pipe) is remembered and every later write is dropped."""
+    """A standard stream that cannot break a run: the first write that fails (a full device, a
+    closed pipe) is remembered and every later write is dropped. What is written is not
+    scrubbed here (a JSON document's own words are no secret): each outside value was, as
+    evalgate.outside made it safe for the terminal."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -128,7 +129,7 @@ class _Guarded:
     def write(self, text: str) -> int:
         if self.failure is None:
             try:
-                self.stream.write(scrub.text(text))
+                self.stream.write(text)
             except OSError as exc:
                 self.failure = exc
         return len(text)

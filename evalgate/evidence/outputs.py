@@ -3,7 +3,8 @@ database, a fitted thresholds file, a page): never onto a file the command reads
 evidence, and found before anything is written (RELIABILITY.md, "Evidence is never an output").
 
 ``check_outputs`` is the one check every command makes of the paths it will write;
-``write_output`` writes one of them whole (or appends to it), scrubbed of the secrets.
+``write_output`` writes one of them whole (or appends to it); its values were scrubbed of the
+secrets as each was made safe for it (evalgate.outside), never the text as a whole.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from evalgate import scrub
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import (
     COMPARISON_NAME,
@@ -165,15 +165,16 @@ def _unwritable(path: str, *, append: bool) -> str | None:
 
 
 def write_output(path: str, text: str, *, append: bool = False, label: str = "") -> None:
-    """Write an output whole, in one step (write_atomic), or append to it, never with a
-    configured secret in it (evalgate.scrub); an unwritable path is an ArtifactError (exit 2).
-    The path was checked first (check_outputs)."""
+    """Write an output whole, in one step (write_atomic), or append to it; an unwritable path
+    is an ArtifactError (exit 2). The path was checked first (check_outputs). The text is not
+    scrubbed here: its values were, as evalgate.outside made each safe for this output (a JSON
+    document's own field names and schema id are no secret, whatever a key spells)."""
     try:
         if append or _stream(path):
             with open(path, "a" if append else "w", encoding="utf-8") as stream:
-                stream.write(scrub.text(text))
+                stream.write(text)
         else:  # through a link to the file it names, as users point reports at shared places
-            write_atomic(Path(os.path.realpath(path)), scrub.text(text))
+            write_atomic(Path(os.path.realpath(path)), text)
     except OSError as exc:
         given = f" ({label})" if label else ""
         raise ArtifactError(
