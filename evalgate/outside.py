@@ -60,15 +60,15 @@ OWN_FIELDS = frozenset(
     {"schema", "evalgate_version", "lm_eval_version", "run_id", "started_at", "finished_at"}
     | {"status", "stage", "outcome", "verdict", "decision", "certain", "standing", "change"}
     | {"api", "answer_field", "budget_policy", "mode", "source", "type", "exit_code"}
-    | {"task", "task_version", "metric", "filter", "matched", "field", "test", "rule"}
+    | {"task", "task_version", "metric", "filter", "field", "test", "rule"}
     | {"prompt_sha256", "task_sha256", "dataset_sha256", "sha256"}
-    | {"files", "file", "path", "paths", "result", "location"}
-    | {"thresholds_file", "waivers_file", "baseline_path"}
+    | {"files", "result"}
 )
 """The fields of the JSON evalgate writes that hold its own words, never outside text: schema
-ids and versions, labels, the task's names, hashes (the journal's keys), paths. Their text is
-not scrubbed (scrub.values): a key that spells `pass` or `evalgate` must not unmake the
-evidence."""
+ids and versions, labels, the task's names, hashes (the journal's keys), the names it gave the
+files of a run. Their text is not scrubbed (scrub.values): a key that spells `pass` or
+`evalgate` must not unmake the evidence. A path the user gave, a model or a threshold's match
+(which names a model) may hold anything, and is scrubbed."""
 
 
 def capped(text: str, limit: int) -> str:
