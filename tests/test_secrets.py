@@ -669,3 +669,33 @@ def test_a_key_that_spells_evalgates_own_words_leaves_every_document_whole(
     comparison = json.loads(compared.stdout)
     assert comparison["schema"] == "evalgate.comparison/1", compared.stderr
     assert validation_errors("comparison", comparison) == []
+
+
+def test_a_short_url_password_the_engine_echoes_is_scrubbed_everywhere(tmp_path):
+    """A password of 7 characters is a secret (before, any value under 8 was let through)."""
+    out = tmp_path / "run"
+    echoed = "no access for bob:hunter2 (password hunter2, header Basic Ym9iOmh1bnRlcjI=)"
+    with FakeEngine(EngineBehaviour()) as engine:
+        engine.inject(Fault("error", status=403, paths={"/v1/models"}, message=echoed))
+        url = engine.url.replace("http://", "http://bob:hunter2@", 1)
+        ran = run_subprocess(*run_args(url, out, "--limit", "2"))
+
+    assert ran.returncode == 3, ran.stderr
+    assert "no access for *** (password ***, header Basic ***)" in ran.stderr  # the pair is one
+    assert_no_part("hunter2", {**streams("run", ran), **written(out)})
+    assert_no_part("Ym9iOmh1bnRlcjI=", {**streams("run", ran), **written(out)})
+
+
+def test_a_key_too_short_to_scrub_is_warned_of_once_and_never_shown(tmp_path):
+    with FakeEngine(EngineBehaviour()) as engine:
+        ran = run_subprocess(
+            *run_args(engine.url, tmp_path / "run", "--limit", "2", *POINT),
+            env={"EVALGATE_API_KEY": "k9Z"},
+        )
+
+    assert ran.returncode == 0, ran.stderr
+    warning = (
+        "the API key is shorter than 4 characters: it is sent, but not scrubbed from what "
+        "evalgate prints or writes (so short a text would mask ordinary words); use a longer one"
+    )
+    assert ran.stderr.count(warning) == 1 and "k9Z" not in ran.stderr + ran.stdout
