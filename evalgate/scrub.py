@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Collection, Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
@@ -33,18 +34,30 @@ sent, not scrubbed."""
 
 
 def _forms(secret: str) -> set[str]:
-    """Every way `secret` may be written in a text evalgate was given."""
-    encoded = {quote(secret, safe=""), quote(secret), quote_plus(secret)}
-    b64 = base64.b64encode(secret.encode("utf-8", "surrogatepass")).decode("ascii")
+    """Every way `secret` may be written in a text evalgate was given (in each Unicode
+    normalisation: a server may compose or decompose an accent)."""
+    return {
+        form
+        for normal in {unicodedata.normalize(n, secret) for n in ("NFC", "NFD")} | {secret}
+        for form in _encodings(normal)
+    }
+
+
+def _encodings(secret: str) -> set[str]:
+    # bytes: a variable read from the environment may hold a lone surrogate (bytes not UTF-8)
+    raw = secret.encode("utf-8", "surrogatepass")
+    b64 = base64.b64encode(raw).decode("ascii")
     return {
         secret,
         json.dumps(secret)[1:-1],
         json.dumps(secret)[1:-1].replace("/", "\\/"),  # JSON writers that escape the slash
         json.dumps(secret, ensure_ascii=False)[1:-1],
-        *encoded,
+        quote(raw, safe=""),
+        quote(raw),
+        quote_plus(raw),
         b64,
         b64.rstrip("="),
-        base64.urlsafe_b64encode(secret.encode("utf-8", "surrogatepass")).decode("ascii"),
+        base64.urlsafe_b64encode(raw).decode("ascii"),
     }
 
 
@@ -84,11 +97,18 @@ _warned: set[str] = set()
 """Digests of the short secrets already warned of (a warning per secret per process)."""
 
 
+_runs: frozenset[str] = frozenset()
+"""Every run of min(8, its length) characters of every form of every secret."""
+
+
 def _compile() -> None:
-    global _secrets  # noqa: PLW0603  # one set for the process: every writer and thread sees it
+    global _secrets, _runs  # noqa: PLW0603  # one set for the process: every writer sees it
     forms = {form for value in _values for form in _forms(value)}
     alternatives = sorted(forms, key=lambda form: (-len(form), form))
     _secrets = re.compile("|".join(map(_pattern, alternatives))) if forms else None
+    _runs = frozenset(
+        form[i : i + min(8, len(form))] for form in forms for i in range(max(1, len(form) - 7))
+    )
 
 
 def _add(secret: str, what: str) -> bool:
@@ -138,6 +158,14 @@ def configure(keys: Iterable[str | None], urls: Iterable[str | None] = ()) -> No
 def text(value: str) -> str:
     """`value` with every secret replaced by MASK."""
     return value if _secrets is None else _secrets.sub(MASK, value)
+
+
+def fragment(value: str) -> str:
+    """A text taken out of an outside text (what a filter extracted from an answer, scored as
+    sent): scrubbed, or MASK whole when it holds a run of min(8, its length) characters of a
+    secret, a piece no scrub of it can recognise."""
+    value = text(value)
+    return MASK if any(run in value for run in _runs) else value
 
 
 def _plain_text(value: Any) -> bool:

@@ -126,6 +126,14 @@ def test_a_json_escape_in_upper_case_hex_is_found():
     assert scrub.text('{"e": "p\\u00E4sswort"}') == '{"e": "***"}'
 
 
+def test_a_piece_of_a_secret_a_filter_took_out_of_an_answer_is_masked_whole():
+    scrub.configure(["sk-PLANTED-31415926535"])
+
+    assert scrub.fragment("31415926535") == "***"  # the flexible filter's last number in it
+    assert scrub.fragment("-6535") == "-6535"  # under 8 of its characters: no piece of it
+    assert scrub.fragment("42") == "42"
+
+
 def test_documents_are_scrubbed_in_their_values_never_their_keys_or_own_fields():
     scrub.configure(["evalgate"])
     document = {
