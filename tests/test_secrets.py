@@ -289,7 +289,7 @@ def test_an_answer_is_scored_as_the_engine_sent_it_and_stored_scrubbed(engine, c
 
 
 def test_a_placeholder_key_is_sent_but_not_scrubbed(engine, cli):
-    """vLLM's convention `EMPTY` (any value under 8 characters) is no secret: scrubbing it
+    """vLLM's convention `EMPTY` (a listed placeholder) is no secret: scrubbing it
     would shred ordinary text."""
     engine.behaviour.trailer = "\nEMPTY"
     out = cli.out
@@ -672,7 +672,7 @@ def test_a_key_that_spells_evalgates_own_words_leaves_every_document_whole(
 
 
 def test_a_short_url_password_the_engine_echoes_is_scrubbed_everywhere(tmp_path):
-    """A password of 7 characters is a secret (before, any value under 8 was let through)."""
+    """A password of 7 characters is a secret."""
     out = tmp_path / "run"
     echoed = "no access for bob:hunter2 (password hunter2, header Basic Ym9iOmh1bnRlcjI=)"
     with FakeEngine(EngineBehaviour()) as engine:
