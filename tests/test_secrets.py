@@ -663,7 +663,7 @@ def test_a_key_that_spells_evalgates_own_words_leaves_every_document_whole(
         assert [s["doc_id"] for s in samples] == [0, 1, 2, 3]
         assert all(s["response"] for s in samples)
     document = json.loads(verdict.read_text())
-    assert (verified.returncode, document["schema"]) == (0, "evalgate.verdict/1"), verified.stderr
+    assert (verified.returncode, document["schema"]) == (0, "evalgate.verdict/2"), verified.stderr
     assert validation_errors("verdict", document) == []
     assert [e["outcome"] for e in document["entries"]] == ["pass"]
     comparison = json.loads(compared.stdout)
