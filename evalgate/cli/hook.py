@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalgate.cli.run import progress_printer, stop_signals_interrupt
+from evalgate.cli.run import progress_printer, require_eval_extra, stop_signals_interrupt
 
 HELP = (
     "Post-benchmark hook for node 0: read the benchmark's environment, probe once, run the "
@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    require_eval_extra("hook")
     from evalgate import outside
     from evalgate.cli import flags
     from evalgate.gate.hook import parse_concurrencies, run_hook
