@@ -10,6 +10,7 @@ Size is the growth of site-packages over a bare virtualenv's (`du -sk`), time th
 
 from __future__ import annotations
 
+import email
 import os
 import shutil
 import statistics
@@ -17,10 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_MB, GOAL_S = 60, 20
@@ -31,6 +31,7 @@ GOAL_MB, GOAL_S = 60, 20
 class Install:
     name: str
     requirement: str
+    requires: list[str]
     seconds: list[float]
     growth_mb: float
     packages: int
@@ -38,11 +39,13 @@ class Install:
     met: bool | None = None
 
 
-def core_dependencies() -> list[str]:
-    """The core's requirements as pyproject.toml declares them: the section records them, so a
-    test can tell when they changed since it was measured."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return list(project["dependencies"])
+def core_requirements(wheel: Path) -> list[str]:
+    """The core's requirements as the wheel declares them (no extra): the section records them,
+    so a test can tell when they changed since they were measured."""
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = email.message_from_bytes(archive.read(name))
+    return [r for r in metadata.get_all("Requires-Dist") or [] if "extra ==" not in r]
 
 
 def build_wheel(into: Path) -> Path:
@@ -101,7 +104,7 @@ def _installed(python: Path) -> list[str]:
 def measure(repeats: int) -> list[Install]:
     with tempfile.TemporaryDirectory(prefix="evalgate-install-") as name:
         tmp = Path(name)
-        build_wheel(tmp / "dist")
+        requires = core_requirements(build_wheel(tmp / "dist"))
         rows = []
         for label, requirement in (
             ("core: verify, compare, context, probe", "evalgate-bench"),
@@ -109,7 +112,8 @@ def measure(repeats: int) -> list[Install]:
         ):
             runs = [install_once(tmp, tmp / "dist", requirement) for _ in range(repeats)]
             growth, packages = runs[-1][1], runs[-1][2]
-            rows.append(Install(label, requirement, [r[0] for r in runs], growth / 1024, packages))
+            seconds = [r[0] for r in runs]
+            rows.append(Install(label, requirement, requires, seconds, growth / 1024, packages))
         core = rows[0]
         core.goal = f"<= {GOAL_MB} MB, <= {GOAL_S} s"
         core.met = core.growth_mb <= GOAL_MB and max(core.seconds) <= GOAL_S
@@ -128,7 +132,7 @@ def section(rows: list[Install], stamp: str, commit: str) -> str:
         "",
         f"- commit: {commit}, {stamp}; load average {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores when measured",
-        f"- the core's requirements, as measured: {', '.join(core_dependencies())}",
+        f"- the core's requirements, as measured: {', '.join(rows[0].requires)}",
         "",
         "| install | requirement | median s | min s | max s | MB | packages | goal | met |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -254,3 +254,23 @@ def test_the_install_step_installs_the_core_from_the_action_files(loopback_sweep
     python = venv / "bin" / "python"
     missing = subprocess.run([python, "-c", "import lm_eval"], capture_output=True, check=False)
     assert missing.returncode == 1, "the action installs the core, without lm-eval"
+
+
+def test_the_example_workflow_uses_the_action_and_keeps_its_reports():
+    workflow = yaml.safe_load((ROOT / "examples" / "github-actions-verify.yml").read_text())
+    steps = workflow["jobs"]["verify-evals"]["steps"]
+    [gate] = [s for s in steps if str(s.get("uses", "")).split("@")[0].endswith("/evalgate")]
+    assert set(gate["with"]) <= set(ACTION["inputs"]), "the example passes an unknown input"
+    assert "results" in gate["with"]
+    [upload] = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact")]
+    assert upload["if"] == "always()"
+    reports = ACTION["inputs"]["report-dir"]["default"]
+    assert upload["with"]["path"].split() == [
+        f"{reports}/evalgate-junit.xml",
+        f"{reports}/evalgate-verdict.json",
+        f"{reports}/evalgate-report.html",
+    ]
+    # and the paths the action says it wrote are those
+    script = ACTION["runs"]["steps"][1]["run"]
+    for name in ("evalgate-junit.xml", "evalgate-verdict.json", "evalgate-report.html"):
+        assert f'"$REPORT_DIR/{name}"' in script

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,84 @@ def test_the_quickstart_timing_names_a_date_and_every_phase_the_script_reports()
     assert measured is not None, "the quickstart's timing must say when it was measured"
     for name in names:
         assert re.search(rf"{name} \d+(\.\d+)? s", text), f"docs/quickstart.md lacks {name}"
+
+
+def commands_and_outputs(block: str) -> list[tuple[str, list[str]]]:
+    """A console block's `$ command` lines, each with the lines it is shown printing."""
+    items: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            items.append((line[2:], []))
+        else:
+            items[-1][1].append(line)
+    return items
+
+
+def assert_shown(shown: list[str], printed: str) -> None:
+    """Each line the README shows was printed, in that order (… stands for any text)."""
+    lines = iter(printed.splitlines())
+    for want in shown:
+        pattern = re.compile(".*".join(map(re.escape, want.split("…"))))
+        assert any(pattern.fullmatch(line) for line in lines), f"not printed: {want}\n{printed}"
+
+
+def expected_code(shown: list[str]) -> int:
+    return 1 if any(("FAIL" in line or "REGRESSION" in line) for line in shown) else 0
+
+
+def test_every_command_of_the_first_60_lines_runs_as_written_from_the_wheel(dist, tmp_path):
+    """The install lines in a fresh virtualenv (pip finding evalgate-bench in the built dist,
+    the rest on the registry); the hook and the config change against test engines answering
+    95% and then 92% right; the Action's step through action.yml (tests/test_action.py, with
+    `install: false`: it takes the evalgate just installed from the wheel)."""
+    import yaml
+
+    from evalgate._version import __version__
+    from tests.conftest import fresh_venv
+    from tests.test_action import run_action
+
+    top = "\n".join(README.splitlines()[:60])
+    install, hook, change = re.findall(r"```console\n(.*?)```", top, re.S)
+    [step] = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", top, re.S)[0])
+    [verify_log] = re.findall(r"```text\n(.*?)```", top, re.S)
+    venv = fresh_venv(tmp_path / "venv", dist)
+    for command, _ in commands_and_outputs(install):
+        done = venv.run(command, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    which = venv.run("command -v evalgate; python -c 'import lm_eval'", cwd=tmp_path)
+    assert (which.returncode, which.stdout) == (0, f"{venv.root}/bin/evalgate\n"), which.stderr
+    job = tmp_path / "job"
+    job.mkdir()
+
+    def shell(command: str, engine: FakeEngine) -> subprocess.CompletedProcess[str]:
+        variables = {"MODEL": "fake-model", "ISL": "1024", "OSL": "1024", "CONC": "4 8"}
+        venv.env.update(variables | {"ROUTER_URL": engine.url})
+        return venv.run(command, cwd=job)
+
+    [(command, shown)] = commands_and_outputs(hook)
+    with FakeEngine(EngineBehaviour(max_model_len=4096, accuracy=0.95)) as engine:
+        done = shell(command, engine)
+    assert done.returncode == 0, done.stderr
+    assert_shown(shown, done.stdout)
+
+    shutil.copytree(job / "evals", job / "eval-artifacts")  # what CI downloads: the staged runs
+    assert step["uses"].endswith(f"/evalgate@v{__version__}")
+    inputs = {name: str(value) for name, value in step["with"].items()}
+    action = run_action(inputs | {"install": "false"}, job, venv.env)
+    assert (action.exit_code, action.outputs["verdict"]) == (0, "pass"), action.log
+    assert_shown(verify_log.splitlines(), action.log)
+
+    accuracies = iter([0.95, 0.92])
+    engine = FakeEngine(EngineBehaviour(max_model_len=4096, accuracy=next(accuracies)))
+    engine.start()
+    try:
+        for command, shown in commands_and_outputs(change):
+            if "restart the engine" in command:
+                engine.stop()
+                engine = FakeEngine(EngineBehaviour(max_model_len=4096, accuracy=next(accuracies)))
+                engine.start()
+            done = shell(command, engine)
+            assert done.returncode == expected_code(shown), (command, done.stdout, done.stderr)
+            assert_shown(shown, done.stdout)
+    finally:
+        engine.stop()
