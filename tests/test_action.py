@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.conftest import Sweep
@@ -274,3 +275,16 @@ def test_the_example_workflow_uses_the_action_and_keeps_its_reports():
     script = ACTION["runs"]["steps"][1]["run"]
     for name in ("evalgate-junit.xml", "evalgate-verdict.json", "evalgate-report.html"):
         assert f'"$REPORT_DIR/{name}"' in script
+
+
+def test_each_step_script_is_shellcheck_clean(tmp_path):
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (scripts/test installs it as root)")
+    for number, step in enumerate(ACTION["runs"]["steps"]):
+        script = tmp_path / f"step-{number}.sh"
+        script.write_text("#!/usr/bin/env bash\n" + step["run"], encoding="utf-8")
+        done = subprocess.run(
+            [shellcheck, str(script)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, (step["name"], done.stdout)
