@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import email
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,8 +34,11 @@ class Install:
     requirement: str
     requires: list[str]
     seconds: list[float]
+    cpu_seconds: list[float]
     growth_mb: float
     packages: int
+    load: tuple[float, float]
+    """The 1-minute load average before the first install and after the last."""
     goal: str = ""
     met: bool | None = None
 
@@ -69,8 +73,10 @@ def kilobytes(path: Path) -> int:
     return int(done.stdout.split()[0])
 
 
-def install_once(tmp: Path, dist: Path, requirement: str) -> tuple[float, int, int]:
-    """(seconds, site-packages growth in kB, packages installed) for one fresh install."""
+def install_once(tmp: Path, dist: Path, requirement: str) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, site-packages growth in kB, packages installed) for one
+    fresh install. CPU time (pip's user + system) does not grow with the machine's load; wall
+    time does, on a shared machine."""
     venv, cache = tmp / "venv", tmp / "pip-cache"
     shutil.rmtree(venv, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
@@ -79,16 +85,21 @@ def install_once(tmp: Path, dist: Path, requirement: str) -> tuple[float, int, i
     bare = kilobytes(site_packages(venv))
     before = set(_installed(python))
     env = os.environ | {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _children_cpu()
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--cache-dir", str(cache),
          "--find-links", str(dist), requirement],
         check=True,
         env=env,
     )  # fmt: skip
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
     added = set(_installed(python)) - before
-    return seconds, kilobytes(site_packages(venv)) - bare, len(added)
+    return seconds, cpu, kilobytes(site_packages(venv)) - bare, len(added)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _installed(python: Path) -> list[str]:
@@ -110,10 +121,14 @@ def measure(repeats: int) -> list[Install]:
             ("core: verify, compare, context, probe", "evalgate-bench"),
             ("core + eval extra: also run, hook", "evalgate-bench[eval]"),
         ):
+            before = os.getloadavg()[0]
             runs = [install_once(tmp, tmp / "dist", requirement) for _ in range(repeats)]
-            growth, packages = runs[-1][1], runs[-1][2]
-            seconds = [r[0] for r in runs]
-            rows.append(Install(label, requirement, requires, seconds, growth / 1024, packages))
+            load = (before, os.getloadavg()[0])
+            growth, packages = runs[-1][2], runs[-1][3]
+            seconds, cpu = [r[0] for r in runs], [r[1] for r in runs]
+            rows.append(
+                Install(label, requirement, requires, seconds, cpu, growth / 1024, packages, load)
+            )
         core = rows[0]
         core.goal = f"<= {GOAL_MB} MB, <= {GOAL_S} s"
         core.met = core.growth_mb <= GOAL_MB and max(core.seconds) <= GOAL_S
@@ -127,22 +142,25 @@ def section(rows: list[Install], stamp: str, commit: str) -> str:
         "`pip install --find-links dist/ REQUIREMENT` of the built wheel into a fresh virtualenv "
         "with an empty pip cache (`--cache-dir` of its own; the packages come from the "
         "registry over the network); size is the growth of site-packages over a bare "
-        "virtualenv's (`du -sk`), packages what pip installed (`python -m "
-        "benchmarks.bench_install`).",
+        "virtualenv's (`du -sk`), packages what pip installed, CPU s pip's user + system time "
+        "(median), which the machine's load does not stretch as it does the wall time "
+        "(`python -m benchmarks.bench_install`).",
         "",
-        f"- commit: {commit}, {stamp}; load average {os.getloadavg()[0]:.1f} on "
-        f"{os.cpu_count()} cores when measured",
+        f"- commit: {commit}, {stamp}; {os.cpu_count()} cores; load: the 1-minute load "
+        "average before the first install and after the last",
         f"- the core's requirements, as measured: {', '.join(rows[0].requires)}",
         "",
-        "| install | requirement | median s | min s | max s | MB | packages | goal | met |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| install | requirement | median s | min s | max s | CPU s | MB | packages | load | goal "
+        "| met |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         met = "" if r.met is None else ("yes" if r.met else "**no**")
         lines.append(
             f"| {r.name} | `{r.requirement}` | {statistics.median(r.seconds):.1f} | "
-            f"{min(r.seconds):.1f} | {max(r.seconds):.1f} | {r.growth_mb:.0f} | {r.packages} | "
-            f"{r.goal} | {met} |"
+            f"{min(r.seconds):.1f} | {max(r.seconds):.1f} | "
+            f"{statistics.median(r.cpu_seconds):.1f} | {r.growth_mb:.0f} | {r.packages} | "
+            f"{r.load[0]:.1f}-{r.load[1]:.1f} | {r.goal} | {met} |"
         )
     return "\n".join(lines) + "\n"
 
