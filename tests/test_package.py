@@ -6,6 +6,7 @@ extra. The full install (the eval extra) is exercised by tests/test_readme.py.""
 from __future__ import annotations
 
 import email
+import json
 import re
 import shutil
 import subprocess
@@ -135,6 +136,25 @@ def test_run_and_hook_without_the_extra_exit_2_naming_the_line_that_installs_it(
     )
     assert EVAL_EXTRA == "pip install 'evalgate-bench[eval]'"
     assert not (tmp_path / "out").exists()
+
+
+def test_run_gate_without_the_extra_is_a_usage_error_in_its_result(core: Venv, engine, tmp_path):
+    code = (
+        "import evalgate, json, pathlib\n"
+        f"settings = evalgate.Settings(base_url='{engine.url}', model='fake-model', isl=1024, "
+        "osl=512, output_dir=pathlib.Path('out'))\n"
+        "outcome = evalgate.run_gate(settings)\n"
+        "print(outcome.exit_code, outcome.status, outcome.reason)\n"
+    )
+    (tmp_path / "gate.py").write_text(code)
+    done = core.run("python gate.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        f"2 error a gate run needs the eval extra (lm-eval), which this install lacks: "
+        f"{EVAL_EXTRA}\n"
+    )
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert (result["status"], result["exit_code"]) == ("error", 2)
 
 
 def test_help_and_version_of_every_command_work_without_the_extra(core: Venv, tmp_path):

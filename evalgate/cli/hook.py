@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalgate.cli.run import progress_printer, require_eval_extra, stop_signals_interrupt
+from evalgate.cli.run import progress_printer, stop_signals_interrupt
 
 HELP = (
     "Post-benchmark hook for node 0: read the benchmark's environment, probe once, run the "
@@ -22,7 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    require_eval_extra("hook")
+    from evalgate.gate.run import require_eval_extra
+
+    require_eval_extra("evalgate hook")  # before the staging folder is touched
     from evalgate import outside
     from evalgate.cli import flags
     from evalgate.gate.hook import parse_concurrencies, run_hook

@@ -123,27 +123,13 @@ def progress_printer() -> Callable[[int, int], None]:
     return log_line
 
 
-def require_eval_extra(command: str) -> None:
-    """`run` and `hook` drive lm-eval, which the core install leaves out: say so at once, with
-    the line that installs it, rather than after the readiness wait."""
-    import importlib.util
-
-    from evalgate._version import EVAL_EXTRA
-    from evalgate.errors import UsageError
-
-    if importlib.util.find_spec("lm_eval") is None:
-        raise UsageError(
-            f"evalgate {command} needs the eval extra (lm-eval), which this install lacks: "
-            f"{EVAL_EXTRA}"
-        )
-
-
 def command(args: argparse.Namespace) -> int:
-    require_eval_extra("run")
+    from evalgate.gate.run import require_eval_extra, run_gate
+
+    require_eval_extra("evalgate run")  # before the output folder is touched
     from evalgate import outside
     from evalgate.cli import flags
     from evalgate.evidence.model import to_document
-    from evalgate.gate.run import run_gate
 
     settings = flags.settings_from_args(args)
     with stop_signals_interrupt():
