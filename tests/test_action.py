@@ -206,7 +206,8 @@ def test_each_baseline_line_is_its_own_baseline_and_args_pass_through(
         {
             "results": f"{runs['pass']}\n{runs['pass_conc8']}",
             "thresholds": str(loopback_sweep.thresholds),
-            "baseline": f"{runs['pass']}\n\n{runs['pass_conc8']}\n",
+            # another sweep's runs (a sweep is never its own baseline), a blank line between
+            "baseline": f"{runs['pass_h100']}\n\n{runs['pass_h100_conc8']}\n",
             "args": "--max-drop\n0.5",
             "install": "false",
         },
@@ -215,7 +216,7 @@ def test_each_baseline_line_is_its_own_baseline_and_args_pass_through(
     )
     assert run.exit_code == 0, run.log
     verdict = json.loads((tmp_path / run.outputs["json"]).read_text())
-    assert verdict["baseline"]["paths"] == [str(runs["pass"]), str(runs["pass_conc8"])]
+    assert verdict["baseline"]["paths"] == [str(runs["pass_h100"]), str(runs["pass_h100_conc8"])]
     assert verdict["baseline"]["max_drop"] == 0.5
 
 
