@@ -22,9 +22,12 @@ alternative to compare with. Everything runs on this machine against loopback se
    compare` once per pair (its own section).
 8. Fitted floors: the beta-binomial policy beside the harness's rule over simulated nightly
    refits (benchmarks/floors_sim.py, the table tests/test_simulation.py checks; its own section).
+9. A user's install from the built wheel, the core and the core with the eval extra: size, time
+   with an empty pip cache, packages (benchmarks/bench_install.py; its own section).
 
-`--only early-stop`, `--only simulation`, `--only verify-baseline` and `--only floors` rewrite
-just their section of BENCHMARKS.md; the other `--only` measurements leave the file unchanged.
+`--only early-stop`, `--only simulation`, `--only verify-baseline`, `--only floors` and `--only
+install` rewrite just their section of BENCHMARKS.md; the other `--only` measurements leave the
+file unchanged.
 """
 
 from __future__ import annotations
@@ -761,6 +764,12 @@ def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
         sections["verify-baseline"] = verify_baseline_section(args.quick)
     if args.only in (None, "floors"):
         sections["floors"] = floors_sim.section(floors_sim.simulate())
+    if args.only in (None, "install"):
+        from benchmarks import bench_install
+
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        rows = bench_install.measure(1 if args.quick else 3)
+        sections["install"] = bench_install.section(rows, stamp, commit())
     return sections
 
 
@@ -782,6 +791,7 @@ def main() -> int:
             "simulation",
             "verify-baseline",
             "floors",
+            "install",
         ],
     )
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")

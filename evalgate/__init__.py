@@ -1,4 +1,4 @@
-"""evalgate: the accuracy gate for LLM inference benchmarks (Python use: README.md, Quickstart)."""
+"""evalgate: the accuracy gate for LLM inference benchmarks (Python use: README.md)."""
 
 from __future__ import annotations
 

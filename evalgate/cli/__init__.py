@@ -28,7 +28,8 @@ code as recorded. For the others the printed output is the product, and losing i
 EPILOG = """exit codes:
   0  pass (run, verify) / equivalent (compare)
   1  a score below its threshold / a regression
-  2  usage: bad flags, settings, thresholds, result files or data set
+  2  usage: bad flags, settings, thresholds, result files or data set; run or hook
+     without the eval extra
   3  endpoint never ready, or the pre-flight probe was rejected
   4  the eval started but could not finish
   5  inconclusive: too few samples to decide (verify, compare)

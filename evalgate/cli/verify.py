@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--expect",
         metavar="N|FILE",
         help="the expected set: a number of configs, or a JSON manifest "
-        "(see docs/verify.md); missing, duplicate and unexpected configs fail",
+        '(README, "Gate a sweep in CI"); missing, duplicate and unexpected configs fail',
     )
     parser.add_argument(
         "--min-samples",
@@ -92,7 +92,7 @@ def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BASELINE",
         help="an earlier sweep's artifacts (folders and/or result.json files, either layout): "
         "pair every config with the same config there, question by question, and fail on a "
-        "REGRESSION even over the floor (see docs/verify.md)",
+        "REGRESSION even over the floor",
     )
     add_max_drop(parser, "with --baseline: ")
     parser.add_argument(

@@ -1,5 +1,5 @@
 """The model's native maximum length, derived from its config.json as vLLM 0.32 does, so the
-context asked for is one the engine would accept (README.md, "What `evalgate run` does" (1)).
+context asked for is one the engine would accept (docs/run.md, 1).
 """
 
 from __future__ import annotations

@@ -4,14 +4,16 @@ result.json on every path, errors returned, never printed (docs/architecture.md,
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import scrub
+from evalgate._version import EVAL_EXTRA
 from evalgate.compare.runs import Run, check_baseline, load_run, refuse_overlap
-from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode
+from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, UsageError
 from evalgate.evidence import artifacts, folder
 from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Result, Sample, ThresholdRecord, to_document
@@ -32,6 +34,15 @@ if TYPE_CHECKING:
     from evalgate.gate.dispatch import Progress
 
 log = logging.getLogger(__name__)
+
+
+def require_eval_extra(what: str) -> None:
+    """A gate run drives lm-eval, which the core install leaves out: say so at once, with the
+    line that installs it, not at the eval stage after the readiness wait."""
+    if importlib.util.find_spec("lm_eval") is None:
+        raise UsageError(
+            f"{what} needs the eval extra (lm-eval), which this install lacks: {EVAL_EXTRA}"
+        )
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,7 @@ class GateRun:
             self._take()
 
         stages.require(s, "base_url", "model")
+        require_eval_extra("a gate run")
         simulated = check_acceptance(
             simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
             allowed=s.allow_simulated_acceptance,
