@@ -22,13 +22,15 @@ alternative to compare with. Everything runs on this machine against loopback se
    compare` once per pair (its own section).
 8. Fitted floors: the beta-binomial policy beside the harness's rule over simulated nightly
    refits (benchmarks/floors_sim.py, the table tests/test_simulation.py checks; its own section).
-9. The history: what `verify --record` adds over 1,000 configs of full GSM8K (SQLite and
-   PostgreSQL), and `evalgate history` and its page over 200 configs x 365 sweeps (its own
-   section).
+9. A user's install from the built wheel, the core and the core with the eval extra: size, time
+   with an empty pip cache, packages (benchmarks/bench_install.py; its own section).
+10. The history: what `verify --record` adds over 1,000 configs of full GSM8K (SQLite and
+    PostgreSQL), and `evalgate history` and its page over 200 configs x 365 sweeps (its own
+    section).
 
-`--only early-stop`, `--only simulation`, `--only verify-baseline`, `--only floors` and
-`--only history` rewrite just their section of BENCHMARKS.md; the other `--only` measurements
-leave the file unchanged.
+`--only early-stop`, `--only simulation`, `--only verify-baseline`, `--only floors`, `--only
+install` and `--only history` rewrite just their section of BENCHMARKS.md; the other `--only`
+measurements leave the file unchanged.
 """
 
 from __future__ import annotations
@@ -765,6 +767,12 @@ def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
         sections["verify-baseline"] = verify_baseline_section(args.quick)
     if args.only in (None, "floors"):
         sections["floors"] = floors_sim.section(floors_sim.simulate())
+    if args.only in (None, "install"):
+        from benchmarks import bench_install
+
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        rows = bench_install.measure(1 if args.quick else 3)
+        sections["install"] = bench_install.section(rows, stamp, commit())
     if args.only in (None, "history"):
         from benchmarks import bench_history
 
@@ -791,6 +799,7 @@ def main() -> int:
             "simulation",
             "verify-baseline",
             "floors",
+            "install",
             "history",
         ],
     )

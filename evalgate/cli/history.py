@@ -86,12 +86,21 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--reason is required to mark or delete: say why.")
     if args.reason and not curating:
         raise UsageError("--reason goes with --mark-run, --mark-sweep or --delete-sweep.")
+    _check_outputs(args)
     with open_history(args.history, create=False) as store:
         if curating:
             return _curate(store, args)
         found = look.configs(store, where)
         _outputs(store, found, where, args)
     return 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """--json and --html checked before the history is read, never written onto the history."""
+    from evalgate.evidence.outputs import Output, check_outputs
+
+    given = (("--json", None if args.json == "-" else args.json), ("--html", args.html))
+    check_outputs([Output(label, path, False) for label, path in given if path], [args.history])
 
 
 def _curate(store: Store, args: argparse.Namespace) -> int:
@@ -115,20 +124,20 @@ def _outputs(
     import msgspec
 
     from evalgate import outside
-    from evalgate.cli.verify import write_file
+    from evalgate.evidence.outputs import write_output
     from evalgate.history import look
 
     if args.html:
         from evalgate.history import page
 
-        write_file(args.html, page.render(store.location, found, where), label="--html")
+        write_output(args.html, page.render(store.location, found, where), label="--html")
     if args.json:
         text = outside.json_text(msgspec.to_builtins(look.document(store, found, where)), indent=2)
         text += "\n"
         if args.json == "-":
             sys.stdout.write(text)
             return
-        write_file(args.json, text, label="--json")
+        write_output(args.json, text, label="--json")
     for line in table(found, args.last or None):
         sys.stdout.write(line + "\n")
 

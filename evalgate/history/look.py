@@ -253,8 +253,7 @@ def baseline(store: Store, results: Sequence[Entry], sweep: str | None) -> Histo
     own: set[str] = set()
     wanted: set[str] = set()
     for entry in results:
-        task = entry.checks[0].task if entry.checks else "gsm8k"
-        wanted.add(config_of(entry, task)[0])
+        wanted.add(config_of(entry)[0])
         with contextlib.suppress(UsageError):  # unreadable: its pairing says so, reading it again
             own.add(run_identity(entry))
     run_marks, sweep_marks = _marks(store)

@@ -25,13 +25,12 @@ from evalgate._version import __version__
 from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
-from evalgate.evidence.harness_layout import samples_path
+from evalgate.evidence.identity import run_identity as identity_of
 from evalgate.evidence.model import Answer, Result, Sample
 from evalgate.evidence.read import decode_lines, read_bytes
-from evalgate.evidence.read import read as read_json
 from evalgate.history.store import Store
 from evalgate.verify.baseline import load_entry
-from evalgate.verify.expect import config_key, identity
+from evalgate.verify.expect import config_identity, config_key
 from evalgate.verify.records import Entry
 from evalgate.verify.sweep import Report
 
@@ -41,25 +40,9 @@ UNRECORDED_STATUSES = frozenset({"skipped"})
 
 
 def run_identity(entry: Entry) -> str:
-    """A run's identity, by its content: the run id evalgate wrote inside its result
-    ("evalgate:<run_id>"), else, for the harness's lm-eval files, the sha256 of its results
-    file, its samples file and the config its meta_env.json gives ("sha256:<hex>"). The same run
-    copied anywhere has the same identity. An ArtifactError when its files cannot be read."""
-    path = Path(str(entry.path))
-    if entry.source == "evalgate":
-        return f"evalgate:{read_result(path / RESULT_NAME if path.is_dir() else path).run_id}"
-    digest = hashlib.sha256(msgspec.json.encode(identity(entry.model, entry.labels)))
-    files = [path]
-    doc = read_json(path)
-    tasks = list(doc.get("results") or {}) if isinstance(doc, dict) else []
-    if len(tasks) == 1 and samples_path(path, tasks[0]).is_file():
-        files.append(samples_path(path, tasks[0]))
-    for file in files:
-        try:
-            digest.update(file.read_bytes())
-        except OSError as exc:
-            raise ArtifactError(f"Cannot read {file}: {exc.strerror}.") from exc
-    return f"sha256:{digest.hexdigest()}"
+    """The identity of the run behind a gated line: evalgate.evidence.identity's, by what its
+    result file holds (evalgate's run id, else the sha256 of the harness's files)."""
+    return identity_of(str(entry.path))
 
 
 class StoredScore(msgspec.Struct, frozen=True):
@@ -120,9 +103,10 @@ class RunRecord(msgspec.Struct, frozen=True):
 RUN_COLUMNS = tuple(RunRecord.__struct_fields__)
 
 
-def config_of(entry: Entry, task: str) -> tuple[str, dict[str, Any]]:
+def config_of(entry: Entry) -> tuple[str, dict[str, Any]]:
     """(the config's pairing key as JSON, its labels with task and model) for one gated line."""
-    key = msgspec.json.encode([task, *identity(entry.model, entry.labels)]).decode()
+    task = entry.task or "gsm8k"
+    key = msgspec.json.encode(config_identity(entry.model, entry.labels, task)).decode()
     given = structs.asdict(entry.labels) if entry.labels is not None else {}
     labels = {k: v for k, v in given.items() if v is not None}
     return key, {"task": task, "model": entry.model, **labels}
@@ -203,8 +187,8 @@ def build(
 ) -> tuple[Any, ...]:
     """One gated line (its run's identity given) as the rows the history keeps: (RunRecord,
     result bytes, answers bytes)."""
-    task = entry.checks[0].task if entry.checks else "gsm8k"
-    config, labels = config_of(entry, task)
+    config, labels = config_of(entry)
+    task = labels["task"]
     path = str(entry.path)
     result: Result | None = None
     answers = Answers([], [], [], [], {}, {})

@@ -22,7 +22,7 @@ from evalgate.errors import HistoryError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 URL_SCHEMES = ("postgresql://", "postgres://")
-INSTALL = "pip install 'evalgate[postgres]'"
+INSTALL = "pip install 'evalgate-bench[postgres]'"
 CONNECT_TIMEOUT_S = 10
 """A server that does not answer the connection within this is refused (a URL to nothing)."""
 STATEMENT_TIMEOUT_S = 120
