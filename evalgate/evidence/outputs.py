@@ -9,6 +9,7 @@ secrets as each was made safe for it (evalgate.outside), never the text as a who
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -47,7 +48,9 @@ the harness's results*.json and samples*.jsonl (is_evidence)."""
 
 def is_evidence(name: str) -> bool:
     """Whether a file of this name is a run's evidence (in either layout), which a later
-    verify, compare or --resume reads: no output may take that name, wherever it is."""
+    verify, compare or --resume reads: no output may take that name, wherever it is, in any
+    case (on a file system that ignores case, Result.json is result.json)."""
+    name = name.lower()
     harness_samples = name.startswith("samples") and name.endswith(".jsonl")
     return name in EVIDENCE_NAMES or is_results_file(name) or harness_samples
 
@@ -112,14 +115,18 @@ def _refuse_evidence(output: Output, reads: Sequence[str | Path]) -> None:
 
 
 def _files_read(reads: Sequence[str | Path]) -> list[str]:
-    """The files given, and in each folder given the evidence files under it (through links,
-    each folder once): a run's result or samples may be a link to a file of another name (a
-    content store, a shared cache), which a report must not replace either."""
+    """The files given, with the evidence files beside each (a result's samples), and in each
+    folder given the evidence files under it (through links, each folder once): a run's result
+    or samples may be a link to a file of another name (a content store, a shared cache),
+    which a report must not replace either."""
     found: list[str] = []
     seen: set[tuple[int, int]] = set()
     for read in map(str, reads):
         if not os.path.isdir(read):
             found.append(read)
+            beside = os.path.dirname(read) or "."
+            with contextlib.suppress(OSError):
+                found += [os.path.join(beside, n) for n in os.listdir(beside) if is_evidence(n)]
             continue
         for folder, inside, names in os.walk(read, followlinks=True):
             info = os.stat(folder)

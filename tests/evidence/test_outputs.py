@@ -234,6 +234,21 @@ def test_a_report_onto_the_file_a_runs_evidence_links_to_is_refused(sweep, tmp_p
     summary = {"GITHUB_STEP_SUMMARY": str(store / "9c1d")}
     code, out, err = verify(str(sweep), "--github", env=summary)
     refused(code, out, err, "GITHUB_STEP_SUMMARY", store / "9c1d")
-    done = run_subprocess("compare", str(other), str(run), "--html", str(store / "9c1d"))
-    refused(done.returncode, done.stdout, done.stderr, "--html", store / "9c1d")
+    for given in (run, run / "result.json"):  # the folder, or its result: the samples beside
+        done = run_subprocess("compare", str(other), str(given), "--html", str(store / "9c1d"))
+        refused(done.returncode, done.stdout, done.stderr, "--html", store / "9c1d")
     assert checksums(sweep, store) == before
+
+
+@pytest.mark.parametrize("name", ["Result.json", "SAMPLES.JSONL", "Journal.jsonl"])
+def test_a_report_onto_evidence_spelled_in_another_case_is_refused(sweep, name):
+    """On a file system that ignores case (macOS's, Windows', a FAT stick) Samples.JSONL is
+    the run's samples.jsonl: refused on every file system alike."""
+    target = sweep / "eval_fake_b200_conc4" / name
+    before = checksums(sweep)
+
+    code, out, err = verify(str(sweep), "--html", str(target))
+
+    refused(code, out, err, "--html", target)
+    assert f"takes the name of a run's evidence ({name})" in err
+    assert checksums(sweep) == before
