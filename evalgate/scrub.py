@@ -33,20 +33,20 @@ PLACEHOLDERS = frozenset(
 sent, not scrubbed."""
 
 
+def _normalisations(secret: str) -> set[str]:
+    """`secret` as given and in NFC and NFD: a server may compose or decompose an accent."""
+    return {unicodedata.normalize(n, secret) for n in ("NFC", "NFD")} | {secret}
+
+
 def _forms(secret: str) -> set[str]:
-    """Every way `secret` may be written in a text evalgate was given (in each Unicode
-    normalisation: a server may compose or decompose an accent)."""
-    return {
-        form
-        for normal in {unicodedata.normalize(n, secret) for n in ("NFC", "NFD")} | {secret}
-        for form in _encodings(normal)
-    }
+    """The usual ways `secret` may be written in a text evalgate was given (for `fragment`'s
+    runs; the scrub itself finds every mix of escapes, `_pattern`)."""
+    return {form for normal in _normalisations(secret) for form in _encodings(normal)}
 
 
 def _encodings(secret: str) -> set[str]:
     # bytes: a variable read from the environment may hold a lone surrogate (bytes not UTF-8)
     raw = secret.encode("utf-8", "surrogatepass")
-    b64 = base64.b64encode(raw).decode("ascii")
     return {
         secret,
         json.dumps(secret)[1:-1],
@@ -55,22 +55,44 @@ def _encodings(secret: str) -> set[str]:
         quote(raw, safe=""),
         quote(raw),
         quote_plus(raw),
-        b64,
-        b64.rstrip("="),
-        base64.urlsafe_b64encode(raw).decode("ascii"),
+        *_base64(raw),
     }
 
 
-def _pattern(form: str) -> str:
-    """A form as a regular expression: the hex of a percent or \\u escape in either case."""
-    return re.sub(
-        r"(%)([0-9A-Fa-f]{2})|(\\\\u)([0-9A-Fa-f]{4})",
-        lambda m: (
-            (m[1] or m[3])
-            + "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in m[2] or m[4])
-        ),
-        re.escape(form),
-    )
+def _base64(raw: bytes) -> set[str]:
+    b64 = base64.b64encode(raw).decode("ascii")
+    return {b64, b64.rstrip("="), base64.urlsafe_b64encode(raw).decode("ascii")}
+
+
+def _hex(digits: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in digits)
+
+
+def _character(char: str) -> str:
+    """One character as a regular expression: as written, JSON-escaped (a writer may escape
+    any character as \\uXXXX, as Go's escapes `&`, `<` and `>`; `\\/`) or percent-encoded
+    (a URL library encodes the characters its own set names; `+` for a space), hex in either
+    case."""
+    units = char.encode("utf-16-be", "surrogatepass")
+    escapes = {
+        re.escape(char),
+        re.escape(json.dumps(char)[1:-1]),
+        "".join("\\\\u" + _hex(units[i : i + 2].hex()) for i in range(0, len(units), 2)),
+        "".join("%" + _hex(f"{byte:02x}") for byte in char.encode("utf-8", "surrogatepass")),
+    }
+    escapes |= {"\\\\/"} if char == "/" else {"\\+"} if char == " " else set()
+    return "(?:" + "|".join(sorted(escapes, key=lambda e: (-len(e), e))) + ")"
+
+
+def _pattern(secret: str) -> re.Pattern[str]:
+    """Where `secret` starts, in any of its ways of being written, each character escaped or
+    not on its own, and in base64; the match's group 1 is the secret (a lookahead: an
+    overlapping secret is found too)."""
+    ways: set[str] = set()
+    for normal in _normalisations(secret):
+        raw = normal.encode("utf-8", "surrogatepass")
+        ways |= {"".join(map(_character, normal)), *map(re.escape, _base64(raw))}
+    return re.compile("(?=(" + "|".join(sorted(ways, key=lambda w: (-len(w), w))) + "))")
 
 
 def url_secrets(url: str) -> list[tuple[str, str]]:
@@ -90,9 +112,8 @@ def url_secrets(url: str) -> list[tuple[str, str]]:
 
 _values: dict[str, None] = {}
 """The secrets, in the order they were added."""
-_secrets: re.Pattern[str] | None = None
-"""Every form of every secret, the longest first (so that a form inside another is never
-matched in its place); None when there is none."""
+_secrets: list[re.Pattern[str]] = []
+"""Each secret's pattern (`_pattern`)."""
 _warned: set[str] = set()
 """Digests of the short secrets already warned of (a warning per secret per process)."""
 
@@ -104,8 +125,7 @@ _runs: frozenset[str] = frozenset()
 def _compile() -> None:
     global _secrets, _runs  # noqa: PLW0603  # one set for the process: every writer sees it
     forms = {form for value in _values for form in _forms(value)}
-    alternatives = sorted(forms, key=lambda form: (-len(form), form))
-    _secrets = re.compile("|".join(map(_pattern, alternatives))) if forms else None
+    _secrets = [_pattern(value) for value in _values]
     _runs = frozenset(
         form[i : i + min(8, len(form))] for form in forms for i in range(max(1, len(form) - 7))
     )
@@ -157,7 +177,18 @@ def configure(keys: Iterable[str | None], urls: Iterable[str | None] = ()) -> No
 
 def text(value: str) -> str:
     """`value` with every secret replaced by MASK."""
-    return value if _secrets is None else _secrets.sub(MASK, value)
+    spans = sorted(
+        (match.start(1), match.end(1))
+        for secret in _secrets
+        for match in secret.finditer(value)
+        if match.end(1) > match.start(1)
+    )
+    shown, end = [], 0
+    for start, stop in spans:  # overlapping secrets are masked as one
+        if start >= end:
+            shown += [value[end:start], MASK]
+        end = max(end, stop)
+    return "".join([*shown, value[end:]])
 
 
 def fragment(value: str) -> str:
@@ -182,7 +213,7 @@ def values(document: Any, own: Collection[str] = ()) -> Any:
     """A JSON-like document with each string value scrubbed; its keys, and the text under a key
     in `own` (evalgate's own labels, hashes and paths: a string, or a flat list or object of
     them), as they are; other values as they are (a number is never a secret's place)."""
-    if _secrets is None:
+    if not _secrets:
         return document
     if isinstance(document, str):
         return text(document)

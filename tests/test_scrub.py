@@ -319,3 +319,26 @@ def test_no_cut_keeps_any_part_of_a_secret_at_any_offset(cap, keep):
             leaks += [(name, offset, text) for text in kept if any(r in text for r in runs)]
 
     assert leaks == []
+
+
+ESCAPED = [
+    # (case, secret, text holding it)
+    ("Go's JSON escapes of & < >", "sk-a&b<c>d-9Qz", "sk-a\\u0026b\\u003cc\\u003Ed-9Qz"),
+    ("any character a \\u escape", "sk-Wq7Lm2", "sk-\\u0057q7\\u004cm2"),
+    ("a character beyond the BMP, a UTF-16 pair", "pw-\U0001f511-key", "pw-\\ud83d\\uDD11-key"),
+    ("the WHATWG user-info set keeps ( ) !", "Secret(Pass)@Word1!", "Secret(Pass)%40Word1!"),
+    ("each character encoded or not", "p@ss w0rd/x", "p%40ss w0rd%2fx"),
+]
+
+
+@pytest.mark.parametrize(("secret", "text"), [c[1:] for c in ESCAPED], ids=[c[0] for c in ESCAPED])
+def test_a_secret_is_found_whichever_of_its_characters_a_writer_escaped(secret, text):
+    scrub.configure([secret])
+
+    assert scrub.text(f"<{text}>") == "<***>"
+
+
+def test_overlapping_secrets_are_masked_as_one():
+    scrub.configure(["sk-AAAA1111BBBB2222"], ["http://user:BBBB2222CCCC3333@h/v1"])
+
+    assert scrub.text("x sk-AAAA1111BBBB2222CCCC3333 y BBBB2222CCCC3333") == "x *** y ***"

@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 import pytest
@@ -699,3 +700,67 @@ def test_a_key_too_short_to_scrub_is_warned_of_once_and_never_shown(tmp_path):
         "evalgate prints or writes (so short a text would mask ordinary words); use a longer one"
     )
     assert ran.stderr.count(warning) == 1 and "k9Z" not in ran.stderr + ran.stdout
+
+
+# -- a secret written in another writer's escapes, a flag's key in a settings error -------------
+
+
+def test_a_key_given_by_flag_is_scrubbed_from_a_settings_error(tmp_path):
+    """A settings error is raised before the settings exist: the key given as --api-key (not
+    only one from the environment) is already a secret there."""
+    key = "sk-Zk3pQ8wLx2Vb7Nm4Rt9Yc1Hd6"
+    url = f"http://127.0.0.1:{unused_port()}/v1?api-key={key}"  # a query is refused, and quoted
+
+    done = run_subprocess(*run_args(url, tmp_path / "run", "--api-key", key))
+
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert "has a query or fragment (?api-key=***)" in done.stderr
+    assert_no_part(key, {**streams("run", done), **written(tmp_path)})
+
+
+def test_a_password_in_a_routers_own_url_encoding_is_scrubbed(tmp_path):
+    """A router quotes its worker's URL as its URL library writes it (the WHATWG user-info set
+    keeps `( ) !`), not as the user encoded the same password for --base-url."""
+    password = "Secret(Pass)@Word1234!"  # noqa: S105  (planted, to be searched for)
+    worker = f"http://gate:Secret(Pass)%40Word1234!@127.0.0.1:{unused_port()}"
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(router="sglang-router")) as engine:
+        engine.inject(Fault("worker_unreachable", worker_url=worker))
+        url = engine.url.replace("http://", f"http://gate:{quote(password, safe='')}@", 1)
+        served = ["--served-max-model-len", "4096"]  # the router lists no length
+        done = run_subprocess(*run_args(url, out, "--limit", "2", *POINT, *served))
+
+    assert done.returncode == ExitCode.ENDPOINT, done.stderr
+    assert "error sending request for url (http://***@127.0.0.1:" in done.stderr
+    assert_no_part(password, {**streams("run", done), **written(out)})
+
+
+def test_a_key_a_json_writer_escaped_in_its_own_way_is_scrubbed(tmp_path):
+    """JSON may write any character as a \\u escape: Go's writer escapes `&`, `<` and `>`; a
+    router that quotes such a body as text keeps the escape."""
+    key = "sk-9fQ2&Lm7Wx4Rt8Zp1Kv6"
+    quoted = key.replace("&", "\\u0026")
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour()) as engine:
+        engine.inject(Fault("error", status=400, message=f'upstream said {{"key": "{quoted}"}}'))
+        done = run_subprocess(*run_args(engine.url, out, "--api-key", key, "--limit", "2"))
+
+    assert done.returncode == ExitCode.ENDPOINT, done.stderr
+    assert 'upstream said {"key": "***"}' in done.stderr
+    assert_no_part(key, {**streams("run", done), **written(out)})
+
+
+def test_two_secrets_that_overlap_in_a_text_are_masked_as_one(tmp_path):
+    """The key's end is the password's start: masking the key first must not leave the rest of
+    the password in plain text."""
+    key, password = "sk-Hq4Tz8Wm2Rx6", "Rx6Pb9Kc3Vn7Yd1"
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour()) as engine:
+        engine.inject(Fault("error", status=400, message=f"{key}Pb9Kc3Vn7Yd1 is not allowed"))
+        url = engine.url.replace("http://", f"http://gate:{password}@", 1)
+        done = run_subprocess(*run_args(url, out, "--api-key", key, "--limit", "2"))
+
+    assert done.returncode == ExitCode.ENDPOINT, done.stderr
+    assert "(HTTP 400: *** is not allowed)" in done.stderr
+    assert_no_part(key, {**streams("run", done), **written(out)})
+    assert_no_part(password, {**streams("run", done), **written(out)})

@@ -113,6 +113,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     try:
         settings = Settings(**given)
     except ValidationError as exc:
+        # no settings yet, but the error may quote a flag's secret elsewhere (a key in a query)
+        scrub.add(given.get("api_key"), "the API key")
+        for url in [given.get("base_url"), *(given.get("worker_urls") or [])]:
+            scrub.add_url(url, "--base-url or --worker-url")
         by_name = {name: field for field in Settings.model_fields for name in variables(field)}
         problems = []
         for error in exc.errors():

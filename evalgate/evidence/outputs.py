@@ -9,6 +9,7 @@ secrets as each was made safe for it (evalgate.outside), never the text as a who
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -47,7 +48,9 @@ the harness's results*.json and samples*.jsonl (is_evidence)."""
 
 def is_evidence(name: str) -> bool:
     """Whether a file of this name is a run's evidence (in either layout), which a later
-    verify, compare or --resume reads: no output may take that name, wherever it is."""
+    verify, compare or --resume reads: no output may take that name, wherever it is, in any
+    case (on a file system that ignores case, Result.json is result.json)."""
+    name = name.lower()
     harness_samples = name.startswith("samples") and name.endswith(".jsonl")
     return name in EVIDENCE_NAMES or is_results_file(name) or harness_samples
 
@@ -63,13 +66,14 @@ class Output(NamedTuple):
 
 def check_outputs(outputs: Iterable[Output], reads: Sequence[str | Path] = ()) -> None:
     """Refuse (ArtifactError, exit 2) before anything is written: an output that cannot be
-    written; one that is a file the command reads (`reads`: the files it was given; a folder
-    there is searched only for evidence, which no output may be); one named as evidence is
-    (is_evidence), as given or where a link leads; two outputs onto one file."""
+    written; one that is a file the command reads (`reads`: the files and folders it was
+    given, a folder standing for the evidence under it), by any name; one named as evidence
+    is (is_evidence), as given or where a link leads; two outputs onto one file."""
     outputs = list(outputs)
+    read = _files_read(reads)
     taken: dict[str, str] = {}
     for output in outputs:
-        _refuse_evidence(output, reads)
+        _refuse_evidence(output, read)
         target = os.path.realpath(output.path)
         if _stream(output.path):  # /dev/stdout twice is two writes, not one file replaced
             continue
@@ -97,24 +101,45 @@ def _refuse_evidence(output: Output, reads: Sequence[str | Path]) -> None:
             "destroy that evidence, or plant a file the next verify reads as a run. Give the "
             "report another name (e.g. verdict.json, report.html, junit.xml)."
         )
+    if output.append and _other_names(path):
+        raise ArtifactError(
+            f"{label} {path} has other names (hard links): appending to it would change "
+            "them too, and one may be a run's evidence. Point it at a file of its own."
+        )
     read = next((r for r in reads if _same_file(path, r)), None)
     if read is not None:
         raise ArtifactError(
             f"{label} {path} is {read}, a file this command reads: writing it would destroy "
             "its input. Write the report elsewhere."
         )
-    if output.append and _other_names(path):
-        raise ArtifactError(
-            f"{label} {path} has other names (hard links): appending to it would change "
-            "them too, and one may be a run's evidence. Point it at a file of its own."
-        )
+
+
+def _files_read(reads: Sequence[str | Path]) -> list[str]:
+    """The files given, with the evidence files beside each (a result's samples), and in each
+    folder given the evidence files under it (through links, each folder once): a run's result
+    or samples may be a link to a file of another name (a content store, a shared cache),
+    which a report must not replace either."""
+    found: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for read in map(str, reads):
+        if not os.path.isdir(read):
+            found.append(read)
+            beside = os.path.dirname(read) or "."
+            with contextlib.suppress(OSError):
+                found += [os.path.join(beside, n) for n in os.listdir(beside) if is_evidence(n)]
+            continue
+        for folder, inside, names in os.walk(read, followlinks=True):
+            info = os.stat(folder)
+            if (info.st_dev, info.st_ino) in seen:  # a link back up: walked already
+                inside.clear()
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            found += [os.path.join(folder, name) for name in names if is_evidence(name)]
+    return found
 
 
 def _same_file(path: str, read: str | Path) -> bool:
-    """The same file: one path, a link to it, or another name of it (a hard link). A folder
-    read is searched for evidence, not read whole."""
-    if os.path.isdir(read):
-        return False
+    """The same file: one path, a link to it, or another name of it (a hard link)."""
     if os.path.realpath(path) == os.path.realpath(read):
         return True
     try:

@@ -5,6 +5,7 @@ probed once, its evidence staged as it goes (README.md, "How it fits a benchmark
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -101,29 +102,44 @@ def run_hook(
         harness = None
         if in_harness:
             harness = HarnessStage(settings.output_dir, labels, env, concurrencies)
-            harness.write_meta()
         topology = harness_files.job_topology(labels, env)
         runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
         prior: Checked | None = None
         stopped: str | None = None
+        wrote = False
         for concurrency in concurrencies:
             if concurrency in kept:  # --resume: a finished run stays as it is, counted
                 runs[concurrency] = kept[concurrency]
                 if harness is not None:
-                    harness.record(concurrency, kept[concurrency], staged=True)
+                    harness.completed.append(concurrency)
                 continue
             run_dir = stage / f"conc-{concurrency}"
             update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
             if harness is not None and settings.min_samples is None:
                 update["min_samples"] = 0  # the harness's validator decides on the point estimate
             run_settings = settings.model_copy(update=update)
-            if harness is None:
-                artifacts.write_json(
-                    run_dir / artifacts.META_NAME, meta_env(labels, concurrency, env)
+            # The hook's own files are written once a run has made its folder its own: a run
+            # refused for its inputs leaves every file of the job as it was.
+            on_take = (
+                harness.write_meta
+                if harness is not None
+                else functools.partial(
+                    artifacts.write_json,
+                    run_dir / artifacts.META_NAME,
+                    meta_env(labels, concurrency, env),
                 )
-            outcome = runs[concurrency] = run_gate(
-                run_settings, progress=progress, resume=resume, prior=prior, topology=topology
             )
+            outcome = runs[concurrency] = run_gate(
+                run_settings,
+                progress=progress,
+                resume=resume,
+                prior=prior,
+                topology=topology,
+                on_take=on_take,
+            )
+            if not (outcome.taken or wrote) and outcome.error is not None:
+                raise outcome.error  # refused before this hook wrote a byte: exit 2, no hook.json
+            wrote = True
             if harness is not None:
                 harness.record(concurrency, outcome)
             if outcome.status in ("pass", "fail", "inconclusive"):
@@ -151,10 +167,9 @@ class HarnessStage:
         )
         artifacts.write_json(self.out / artifacts.META_NAME, meta)
 
-    def record(self, concurrency: int, outcome: RunOutcome, *, staged: bool = False) -> None:
-        """One run's results and samples (unless `staged` already: a finished run --resume
-        keeps), and the meta_env.json that counts it."""
-        if outcome.result_path is not None and not staged:
+    def record(self, concurrency: int, outcome: RunOutcome) -> None:
+        """One run's results and samples, and the meta_env.json that counts it."""
+        if outcome.result_path is not None:
             harness_files.stage_run(
                 self.out,
                 concurrency,

@@ -31,6 +31,8 @@ from evalgate.tasks.spec import BUILT_IN, load_data, load_task
 from evalgate.thresholds import Floor, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from evalgate.gate.dispatch import Progress
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,8 @@ class RunOutcome:
     """The endpoint, context and probe this run established, for reuse by the next run."""
     comparison: str | None = None
     """With --baseline: the comparison report, as text."""
+    taken: bool = True
+    """Whether the run made its folder its own; False: refused before it wrote a byte there."""
 
 
 class GateRun:
@@ -72,8 +76,11 @@ class GateRun:
         resume: bool,
         prior: Checked | None,
         topology: dict[str, Any] | None,
+        on_take: Callable[[], object] | None = None,
     ) -> None:
         self.settings = settings
+        self.on_take = on_take
+        """Called once the folder is this run's, before its first write (a hook's files)."""
         self.endpoint = stages.endpoint(settings)
         self.checked = prior
         self.dataset: Dataset | None = None
@@ -100,6 +107,8 @@ class GateRun:
         """From here on the folder holds this run: an earlier run's files must not outlive it,
         and a run killed outright (SIGKILL) is seen as "running", never as the old verdict."""
         folder.clear_stale(self.out)
+        if self.on_take is not None:
+            self.on_take()
         self.taken = True
         self.log.checkpoint = self._running
         self._running()
@@ -112,10 +121,11 @@ class GateRun:
         self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.eval.resume)
         if self.lock.warning is not None:
             run.warnings.append(self.lock.warning)
-        # A run --resume continues is left as it was until its inputs are checked: a resume
-        # refused for them changes nothing (RELIABILITY.md, "A refusal changes nothing").
-        continuing = self.eval.resume and (self.out / artifacts.RESULT_NAME).exists()
-        if not continuing:
+        # An earlier run in the folder (one --resume continues, one --overwrite replaces) is
+        # left as it was until the inputs are checked: a run refused for them changes nothing
+        # (RELIABILITY.md, "A refusal changes nothing").
+        earlier = (artifacts.RESULT_NAME, artifacts.JOURNAL_NAME, *folder.STALE)
+        if not any((self.out / name).exists() for name in earlier):
             self._take()
 
         stages.require(s, "base_url", "model")
@@ -198,12 +208,16 @@ def run_gate(
     resume: bool = False,
     prior: Checked | None = None,
     topology: dict[str, Any] | None = None,
+    on_take: Callable[[], object] | None = None,
 ) -> RunOutcome:
     """Run every stage; write result.json whatever happens; never raise EvalgateError. `prior`
     skips readiness, context and probe, reusing what an earlier run against the same live
-    engine established; `topology` is recorded among the result's labels."""
+    engine established; `topology` is recorded among the result's labels; `on_take` is
+    called when the run makes its folder its own (never, when it is refused before)."""
     scrub.configure(*credentials(settings))  # the evidence never holds a secret the engine echoed
-    gate = GateRun(settings, progress=progress, resume=resume, prior=prior, topology=topology)
+    gate = GateRun(
+        settings, progress=progress, resume=resume, prior=prior, topology=topology, on_take=on_take
+    )
     try:
         return _record(gate, *_attempt(gate))
     finally:  # after the last write: the next run may have the folder
@@ -259,7 +273,9 @@ def _record(
                 error = EvalFailedError(f"the {status} verdict could not be recorded: {detail}")
                 status, reason, code = "error", error.message, int(ExitCode.EVAL)
             path = _record_in_little_room(gate, status=status, reason=reason, error=error)
-    return RunOutcome(code, status, reason, path, result, error, gate.checked, gate.comparison)
+    return RunOutcome(
+        code, status, reason, path, result, error, gate.checked, gate.comparison, gate.taken
+    )
 
 
 def _record_in_little_room(

@@ -18,8 +18,7 @@ from evalgate.compare.reason import p_text, points
 from evalgate.compare.runs import Difference, Run, load_run, protocol_differences
 from evalgate.compare.sweep import ConfigPair, judge_pairs
 from evalgate.errors import ArtifactError, UsageError
-from evalgate.evidence.artifacts import RESULT_NAME
-from evalgate.evidence.harness_layout import is_results_file
+from evalgate.evidence.artifacts import HOOK_NAME, META_NAME
 from evalgate.evidence.identity import run_identity
 from evalgate.verify.collect import runs
 from evalgate.verify.expect import config_identity
@@ -176,11 +175,12 @@ def baseline_entries(paths: Sequence[str], rule: Rule) -> tuple[list[Entry], Col
 
 def _identities(entries: Sequence[Entry]) -> dict[str, list[str]]:
     """The runs behind gated results by their identity (run_identity), with their paths; a
-    line that is no run's result file (a run never made, a file unreadable now) is left out."""
+    line that is no run's result file (a run never made: its hook.json or meta_env.json; a
+    file unreadable now) is left out. A result given by another name is still its run."""
     found: dict[str, list[str]] = {}
     for entry in entries:
         path = entry.path
-        if path is None or not (path.endswith(RESULT_NAME) or is_results_file(Path(path).name)):
+        if path is None or entry.source is None or Path(path).name in (HOOK_NAME, META_NAME):
             continue
         try:
             found.setdefault(run_identity(path), []).append(path)

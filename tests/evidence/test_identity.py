@@ -136,3 +136,22 @@ def test_a_baseline_folder_holding_a_result_given_to_the_sweep_is_refused(tmp_pa
 
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"--baseline {today} and the sweep's {given} are one folder, or one holds" in done.stderr
+
+
+@pytest.mark.parametrize("side", ["sweep", "baseline"])
+def test_a_run_given_by_another_name_is_still_the_sweeps_own(tmp_path, side):
+    """A result.json copied out as run-conc4.json (its samples beside it) and given as the
+    sweep, or as the baseline, against the folder it came from: the same run, refused."""
+    today = layouts(tmp_path, "today")["evalgate"]
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    renamed = loose / "run-conc4.json"
+    shutil.copy(today / "today-conc4" / "result.json", renamed)
+    shutil.copy(today / "today-conc4" / "samples.jsonl", loose / "samples.jsonl")
+    sweep, base = (renamed, today) if side == "sweep" else (today, renamed)
+
+    code, out, err = verify(sweep, base)
+
+    assert code == 2, out + err
+    assert "UsageError: --baseline holds 1 of the sweep's own runs" in err
+    assert str(renamed) in err and "NOT COMPARED" not in out

@@ -215,3 +215,40 @@ def test_a_report_onto_the_sweeps_folder_is_a_folder_not_an_input(sweep):
 
     assert code == 2, out + err
     assert f"Cannot write {sweep}: it is a folder (--html)." in err
+
+
+def test_a_report_onto_the_file_a_runs_evidence_links_to_is_refused(sweep, tmp_path):
+    """A run's result and samples kept as links into a store (a cache, an annex): a report
+    onto the stored file, by its own name, would replace or extend that evidence all the same."""
+    run, other = sweep / "eval_fake_b200_conc4", sweep / "eval_fake_h100_conc4"
+    store = tmp_path / "store"
+    store.mkdir()
+    for name, blob in (("result.json", "3f2a"), ("samples.jsonl", "9c1d")):
+        (run / name).rename(store / blob)
+        (run / name).symlink_to(store / blob)
+    before = checksums(sweep, store)
+
+    code, out, err = verify(str(sweep), "--json", str(store / "3f2a"))
+    refused(code, out, err, "--json", store / "3f2a")
+    assert f"is {run / 'result.json'}, a file this command reads" in err
+    summary = {"GITHUB_STEP_SUMMARY": str(store / "9c1d")}
+    code, out, err = verify(str(sweep), "--github", env=summary)
+    refused(code, out, err, "GITHUB_STEP_SUMMARY", store / "9c1d")
+    for given in (run, run / "result.json"):  # the folder, or its result: the samples beside
+        done = run_subprocess("compare", str(other), str(given), "--html", str(store / "9c1d"))
+        refused(done.returncode, done.stdout, done.stderr, "--html", store / "9c1d")
+    assert checksums(sweep, store) == before
+
+
+@pytest.mark.parametrize("name", ["Result.json", "SAMPLES.JSONL", "Journal.jsonl"])
+def test_a_report_onto_evidence_spelled_in_another_case_is_refused(sweep, name):
+    """On a file system that ignores case (macOS's, Windows', a FAT stick) Samples.JSONL is
+    the run's samples.jsonl: refused on every file system alike."""
+    target = sweep / "eval_fake_b200_conc4" / name
+    before = checksums(sweep)
+
+    code, out, err = verify(str(sweep), "--html", str(target))
+
+    refused(code, out, err, "--html", target)
+    assert f"takes the name of a run's evidence ({name})" in err
+    assert checksums(sweep) == before

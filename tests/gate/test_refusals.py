@@ -167,3 +167,73 @@ def test_a_harness_hook_resumed_keeps_the_staged_files_of_its_finished_runs(tmp_
     assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
     assert len(list(out.glob("results_*_conc8.json"))) == 1
     assert verify_code(out)[0] == 0
+
+
+def test_a_run_overwrite_refused_for_its_inputs_leaves_the_run_it_would_replace(tmp_path):
+    """--overwrite with a thresholds file that is not there, a task unknown, a baseline that is
+    no run: exit 2, and the passing run's files as they were (not an error result)."""
+    out = tmp_path / "run"
+    given = ("--limit", "10", "--min-samples", "0", "--overwrite")
+    bad = [
+        ("--thresholds", str(tmp_path / "missing.json")),
+        ("--task", "no-such-task"),
+        ("--baseline", str(tmp_path / "nowhere")),
+    ]
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        first = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
+        assert first.returncode == 0, first.stderr
+        before = checksums(out)
+        asked = len(engine.requests)
+        refusals = [run_subprocess(*run_args(engine.url, out, *given, *flags)) for flags in bad]
+        assert len(engine.requests) == asked
+    for refused, (_, value) in zip(refusals, bad, strict=True):
+        assert refused.returncode == 2, refused.stderr
+        assert value in refused.stderr
+    assert checksums(out) == before
+    assert json.loads((out / "result.json").read_text())["status"] == "pass"
+
+
+def test_a_hook_overwrite_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path):
+    """hook --overwrite with a thresholds file that is not there, in both layouts: exit 2, no
+    run folder, hook.json or meta_env.json rewritten; verify still says PASS."""
+    stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
+    refuse = ("--overwrite", "--thresholds", str(missing))
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        assert run_subprocess(*hook_args(engine.url, stage)).returncode == 0
+        stage_before = checksums(stage)
+        refused = run_subprocess(*hook_args(engine.url, stage, *refuse))
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = harness_hook(job_env(engine.port), job)
+        assert code == 0, output
+        job_before = checksums(job)
+        job_code, job_said = harness_hook(job_env(engine.port), job, *refuse)
+    assert refused.returncode == job_code == 2, refused.stderr + job_said
+    assert str(missing) in refused.stderr and str(missing) in job_said
+    assert checksums(stage) == stage_before and checksums(job) == job_before
+    assert verify_code(stage)[0] == verify_code(job)[0] == 0
+
+
+def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path):
+    """conc 4 passed, conc 8 errored; --resume with a thresholds file that is not there, in
+    both layouts: exit 2, hook.json, meta_env.json and conc 8's journal as they were."""
+    stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
+        run_subprocess(*hook_args(engine.url, stage))
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[50], message="max_tokens is too large"))
+        harness_hook(job_env(engine.port), job)
+    assert json.loads((stage / "conc-8" / "result.json").read_text())["status"] == "error"
+    assert json.loads((job / "meta_env.json").read_text())["failed_eval_concs"] == [8]
+    before = checksums(stage), checksums(job)
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        refused = run_subprocess(
+            *hook_args(engine.url, stage, "--resume", "--thresholds", str(missing))
+        )
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        job_code, job_said = harness_hook(
+            job_env(engine.port), job, "--resume", "--thresholds", str(missing)
+        )
+    assert refused.returncode == job_code == 2, refused.stderr + job_said
+    assert str(missing) in refused.stderr and str(missing) in job_said
+    assert (checksums(stage), checksums(job)) == before
