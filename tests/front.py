@@ -170,9 +170,10 @@ def comments(every: float = 1.0) -> Answer:
     return answer
 
 
-def gzip_bomb(prefix: bytes, size: int, suffix: bytes) -> bytes:
-    """`prefix`, `size` bytes of "a", `suffix`, gzip-compressed (about a thousandth of it)."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
+def gzip_bomb(prefix: bytes, size: int, suffix: bytes, encoding: str = "gzip") -> bytes:
+    """`prefix`, `size` bytes of "a", `suffix`, compressed (about a thousandth of it) in the
+    container `encoding` names: gzip's, or zlib's for deflate."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, {"gzip": 31, "deflate": 15}[encoding])
     parts = [packer.compress(prefix)]
     block = b"a" * (1 << 20)
     for _ in range(size // len(block)):
@@ -181,13 +182,13 @@ def gzip_bomb(prefix: bytes, size: int, suffix: bytes) -> bytes:
     return b"".join(parts)
 
 
-def gzipped(data: bytes) -> Answer:
-    """200 with `data`, already gzip-compressed, said so in Content-Encoding."""
+def gzipped(data: bytes, encoding: str = "gzip") -> Answer:
+    """200 with `data`, already compressed, said so in Content-Encoding (`encoding`)."""
 
     def answer(handler: Handler) -> None:
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Encoding", "gzip")
+        handler.send_header("Content-Encoding", encoding)
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         with contextlib.suppress(OSError):

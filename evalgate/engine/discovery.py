@@ -10,7 +10,6 @@ a count or a length that is not a positive whole number (-3, `true`, "9472") is 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -38,34 +37,17 @@ class TokenCount:
     max_model_len: int | None
 
 
-class EngineInfo(contextlib.AbstractContextManager["EngineInfo"]):
-    """Side-door requests to one server from blocking code, sharing one connection pool on an
-    event loop of its own; each request has a total deadline (`timeout`, or the one given)."""
+class EngineInfo:
+    """Side-door requests to one server from blocking code, each with a total deadline
+    (`timeout`, or the one given) and run by `asyncio.run`, like every blocking call into the
+    HTTP layer."""
 
     def __init__(self, url: str, api_key: str | None, timeout: float, network: Network) -> None:
         self.url, self._headers = credentials(api_root(url), api_key)
         self.timeout = timeout
         self.network = network
-        self._loop = asyncio.new_event_loop()  # the blocking callers' own
-        self._session: aiohttp.ClientSession | None = None
         self.notes: list[str] = []
         """Warnings about what the server said (a value it reports in an unusable form)."""
-
-    def close(self) -> None:
-        """Cancel what an interruption left behind, close the session, end the loop."""
-        loop = self._loop
-        pending = asyncio.all_tasks(loop)
-        for task in pending:
-            task.cancel()
-        if pending:
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        if self._session is not None:
-            loop.run_until_complete(self._session.close())
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def answer(
         self,
@@ -82,20 +64,19 @@ class EngineInfo(contextlib.AbstractContextManager["EngineInfo"]):
             return response.status, text, response.headers.get("location")
 
         async def send() -> tuple[int, str, str | None]:
-            if self._session is None:  # made in the loop that sends (aiohttp's rule)
-                self._session = open_session(self.network, headers=self._headers)
-            return await exchange(
-                self._session,
-                method,
-                url,
-                deadline=self.timeout if timeout is None else timeout,
-                read=read,
-                data=None if body is None else json.dumps(body).encode(),
-                network=self.network,
-                headers={"Content-Type": "application/json"} if body is not None else None,
-            )
+            async with open_session(self.network, headers=self._headers) as session:
+                return await exchange(
+                    session,
+                    method,
+                    url,
+                    deadline=self.timeout if timeout is None else timeout,
+                    read=read,
+                    data=None if body is None else json.dumps(body).encode(),
+                    network=self.network,
+                    headers={"Content-Type": "application/json"} if body is not None else None,
+                )
 
-        return self._loop.run_until_complete(send())
+        return asyncio.run(send())
 
     def _json(self, method: str, url: str, **kw: Any) -> Any:
         """The JSON of a 200 answer; any other answer raised as the server's (EngineAnswerError)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -20,7 +19,6 @@ from evalgate.engine.retry import (
     ConnectionFailed,
     HostSilent,
     TimedOut,
-    TransientAnswer,
     causes,
 )
 from evalgate.engine.urls import Network, origin
@@ -28,6 +26,7 @@ from evalgate.engine.urls import Network, origin
 T = TypeVar("T")
 Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]
 CHUNK = 1 << 16
+"""Bytes a read takes at most: aiohttp's read buffer, so its decoding steps keep their size."""
 
 
 def _socket_factory(network: Network) -> Callable[[Any], socket.socket]:
@@ -68,6 +67,7 @@ def open_session(
 ) -> aiohttp.ClientSession:
     """A connection pool with `network`'s settings (`fresh`: a new connection per request);
     call inside the event loop that sends."""
+    # only what the standard library decodes (aiohttp would add br and zstd when installed)
     headers = {"Accept-Encoding": "gzip, deflate", **(headers or {})}
     connector = aiohttp.TCPConnector(
         limit=max_connections, socket_factory=_socket_factory(network), force_close=fresh
@@ -78,8 +78,6 @@ def open_session(
         connector=connector,
         headers=headers,
         trace_configs=[trace],
-        auto_decompress=False,  # decoded in `decoded`, within the cap
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=network.connect_timeout),
         trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as users expect
     )
 
@@ -103,71 +101,53 @@ async def exchange(
     on_sent: Callable[[], None] | None = None,
     network: Network,
 ) -> T:
-    """One request, `read` taking its response, all within `deadline` seconds; `on_sent` is
-    called when its headers have left. The library's errors become evalgate's (engine.retry)."""
-
-    async def send() -> T:
-        try:
-            async with session.request(
-                method,
-                url,
-                data=data,
-                headers=headers,
-                allow_redirects=False,
-                trace_request_ctx=on_sent,
-            ) as response:
-                return await read(response)
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise HostSilent(
-                f"{origin(url)} stopped answering: no connection within "
-                f"{network.connect_timeout:g} s (--connect-timeout)"
-            ) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            if _silent(exc):
-                raise HostSilent(
-                    f"{origin(url)} stopped answering: nothing came back for "
-                    f"{network.silence_limit:g} s (TCP keepalive)"
-                ) from exc
-            raise ConnectionFailed.of(exc) from exc
-
+    """One request, `read` taking its response, all within `deadline` seconds (aiohttp's total
+    timeout runs from the connection to the body's last byte); `on_sent` is called when its
+    headers have left. The library's errors become evalgate's (engine.retry)."""
+    timeout = aiohttp.ClientTimeout(total=deadline, sock_connect=network.connect_timeout)
     try:
-        return await asyncio.wait_for(send(), deadline)
-    except asyncio.TimeoutError as exc:
-        raise TimedOut(f"no whole answer within {deadline:g} s") from exc
-
-
-def _decoder(response: aiohttp.ClientResponse) -> Any:
-    """A zlib decoder for the body's Content-Encoding (None: not encoded)."""
-    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding in ("", "identity"):
-        return None
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # +32: a gzip or a zlib header
-    raise TransientAnswer(f"an answer encoded {encoding!r}, which evalgate did not ask for")
+        async with session.request(
+            method,
+            url,
+            data=data,
+            headers=headers,
+            allow_redirects=False,
+            timeout=timeout,
+            trace_request_ctx=on_sent,
+        ) as response:
+            return await read(response)
+    except aiohttp.ConnectionTimeoutError as exc:  # sock_connect's, before the total's
+        raise HostSilent(
+            f"{origin(url)} stopped answering: no connection within "
+            f"{network.connect_timeout:g} s (--connect-timeout)"
+        ) from exc
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        if _silent(exc):  # before the total's: the kernel's ETIMEDOUT is a TimeoutError too
+            raise HostSilent(
+                f"{origin(url)} stopped answering: nothing came back for "
+                f"{network.silence_limit:g} s (TCP keepalive)"
+            ) from exc
+        if isinstance(exc, asyncio.TimeoutError):
+            raise TimedOut(f"no whole answer within {deadline:g} s") from exc
+        raise ConnectionFailed.of(exc) from exc
 
 
 async def decoded(response: aiohttp.ClientResponse, cap: int) -> AsyncIterator[bytes]:
-    """The body in pieces, decoded, never more than `cap` bytes in all: decoding stops there
-    and AnswerTooLarge is raised (the rest is never read: the connection is dropped). aiohttp's
-    own decoding is off: one read of a small gzip body could expand a thousandfold."""
-    decoder = _decoder(response)
+    """The body in pieces, decoded, never more than `cap` bytes in all: past it AnswerTooLarge
+    is raised and the rest is never read (the connection is dropped).
+
+    aiohttp (3.14 on) decodes gzip and deflate a step at a time, each step at most the read
+    buffer (64 KiB), and stops while what it decoded waits unread: counting the pieces here
+    caps the whole, which its own limit does not. Never `response.read()`: reading to the end
+    lifts the step's bound."""
     size = 0
-    async for received in response.content.iter_chunked(CHUNK):
-        data = received
-        while data:
-            if decoder is None:
-                piece, data = data, b""
-            else:
-                piece = decoder.decompress(data, cap - size + 1)
-                data = decoder.unconsumed_tail
-            size += len(piece)
-            if size > cap:
-                raise AnswerTooLarge(
-                    f"the answer passed the cap of {cap} bytes (--max-response-bytes) and was "
-                    "cut there"
-                )
-            if piece:
-                yield piece
+    async for piece in response.content.iter_chunked(CHUNK):
+        size += len(piece)
+        if size > cap:
+            raise AnswerTooLarge(
+                f"the answer passed the cap of {cap} bytes (--max-response-bytes) and was cut there"
+            )
+        yield piece
 
 
 async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:

@@ -59,8 +59,7 @@ def served_limits(
         label = redact_url(url)
         timeout = endpoint.discovery_timeout
         try:
-            with EngineInfo(url, endpoint.api_key, timeout, endpoint.network) as worker:
-                cards = worker.models()
+            cards = EngineInfo(url, endpoint.api_key, timeout, endpoint.network).models()
             limit = served_limit(cards, endpoint.served_model, f"worker {label}", notes)
         except FAILURES as exc:  # the user named the worker because its limit matters
             raise EndpointError(

@@ -57,13 +57,13 @@ def derive(
     )
     # A side-door answer, whole, within --discovery-timeout and never past --ready-timeout.
     timeout = max(0.5, min(endpoint.discovery_timeout, endpoint.ready_timeout))
-    with EngineInfo(endpoint.base_url, endpoint.api_key, timeout, endpoint.network) as info:
-        ready = wait_until_ready(info, endpoint.served_model, policy=policy)
-        engine = EngineRecord(
-            owned_by=ready.card.owned_by if ready.card else None, version=info.version()
-        )
-        on_stage("context")
-        found = gather_context(ask, endpoint, candidates=candidates, info=info, ready=ready)
+    info = EngineInfo(endpoint.base_url, endpoint.api_key, timeout, endpoint.network)
+    ready = wait_until_ready(info, endpoint.served_model, policy=policy)
+    engine = EngineRecord(
+        owned_by=ready.card.owned_by if ready.card else None, version=info.version()
+    )
+    on_stage("context")
+    found = gather_context(ask, endpoint, candidates=candidates, info=info, ready=ready)
     return (*found, engine)
 
 

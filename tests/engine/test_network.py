@@ -215,6 +215,43 @@ def test_a_gzip_bomb_model_list_is_cut_at_the_cap_in_little_memory(engine):
     assert peak_mb < 300  # 200 MB decoded would not fit
 
 
+def test_a_deflate_bomb_model_list_is_cut_at_the_cap_in_little_memory(engine):
+    """The same 200 MB as deflate (zlib's container), which aiohttp decodes by its own path."""
+    bomb = gzip_bomb(b'{"object":"list","data":[{"id":"fake-model","root":"', 200 << 20, b'"}]}',
+                     encoding="deflate")  # fmt: skip
+    with Front(engine.root_url, {"/v1/models": gzipped(bomb, encoding="deflate")}) as front:
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURED, *context_args(front.url)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+
+    assert done.returncode == 3, done.stderr
+    assert "the answer passed the cap of 16777216 bytes (--max-response-bytes)" in done.stderr
+    assert int(done.stderr.split("peak_kb ")[1].split()[0]) / 1024 < 300
+
+
+def test_an_answer_that_is_not_the_gzip_it_says_fails_its_request_naming_it(engine, cli, tmp_path):
+    def broken(handler: Handler) -> None:
+        if handler.json_body.get("stream"):
+            handler.forward(CHAT)
+            return
+        gzipped(b"\x1f\x8b\x08\x00 and then no gzip at all")(handler)
+
+    with Front(engine.root_url, {CHAT: broken}) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run"))
+
+    assert result.code == 4, result.err
+    said = "Can not decode content-encoding: gzip"
+    assert said in result.err
+    assert "failed after 2 attempt(s)" in result.err  # retried: the next answer may be whole
+    assert load_result(tmp_path / "run")["stage"] == "eval"
+    assert any(said in (s["error"] or "") for s in load_samples(tmp_path / "run"))
+
+
 def test_an_answer_over_the_cap_fails_its_request_and_says_so(engine, cli, tmp_path, monkeypatch):
     monkeypatch.setenv("EVALGATE_MAX_RESPONSE_BYTES", "1048576")
 
