@@ -209,7 +209,7 @@ DATA = [
      "line 1 nests arrays and objects more than 100 levels deep"),
     ("no rows", b"\n\n", "holds no questions"),
     ("a field twice in a row", b'{"question": "a", "answer": "#### 1", "question": "b"}\n',
-     "line 1 repeats the field 'question'"),
+     "line 1 repeats the key 'question' in one object ($)"),
     ("a FIFO", None, "test.jsonl is not a regular file (a FIFO, a device or a socket)"),
 ]  # fmt: skip
 
