@@ -287,7 +287,12 @@ def test_server_config_flag_is_repeatable():
 
 INVALID = [
     # (case, argv, environment, what the message must say)
-    ("ISL not a number", [], {"ISL": "abc"}, ["--isl = 'abc'", "not a whole number of tokens in ASCII digits"]),
+    (
+        "ISL not a number",
+        [],
+        {"ISL": "abc"},
+        ["--isl = 'abc'", "not a whole number of tokens in ASCII digits"],
+    ),
     ("OSL negative", [], {"OSL": "-3"}, ["--osl = -3", "out of range: give 1 to 2,147,483,647"]),
     (
         "--num-concurrent 0",
@@ -302,7 +307,12 @@ INVALID = [
         {},
         ["--max-truncated-rate = 1.5", "out of range: give 0 to 1"],
     ),
-    ("--timeout 0", ["--timeout", "0"], {}, ["--timeout = 0.0", "out of range: give more than 0 to 604,800"]),
+    (
+        "--timeout 0",
+        ["--timeout", "0"],
+        {},
+        ["--timeout = 0.0", "out of range: give more than 0 to 604,800"],
+    ),
     (
         "budget policy in env",
         [],

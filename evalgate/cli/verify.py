@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import math
 import os
 import stat
 import sys
@@ -28,7 +29,9 @@ log = logging.getLogger(__name__)
 
 
 def number(
-    read: Callable[[str], float], low: float, high: float, *, below: bool = False
+    read: Callable[[str], float],
+    low: float = -math.inf,
+    high: float = math.inf,
 ) -> Callable[[str], float]:
     """An argparse type: a number read by evalgate's one rule (evalgate.numbers), in range."""
 
@@ -37,7 +40,7 @@ def number(
             value = read(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
-        if problem := numbers.within(value, low, high, below=below):
+        if problem := numbers.within(value, low, high):
             raise argparse.ArgumentTypeError(problem)
         return value
 
@@ -121,7 +124,7 @@ def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
     """--max-drop, the margin of compare and of verify --baseline."""
     parser.add_argument(
         "--max-drop",
-        type=number(numbers.real, 0, 1, below=True),
+        type=number(numbers.real),  # its range is checked where it is used, with its meaning
         default=DEFAULT_MAX_DROP,
         metavar="FRACTION",
         help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
