@@ -102,9 +102,10 @@ def span(low: float, high: float, *, above: bool = False, below: bool = False) -
 
 
 def shown(value: float) -> str:
-    """65,535 or 0.05 (a whole float as a whole number)."""
-    whole = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
-    if whole and abs(value) < 1e16:
+    """65,535 or 0.05 (a whole float below 10^16 as a whole number)."""
+    if isinstance(value, int):
+        return f"{value:,}"
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
         return f"{int(value):,}"
     return f"{value:g}"
 
@@ -117,7 +118,7 @@ def concurrencies(text: str) -> list[int]:
         try:
             value = whole(part)
         except ValueError as exc:
-            raise ValueError(f"{part!r} is {exc}") from None
+            raise ValueError(f"{part!r}: {exc}") from None
         if problem := within(value, 1, CONCURRENCY_MAX):
             raise ValueError(problem)
         if value in values:

@@ -1,0 +1,261 @@
+"""Every number has a range and one rule for its digits (evalgate.numbers), whether a flag, a
+variable or a server argument gives it: each case runs the CLI in its own process."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from evalgate.cli.flags import flag_name, value_range
+from evalgate.settings.environment import variables
+from evalgate.settings.fields import number_type
+from evalgate.settings.values import Settings
+from tests.conftest import FAST, load_result, run_args, run_subprocess
+from tests.fakeengine import EngineBehaviour, FakeEngine
+
+CONTEXT = {"--isl": "4096", "--osl": "1024", "--served-max-model-len": "16384"}
+"""`evalgate context` with nothing to wait for: every setting is read, none is used to connect."""
+RANGED = [
+    name
+    for name, info in Settings.model_fields.items()
+    if number_type(info.annotation) is not None and name != "port"  # port: a URL, checked apart
+]
+TOGETHER = {"retry_wait_min": {"EVALGATE_RETRY_WAIT_MAX": "604800"}}
+"""What a largest value needs beside it (the longest wait is at least the shortest)."""
+
+
+def _edges(field: str) -> tuple[str, str]:
+    """The largest value the field takes and the smallest past it, as text."""
+    info = Settings.model_fields[field]
+    bounds = {k: getattr(m, k) for m in info.metadata for k in ("le", "lt") if hasattr(m, k)}
+    bounds = {k: v for k, v in bounds.items() if v is not None}
+    if number_type(info.annotation) is int:
+        return str(bounds["le"]), str(bounds["le"] + 1)
+    if "lt" in bounds:
+        return repr(math.nextafter(bounds["lt"], 0.0)), repr(float(bounds["lt"]))
+    return repr(float(bounds["le"])), repr(math.nextafter(bounds["le"], math.inf))
+
+
+def _without(argv: list[str], flag: str) -> list[str]:
+    """`argv` without `flag` and its value (so that a variable sets it: a flag would win)."""
+    at = argv.index(flag) if flag in argv else len(argv)
+    return argv[:at] + argv[at + 2 :]
+
+
+def _context(without: str) -> list[str]:
+    argv = ["context"]
+    for flag, value in CONTEXT.items():
+        if flag != without:
+            argv += [flag, value]
+    return argv
+
+
+def test_every_numeric_setting_states_its_range():
+    assert RANGED  # the table below covers each of them
+    for field in RANGED:
+        assert value_range(field), f"{field} has no upper bound on its Settings field"
+
+
+@pytest.mark.parametrize("field", RANGED)
+def test_each_numeric_setting_takes_its_largest_value_and_refuses_the_next(field):
+    variable = variables(field)[0]
+    largest, past = _edges(field)
+    argv = _context(flag_name(field))
+
+    took = run_subprocess(*argv, env={variable: largest, **TOGETHER.get(field, {})})
+    refused = run_subprocess(*argv, env={variable: past, **TOGETHER.get(field, {})})
+
+    assert took.returncode == 0, took.stderr
+    assert refused.returncode == 2, refused.stderr
+    shown = f"{flag_name(field)} = {float(past) if '.' in past else int(past)!r}"
+    assert shown in refused.stderr, refused.stderr
+    assert variable in refused.stderr
+    assert f"out of range: give {value_range(field)}." in refused.stderr
+
+
+@pytest.fixture(scope="module")
+def fake() -> FakeEngine:
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        yield engine
+
+
+HUGE = [
+    # (case, argv, environment, what the refusal names): the review's numbers on 8c36240
+    ("ISL 10^20", ["--isl", "1" + "0" * 20], {}, "--isl = 100000000000000000000"),
+    ("OSL 10^20 in OSL", [], {"OSL": "1" + "0" * 20}, "--osl = 100000000000000000000"),
+    ("--context-margin 10^23", ["--context-margin", "1" + "0" * 23], {}, "--context-margin"),
+    ("--max-tokens 10^23", ["--max-tokens", "1" + "0" * 23], {}, "--max-tokens"),
+    ("--served-max-model-len 10^23", ["--served-max-model-len", "1" + "0" * 23], {}, "--served"),
+    ("--min-samples 10^23", ["--min-samples", "1" + "0" * 23], {}, "--min-samples"),
+    ("--limit 10^23", ["--limit", "1" + "0" * 23], {}, "--limit"),
+    ("--num-concurrent 10^20", ["--num-concurrent", "1" + "0" * 20], {}, "--num-concurrent"),
+    ("--keepalive-idle 100000", ["--keepalive-idle", "100000"], {}, "give 1 to 32,767"),
+    ("--keepalive-interval 32768", ["--keepalive-interval", "32768"], {}, "give 1 to 32,767"),
+    ("--keepalive-probes 128", ["--keepalive-probes", "128"], {}, "give 1 to 127"),
+    (
+        "idle + interval x probes past TCP_USER_TIMEOUT",
+        ["--keepalive-idle", "32767", "--keepalive-interval", "16652", "--keepalive-probes", "127"],
+        {},
+        "is 2,147,571,000 ms, past the kernel's TCP_USER_TIMEOUT range (0 to 2,147,483,647 ms)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "says"), [c[1:] for c in HUGE], ids=[c[0] for c in HUGE]
+)
+def test_a_number_past_its_range_is_refused_before_anything_is_sent_or_written(
+    fake, tmp_path, argv, environment, says
+):
+    out = tmp_path / "run"
+    fake.clear()
+
+    given = run_args(fake.url, out, *argv)
+    for variable in environment:  # a flag would win over the variable
+        given = _without(given, flag_name(variable.lower()))
+
+    done = run_subprocess(*given, env=environment)
+
+    assert done.returncode == 2, done.stderr
+    assert "UsageError: Invalid settings: " in done.stderr and says in done.stderr
+    assert "please report" not in done.stderr
+    assert fake.log == []  # nothing sent
+    assert not out.exists()  # nothing written
+
+
+def test_the_largest_keepalive_the_kernel_takes_is_set_on_every_connection(fake, tmp_path):
+    """idle 32,767 s + 16,651 s x 127 probes: 2,147,444,000 ms, within TCP_USER_TIMEOUT's range;
+    the run connects (before, 100000 failed every connection with EINVAL until --ready-timeout)."""
+    out = tmp_path / "run"
+    keepalive = ["--keepalive-idle", "32767", "--keepalive-interval", "16651"]
+    argv = run_args(fake.url, out, *keepalive, "--keepalive-probes", "127", "--limit", "5")
+
+    done = run_subprocess(*argv, "--min-samples", "0")
+
+    assert done.returncode == 0, done.stderr
+    assert load_result(out)["status"] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("command", "environment", "says"),
+    [
+        (
+            ["hook", "--concurrency", "1" + "0" * 20],
+            {},
+            "100,000,000,000,000,000,000 is out of range",
+        ),
+        (["hook"], {"EVAL_CONC": "16 65536"}, "65,536 is out of range: give 1 to 65,535"),
+        (["hook"], {"CONC": "\u0661\u0666"}, "ASCII digits 0-9"),
+    ],
+    ids=["--concurrency 10^20", "EVAL_CONC past 65,535", "CONC in Arabic-Indic digits"],
+)
+def test_the_hook_refuses_a_concurrency_out_of_range_once(
+    fake, tmp_path, command, environment, says
+):
+    out = tmp_path / "stage"
+    fake.clear()
+    argv = [*command, "--base-url", fake.url, "--model", "fake-model", "--isl", "1024"]
+
+    done = run_subprocess(*argv, "--osl", "512", "--output-dir", str(out), *FAST, env=environment)
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("UsageError: Invalid settings: --concurrency") == 1, done.stderr
+    assert says in done.stderr
+    assert "please report" not in done.stderr
+    assert fake.log == [] and not out.exists()
+
+
+DIGITS = [
+    # one rule: ASCII digits 0-9 only, wherever a number is read
+    ("ISL=8k in Devanagari", [], {"ISL": "\u096ek"}, "--isl = '\u096ek'"),
+    ("ISL=1024 in Arabic-Indic", [], {"ISL": "\u0661\u0660\u0662\u0664"}, "--isl = "),
+    ("--num-concurrent 16 in Arabic-Indic", ["--num-concurrent", "\u0661\u0666"], {}, ""),
+    ("--timeout 1.5 in Arabic-Indic", ["--timeout", "\u0661.\u0665"], {}, "--timeout"),
+    ("EVAL_LIMIT with an underscore", [], {"EVAL_LIMIT": "1_000"}, "--limit = '1_000'"),
+    ("--retry-wait-max nan", ["--retry-wait-max", "nan"], {}, "--retry-wait-max = 'nan'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "says"), [c[1:] for c in DIGITS], ids=[c[0] for c in DIGITS]
+)
+def test_a_number_not_in_ascii_digits_is_refused_by_one_rule(
+    fake, tmp_path, argv, environment, says
+):
+    out = tmp_path / "run"
+    fake.clear()
+
+    given = _without(run_args(fake.url, out, *argv), "--isl") if "ISL" in environment else None
+    done = run_subprocess(*(given or run_args(fake.url, out, *argv)), env=environment)
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "ASCII digits 0-9" in done.stderr
+    assert fake.log == [] and not out.exists()
+
+
+def test_a_served_length_in_other_digits_is_refused(tmp_path):
+    """--max-model-len ८k in a server-argument string, as ISL=८k is."""
+    done = run_subprocess(
+        "context", "--isl", "1024", "--osl", "512", "--server-config", "--max-model-len \u096ek"
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "holds --max-model-len '\u096ek', not a number of tokens" in done.stderr
+    assert "in ASCII digits" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--min-samples", "2147483648"], "2,147,483,648 is out of range: give 0 to 2,147,483,647"),
+        (["--min-samples", "\u0661\u0666"], "ASCII digits 0-9"),
+        (["--max-drop", "nan"], "not a decimal number in ASCII digits 0-9"),
+        (["--expect", "\u0661\u0666"], "--expect"),
+        (["--expect", "10001"], "out of range: give 1 to 10,000"),
+    ],
+    ids=[
+        "--min-samples past",
+        "--min-samples in other digits",
+        "--max-drop nan",
+        "--expect 16 in other digits",
+        "--expect 10001",
+    ],
+)
+def test_verify_reads_its_numbers_by_the_same_rule(tmp_path, argv, says):
+    done = run_subprocess("verify", str(tmp_path), *argv)
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "evalgate verify:" not in done.stdout  # refused before any result is read
+
+
+def test_verify_takes_the_largest_min_samples(tmp_path):
+    """2,147,483,647 questions: a verdict (inconclusive for a short run), not a crash."""
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        assert run_subprocess(*run_args(engine.url, out, "--limit", "5")).returncode == 5
+
+    done = run_subprocess("verify", str(out), "--min-samples", "2147483647")
+
+    assert done.returncode == 5, done.stderr
+    assert "evalgate verify: INCONCLUSIVE (exit 5)" in done.stdout
+
+
+def test_compare_reads_flips_by_the_same_rule(tmp_path):
+    done = run_subprocess("compare", str(tmp_path), str(tmp_path), "--flips", "\u0663")
+
+    assert done.returncode == 2
+    assert (
+        "argument --flips: '\u0663': a whole number is written with the ASCII digits" in done.stderr
+    )
+
+
+def test_the_ranges_are_in_the_help_and_the_readme():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    done = run_subprocess("run", "--help")
+
+    assert "(range: 1 to 32,767)" in " ".join(done.stdout.split())
+    assert "Range: 1 to 127." in readme
