@@ -41,6 +41,7 @@ _DIGITS = {
 }
 """In a text's shape, a run of digits as long as the bound where a JSON number can stand (a
 hash of digits inside a string does not): the only text that can hold an integer past it."""
+_NUMBER_DIGITS = re.compile(rb": *(0+)")
 _SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
@@ -87,6 +88,8 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
         if _may_hold_big_int(text, bound):
             _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
+        if str(exc).startswith("Integer value out of range") and kind is Any:
+            raise _too_big(where, _longest_number(text), HUGE_INT) from exc  # thousands of digits
         name = getattr(kind, "__name__", kind)
         refusal = refusal or (
             "is not JSON evalgate can read" if kind is Any else f"is not a valid {name}"
@@ -149,11 +152,20 @@ def _refuse_big_ints(value: Any, where: str, bound: int) -> None:
     """Refuse a document holding an integer of `bound` or more in magnitude."""
     for node in itertools.chain.from_iterable(_levels(value)):
         if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= bound:
-            what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
-            raise ArtifactError(
-                f"{where} holds an integer of {len(str(abs(node)))} digits, past {what}: it "
-                "is malformed."
-            )
+            raise _too_big(where, len(str(abs(node))), bound)
+
+
+def _too_big(where: str, digits: int, bound: int) -> ArtifactError:
+    what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
+    return ArtifactError(
+        f"{where} holds an integer of {digits:,} digits, past {what}: it is malformed."
+    )
+
+
+def _longest_number(text: bytes) -> int:
+    """The most digits of a number in a JSON text (by its shape, as _may_hold_big_int)."""
+    shape = b":" + text.translate(_SHAPE).lstrip(b" ")
+    return max((len(run) for run in _NUMBER_DIGITS.findall(shape)), default=0)
 
 
 def _decode(data: bytes | str, kind: Any, where: str) -> Any:
