@@ -1617,3 +1617,46 @@ def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, capsys, fla
     assert f"{flag} {result} is one of the files verify reads" in err
     assert out == ""
     assert result.read_bytes() == before
+
+
+def test_a_manifest_or_a_result_repeating_a_key_is_refused(tmp_path):
+    """msgspec keeps the last of a repeated key: the one reader counts the keys itself."""
+    path = write_result(tmp_path / "runs" / "a")
+    manifest = tmp_path / "expect.json"
+    manifest.write_text('{"count": 1, "count": 2}')
+
+    refused = subprocess.run(
+        [*VERIFY, str(tmp_path / "runs"), "--expect", str(manifest)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode == ExitCode.USAGE
+    assert f"--expect: {manifest} repeats the key 'count' in one object ($)" in refused.stderr
+
+    text = path.read_text()
+    path.write_text(text.replace('"status": "pass"', '"status": "error", "status": "pass"', 1))
+    assert path.read_text() != text
+    malformed = subprocess.run(
+        [*VERIFY, str(tmp_path / "runs")], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert malformed.returncode == ExitCode.FAIL, malformed.stdout  # malformed, as verify fails it
+    assert "repeats the key 'status' in one object ($)" in malformed.stdout
+
+
+def test_a_job_summary_that_cannot_be_written_keeps_the_verdicts_exit_code(tmp_path):
+    """GITHUB_STEP_SUMMARY on a full disk (/dev/full): the verdict printed is the exit code, and
+    the verdict line, printed last, names the report it could not write."""
+    write_result(tmp_path / "runs" / "a")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
+    env |= {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": "/dev/full"}
+
+    done = subprocess.run(
+        [*VERIFY, str(tmp_path / "runs"), "--json", str(tmp_path / "verdict.json")],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == ExitCode.PASS, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("evalgate verify: PASS (exit 0): ")
+    assert last.endswith("; not written (see above): GITHUB_STEP_SUMMARY /dev/full")
+    assert "ArtifactError: Cannot write /dev/full: No space left on device" in done.stderr
+    assert json.loads((tmp_path / "verdict.json").read_text())["verdict"] == "pass"
