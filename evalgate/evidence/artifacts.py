@@ -58,10 +58,11 @@ def os_failure(path: Path | str, exc: OSError) -> EvalFailedError:
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     opening = f" opening {exc.filename}" if exc.filename else ""
-    whose = "the system's" if exc.errno == errno.ENFILE else f"this process's ({soft}, ulimit -n)"
+    whose = "the system's" if exc.errno == errno.ENFILE else f"this process's ({soft}: ulimit -n)"
     return EvalFailedError(
-        f"{exc.strerror}{opening}: {whose} limit on open files is reached. Raise it (e.g. "
-        "ulimit -n 4096) or lower --num-concurrent, and run again."
+        f"{exc.strerror}{opening}: the limit on open files, {whose}, is reached (a file being "
+        "read or a connection, not the disk). Raise it (e.g. ulimit -n 4096) or lower "
+        "--num-concurrent, and run again."
     )
 
 
