@@ -185,10 +185,17 @@ def _keys_written(text: bytes) -> int:
 
 
 def _keys(value: Any) -> int:
-    """The keys in decoded JSON values (a repeated key is there once)."""
-    return sum(
-        len(node) for node in itertools.chain.from_iterable(_levels(value)) if type(node) is dict
-    )
+    """The keys in decoded JSON values (a repeated key is there once); walked without
+    recursion, and with no more than a type check per value (verify reads 100,000 files)."""
+    count, stack = 0, [value]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            count += len(node)
+            stack.extend(node.values())
+        elif type(node) is list:
+            stack.extend(node)
+    return count
 
 
 def _refuse_repeated_keys(data: bytes | str, text: bytes, value: Any, where: str) -> None:
