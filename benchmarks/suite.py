@@ -20,9 +20,14 @@ alternative to compare with. Everything runs on this machine against loopback se
 
 7. `verify --baseline` over 1,000 config pairs of full GSM8K in each layout, beside `evalgate
    compare` once per pair (its own section).
+8. Fitted floors: the beta-binomial policy beside the harness's rule over simulated nightly
+   refits (benchmarks/floors_sim.py, the table tests/test_simulation.py checks; its own section).
+9. A user's install from the built wheel, the core and the core with the eval extra: size, time
+   with an empty pip cache, packages (benchmarks/bench_install.py; its own section).
 
-`--only early-stop`, `--only simulation` and `--only verify-baseline` rewrite just their section
-of BENCHMARKS.md; the other `--only` measurements leave the file unchanged.
+`--only early-stop`, `--only simulation`, `--only verify-baseline`, `--only floors` and `--only
+install` rewrite just their section of BENCHMARKS.md; the other `--only` measurements leave the
+file unchanged.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks import floors_sim
 from benchmarks.bench_compare import write_run
 from benchmarks.bench_verify import generate
 from evalgate.tasks.spec import load_task
@@ -756,6 +762,14 @@ def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
         sections["simulation"] = simulation_section(500 if args.quick else 2000)
     if args.only in (None, "verify-baseline"):
         sections["verify-baseline"] = verify_baseline_section(args.quick)
+    if args.only in (None, "floors"):
+        sections["floors"] = floors_sim.section(floors_sim.simulate())
+    if args.only in (None, "install"):
+        from benchmarks import bench_install
+
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        rows = bench_install.measure(1 if args.quick else 3)
+        sections["install"] = bench_install.section(rows, stamp, commit())
     return sections
 
 
@@ -776,6 +790,8 @@ def main() -> int:
             "early-stop",
             "simulation",
             "verify-baseline",
+            "floors",
+            "install",
         ],
     )
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")

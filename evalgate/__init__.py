@@ -1,4 +1,4 @@
-"""evalgate: the accuracy gate for LLM inference benchmarks (Python use: README.md, Quickstart)."""
+"""evalgate: the accuracy gate for LLM inference benchmarks (Python use: README.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from evalgate.errors import (
 
 if TYPE_CHECKING:
     from evalgate.compare.comparison import Comparison, compare_runs
+    from evalgate.evidence.identity import run_identity
     from evalgate.evidence.model import Check, HookSummary, Result, Sample, Score
     from evalgate.gate.context import EvalContext, derive_context
     from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
@@ -67,6 +68,7 @@ __all__ = [
     "native_max_len",
     "resolve_floor",
     "run_gate",
+    "run_identity",
 ]
 
 # Loaded on first use, so `import evalgate` (and `evalgate verify`) stays light.
@@ -74,6 +76,7 @@ _LAZY = {
     name: module
     for module, names in {
         "evalgate.compare.comparison": ("Comparison", "compare_runs"),
+        "evalgate.evidence.identity": ("run_identity",),
         "evalgate.evidence.model": ("Check", "HookSummary", "Result", "Sample", "Score"),
         "evalgate.gate.context": ("EvalContext", "derive_context"),
         "evalgate.gate.native": ("NativeLength", "load_native_max_len", "native_max_len"),

@@ -1,5 +1,5 @@
 r"""Outside text on its way out: made safe once for each output it goes to, its secrets scrubbed
-first (docs/architecture.md, "Rules that hold everywhere").
+first, in full before any cut (docs/architecture.md, "Rules that hold everywhere").
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import html as _html
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from evalgate import scrub
@@ -56,8 +56,26 @@ def _visible(text: str, unprintable: re.Pattern[str] = _UNPRINTABLE) -> str:
     return unprintable.sub(_escape, _ANSI.sub("", text))
 
 
+OWN_FIELDS = frozenset(
+    {"schema", "evalgate_version", "lm_eval_version", "run_id", "started_at", "finished_at"}
+    | {"status", "stage", "outcome", "verdict", "decision", "certain", "standing", "change"}
+    | {"api", "answer_field", "budget_policy", "mode", "source", "type", "exit_code"}
+    | {"task", "task_version", "metric", "filter", "field", "test", "rule"}
+    | {"prompt_sha256", "task_sha256", "dataset_sha256", "sha256"}
+    | {"files", "result"}
+)
+"""The fields of the JSON evalgate writes that hold its own words, never outside text: schema
+ids and versions, labels, the task's names, hashes (the journal's keys), the names it gave the
+files of a run. Their text is not scrubbed (scrub.values): a key that spells `pass` or
+`evalgate` must not unmake the evidence. A path the user gave, a model or a threshold's match
+(which names a model) may hold anything, and is scrubbed."""
+
+
 def capped(text: str, limit: int) -> str:
-    """`text`, or its first `limit` characters and how long it was."""
+    """`text` scrubbed of secrets in full, then its first `limit` characters and how long it
+    was: the one path by which outside text is shortened (a cut before the scrub would leave
+    the part of a secret before it)."""
+    text = scrub.text(text)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
@@ -86,9 +104,10 @@ def terminal_block(text: str) -> str:
 
 
 def terminal_json(document: Any) -> str:
-    """A JSON document for stdout: its exact text minus secrets, in ASCII. DEL and ``##[`` can
-    only stand inside a string there, so escaping them keeps the text what it was."""
-    text = json.dumps(scrub.document(document), indent=2, default=str)
+    """A JSON document for stdout: its exact text minus secrets (in its values, OWN_FIELDS
+    aside), in ASCII. DEL and ``##[`` can only stand inside a string there, so escaping them
+    keeps the text what it was."""
+    text = json.dumps(scrub.values(document, OWN_FIELDS), indent=2, default=str)
     return text.replace("\x7f", "\\u007f").replace("##[", "##\\u005b")
 
 
@@ -138,13 +157,16 @@ def html(text: object) -> str:
     return _html.escape(value if value.isprintable() else _visible(value, _IN_HTML), quote=True)
 
 
-def json_text(document: Any, *, indent: int | None = None) -> str:
-    """An evidence document's JSON: the exact text minus secrets. A lone surrogate (bytes of a
+def json_text(
+    document: Any, *, indent: int | None = None, own: Collection[str] = OWN_FIELDS
+) -> str:
+    """An evidence document's JSON: the exact text minus secrets (in its values, OWN_FIELDS
+    aside, or `own`). A lone surrogate (bytes of a
     variable or a name that are not UTF-8; UTF-8 cannot hold one, nor can evalgate's reader)
     is written U+FFFD, as a decoder replaces what is not text, so the file is always written
     and read back."""
     text = json.dumps(
-        scrub.document(document),
+        scrub.values(document, own),
         indent=indent,
         ensure_ascii=False,
         default=lambda value: scrub.text(str(value)),

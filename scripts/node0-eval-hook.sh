@@ -7,7 +7,7 @@
 # 0 pass, 1 below threshold, 2 bad input, 3 endpoint not ready / probe rejected, 4 eval failed,
 # 6 aborted. An eval that could not run fails the job.
 #
-# Environment read (the benchmark's names; see the README for every variable):
+# Environment read (the benchmark's names; docs/settings.md lists every variable):
 #   MODEL                              required
 #   ISL, OSL                           the context (0 or unset: the native maximum, else served)
 #   ROUTER_URL                         the router's OpenAI base URL (…/v1), or EVALGATE_BASE_URL

@@ -326,3 +326,59 @@ def loopback_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
     thresholds = base / "thresholds.json"
     thresholds.write_text(json.dumps({"default": {"gsm8k": 0.9}}))
     return Sweep(root, manifest, thresholds, runs)
+
+
+# -- the package as a user installs it -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel and the sdist, built from this checkout as a release builds them (the build
+    backend from the test environment: python -m build --no-isolation)."""
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@dataclass
+class Venv:
+    """A fresh virtualenv; `env` runs commands in it as an activated shell does, with pip
+    finding evalgate-bench in the built `dist` (it is not on the registry)."""
+
+    root: Path
+    env: dict[str, str]
+
+    def run(self, command: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+        """`command` as a user types it, by bash."""
+        return subprocess.run(
+            [shutil.which("bash") or "/bin/bash", "-c", command],
+            env=self.env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def fresh_venv(path: Path, dist: Path) -> Venv:
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith(("EVALGATE_", "PYTHON")) or k in _READ_VARS or k == "VIRTUAL_ENV")
+    }
+    env |= {
+        "VIRTUAL_ENV": str(path),
+        "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "PIP_FIND_LINKS": " ".join(filter(None, [str(dist), os.environ.get("PIP_FIND_LINKS")])),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    return Venv(path, env)

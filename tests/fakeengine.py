@@ -541,6 +541,9 @@ class EngineBehaviour:
     """The model name generation answers carry, when not the served one."""
     overlong_chars: int = 0
     """Characters appended to every answer whatever max_tokens allows (a budget ignored)."""
+    answer_text: str | None = None
+    """Every generation answer's whole text, whatever the question and max_tokens allow (text
+    placed at a given character, such as a secret at a cap)."""
     extra_choice_first: bool = False
     """Answers list a stray choice with index 1 before the real one (index 0)."""
     router_wraps_errors: bool = False
@@ -1509,12 +1512,14 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             engine._release_slot()
         plan = _apply_content_fault(plan, fault)
-        if behaviour.overlong_chars:
+        if behaviour.overlong_chars or behaviour.answer_text is not None:
             plan = Completion(
                 plan.prompt_tokens,
                 tuple(
                     Choice(
-                        (c.text or "") + "x" * behaviour.overlong_chars,
+                        behaviour.answer_text
+                        if behaviour.answer_text is not None
+                        else (c.text or "") + "x" * behaviour.overlong_chars,
                         c.finish_reason,
                         c.stop_reason,
                         c.completion_tokens,

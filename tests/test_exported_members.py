@@ -44,6 +44,7 @@ PUBLIC = [
     "native_max_len",
     "resolve_floor",
     "run_gate",
+    "run_identity",
 ]
 
 

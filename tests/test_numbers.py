@@ -274,8 +274,8 @@ def test_compare_reads_flips_by_the_same_rule(tmp_path):
     )
 
 
-def test_the_ranges_are_in_the_help_and_the_readme():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_ranges_are_in_the_help_and_the_settings_page():
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
     done = run_subprocess("run", "--help")
 
     assert "(range: 1 to 32,767)" in " ".join(done.stdout.split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -161,3 +162,29 @@ def test_listed_shows_the_first_items_and_how_many_more():
     assert outside.listed([f"m{i}" for i in range(100_000)]) == (
         "['m0', 'm1', 'm2', 'm3', 'm4'] and 99,995 more"
     )
+
+
+def _labels(schema: object, name: str | None = None) -> Iterator[str]:
+    """The names of the fields a schema allows only fixed values for (an enum or a const)."""
+    if isinstance(schema, dict):
+        if name is not None and ("enum" in schema or "const" in schema):
+            yield name
+        for key, value in schema.items():
+            if key == "properties":
+                for field, inner in value.items():
+                    yield from _labels(inner, field)
+            else:  # anyOf, oneOf, items, $defs: the same field, or a new object's
+                yield from _labels(value, name if key in ("anyOf", "oneOf", "items") else None)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _labels(item, name)
+
+
+def test_every_label_of_every_document_evalgate_writes_is_its_own_and_never_scrubbed():
+    """A field that holds only evalgate's words is left alone by the scrub (a key `pass` must
+    not unmake a status): each enum or const field of the schemas is in OWN_FIELDS."""
+    schemas = sorted((Path(outside.__file__).parent / "schemas").glob("*.schema.json"))
+    labels = {n for path in schemas for n in _labels(json.loads(path.read_text()))}
+
+    assert labels <= outside.OWN_FIELDS
+    assert {"schema", "status", "outcome", "verdict", "stage", "answer_field"} <= labels

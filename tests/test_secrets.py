@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import logging
+import subprocess
 import threading
 import traceback
 from collections.abc import Iterator
@@ -23,13 +24,20 @@ from typing import Any
 import msgspec
 import pytest
 
+from evalgate import outside
 from evalgate.cli import main
 from evalgate.engine.client import EvalClient
+from evalgate.engine.wire import MAX_MESSAGE_CHARS
+from evalgate.errors import ExitCode
+from evalgate.gate.replies import MAX_CHARS_PER_TOKEN
 from evalgate.gate.run import run_gate
+from evalgate.schemas import validation_errors
 from evalgate.settings.values import Settings
+from evalgate.verify.baseline_html import SHOWN_CHARS
 from tests import fakeengine
-from tests.conftest import deadline
+from tests.conftest import FAST, deadline, load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port
+from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, thresholds
 
 KEY = "sk-evalgate-PLANTED-123"
 USER = "gate"
@@ -281,7 +289,7 @@ def test_an_answer_is_scored_as_the_engine_sent_it_and_stored_scrubbed(engine, c
 
 
 def test_a_placeholder_key_is_sent_but_not_scrubbed(engine, cli):
-    """vLLM's convention `EMPTY` (any value under 8 characters) is no secret: scrubbing it
+    """vLLM's convention `EMPTY` (a listed placeholder) is no secret: scrubbing it
     would shred ordinary text."""
     engine.behaviour.trailer = "\nEMPTY"
     out = cli.out
@@ -494,3 +502,200 @@ def test_a_bad_url_with_a_password_is_a_usage_error_that_hides_it(cli):
     assert code == 2
     assert "--base-url" in stderr
     assert_nowhere(stdout, stderr)
+
+
+# -- no cut keeps part of a secret, and a key that spells a word unmakes nothing ----------------
+# The CLI in its own process against the loopback engine: one offset per cap, the secret across
+# the cut (tests/test_scrub.py sweeps every offset of every cap in-process).
+
+CUT_KEY = "sk-ujOeHwdFcAefAZhnM6Jy8c1riht"
+FILL = "~"
+
+
+def parts(secret: str) -> set[str]:
+    """Every run of min(8, its length) characters of `secret`."""
+    size = min(8, len(secret))
+    return {secret[i : i + size] for i in range(len(secret) - size + 1)}
+
+
+def written(*folders: Path) -> dict[str, str]:
+    return {
+        str(p): p.read_text("utf-8", "replace")
+        for f in folders
+        for p in f.rglob("*")
+        if p.is_file()
+    }
+
+
+def assert_no_part(secret: str, outputs: dict[str, str]) -> None:
+    found = {
+        (where, part) for where, text in outputs.items() for part in parts(secret) if part in text
+    }
+    assert found == set()
+
+
+def streams(name: str, done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    return {f"{name} stdout": done.stdout, f"{name} stderr": done.stderr}
+
+
+@pytest.mark.parametrize("router", [None, "dynamo"], ids=["vLLM", "Dynamo's frontend"])
+def test_an_engine_error_quoting_the_key_across_its_cut_keeps_no_part_of_it(router, tmp_path):
+    """The engine's words are kept to 500 characters: the key starts at 480, so 20 of its 30
+    characters came before the cut, and were printed and stored on 8c36240."""
+    words = FILL * (MAX_MESSAGE_CHARS - 20) + CUT_KEY + " is not a valid key"
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(router=router)) as engine:
+        engine.inject(Fault("error", status=400, message=words))
+        served = ["--api-key", CUT_KEY, "--served-max-model-len", "4096", "--limit", "2"]
+        ran = run_subprocess(*run_args(engine.url, out, *served))  # Dynamo lists no length
+        probe = run_subprocess("probe", "--json", *run_args(engine.url, out)[1:9], *FAST, *served)
+
+    result = load_result(out)
+    assert (ran.returncode, result["stage"], probe.returncode) == (3, "probe", 3), ran.stderr
+    assert FILL * 400 in result["probe"]["engine_message"]  # the words were kept, to the cut
+    assert_no_part(CUT_KEY, {**streams("run", ran), **streams("probe", probe), **written(out)})
+
+
+def test_a_model_id_holding_the_key_across_its_cut_keeps_no_part_of_it(tmp_path):
+    """A listed model id is quoted to 100 characters: the key starts at 90."""
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(listed_model=FILL * 90 + CUT_KEY)) as engine:
+        ran = run_subprocess(*run_args(engine.url, out, "--api-key", CUT_KEY, "--limit", "2"))
+
+    assert ran.returncode == 3, ran.stderr
+    assert "does not serve model 'fake-model'; it serves ['~~~~" in ran.stderr
+    assert_no_part(CUT_KEY, {**streams("run", ran), **written(out)})
+
+
+def test_an_answer_past_its_budget_cut_across_the_key_keeps_no_part_of_it(tmp_path):
+    """An answer is kept to 64 characters per token of max_tokens: the key starts 20 before."""
+    budget = 16
+    cut = MAX_CHARS_PER_TOKEN * budget
+    answer = "#### 7\n" + FILL * (cut - 7 - 20) + CUT_KEY + FILL * 50
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(answer_text=answer)) as engine:
+        ran = run_subprocess(
+            *run_args(engine.url, out, "--api-key", CUT_KEY, "--limit", "2"),
+            *("--max-tokens", str(budget), "--min-samples", "0"),
+        )
+
+    result, samples = load_result(out), load_samples(out)
+    assert (ran.returncode, result["eval"]["max_tokens"]) == (1, budget), ran.stderr
+    kept = answer[: cut - 20] + "***" + FILL * 17  # scrubbed in full, then cut to the budget
+    assert [s["response"] for s in samples] == [kept, kept]
+    journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in journal[1:]] == [kept, kept]
+    assert_no_part(CUT_KEY, {**streams("run", ran), **written(out)})
+
+
+def test_verifys_reports_cut_no_answer_or_model_across_the_key(tmp_path):
+    """verify scrubs the key of its environment: a lost answer's cell on the page is cut at 120
+    characters (the key starts at 100), a label on a terminal line or in the job summary at
+    2,000 (the key starts at 1,980)."""
+    base = evalgate_sweep(tmp_path / "base", "b", {4: baseline_answers()})
+    cand = evalgate_sweep(tmp_path / "cand", "c", {4: answers(lost=80)})
+    for folder in (*base.iterdir(), *cand.iterdir()):  # one label: the configs pair
+        result = json.loads((folder / "result.json").read_text())
+        result["labels"]["hardware"] = FILL * (outside.TERMINAL_CHARS - 20) + CUT_KEY
+        (folder / "result.json").write_text(json.dumps(result))
+    for folder in cand.iterdir():
+        records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+        for record in records:
+            for answer in record["filters"].values():
+                answer["extracted"] = FILL * (SHOWN_CHARS - 20) + CUT_KEY
+        (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    reports = tmp_path / "reports"
+    page, summary = reports / "page.html", reports / "summary.md"
+    reports.mkdir()
+
+    done = run_subprocess(
+        "verify", str(cand), "--baseline", str(base), "--thresholds", str(thresholds(tmp_path)),
+        "--github", "--html", str(page), "--junit", str(reports / "junit.xml"),
+        "--json", str(reports / "verdict.json"),
+        env={"OPENAI_API_KEY": CUT_KEY, "GITHUB_STEP_SUMMARY": str(summary)},
+    )  # fmt: skip
+
+    assert done.returncode == ExitCode.FAIL, done.stderr
+    assert f"<td>{FILL * (SHOWN_CHARS - 20)}***</td>" in page.read_text()  # scrubbed, not cut
+    assert FILL * 1900 in summary.read_text() and FILL * 1900 in done.stdout
+    assert_no_part(CUT_KEY, {**streams("verify", done), **written(reports)})
+
+
+WORDS = [
+    (["--api-key", "evalgate"], {"EVALGATE_API_KEY": "evalgate"}, ""),
+    (["--api-key", "question"], {"EVALGATE_API_KEY": "question"}, ""),
+    (["--api-key", "response"], {"EVALGATE_API_KEY": "response"}, ""),
+    (["--api-key", "status"], {"EVALGATE_API_KEY": "status"}, ""),
+    (["--api-key", "pass"], {"EVALGATE_API_KEY": "pass"}, ""),
+    ([], {}, "evalgate@"),  # the base URL's user; verify and compare get it as ROUTER_URL
+]
+
+
+@pytest.mark.parametrize(
+    ("flags", "environment", "user"),
+    WORDS,
+    ids=["key evalgate", "key question", "key response", "key status", "key pass", "user evalgate"],
+)
+def test_a_key_that_spells_evalgates_own_words_leaves_every_document_whole(
+    flags, environment, user, tmp_path
+):
+    """Secrets are scrubbed from values, never from a serialised document: field names, schema
+    ids, labels and file names are evalgate's, whatever the key spells."""
+    runs = [tmp_path / "a", tmp_path / "b"]
+    with FakeEngine(EngineBehaviour(accuracy=1.0)) as engine:
+        url = engine.url.replace("http://", f"http://{user}", 1)
+        environment = environment or {"ROUTER_URL": url}
+        for out in runs:
+            done = run_subprocess(*run_args(url, out, *flags, "--limit", "4", "--min-samples", "0"))
+            assert done.returncode == 0, done.stderr
+    verdict = tmp_path / "verdict.json"
+    verified = run_subprocess("verify", str(runs[0]), "--json", str(verdict), env=environment)
+    compared = run_subprocess("compare", *map(str, runs), "--json", env=environment)
+
+    for out in runs:
+        result, samples = load_result(out), load_samples(out)
+        assert (result["schema"], result["status"], result["stage"]) == (
+            "evalgate.result/1",
+            "pass",
+            "done",
+        )
+        assert result["files"] and all((out / name).is_file() for name in result["files"].values())
+        assert [s["doc_id"] for s in samples] == [0, 1, 2, 3]
+        assert all(s["response"] for s in samples)
+    document = json.loads(verdict.read_text())
+    assert (verified.returncode, document["schema"]) == (0, "evalgate.verdict/2"), verified.stderr
+    assert validation_errors("verdict", document) == []
+    assert [e["outcome"] for e in document["entries"]] == ["pass"]
+    comparison = json.loads(compared.stdout)
+    assert comparison["schema"] == "evalgate.comparison/1", compared.stderr
+    assert validation_errors("comparison", comparison) == []
+
+
+def test_a_short_url_password_the_engine_echoes_is_scrubbed_everywhere(tmp_path):
+    """A password of 7 characters is a secret."""
+    out = tmp_path / "run"
+    echoed = "no access for bob:hunter2 (password hunter2, header Basic Ym9iOmh1bnRlcjI=)"
+    with FakeEngine(EngineBehaviour()) as engine:
+        engine.inject(Fault("error", status=403, paths={"/v1/models"}, message=echoed))
+        url = engine.url.replace("http://", "http://bob:hunter2@", 1)
+        ran = run_subprocess(*run_args(url, out, "--limit", "2"))
+
+    assert ran.returncode == 3, ran.stderr
+    assert "no access for *** (password ***, header Basic ***)" in ran.stderr  # the pair is one
+    assert_no_part("hunter2", {**streams("run", ran), **written(out)})
+    assert_no_part("Ym9iOmh1bnRlcjI=", {**streams("run", ran), **written(out)})
+
+
+def test_a_key_too_short_to_scrub_is_warned_of_once_and_never_shown(tmp_path):
+    with FakeEngine(EngineBehaviour()) as engine:
+        ran = run_subprocess(
+            *run_args(engine.url, tmp_path / "run", "--limit", "2", *POINT),
+            env={"EVALGATE_API_KEY": "k9Z"},
+        )
+
+    assert ran.returncode == 0, ran.stderr
+    warning = (
+        "the API key is shorter than 4 characters: it is sent, but not scrubbed from what "
+        "evalgate prints or writes (so short a text would mask ordinary words); use a longer one"
+    )
+    assert ran.stderr.count(warning) == 1 and "k9Z" not in ran.stderr + ran.stdout

@@ -1,15 +1,21 @@
 """The operating characteristics the two rules promise, measured by seeded simulation (no HTTP).
 
 BENCHMARKS.md records the same figures (benchmarks/suite.py --only simulation); docs/compare.md
-and the sequential module's docstring state them.
+and the sequential module's docstring state them. The fitted floors' simulation is
+benchmarks/floors_sim.py (BENCHMARKS.md's floors section, docs/history.md).
 """
 
 from __future__ import annotations
 
+import collections
+import math
+import random
+import statistics
 from pathlib import Path
 
 import pytest
 
+from benchmarks import floors_sim
 from evalgate.rules.sequential import DEFAULT_ALPHA
 from tests.simulation import (
     compare_rates,
@@ -141,3 +147,50 @@ def test_the_sweep_table_in_the_docs_is_what_the_simulation_gives():
     text = (REPO / "docs" / "verify.md").read_text(encoding="utf-8")
     shown = text.split("<!-- sweep-rates:start -->\n", 1)[1].split("<!-- sweep-rates:end -->")[0]
     assert shown == sweep_table(sweep_rates())
+
+
+# -- fitted floors (benchmarks/floors_sim.py) ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def floors():
+    """The full seeded simulation BENCHMARKS.md shows (about 10 s)."""
+    return floors_sim.simulate()
+
+
+def test_the_floors_section_of_benchmarks_is_what_the_simulation_gives(floors):
+    text = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- floors:start -->\n", 1)[1].split("<!-- floors:end -->")[0]
+    assert shown == floors_sim.section(floors)
+
+
+def test_the_beta_binomial_floor_meets_its_goals_in_every_band(floors):
+    """At most 1% of unchanged runs failed per config and night, and 3- and 5-point drops
+    caught at least as often as by ix wherever ix fails at most 1% of unchanged runs."""
+    assert floors_sim.shortfalls(floors) == {band: [] for band in floors_sim.BANDS}
+    ours = [r for r in floors if r.policy == "beta-binomial"]
+    assert all(r.thin == 0 and r.caught[-1] >= 0.85 for r in ours)
+
+
+def test_ix_fails_unchanged_configs_near_its_090_floor(floors):
+    ix = {r.band: r for r in floors if r.policy == "ix"}
+    assert ix[0.85, 0.87].unchanged > 0.95
+    assert ix[0.89, 0.91].unchanged > 0.30
+    assert ix[0.95, 0.97].caught[1] < 0.5  # and misses most 3-point drops where it is loose
+
+
+def test_the_floors_simulation_draws_binomial_and_overdispersed_runs():
+    """What the simulation's proof rests on: its binomial sampler is the binomial, and a run's
+    score varies by binomial noise times 1 + 1318 rho."""
+    rng = random.Random(4905)  # noqa: S311 -- the simulation's own seeded generator
+    n, p, draws = 30, 0.8, 20000
+    counts = collections.Counter(floors_sim.binomial(rng, n, p) for _ in range(draws))
+    distance = sum(
+        abs(counts[x] / draws - math.comb(n, x) * p**x * (1 - p) ** (n - x)) for x in range(n + 1)
+    )
+    assert distance < 0.03  # total variation, twice; 20,000 draws
+    rho, accuracy = 1e-3, 0.9
+    scores = [floors_sim.run(rng, accuracy, rho) / floors_sim.QUESTIONS for _ in range(draws)]
+    binomial = accuracy * (1 - accuracy) / floors_sim.QUESTIONS
+    assert statistics.fmean(scores) == pytest.approx(accuracy, abs=0.0005)
+    assert statistics.variance(scores) / binomial == pytest.approx(1 + 1318 * rho, rel=0.05)

@@ -29,7 +29,8 @@ code as recorded. For the others the printed output is the product, and losing i
 EPILOG = """exit codes:
   0  pass (run, verify) / equivalent (compare)
   1  a score below its threshold / a regression
-  2  usage: bad flags, settings, thresholds, result files or data set
+  2  usage: bad flags, settings, thresholds, result files or data set; run or hook
+     without the eval extra
   3  endpoint never ready, or the pre-flight probe was rejected
   4  the eval started but could not finish
   5  inconclusive: too few samples to decide (verify, compare)
@@ -118,9 +119,10 @@ def _configure_logging(verbose: int) -> None:
 
 
 class _Guarded:
-    """A standard stream that cannot break a run and never shows a configured secret: what is
-    written is scrubbed (evalgate.scrub); the first write that fails (a full device, a closed
-    pipe) is remembered and every later write is dropped."""
+    """A standard stream that cannot break a run: the first write that fails (a full device, a
+    closed pipe) is remembered and every later write is dropped. What is written is not
+    scrubbed here (a JSON document's own words are no secret): each outside value was, as
+    evalgate.outside made it safe for the terminal."""
 
     def __init__(self, stream: TextIO | None) -> None:
         # A stream the shell closed (``>&-``) is None in Python: it is written to nothing, and
@@ -134,7 +136,7 @@ class _Guarded:
             self.failure = OSError(errno.EBADF, "the stream is closed")
         if self.failure is None:
             try:
-                self.stream.write(scrub.text(text))
+                self.stream.write(text)
             except OSError as exc:
                 self.failure = exc
         return len(text)

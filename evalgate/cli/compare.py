@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalgate import numbers
-from evalgate.cli.verify import add_max_drop, number, write_file
+from evalgate.cli.verify import add_max_drop, number
 from evalgate.compare import DEFAULT_FLIPS
 
 HELP = (
@@ -47,7 +47,10 @@ def command(args: argparse.Namespace) -> int:
     from evalgate import outside
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.report import comparison_document, render_markdown, render_text
+    from evalgate.evidence.outputs import Output, check_outputs, write_output
 
+    if args.html:  # before the runs are read: never onto them, nothing written if refused
+        check_outputs([Output("--html", args.html)], [args.baseline, args.candidate])
     comparison = compare_runs(
         args.baseline,
         args.candidate,
@@ -64,5 +67,5 @@ def command(args: argparse.Namespace) -> int:
     if args.html:
         from evalgate.compare import html
 
-        write_file(args.html, html.render(comparison))
+        write_output(args.html, html.render(comparison), label="--html")
     return int(comparison.exit_code)

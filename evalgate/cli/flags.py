@@ -1,5 +1,5 @@
 """Command-line flags generated from the Settings model, so the two never drift; only the flags
-typed reach Settings, so a flag beats the environment, which beats the default (README.md).
+typed reach Settings, so a flag beats the environment, which beats the default (docs/settings.md).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def flag_name(field: str) -> str:
 
 
 def _default(field: str) -> Any:
-    """A field's default as the help and the README show it (None when it is derived from
+    """A field's default as the help and docs/settings.md show it (None when it is derived from
     another field, as base_url from port)."""
     info = Settings.model_fields[field]
     if info.default_factory_takes_validated_data:
@@ -151,7 +151,7 @@ def _shown(field: str, value: Any) -> Any:
 
 
 def settings_table() -> str:
-    """The README's settings table, generated from the field docstrings."""
+    """docs/settings.md's table, generated from the field docstrings."""
     rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
     for field, info in Settings.model_fields.items():
         default = _default(field)

@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate.gate.run import require_eval_extra
+
+    require_eval_extra("evalgate hook")  # before the staging folder is touched
     from evalgate import outside
     from evalgate.cli import flags
     from evalgate.gate.hook import parse_concurrencies, run_hook

@@ -126,10 +126,12 @@ def progress_printer() -> Callable[[int, int], None]:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate.gate.run import require_eval_extra, run_gate
+
+    require_eval_extra("evalgate run")  # before the output folder is touched
     from evalgate import outside
     from evalgate.cli import flags
     from evalgate.evidence.model import to_document
-    from evalgate.gate.run import run_gate
 
     settings = flags.settings_from_args(args)
     with stop_signals_interrupt():

@@ -6,8 +6,6 @@ import argparse
 import itertools
 import logging
 import math
-import os
-import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--expect",
         metavar="N|FILE",
         help="the expected set: a number of configs, or a JSON manifest "
-        "(see docs/verify.md); missing, duplicate and unexpected configs fail",
+        '(README, "Gate a sweep in CI"); missing, duplicate and unexpected configs fail',
     )
     parser.add_argument(
         "--min-samples",
@@ -109,7 +107,7 @@ def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BASELINE",
         help="an earlier sweep's artifacts (folders and/or result.json files, either layout): "
         "pair every config with the same config there, question by question, and fail on a "
-        "REGRESSION even over the floor (see docs/verify.md)",
+        "REGRESSION even over the floor",
     )
     add_max_drop(parser, "with --baseline: ")
     parser.add_argument(
@@ -133,87 +131,6 @@ def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
     )
 
 
-def write_file(path: str, text: str, *, append: bool = False, label: str = "") -> None:
-    """Write a report file whole, in one step (evalgate.evidence.artifacts.write_atomic), or
-    append to one, never with a configured secret in it (evalgate.scrub); an unwritable path is
-    an ArtifactError (exit 2)."""
-    from evalgate import scrub
-    from evalgate.errors import ArtifactError
-    from evalgate.evidence.artifacts import write_atomic
-
-    try:
-        if append or _stream(path):
-            with open(path, "a" if append else "w", encoding="utf-8") as stream:
-                stream.write(scrub.text(text))
-        else:  # through a link to the file it names, as users point reports at shared places
-            write_atomic(Path(os.path.realpath(path)), scrub.text(text))
-    except OSError as exc:
-        given = f" ({label})" if label else ""
-        raise ArtifactError(
-            f"Cannot write {path}: {exc.strerror}{given}. Pass a writable path."
-        ) from exc
-
-
-def _stream(path: str) -> bool:
-    """A FIFO, a terminal, /dev/stdout: written as it is, never replaced by a file."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:  # nothing there yet (or a link to nothing): a new file
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-
-
-def _is_input(path: str, roots: list[str]) -> bool:
-    """Would verify read this file? Then writing a report over it destroys the evidence."""
-    from evalgate.verify.collect import is_input
-
-    names = {os.path.basename(path), os.path.basename(os.path.realpath(path))}  # a link's too
-    # as written and as resolved: verify follows links to folders, so a path through one is read
-    return any(map(is_input, names)) and any(
-        target == base or target.startswith(base.rstrip(os.sep) + os.sep)
-        for target, bases in (
-            (os.path.abspath(path), map(os.path.abspath, roots)),
-            (os.path.realpath(path), map(os.path.realpath, roots)),
-        )
-        for base in bases
-    )
-
-
-def _check_output(label: str, path: str, roots: list[str], *, append: bool = False) -> None:
-    """Refuse an output that cannot be written, or that is one of verify's inputs, before any
-    verdict is printed: found after the verdict, it would turn a printed PASS into exit 2.
-    The rule is write_file's: a stream, or a file appended to, is written where it is; a
-    report is replaced through a file beside it."""
-    from evalgate.errors import ArtifactError
-
-    target = Path(os.path.realpath(path))
-    exists = target.exists()
-    reason = None
-    if target.is_dir():
-        reason = "it is a folder"
-    elif (append and exists) or _stream(path):
-        reason = None if os.access(path, os.W_OK) else "Permission denied"
-    else:
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            reason = "a file is in the way of its folder"
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-        else:
-            writable = (not exists or os.access(target, os.W_OK)) and os.access(
-                target.parent, os.W_OK | os.X_OK
-            )
-            reason = None if writable else "Permission denied"
-    if reason is not None:
-        raise ArtifactError(f"Cannot write {path}: {reason} ({label}). Pass a writable path.")
-    if _is_input(path, roots):
-        raise ArtifactError(
-            f"{label} {path} is one of the files verify reads: writing it would destroy "
-            "the evidence. Write the report outside the results."
-        )
-
-
 def command(args: argparse.Namespace) -> int:
     from evalgate.settings.environment import verify_environment
     from evalgate.thresholds import load_thresholds
@@ -226,14 +143,7 @@ def command(args: argparse.Namespace) -> int:
     expectation = load_expectation(args.expect) if args.expect is not None else None
     github = args.github if args.github is not None else environment.github_actions
     summary = environment.step_summary if github else None
-    for label, path, append in (
-        ("--junit", args.junit, False),
-        ("--json", args.json, False),
-        ("--html", args.html, False),
-        ("GITHUB_STEP_SUMMARY", summary, True),
-    ):
-        if path:
-            _check_output(label, path, [*args.paths, *(args.baseline or [])], append=append)
+    _check_outputs(args, thresholds.path, summary)
     baseline = _baseline(args)
     result = sweep.verify(
         list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
@@ -244,6 +154,26 @@ def command(args: argparse.Namespace) -> int:
         result = judge_against(result, sweep.Rule(thresholds, args.min_samples), baseline)
     _write(result, args, github=github, summary=summary)
     return result.exit_code
+
+
+def _check_outputs(args: argparse.Namespace, thresholds: str, summary: str | None) -> None:
+    """Every report asked for, checked before any verdict is printed (found after it, a bad
+    path would turn a printed PASS into exit 2), against every file verify reads."""
+    from evalgate.evidence.outputs import Output, check_outputs
+
+    outputs = [
+        Output(label, path, append)
+        for label, path, append in (
+            ("--junit", args.junit, False),
+            ("--json", args.json, False),
+            ("--html", args.html, False),
+            ("GITHUB_STEP_SUMMARY", summary, True),
+        )
+        if path
+    ]
+    given = [args.expect if args.expect and not args.expect.strip().isdigit() else None]
+    reads = [*args.paths, *(args.baseline or []), thresholds, args.waivers, *given]
+    check_outputs(outputs, [path for path in reads if path])
 
 
 def _baseline(args: argparse.Namespace) -> BaselineRequest | None:
@@ -267,6 +197,7 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
     report that could not be written (which leaves the verdict's exit code as it is)."""
     from evalgate import outside
     from evalgate.errors import ArtifactError
+    from evalgate.evidence.outputs import write_output
     from evalgate.verify import report
 
     lines = report.terminal_lines(result, quiet=args.quiet)
@@ -276,7 +207,7 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
 
     def attempt(label: str, path: str, render: Callable[[], str], append: bool = False) -> None:
         try:
-            write_file(path, render(), append=append, label=label)
+            write_output(path, render(), append=append, label=label)
         except ArtifactError as exc:
             print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
             unwritten.append(f"{label} {path}")

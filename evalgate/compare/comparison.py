@@ -201,7 +201,7 @@ def _refuse(baseline: Run, candidate: Run, max_drop: float, allow_drift: bool) -
         raise UsageError(
             f"--max-drop {max_drop} is not a fraction in [0, 1): 0.02 means two points of accuracy."
         )
-    if baseline.result.run_id == candidate.result.run_id:
+    if baseline.result.run_id == candidate.result.run_id:  # a run's identity: run_identity
         raise UsageError(
             f"Both arguments are the same run (run_id {baseline.result.run_id}: "
             f"{baseline.path.parent} and {candidate.path.parent}): a run always equals itself. "

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from evalgate import outside
+from evalgate import outside, scrub
 from evalgate._version import __version__
 from evalgate.compare import DEFAULT_FLIPS
 from evalgate.compare.comparison import Comparison, FilterComparison
@@ -90,7 +90,7 @@ def changes(items: tuple[Difference, ...], arrow: str = "->") -> str:
 
 
 def _short(text: str) -> str:
-    flat = outside.terminal(" ".join(text.split()))
+    flat = outside.terminal(" ".join(scrub.text(text).split()))  # in full, before the cut
     return flat if len(flat) <= _QUESTION_CHARS else flat[: _QUESTION_CHARS - 3] + "..."
 
 

@@ -18,6 +18,7 @@ import msgspec
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result, read_samples
 from evalgate.evidence.model import EvalRecord, Protocol, Result, Sample
+from evalgate.outside import capped
 
 _SHOWN = 5
 
@@ -131,7 +132,7 @@ def protocol_differences(base: Run, cand: Run) -> list[Difference]:
         ]
         if changed:
             values = [getattr(run.samples[changed[0]], name) for run in (base, cand)]
-            was, now = (show(v[:60] if isinstance(v, str) else v) for v in values)
+            was, now = (show(capped(v, 60) if isinstance(v, str) else v) for v in values)
             detail = f"differs for {len(changed)} shared questions: {format_doc_ids(changed)}"
             found.append(Difference(field, was, now, detail))
     if base.filters and cand.filters and set(base.filters) != set(cand.filters):

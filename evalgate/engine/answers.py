@@ -16,6 +16,7 @@ from typing import Any
 
 from evalgate.engine.retry import EngineAnswerError, TransientAnswer
 from evalgate.engine.wire import parse_error
+from evalgate.outside import capped
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -55,7 +56,7 @@ class Problems:
 
     def note(self, name: str, value: Any) -> None:
         self.seen[name] += 1
-        self.first.setdefault(name, repr(value)[:80])
+        self.first.setdefault(name, capped(repr(value), 80))
 
     def count(self, value: Any, name: str) -> int | None:
         """A count the engine reported, >= 0; anything else None, noted."""
@@ -116,7 +117,7 @@ def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Comple
         content = message["content"] if api == "chat" else choice["text"]
         usage = raw.get("usage") or {}
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise MalformedAnswer(f"no choices[0] text in {str(raw)[:200]!r}") from exc
+        raise MalformedAnswer(f"no choices[0] text in {capped(str(raw), 200)!r}") from exc
     source = "content" if api == "chat" else "text"
     found = [(n, message.get(n)) for n in REASONING_FIELDS]
     thought = next(((n, text) for n, text in found if isinstance(text, str) and text), None)

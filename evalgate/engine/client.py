@@ -39,6 +39,7 @@ from evalgate.engine.retry import (
 from evalgate.engine.urls import Network, api_root, authorization
 from evalgate.engine.wire import EngineError, json_or_none, parse_error
 from evalgate.engine.workers import WorkerWatch
+from evalgate.outside import capped
 
 log = logging.getLogger(__name__)
 KEPT_OF_NO_STREAM = 4096
@@ -82,7 +83,9 @@ async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
             try:
                 answer = json.loads(event)
             except ValueError as exc:
-                raise MalformedAnswer(f"its first event is not JSON: {event[:200]!r}") from exc
+                raise MalformedAnswer(
+                    f"its first event is not JSON: {capped(event, 200)!r}"
+                ) from exc
             if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
                 raise EngineAnswerError(dynamo.stream_error(answer, event, response.status))
             return
@@ -92,7 +95,7 @@ async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
     error = error_answer(json_or_none(text))
     if error is not None:
         raise error
-    shown = f": {text[:200]!r}" if text else ""
+    shown = f": {capped(text, 200)!r}" if text else ""
     raise MalformedAnswer(f"the stream ended before its first event{shown}")
 
 

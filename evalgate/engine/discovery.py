@@ -24,6 +24,7 @@ from evalgate.engine.http import exchange, open_session, read_capped
 from evalgate.engine.retry import FAILURES, EngineAnswerError
 from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, parse_error
+from evalgate.outside import capped
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,9 @@ class EngineInfo(contextlib.AbstractContextManager["EngineInfo"]):
         try:
             return json.loads(text)
         except ValueError as exc:
-            raise EngineAnswerError(EngineError(status, f"not JSON: {text[:200]!r}")) from exc
+            raise EngineAnswerError(
+                EngineError(status, f"not JSON: {capped(text, 200)!r}")
+            ) from exc
 
     def models(self, timeout: float | None = None) -> list[ModelCard]:
         """GET /v1/models (`timeout`: seconds for this request, else the client's)."""

@@ -1,7 +1,7 @@
 """Wait, with a deadline, until the endpoint serves the model.
 
 What each check asks, what is retried and what fails at once (401, 404, a model list naming
-other models: waiting cannot change them): README.md, "Readiness, then the probe"; behind
+other models: waiting cannot change them): docs/run.md, "Readiness, then the probe"; behind
 Dynamo's frontend: docs/harness.md, "What evalgate does with it".
 """
 

@@ -169,6 +169,46 @@ def _refuse(folder: Path, *, overwrite: bool, resume: bool) -> None:
             )
 
 
+def holder(folder: Path | str) -> str | None:
+    """The process id in the folder's lock file while that lock is held (a run is alive in
+    it; "unknown" if the file names none); None if it is not held, or cannot be tested. Only
+    reads: the lock file is neither created nor written."""
+    try:
+        fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when fd is closed
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode("ascii", "replace").strip()
+            return pid if pid.isdigit() else "unknown"
+        except OSError:  # a file system without flock: nothing to tell
+            return None
+        return None
+    finally:
+        os.close(fd)
+
+
+def check_free(folder: Path, *, overwrite: bool, resume: bool) -> None:
+    """What `prepare` would refuse in `folder`, found without taking it or writing a byte: a
+    command that runs into several folders (the hook) checks them all before it writes any,
+    so that a refusal changes nothing (RELIABILITY.md, "A refusal changes nothing")."""
+    refuse_link(folder)
+    refuse_link(folder / LOCK_NAME)
+    if not folder.is_dir():
+        return
+    held = holder(folder)
+    if held is not None:
+        raise ArtifactError(
+            f"{folder} is in use by another evalgate run (process {held}): wait for it to "
+            "end, or choose another --output-dir."
+        )
+    _refuse(folder, overwrite=overwrite, resume=resume)
+
+
 def clear_stale(folder: Path) -> None:
     """Remove an earlier run's per-run files (the journal stays: --resume reads it)."""
     for name in STALE:

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import msgspec
 
-from evalgate import outside
+from evalgate import outside, scrub
 from evalgate.errors import ArtifactError
 from evalgate.evidence.folder import open_in_place
 from evalgate.evidence.model import Protocol, Reply
@@ -36,6 +36,8 @@ _KEPT = (
     "reasoning_tokens",
 )
 """What a line holds, in its order: an answer received (a failed request is not journaled)."""
+_OWN = outside.OWN_FIELDS | {"key"}
+"""Not scrubbed: evalgate's own fields, and the answer's key (a hash)."""
 
 
 def body_key(body: dict[str, Any]) -> str:
@@ -88,7 +90,7 @@ def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, Reply]:
             recorded = decode(header).get("fingerprint")
         except (ArtifactError, AttributeError):
             recorded = None
-        if recorded != fingerprint:
+        if recorded != scrub.values(fingerprint, _OWN):  # as it was written
             log.warning("journal %s is from another engine or protocol: not reused", path)
             return {}
         for line in handle:
@@ -120,7 +122,7 @@ class Journal:
 
     def _write(self, record: dict[str, Any]) -> None:
         try:
-            self._handle.write(outside.json_text(record) + "\n")  # minus secrets
+            self._handle.write(outside.json_text(record, own=_OWN) + "\n")  # minus secrets
             self._handle.flush()
         except OSError as exc:
             if exc.filename is None:

@@ -1,5 +1,5 @@
 """The eval context and the output budget: pure decisions, every step recorded, nothing guessed
-(a missing input is a ContextError). The formulas: README.md, "What `evalgate run` does" (1, 2).
+(a missing input is a ContextError). The formulas: docs/run.md, 1 and 2.
 """
 
 from __future__ import annotations

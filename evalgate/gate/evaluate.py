@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 from lm_eval.api.model import LM
 
+from evalgate import scrub
 from evalgate.engine.request import generation_body
 from evalgate.errors import AbortedError, EvalFailedError
 from evalgate.evidence.model import Answer, Reply, Sample, Score
@@ -123,7 +124,8 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
         filtered = record.get("filtered_resps") or [""]
         extracted = filtered[0] if isinstance(filtered, list) else filtered
         filters.setdefault(doc_id, {})[str(record.get("filter"))] = Answer(
-            extracted=str(extracted), correct=float(record.get("exact_match", 0.0)) == 1.0
+            extracted=scrub.fragment(str(extracted)),  # scored as sent, kept without a secret
+            correct=float(record.get("exact_match", 0.0)) == 1.0,
         )
     samples = []
     first_asked: dict[str, int] = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import numbers
-from evalgate.errors import ExitCode, UsageError
+from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence import artifacts, folder, harness_files
 from evalgate.evidence.harness_files import Job
 from evalgate.evidence.harness_layout import EVALGATE_DIR
@@ -86,9 +86,7 @@ def run_hook(
         env = job_environment(environ)
         in_harness = settings.layout == "harness"
         stage = settings.output_dir / EVALGATE_DIR if in_harness else settings.output_dir
-        named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if in_harness else [])
-        for path in named:  # the folders evalgate names; --output-dir itself may be a link
-            folder.refuse_link(path)
+        kept = _check_folders(settings, stage, concurrencies, resume=resume, harness=in_harness)
         labels = job(settings)
         if in_harness and settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
             log.warning(
@@ -105,6 +103,11 @@ def run_hook(
         prior: Checked | None = None
         stopped: str | None = None
         for concurrency in concurrencies:
+            if concurrency in kept:  # --resume: a finished run stays as it is, counted
+                runs[concurrency] = kept[concurrency]
+                if harness is not None:
+                    harness.record(concurrency, kept[concurrency], staged=True)
+                continue
             run_dir = stage / f"conc-{concurrency}"
             update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
             if harness is not None and settings.min_samples is None:
@@ -144,9 +147,10 @@ class HarnessStage:
         )
         artifacts.write_json(self.out / artifacts.META_NAME, meta)
 
-    def record(self, concurrency: int, outcome: RunOutcome) -> None:
-        """One run's results and samples, and the meta_env.json that counts it."""
-        if outcome.result_path is not None:
+    def record(self, concurrency: int, outcome: RunOutcome, *, staged: bool = False) -> None:
+        """One run's results and samples (unless `staged` already: a finished run --resume
+        keeps), and the meta_env.json that counts it."""
+        if outcome.result_path is not None and not staged:
             harness_files.stage_run(
                 self.out,
                 concurrency,
@@ -158,6 +162,48 @@ class HarnessStage:
         if harness_files.completed(outcome.result):
             self.completed.append(concurrency)
         self.write_meta()
+
+
+def _check_folders(
+    settings: Settings, stage: Path, concurrencies: Sequence[int], *, resume: bool, harness: bool
+) -> dict[int, RunOutcome]:
+    """Every folder the hook will write into, checked before it writes a byte (a refusal
+    changes nothing: RELIABILITY.md); with --resume, the finished runs it keeps as they are."""
+    named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if harness else [])
+    for path in named:  # the folders evalgate names; --output-dir itself may be a link
+        folder.refuse_link(path)
+    kept = _finished(stage, concurrencies) if resume and not settings.overwrite else {}
+    if kept and len(kept) == len(concurrencies):
+        raise UsageError(
+            f"--resume: every concurrency staged in {stage} has finished "
+            f"({', '.join(f'{c}: {o.status}' for c, o in kept.items())}): nothing to "
+            "continue. Stage a new hook in another --output-dir, or pass --overwrite."
+        )
+    for concurrency in concurrencies:
+        if concurrency not in kept:
+            folder.check_free(
+                stage / f"conc-{concurrency}", overwrite=settings.overwrite, resume=resume
+            )
+    return kept
+
+
+def _finished(stage: Path, concurrencies: Sequence[int]) -> dict[int, RunOutcome]:
+    """The runs staged under `stage` that finished (pass, fail, inconclusive), by
+    concurrency: --resume keeps them as they are and continues the rest."""
+    found: dict[int, RunOutcome] = {}
+    for concurrency in concurrencies:
+        path = stage / f"conc-{concurrency}" / artifacts.RESULT_NAME
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            result = artifacts.read_result(path)
+        except ArtifactError:  # unreadable: check_free names it
+            continue
+        if result.status in ("pass", "fail", "inconclusive"):
+            found[concurrency] = RunOutcome(
+                result.exit_code, result.status, result.reason, path, result, None
+            )
+    return found
 
 
 def _outcome(stage: Path, runs: dict[int, RunOutcome | None], stopped: str | None) -> HookOutcome:

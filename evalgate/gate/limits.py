@@ -1,5 +1,5 @@
 """Gathering the numbers the context needs: native maximum, every served limit with its source
-(all recorded, the smallest wins), prompt length (README.md, "What `evalgate run` does" (1)).
+(all recorded, the smallest wins), prompt length (docs/run.md, 1).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The model's native maximum length, derived from its config.json as vLLM 0.32 does, so the
-context asked for is one the engine would accept (README.md, "What `evalgate run` does" (1)).
+context asked for is one the engine would accept (docs/run.md, 1).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from evalgate.errors import ArtifactError, ContextError
 from evalgate.evidence.read import read
+from evalgate.outside import capped
 
 LENGTH_KEYS = (
     "max_position_embeddings",
@@ -47,7 +48,7 @@ def _positive(value: Any, key: str, name: str, minimum: float = 0.0) -> float:
         with contextlib.suppress(OverflowError):
             number = float(value)
     if number is None or not math.isfinite(number) or number <= 0 or number < minimum:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        shown = capped(repr(value), 40)
         raise ContextError(
             f"{name or 'The model config'}: {key} is {shown}, not a positive number. Pass the "
             "model's own config.json, or set --eval-max-model-len explicitly."

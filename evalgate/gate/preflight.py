@@ -1,6 +1,6 @@
 """Before the eval: the endpoint waited for, the context derived, the probe sent. Shared by
 `context`, `probe` and `run`, so the three never disagree about a number; what they establish
-(Checked) serves the hook's next concurrency with no second probe (Dynamo's part: README.md (3)).
+(Checked) serves the hook's next concurrency with no second probe (Dynamo's part: docs/run.md (3)).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The pre-flight probe: what its answer means, and the fix to suggest. One request exactly as the
 eval will send it, so a budget the engine rejects fails in seconds, not after the eval's
-retries (README.md, "What `evalgate run` does" (3)).
+retries (docs/run.md, 3).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import NamedTuple, cast
 
 import msgspec
 
+from evalgate import scrub
 from evalgate.engine import dynamo
 from evalgate.engine.answers import REASONING_FIELDS, Completion
 from evalgate.engine.client import RequestFailed
@@ -139,19 +140,32 @@ class Replies:
         return found + self.engine_notes
 
     def record(self, doc_id: int, key: str, completion: Completion, *, resumed: bool) -> str:
-        """Count and keep one answer; the text lm-eval scores."""
+        """Count and keep one answer; the text lm-eval scores. The answer is scored as the
+        engine sent it, and kept scrubbed of the secrets, in full before it is cut to the
+        budget (a cut first would keep the part of a secret before it)."""
         counts = self.counts
         counts.completed += 1
         counts.resumed += int(resumed)
         if len(completion.text) > self.max_chars:  # the engine ignored the budget
             self.oversized += 1
-            completion = dataclasses.replace(completion, text=completion.text[: self.max_chars])
             if completion.finish_reason != "length":
                 counts.truncated += 1
         if completion.model is not None and completion.model != self.model:
             self.other_models[completion.model] += 1
-        sent = completion
-        completion, unended = self._inline(completion)
+        sent = self._within_budget(completion)
+        kept = self._within_budget(
+            dataclasses.replace(
+                completion,
+                text=scrub.text(completion.text),
+                reasoning=None
+                if completion.reasoning is None
+                else scrub.text(completion.reasoning),
+            )
+        )
+        completion, unended = self._inline(sent)
+        stored, _ = self._inline(kept)
+        counts.inline_thinking += int(unended is not None)
+        unended = bool(unended)
         length = completion.finish_reason == "length"
         self.filtered += int(completion.finish_reason == "content_filter")
         counts.truncated += int(length or completion.finish_reason == "content_filter")
@@ -164,30 +178,35 @@ class Replies:
         reply = self.answers[doc_id] = Reply(
             doc_id=doc_id,
             prompt_sha256=key,
-            response=completion.text,
+            response=stored.text,
             finish_reason=completion.finish_reason,
             completion_tokens=completion.completion_tokens,
             answer_field=cast(AnswerField, completion.source),  # the client names one of these
-            reasoning=completion.reasoning,
+            reasoning=stored.reasoning,
             reasoning_tokens=completion.reasoning_tokens,
             error=None,
         )
         if self.journal is not None and not resumed:
             # as sent: a resumed answer is taken apart again
             self.journal.append(
-                msgspec.structs.replace(reply, response=sent.text, reasoning=sent.reasoning)
+                msgspec.structs.replace(reply, response=kept.text, reasoning=kept.reasoning)
             )
         return completion.text
 
-    def _inline(self, completion: Completion) -> tuple[Completion, bool]:
+    def _within_budget(self, completion: Completion) -> Completion:
+        """The answer cut to max_chars (an engine that ignored the budget)."""
+        if len(completion.text) <= self.max_chars:
+            return completion
+        return dataclasses.replace(completion, text=completion.text[: self.max_chars])
+
+    def _inline(self, completion: Completion) -> tuple[Completion, bool | None]:
         """The answer with thinking written into it taken out (InlineThinking), kept as its
-        reasoning; and whether that thinking never ended."""
+        reasoning; and whether that thinking never ended (None: it wrote none)."""
         if self.thinking is None or completion.source in REASONING_FIELDS:
-            return completion, False
+            return completion, None
         answer, thought, ended = self.thinking.split(completion.text)
         if thought is None:
-            return completion, False
-        self.counts.inline_thinking += 1
+            return completion, None
         reasoning = completion.reasoning or thought
         return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
 

@@ -4,14 +4,16 @@ result.json on every path, errors returned, never printed (docs/architecture.md,
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import scrub
+from evalgate._version import EVAL_EXTRA
 from evalgate.compare.runs import Run, check_baseline, load_run, refuse_overlap
-from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode
+from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, UsageError
 from evalgate.evidence import artifacts, folder
 from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Result, Sample, ThresholdRecord, to_document
@@ -32,6 +34,15 @@ if TYPE_CHECKING:
     from evalgate.gate.dispatch import Progress
 
 log = logging.getLogger(__name__)
+
+
+def require_eval_extra(what: str) -> None:
+    """A gate run drives lm-eval, which the core install leaves out: say so at once, with the
+    line that installs it, not at the eval stage after the readiness wait."""
+    if importlib.util.find_spec("lm_eval") is None:
+        raise UsageError(
+            f"{what} needs the eval extra (lm-eval), which this install lacks: {EVAL_EXTRA}"
+        )
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,8 @@ class GateRun:
         """Held from before the folder's first check to after its last write (None: this run
         never held the folder, so it writes nothing there)."""
         self.comparison: str | None = None
+        self.taken = False
+        """Whether this run has made the folder its own (else it leaves it as it was)."""
 
     def _running(self) -> None:
         """result.json as "running" at the stage reached: what a run killed outright leaves."""
@@ -82,6 +95,14 @@ class GateRun:
             return
         running = build_result(self.log, status="running", reason="in progress", exit_code=4)
         artifacts.write_result(self.out, running)
+
+    def _take(self) -> None:
+        """From here on the folder holds this run: an earlier run's files must not outlive it,
+        and a run killed outright (SIGKILL) is seen as "running", never as the old verdict."""
+        folder.clear_stale(self.out)
+        self.taken = True
+        self.log.checkpoint = self._running
+        self._running()
 
     def execute(self) -> tuple[Status, str, int]:
         s = self.settings
@@ -91,13 +112,14 @@ class GateRun:
         self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.eval.resume)
         if self.lock.warning is not None:
             run.warnings.append(self.lock.warning)
-        # From here on the folder holds this run: an earlier run's files must not outlive it,
-        # and a run killed outright (SIGKILL) is seen as "running", never as the old verdict.
-        folder.clear_stale(self.out)
-        run.checkpoint = self._running
-        self._running()
+        # A run --resume continues is left as it was until its inputs are checked: a resume
+        # refused for them changes nothing (RELIABILITY.md, "A refusal changes nothing").
+        continuing = self.eval.resume and (self.out / artifacts.RESULT_NAME).exists()
+        if not continuing:
+            self._take()
 
         stages.require(s, "base_url", "model")
+        require_eval_extra("a gate run")
         simulated = check_acceptance(
             simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
             allowed=s.allow_simulated_acceptance,
@@ -122,6 +144,8 @@ class GateRun:
                 spec, dataset, api=s.api, limit=s.limit, max_tokens=baseline.eval.max_tokens
             )
             check_baseline(baseline, s.baseline, planned)
+        if not self.taken:
+            self._take()
 
         sampling = spec.sampling | self.eval.ask.request_fields()
         if self.checked is not None:
@@ -219,7 +243,7 @@ def _record(
     out = gate.out
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None
-    if gate.lock is not None:  # never write into a folder whose earlier result we refused to bury
+    if gate.taken:  # never into a folder whose earlier result we refused to bury or continue
         try:
             path = artifacts.write_result(out, result)
         except (EvalgateError, OSError) as exc:

@@ -30,7 +30,8 @@ class EndpointSettings(Group):
 
     api_key: SecretStr | None = Field(None, repr=False)
     """Bearer token for the endpoint. Never printed or stored, nor anything the engine says
-    back holding it (a placeholder under 8 characters, such as EMPTY, is no secret)."""
+    back holding it (a placeholder such as EMPTY is no secret; one under 4 characters is sent
+    but cannot be scrubbed, and is warned of)."""
 
     api: Literal["chat", "completions"] = "chat"
     """Which API the eval uses: chat (the benchmark harness's protocol: chat template, 5-shot

@@ -1,5 +1,5 @@
-"""The Settings model: flags, then the environment, then defaults (README.md, "Settings"). Its
-field docstrings are the documentation: the README's settings table is generated from them.
+"""The Settings model: flags, then the environment, then defaults (docs/settings.md). Its field
+docstrings are the documentation: the table in docs/settings.md is generated from them.
 """
 
 from __future__ import annotations

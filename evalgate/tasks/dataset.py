@@ -1,6 +1,6 @@
 """The data a task asks: GSM8K, from where it comes (shipped, a folder or the hub) with proof
-that it is the published data set, and the files a user's task file names (README.md, "What
-`evalgate run` does", 4). GPQA-diamond's: tasks/gpqa.py.
+that it is the published data set, and the files a user's task file names (docs/run.md,
+4). GPQA-diamond's: tasks/gpqa.py.
 """
 
 from __future__ import annotations

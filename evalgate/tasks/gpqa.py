@@ -1,5 +1,5 @@
 """GPQA-diamond as the benchmark harness asks it: the data the user supplies (gated: it cannot
-ship), shuffled and repeated (README.md, "What `evalgate run` does", 4).
+ship), shuffled and repeated (docs/run.md, 4).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The task lm-eval runs: evalgate's own task files (README.md, "What `evalgate run` does", 4)
+"""The task lm-eval runs: evalgate's own task files (docs/run.md, 4)
 or the user's, handed to lm-eval as a config dict pointed at the chosen data.
 """
 

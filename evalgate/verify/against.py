@@ -13,7 +13,7 @@ from msgspec import structs
 
 from evalgate.errors import UsageError
 from evalgate.verify import baseline as pairing
-from evalgate.verify.expect import identity
+from evalgate.verify.expect import config_identity
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.sweep import Report, Rule, ordered, summarise
 from evalgate.verify.waivers import Waivers, expired_reason
@@ -94,10 +94,11 @@ def judge_against(report: Report, rule: Rule, request: BaselineRequest) -> Repor
     baseline, notes = pairing.baseline_entries(request.paths, rule)
     waivers = request.waivers
     results = [e for e in report.entries if e.source is not None]
+    pairing.refuse_own_runs(report.paths, request.paths, results, baseline)
     found, broken = pairing.findings(results, baseline, request.max_drop)
     entries = _lines(report, found, broken, request)
-    present = {identity(e.model, e.labels) for e in results}
-    absent = [b for b in baseline if identity(b.model, b.labels) not in present]
+    present = {config_identity(e.model, e.labels, e.task) for e in results}
+    absent = [b for b in baseline if config_identity(b.model, b.labels, b.task) not in present]
     if report.expectation is not None:
         listed = {(e.key, e.outcome) for e in entries}
         entries += [

@@ -5,6 +5,7 @@ their tables are held (docs/verify.md, "Against the last good sweep"; docs/archi
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +18,11 @@ from evalgate.compare.reason import p_text, points
 from evalgate.compare.runs import Difference, Run, load_run, protocol_differences
 from evalgate.compare.sweep import ConfigPair, judge_pairs
 from evalgate.errors import ArtifactError, UsageError
+from evalgate.evidence.artifacts import RESULT_NAME
+from evalgate.evidence.harness_layout import is_results_file
+from evalgate.evidence.identity import run_identity
 from evalgate.verify.collect import runs
-from evalgate.verify.expect import identity
+from evalgate.verify.expect import config_identity
 from evalgate.verify.lm_eval_run import UNRECORDED, load_lm_eval_run
 from evalgate.verify.records import Collection, Entry, Versus
 from evalgate.verify.sweep import Rule, gate_runs
@@ -72,9 +76,6 @@ def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> 
         stopped = stopped_early(side, run)
         if stopped is not None:
             return Versus("early-stop", stopped, base.path)
-    if was.result.run_id == cand.result.run_id:
-        reason = f"the baseline's run is this run ({entry.path}): nothing to compare"
-        return Versus("not compared", reason, base.path)
     try:
         found = compare_runs(was, cand, max_drop=max_drop, allow_protocol_drift=True)
     except UsageError as exc:  # no filter in common: the protocol says why, if it can
@@ -171,19 +172,68 @@ def baseline_entries(paths: Sequence[str], rule: Rule) -> tuple[list[Entry], Col
     return entries, notes
 
 
+def _identities(entries: Sequence[Entry]) -> dict[str, list[str]]:
+    """The runs behind gated results by their identity (run_identity), with their paths; a
+    line that is no run's result file (a run never made, a file unreadable now) is left out."""
+    found: dict[str, list[str]] = {}
+    for entry in entries:
+        path = entry.path
+        if path is None or not (path.endswith(RESULT_NAME) or is_results_file(Path(path).name)):
+            continue
+        try:
+            found.setdefault(run_identity(path), []).append(path)
+        except ArtifactError:
+            continue
+    return found
+
+
+def _nested(one: str, other: str) -> bool:
+    """One folder is the other, or inside it (through links too)."""
+    one, other = os.path.realpath(one), os.path.realpath(other)
+    return one == other or one.startswith(other.rstrip(os.sep) + os.sep)
+
+
+def refuse_own_runs(
+    sweep: Sequence[str], paths: Sequence[str], results: Sequence[Entry], baseline: Sequence[Entry]
+) -> None:
+    """A baseline whose runs are the sweep's own (the same folder, one inside the other, or
+    the same runs by identity: a copy, a rename, a link) would compare each run with itself and
+    turn the regression gate off: a UsageError (exit 2) naming them."""
+    for given in paths:
+        for root in sweep:
+            if _nested(given, root) or _nested(root, given):
+                raise UsageError(
+                    f"--baseline {given} and the sweep's {root} are one folder, or one holds "
+                    "the other: each run would be compared with itself. Pass the folder an "
+                    "earlier sweep's artifacts were downloaded to."
+                )
+    ours = _identities(results)
+    shared = [
+        (run, where, ours[run]) for run, where in _identities(baseline).items() if run in ours
+    ]
+    if shared:
+        shown = "; ".join(f"{base[0]} is {own[0]} (run {run})" for run, base, own in shared[:5])
+        more = f"; and {len(shared) - 5} more" if len(shared) > 5 else ""
+        raise UsageError(
+            f"--baseline holds {len(shared)} of the sweep's own runs (the same run by what it "
+            f"holds, wherever it lies): {shown}{more}. Each would be compared with itself: pass "
+            "an earlier sweep's artifacts as the baseline."
+        )
+
+
 def findings(
     results: Sequence[Entry], baseline: Sequence[Entry], max_drop: float
 ) -> tuple[dict[int, Versus], dict[int, str]]:
     """Each result of the sweep (by its index) with its Versus, one config read at a time; and
     the results whose own answers cannot be read (ArtifactError's message)."""
-    uses = Counter(identity(e.model, e.labels) for e in results)
+    uses = Counter(config_identity(e.model, e.labels, e.task) for e in results)
     by_identity: dict[object, list[Entry]] = {}
     for base in baseline:
-        by_identity.setdefault(identity(base.model, base.labels), []).append(base)
+        by_identity.setdefault(config_identity(base.model, base.labels, base.task), []).append(base)
     found: dict[int, Versus | Pending] = {}
     broken: dict[int, str] = {}
     for index, entry in enumerate(results):
-        config = identity(entry.model, entry.labels)
+        config = config_identity(entry.model, entry.labels, entry.task)
         bases = by_identity.get(config, [])
         if not bases:
             found[index] = Versus("new", "new in this sweep: no result in the baseline")

@@ -28,12 +28,6 @@ class Tree(msgspec.Struct):
     hooks: list[str] = msgspec.field(default_factory=list)
 
 
-def is_input(name: str) -> bool:
-    """Whether verify reads a file of this name (the walk below routes each): a report written
-    over one would destroy the evidence."""
-    return name in (RESULT_NAME, META_NAME, HOOK_NAME) or is_results_file(name)
-
-
 def _list(
     folder: str, tree: Tree, seen: dict[tuple[int, int], str], notes: Collection
 ) -> list[str]:

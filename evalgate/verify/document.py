@@ -46,7 +46,7 @@ def document(report: Report) -> dict[str, Any]:
         if (expected := entry.pop("expected")) is not None:
             entry["labels"] = expected  # the manifest's words, in its order, as it gave them
     return {
-        "schema": "evalgate.verdict/1",
+        "schema": "evalgate.verdict/2",
         "evalgate_version": __version__,
         "verdict": report.verdict,
         "exit_code": report.exit_code,

@@ -1,9 +1,10 @@
 """A sweep's set of configs: how each is named, and what ``--expect`` asks for (the set
 checks: setcheck.py).
 
-A config is identified by (model, model_prefix, hardware, framework, precision, kv_cache_dtype,
-isl, osl, concurrency, topology) and named by a readable key, e.g.
-``dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64 tp=8``.
+A config is identified by (task, model, model_prefix, hardware, framework, precision,
+kv_cache_dtype, isl, osl, concurrency, topology) and named by a readable key, e.g.
+``dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64 tp=8`` (GSM8K) or
+``dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64 tp=8 task=gpqa_diamond_cot_n_shot``.
 
 The expectation (``--expect``), a count or a manifest of partial configs each matched by
 exactly one config found: docs/verify.md, "The expected set".
@@ -26,9 +27,10 @@ from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
 from evalgate.outside import capped
+from evalgate.thresholds import TASK_KEY
 from evalgate.verify.records import Entry
 
-FIELDS = frozenset(("model", *LABEL_NAMES))
+FIELDS = frozenset(("model", "task", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}
 _NUMBERS = {"isl": "isl", "osl": "osl", "concurrency": "conc"}
 """The numeric fields of a config, and the word its key shows each by."""
@@ -91,11 +93,22 @@ def canonical_topology(topology: Any) -> Any:
     }
 
 
-def identity(model: str | None, labels: Labels | None) -> tuple[Any, ...]:
-    """The tuple that makes two results the same config."""
+def config_task(task: str | None) -> str:
+    """A config's task, one name whichever tool ran it: evalgate's own GSM8K task files
+    (gsm8k_evalgate_chat, gsm8k_evalgate_completions) and the harness's are gsm8k; none named
+    (a run stopped before its eval, an --expect entry without one) is gsm8k."""
+    if not task or task.startswith(f"{TASK_KEY}_evalgate_"):
+        return TASK_KEY
+    return task
+
+
+def config_identity(model: str | None, labels: Labels | None, task: str | None) -> tuple[Any, ...]:
+    """The tuple that makes two results the same config: the task, the model and the labels
+    (docs/verify.md, "How a config and a run are identified")."""
     labels = labels or Labels()
     topology = canonical_topology(labels.topology)
     return (
+        config_task(task),
         model,
         *(getattr(labels, key) for key in LABEL_NAMES[:-1]),
         tuple(sorted(topology.items())) if isinstance(topology, dict) else topology,
@@ -114,8 +127,12 @@ def _topology_words(topology: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
-def config_key(model: str | None, labels: Labels | None, *, with_model: bool = False) -> str:
-    """The readable name of a (possibly partial) config, used in every message."""
+def config_key(
+    model: str | None, labels: Labels | None, task: str | None = None, *, with_model: bool = False
+) -> str:
+    """The readable name of a (possibly partial) config, used in every message; its task is
+    named when it is not GSM8K (task=gpqa_diamond_cot_n_shot), the task a name without one
+    means (as in --expect and --waivers)."""
     labels = labels or Labels()
     prefix, kv, topology = labels.model_prefix, labels.kv_cache_dtype, labels.topology
     words = [prefix or model, labels.hardware, labels.framework, labels.precision]
@@ -124,6 +141,8 @@ def config_key(model: str | None, labels: Labels | None, *, with_model: bool = F
     words += [f"{word}={value}" for word, value in numbers.items() if value is not None]
     if isinstance(topology, Mapping):
         words.append(_topology_words(topology))
+    if config_task(task) != TASK_KEY:
+        words.append(f"task={task}")
     if with_model and prefix and model:
         words.append(f"model={model}")
     return " ".join([str(w) for w in words if w]) or "(unlabelled)"
@@ -135,9 +154,11 @@ def told_apart(results: Sequence[Entry]) -> list[Entry]:
     configs: dict[str, set[tuple[Any, ...]]] = {}
     for entry in results:
         if uses[entry.key] > 1:
-            configs.setdefault(entry.key, set()).add(identity(entry.model, entry.labels))
+            configs.setdefault(entry.key, set()).add(
+                config_identity(entry.model, entry.labels, entry.task)
+            )
     return [
-        structs.replace(e, key=config_key(e.model, e.labels, with_model=True))
+        structs.replace(e, key=config_key(e.model, e.labels, e.task, with_model=True))
         if len(configs.get(e.key, ())) > 1
         else e
         for e in results
@@ -148,7 +169,13 @@ def told_apart(results: Sequence[Entry]) -> list[Entry]:
 
 
 def _number(field: str, value: Any, where: str) -> Any:
-    """isl, osl and concurrency as numbers, however the manifest spells them."""
+    """isl, osl and concurrency as numbers, however the manifest spells them; a task as its
+    name."""
+    if field == "task" and (not isinstance(value, str) or not value.strip()):
+        raise UsageError(
+            f"{where} gives task as {capped(repr(value), 200)}: give a task's name, e.g. "
+            '"gsm8k" or "gpqa_diamond_cot_n_shot".'
+        )
     if field not in _NUMBERS or value is None:
         return value
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():

@@ -7,9 +7,7 @@ set (a meta_env.json and its lm-eval results) gives its runs through harness_out
 
 from __future__ import annotations
 
-import fcntl
 import os
-import stat
 from typing import Any
 
 from msgspec import structs
@@ -17,7 +15,7 @@ from msgspec import structs
 from evalgate.errors import ArtifactError
 from evalgate.evidence import read as json_file
 from evalgate.evidence.artifacts import read_hook, read_result
-from evalgate.evidence.folder import LOCK_NAME
+from evalgate.evidence.folder import holder
 from evalgate.evidence.harness_layout import FormatError
 from evalgate.evidence.stage_records import Labels
 from evalgate.verify import harness_output
@@ -51,30 +49,9 @@ def result(path: str, notes: Collection) -> Found | None:
         failed_on_scores=any(not c.passed for c in run.checks),
         verdict=run.verdict,
         early_stop=run.eval.early_stop if run.eval else None,
-        holder=_lock_holder(os.path.dirname(path)) if run.status == "running" else None,
+        holder=holder(os.path.dirname(path)) if run.status == "running" else None,
+        task=run.eval.task if run.eval else None,
     )
-
-
-def _lock_holder(folder: str) -> str | None:
-    """The process id in the folder's lock file while that lock is held (the run is alive;
-    "unknown" if the file names none); None if it is not held, or cannot be tested."""
-    try:
-        fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when fd is closed
-        except BlockingIOError:
-            pid = os.read(fd, 32).decode("ascii", "replace").strip()
-            return pid if pid.isdigit() else "unknown"
-        except OSError:  # a file system without flock: nothing to tell
-            return None
-        return None
-    finally:
-        os.close(fd)
 
 
 def lm_eval(path: str, notes: Collection) -> Any:
@@ -104,6 +81,7 @@ def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
             "skipped",
             None,
             run.reason or "not run",
+            task=sibling.task if sibling else None,
         )
         for run in summary.runs
         if run.status == "not run"

@@ -66,11 +66,12 @@ def _run(
     *,
     scores: tuple[Score, ...] = (),
     reason: str | None = None,
+    task: str | None = None,
 ) -> Found:
     """One eval at one concurrency: its scores, or why it has none (`reason`: it errored)."""
     status, stage = ("error", "eval") if reason is not None else (None, None)
     labels = structs.replace(labels, concurrency=conc)
-    return Found(path, "lm-eval", model, labels, scores, status, stage, reason)
+    return Found(path, "lm-eval", model, labels, scores, status, stage, reason, task=task)
 
 
 def _single(
@@ -86,15 +87,17 @@ def _single(
     conc = labels.concurrency
     if exit_code := batch["exit_code"]:
         failed = f"the harness recorded eval_exit_code = {exit_code} in {meta_path}"
-        paths = [run.path for run in staged] or [meta_path]
-        return [_run(path, model, labels, conc, reason=failed) for path in paths]
+        made = [(run.path, run.task) for run in staged] or [(meta_path, None)]
+        return [_run(path, model, labels, conc, reason=failed, task=task) for path, task in made]
     if not files:
         missing = (
             "meta_env.json has no lm-eval results*.json beside it: the eval failed, was "
             "skipped, or its results were never staged"
         )
         return [_run(meta_path, model, labels, conc, reason=missing)]
-    return [_run(run.path, run.model, labels, conc, scores=run.scores) for run in staged]
+    return [
+        _run(run.path, run.model, labels, conc, scores=run.scores, task=run.task) for run in staged
+    ]
 
 
 def _batch(
@@ -126,7 +129,8 @@ def _batch(
         if conc in failed:
             where = files[0].path if files else meta_path
             why = f"the harness lists concurrency {conc} in failed_eval_concs of {meta_path}"
-            runs.append(_run(where, model, labels, conc, reason=why))
+            task = files[0].task if files else None
+            runs.append(_run(where, model, labels, conc, reason=why, task=task))
             continue
         if not files:
             why = (
@@ -134,7 +138,10 @@ def _batch(
                 "was staged: that eval failed, was skipped, or its results were lost"
             )
             runs.append(_run(meta_path, model, labels, conc, reason=why))
-        runs += [_run(run.path, run.model, labels, conc, scores=run.scores) for run in files]
+        runs += [
+            _run(run.path, run.model, labels, conc, scores=run.scores, task=run.task)
+            for run in files
+        ]
     return runs, unusable
 
 
@@ -151,7 +158,9 @@ def runs(meta_path: str, meta: Any, files: list[tuple[str, Any]]) -> tuple[list[
             unusable.append(Note(path, f"{path} {exc}"))
             continue
         name = model or meta_text(doc, "model_name")
-        staged.append(Found(path, "lm-eval", name, labels, scores))
+        tasks = {score.task for score in scores}
+        task = tasks.pop() if len(tasks) == 1 else None
+        staged.append(Found(path, "lm-eval", name, labels, scores, task=task))
     if batch["eval_concs"] is None:
         return _single(meta_path, model, labels, batch, staged, files=len(files)), unusable
     batched, unlabelled = _batch(meta_path, model, labels, batch, staged)

@@ -6,7 +6,6 @@ answers; docs/verify.md, "Against the last good sweep").
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from evalgate.compare.runs import Run, evaluated_run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.fields import Api, Status
 from evalgate.evidence.harness_layout import samples_path
+from evalgate.evidence.identity import run_identity
 from evalgate.evidence.model import (
     RESULT_SCHEMA,
     Answer,
@@ -174,7 +174,7 @@ def load_lm_eval_run(results: str, status: Status) -> Run:
     result = Result(
         schema=RESULT_SCHEMA,
         evalgate_version="",
-        run_id=os.path.abspath(path),
+        run_id=run_identity(path),  # what it holds, not where it lies
         status=status,
         stage="done",
         reason="",

@@ -41,6 +41,8 @@ class Found(msgspec.Struct, frozen=True):
     holder: str | None = None
     """evalgate, status running: the process id holding the folder's lock file (the run is
     still alive), or None (it was interrupted)."""
+    task: str | None = None
+    """The task the run evaluated, as it recorded it (None: not recorded, which is GSM8K)."""
 
 
 class Note(msgspec.Struct, frozen=True):
@@ -162,11 +164,20 @@ class Entry(msgspec.Struct, frozen=True):
     """Against the baseline (--baseline): how this config compares, or why it does not."""
     expected: Mapping[str, Any] | None = None
     """A config expected (--expect) as the manifest gives it: the document's labels."""
+    task: str | None = None
+    """The config's task, one name whichever tool ran it (expect.config_task); None for a
+    line that is no config (a malformed file, an empty path, a count)."""
 
     def problem(self, outcome: Outcome, reason: str, key: str | None = None) -> Entry:
         """A problem with the set about this entry's config (a line with no checks of its own)."""
         return Entry(
-            key or self.key, outcome, reason, self.path, model=self.model, labels=self.labels
+            key or self.key,
+            outcome,
+            reason,
+            self.path,
+            model=self.model,
+            labels=self.labels,
+            task=self.task,
         )
 
 

@@ -8,13 +8,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalgate.evidence.stage_records import Labels
-from evalgate.verify.expect import Expectation, canonical_topology, config_key
+from evalgate.verify.expect import Expectation, canonical_topology, config_key, config_task
 from evalgate.verify.records import Entry, SetOutcome
 
 
 def _matches(want: Mapping[str, Any], entry: Entry) -> bool:
+    """Whether a config found is the one expected: every field the manifest gives, and its
+    task (GSM8K where the manifest names none)."""
+    if config_task(want.get("task")) != config_task(entry.task):
+        return False
     labels = entry.labels or Labels()
     for key, value in want.items():
+        if key == "task":
+            continue
         have = entry.model if key == "model" else getattr(labels, key)
         if key == "topology" and isinstance(value, Mapping):
             topology = canonical_topology(have) if isinstance(have, Mapping) else {}
@@ -51,8 +57,9 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
         claimed.update(hits)
         if len(hits) == 1:
             continue
-        model, labels = want.get("model"), Labels(**{k: v for k, v in want.items() if k != "model"})
-        name = config_key(model, labels)
+        model, task = want.get("model"), config_task(want.get("task"))
+        labels = Labels(**{k: v for k, v in want.items() if k not in ("model", "task")})
+        name = config_key(model, labels, task)
         outcome: SetOutcome = "duplicate" if hits else "missing"
         reason = (
             f"expected config {name} matches {len(hits)} configs: {'; '.join(hits)}. "
@@ -60,7 +67,9 @@ def _manifest(results: Sequence[Entry], expectation: Expectation) -> list[Entry]
             if hits
             else f"expected config {name} (--expect {source}) has no result"
         )
-        problems.append(Entry(name, outcome, reason, model=model, labels=labels, expected=want))
+        problems.append(
+            Entry(name, outcome, reason, model=model, labels=labels, expected=want, task=task)
+        )
     problems += [
         e.problem("unexpected", f"{e.key} is not in the expected set (--expect {source})")
         for e in results

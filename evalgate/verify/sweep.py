@@ -29,7 +29,7 @@ from evalgate.rules.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
 from evalgate.verify.collect import runs
-from evalgate.verify.expect import Expectation, config_key, told_apart
+from evalgate.verify.expect import Expectation, config_key, config_task, told_apart
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
@@ -109,7 +109,7 @@ class Rule(msgspec.Struct, frozen=True):
     def decision(self, found: Found) -> tuple[Outcome, str, tuple[CheckRow, ...]]:
         """The gate rule on one result's scores (a ThresholdsError when no threshold applies)."""
         gated = [s for s in found.scores if s.metric == GATED_METRIC]
-        task = gated[0].task if gated else TASK_KEY
+        task = gated[0].task if gated else (found.task or TASK_KEY)
         floor = self.floor(found, task)
         recorded = found.verdict
         min_samples = self.min_samples
@@ -166,6 +166,7 @@ class Rule(msgspec.Struct, frozen=True):
             found.status,
             found.stage,
             checks,
+            task=config_task(found.task),
         )
 
 
@@ -216,7 +217,7 @@ def summarise(entries: Sequence[Entry]) -> tuple[Verdict, int, str]:
 
 def gate_runs(rule: Rule, found: Iterable[Found]) -> list[Entry]:
     """Each run gated by `rule`, named by its config key."""
-    return [rule.gate(run, config_key(run.model, run.labels)) for run in found]
+    return [rule.gate(run, config_key(run.model, run.labels, run.task)) for run in found]
 
 
 def judge_sweep(

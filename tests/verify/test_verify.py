@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -806,7 +807,9 @@ def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     )
     key = expect.config_key("m", from_variables)
     assert key == expect.config_key("m", from_meta) == "m conc=4 p.tp=4 p.dpa=true ep=8"
-    assert expect.identity("m", from_variables) == expect.identity("m", from_meta)
+    assert expect.config_identity("m", from_variables, None) == expect.config_identity(
+        "m", from_meta, "gsm8k"
+    )
     manifest = expect.parse_expectation([{"topology": {"prefill_dp_attn": "true"}}], "e")
     entry = sweep.Entry(key, "pass", "", "p", "evalgate", "m", from_meta)
     assert setcheck.check_set([entry], manifest) == []
@@ -1386,20 +1389,37 @@ def test_collect_reports_a_malformed_hook_summary(tmp_path):
 # -- the documented examples run -----------------------------------------------------------------
 
 
-def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
+def example_inputs(step: dict[str, Any], green: bool) -> dict[str, str]:
+    """The example's `with:` for the gate step, its `last-green != '' && 'A' || ''` choices
+    made: A when a green sweep was found, else empty."""
+    inputs = {}
+    for name, value in step["with"].items():
+        choice = re.fullmatch(
+            r"\$\{\{ steps\.last-green\.outputs\.run-id != '' && '([^']*)' \|\| '' \}\}", str(value)
+        )
+        inputs[name] = (choice.group(1) if green else "") if choice else str(value)
+    return inputs
+
+
+@pytest.mark.parametrize("green", [True, False], ids=["against-last-green", "first-sweep"])
+def test_the_example_workflow_runs(tmp_path, green):
+    """The example's gate step through action.yml, as a runner runs it (tests/test_action.py),
+    with the evalgate of this checkout (`install: false`)."""
+    from tests.test_action import checkout_env, run_action
+
     yaml = pytest.importorskip("yaml")
     workflow = yaml.safe_load((ROOT / "examples" / "github-actions-verify.yml").read_text())
     [step] = [
         s for s in workflow["jobs"]["verify-evals"]["steps"] if s.get("name") == "Gate the sweep"
     ]
-    lines = [line.split("#")[0].strip() for line in step["run"].splitlines()]
-    command = " ".join(line.rstrip("\\").strip() for line in lines if line).split(" evalgate ")[1]
-    args = command.split()
-    assert args[0] == "verify"
-    assert args[1:6] == [
-        "eval-artifacts", "--baseline", "baseline-artifacts", "--waivers",
-        ".github/eval-waivers.yaml",
-    ]  # fmt: skip
+    inputs = example_inputs(step, green)
+    assert inputs == {
+        "results": "eval-artifacts",
+        "thresholds": "thresholds.json",
+        "expect": ".github/expected-evals.json",
+        "baseline": "baseline-artifacts" if green else "",
+        "waivers": ".github/eval-waivers.yaml" if green else "",
+    }
     dsr1 = {"model_prefix": "dsr1", "hardware": "b200", "kv_cache_dtype": None}
     right = answers()
     for name in ("eval-artifacts", "baseline-artifacts"):  # full runs: answers to pair
@@ -1421,20 +1441,16 @@ def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
     ]
     (tmp_path / ".github" / "expected-evals.json").write_text(json.dumps(manifest))
     (tmp_path / "thresholds.json").write_text(json.dumps({"default": {"gsm8k": 0.9}}))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
-    code, out, err = run_cli(args[1:], capsys)
-    assert code == ExitCode.PASS, out + err
-    assert (tmp_path / "evalgate-junit.xml").exists() and (
-        tmp_path / "evalgate-verdict.json"
-    ).exists()
-    assert (
-        "5 results for 5 configs: 5 pass; against the baseline: 5 equivalent"
-        in (tmp_path / "summary.md").read_text()
-    )
-    assert "```mermaid\nxychart-beta horizontal\n" in (tmp_path / "summary.md").read_text()
-    page = (tmp_path / "evalgate-report.html").read_text(encoding="utf-8")
+    run = run_action(inputs | {"install": "false"}, tmp_path, checkout_env())
+    assert run.exit_code == ExitCode.PASS, run.log
+    assert run.outputs["verdict"] == "pass"
+    against = "; against the baseline: 5 equivalent" if green else ""
+    assert f"5 results for 5 configs: 5 pass{against}" in run.summary
+    assert "```mermaid\nxychart-beta horizontal\n" in run.summary
+    assert (tmp_path / run.outputs["junit"]).exists()
+    verdict = json.loads((tmp_path / run.outputs["json"]).read_text())
+    assert (verdict["baseline"] is not None) == green
+    page = (tmp_path / run.outputs["html"]).read_text(encoding="utf-8")
     assert "<title>evalgate verify: PASS</title>" in page
     [upload] = [
         s
@@ -1442,7 +1458,7 @@ def test_the_example_workflow_runs(tmp_path, capsys, monkeypatch):
         if "upload-artifact" in s.get("uses", "")
     ]
     assert upload["if"] == "always()"
-    assert "evalgate-report.html" in upload["with"]["path"].split()
+    assert run.outputs["html"] in upload["with"]["path"].split()
 
 
 def test_the_documented_manifest_parses():
@@ -1601,7 +1617,7 @@ def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, capsys):
     code, out, err = run_cli([str(tmp_path / "runs"), "--json", str(link)], capsys)
 
     assert code == ExitCode.USAGE
-    assert f"--json {link} is one of the files verify reads" in err
+    assert f"--json {link} takes the name of a run's evidence" in err
     assert out == ""
     assert result.read_bytes() == before and link.is_symlink()
 
@@ -1614,7 +1630,7 @@ def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, capsys, fla
     code, out, err = run_cli([str(tmp_path / "runs"), flag, str(result)], capsys)
 
     assert code == ExitCode.USAGE
-    assert f"{flag} {result} is one of the files verify reads" in err
+    assert f"{flag} {result} takes the name of a run's evidence" in err
     assert out == ""
     assert result.read_bytes() == before
 

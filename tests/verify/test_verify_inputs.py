@@ -148,7 +148,7 @@ def test_a_report_through_a_linked_run_folder_is_refused_not_written_over_its_re
     done = verify(str(tmp_path / "sweep"), "--json", str(through))
 
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"--json {through} is one of the files verify reads" in done.stderr
+    assert f"--json {through} takes the name of a run's evidence" in done.stderr
     assert result.read_bytes() == before
 
 

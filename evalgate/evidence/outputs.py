@@ -1,0 +1,182 @@
+"""Where a command may write its own files (reports now; any file a later feature writes: a
+database, a fitted thresholds file, a page): never onto a file the command reads, never onto
+evidence, and found before anything is written (RELIABILITY.md, "Evidence is never an output").
+
+``check_outputs`` is the one check every command makes of the paths it will write;
+``write_output`` writes one of them whole (or appends to it); its values were scrubbed of the
+secrets as each was made safe for it (evalgate.outside), never the text as a whole.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from evalgate.errors import ArtifactError
+from evalgate.evidence.artifacts import (
+    COMPARISON_NAME,
+    HOOK_NAME,
+    JOURNAL_NAME,
+    META_NAME,
+    RAW_NAME,
+    RESULT_NAME,
+    SAMPLES_NAME,
+    write_atomic,
+)
+from evalgate.evidence.folder import LOCK_NAME
+from evalgate.evidence.harness_layout import is_results_file
+
+EVIDENCE_NAMES = frozenset(
+    (
+        RESULT_NAME,
+        SAMPLES_NAME,
+        JOURNAL_NAME,
+        HOOK_NAME,
+        META_NAME,
+        RAW_NAME,
+        COMPARISON_NAME,
+        LOCK_NAME,
+    )
+)
+"""The files a run folder (evalgate's or the benchmark harness's) holds as its evidence; with
+the harness's results*.json and samples*.jsonl (is_evidence)."""
+
+
+def is_evidence(name: str) -> bool:
+    """Whether a file of this name is a run's evidence (in either layout), which a later
+    verify, compare or --resume reads: no output may take that name, wherever it is."""
+    harness_samples = name.startswith("samples") and name.endswith(".jsonl")
+    return name in EVIDENCE_NAMES or is_results_file(name) or harness_samples
+
+
+class Output(NamedTuple):
+    """A file a command will write: what names it (a flag, a variable), where, and whether it
+    is appended to (a job summary) rather than replaced."""
+
+    label: str
+    path: str
+    append: bool = False
+
+
+def check_outputs(outputs: Iterable[Output], reads: Sequence[str | Path] = ()) -> None:
+    """Refuse (ArtifactError, exit 2) before anything is written: an output that cannot be
+    written; one that is a file the command reads (`reads`: the files it was given; a folder
+    there is searched only for evidence, which no output may be); one named as evidence is
+    (is_evidence), as given or where a link leads; two outputs onto one file."""
+    outputs = list(outputs)
+    taken: dict[str, str] = {}
+    for output in outputs:
+        _refuse_evidence(output, reads)
+        target = os.path.realpath(output.path)
+        if _stream(output.path):  # /dev/stdout twice is two writes, not one file replaced
+            continue
+        if target in taken:
+            raise ArtifactError(
+                f"{output.label} {output.path} is the file {taken[target]} writes too: one "
+                "report would replace the other. Give each its own path."
+            )
+        taken[target] = output.label
+    for output in outputs:  # only then may a report's folder be made
+        reason = _unwritable(output.path, append=output.append)
+        if reason is not None:
+            raise ArtifactError(
+                f"Cannot write {output.path}: {reason} ({output.label}). Pass a writable path."
+            )
+
+
+def _refuse_evidence(output: Output, reads: Sequence[str | Path]) -> None:
+    label, path = output.label, output.path
+    names = {os.path.basename(os.path.normpath(path)), os.path.basename(os.path.realpath(path))}
+    evidence = sorted(name for name in names if is_evidence(name))
+    if evidence:
+        raise ArtifactError(
+            f"{label} {path} takes the name of a run's evidence ({evidence[0]}): writing it would "
+            "destroy that evidence, or plant a file the next verify reads as a run. Give the "
+            "report another name (e.g. verdict.json, report.html, junit.xml)."
+        )
+    read = next((r for r in reads if _same_file(path, r)), None)
+    if read is not None:
+        raise ArtifactError(
+            f"{label} {path} is {read}, a file this command reads: writing it would destroy "
+            "its input. Write the report elsewhere."
+        )
+    if output.append and _other_names(path):
+        raise ArtifactError(
+            f"{label} {path} has other names (hard links): appending to it would change "
+            "them too, and one may be a run's evidence. Point it at a file of its own."
+        )
+
+
+def _same_file(path: str, read: str | Path) -> bool:
+    """The same file: one path, a link to it, or another name of it (a hard link). A folder
+    read is searched for evidence, not read whole."""
+    if os.path.isdir(read):
+        return False
+    if os.path.realpath(path) == os.path.realpath(read):
+        return True
+    try:
+        return os.path.samefile(path, read)
+    except OSError:  # either is not there yet
+        return False
+
+
+def _other_names(path: str) -> bool:
+    """A regular file with more than one name: a file replaced whole leaves the others as they
+    were, one appended to changes them all."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
+
+
+def _stream(path: str) -> bool:
+    """A FIFO, a terminal, /dev/stdout: written as it is, never replaced by a file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there yet (or a link to nothing): a new file
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _unwritable(path: str, *, append: bool) -> str | None:
+    """Why the path cannot be written as write_output writes it, or None. A stream, or a file
+    appended to, is written where it is; a file is replaced through one beside it (the folder
+    made if need be: the one thing the check may leave)."""
+    target = Path(os.path.realpath(path))
+    exists = target.exists()
+    if target.is_dir():
+        return "it is a folder"
+    if (append and exists) or _stream(path):
+        return None if os.access(path, os.W_OK) else "Permission denied"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return "a file is in the way of its folder"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    writable = (not exists or os.access(target, os.W_OK)) and os.access(
+        target.parent, os.W_OK | os.X_OK
+    )
+    return None if writable else "Permission denied"
+
+
+def write_output(path: str, text: str, *, append: bool = False, label: str = "") -> None:
+    """Write an output whole, in one step (write_atomic), or append to it; an unwritable path
+    is an ArtifactError (exit 2). The path was checked first (check_outputs). The text is not
+    scrubbed here: its values were, as evalgate.outside made each safe for this output (a JSON
+    document's own field names and schema id are no secret, whatever a key spells)."""
+    try:
+        if append or _stream(path):
+            with open(path, "a" if append else "w", encoding="utf-8") as stream:
+                stream.write(text)
+        else:  # through a link to the file it names, as users point reports at shared places
+            write_atomic(Path(os.path.realpath(path)), text)
+    except OSError as exc:
+        given = f" ({label})" if label else ""
+        raise ArtifactError(
+            f"Cannot write {path}: {exc.strerror}{given}. Pass a writable path."
+        ) from exc

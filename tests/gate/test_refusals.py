@@ -1,0 +1,169 @@
+"""A refusal changes nothing: every file that was in the folder before a refused `run`, `hook`
+(evalgate's layout and the harness's) or `--resume` is byte for byte the same after it; only
+the lock file may be created or hold the refusing process's id (RELIABILITY.md, "A refusal
+changes nothing"). Each command runs as its own process against the loopback engine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from evalgate.evidence.folder import LOCK_NAME
+from tests.conftest import FAST, run_args, run_subprocess
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.gate.test_harness_layout import SERVED, job_env
+from tests.gate.test_harness_layout import run as harness_hook
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    """The sha256 of every file under `folder` (the lock file aside), by relative path."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != LOCK_NAME
+    }
+
+
+def hook_args(url: str, out: Path, *extra: str) -> list[str]:
+    """`evalgate hook` in evalgate's layout: conc 4 and 8, 20 questions each."""
+    return [
+        "hook", "--base-url", url, "--model", "fake-model", "--isl", "1024", "--osl", "512",
+        "--output-dir", str(out), "--concurrency", "4 8", "--limit", "20", "--min-samples", "0",
+        *FAST, *extra,
+    ]  # fmt: skip
+
+
+def verify_code(folder: Path) -> tuple[int, str]:
+    done = run_subprocess("verify", str(folder), "--min-samples", "0", "--no-github")
+    return done.returncode, done.stdout
+
+
+def test_a_refused_run_leaves_every_file_as_it_was(tmp_path):
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        first = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
+        assert first.returncode == 0, first.stderr
+        before = checksums(out)
+        asked = len(engine.requests)
+        again = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
+        resumed = run_subprocess(
+            *run_args(engine.url, out, "--limit", "10", "--min-samples", "0", "--resume")
+        )
+        assert len(engine.requests) == asked  # the engine never asked
+    for refused in (again, resumed):
+        assert refused.returncode == 2, refused.stderr
+        assert "already holds a result (status pass)" in refused.stderr
+    assert checksums(out) == before
+    assert {"result.json", "samples.jsonl", "journal.jsonl"} <= set(before)
+
+
+def test_a_resume_refused_for_its_inputs_leaves_the_run_it_would_continue(tmp_path):
+    """An errored run (resumable), then --resume with a thresholds file that is not there:
+    exit 2, and the errored run's result.json, journal and samples as they were."""
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[5], message="max_tokens is too large"))
+        first = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
+    assert json.loads((out / "result.json").read_text())["status"] == "error", first.stderr
+    before = checksums(out)
+    missing = tmp_path / "no-such-thresholds.json"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        resumed = run_subprocess(
+            *run_args(
+                engine.url,
+                out,
+                "--limit",
+                "10",
+                "--min-samples",
+                "0",
+                "--resume",
+                "--thresholds",
+                str(missing),
+            )
+        )
+    assert resumed.returncode == 2, resumed.stderr
+    assert str(missing) in resumed.stderr
+    assert checksums(out) == before
+    assert json.loads((out / "result.json").read_text())["status"] == "error"
+
+
+def test_a_refused_hook_rerun_leaves_every_file_and_the_verdict_as_they_were(tmp_path):
+    out = tmp_path / "stage"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        first = run_subprocess(*hook_args(engine.url, out))
+        assert first.returncode == 0, first.stderr
+        before = checksums(out)
+        verdict = verify_code(out)
+        asked = len(engine.requests)
+        again = run_subprocess(*hook_args(engine.url, out))
+        resumed = run_subprocess(*hook_args(engine.url, out, "--resume"))
+        assert len(engine.requests) == asked
+    assert checksums(out) == before
+    for refused in (again, resumed):
+        assert refused.returncode == 2, refused.stderr
+    assert "conc-4/result.json already holds a result (status pass)" in again.stderr
+    assert "every concurrency staged in" in resumed.stderr
+    assert "has finished (4: pass, 8: pass): nothing to continue" in resumed.stderr
+    assert {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"} <= set(before)
+    assert verify_code(out) == verdict and verdict[0] == 0
+
+
+def test_a_refused_harness_hook_rerun_leaves_the_jobs_files_and_its_pass(tmp_path):
+    """The job re-run in a folder that holds a passing hook (--layout harness): exit 2, and
+    meta_env.json, hook.json, the results and samples as they were; verify still says PASS."""
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = harness_hook(job_env(engine.port), out)
+        assert code == 0, output
+        before = checksums(out)
+        verdict = verify_code(out)
+        again, said = harness_hook(job_env(engine.port), out)
+        resumed, said_resumed = harness_hook(job_env(engine.port), out, "--resume")
+    assert checksums(out) == before
+    assert again == resumed == 2, said + said_resumed
+    assert "already holds a result (status pass)" in said
+    assert "nothing to continue" in said_resumed
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
+    assert verify_code(out) == verdict and verdict[0] == 0
+
+
+def test_a_hook_resumed_keeps_its_finished_runs_as_they_were_and_continues_the_rest(tmp_path):
+    """conc 4 passed, conc 8 errored mid-eval: --resume leaves conc 4's files byte for byte
+    and finishes conc 8 (evalgate's layout)."""
+    out = tmp_path / "stage"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
+        first = run_subprocess(*hook_args(engine.url, out))
+    assert json.loads((out / "conc-8" / "result.json").read_text())["status"] == "error"
+    kept = {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")}
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        resumed = run_subprocess(*hook_args(engine.url, out, "--resume"))
+    assert first.returncode != 0 and resumed.returncode == 0, resumed.stderr
+    assert {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")} == kept
+    summary = json.loads((out / "hook.json").read_text())
+    assert [(r["concurrency"], r["status"]) for r in summary["runs"]] == [(4, "pass"), (8, "pass")]
+    assert verify_code(out)[0] == 0
+
+
+def test_a_harness_hook_resumed_keeps_the_staged_files_of_its_finished_runs(tmp_path):
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[50], message="max_tokens is too large"))
+        harness_hook(job_env(engine.port), out)
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4] and meta["failed_eval_concs"] == [8]
+    (staged,) = out.glob("results_*_conc4.json")
+    kept = {
+        k: v for k, v in checksums(out).items() if "conc4" in k or k.startswith("evalgate/conc-4/")
+    }
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = harness_hook(job_env(engine.port), out, "--resume")
+    assert code == 0, output
+    after = checksums(out)
+    assert {k: after.get(k) for k in kept} == kept and staged.name in kept
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
+    assert len(list(out.glob("results_*_conc8.json"))) == 1
+    assert verify_code(out)[0] == 0
