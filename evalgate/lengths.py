@@ -6,8 +6,9 @@ from typing import Annotated
 
 import msgspec
 
-SUFFIXES = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
-"""vLLM reads "32k" as 32000 and "32K" as 32768 (human_readable_int)."""
+from evalgate.numbers import SUFFIXES
+
+__all__ = ["SUFFIXES", "Limit"]
 
 
 class Limit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -126,31 +126,14 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
     suffix = target.suffix.lower()
     if suffix in (".yaml", ".yml"):
         return parse_thresholds(_yaml(text, target), str(target))
-    repeated: dict[int, str] = {}
-
-    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        found = dict(pairs)
-        if len(found) < len(pairs):
-            seen: set[str] = set()
-            repeated[id(found)] = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        return found
-
     try:
-        data = decode(text, where=str(target), pairs=no_repeats)
+        data = decode(text, where=str(target))
     except ArtifactError as exc:
         syntax = isinstance(exc.__cause__, json.JSONDecodeError)  # else: nested too deep
         data = _yaml(text, target, fallback=True) if syntax and suffix != ".json" else None
         if not isinstance(data, dict):
             raise ThresholdsError(exc.message) from exc
         return parse_thresholds(data, str(target))
-    if repeated:
-        from evalgate.yamlfile import paths
-
-        where, key = next((w, repeated[id(n)]) for w, n in paths(data, "$") if id(n) in repeated)
-        raise ThresholdsError(
-            f"{target} repeats the key {key!r} in one object ({where}): JSON readers keep only "
-            "one of the two values, so the floor is ambiguous. Keep one entry and run again."
-        )
     return parse_thresholds(data, str(target))
 
 

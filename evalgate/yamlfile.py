@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from evalgate.evidence.read import HUGE_INT
+
 MAX_DEPTH = 64
 """Mappings and lists inside one another; lm-eval's task files and thresholds files use four."""
 MAX_NODES = 50_000
@@ -16,6 +18,9 @@ MAX_NODES = 50_000
 a thresholds file for a thousand models some four thousand."""
 MAX_CHARS = 4 * 1024 * 1024
 """Characters in one text; a file of more bytes is refused unread."""
+_INT_CHARS = 400
+"""Characters of an integer read at all: past HUGE_INT's 309 digits with room for a sign and
+YAML's underscores."""
 _NOT_PLAIN = ("binary", "set", "omap", "pairs")
 """YAML's types beyond JSON's (bytes, sets, ordered pairs): refused as unknown tags."""
 
@@ -26,7 +31,7 @@ class YamlRefused(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-        """"syntax", "alias", "nesting", "size", "repeated", "key" or "tag"."""
+        """"syntax", "alias", "nesting", "size", "repeated", "key", "tag" or "integer"."""
         self.message = message
 
 
@@ -113,6 +118,20 @@ class _Loader(yaml.SafeLoader):
             seen.add(key)
         return self.construct_mapping(node)
 
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
+        """An integer bounded as the JSON reader bounds one (evalgate.evidence.read): below
+        what a float holds, so a number of thousands of digits is refused, not a crash."""
+        written = str(node.value)
+        value = HUGE_INT if len(written) > _INT_CHARS else int(self.construct_yaml_int(node))
+        if abs(value) >= HUGE_INT:
+            digits = sum(char.isdigit() for char in written)
+            raise YamlRefused(
+                "integer",
+                f"holds an integer of {digits:,} digits (line {_line(node)}), past what a float "
+                "holds: it is malformed",
+            )
+        return value
+
     def construct_text(self, node: yaml.ScalarNode) -> str:
         """A date as the text it is written as."""
         return str(self.construct_scalar(node))
@@ -123,6 +142,7 @@ _Loader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_strict_mapping
 )
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_text)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_bounded_int)
 for _kind in _NOT_PLAIN:
     _Loader.add_constructor(f"tag:yaml.org,2002:{_kind}", _Loader.construct_undefined)
 

@@ -33,7 +33,9 @@ def good_run(folder: Path) -> Path:
 
 THRESHOLDS = [
     ("a 5,000-digit integer", "t.json", '{"default": {"gsm8k": 1' + "0" * 5000 + "}}",
-     "is not JSON evalgate can read"),
+     "holds an integer of 5,001 digits, past what a float holds"),
+    ("the same integer in YAML", "t.yaml", "default: {gsm8k: 1" + "0" * 5000 + "}\n",
+     "holds an integer of 5,001 digits (line 1), past what a float holds"),
     ("a YAML 1.1 boolean key", "t.yaml", "default: {gsm8k: 0.5}\nmodels: {no: {gsm8k: 0.5}}\n",
      "has the key 'no' (line 2), which YAML reads as bool, not text: quote it"),
     ("an integer key", "t.yaml", "default: {gsm8k: 0.5}\nmodels: {123: {gsm8k: 0.5}}\n",
@@ -209,7 +211,7 @@ DATA = [
      "line 1 nests arrays and objects more than 100 levels deep"),
     ("no rows", b"\n\n", "holds no questions"),
     ("a field twice in a row", b'{"question": "a", "answer": "#### 1", "question": "b"}\n',
-     "line 1 repeats the field 'question'"),
+     "line 1 repeats the key 'question' in one object ($)"),
     ("a FIFO", None, "test.jsonl is not a regular file (a FIFO, a device or a socket)"),
 ]  # fmt: skip
 

@@ -287,22 +287,32 @@ def test_server_config_flag_is_repeatable():
 
 INVALID = [
     # (case, argv, environment, what the message must say)
-    ("ISL not a number", [], {"ISL": "abc"}, ["--isl = 'abc'", "valid integer"]),
-    ("OSL negative", [], {"OSL": "-3"}, ["--osl = '-3'", "greater than or equal to 1"]),
+    (
+        "ISL not a number",
+        [],
+        {"ISL": "abc"},
+        ["--isl = 'abc'", "not a whole number of tokens in ASCII digits"],
+    ),
+    ("OSL negative", [], {"OSL": "-3"}, ["--osl = -3", "out of range: give 1 to 2,147,483,647"]),
     (
         "--num-concurrent 0",
         ["--num-concurrent", "0"],
         {},
-        ["--num-concurrent = 0", "greater than or equal to 1"],
+        ["--num-concurrent = 0", "out of range: give 1 to 65,535"],
     ),
-    ("--isl -5", ["--isl", "-5"], {}, ["--isl = -5"]),
+    ("--isl -5", ["--isl", "-5"], {}, ["--isl = -5", "out of range: give 1 to 2,147,483,647"]),
     (
         "--max-truncated-rate 1.5",
         ["--max-truncated-rate", "1.5"],
         {},
-        ["--max-truncated-rate = 1.5", "less than or equal to 1"],
+        ["--max-truncated-rate = 1.5", "out of range: give 0 to 1"],
     ),
-    ("--timeout 0", ["--timeout", "0"], {}, ["--timeout = 0.0", "greater than 0"]),
+    (
+        "--timeout 0",
+        ["--timeout", "0"],
+        {},
+        ["--timeout = 0.0", "out of range: give more than 0 to 604,800"],
+    ),
     (
         "budget policy in env",
         [],
@@ -310,14 +320,14 @@ INVALID = [
         ["--budget-policy = 'greedy'", "'fit' or 'harness'"],
     ),
     ("EVAL_MAX_MODEL_LEN text", [], {"EVAL_MAX_MODEL_LEN": "9x"}, ["--eval-max-model-len = '9x'"]),
-    ("ISL 8x", [], {"ISL": "8x"}, ["--isl = '8x'", "valid integer"]),
+    ("ISL 8x", [], {"ISL": "8x"}, ["--isl = '8x'", "not a whole number of tokens"]),
     ("ISL 1.5k", [], {"ISL": "1.5k"}, ["--isl = '1.5k'"]),
-    ("--osl -1", ["--osl=-1"], {}, ["--osl = -1", "greater than or equal to 1"]),
+    ("--osl -1", ["--osl=-1"], {}, ["--osl = -1", "out of range: give 1 to"]),
     (
         "--retry-wait-min 5 --retry-wait-max 1",
         ["--retry-wait-min", "5", "--retry-wait-max", "1"],
         {},
-        ["--retry-wait-max = 1.0", "is below --retry-wait-min 5"],
+        ["--retry-wait-max = '1'", "is below --retry-wait-min 5"],
     ),
     (
         "retry waits crossed in the environment",

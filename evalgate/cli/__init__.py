@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -123,11 +124,16 @@ class _Guarded:
     scrubbed here (a JSON document's own words are no secret): each outside value was, as
     evalgate.outside made it safe for the terminal."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
+    def __init__(self, stream: TextIO | None) -> None:
+        # A stream the shell closed (``>&-``) is None in Python: it is written to nothing, and
+        # the first write fails as writing to a closed descriptor does.
+        self.closed = stream is None
+        self.stream: TextIO = open(os.devnull, "w", encoding="utf-8") if stream is None else stream  # noqa: SIM115
         self.failure: OSError | None = None
 
     def write(self, text: str) -> int:
+        if self.failure is None and self.closed:
+            self.failure = OSError(errno.EBADF, "the stream is closed")
         if self.failure is None:
             try:
                 self.stream.write(text)
@@ -152,12 +158,7 @@ class _Guarded:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    # A stream the shell closed (``2>&-``) is None in Python: write it to nothing, so that the
-    # run still ends with its exit code and its result instead of a crash.
-    out, err = (
-        _Guarded(open(os.devnull, "w", encoding="utf-8") if s is None else s)  # noqa: SIM115
-        for s in (sys.stdout, sys.stderr)
-    )
+    out, err = _Guarded(sys.stdout), _Guarded(sys.stderr)
     sys.stdout, sys.stderr = out, err
     try:
         code = _main(arguments)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalgate.cli.verify import add_max_drop
+from evalgate import numbers
+from evalgate.cli.verify import add_max_drop, number
 from evalgate.compare import DEFAULT_FLIPS
 
 HELP = (
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--flips",
-        type=int,
+        type=number(numbers.whole, 0, numbers.COUNT_MAX),
         default=DEFAULT_FLIPS,
         metavar="N",
         help=f"list the first N flipped questions per filter (default {DEFAULT_FLIPS}; 0: none)",

@@ -13,12 +13,11 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from evalgate import scrub
+from evalgate import numbers, scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError
 from evalgate.settings.environment import variables
 from evalgate.settings.evidence import EvidenceSettings
-from evalgate.settings.fields import TOKEN_LENGTHS, token_count
 from evalgate.settings.values import Settings, credentials
 
 FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
@@ -58,6 +57,8 @@ def _help(field: str) -> str:
     default = _default(field)
     if default not in (None, [], False) and not isinstance(default, SecretStr):
         text += f" (default: {default})"
+    if span := value_range(field):
+        text += f" (range: {span})"
     text += " [env: " + ", ".join(variables(field)) + "]"
     return text.replace("%", "%%")
 
@@ -70,15 +71,18 @@ def _base_type(annotation: Any) -> Any:
     return annotation
 
 
-def _tokens(text: str) -> int:
-    """A flag in tokens: 8192, or with vLLM's suffixes 8k (8000) and 8K (8192)."""
-    value = token_count(text)
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a whole number of tokens; write e.g. 8192, 8k (8000) or 8K (8192)"
-        ) from None
+def value_range(field: str) -> str:
+    """A numeric field's range as its help and its errors state it ('1 to 65,535'; '' for
+    others), from the bounds on the field itself."""
+    bounds = {}
+    for item in Settings.model_fields[field].metadata:
+        for name in ("ge", "gt", "le", "lt"):
+            if getattr(item, name, None) is not None:
+                bounds[name] = getattr(item, name)
+    low, high = bounds.get("ge", bounds.get("gt")), bounds.get("le", bounds.get("lt"))
+    if low is None or high is None:
+        return ""
+    return numbers.span(low, high, above="gt" in bounds, below="lt" in bounds)
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser, without: Collection[str] = ()) -> None:
@@ -94,12 +98,8 @@ def add_settings_arguments(parser: argparse.ArgumentParser, without: Collection[
             kwargs["metavar"] = "VALUE"
         elif origin is typing.Literal:
             kwargs["choices"] = list(typing.get_args(annotation))
-        elif field in TOKEN_LENGTHS:  # 8k, 8K: read as server arguments read them
-            kwargs["type"] = _tokens
-            kwargs["metavar"] = "N"
-        elif annotation in (int, float):
-            kwargs["type"] = annotation
-            kwargs["metavar"] = "N"
+        elif annotation in (int, float):  # the text goes to Settings: one rule for flags and
+            kwargs["metavar"] = "N"  # variables (evalgate.numbers)
         elif annotation is Path:
             kwargs["metavar"] = "PATH"
         else:
@@ -127,11 +127,20 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 continue
             value = _shown(field, error.get("input"))
             where = " or ".join([flag_name(field), *variables(field)])
-            problems.append(f"{flag_name(field)} = {value!r} (set by {where}): {error['msg']}")
+            problems.append(
+                f"{flag_name(field)} = {value!r} (set by {where}): {_reason(field, error)}"
+            )
         raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
     # the top of the command: from here on, outputs are scrubbed
     scrub.configure(*credentials(settings))
     return settings
+
+
+def _reason(field: str, error: Any) -> str:
+    """pydantic's message, a bound broken said as the field's range."""
+    if error["type"] in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        return f"out of range: give {value_range(field)}"
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def _shown(field: str, value: Any) -> Any:
@@ -152,6 +161,8 @@ def settings_table() -> str:
         default = _default(field)
         shown = "" if default in (None, []) else f"`{default}`"
         text = " ".join((info.description or "").split()).replace("|", "\\|")
+        if span := value_range(field):
+            text += f" Range: {span}."
         env = ", ".join(f"`{name}`" for name in variables(field))
         rows.append(f"| `{flag_name(field)}` | {env} | {shown} | {text} |")
     return "\n".join(rows) + "\n"

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalgate.settings.values import Settings
 
 HELP = (
     "Wait for the endpoint, derive the context and send one request at the real output "
@@ -17,6 +21,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     from evalgate import outside
     from evalgate.cli import flags
+    from evalgate.errors import EvalgateError
+
+    settings = flags.settings_from_args(args)
+    try:
+        return _probe(args, settings)
+    except EvalgateError as exc:
+        if args.json:  # as `run --json` prints its error document: stdout is never empty
+            error = {"type": type(exc).__name__, "message": exc.message}
+            document = {"outcome": "error", "exit_code": int(exc.exit_code), "error": error}
+            print(outside.terminal_json(document))
+        raise
+
+
+def _probe(args: argparse.Namespace, settings: Settings) -> int:
+    from evalgate import outside
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive, probe
     from evalgate.gate.record import context_record
@@ -24,7 +43,6 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
 
-    settings = flags.settings_from_args(args)
     stages.require(settings, "base_url", "model")
     spec = load_task(settings.api, settings.task)
     dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)

@@ -51,12 +51,14 @@ def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
     Inside an event loop the interrupt is raised between callbacks, not inside whichever task
     was running (that task would keep it, and print a traceback when collected)."""
     name = signal.Signals(signum).name
-    dispatch = sys.modules.get("evalgate.gate.dispatch")  # loaded: an eval may be sending
-    if dispatch is not None:
-        dispatch.stop_all(name)
-    asyncio = sys.modules.get("asyncio")  # not imported: no event loop can be running
-    try:
-        loop = asyncio.get_running_loop() if asyncio is not None else None
+    # A module in sys.modules may be half-built (the signal landed while it was imported): its
+    # functions are looked up, never assumed; one not yet defined has nothing to stop.
+    stop_all = getattr(sys.modules.get("evalgate.gate.dispatch"), "stop_all", None)
+    if stop_all is not None:  # loaded: an eval may be sending
+        stop_all(name)
+    running = getattr(sys.modules.get("asyncio"), "get_running_loop", None)
+    try:  # asyncio not imported: no event loop can be running
+        loop = running() if running is not None else None
     except RuntimeError:
         loop = None
     if loop is None:

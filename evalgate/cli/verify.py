@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalgate import numbers
 from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 if TYPE_CHECKING:
@@ -24,11 +27,23 @@ HELP = (
 log = logging.getLogger(__name__)
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; give 0 or more")
-    return value
+def number(
+    read: Callable[[str], float],
+    low: float = -math.inf,
+    high: float = math.inf,
+) -> Callable[[str], float]:
+    """An argparse type: a number read by evalgate's one rule (evalgate.numbers), in range."""
+
+    def typed(text: str) -> float:
+        try:
+            value = read(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+        if problem := numbers.within(value, low, high):
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return typed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,13 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-samples",
-        type=_count,
+        type=number(numbers.whole, 0, numbers.COUNT_MAX),
         default=None,
         metavar="N",
         help="questions a run needs before a score whose 95%% interval "
         "straddles its threshold is decided on its point estimate (default: "
         "what each evalgate run recorded, else the task's full test set, 1319 for GSM8K; "
-        "0: always decide)",
+        f"0: always decide; range 0 to {numbers.shown(numbers.COUNT_MAX)})",
     )
     parser.add_argument(
         "--github",
@@ -112,11 +127,12 @@ def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
     """--max-drop, the margin of compare and of verify --baseline."""
     parser.add_argument(
         "--max-drop",
-        type=float,
+        type=number(numbers.real),  # its range is checked where it is used, with its meaning
         default=DEFAULT_MAX_DROP,
         metavar="FRACTION",
         help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
-        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points)",
+        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points; "
+        "range 0 to less than 1)",
     )
 
 
@@ -226,31 +242,42 @@ def _baseline(args: argparse.Namespace) -> BaselineRequest | None:
 
 
 def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
-    """The verdict on stdout, and in each report asked for."""
+    """The verdict on stdout, and in each report asked for; the verdict line last, naming each
+    report that could not be written (which leaves the verdict's exit code as it is)."""
     from evalgate import outside
+    from evalgate.errors import ArtifactError
     from evalgate.evidence.outputs import write_output
     from evalgate.verify import report
 
     lines = report.terminal_lines(result, quiet=args.quiet)
     while chunk := "".join(itertools.islice(lines, 4096)):  # stdout may be unbuffered
         sys.stdout.write(chunk)
+    unwritten: list[str] = []
+
+    def attempt(label: str, path: str, render: Callable[[], str], append: bool = False) -> None:
+        try:
+            write_output(path, render(), append=append, label=label)
+        except ArtifactError as exc:
+            print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
+            unwritten.append(f"{label} {path}")
+
     if github:
         if summary:
-            write_output(summary, report.markdown(result), append=True, label="GITHUB_STEP_SUMMARY")
+            attempt("GITHUB_STEP_SUMMARY", summary, lambda: report.markdown(result), append=True)
         else:
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
         sys.stdout.write(report.workflow_commands(result))
     if args.junit:
         from evalgate.verify.junit import junit
 
-        write_output(args.junit, junit(result), label="--junit")
+        attempt("--junit", args.junit, lambda: junit(result))
     if args.json:
         from evalgate.verify.document import document
 
-        text = outside.json_text(document(result), indent=2)
-        write_output(args.json, text + "\n", label="--json")
+        attempt("--json", args.json, lambda: outside.json_text(document(result), indent=2) + "\n")
     if args.html:
         from evalgate.verify import html
 
-        write_output(args.html, html.render(result), label="--html")
+        attempt("--html", args.html, lambda: html.render(result))
+    sys.stdout.write(report.verdict_line(result, unwritten))
     sys.stdout.flush()

@@ -49,6 +49,23 @@ def cannot_write(path: Path | str, exc: OSError) -> EvalFailedError:
     return EvalFailedError(f"Cannot write {path}: {reason}; {todo}, and run again.")
 
 
+def os_failure(path: Path | str, exc: OSError) -> EvalFailedError:
+    """An OSError that stopped a run: too many open files (while reading a module or opening a
+    connection as likely as writing), else a write the disk refused (cannot_write)."""
+    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+        return cannot_write(path, exc)
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    opening = f" opening {exc.filename}" if exc.filename else ""
+    whose = "the system's" if exc.errno == errno.ENFILE else f"this process's ({soft}: ulimit -n)"
+    return EvalFailedError(
+        f"{exc.strerror}{opening}: the limit on open files, {whose}, is reached (a file being "
+        "read or a connection, not the disk). Raise it (e.g. ulimit -n 4096) or lower "
+        "--num-concurrent, and run again."
+    )
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` in one step (an OSError names `path`)."""
     temp: str | None = None

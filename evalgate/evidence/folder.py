@@ -55,6 +55,11 @@ def open_in_place(path: Path, flags: int) -> int:
             refuse_link(path)
         if exc.errno == errno.ENXIO:  # a FIFO nobody reads
             raise _not_a_file(path) from exc
+        if exc.errno == errno.EISDIR:
+            raise ArtifactError(
+                f"{path} is a folder, where evalgate keeps a file. Remove it, or choose another "
+                "--output-dir."
+            ) from exc
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

@@ -41,6 +41,8 @@ _DIGITS = {
 }
 """In a text's shape, a run of digits as long as the bound where a JSON number can stand (a
 hash of digits inside a string does not): the only text that can hold an integer past it."""
+_NUMBER_DIGITS = re.compile(rb": *(0+)")
+_SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
@@ -75,24 +77,19 @@ def read(path: Path | str, kind: Any = Any, refusal: str = "") -> Any:
     return decode(read_bytes(path), kind, str(path), refusal)
 
 
-def decode(
-    data: bytes | str,
-    kind: Any = Any,
-    where: str = "",
-    refusal: str = "",
-    pairs: Pairs | None = None,
-) -> Any:
-    """JSON text decoded into `kind`; `where` names it in errors (a path, "path line 3").
-    `pairs`, json's object_pairs_hook, is for a reader that must see every key of an object
-    (a repeated one): the text then goes to Python's json module alone."""
+def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "") -> Any:
+    """JSON text decoded into `kind`; `where` names it in errors (a path, "path line 3")."""
+    text = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
     try:
-        value = _decode(data, kind, where, pairs)
+        value = _decode(data, kind, where)
+        plain = value if kind is Any else _decode(data, Any, where)
+        _refuse_repeated_keys(data, text, plain, where)
         bound = HUGE_INT if kind is Any else BIG_INT
-        text = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
         if _may_hold_big_int(text, bound):
-            plain = value if kind is Any else _decode(data, Any, where, None)
             _refuse_big_ints(plain, where, bound)
     except msgspec.ValidationError as exc:
+        if str(exc).startswith("Integer value out of range") and kind is Any:
+            raise _too_big(where, _longest_number(text), HUGE_INT) from exc  # thousands of digits
         name = getattr(kind, "__name__", kind)
         refusal = refusal or (
             "is not JSON evalgate can read" if kind is Any else f"is not a valid {name}"
@@ -116,7 +113,9 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
     when a line may hold an integer past 64 bits."""
     if not _may_hold_big_int(data, BIG_INT):
         try:
-            return msgspec.json.Decoder(kind).decode_lines(data)
+            values = msgspec.json.Decoder(kind).decode_lines(data)
+            if _keys_written(data) == _keys(msgspec.json.Decoder().decode_lines(data)):
+                return values
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass  # said line by line below
     return [
@@ -153,22 +152,91 @@ def _refuse_big_ints(value: Any, where: str, bound: int) -> None:
     """Refuse a document holding an integer of `bound` or more in magnitude."""
     for node in itertools.chain.from_iterable(_levels(value)):
         if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= bound:
-            what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
-            raise ArtifactError(
-                f"{where} holds an integer of {len(str(abs(node)))} digits, past {what}: it "
-                "is malformed."
-            )
+            raise _too_big(where, len(str(abs(node))), bound)
 
 
-def _decode(data: bytes | str, kind: Any, where: str, pairs: Pairs | None) -> Any:
-    if pairs is None:
-        try:
-            return msgspec.json.decode(data, type=kind)
-        except msgspec.ValidationError:
-            raise
-        except msgspec.DecodeError:  # not JSON to msgspec: Python's json says why, or reads it
-            pass
-    return msgspec.convert(_python(data, where, pairs), kind)
+def _too_big(where: str, digits: int, bound: int) -> ArtifactError:
+    what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
+    return ArtifactError(
+        f"{where} holds an integer of {digits:,} digits, past {what}: it is malformed."
+    )
+
+
+def _longest_number(text: bytes) -> int:
+    """The most digits of a number in a JSON text (by its shape, as _may_hold_big_int)."""
+    shape = b":" + text.translate(_SHAPE).lstrip(b" ")
+    return max((len(run) for run in _NUMBER_DIGITS.findall(shape)), default=0)
+
+
+def _decode(data: bytes | str, kind: Any, where: str) -> Any:
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError:  # not JSON to msgspec: Python's json says why, or reads it
+        pass
+    return msgspec.convert(_python(data, where), kind)
+
+
+def _keys_written(text: bytes) -> int:
+    """At least the number of keys in a JSON text: each ends in `"` and `:` (with white space
+    between or not); a string holding `\\":` counts too."""
+    return text.count(b'":') + len(_SPACED_KEY_END.findall(text))
+
+
+def _keys(value: Any) -> int:
+    """The keys in decoded JSON values (a repeated key is there once); walked without
+    recursion, and with no more than a type check per value (verify reads 100,000 files)."""
+    count, stack = 0, [value]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            count += len(node)
+            stack.extend(node.values())
+        elif type(node) is list:
+            stack.extend(node)
+    return count
+
+
+def _refuse_repeated_keys(data: bytes | str, text: bytes, value: Any, where: str) -> None:
+    """msgspec, like most JSON readers, keeps the last of a repeated key, others the first: a
+    file repeating one is ambiguous, and refused naming the key and where it is. Counting the
+    keys written and the keys decoded is cheap; only when they differ is the text read again,
+    key by key."""
+    if _keys_written(text) == _keys(value):
+        return
+    repeated: dict[int, str] = {}
+
+    def pairs(found: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(found)
+        if len(obj) < len(found):
+            seen: set[str] = set()
+            repeated[id(obj)] = next(k for k, _ in found if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        return obj
+
+    document = _python(data, where, pairs)
+    if repeated:
+        path, key = next(
+            (path, repeated[id(node)]) for path, node in _paths(document) if id(node) in repeated
+        )
+        raise ArtifactError(
+            f"{where} repeats the key {key!r} in one object ({path}): JSON readers keep only one "
+            "of the two values, so the file is ambiguous. Keep one entry."
+        )
+
+
+def _paths(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every object and array with its JSON path, outermost first (without recursion)."""
+    level: list[tuple[str, Any]] = [("$", value)]
+    while level:
+        yield from level
+        level = [
+            (f"{path}.{key}" if isinstance(node, dict) else f"{path}[{key}]", child)
+            for path, node in level
+            if isinstance(node, dict | list)
+            for key, child in (node.items() if isinstance(node, dict) else enumerate(node))
+            if isinstance(child, dict | list)
+        ]
 
 
 def located(exc: msgspec.ValidationError) -> str:
@@ -188,7 +256,7 @@ def schema_problems(validator: Validator, document: Any) -> list[str]:
     ]
 
 
-def _python(data: bytes | str, where: str, pairs: Pairs | None) -> Any:
+def _python(data: bytes | str, where: str, pairs: Pairs | None = None) -> Any:
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text, object_pairs_hook=pairs)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from evalgate import numbers
 from evalgate.errors import ContextError
 from evalgate.lengths import SUFFIXES, Limit
 
@@ -58,13 +59,15 @@ def served_limits_from_args(args: str, source: str) -> list[Limit]:
     and dropping it would let a larger limit decide."""
     found = []
     for match in _SERVED_LEN_FLAG.finditer(args):
-        number = re.fullmatch(r"(0*[1-9]\d*)([kKmM]?)", match.group(2))
-        if number is None:
+        number = numbers.TOKENS.fullmatch(match.group(2))
+        value = int(number.group(1)) * SUFFIXES[number.group(2)] if number else 0
+        if not 1 <= value <= numbers.TOKENS_MAX:
             raise ContextError(
                 f"{source} holds --{match.group(1)} {match.group(2)!r}, not a number of tokens "
-                "(8192, 8k or 8K). Fix the server arguments, or give --served-max-model-len."
+                f"from 1 to {numbers.shown(numbers.TOKENS_MAX)} in ASCII digits (8192, 8k or "
+                "8K). Fix the server arguments, or give --served-max-model-len."
             )
-        found.append(Limit(int(number.group(1)) * SUFFIXES[number.group(2)], source))
+        found.append(Limit(value, source))
     return found
 
 

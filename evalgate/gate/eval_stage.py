@@ -72,8 +72,11 @@ class EvalStage:
         agreed = protocol(
             spec, dataset, api=self.endpoint.api, limit=ask.limit, max_tokens=max_tokens
         )
-        answers, kept = self._journal(agreed, len(prompts))
         sampling = spec.sampling | ask.request_fields()
+        bodies = [eval_body(self.endpoint, p, max_tokens, spec.stop, sampling) for p in prompts]
+        answers, kept = self._journal(
+            agreed, len(prompts), {journal.body_key(body) for body in bodies}
+        )
         test = None
         if ask.early_stop != "off":
             filters = early_stop.gated_filters(spec)
@@ -82,10 +85,7 @@ class EvalStage:
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             from evalgate.gate.dispatch import Request
 
-            own = [
-                Request.of(p.doc_id, eval_body(self.endpoint, p, max_tokens, spec.stop, sampling))
-                for p in prompts
-            ]
+            own = [Request.of(p.doc_id, body) for p, body in zip(prompts, bodies, strict=True)]
             sent.start(own)
         recorded = run.eval = EvalRecord(  # before any answer: the protocol and how it is sent
             **msgspec.structs.asdict(agreed),
@@ -114,9 +114,10 @@ class EvalStage:
         return self._keep(evaluation, sent, test)
 
     def _journal(
-        self, agreed: Protocol, questions: int
+        self, agreed: Protocol, questions: int, keys: set[str]
     ) -> tuple[journal.Journal, dict[str, Reply]]:
-        """The journal every answer is appended to, and the answers it kept (--resume)."""
+        """The journal every answer is appended to, and the answers it kept (--resume): those
+        to this run's requests (`keys`), and only those, are counted and written back."""
         engine = self.run.endpoint.engine if self.run.endpoint else None
         fingerprint = journal.fingerprint(
             agreed,
@@ -126,9 +127,16 @@ class EvalStage:
             questions=questions,
         )
         path = self.out / artifacts.JOURNAL_NAME
-        kept = journal.read_journal(path, fingerprint) if self.resume else {}
-        if kept:
-            log.info("resuming: %d answers from %s are reused", len(kept), path)
+        found = journal.read_journal(path, fingerprint) if self.resume else {}
+        kept = {key: reply for key, reply in found.items() if key in keys}
+        if found:
+            other = len(found) - len(kept)
+            log.info(
+                "resuming: %d answers from %s are reused%s",
+                len(kept),
+                path,
+                f" ({other} answering no question of this run are dropped)" if other else "",
+            )
         return journal.Journal(path, fingerprint, kept), kept
 
     def _dispatch(

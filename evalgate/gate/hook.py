@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalgate import numbers
 from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence import artifacts, folder, harness_files
 from evalgate.evidence.harness_files import Job
@@ -49,17 +49,13 @@ class HookOutcome:
 
 def parse_concurrencies(text: str) -> list[int]:
     """'16,64,256' (or spaces) -> [16, 64, 256]; a clear error for anything else."""
-    parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
     try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values) or len(set(values)) != len(values):
+        return numbers.concurrencies(text)
+    except ValueError as exc:
         raise UsageError(
             f"--concurrency {text!r} (or EVAL_CONC, EVAL_CONCURRENT_REQUESTS, CONC) is not a "
-            'list of distinct positive integers; write it as "4 8" or 16,64,256.'
-        )
-    return values
+            f"list of distinct positive integers: {exc}."
+        ) from None
 
 
 def meta_env(labels: Job, concurrency: int, env: Mapping[str, str]) -> dict[str, Any]:

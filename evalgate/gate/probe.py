@@ -19,7 +19,7 @@ from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)
 _ENGINE_LIMIT = re.compile(
-    r"(?:max_model_len=|maximum context length (?:is|of) |context length \()(\d+)"
+    r"(?:max_model_len=|maximum context length (?:is|of) |context length \()([0-9]+)"
 )
 
 

@@ -233,8 +233,8 @@ def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
         error = exc
     except KeyboardInterrupt:
         error = AbortedError("interrupted by a signal")
-    except OSError as exc:  # the disk refused a write: full, read-only, a folder in the way
-        error = artifacts.cannot_write(gate.out, exc)
+    except OSError as exc:  # a write refused (a full disk), or too many open files
+        error = artifacts.os_failure(gate.out, exc)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
         error = EvalFailedError(
@@ -266,7 +266,7 @@ def _record(
             # the exit code must tell the same story, and a verdict without evidence is none.
             if code != ExitCode.EVAL or error is None:
                 detail = (
-                    artifacts.cannot_write(out / artifacts.RESULT_NAME, exc).message
+                    artifacts.os_failure(out / artifacts.RESULT_NAME, exc).message
                     if isinstance(exc, OSError)
                     else exc.message
                 )

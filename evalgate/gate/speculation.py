@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from evalgate import numbers
 from evalgate.errors import UsageError
 
 SIMULATE_VARIABLE = "SGLANG_SIMULATE_ACC_LEN"
@@ -19,8 +20,8 @@ def _off(value: str) -> bool:
     """Empty or zero (0, 0.0): SGLang simulates nothing."""
     text = value.strip()
     try:
-        return not text or float(text) == 0
-    except ValueError:
+        return not text or numbers.real(text) == 0
+    except ValueError:  # not a number evalgate reads (ASCII digits): not off
         return False
 
 

@@ -5,28 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from evalgate.settings.fields import TOKEN_LENGTHS, Group, token_count
+from evalgate.numbers import TOKENS, TOKENS_MAX, tokens
+from evalgate.settings.fields import Group
 
 
 class ContextSettings(Group):
-    isl: int | None = Field(None, ge=1)
+    isl: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """Benchmark input sequence length in tokens (8192; 8k = 8000 and 8K = 8192, as vLLM reads
     server arguments; so for every length in tokens). 0 or empty: not given, as the benchmark
     harness's agentic rows say it; the context then starts from the native maximum."""
 
-    osl: int | None = Field(None, ge=1)
+    osl: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """Benchmark output sequence length in tokens (0 or empty: not given)."""
 
-    context_margin: int = Field(256, ge=0)
+    context_margin: int = Field(256, ge=0, le=TOKENS_MAX)
     """Tokens added to ISL + OSL for the eval context."""
 
     model_config_path: Path | None = None
     """The model's config.json, or its directory; gives the native maximum length."""
 
-    served_max_model_len: int | None = Field(None, ge=1)
+    served_max_model_len: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """The --max-model-len the engines serve, when /v1/models cannot tell (TensorRT-LLM)."""
 
     server_config: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -39,30 +40,27 @@ class ContextSettings(Group):
     decode_server_config: str | None = None
     """The decode workers' server arguments."""
 
-    eval_max_model_len: int | None = Field(None, ge=1)
+    eval_max_model_len: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """Explicit eval context, overriding the derivation (still clamped to what is served; 0 or
     empty: not given)."""
 
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """Force the output budget instead of deriving it (the probe still checks it)."""
 
-    max_tokens_cap: int = Field(16384, ge=1)
+    max_tokens_cap: int = Field(16384, ge=1, le=TOKENS_MAX)
     """Upper bound on the derived output budget."""
 
     budget_policy: Literal["fit", "harness"] = "fit"
     """fit: served context minus the longest eval prompt. harness: the benchmark harness's rule
     (ctx - 4096 when ctx > 4096, else ctx / 2), both capped at max_tokens_cap."""
 
-    @field_validator(*TOKEN_LENGTHS, mode="before")
+    @field_validator("isl", "osl", "eval_max_model_len", mode="before")
     @classmethod
-    def _token_count(cls, value: Any, info: ValidationInfo) -> Any:
+    def _zero_is_unset(cls, value: Any) -> Any:
         """0 (or an empty variable) means "not given", as the benchmark harness reads ISL, OSL
         and the eval context: its agentic rows pass '0' for all three."""
-        value = token_count(value)
-        if info.field_name not in ("isl", "osl", "eval_max_model_len"):
-            return value
         text = value.strip() if isinstance(value, str) else None
-        if text == "" or (text is not None and text.isdigit() and int(text) == 0):
+        if text == "" or (text is not None and TOKENS.fullmatch(text) and tokens(text) == 0):
             return None
         return None if type(value) is int and value == 0 else value
 

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from evalgate.numbers import COUNT_MAX
 from evalgate.settings.environment import DEFAULT_MAX_DROP
 from evalgate.settings.fields import Group
 
@@ -46,7 +47,7 @@ class EvidenceSettings(Group):
     max_drop: float = Field(DEFAULT_MAX_DROP, ge=0, lt=1)
     """With --baseline: the accuracy drop (as a fraction) still called equivalent."""
 
-    min_samples: int | None = Field(None, ge=0)
+    min_samples: int | None = Field(None, ge=0, le=COUNT_MAX)
     """Questions below which a score whose 95% interval straddles the threshold is
     inconclusive (exit 5) rather than decided on its point estimate (default: the full test
     set, 1319; 0 decides every score on its point estimate, as the benchmark harness does)."""

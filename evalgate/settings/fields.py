@@ -4,15 +4,15 @@ harness's variable names), and the configuration every group of settings shares.
 
 from __future__ import annotations
 
-import re
+import typing
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, AliasGenerator
+from pydantic import AliasChoices, AliasGenerator, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from evalgate import numbers
 from evalgate.engine.urls import redact_url
-from evalgate.lengths import SUFFIXES
 from evalgate.settings.environment import variables
 
 TOKEN_LENGTHS = (
@@ -25,16 +25,19 @@ TOKEN_LENGTHS = (
     "max_tokens_cap",
 )
 """Settings in tokens: written as server arguments write them (8192, 8k = 8000, 8K = 8192)."""
-_TOKEN_COUNT = re.compile(r"(\d+)([kKmM])")
 
 
-def token_count(value: Any) -> Any:
-    """A length in tokens with vLLM's suffixes (human_readable_int: 8k = 8000, 8K = 8192) as
-    an int; anything else unchanged, for the field's own validation."""
-    if not isinstance(value, str):
-        return value
-    match = _TOKEN_COUNT.fullmatch(value.strip())
-    return int(match.group(1)) * SUFFIXES[match.group(2)] if match else value
+def number_type(annotation: Any) -> type | None:
+    """int or float for a numeric field's annotation (int | None too), else None."""
+    kinds = [a for a in typing.get_args(annotation) or (annotation,) if a is not type(None)]
+    return kinds[0] if len(kinds) == 1 and kinds[0] in (int, float) else None
+
+
+def read_number(kind: type, text: str, tokens: bool) -> int | float:
+    """A numeric setting's text read by evalgate's one rule (evalgate.numbers)."""
+    if tokens:
+        return numbers.tokens(text)
+    return numbers.whole(text) if kind is int else numbers.real(text)
 
 
 def check_url(url: str) -> str:
@@ -77,3 +80,14 @@ class Group(BaseSettings):
         extra="ignore",
         frozen=True,
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _ascii_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """A number given as text (a flag, a variable) is read by one rule, whatever its
+        field (evalgate.numbers); an empty text is left to the field (it means unset)."""
+        field = str(info.field_name)
+        kind = number_type(cls.model_fields[field].annotation)
+        if kind is None or not isinstance(value, str) or not value.strip():
+            return value
+        return read_number(kind, value, field in TOKEN_LENGTHS)

@@ -9,63 +9,74 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
+from evalgate.numbers import (
+    ATTEMPTS_MAX,
+    CONCURRENCY_MAX,
+    COUNT_MAX,
+    KEEPALIVE_PROBES_MAX,
+    KEEPALIVE_SECONDS_MAX,
+    RESPONSE_BYTES_MAX,
+    SECONDS_MAX,
+    USER_TIMEOUT_MS_MAX,
+    concurrencies,
+)
 from evalgate.settings.fields import Group
 
 
 class RequestSettings(Group):
-    ready_timeout: float = Field(600.0, ge=0)
+    ready_timeout: float = Field(600.0, ge=0, le=SECONDS_MAX)
     """Seconds to wait for the endpoint to answer /v1/models before giving up."""
 
-    discovery_timeout: float = Field(30.0, gt=0)
+    discovery_timeout: float = Field(30.0, gt=0, le=SECONDS_MAX)
     """Seconds one side-door request may take, first byte to last: /readiness, /v1/models,
     /tokenize, /version (never past --ready-timeout), a worker's /v1/models, and each poll of the
     workers during the eval."""
 
-    connect_timeout: float = Field(30.0, gt=0)
+    connect_timeout: float = Field(30.0, gt=0, le=SECONDS_MAX)
     """Seconds to wait for a TCP connection to the engine, the router or a worker: a host that
     does not answer within it has stopped answering."""
 
-    keepalive_idle: float = Field(30.0, ge=1)
+    keepalive_idle: float = Field(30.0, ge=1, le=KEEPALIVE_SECONDS_MAX)
     """Seconds a connection may be silent before TCP keepalive probes start (every connection:
     a host that vanished without closing it is found without waiting for --timeout)."""
 
-    keepalive_interval: float = Field(10.0, ge=1)
+    keepalive_interval: float = Field(10.0, ge=1, le=KEEPALIVE_SECONDS_MAX)
     """Seconds between TCP keepalive probes; also how often the workers are polled during the
     eval (--worker-url)."""
 
-    keepalive_probes: int = Field(3, ge=1)
+    keepalive_probes: int = Field(3, ge=1, le=KEEPALIVE_PROBES_MAX)
     """Keepalive probes unanswered before a connection is dropped: a host that answers nothing
     for --keepalive-idle + --keepalive-interval x this (60 s by default; TCP_USER_TIMEOUT) has
     stopped answering, and so has a worker no poll reached for as long."""
 
-    max_response_bytes: int = Field(16 << 20, ge=1024)
+    max_response_bytes: int = Field(16 << 20, ge=1024, le=RESPONSE_BYTES_MAX)
     """Largest answer read from an engine, decoded (after gzip): a longer one is cut there and
     counts as a failed request, said so."""
 
-    retry_wait_min: float = Field(1.0, ge=0)
+    retry_wait_min: float = Field(1.0, ge=0, le=SECONDS_MAX)
     """First backoff wait in seconds between retries of a retryable failure."""
 
-    retry_wait_max: float = Field(10.0, ge=0)
+    retry_wait_max: float = Field(10.0, ge=0, le=SECONDS_MAX)
     """Longest backoff wait in seconds."""
 
     strict: bool = False
     """Treat a budget that would truncate answers (prompt + budget > served) as an error."""
 
-    num_concurrent: int = Field(64, ge=1)
+    num_concurrent: int = Field(64, ge=1, le=CONCURRENCY_MAX)
     """Requests in flight during the eval."""
 
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = Field(None, ge=1, le=COUNT_MAX)
     """Evaluate only the first N questions (for smoke tests; too small to gate on)."""
 
     concurrency: str | None = None
     """`evalgate hook`: the concurrencies to evaluate one after another on the same live engine
     (one probe), e.g. "4 8" or 16,64,256; each gets its own result. Default: --num-concurrent."""
 
-    timeout: float = Field(1800.0, gt=0)
+    timeout: float = Field(1800.0, gt=0, le=SECONDS_MAX)
     """Seconds one generation request may take, first byte to last (the probe: at most 60 s to
     its first token)."""
 
-    max_attempts: int = Field(5, ge=1)
+    max_attempts: int = Field(5, ge=1, le=ATTEMPTS_MAX)
     """Attempts per request for retryable failures (connection errors, 408, 429, 5xx)."""
 
     chat_template_kwargs: Annotated[dict[str, Any] | None, NoDecode] = None
@@ -76,7 +87,7 @@ class RequestSettings(Group):
     """Sent as reasoning_effort in every request, the probe's included, and recorded (low,
     medium or high for models that take it, e.g. gpt-oss)."""
 
-    max_failed_requests: int = Field(0, ge=0)
+    max_failed_requests: int = Field(0, ge=0, le=COUNT_MAX)
     """Requests allowed to fail for good before the run is an error (0: any failure is)."""
 
     max_truncated_rate: float = Field(1.0, ge=0, le=1)
@@ -128,6 +139,30 @@ class RequestSettings(Group):
                 f"the longest backoff wait is below --retry-wait-min {low:g}: give "
                 "--retry-wait-max at least --retry-wait-min"
             )
+        return value
+
+    @field_validator("keepalive_probes")
+    @classmethod
+    def _silence_fits(cls, value: int, info: ValidationInfo) -> int:
+        """The kernel takes TCP_USER_TIMEOUT (idle + interval x probes) in milliseconds up to
+        2^31 - 1: past it every connection would fail with EINVAL."""
+        idle, interval = info.data.get("keepalive_idle"), info.data.get("keepalive_interval")
+        if not isinstance(idle, float | int) or not isinstance(interval, float | int):
+            return value  # refused on their own
+        silence = round((idle + interval * value) * 1000)
+        if silence > USER_TIMEOUT_MS_MAX:
+            raise ValueError(
+                f"--keepalive-idle {idle:g} + --keepalive-interval {interval:g} x "
+                f"--keepalive-probes {value} is {silence:,} ms, past the kernel's TCP_USER_TIMEOUT "
+                f"range (0 to {USER_TIMEOUT_MS_MAX:,} ms): make one of them smaller"
+            )
+        return value
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrencies(cls, value: str | None) -> str | None:
+        if value is not None:
+            concurrencies(value)
         return value
 
     @field_validator("chat_template_kwargs", mode="before")

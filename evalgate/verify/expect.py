@@ -75,7 +75,7 @@ def _canonical_value(value: Any) -> Any:
         text = value.strip()
         if text.lower() in ("true", "false"):
             return text.lower() == "true"
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # ASCII digits only (evalgate.numbers)
             return int(text)
     return value
 
@@ -178,7 +178,7 @@ def _number(field: str, value: Any, where: str) -> Any:
         )
     if field not in _NUMBERS or value is None:
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise UsageError(
@@ -227,8 +227,11 @@ def parse_expectation(data: Any, source: str) -> Expectation:
     if isinstance(data, dict) and set(data) == {"count"}:
         data = data["count"]
     if isinstance(data, int) and not isinstance(data, bool):
-        if data < 1:
-            raise UsageError(f"--expect {source}: the expected count must be 1 or more.")
+        if not 1 <= data <= MAX_CONFIGS:
+            raise UsageError(
+                f"--expect {source}: the expected count is out of range: give 1 to "
+                f"{MAX_CONFIGS:,} (as many configs as a manifest may name)."
+            )
         return Expectation(source, count=data)
     if isinstance(data, dict) and set(data) == {"configs"}:
         data = data["configs"]
@@ -256,7 +259,7 @@ def parse_expectation(data: Any, source: str) -> Expectation:
 
 def load_expectation(value: str) -> Expectation:
     """--expect: a number, or the path of a JSON file holding a count or a manifest."""
-    if value.strip().isdigit():
+    if value.strip().isascii() and value.strip().isdigit():  # evalgate.numbers' rule
         return parse_expectation(int(value), value)
     try:
         data = read(value)

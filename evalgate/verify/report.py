@@ -104,8 +104,9 @@ def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
 
 
 def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
-    """terminal()'s lines, each ending in a newline, made as they are written (the rows are
-    made once to measure the columns and again to print: a sweep's whole table is never held)."""
+    """terminal()'s lines but the verdict, each ending in a newline, made as they are written
+    (the rows are made once to measure the columns and again to print: a sweep's whole table
+    is never held)."""
     # the table's rows: the results gated (not problems with the set), none with --quiet
     gated = () if quiet else ("pass", "fail", "inconclusive", "error", "regression")
     results = [e for e in report.entries if e.source is not None and e.outcome in gated]
@@ -134,13 +135,23 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
         yield "\n"
     for note in report.ignored:
         yield f"ignored: {outside.terminal(note.reason)}\n"
+
+
+def verdict_line(report: Report, unwritten: Sequence[str] = ()) -> str:
+    """The line printed last: the verdict, its exit code, and each report asked for that could
+    not be written (the exit code stays the verdict's: docs/verify.md)."""
     verdict = f"{report.verdict.upper()} (exit {report.exit_code})"
-    yield f"evalgate verify: {verdict}: {outside.terminal(report.reason)}\n"
+    missing = (
+        f"; not written (see above): {', '.join(outside.terminal(u) for u in unwritten)}"
+        if unwritten
+        else ""
+    )
+    return f"evalgate verify: {verdict}: {outside.terminal(report.reason)}{missing}\n"
 
 
 def terminal(report: Report, *, quiet: bool = False) -> str:
     """The table of results, every problem with its reason and path, and the verdict line."""
-    return "".join(terminal_lines(report, quiet=quiet))
+    return "".join(terminal_lines(report, quiet=quiet)) + verdict_line(report)
 
 
 def _md_table(report: Report, entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:

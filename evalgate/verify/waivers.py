@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from evalgate.evidence.read import read, read_bytes
 from evalgate.verify.records import Waiver
 
 FIELDS = ("config", "reason", "who", "until")
+DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+"""The one form of a date in a file evalgate reads: YYYY-MM-DD, ASCII digits."""
 _EXAMPLE = (
     "[{config: <the config's key as verify prints it>, reason: <why it is accepted>, who: "
     "<who accepted it>, until: <YYYY-MM-DD>}]"
@@ -52,13 +55,16 @@ def _waiver(entry: Any, where: str) -> Waiver:
             raise UsageError(
                 f"{where}: {name} is {value!r}, not a non-empty text. Write it as {_EXAMPLE}."
             )
-    try:
-        date.fromisoformat(entry["until"].strip())
+    until = entry["until"].strip()
+    try:  # fromisoformat also reads 2026-W26 and 20260630: one form, the documented one
+        valid = DATE.fullmatch(until) is not None and date.fromisoformat(until) is not None
     except ValueError:
+        valid = False
+    if not valid:
         raise UsageError(
             f"{where}: until is {entry['until']!r}, not a date. Write the last day the waiver "
             "holds as YYYY-MM-DD, e.g. 2026-06-30."
-        ) from None
+        )
     return Waiver(*(entry[name].strip() for name in FIELDS))
 
 

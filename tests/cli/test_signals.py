@@ -71,3 +71,79 @@ print("went on")
 
     assert done.stdout == "went on\n"
     assert "ValueError: a real bug in a callback" in done.stderr
+
+
+# A seam loaded through PYTHONPATH: a meta-path finder that holds the import of the eval's
+# dispatch module halfway (the module already in sys.modules, none of its names defined yet),
+# says so in a file, and only then runs the module's code.
+DELAYED_IMPORT = """
+import importlib.abc, importlib.machinery, os, pathlib, sys, time
+
+class HeldLoader(importlib.abc.Loader):
+    def __init__(self, real):
+        self.real = real
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        pathlib.Path(os.environ["DISPATCH_IMPORTING"]).write_text(module.__name__)
+        time.sleep(60)  # the stop signal lands here
+        self.real.exec_module(module)
+
+class Hold(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "evalgate.gate.dispatch":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = HeldLoader(spec.loader)
+        return spec
+
+sys.meta_path.insert(0, Hold())
+"""
+
+
+def test_a_stop_signal_while_the_dispatch_module_is_half_imported_is_exit_6_with_evidence(
+    tmp_path,
+) -> None:
+    """The handler looks a module's functions up (it may be half-built), never assumes them:
+    on 8c36240 it called the half-imported module's stop_all, and the run ended in exit 4,
+    "AttributeError ... please report it"."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    from tests.conftest import load_result, run_args
+    from tests.fakeengine import EngineBehaviour, FakeEngine
+
+    seam = tmp_path / "seam"
+    seam.mkdir()
+    (seam / "sitecustomize.py").write_text(DELAYED_IMPORT)
+    marker, out = tmp_path / "importing", tmp_path / "run"
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
+    env |= {"PYTHONPATH": f"{seam}:{root}", "DISPATCH_IMPORTING": str(marker)}
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "evalgate.cli", *run_args(engine.url, out)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert marker.read_text() == "evalgate.gate.dispatch"
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+    assert process.returncode == 6, stderr
+    assert "AttributeError" not in stderr and "please report" not in stderr
+    assert "AbortedError: interrupted by a signal" in stderr
+    result = load_result(out)
+    assert (result["status"], result["exit_code"]) == ("aborted", 6)
+    assert stdout.startswith("ABORTED")

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from evalgate.evidence.folder import LOCK_NAME
 from tests.conftest import _READ_VARS, deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
 
@@ -303,3 +304,19 @@ def test_an_empty_output_dir_is_refused_not_taken_as_the_working_directory(
     assert "pass a folder (the default is evalgate-results), or . for the working directory" in err
     assert list(work.iterdir()) == []
     assert engine.log == []
+
+
+def test_a_lock_file_that_is_a_folder_is_refused_naming_it(tmp_path):
+    """On 8c36240: exit 4, "please report", no result. A folder where the lock file goes is a
+    usage error (exit 2) before anything is sent; the folder is left as it was."""
+    out = tmp_path / "run"
+    (out / LOCK_NAME).mkdir(parents=True)
+    with FakeEngine(EngineBehaviour()) as engine:
+        code, err = finish(evalgate(*run_args(engine, out)), 120)
+        sent = list(engine.log)
+
+    assert code == 2, err
+    assert f"ArtifactError: {out / LOCK_NAME} is a folder, where evalgate keeps a file." in err
+    assert "please report" not in err
+    assert sent == []
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]

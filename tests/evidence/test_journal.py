@@ -53,3 +53,27 @@ def test_a_journal_in_its_recorded_format_is_resumed(engine, tmp_path, form):
     doc = json.loads((out / "result.json").read_text())
     assert doc["eval"]["requests"]["resumed"] == 2, err
     assert load_samples(out) == load_samples(clean)  # the kept answers, as if never stopped
+
+
+def test_junk_lines_in_a_journal_are_neither_counted_nor_kept(engine, tmp_path):
+    """150,000 answer-shaped lines to no question of the run: on 8c36240 the log said "150002
+    answers reused" where result.json said 2, and every junk line was written back."""
+    out = tmp_path / "run"
+    with deadline(300, engine):
+        lines = interrupted(engine, out)
+        answer = lines[1]
+        junk = "".join(
+            json.dumps(answer | {"key": f"{n:064x}", "doc_id": n % 1000}) + "\n"
+            for n in range(150_000)
+        )
+        with (out / "journal.jsonl").open("a") as journal:
+            journal.write(junk)
+        code, err = finish(evalgate(*run_args(engine, out, "--resume")), 240)
+
+    assert code == 0, err
+    assert "resuming: 2 answers from " in err
+    assert "(150000 answering no question of this run are dropped)" in err
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["eval"]["requests"]["resumed"] == 2
+    kept = (out / "journal.jsonl").read_text().splitlines()
+    assert len(kept) == 1 + doc["eval"]["questions"]  # the header, and one line per question

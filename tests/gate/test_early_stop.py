@@ -171,8 +171,8 @@ def test_early_stop_with_a_baseline_is_refused_up_front(engine, cli, tmp_path):
 @pytest.mark.parametrize(
     ("value", "says"),
     [
-        ("0", "--alpha = 0.0 (set by --alpha or EVALGATE_ALPHA): Input should be greater than 0"),
-        ("1.5", "--alpha = 1.5 (set by --alpha or EVALGATE_ALPHA): Input should be less than 1"),
+        ("0", "--alpha = 0.0 (set by --alpha or EVALGATE_ALPHA): out of range: give more than 0"),
+        ("1.5", "--alpha = 1.5 (set by --alpha or EVALGATE_ALPHA): out of range: give more than 0"),
     ],
 )
 def test_a_bad_alpha_is_a_usage_error(engine, cli, tmp_path, value, says):

@@ -139,7 +139,8 @@ def test_a_negative_isl_is_still_refused(cli, monkeypatch):
     monkeypatch.setenv("ISL", "-1")
     result = cli("context", "--model", "m", "--osl", "8")
     assert result.code == 2
-    assert "--isl = '-1'" in result.err and "greater than or equal to 1" in result.err
+    assert "--isl = -1 (set by --isl or EVALGATE_ISL or ISL)" in result.err
+    assert "out of range: give 1 to 2,147,483,647" in result.err
 
 
 # -- single-node topology: both layouts, one key ------------------------------------------------

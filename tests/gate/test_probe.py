@@ -90,3 +90,23 @@ FIXES = [
 )
 def test_suggest_fix(message, derived, suggestion):
     assert suggest_fix(EngineError(400, message), derived) == suggestion
+
+
+def test_probe_json_prints_the_error_document_on_exit_3():
+    """`probe --json` printed nothing on exit 3, where `run --json` prints its error document."""
+    import json
+
+    from tests.conftest import FAST, run_subprocess
+    from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth={1}, message="max_tokens is too large"))
+        argv = ["--base-url", engine.url, "--model", "fake-model", "--isl", "1024", "--osl", "512"]
+        done = run_subprocess("probe", "--json", *argv, *FAST)
+
+    assert done.returncode == 3, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["outcome"], document["exit_code"]) == ("error", 3)
+    assert document["error"]["type"] == "ProbeError"
+    assert "The engine rejected the pre-flight request" in document["error"]["message"]
+    assert "ProbeError: The engine rejected the pre-flight request" in done.stderr

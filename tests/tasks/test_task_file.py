@@ -235,3 +235,34 @@ def test_a_single_stop_string_is_sent_as_one_stop_sequence(fake, tmp_path):
     sent = [r.body for r in fake.log if r.path.endswith("/chat/completions")]
     assert len(sent) > 1, "the probe and the eval's requests should reach the engine"
     assert [body["stop"] for body in sent] == [["</s>"]] * len(sent)
+
+
+@pytest.mark.parametrize("digits", [309, 5000])
+@pytest.mark.parametrize("kind", ["task", "thresholds.yaml", "thresholds.json"])
+def test_an_integer_past_what_a_float_holds_is_refused_the_same_in_yaml_and_json(
+    fake, tmp_path, kind, digits
+):
+    """One bound for both readers: 5,000 digits in YAML crashed (exit 4, InternalError) where
+    the same in JSON was exit 2."""
+    number = "9" * digits
+    if kind == "task":
+        code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
+    else:
+        path = tmp_path / f"floors.{kind.split('.')[1]}"
+        body = f'{{"default": {{"gsm8k": 0.9}}, "n": {number}}}'
+        path.write_text(
+            body if kind.endswith("json") else f"default: {{gsm8k: 0.9}}\nn: {number}\n"
+        )
+        done = run_subprocess(*run_args(fake.url, tmp_path / "out", "--thresholds", str(path)))
+        code, out = done.returncode, done.stderr
+    assert code == 2, out
+    assert f"holds an integer of {digits:,} digits" in out
+    assert "past what a float holds" in out
+    assert "InternalError" not in out and fake.requests == []
+
+
+def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(fake, tmp_path):
+    """308 digits: read (the task runs); 309 are refused, above."""
+    code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n"))
+    assert code in (0, 1), out
+    assert "holds an integer" not in out

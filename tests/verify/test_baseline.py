@@ -412,3 +412,70 @@ def test_the_readme_shows_the_baseline_chart():
     readme = (README_SHOT.parents[1] / "README.md").read_text(encoding="utf-8")
     assert "](docs/verify-baseline.png)" in readme
     assert README_SHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _verify(
+    *args: str | Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    from tests.conftest import run_subprocess
+
+    return run_subprocess("verify", *map(str, args), env=env)
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_a_waiver_repeating_a_key_is_refused_in_json_as_in_yaml(sweeps, tmp_path, suffix):
+    """{"config": "other", "config": K}: JSON's reader kept the last and waived K (exit 0)."""
+    waivers = tmp_path / f"w.{suffix}"
+    entry = f'"config": "other", "config": "{key(DROPPED)}", "reason": "r", "who": "w", '
+    entry += '"until": "2999-12-31"'
+    waivers.write_text(f"[{{{entry}}}]\n", encoding="utf-8")
+    args = [sweeps["dropped"], "--baseline", sweeps["base"], "--thresholds", sweeps["thresholds"]]
+
+    done = _verify(*args, "--waivers", waivers)
+
+    assert done.returncode == ExitCode.USAGE, done.stdout
+    assert "repeats the key 'config'" in done.stderr and str(waivers) in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "until", ["2099-W01", "20990101", "2099-001", "\u0662\u0660\u0669\u0669-01-01"]
+)
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_a_waiver_date_is_read_in_the_one_documented_form(sweeps, tmp_path, suffix, until):
+    """Python reads 2099-W01 and 20990101 as dates too; the docs say YYYY-MM-DD."""
+    waivers = tmp_path / f"w.{suffix}"
+    waivers.write_text(
+        f'[{{"config": "{key(DROPPED)}", "reason": "r", "who": "w", "until": "{until}"}}]\n',
+        encoding="utf-8",
+    )
+    args = [sweeps["dropped"], "--baseline", sweeps["base"], "--thresholds", sweeps["thresholds"]]
+
+    done = _verify(*args, "--waivers", waivers)
+
+    assert done.returncode == ExitCode.USAGE, done.stdout
+    assert (
+        f"until is '{until}', not a date. Write the last day the waiver holds as YYYY-MM-DD"
+        in done.stderr
+    )
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_a_waiver_integer_is_bounded_the_same_in_json_and_yaml(sweeps, tmp_path, suffix):
+    """308 digits are read (and refused as no text), 309 are past what a float holds."""
+    args = [sweeps["dropped"], "--baseline", sweeps["base"], "--thresholds", sweeps["thresholds"]]
+    said = []
+    for digits in (308, 309, 5000):
+        waivers = tmp_path / f"w{digits}.{suffix}"
+        waivers.write_text(
+            f'[{{"config": "{key(DROPPED)}", "reason": {"9" * digits}, "who": "w", '
+            '"until": "2999-12-31"}]\n',
+            encoding="utf-8",
+        )
+        done = _verify(*args, "--waivers", waivers)
+        assert done.returncode == ExitCode.USAGE, done.stderr
+        assert "InternalError" not in done.stderr
+        said.append(done.stderr)
+    assert "reason is 999" in said[0] and "not a non-empty text" in said[0]
+    assert "holds an integer of 309 digits" in said[1] and "past what a float holds" in said[1]
+    assert "holds an integer of 5,000 digits" in said[2]

@@ -1,0 +1,282 @@
+"""Every number has a range and one rule for its digits (evalgate.numbers), whether a flag, a
+variable or a server argument gives it: each case runs the CLI in its own process."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import pytest
+
+from evalgate.cli.flags import flag_name
+from evalgate.settings.environment import variables
+from evalgate.settings.values import Settings
+from tests.conftest import FAST, load_result, run_args, run_subprocess
+from tests.fakeengine import EngineBehaviour, FakeEngine
+
+CONTEXT = {"--isl": "4096", "--osl": "1024", "--served-max-model-len": "16384"}
+"""`evalgate context` with nothing to wait for: every setting is read, none is used to connect."""
+TOKENS = ("2147483647", "2147483648", "1 to 2,147,483,647")
+COUNT = ("2147483647", "2147483648", "0 to 2,147,483,647")
+SECONDS = ("604800.0", "604800.0000000001", "0 to 604,800")
+DEADLINE = ("604800.0", "604800.0000000001", "more than 0 to 604,800")
+KEEPALIVE = ("32767.0", "32767.000000000004", "1 to 32,767")
+FRACTION = ("0.9999999999999999", "1.0")
+RANGES = {
+    # field: (the largest value taken, the smallest refused past it, the range stated)
+    "isl": TOKENS,
+    "osl": TOKENS,
+    "context_margin": (*TOKENS[:2], "0 to 2,147,483,647"),
+    "served_max_model_len": TOKENS,
+    "eval_max_model_len": TOKENS,
+    "max_tokens": TOKENS,
+    "max_tokens_cap": TOKENS,
+    "ready_timeout": SECONDS,
+    "discovery_timeout": DEADLINE,
+    "connect_timeout": DEADLINE,
+    "keepalive_idle": KEEPALIVE,
+    "keepalive_interval": KEEPALIVE,
+    "keepalive_probes": ("127", "128", "1 to 127"),
+    "max_response_bytes": ("1073741824", "1073741825", "1,024 to 1,073,741,824"),
+    "retry_wait_min": SECONDS,
+    "retry_wait_max": SECONDS,
+    "num_concurrent": ("65535", "65536", "1 to 65,535"),
+    "limit": (*TOKENS[:2], "1 to 2,147,483,647"),
+    "timeout": DEADLINE,
+    "max_attempts": ("1000", "1001", "1 to 1,000"),
+    "max_failed_requests": COUNT,
+    "max_truncated_rate": ("1.0", "1.0000000000000002", "0 to 1"),
+    "alpha": (*FRACTION, "more than 0 to less than 1"),
+    "max_drop": (*FRACTION, "0 to less than 1"),
+    "min_samples": COUNT,
+}
+"""Every numeric setting's range (the kernel's limits for the keepalive: TCP_KEEPIDLE and
+TCP_KEEPINTVL at most 32,767 s, TCP_KEEPCNT at most 127)."""
+TOGETHER = {"retry_wait_min": {"EVALGATE_RETRY_WAIT_MAX": "604800"}}
+"""What a largest value needs beside it (the longest wait is at least the shortest)."""
+
+
+def _numeric(annotation: object) -> bool:
+    kinds = [a for a in typing.get_args(annotation) or (annotation,) if a is not type(None)]
+    return kinds in ([int], [float])
+
+
+def _without(argv: list[str], flag: str) -> list[str]:
+    """`argv` without `flag` and its value (so that a variable sets it: a flag would win)."""
+    at = argv.index(flag) if flag in argv else len(argv)
+    return argv[:at] + argv[at + 2 :]
+
+
+def _context(without: str) -> list[str]:
+    argv = ["context"]
+    for flag, value in CONTEXT.items():
+        if flag != without:
+            argv += [flag, value]
+    return argv
+
+
+def test_every_numeric_setting_has_its_range_in_the_table_above():
+    numeric = {name for name, info in Settings.model_fields.items() if _numeric(info.annotation)}
+    assert numeric - {"port"} == set(RANGES)  # port: 1 to 65,535, checked with the URL
+
+
+@pytest.mark.parametrize("field", RANGES)
+def test_each_numeric_setting_takes_its_largest_value_and_refuses_the_next(field):
+    variable = variables(field)[0]
+    largest, past, span = RANGES[field]
+    argv = _context(flag_name(field))
+
+    took = run_subprocess(*argv, env={variable: largest, **TOGETHER.get(field, {})})
+    refused = run_subprocess(*argv, env={variable: past, **TOGETHER.get(field, {})})
+
+    assert took.returncode == 0, took.stderr
+    assert refused.returncode == 2, refused.stderr
+    assert f"{flag_name(field)} = {past} (set by " in refused.stderr, refused.stderr
+    assert variable in refused.stderr
+    assert f"out of range: give {span}." in refused.stderr
+
+
+@pytest.fixture(scope="module")
+def fake() -> FakeEngine:
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        yield engine
+
+
+HUGE = [
+    # (case, argv, environment, what the refusal names): the review's numbers on 8c36240
+    ("ISL 10^20", ["--isl", "1" + "0" * 20], {}, "--isl = 100000000000000000000"),
+    ("OSL 10^20 in OSL", [], {"OSL": "1" + "0" * 20}, "--osl = 100000000000000000000"),
+    ("--context-margin 10^23", ["--context-margin", "1" + "0" * 23], {}, "--context-margin"),
+    ("--max-tokens 10^23", ["--max-tokens", "1" + "0" * 23], {}, "--max-tokens"),
+    ("--served-max-model-len 10^23", ["--served-max-model-len", "1" + "0" * 23], {}, "--served"),
+    ("--min-samples 10^23", ["--min-samples", "1" + "0" * 23], {}, "--min-samples"),
+    ("--limit 10^23", ["--limit", "1" + "0" * 23], {}, "--limit"),
+    ("--num-concurrent 10^20", ["--num-concurrent", "1" + "0" * 20], {}, "--num-concurrent"),
+    ("--keepalive-idle 100000", ["--keepalive-idle", "100000"], {}, "give 1 to 32,767"),
+    ("--keepalive-interval 32768", ["--keepalive-interval", "32768"], {}, "give 1 to 32,767"),
+    ("--keepalive-probes 128", ["--keepalive-probes", "128"], {}, "give 1 to 127"),
+    (
+        "idle + interval x probes past TCP_USER_TIMEOUT",
+        ["--keepalive-idle", "32767", "--keepalive-interval", "16652", "--keepalive-probes", "127"],
+        {},
+        "is 2,147,571,000 ms, past the kernel's TCP_USER_TIMEOUT range (0 to 2,147,483,647 ms)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "says"), [c[1:] for c in HUGE], ids=[c[0] for c in HUGE]
+)
+def test_a_number_past_its_range_is_refused_before_anything_is_sent_or_written(
+    fake, tmp_path, argv, environment, says
+):
+    out = tmp_path / "run"
+    fake.clear()
+
+    given = run_args(fake.url, out, *argv)
+    for variable in environment:  # a flag would win over the variable
+        given = _without(given, flag_name(variable.lower()))
+
+    done = run_subprocess(*given, env=environment)
+
+    assert done.returncode == 2, done.stderr
+    assert "UsageError: Invalid settings: " in done.stderr and says in done.stderr
+    assert "please report" not in done.stderr
+    assert fake.log == []  # nothing sent
+    assert not out.exists()  # nothing written
+
+
+def test_the_largest_keepalive_the_kernel_takes_is_set_on_every_connection(fake, tmp_path):
+    """idle 32,767 s + 16,651 s x 127 probes: 2,147,444,000 ms, within TCP_USER_TIMEOUT's range;
+    the run connects (before, 100000 failed every connection with EINVAL until --ready-timeout)."""
+    out = tmp_path / "run"
+    keepalive = ["--keepalive-idle", "32767", "--keepalive-interval", "16651"]
+    argv = run_args(fake.url, out, *keepalive, "--keepalive-probes", "127", "--limit", "5")
+
+    done = run_subprocess(*argv, "--min-samples", "0")
+
+    assert done.returncode == 0, done.stderr
+    assert load_result(out)["status"] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("command", "environment", "says"),
+    [
+        (
+            ["hook", "--concurrency", "1" + "0" * 20],
+            {},
+            "100,000,000,000,000,000,000 is out of range",
+        ),
+        (["hook"], {"EVAL_CONC": "16 65536"}, "65,536 is out of range: give 1 to 65,535"),
+        (["hook"], {"CONC": "\u0661\u0666"}, "ASCII digits 0-9"),
+    ],
+    ids=["--concurrency 10^20", "EVAL_CONC past 65,535", "CONC in Arabic-Indic digits"],
+)
+def test_the_hook_refuses_a_concurrency_out_of_range_once(
+    fake, tmp_path, command, environment, says
+):
+    out = tmp_path / "stage"
+    fake.clear()
+    argv = [*command, "--base-url", fake.url, "--model", "fake-model", "--isl", "1024"]
+
+    done = run_subprocess(*argv, "--osl", "512", "--output-dir", str(out), *FAST, env=environment)
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("UsageError: Invalid settings: --concurrency") == 1, done.stderr
+    assert says in done.stderr
+    assert "please report" not in done.stderr
+    assert fake.log == [] and not out.exists()
+
+
+DIGITS = [
+    # one rule: ASCII digits 0-9 only, wherever a number is read
+    ("ISL=8k in Devanagari", [], {"ISL": "\u096ek"}, "--isl = '\u096ek'"),
+    ("ISL=1024 in Arabic-Indic", [], {"ISL": "\u0661\u0660\u0662\u0664"}, "--isl = "),
+    ("--num-concurrent 16 in Arabic-Indic", ["--num-concurrent", "\u0661\u0666"], {}, ""),
+    ("--timeout 1.5 in Arabic-Indic", ["--timeout", "\u0661.\u0665"], {}, "--timeout"),
+    ("EVAL_LIMIT with an underscore", [], {"EVAL_LIMIT": "1_000"}, "--limit = '1_000'"),
+    ("--retry-wait-max nan", ["--retry-wait-max", "nan"], {}, "--retry-wait-max = 'nan'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "says"), [c[1:] for c in DIGITS], ids=[c[0] for c in DIGITS]
+)
+def test_a_number_not_in_ascii_digits_is_refused_by_one_rule(
+    fake, tmp_path, argv, environment, says
+):
+    out = tmp_path / "run"
+    fake.clear()
+
+    given = _without(run_args(fake.url, out, *argv), "--isl") if "ISL" in environment else None
+    done = run_subprocess(*(given or run_args(fake.url, out, *argv)), env=environment)
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "ASCII digits 0-9" in done.stderr
+    assert fake.log == [] and not out.exists()
+
+
+def test_a_served_length_in_other_digits_is_refused(tmp_path):
+    """--max-model-len ८k in a server-argument string, as ISL=८k is."""
+    done = run_subprocess(
+        "context", "--isl", "1024", "--osl", "512", "--server-config", "--max-model-len \u096ek"
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "holds --max-model-len '\u096ek', not a number of tokens" in done.stderr
+    assert "in ASCII digits" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--min-samples", "2147483648"], "2,147,483,648 is out of range: give 0 to 2,147,483,647"),
+        (["--min-samples", "\u0661\u0666"], "ASCII digits 0-9"),
+        (["--max-drop", "nan"], "not a decimal number in ASCII digits 0-9"),
+        (["--expect", "\u0661\u0666"], "--expect"),
+        (["--expect", "10001"], "out of range: give 1 to 10,000"),
+    ],
+    ids=[
+        "--min-samples past",
+        "--min-samples in other digits",
+        "--max-drop nan",
+        "--expect 16 in other digits",
+        "--expect 10001",
+    ],
+)
+def test_verify_reads_its_numbers_by_the_same_rule(tmp_path, argv, says):
+    done = run_subprocess("verify", str(tmp_path), *argv)
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "evalgate verify:" not in done.stdout  # refused before any result is read
+
+
+def test_verify_takes_the_largest_min_samples(tmp_path):
+    """2,147,483,647 questions: a verdict (inconclusive for a short run), not a crash."""
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        assert run_subprocess(*run_args(engine.url, out, "--limit", "5")).returncode == 5
+
+    done = run_subprocess("verify", str(out), "--min-samples", "2147483647")
+
+    assert done.returncode == 5, done.stderr
+    assert "evalgate verify: INCONCLUSIVE (exit 5)" in done.stdout
+
+
+def test_compare_reads_flips_by_the_same_rule(tmp_path):
+    done = run_subprocess("compare", str(tmp_path), str(tmp_path), "--flips", "\u0663")
+
+    assert done.returncode == 2
+    assert (
+        "argument --flips: '\u0663': a whole number is written with the ASCII digits" in done.stderr
+    )
+
+
+def test_the_ranges_are_in_the_help_and_the_settings_page():
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
+    done = run_subprocess("run", "--help")
+
+    assert "(range: 1 to 32,767)" in " ".join(done.stdout.split())
+    assert "Range: 1 to 127." in readme
