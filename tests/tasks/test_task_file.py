@@ -80,6 +80,22 @@ def _floor(folder: Path) -> str:
     return str(path)
 
 
+def test_a_task_file_is_named_by_its_path_until_read_then_by_its_task(tmp_path):
+    """Every result names its task, also a run that stops before its eval: a file not read yet
+    by the path given, a file read by the task it declares (the engine is down in both)."""
+    down = "http://127.0.0.1:9"
+    missing = tmp_path / "nowhere" / "task.yaml"
+    done = run_subprocess(*run_args(down, tmp_path / "missing", "--task", str(missing)))
+    assert done.returncode == 2, done.stderr
+    assert (load_result(tmp_path / "missing")["task"]) == str(missing)
+
+    args = run_args(down, tmp_path / "read", "--task", str(_task(tmp_path, GOOD)))
+    done = run_subprocess(*args, "--thresholds", _floor(tmp_path), cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    result = load_result(tmp_path / "read")
+    assert (result["status"], result["eval"], result["task"]) == ("error", None, "arithmetic")
+
+
 HOSTILE = [
     ("description", GOOD.replace('"Answer each question."', f'"{PAYLOAD}"'), "description"),
     ("gen_prefix", GOOD + f'gen_prefix: "{PAYLOAD}"\n', "gen_prefix"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -128,6 +129,66 @@ def test_each_task_is_paired_with_the_same_task_of_the_baseline(sweeps, tmp_path
         "gsm8k": str(sweeps["baseline"] / "gsm8k" / "result.json"),
         GPQA: str(sweeps["baseline"] / "gpqa" / "result.json"),
     }
+
+
+def sweep_with_an_errored_gpqa_run(sweeps: dict[str, Path], root: Path) -> Path:
+    """Today's passing GSM8K run, and a GPQA-diamond run of the same config that stops before
+    its eval: no --dataset-dir, so it never reaches the engine and records no eval."""
+    sweep = root / "sweep"
+    shutil.copytree(sweeps["today"] / "gsm8k", sweep / "gsm8k")
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = run_args(engine.url, sweep / "gpqa", *LABELS, "--task", GPQA)
+        done = run_subprocess(*args, "--limit", str(QUESTIONS))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--dataset-dir" in done.stderr
+    return sweep
+
+
+def verify_sweep(sweep: Path, sweeps: dict[str, Path], tmp_path: Path) -> tuple[int, str, dict]:
+    """verify one sweep; (exit code, stdout and stderr, the verdict document)."""
+    report = tmp_path / "verdict.json"
+    done = run_subprocess(
+        "verify", str(sweep), "--thresholds", str(sweeps["thresholds"]), "--json", str(report)
+    )
+    return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
+
+
+def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_it_was_asked_for(
+    sweeps, tmp_path
+):
+    sweep = sweep_with_an_errored_gpqa_run(sweeps, tmp_path)
+
+    code, out, document = verify_sweep(sweep, sweeps, tmp_path)
+
+    assert code == 1, out  # the error, and only it
+    assert "DUPLICATE" not in out
+    assert "2 results for 2 configs: 1 pass, 1 error" in out
+    rows = [re.match(r"(PASS|ERROR) +(.+?)  ", line) for line in out.splitlines()]
+    assert [row.groups() for row in rows if row] == [("PASS", GSM8K_KEY), ("ERROR", GPQA_KEY)]
+    assert sorted((e["key"], e["task"], e["outcome"]) for e in document["entries"]) == [
+        (GSM8K_KEY, "gsm8k", "pass"),
+        (GPQA_KEY, GPQA, "error"),
+    ]
+    written = json.loads((sweep / "gpqa" / "result.json").read_text())
+    assert (written["status"], written["eval"], written["task"]) == ("error", None, GPQA)
+    assert validation_errors("result", written) == []
+
+
+def test_a_result_written_before_results_named_their_task_is_read_as_before(sweeps, tmp_path):
+    """result.json without its task (every evalgate before 0.2.0): the eval's task, and with no
+    eval GSM8K, as always; so beside a GSM8K run of its config it is a duplicate."""
+    sweep = sweep_with_an_errored_gpqa_run(sweeps, tmp_path)
+    path = sweep / "gpqa" / "result.json"
+    older = json.loads(path.read_text())
+    older.pop("task", None)
+    path.write_text(json.dumps(older))
+    assert validation_errors("result", older) == []
+
+    code, out, document = verify_sweep(sweep, sweeps, tmp_path)
+
+    assert code == 1, out
+    assert "DUPLICATE" in out
+    assert {e["task"] for e in document["entries"] if e["source"] is not None} == {"gsm8k"}
 
 
 def test_verdict_1_stays_frozen_for_the_documents_already_written():
