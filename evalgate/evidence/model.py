@@ -154,6 +154,16 @@ class VerdictRecord(Record, kw_only=True, frozen=True):
     doubts: Annotated[list[str], Meta(description="Run-level reasons the run cannot pass yet")] = []
 
 
+AskedTask = Annotated[
+    str,
+    Meta(
+        description="The task the run was asked for, from its first write on: a built-in's "
+        "name, a task file's task once the file is read, the file's path (as given) before. "
+        "Absent (a result before 0.2.0): the eval's task, and with no eval gsm8k"
+    ),
+]
+
+
 class Result(Record, kw_only=True, frozen=True):
     """One gate run: what was derived, probed, evaluated and decided. Written on every path
     (success, each failure, interruption); the stages not reached are null."""
@@ -177,6 +187,7 @@ class Result(Record, kw_only=True, frozen=True):
     timings: dict[str, Amount]
     model: str | None
     labels: Labels
+    task: AskedTask | UnsetType = UNSET
     endpoint: EndpointRecord | None = None
     context: ContextRecord | None = None
     probe: ProbeRecord | None = None

@@ -65,6 +65,9 @@ class RunLog:
     model: str | None
     labels: Labels
     """The config the run belongs to, so `evalgate verify` can resolve thresholds and sets."""
+    task: str
+    """The task asked for, part of the config too: recorded before the eval, so a run that
+    stops early is not taken for another task's (a task file: its path until it is read)."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started_at: str = field(default_factory=_now)
     stage: Stage = "settings"
@@ -125,6 +128,7 @@ def build_result(
         timings={**log.timings, "total": round(time.monotonic() - log._started, 3)},
         model=log.model,
         labels=log.labels,
+        task=log.task,
         endpoint=log.endpoint,
         context=log.context,
         probe=log.probe,

@@ -84,7 +84,10 @@ class GateRun:
         self.endpoint = stages.endpoint(settings)
         self.checked = prior
         self.dataset: Dataset | None = None
-        self.log = RunLog(settings.model, stages.labels(settings, topology))
+        # A task file's path may hold anything, and "task" is one of the fields left unscrubbed
+        # (outside.OWN_FIELDS): scrubbed here, once, until the file's task name replaces it.
+        task = settings.task if settings.task in BUILT_IN else scrub.text(settings.task)
+        self.log = RunLog(settings.model, stages.labels(settings, topology), task)
         self.out = settings.output_dir
         self.eval = EvalStage(
             self.log, self.endpoint, stages.eval_ask(settings), self.out, resume, progress
@@ -141,8 +144,9 @@ class GateRun:
 
         spec = load_task(s.api, s.task)
         run.enter("thresholds")
-        key = s.task if s.task in BUILT_IN else spec.name
-        floor = resolve_floor(load_thresholds(s.thresholds), s.model, to_document(run.labels), key)
+        run.task = s.task if s.task in BUILT_IN else spec.name  # a file's: now it is read
+        thresholds = load_thresholds(s.thresholds)
+        floor = resolve_floor(thresholds, s.model, to_document(run.labels), run.task)
         run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
 
         run.enter("dataset")

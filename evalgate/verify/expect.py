@@ -96,7 +96,8 @@ def canonical_topology(topology: Any) -> Any:
 def config_task(task: str | None) -> str:
     """A config's task, one name whichever tool ran it: evalgate's own GSM8K task files
     (gsm8k_evalgate_chat, gsm8k_evalgate_completions) and the harness's are gsm8k; none named
-    (a run stopped before its eval, an --expect entry without one) is gsm8k."""
+    (a result before 0.2.0 that stopped before its eval, an --expect entry without one) is
+    gsm8k."""
     if not task or task.startswith(f"{TASK_KEY}_evalgate_"):
         return TASK_KEY
     return task

@@ -17,6 +17,7 @@ from evalgate.evidence import read as json_file
 from evalgate.evidence.artifacts import read_hook, read_result
 from evalgate.evidence.folder import holder
 from evalgate.evidence.harness_layout import FormatError
+from evalgate.evidence.model import Result
 from evalgate.evidence.stage_records import Labels
 from evalgate.verify import harness_output
 from evalgate.verify.records import Collection, Found, Note
@@ -50,8 +51,16 @@ def result(path: str, notes: Collection) -> Found | None:
         verdict=run.verdict,
         early_stop=run.eval.early_stop if run.eval else None,
         holder=holder(os.path.dirname(path)) if run.status == "running" else None,
-        task=run.eval.task if run.eval else None,
+        task=task_of(run),
     )
+
+
+def task_of(run: Result) -> str | None:
+    """The task a result.json names; one written before results named it (before 0.2.0): its
+    eval's task, and with no eval None (GSM8K), as it was read then."""
+    if isinstance(run.task, str):
+        return run.task
+    return run.eval.task if run.eval else None
 
 
 def lm_eval(path: str, notes: Collection) -> Any:

@@ -184,6 +184,7 @@ def load_lm_eval_run(results: str, status: Status) -> Run:
         timings={},
         model=doc.get("model_name") if isinstance(doc.get("model_name"), str) else None,
         labels=Labels(),
+        task=task,
         eval=_protocol(path, doc, task, len(samples)),
         scores=[],
         checks=[],

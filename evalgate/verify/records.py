@@ -42,7 +42,7 @@ class Found(msgspec.Struct, frozen=True):
     """evalgate, status running: the process id holding the folder's lock file (the run is
     still alive), or None (it was interrupted)."""
     task: str | None = None
-    """The task the run evaluated, as it recorded it (None: not recorded, which is GSM8K)."""
+    """The task the run was asked for, as it recorded it (None: not recorded, which is GSM8K)."""
 
 
 class Note(msgspec.Struct, frozen=True):

@@ -120,7 +120,7 @@ def a_result(status: str = "error", **fields: Any) -> Result:
     """A result, as a run that stopped at settings would write it (any field replaced as given:
     an invalid value is the test's point where it is one)."""
     result = build_result(
-        RunLog(MODEL, labels(Settings(model=MODEL))),
+        RunLog(MODEL, labels(Settings(model=MODEL)), "gsm8k"),
         status="error",
         reason="a test document",
         exit_code=4,
@@ -428,6 +428,7 @@ def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
     assert captured.out.startswith("ABORTED: ")
     doc = read_result(out)
     assert (doc["status"], doc["stage"], doc["exit_code"]) == ("aborted", "eval", 6)
+    assert doc["task"] == "gsm8k"
     journal = (out / "journal.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(journal) == 1 + 2  # the two answers received are kept
     assert signal.getsignal(signal.SIGTERM) is not terminate_as_interrupt  # restored
@@ -468,7 +469,7 @@ def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
 
     doc = read_result(out)
     assert doc["run_id"] != old
-    assert doc["status"] != "pass"
+    assert (doc["status"], doc["task"]) == ("running", "gsm8k")  # named from the first write on
 
 
 # -- result files given as input -------------------------------------------------------------------

@@ -83,11 +83,13 @@ def _floor(folder: Path) -> str:
 def test_a_task_file_is_named_by_its_path_until_read_then_by_its_task(tmp_path):
     """Every result names its task, also a run that stops before its eval: a file not read yet
     by the path given, a file read by the task it declares (the engine is down in both)."""
-    down = "http://127.0.0.1:9"
-    missing = tmp_path / "nowhere" / "task.yaml"
-    done = run_subprocess(*run_args(down, tmp_path / "missing", "--task", str(missing)))
+    down, key = "http://127.0.0.1:9", "sk-planted-4242"
+    missing = tmp_path / key / "task.yaml"  # a path may hold anything: scrubbed
+    args = run_args(down, tmp_path / "missing", "--task", str(missing), "--api-key", key)
+    done = run_subprocess(*args)
     assert done.returncode == 2, done.stderr
-    assert (load_result(tmp_path / "missing")["task"]) == str(missing)
+    assert load_result(tmp_path / "missing")["task"] == str(tmp_path / "***" / "task.yaml")
+    assert key not in (tmp_path / "missing" / "result.json").read_text()
 
     args = run_args(down, tmp_path / "read", "--task", str(_task(tmp_path, GOOD)))
     done = run_subprocess(*args, "--thresholds", _floor(tmp_path), cwd=tmp_path)

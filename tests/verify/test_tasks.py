@@ -153,9 +153,7 @@ def verify_sweep(sweep: Path, sweeps: dict[str, Path], tmp_path: Path) -> tuple[
     return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
 
 
-def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_it_was_asked_for(
-    sweeps, tmp_path
-):
+def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(sweeps, tmp_path):
     sweep = sweep_with_an_errored_gpqa_run(sweeps, tmp_path)
 
     code, out, document = verify_sweep(sweep, sweeps, tmp_path)
