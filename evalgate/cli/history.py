@@ -1,6 +1,7 @@
 """`evalgate history`: each config's recent runs from a history `verify --record` kept, as a
-table, a JSON document or a trend page; and its curation (a run or sweep marked bad, a sweep
-deleted). Also the history's part of `evalgate verify` (--record, a history as --baseline).
+table, a JSON document or a trend page; its curation (a run or sweep marked bad, a sweep
+deleted); a thresholds file fitted from its runs (--fit-thresholds). Also the history's part
+of `evalgate verify` (--record, a history as --baseline).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from evalgate.history.look import ConfigHistory, HistoryRun
+    from evalgate.fitted import RecordedRun
+    from evalgate.history.look import CompletedRuns, ConfigHistory, HistoryRun
     from evalgate.history.store import Store
     from evalgate.verify.sweep import Report
 
@@ -18,9 +20,10 @@ HELP = (
     "Show the runs a history holds (an SQLite file, or a postgresql:// URL that verify "
     "--record wrote): per config its recent runs, the configs that dropped first; as a "
     "table, a JSON document (--json) or a trend page (--html); mark a run or sweep bad or "
-    "delete a sweep."
+    "delete a sweep; fit a thresholds file from its runs (--fit-thresholds)."
 )
 RECENT = 10
+POLICIES = ("beta-binomial", "ix")  # evalgate.rules.floors.POLICIES, not imported for --help
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +63,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--by", metavar="NAME", help="who curates (default: $GITHUB_ACTOR, else $USER)"
     )
+    parser.add_argument(
+        "--fit-thresholds",
+        metavar="FILE",
+        help="write a thresholds file fitted from the completed runs not marked bad (passing "
+        "and failing), with a summary of each floor against the file in use",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=POLICIES,
+        help="with --fit-thresholds: how a floor is fitted (default beta-binomial: a lower "
+        "prediction bound for the next run; ix: the benchmark harness's rule)",
+    )
+    parser.add_argument(
+        "--thresholds",
+        metavar="FILE",
+        help="with --fit-thresholds: the file in use, carried over and compared with "
+        "(default: $EVALGATE_THRESHOLDS, else the one evalgate ships)",
+    )
 
 
 def guard(*locations: str | None) -> None:
@@ -86,6 +107,15 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--reason is required to mark or delete: say why.")
     if args.reason and not curating:
         raise UsageError("--reason goes with --mark-run, --mark-sweep or --delete-sweep.")
+    if args.fit_thresholds and (curating or args.json or args.html):
+        raise UsageError(
+            "--fit-thresholds goes alone: not with curation, --json or --html; run them apart."
+        )
+    for flag, given in (("--policy", args.policy), ("--thresholds", args.thresholds)):
+        if given and not args.fit_thresholds:
+            raise UsageError(f"{flag} goes with --fit-thresholds FILE.")
+    if args.fit_thresholds:
+        return _fit(args, where)
     _check_outputs(args)
     with open_history(args.history, create=False) as store:
         if curating:
@@ -101,6 +131,66 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
     given = (("--json", None if args.json == "-" else args.json), ("--html", args.html))
     check_outputs([Output(label, path, False) for label, path in given if path], [args.history])
+
+
+def _fit(args: argparse.Namespace, where: dict[str, str]) -> int:
+    """--fit-thresholds: the floors fitted from the history's completed unmarked runs, written
+    whole, with a line per floor; the file in use is read and the output checked first."""
+    from pathlib import Path
+
+    from evalgate import outside
+    from evalgate.evidence.outputs import Output, check_outputs, write_output
+    from evalgate.fitted import fit_thresholds, summary
+    from evalgate.history import look
+    from evalgate.history.store import open_history
+    from evalgate.rules.floors import DEFAULT_POLICY
+    from evalgate.settings.environment import verify_environment
+    from evalgate.thresholds import load_thresholds
+
+    given = args.thresholds or verify_environment().thresholds
+    in_use = load_thresholds(Path(given) if given else None)
+    output = Output("--fit-thresholds", args.fit_thresholds, False)
+    check_outputs([output], [args.history, in_use.path])
+    with open_history(args.history, create=False) as store:
+        runs = recorded_runs(look.completed_runs(store, where))
+    policy = args.policy or DEFAULT_POLICY
+    fitted = fit_thresholds(runs, in_use, policy)
+    write_output(
+        args.fit_thresholds,
+        outside.json_text(fitted.document, indent=2) + "\n",
+        label="--fit-thresholds",
+    )
+    print(f"{len(runs)} completed unmarked run(s) fitted by {policy} against {in_use.path}:")
+    for line in summary(fitted):
+        print("  " + outside.terminal(line))
+    shown = outside.terminal(args.fit_thresholds)
+    print(f"wrote {shown}: review it (docs/history.md) before it replaces the file in use")
+    return 0
+
+
+def recorded_runs(found: list[CompletedRuns]) -> list[RecordedRun]:
+    """The history's completed runs per config and filter as one RecordedRun per run (its
+    filters joined by the run's identity), in the order first seen."""
+    from evalgate.fitted import GROUP_LABELS, RecordedRun
+
+    runs: dict[str, tuple[dict[str, object], dict[str, tuple[int, int]]]] = {}
+    for config in found:
+        for run in config.runs:
+            _, scores = runs.setdefault(run.identity, (config.labels, {}))
+            scores[config.filter] = (run.correct, run.n)
+
+    def label(labels: dict[str, object], name: str) -> str | None:
+        value = labels.get(name)
+        return None if value is None or value == "" else str(value)
+
+    return [
+        RecordedRun(
+            str(labels["task"]),
+            scores,
+            **{name: label(labels, name) for name in ("model", "model_prefix", *GROUP_LABELS)},
+        )
+        for labels, scores in runs.values()
+    ]
 
 
 def _curate(store: Store, args: argparse.Namespace) -> int:

@@ -200,11 +200,13 @@ def document(store: Store, found: list[ConfigHistory], where: Mapping[str, str])
 
 
 class Completed(msgspec.Struct, frozen=True, array_like=True):
-    """One completed, unmarked run on one filter: right answers, questions, when recorded."""
+    """One completed, unmarked run on one filter: right answers, questions, when recorded, and
+    the run's identity (which ties its filters together)."""
 
     correct: int
     n: int
     recorded_at: str
+    identity: str
 
 
 class CompletedRuns(msgspec.Struct, frozen=True):
@@ -230,7 +232,7 @@ def completed_runs(store: Store, where: Mapping[str, str] | None = None) -> list
                 if key not in found:
                     found[key] = CompletedRuns(history.labels, score.filter, [])
                 correct = round(score.value * score.n)
-                found[key].runs.append(Completed(correct, score.n, run.recorded_at))
+                found[key].runs.append(Completed(correct, score.n, run.recorded_at, run.identity))
     return list(found.values())
 
 
