@@ -95,12 +95,9 @@ class Document(msgspec.Struct, frozen=True):
     configs: list[ConfigHistory]
 
 
-_NAMES = (
-    "identity", "sweep", "config", "name", "labels", "recorded_at", "verdict", "reason", "floor",
-    "floor_matched", "floor_file", "scores", "evalgate_version", "image", "harness_commit",
-    "task_version", "question_order", "source", "path",
-)  # fmt: skip
-_COLUMNS = ", ".join(_NAMES)
+_FIELDS = tuple(f for f in HistoryRun.__struct_fields__ if f != "marked")
+_SCORES = _FIELDS.index("scores")
+_COLUMNS = ", ".join(("config", "name", "labels", *_FIELDS))
 
 
 def _marks(store: Store) -> tuple[dict[str, Mark], dict[str, Mark]]:
@@ -146,21 +143,22 @@ def configs(store: Store, where: Mapping[str, str] | None = None) -> list[Config
     grouped: dict[str, ConfigHistory] = {}
     seen: dict[str, set[str]] = {}
     rows = store.query(f"SELECT {_COLUMNS} FROM runs ORDER BY recorded_at, sweep, identity")  # noqa: S608
-    for row in rows:
-        found = dict(zip(_NAMES, row, strict=True))
-        labels = _decode_labels.decode(found.pop("labels"))
+    decoded: dict[str, dict[str, Any]] = {}  # a config's runs mostly carry the same labels
+    for config, name, text, *fields in rows:
+        labels = decoded.get(text)
+        if labels is None:
+            labels = decoded[text] = _decode_labels.decode(text)
         for key in where:
             if key in labels:
                 seen.setdefault(key, set()).add(str(labels[key]))
-        if not _matches(labels, where):
+        if where and not _matches(labels, where):
             continue
-        config, name = found.pop("config"), found.pop("name")
         history = grouped.get(config)
         if history is None:
             history = grouped[config] = ConfigHistory(name, labels, [], config)
-        found["scores"] = _decode_scores.decode(found["scores"])
-        marked = run_marks.get(found["identity"]) or sweep_marks.get(found["sweep"])
-        history.runs.append(HistoryRun(**found, marked=marked))
+        fields[_SCORES] = _decode_scores.decode(fields[_SCORES])
+        marked = run_marks.get(fields[0]) or sweep_marks.get(fields[1])  # identity, sweep
+        history.runs.append(HistoryRun(*fields, marked))
     _check_where(where, seen, bool(rows), store.location)
     return sorted(grouped.values(), key=_order)
 

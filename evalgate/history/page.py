@@ -28,10 +28,12 @@ def _points(values: Sequence[tuple[float, float]]) -> str:
 
 def trend_svg(history: ConfigHistory) -> str:
     """One config's runs over time: band, line, floor, marks; axis labels at both ends."""
-    runs = [r for r in history.runs if r.headline is not None]
-    if not runs:
+    scored = [(r, s) for r in history.runs if (s := r.headline) is not None]
+    if not scored:
         return '<p class="note">no scored run</p>'
-    values = [v for r in runs for v in (r.headline.low, r.headline.high)]  # type: ignore[union-attr]
+    runs = [r for r, _ in scored]
+    scores = [s for _, s in scored]
+    values = [v for s in scores for v in (s.low, s.high)]
     values += [r.floor for r in runs if r.floor is not None]
     scale = page.Scale.around(values)
 
@@ -39,12 +41,12 @@ def trend_svg(history: ConfigHistory) -> str:
         return PAD + (HEIGHT - 2 * PAD) * (1 - scale.at(value) / 100)
 
     count = len(runs)
-    scores = [r.headline for r in runs]
-    top = [(_x(i, count), y(s.high)) for i, s in enumerate(scores) if s is not None]
-    bottom = [(_x(i, count), y(s.low)) for i, s in enumerate(scores) if s is not None]
-    line = [(_x(i, count), y(s.value)) for i, s in enumerate(scores) if s is not None]
+    xs = [_x(i, count) for i in range(count)]
+    top = [(x, y(s.high)) for x, s in zip(xs, scores, strict=True)]
+    bottom = [(x, y(s.low)) for x, s in zip(xs, scores, strict=True)]
+    line = [(x, y(s.value)) for x, s in zip(xs, scores, strict=True)]
     parts = [f'<path class="band" d="M{_points(top)} L{_points(bottom[::-1])} Z"/>']
-    floors = [(_x(i, count), y(r.floor)) for i, r in enumerate(runs) if r.floor is not None]
+    floors = [(x, y(r.floor)) for x, r in zip(xs, runs, strict=True) if r.floor is not None]
     if floors:
         parts.append(f'<polyline class="floor" points="{_points(floors)}"/>')
     parts.append(f'<polyline class="trend" points="{_points(line)}"/>')
@@ -62,7 +64,7 @@ def trend_svg(history: ConfigHistory) -> str:
     )
     label = (
         f"{history.name}: {count} runs from {runs[0].sweep} to {runs[-1].sweep}, "
-        f"last {scores[-1].value:.3f}"  # type: ignore[union-attr]
+        f"last {scores[-1].value:.3f}"
     )
     return (
         f'<svg class="trend" viewBox="0 0 {WIDTH + 40} {HEIGHT}" role="img" '
