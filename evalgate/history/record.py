@@ -150,22 +150,19 @@ def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
 
 def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
     filters = list(dict.fromkeys(f for s in samples for f in s.filters))
+    correct: dict[str, str] = {}
+    extracted: dict[str, list[str]] = {}
+    for f in filters:  # each question's answer looked up once per filter
+        found = [s.filters.get(f) for s in samples]
+        correct[f] = "".join(["-" if a is None else "1" if a.correct else "0" for a in found])
+        extracted[f] = ["" if a is None else a.extracted for a in found]
     return Answers(
         doc_ids=[s.doc_id for s in samples],
         digests=[digests[(s.question, s.target)] for s in samples],
         repeats=[s.repeat for s in samples],
         clusters=[s.cluster for s in samples],
-        correct={
-            f: "".join(
-                "-" if (a := s.filters.get(f)) is None else "1" if a.correct else "0"
-                for s in samples
-            )
-            for f in filters
-        },
-        extracted={
-            f: [a.extracted if (a := s.filters.get(f)) is not None else "" for s in samples]
-            for f in filters
-        },
+        correct=correct,
+        extracted=extracted,
     )
 
 
