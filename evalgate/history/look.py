@@ -158,7 +158,8 @@ def configs(store: Store, where: Mapping[str, str] | None = None) -> list[Config
             history = grouped[config] = ConfigHistory(name, labels, [], config)
         fields[_SCORES] = _decode_scores.decode(fields[_SCORES])
         marked = run_marks.get(fields[0]) or sweep_marks.get(fields[1])  # identity, sweep
-        history.runs.append(HistoryRun(*fields, marked))
+        run = HistoryRun(*fields)
+        history.runs.append(msgspec.structs.replace(run, marked=marked) if marked else run)
     _check_where(where, seen, bool(rows), store.location)
     return sorted(grouped.values(), key=_order)
 
