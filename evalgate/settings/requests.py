@@ -173,13 +173,17 @@ class RequestSettings(Group):
             return value
         if not value.strip():
             return None
+        from evalgate.errors import ArtifactError
+        from evalgate.evidence.read import decode
+
         example = '{"enable_thinking": false}'
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as exc:
+        try:  # the one reader: a repeated key, or an integer past the 64 bits recorded, refused
+            parsed = decode(value, dict[str, Any], "the value", "is not a JSON object")
+            json.dumps(parsed, allow_nan=False)  # each request body carries it: JSON, no NaN
+        except ArtifactError as exc:
+            raise ValueError(f"{exc.message.rstrip('.')}; give one such as '{example}'") from exc
+        except ValueError as exc:
             raise ValueError(
-                f"not JSON ({exc.msg}); give a JSON object such as '{example}'"
+                f"holds NaN or Infinity, which are not JSON; give e.g. '{example}'"
             ) from exc
-        if not isinstance(parsed, dict):  # a ValueError: pydantic reports it as invalid input
-            raise ValueError(f"not a JSON object; give one such as '{example}'")  # noqa: TRY004
         return parsed

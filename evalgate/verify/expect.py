@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 from msgspec import structs
 
+from evalgate import numbers
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
@@ -260,8 +261,12 @@ def parse_expectation(data: Any, source: str) -> Expectation:
 
 def load_expectation(value: str) -> Expectation:
     """--expect: a number, or the path of a JSON file holding a count or a manifest."""
-    if value.strip().isascii() and value.strip().isdigit():  # evalgate.numbers' rule
-        return parse_expectation(int(value), value)
+    if value.strip().isascii() and value.strip().isdigit():
+        try:  # evalgate.numbers' rule, which also bounds the digits read (int() of 5,000 fails)
+            count = numbers.whole(value)
+        except ValueError as exc:
+            raise UsageError(f"--expect {capped(value, 40)}: {exc}.") from exc
+        return parse_expectation(count, value)
     try:
         data = read(value)
     except ArtifactError as exc:

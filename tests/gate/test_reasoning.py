@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST, load_result, load_samples, run_args
+from tests.conftest import FAST, load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import CHAT_PATH, FILLER, EngineBehaviour, FakeEngine, count_tokens
 
 QUESTIONS = 100
@@ -150,8 +150,32 @@ def test_chat_template_kwargs_must_be_a_json_object(engine, cli, tmp_path):
     result = cli(*_args(engine, tmp_path, "--chat-template-kwargs", "enable_thinking=false"))
     assert result.code == 2
     assert "--chat-template-kwargs = 'enable_thinking=false'" in result.err
-    assert "not JSON (Expecting value); give a JSON object such as" in result.err
+    assert "not valid JSON (line 1 column 1: Expecting value); give one such as" in result.err
     assert engine.requests == []
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ('{"a": 100000000000000000000000}', "holds an integer of 24 digits, past the 64 bits"),
+        ('{"enable_thinking": true, "enable_thinking": false}', "repeats the key 'enable_think"),
+        ('{"a": {"b": NaN}}', "holds NaN or Infinity, which are not JSON"),
+        ('{"a": -Infinity}', "holds NaN or Infinity, which are not JSON"),
+    ],
+    ids=["an integer past 64 bits", "a repeated key", "NaN", "Infinity"],
+)
+def test_chat_template_kwargs_the_record_cannot_hold_are_refused_before_anything_is_sent(
+    engine, tmp_path, value, said
+):
+    """Read by the one JSON reader: an integer of 10^23 was sent to every request and then
+    crashed the record (exit 4, result.json left "running"); a repeated key was read as its
+    last value; NaN was sent and recorded as no JSON reader outside Python reads it."""
+    done = run_subprocess(*_args(engine, tmp_path, "--chat-template-kwargs", value))
+    assert done.returncode == 2, done.stderr
+    assert f"--chat-template-kwargs = {value!r}" in done.stderr
+    assert said in done.stderr
+    assert engine.requests == []
+    assert not (tmp_path / "result.json").exists()
 
 
 # -- thinking written into the answer (no reasoning parser) ----------------------------------

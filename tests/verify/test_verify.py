@@ -33,6 +33,7 @@ from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import collect, expect, setcheck, sweep
+from tests.conftest import run_subprocess
 from tests.verify.sweeps import answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -950,6 +951,26 @@ def test_load_expectation(tmp_path):
     manifest.write_text("[{")
     with pytest.raises(UsageError, match="is not valid JSON"):
         expect.load_expectation(str(manifest))
+
+
+@pytest.mark.parametrize(
+    ("count", "code", "said"),
+    [
+        ("10000", 1, "1 missing"),
+        ("10001", 2, "the expected count is out of range: give 1 to 10,000"),
+        ("9" * 5000, 2, "a number of 5,000 characters is not a whole number"),
+    ],
+    ids=["the most", "one more", "5,000 digits"],
+)
+def test_an_expected_count_past_its_range_is_a_usage_error_however_long(
+    tmp_path, count, code, said
+):
+    """--expect N: 5,000 digits were exit 4 ("please report"), int() refusing past 4,300."""
+    write_result(tmp_path / "run", conc=1)
+    done = run_subprocess("verify", str(tmp_path), "--no-github", "--expect", count)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert said in done.stdout + done.stderr
+    assert "please report" not in done.stderr
 
 
 def _entries(*concs: int) -> list[sweep.Entry]:
