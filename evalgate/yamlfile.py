@@ -121,7 +121,7 @@ class _Loader(yaml.SafeLoader):
     def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
         """An integer bounded as the JSON reader bounds one (evalgate.evidence.read): below
         what a float holds, so a number of thousands of digits is refused, not a crash."""
-        written = str(node.value)
+        written = str(node.value).replace("_", "")  # YAML's 1_000: separators are no digits
         value = HUGE_INT if len(written) > _INT_CHARS else int(self.construct_yaml_int(node))
         if abs(value) >= HUGE_INT:
             digits = sum(char.isdigit() for char in written)

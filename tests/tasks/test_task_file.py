@@ -279,6 +279,15 @@ def test_an_integer_past_what_a_float_holds_is_refused_the_same_in_yaml_and_json
     assert "InternalError" not in out and fake.requests == []
 
 
+def test_underscores_in_a_yaml_integer_are_not_counted_as_its_digits(fake, tmp_path):
+    """308 digits with YAML's separators (9_9_9..., 615 characters) are the number JSON reads
+    as 308 digits: read, not refused as "an integer of 308 digits, past what a float holds"."""
+    number = "_".join("9" * 308)
+    code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
+    assert code in (0, 1), out
+    assert "past what a float holds" not in out
+
+
 def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(fake, tmp_path):
     """308 digits: read (the task runs); 309 are refused, above."""
     code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n"))
