@@ -43,7 +43,7 @@ TOKENS = re.compile(r"([+-]?[0-9]+)([kKmM]?)")
 
 
 def _text(text: str, kind: str, example: str) -> str:
-    value = text.strip()
+    value = text.strip(" \t\n\r\v\f")  # str.strip() also drops U+00A0, which a shell keeps
     if len(value) > _DIGITS_MAX:
         raise ValueError(
             f"a number of {len(value):,} characters is not {kind}; write e.g. {example}"

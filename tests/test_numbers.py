@@ -196,6 +196,8 @@ DIGITS = [
     ("--timeout 1.5 in Arabic-Indic", ["--timeout", "\u0661.\u0665"], {}, "--timeout"),
     ("EVAL_LIMIT with an underscore", [], {"EVAL_LIMIT": "1_000"}, "--limit = '1_000'"),
     ("--retry-wait-max nan", ["--retry-wait-max", "nan"], {}, "--retry-wait-max = 'nan'"),
+    ("ISL=1024 and a no-break space", [], {"ISL": "1024\u00a0"}, "--isl = '1024\\xa0'"),
+    ("--timeout after an em space", ["--timeout", "\u200330"], {}, "--timeout"),
 ]
 
 
