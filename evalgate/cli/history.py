@@ -10,6 +10,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from evalgate import numbers
+from evalgate.cli.verify import number
+from evalgate.rules.floors import POLICIES
+
 if TYPE_CHECKING:
     from evalgate.fitted import RecordedRun
     from evalgate.history.look import CompletedRuns, ConfigHistory, HistoryRun
@@ -23,7 +27,6 @@ HELP = (
     "delete a sweep; fit a thresholds file from its runs (--fit-thresholds)."
 )
 RECENT = 10
-POLICIES = ("beta-binomial", "ix")  # evalgate.rules.floors.POLICIES, not imported for --help
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--last",
-        type=int,
+        type=number(numbers.whole, 0, numbers.COUNT_MAX),
         default=RECENT,
         metavar="N",
         help=f"runs shown per config in the table (default {RECENT}; 0: all)",
