@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalgate import numbers
-from evalgate.cli.verify import add_max_drop, number
+from evalgate.cli.verify import add_max_drop
 from evalgate.compare import DEFAULT_FLIPS
 
 HELP = (
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--flips",
-        type=number(numbers.whole, 0, numbers.COUNT_MAX),
+        type=numbers.argument(numbers.whole, 0, numbers.COUNT_MAX),
         default=DEFAULT_FLIPS,
         metavar="N",
         help=f"list the first N flipped questions per filter (default {DEFAULT_FLIPS}; 0: none)",

@@ -11,7 +11,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from evalgate import numbers
-from evalgate.cli.verify import number
 from evalgate.rules.floors import POLICIES
 
 if TYPE_CHECKING:
@@ -40,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--last",
-        type=number(numbers.whole, 0, numbers.COUNT_MAX),
+        type=numbers.argument(numbers.whole, 0, numbers.COUNT_MAX),
         default=RECENT,
         metavar="N",
         help=f"runs shown per config in the table (default {RECENT}; 0: all)",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,25 +24,6 @@ HELP = (
     "and fail on malformed, errored, missing, duplicate or unexpected results, or none at all."
 )
 log = logging.getLogger(__name__)
-
-
-def number(
-    read: Callable[[str], float],
-    low: float = -math.inf,
-    high: float = math.inf,
-) -> Callable[[str], float]:
-    """An argparse type: a number read by evalgate's one rule (evalgate.numbers), in range."""
-
-    def typed(text: str) -> float:
-        try:
-            value = read(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
-        if problem := numbers.within(value, low, high):
-            raise argparse.ArgumentTypeError(problem)
-        return value
-
-    return typed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-samples",
-        type=number(numbers.whole, 0, numbers.COUNT_MAX),
+        type=numbers.argument(numbers.whole, 0, numbers.COUNT_MAX),
         default=None,
         metavar="N",
         help="questions a run needs before a score whose 95%% interval "
@@ -127,7 +107,9 @@ def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
     """--max-drop, the margin of compare and of verify --baseline."""
     parser.add_argument(
         "--max-drop",
-        type=number(numbers.real),  # its range is checked where it is used, with its meaning
+        type=numbers.argument(
+            numbers.real
+        ),  # its range is checked where it is used, with its meaning
         default=DEFAULT_MAX_DROP,
         metavar="FRACTION",
         help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
