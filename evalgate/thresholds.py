@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -174,6 +174,69 @@ def _yaml(text: str, target: Path, *, fallback: bool = False) -> Any:
         if fallback and exc.kind == "syntax":
             return None
         raise ThresholdsError(f"{target} {exc.message}.") from exc
+
+
+NEAR = 2
+"""A thresholds key this many edits or fewer from a known task, and not one, is a misspelling."""
+
+
+def edits(a: str, b: str, limit: int = NEAR) -> int | None:
+    """Levenshtein distance of `a` and `b` when it is at most `limit`, else None: only the band
+    of the table within `limit` of its diagonal is filled (a cell outside it is more than
+    `limit` edits away), so long keys cost no more per character."""
+    if abs(len(a) - len(b)) > limit:
+        return None
+    far = limit + 1
+    row = {j: j for j in range(min(len(b), limit) + 1)}
+    for i in range(1, len(a) + 1):
+        new = {0: i} if i <= limit else {}
+        for j in range(max(1, i - limit), min(len(b), i + limit) + 1):
+            new[j] = min(
+                row.get(j, far) + 1,
+                new.get(j - 1, far) + 1,
+                row.get(j - 1, far) + (a[i - 1] != b[j - 1]),
+            )
+        if min(new.values()) > limit:
+            return None
+        row = new
+    distance = row.get(len(b), far)
+    return distance if distance <= limit else None
+
+
+def check_task_keys(thresholds: Thresholds, tasks: Iterable[str]) -> None:
+    """Refuse a floor under a key that names no known task but is within NEAR edits of one, case
+    aside ("gsm8K", "gsm8"): the runs it was meant for would be gated on another entry's floor.
+    Known: the built-in tasks, the keys of "default", and `tasks` (the run's, or those of the
+    results being gated)."""
+    from evalgate.tasks.spec import BUILT_IN
+
+    file = thresholds.file
+    known = {*BUILT_IN, *file.default, *tasks}
+    folded = {task: task.casefold() for task in sorted(known)}
+    entries = [(f"$.models.{model}", floors) for model, floors in file.models.items()]
+    entries += [
+        (f"$.overrides[{index}].thresholds", override.thresholds)
+        for index, override in enumerate(file.overrides)
+    ]
+    for where, floors in entries:
+        for key in floors:
+            if key in known:
+                continue
+            near = [
+                (distance, task)
+                for task, name in folded.items()
+                if (distance := edits(key.casefold(), name)) is not None
+            ]
+            if near:
+                distance, meant = min(near)
+                how = "only in case" if distance == 0 else f"by {distance} edit(s), case aside"
+                raise ThresholdsError(
+                    f"{thresholds.path}: {where}.{key} names no known task, but differs from "
+                    f"the task {meant!r} {how}: its floor would apply to no run, and a {meant} "
+                    f"run would be gated on another entry's. Rename the key {json.dumps(meant)}; "
+                    f'or, if {json.dumps(key)} is a task of its own, give it a floor in "default" '
+                    "too."
+                )
 
 
 def resolve_floor(

@@ -147,7 +147,7 @@ def command(args: argparse.Namespace) -> int:
         print(f"stage: {outcome.result.stage}", file=sys.stderr)
     for warning in outcome.result.warnings:
         print(f"warning: {outside.terminal(warning)}", file=sys.stderr)
-    if not args.json:
+    if not args.json and outcome.error is None:  # a verdict; an error was said once, above
         print(f"{outcome.status.upper()}: {outside.terminal(outcome.reason)}")
         if outcome.comparison:
             print(outcome.comparison)  # compare's report: its outside text made safe there

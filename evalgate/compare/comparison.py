@@ -142,11 +142,17 @@ def _changed(baseline: Run, candidate: Run) -> tuple[Difference, ...]:
     )
 
 
+EVALUATED = ("gate", "artifacts", "done")
+"""The stages after the eval: a run that reached one holds every answer its eval asked for,
+whatever its status (`run --baseline` compares itself at "gate", before its verdict)."""
+
+
 def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]]) -> list[str]:
     found = [
         f"the {side} run ended with status {run.result.status}: its samples may be incomplete"
         for side, run in (("baseline", baseline), ("candidate", candidate))
         if run.result.status not in ("pass", "fail", "inconclusive")
+        and run.result.stage not in EVALUATED
     ]
     models = [run.result.model for run in (baseline, candidate)]
     if models[0] != models[1]:

@@ -22,7 +22,7 @@ from evalgate.engine.cards import ModelCard, model_card
 from evalgate.engine.http import exchange, open_session, read_capped
 from evalgate.engine.retry import FAILURES, EngineAnswerError
 from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import EngineError, credentials_advice, parse_error
 from evalgate.outside import capped
 from evalgate.tasks.prompts import Prompt
 
@@ -93,6 +93,14 @@ class EngineInfo:
                 EngineError(status, f"not JSON: {capped(text, 200)!r}")
             ) from exc
 
+    def _refused(self, where: str, exc: BaseException, so: str) -> None:
+        """A side door that refused the credentials is noted, not passed over as one that is
+        not there: the generation requests will likely be refused too."""
+        refused = credentials_advice(exc.error) if isinstance(exc, EngineAnswerError) else None
+        if refused is not None:
+            self.notes.append(f"{where} answered {exc}: {so}. {refused}")
+            log.warning("%s", self.notes[-1])  # now: a context error may follow before the notes
+
     def models(self, timeout: float | None = None) -> list[ModelCard]:
         """GET /v1/models (`timeout`: seconds for this request, else the client's)."""
         data = self._json("GET", f"{self.url}/models", timeout=timeout)
@@ -106,6 +114,8 @@ class EngineInfo:
         try:
             data = self._json("GET", f"{server_root(self.url)}/version")
         except FAILURES as exc:
+            where = f"/version of {redact_url(server_root(self.url))}"
+            self._refused(where, exc, "the engine's version is not recorded")
             log.debug("no /version at %s: %s", redact_url(self.url), exc)
             return None
         value = data.get("version") if isinstance(data, dict) else None
@@ -134,6 +144,7 @@ class EngineInfo:
         except FAILURES as exc:
             if not isinstance(exc, EngineAnswerError):  # no such door is normal; this is not
                 self.notes.append(f"{where} gave no answer ({exc}): prompt lengths estimated")
+            self._refused(where, exc, "prompt lengths estimated")
             log.debug("no %s: %s", where, exc)
             return None
         found = data.get("count") if isinstance(data, dict) else None

@@ -27,7 +27,7 @@ from evalgate.engine.retry import (
     tls_to_plain_http,
 )
 from evalgate.engine.urls import redact_url, server_root
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.engine.wire import EngineError, credentials_advice, parse_error
 from evalgate.errors import EndpointError, NotReadyError
 from evalgate.outside import listed
 
@@ -63,7 +63,11 @@ def _hint(url: str, exc: BaseException) -> str:
             "A model list is a few kilobytes: check that --base-url points at the engine or "
             "router, or raise --max-response-bytes."
         )
-    status = exc.error.status if isinstance(exc, EngineAnswerError) else None
+    error = exc.error if isinstance(exc, EngineAnswerError) else None
+    refused = credentials_advice(error) if error is not None else None
+    if refused is not None:
+        return refused
+    status = error.status if error is not None else None
     if status is not None and 300 <= status < 400:
         return "Give the URL it redirects to (without /models) as --base-url."
     if status == 404 and not url.rstrip("/").endswith("/v1"):

@@ -27,6 +27,7 @@ from typing import Any
 
 from evalgate.engine.urls import origin
 from evalgate.outside import capped
+from evalgate.settings.environment import variables
 
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
 _WRAPPED_STATUS = re.compile(r"\b(?<!os )error ([45]\d\d)\b", re.IGNORECASE)
@@ -68,6 +69,11 @@ class EngineError:
         match = _UNREACHABLE.search(self.message) if self.status >= 500 else None
         return None if match is None else origin(match.group(1))
 
+    @property
+    def credentials_refused(self) -> bool:
+        """Did the server refuse who is asking (401, 403)? Only another key changes that."""
+        return self.effective_status in (401, 403)
+
     def describe(self) -> str:
         """One line: status and the engine's words (after what they mean, for a router that
         could not reach its worker)."""
@@ -81,6 +87,18 @@ class EngineError:
                 f"{self.message}"
             )
         return f"HTTP {self.status}{wrapped}: {self.message}"
+
+
+def credentials_advice(error: EngineError) -> str | None:
+    """What to change when the server refused the credentials, whichever request it refused
+    (none else: a length or a budget has nothing to do with it); None for any other answer."""
+    if not error.credentials_refused:
+        return None
+    names = " or ".join(variables("api_key"))
+    return (
+        f"The server refused the credentials: pass the API key it expects with --api-key, or "
+        f"set {names}."
+    )
 
 
 def _from_object(status: int, obj: Any) -> EngineError | None:

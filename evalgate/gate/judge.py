@@ -7,14 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from msgspec import structs
+
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.evidence import artifacts
+from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Sample
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate.record import RunLog, build_result
 from evalgate.settings.stages import GateAsk
 
 if TYPE_CHECKING:
+    from evalgate.compare.comparison import Comparison
     from evalgate.compare.runs import Run
 
 
@@ -49,11 +53,11 @@ def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
 
 def compare_baseline(
     run: RunLog, out: Path, baseline: Run, *, path: Path, max_drop: float, samples: list[Sample]
-) -> tuple[list[str], list[str], str]:
-    """Pair this run with the baseline read from `path` and write comparison.json: (its
-    problems, its doubts, compare's report as text), both empty when the two are equivalent."""
+) -> tuple[Comparison, list[str], list[str]]:
+    """Pair this run with the baseline read from `path`: the comparison, its problems and its
+    doubts (both empty when the two are equivalent). The comparison is one of the verdict's
+    inputs, so the run has none yet: record_comparison writes it once the verdict is reached."""
     from evalgate.compare.comparison import compare_runs
-    from evalgate.compare.report import comparison_document, render_text
     from evalgate.compare.runs import evaluated_run
 
     provisional = build_result(run, status="running", reason="comparing", exit_code=0)
@@ -62,15 +66,24 @@ def compare_baseline(
         comparison = compare_runs(baseline, candidate, max_drop=max_drop)
     except EvalgateError as exc:
         raise type(exc)(f"comparison with {path} refused: {exc.message}") from exc
-    artifacts.write_json(out / artifacts.COMPARISON_NAME, comparison_document(comparison))
-    run.files["comparison"] = artifacts.COMPARISON_NAME
-    report = render_text(comparison)
     if comparison.exit_code == ExitCode.FAIL:
-        return [f"regression against the baseline {path}: {comparison.reason}"], [], report
+        return comparison, [f"regression against the baseline {path}: {comparison.reason}"], []
     if comparison.exit_code == ExitCode.INCONCLUSIVE:
         doubt = f"the comparison with the baseline is inconclusive: {comparison.reason}"
-        return [], [doubt], report
-    return [], [], report
+        return comparison, [], [doubt]
+    return comparison, [], []
+
+
+def record_comparison(run: RunLog, out: Path, comparison: Comparison, status: Status) -> str:
+    """Write comparison.json with the candidate's status as its verdict made it; compare's
+    report as text."""
+    from evalgate.compare.report import comparison_document, render_text
+
+    candidate = structs.replace(comparison.candidate, status=status)
+    comparison = structs.replace(comparison, candidate=candidate)
+    artifacts.write_json(out / artifacts.COMPARISON_NAME, comparison_document(comparison))
+    run.files["comparison"] = artifacts.COMPARISON_NAME
+    return render_text(comparison)
 
 
 def thinking_warning(counts: RequestCounts, budget: int) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from evalgate.engine import dynamo
 from evalgate.engine.cards import served_limit
 from evalgate.engine.urls import redact_url
+from evalgate.engine.wire import credentials_advice
 from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
 from evalgate.gate.native import LENGTH_KEYS, load_native_max_len
@@ -54,7 +55,7 @@ def served_limits(
         found += [listed] if listed else []
     for url in endpoint.worker_urls:
         from evalgate.engine.discovery import EngineInfo  # loads the client
-        from evalgate.engine.retry import FAILURES
+        from evalgate.engine.retry import FAILURES, EngineAnswerError
 
         label = redact_url(url)
         timeout = endpoint.discovery_timeout
@@ -62,9 +63,14 @@ def served_limits(
             cards = EngineInfo(url, endpoint.api_key, timeout, endpoint.network).models()
             limit = served_limit(cards, endpoint.served_model, f"worker {label}", notes)
         except FAILURES as exc:  # the user named the worker because its limit matters
+            refused = credentials_advice(exc.error) if isinstance(exc, EngineAnswerError) else None
             raise EndpointError(
-                f"Worker {label} did not answer /v1/models ({exc}). Check --worker-url, or "
-                "give its limit with --server-config / --served-max-model-len instead."
+                f"Worker {label} did not answer /v1/models ({exc}). "
+                + (
+                    refused
+                    or "Check --worker-url, or give its limit with --server-config / "
+                    "--served-max-model-len instead."
+                )
             ) from exc
         if limit is None:
             log.warning("worker %s reports no max_model_len", label)

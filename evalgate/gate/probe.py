@@ -11,7 +11,7 @@ import re
 from evalgate.engine import dynamo
 from evalgate.engine.client import RequestFailed
 from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, TimedOut
-from evalgate.engine.wire import EngineError
+from evalgate.engine.wire import EngineError, credentials_advice
 from evalgate.errors import ProbeError
 from evalgate.evidence.stage_records import ProbeRecord
 from evalgate.gate.context import EvalContext
@@ -79,6 +79,9 @@ def failed(
             f"after {_attempts(failed)} ({error.describe()}). {_numbers(context)}. "
             f"{suggest_fix(error, context)}"
         )
+    elif isinstance(cause, EngineAnswerError) and (refused := credentials_advice(error)):
+        # no length or budget changes who may ask: the numbers would only mislead
+        said = f"The engine rejected the pre-flight request ({error.describe()}). {refused}"
     elif isinstance(cause, EngineAnswerError) and not failed.fatal:
         # still busy or gone after every attempt: no verdict on the body
         said = (

@@ -18,6 +18,7 @@ from evalgate import scrub
 from evalgate.engine import dynamo
 from evalgate.engine.answers import REASONING_FIELDS, Completion
 from evalgate.engine.client import RequestFailed
+from evalgate.engine.wire import credentials_advice
 from evalgate.errors import EvalFailedError
 from evalgate.evidence.fields import AnswerField
 from evalgate.evidence.journal import Journal
@@ -238,10 +239,12 @@ class Replies:
                 "Restart the worker (its log says why it stopped) and run the eval again."
             )
         if failure.fatal:
+            fix = credentials_advice(failure.error) or (
+                "Fix the request or the engine; the probe passed, so the prompt is unusual."
+            )
             raise EvalFailedError(
                 f"The engine rejected question {doc_id} ({message}). Retrying cannot "
-                "change this answer, so the eval stopped instead of sending the rest. "
-                "Fix the request or the engine; the probe passed, so the prompt is unusual."
+                f"change this answer, so the eval stopped instead of sending the rest. {fix}"
             )
         if self.counts.failed > self.max_failed:
             raise OverBudget(doc_id, failure)

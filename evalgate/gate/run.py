@@ -28,7 +28,7 @@ from evalgate.settings.values import Settings, credentials
 from evalgate.tasks.dataset import Dataset, full_size
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import BUILT_IN, load_data, load_task
-from evalgate.thresholds import Floor, load_thresholds, resolve_floor
+from evalgate.thresholds import Floor, check_task_keys, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -146,6 +146,7 @@ class GateRun:
         run.enter("thresholds")
         run.task = s.task if s.task in BUILT_IN else spec.name  # a file's: now it is read
         thresholds = load_thresholds(s.thresholds)
+        check_task_keys(thresholds, [run.task])
         floor = resolve_floor(thresholds, s.model, to_document(run.labels), run.task)
         run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
 
@@ -188,8 +189,9 @@ class GateRun:
             run, ask, dispatch.replies.notes() if dispatch is not None else []
         )
         doubts: list[str] = []
+        comparison = None
         if baseline is not None and s.baseline is not None:
-            regressed, doubts, self.comparison = judge.compare_baseline(
+            comparison, regressed, doubts = judge.compare_baseline(
                 run, self.out, baseline, path=s.baseline, max_drop=s.max_drop, samples=samples
             )
             problems += regressed
@@ -202,6 +204,10 @@ class GateRun:
             doubts=doubts,
             early_stop=run.eval.early_stop if run.eval else None,
         )
+        if comparison is not None:
+            self.comparison = judge.record_comparison(
+                run, self.out, comparison, run.verdict.outcome
+            )
         return run.verdict
 
 

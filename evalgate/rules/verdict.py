@@ -145,21 +145,25 @@ def decide(
     def verdict(outcome: Outcome, reason: str) -> Verdict:
         return Verdict(outcome, reason, checks, min_samples, tuple(problems), tuple(doubts))
 
+    # Every reason names the floor and the entry it came from (`matched`), a run's last line
+    # too: a floor from another entry than the one meant shows there.
     if not checks:
-        return verdict("fail", "no exact_match score was produced: nothing to gate")
+        return verdict("fail", f"no exact_match score was produced: nothing to gate on {floor}")
     failed = [c for c in checks if c.outcome == "fail"]
     unsure = [c for c in checks if c.outcome == "inconclusive"]
     reasons = [f"{listing(failed)} below {floor}{early}"] if failed else []
     reasons += _missing(scores, checks)
     reasons += list(problems)
     if reasons:
-        return verdict("fail", "; ".join(reasons))
+        scores_too = [] if failed else [f"{listing(checks)} vs {floor}{early}"]
+        return verdict("fail", "; ".join([*reasons, *scores_too]))
     if unsure:
         reasons.append(
             f"{listing(unsure)} vs {floor}: the 95% interval straddles the threshold and "
             f"n < {min_samples}; run the full test set, or pass --min-samples 0 to decide on "
             "the point estimate"
         )
-    if reasons or doubts:
         return verdict("inconclusive", "; ".join([*reasons, *doubts]))
+    if doubts:
+        return verdict("inconclusive", "; ".join([*doubts, f"{listing(checks)} >= {floor}{early}"]))
     return verdict("pass", f"{listing(checks)} >= {floor}{early}")

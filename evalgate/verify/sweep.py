@@ -27,7 +27,7 @@ from evalgate.evidence.stage_records import Labels
 from evalgate.rules.stats import standard_error
 from evalgate.rules.verdict import GATED_METRIC, decide
 from evalgate.tasks.dataset import full_size
-from evalgate.thresholds import TASK_KEY, Floor, Thresholds, resolve_floor
+from evalgate.thresholds import TASK_KEY, Floor, Thresholds, check_task_keys, resolve_floor
 from evalgate.verify.collect import runs
 from evalgate.verify.expect import Expectation, config_key, config_task, told_apart
 from evalgate.verify.records import (
@@ -216,8 +216,12 @@ def summarise(entries: Sequence[Entry]) -> tuple[Verdict, int, str]:
 
 
 def gate_runs(rule: Rule, found: Iterable[Found]) -> list[Entry]:
-    """Each run gated by `rule`, named by its config key."""
-    return [rule.gate(run, config_key(run.model, run.labels, run.task)) for run in found]
+    """Each run gated by `rule`, named by its config key; then, every task known, a thresholds
+    key that misspells one refused (thresholds.check_task_keys)."""
+    entries = [rule.gate(run, config_key(run.model, run.labels, run.task)) for run in found]
+    tasks = {e.task for e in entries if e.task} | {c.task for e in entries for c in e.checks}
+    check_task_keys(rule.thresholds, tasks)
+    return entries
 
 
 def judge_sweep(
