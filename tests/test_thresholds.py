@@ -6,10 +6,19 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalgate.errors import ThresholdsError
 from evalgate.schemas import validation_errors
-from evalgate.thresholds import default_path, load_thresholds, parse_thresholds, resolve_floor
+from evalgate.thresholds import (
+    check_task_keys,
+    default_path,
+    edits,
+    load_thresholds,
+    parse_thresholds,
+    resolve_floor,
+)
 
 # -- the shipped file -----------------------------------------------------------------------
 
@@ -499,3 +508,75 @@ def test_the_typed_model_takes_what_the_schema_takes(data):
         assert "is not a valid thresholds file: $" in exc.message
     else:
         assert fits
+
+
+# -- a key that misspells a task ---------------------------------------------------------------
+
+
+def levenshtein(a: str, b: str) -> int:
+    """The whole table, row by row: the reference the banded `edits` must agree with."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        row, last = [i], row
+        for j, y in enumerate(b, 1):
+            row.append(min(last[j] + 1, row[j - 1] + 1, last[j - 1] + (x != y)))
+    return row[-1]
+
+
+@given(st.text("abc", max_size=8), st.text("abc", max_size=8))
+@settings(max_examples=2000, deadline=None)
+def test_edits_is_levenshtein_up_to_two(a, b):
+    distance = levenshtein(a, b)
+    assert edits(a, b) == (distance if distance <= 2 else None)
+
+
+def test_edits_of_a_long_key_is_cut_short():
+    assert edits("g" * 100_000, "gsm8k") is None
+    assert edits("x" * 50_000 + "ab", "x" * 50_000 + "ba") == 2
+
+
+KNOWN = {"default": {"gsm8k": 0.9, "swebench_lite": 0.5}}
+
+
+@pytest.mark.parametrize(
+    ("floors", "tasks", "refused"),
+    [
+        ({"gsm8K": 0.97}, (), ("gsm8K", "gsm8k", "only in case")),
+        ({"gsm8": 0.97}, (), ("gsm8", "gsm8k", "by 1 edit(s)")),
+        ({"gsm": 0.97}, (), ("gsm", "gsm8k", "by 2 edit(s)")),
+        (
+            {"gpqa_diamond_cot_n_sht": 0.4},
+            (),
+            ("gpqa_diamond_cot_n_sht", "gpqa_diamond_cot_n_shot", "by 1"),
+        ),
+        ({"swebench_lit": 0.5}, (), ("swebench_lit", "swebench_lite", "by 1")),
+        ({"mytsak": 0.5}, ("mytask",), ("mytsak", "mytask", "by 2")),
+        ({"gs": 0.97}, (), None),  # three edits: no misspelling
+        ({"mmlu": 0.5}, (), None),
+        ({"mytask": 0.5}, ("mytask",), None),
+        ({"gsm8k": 0.95, "gpqa_diamond_cot_n_shot": 0.4}, (), None),
+    ],
+)
+def test_a_key_near_a_known_task_is_refused(floors, tasks, refused):
+    rules = parse_thresholds({**KNOWN, "models": {"m": floors}}, "t.json")
+    if refused is None:
+        check_task_keys(rules, tasks)
+        return
+    key, task, how = refused
+    with pytest.raises(ThresholdsError) as caught:
+        check_task_keys(rules, tasks)
+    assert caught.value.message.startswith(
+        f"t.json: $.models.m.{key} names no known task, but differs from the task {task!r} {how}"
+    )
+
+
+def test_default_keys_are_tasks_and_an_override_key_is_checked():
+    near = {"default": {"gsm8k": 0.9, "gsm8": 0.8}}
+    check_task_keys(parse_thresholds({**near, "models": {"m": {"gsm8": 0.9}}}, "t.json"), ())
+    override = {"match": {"hardware": "b200"}, "thresholds": {"GSM8K": 0.9}}
+    with pytest.raises(ThresholdsError, match=r"\$\.overrides\[0\]\.thresholds\.GSM8K "):
+        check_task_keys(parse_thresholds({**KNOWN, "overrides": [override]}, "t.json"), ())
+
+
+def test_the_shipped_file_names_only_known_tasks():
+    check_task_keys(load_thresholds(), ())

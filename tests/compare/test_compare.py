@@ -65,6 +65,7 @@ def write_run(
     labels: dict[str, Any] | None = None,
     failed: Sequence[int] = (),
     status: str = "pass",
+    stage: str = "done",
     question_edits: dict[int, str] | None = None,
     **eval_changes: Any,
 ) -> Path:
@@ -117,7 +118,7 @@ def write_run(
         "evalgate_version": "0.1.0",
         "run_id": folder.name,
         "status": status,
-        "stage": "done",
+        "stage": stage,
         "reason": "scores >= threshold",
         "exit_code": 0,
         "started_at": "2026-01-01T00:00:00Z",
@@ -454,12 +455,24 @@ def test_a_result_file_can_stand_for_its_folder(tmp_path, evalgate):
 def test_interrupted_run_is_compared_with_a_warning(tmp_path, evalgate):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand, status="aborted")
+    write_run(tmp_path / "b", cand, status="aborted", stage="eval")
     _, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
     assert (
         "the candidate run ended with status aborted: its samples may be incomplete"
         in (document["warnings"])
     )
+
+
+@pytest.mark.parametrize("status", ["aborted", "error", "running"])
+def test_a_run_stopped_after_its_eval_is_compared_without_a_status_warning(
+    tmp_path, evalgate, status
+):
+    """Its eval ended (stage gate): every answer is in its samples, whatever stopped it then."""
+    base, cand = paired_outcomes(1319)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand, status=status, stage="gate")
+    _, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    assert not [w for w in document["warnings"] if "ended with status" in w], document["warnings"]
 
 
 def _break(folder: Path, name: str, text: str | None) -> None:

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
+from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, credentials_advice, parse_error
 
 VLLM_MAX_TOKENS = (
     "max_tokens=12288 cannot be greater than max_model_len=2048. Please request fewer output "
@@ -273,3 +273,29 @@ def test_a_4xx_naming_a_url_is_no_unreachable_worker():
     error = parse_error(400, f"error sending request for url ({WORKER}/v1/completions)")
 
     assert error.unreachable_worker is None and not error.retryable
+
+
+@pytest.mark.parametrize(
+    ("error", "refused"),
+    [
+        (parse_error(401, '{"error": "Unauthorized"}'), True),  # vLLM's --api-key middleware
+        (parse_error(403, '{"detail": "Not authenticated"}'), True),
+        (
+            parse_error(500, 'Prefill server error 401 Unauthorized: {"error": "Unauthorized"}'),
+            True,
+        ),
+        (parse_error(400, '{"message": "max_tokens is too large"}'), False),
+        (parse_error(404, '{"detail": "Not Found"}'), False),
+        (EngineError(0, "connection failed"), False),
+    ],
+    ids=["401", "403", "a worker's 401 wrapped by the router", "400", "404", "no answer"],
+)
+def test_credentials_advice_only_for_a_refused_key(error, refused):
+    advice = credentials_advice(error)
+    if refused:
+        assert advice == (
+            "The server refused the credentials: pass the API key it expects with --api-key, "
+            "or set EVALGATE_API_KEY or OPENAI_API_KEY."
+        )
+    else:
+        assert advice is None

@@ -236,6 +236,32 @@ def test_the_matched_threshold_key_is_named():
     assert "below threshold 0.9100 (models.dsr1)" in verdict.reason
 
 
+@pytest.mark.parametrize(
+    ("scores", "given", "outcome"),
+    [
+        ([], {}, "fail"),
+        (both(0.97, 0.97), {"problems": ["regression against the baseline b: ..."]}, "fail"),
+        (
+            both(0.97, 0.97),
+            {"doubts": ["the comparison with the baseline is inconclusive"]},
+            "inconclusive",
+        ),
+        (both(0.97, 0.97), {}, "pass"),
+        (both(0.5, 0.5), {}, "fail"),
+    ],
+    ids=["no scores", "a problem alone", "a doubt alone", "pass", "below"],
+)
+def test_every_reason_names_the_floor_and_its_entry(scores, given, outcome):
+    """A run's last line is its reason: failed on a problem, or held back by a doubt, it named
+    neither the floor nor the entry that gave it."""
+    verdict = decide(scores, 0.91, min_samples=FULL, matched="model:dsr1", **given)
+
+    assert verdict.outcome == outcome
+    assert verdict.reason.count("threshold 0.9100 (model:dsr1)") == 1, verdict.reason
+    for said in [*given.get("problems", ()), *given.get("doubts", ())]:
+        assert verdict.reason.startswith(said)  # what decided comes first
+
+
 # -- properties ----------------------------------------------------------------------------------
 
 values = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
