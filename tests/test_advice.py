@@ -171,7 +171,8 @@ def test_a_misspelt_task_key_is_refused_naming_the_task_it_means(tmp_path, where
     path = thresholds(tmp_path, {"default": {"gsm8k": 0.9}, where: entry})
     with FakeEngine() as engine:
         done = run_subprocess(
-            *run_args(engine.url, tmp_path / "run", "--thresholds", str(path), "--hardware", "b200")
+            *run_args(engine.url, tmp_path / "run", "--limit", "10", "--min-samples", "0"),
+            *("--thresholds", str(path), "--hardware", "b200"),
         )
         sent = engine.total
 
