@@ -1,233 +1,34 @@
-"""The `evalgate` command: arguments in, exit code out, no decisions. A subcommand's module keeps
-its heavy imports inside `command`, so `--help` and `verify` start fast (docs/architecture.md).
+"""The `evalgate` command. `console` first makes a stop signal end the process cleanly
+(evalgate.cli.stop), then loads the rest (evalgate.cli.program): a stop that lands while
+evalgate is still being imported is exit 6 too. `main` and `build_parser` are program's,
+loaded on first use so that importing this package stays light.
 """
 
 from __future__ import annotations
 
-import argparse
-import atexit
-import contextlib
-import errno
-import importlib
-import logging
-import os
-import sys
-import threading
-from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from evalgate import outside, scrub
-from evalgate._version import __version__
-from evalgate.errors import EvalgateError, ExitCode
-from evalgate.settings.environment import credentials_environment
+from evalgate.cli import stop
 
-SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
-RECORDING = ("run", "hook")
-"""Commands whose verdict is recorded on disk: output that cannot be printed leaves their exit
-code as recorded. For the others the printed output is the product, and losing it is exit 2."""
+if TYPE_CHECKING:
+    from evalgate.cli.program import EPILOG, RECORDING, SUBCOMMANDS, build_parser, main
 
-EPILOG = """exit codes:
-  0  pass (run, verify) / equivalent (compare)
-  1  a score below its threshold / a regression
-  2  usage: bad flags, settings, thresholds, result files, data set or history; run or hook
-     without the eval extra
-  3  endpoint never ready, or the pre-flight probe was rejected
-  4  the eval started but could not finish
-  5  inconclusive: too few samples to decide (verify, compare)
-  6  aborted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2)
-"""
+__all__ = ["EPILOG", "RECORDING", "SUBCOMMANDS", "build_parser", "console", "main"]
 
-
-def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=default,
-        help="more log output; -v shows tracebacks",
-    )
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse quotes in its error what it could not parse (a folder name among it): that
-    part is made one safe line (evalgate.outside); the usage above it is evalgate's."""
-
-    def error(self, message: str) -> NoReturn:
-        super().error(outside.terminal(message))
-
-
-def _chosen(argv: Sequence[str]) -> str | None:
-    return next((a for a in argv if a in SUBCOMMANDS), None)
-
-
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The argument parser. Only the subcommand named in `argv` gets its flags (and their
-    imports); with no argv, every subcommand does (for documentation and tests)."""
-    chosen = _chosen(argv) if argv is not None else None
-    parser = _Parser(
-        prog="evalgate",
-        description="Accuracy gate for LLM inference benchmarks (GSM8K through lm-eval).",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
-    _add_verbose(parser, default=0)
-    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        module = importlib.import_module(f"evalgate.cli.{name}")
-        child = sub.add_parser(
-            name,
-            help=module.HELP.replace("%", "%%"),  # argparse %-formats help, not descriptions
-            description=module.HELP,
-            epilog=EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        _add_verbose(child, default=argparse.SUPPRESS)  # `evalgate run ... -v` as users type it
-        if argv is None or name == chosen:
-            if name not in ("verify", "compare", "history"):  # the commands that take Settings
-                from evalgate.cli import flags  # pydantic loads only for the subcommand run
-
-                flags.add_settings_arguments(child, without=flags.LEFT_OUT[name])
-            module.add_arguments(child)
-        child.set_defaults(_command=module.command)
-    return parser
-
-
-class _OneLine(logging.Formatter):
-    """Log records carry outside text (engine answers, model names, URLs): each message is one
-    safe line, a traceback safe line by line (evalgate.outside)."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        record.message = outside.terminal(record.message)
-        return super().formatMessage(record)
-
-    def formatException(self, ei: Any) -> str:
-        return outside.terminal_block(super().formatException(ei))
-
-    def formatStack(self, stack_info: str) -> str:
-        return outside.terminal_block(super().formatStack(stack_info))
-
-
-def _configure_logging(verbose: int) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    fmt = "%(message)s" if verbose == 0 else "%(asctime)s %(name)s %(levelname)s %(message)s"
-    handler.setFormatter(_OneLine(fmt))
-    root = logging.getLogger("evalgate")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
-    root.propagate = False
-
-
-class _Guarded:
-    """A standard stream that cannot break a run: the first write that fails (a full device, a
-    closed pipe) is remembered and every later write is dropped. What is written is not
-    scrubbed here (a JSON document's own words are no secret): each outside value was, as
-    evalgate.outside made it safe for the terminal."""
-
-    def __init__(self, stream: TextIO | None) -> None:
-        # A stream the shell closed (``>&-``) is None in Python: it is written to nothing, and
-        # the first write fails as writing to a closed descriptor does.
-        self.closed = stream is None
-        self.stream: TextIO = open(os.devnull, "w", encoding="utf-8") if stream is None else stream  # noqa: SIM115
-        self.failure: OSError | None = None
-
-    def write(self, text: str) -> int:
-        if self.failure is None and self.closed:
-            self.failure = OSError(errno.EBADF, "the stream is closed")
-        if self.failure is None:
-            try:
-                self.stream.write(text)
-            except OSError as exc:
-                self.failure = exc
-        return len(text)
-
-    def writelines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        if self.failure is None:
-            try:
-                self.stream.flush()
-            except OSError as exc:
-                self.failure = exc
-
-    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
-        return getattr(self.stream, name)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    out, err = _Guarded(sys.stdout), _Guarded(sys.stderr)
-    sys.stdout, sys.stderr = out, err
-    try:
-        code = _main(arguments)
-        out.flush()
-        err.flush()
-    finally:
-        sys.stdout, sys.stderr = out.stream, err.stream
-    if out.failure is not None:
-        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  # no flush at exit
-        recorded = _chosen(arguments) in RECORDING
-        reason = out.failure.strerror or type(out.failure).__name__
-        with contextlib.suppress(OSError):
-            print(
-                f"OutputError: could not write to stdout ({reason}); "
-                + (
-                    "result.json holds the verdict."
-                    if recorded
-                    else "redirect stdout to a writable file and run again."
-                ),
-                file=sys.stderr,
-                flush=True,
-            )
-        if not recorded and code == 0:
-            return int(ExitCode.USAGE)
-    return code
-
-
-def _main(arguments: list[str]) -> int:
-    parser = build_parser(arguments)
-    args = parser.parse_args(arguments)
-    if getattr(args, "_command", None) is None:
-        parser.print_help(sys.stderr)
-        return int(ExitCode.USAGE)
-    _configure_logging(args.verbose)
-    scrub.configure(*credentials_environment())  # a command with settings adds its own flags
-    try:
-        return int(args._command(args))
-    except KeyboardInterrupt:
-        print("AbortedError: interrupted", file=sys.stderr)
-        return int(ExitCode.ABORTED)
-    except Exception as exc:
-        if args.verbose:
-            logging.getLogger("evalgate").exception("traceback")
-        if isinstance(exc, EvalgateError):
-            print(f"{type(exc).__name__}: {outside.terminal(exc.message)}", file=sys.stderr)
-            return int(exc.exit_code)
-        print(  # never exit 1 ("below threshold") for a crash
-            f"InternalError: unexpected {type(exc).__name__}: {outside.terminal(exc)}. Rerun "
-            "with -v for the traceback, and please report it.",
-            file=sys.stderr,
-        )
-        return int(ExitCode.EVAL)
+_PROGRAM = frozenset({"EPILOG", "RECORDING", "SUBCOMMANDS", "build_parser", "main"})
 
 
 def console() -> NoReturn:
-    """The `evalgate` command: main(), then a normal exit's steps (threads waited for, exit
-    handlers run, streams flushed) without taking the interpreter apart."""
-    code = main()
-    if sys.getprofile() is not None or sys.gettrace() is not None:
-        sys.exit(code)  # a profiler or debugger writes its report in the teardown
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # closed or gone: nothing left to say
-            stream.flush()
-    os._exit(code)  # no teardown of lm-eval's heap: saves a run over 0.3 s (BENCHMARKS.md)
+    """The `evalgate` command (the console script and `python -m evalgate.cli`)."""
+    stop.end_at_once()
+    from evalgate.cli import program
+
+    program.end(program.main())
 
 
-if __name__ == "__main__":
-    console()
+def __getattr__(name: str) -> Any:
+    if name in _PROGRAM:
+        from evalgate.cli import program
+
+        return getattr(program, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

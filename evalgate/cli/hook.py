@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalgate.cli.run import progress_printer, stop_signals_interrupt
+from evalgate.cli.run import progress_printer
 
 HELP = (
     "Post-benchmark hook for node 0: read the benchmark's environment, probe once, run the "
@@ -35,8 +35,7 @@ def command(args: argparse.Namespace) -> int:
         if settings.concurrency
         else [settings.num_concurrent]
     )
-    with stop_signals_interrupt():
-        outcome = run_hook(settings, concurrencies, resume=args.resume, progress=progress_printer())
+    outcome = run_hook(settings, concurrencies, resume=args.resume, progress=progress_printer())
     for entry in outcome.summary.runs:
         line = f"conc {entry.concurrency}: {entry.status.upper()}: {outside.terminal(entry.reason)}"
         verdict = entry.status in ("pass", "fail", "inconclusive")

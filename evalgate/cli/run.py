@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
-import os
-import signal
 import sys
-import threading
 import traceback
-from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import Any
+from collections.abc import Callable
 
 HELP = (
     "Derive the eval context, probe the real output budget, run GSM8K with lm-eval and gate "
@@ -28,75 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(only answers from the same engine and protocol are reused)",
     )
     parser.add_argument("--json", action="store_true", help="print result.json to stdout")
-
-
-STOP_SIGNALS = tuple(
-    getattr(signal, name)
-    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
-    if hasattr(signal, name)
-)
-"""What a scheduler or a terminal sends to stop a job: SIGTERM (Slurm, Kubernetes), SIGHUP (an
-ssh or tmux session dropped), SIGQUIT (Ctrl-\\), SIGUSR1/SIGUSR2 (a scheduler's warning before
-its time limit). Each would kill the process before it writes its result."""
-
-
-def _interrupt(name: str) -> None:
-    raise KeyboardInterrupt(name)
-
-
-def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
-    """A stop signal: stop like Ctrl-C, so the result is still written. The eval's requests stop
-    at once (its dispatch thread is cancelled, and re-raises the interrupt when waited for, even
-    if the KeyboardInterrupt raised here is swallowed by whatever the main thread was running).
-    Inside an event loop the interrupt is raised between callbacks, not inside whichever task
-    was running (that task would keep it, and print a traceback when collected)."""
-    name = signal.Signals(signum).name
-    # A module in sys.modules may be half-built (the signal landed while it was imported): its
-    # functions are looked up, never assumed; one not yet defined has nothing to stop.
-    stop_all = getattr(sys.modules.get("evalgate.gate.dispatch"), "stop_all", None)
-    if stop_all is not None:  # loaded: an eval may be sending
-        stop_all(name)
-    running = getattr(sys.modules.get("asyncio"), "get_running_loop", None)
-    try:  # asyncio not imported: no event loop can be running
-        loop = running() if running is not None else None
-    except RuntimeError:
-        loop = None
-    if loop is None:
-        raise KeyboardInterrupt(name)
-    loop.call_soon_threadsafe(_interrupt, name)
-
-
-def resend_a_swallowed_stop(
-    stops: dict[str, int], otherwise: Callable[[Any], object], unraisable: Any
-) -> None:
-    """The stop landed inside a weakref or collector callback, where Python can only print it
-    ("Exception ignored in ..."): send the signal again once the callback has returned (from a
-    timer thread: sent from here, it would land in this hook), so the run still stops. Anything
-    else unraisable is printed as before."""
-    stop = unraisable.exc_value
-    name = str(stop.args[0]) if isinstance(stop, KeyboardInterrupt) and stop.args else ""
-    if name in stops:
-        again = threading.Timer(0.01, os.kill, (os.getpid(), stops[name]))
-        again.daemon = True
-        again.start()
-    else:
-        otherwise(unraisable)
-
-
-@contextlib.contextmanager
-def stop_signals_interrupt() -> Iterator[None]:
-    """While a run is under way, every stop signal (Ctrl-C too) aborts it; then as before."""
-    signals = (signal.SIGINT, *STOP_SIGNALS)
-    previous = {signum: signal.signal(signum, terminate_as_interrupt) for signum in signals}
-    previous_hook = sys.unraisablehook
-    stops = {signal.Signals(signum).name: signum for signum in signals}
-    sys.unraisablehook = functools.partial(resend_a_swallowed_stop, stops, previous_hook)
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous_hook
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def progress_printer() -> Callable[[int, int], None]:
@@ -134,8 +58,7 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.evidence.model import to_document
 
     settings = flags.settings_from_args(args)
-    with stop_signals_interrupt():
-        outcome = run_gate(settings, progress=progress_printer(), resume=args.resume)
+    outcome = run_gate(settings, progress=progress_printer(), resume=args.resume)
     if args.json:
         print(outside.terminal_json(to_document(outcome.result)))
     if outcome.error is not None:

@@ -401,7 +401,7 @@ def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_
 def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
     """A scheduler's SIGTERM, delivered to this process while `evalgate run` waits on the
     engine: the CLI turns it into an abort that still writes the result."""
-    from evalgate.cli.run import terminate_as_interrupt
+    from evalgate.cli.stop import terminate_as_interrupt
 
     engine.inject(Fault("hang", nth=NOT_PROBE - {2, 3}))  # two answers, then silence
     out = tmp_path / "run"
