@@ -35,6 +35,13 @@ FIELDS = frozenset(("model", "task", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}
 _NUMBERS = {"isl": "isl", "osl": "osl", "concurrency": "conc"}
 """The numeric fields of a config, and the word its key shows each by."""
+RANGES = {
+    "isl": (1, numbers.TOKENS_MAX, "--isl"),
+    "osl": (1, numbers.TOKENS_MAX, "--osl"),
+    "concurrency": (1, numbers.CONCURRENCY_MAX, "--num-concurrent"),
+}
+"""Each numeric field's range: the one its setting holds, so a manifest expects only a config a
+run can have."""
 _SHORT = {
     "dp_attention": "dpa",
     "num_workers": "workers",
@@ -171,23 +178,38 @@ def told_apart(results: Sequence[Entry]) -> list[Entry]:
 
 
 def _number(field: str, value: Any, where: str) -> Any:
-    """isl, osl and concurrency as numbers, however the manifest spells them; a task as its
-    name."""
+    """isl, osl and concurrency as numbers in their ranges, however the manifest spells them
+    (1024 or "1024", evalgate.numbers' rule); a task as its name."""
     if field == "task" and (not isinstance(value, str) or not value.strip()):
         raise UsageError(
             f"{where} gives task as {capped(repr(value), 200)}: give a task's name, e.g. "
             '"gsm8k" or "gpqa_diamond_cot_n_shot".'
         )
-    if field not in _NUMBERS or value is None:
+    if field not in RANGES or value is None:
         return value
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
+    number = value
+    if isinstance(value, str):
+        try:
+            number = numbers.whole(value)
+        except ValueError:
+            number = None
+    if not isinstance(number, int) or isinstance(number, bool):
         raise UsageError(
             f"{where} gives {field} as {capped(repr(value), 200)}: give a whole number, e.g. "
             '1024 or "1024".'
         )
-    return value
+    low, high, setting = RANGES[field]
+    if numbers.within(number, low, high):
+        unset = (
+            " (a run given 0 has none: write null)"
+            if number == 0 and field != "concurrency"
+            else ""
+        )
+        raise UsageError(
+            f"{where}: {field} {capped(numbers.shown(number), 40)} is out of range: give "
+            f"{numbers.span(low, high)}, as {setting} takes{unset}."
+        )
+    return number
 
 
 def _expand(entry: Any, where: str, used: int) -> list[dict[str, Any]]:

@@ -910,17 +910,17 @@ def test_parse_expectation(data, count, configs):
             "entry 0 gives concurrency as an empty list, which expects no config at all",
         ),
         (
-            [{"isl": list(range(100)), "osl": list(range(101))}],
+            [{"isl": list(range(1, 101)), "osl": list(range(1, 102))}],
             "entry 0 expands to 10,100 configs (the product of its lists); a manifest names at "
             "most 10,000 in all",
         ),
         (
-            [{"isl": list(range(5000))}, {"osl": list(range(5001))}],
+            [{"isl": list(range(1, 5001))}, {"osl": list(range(1, 5002))}],
             "entry 1 expands to 5,001 configs (the product of its lists), 10,001 with the "
             "entries before it",
         ),
         (
-            [{"isl": list(range(10_000))}, {"osl": 1}],
+            [{"isl": list(range(1, 10_001))}, {"osl": 1}],
             "entry 1 expands to 1 config (the product of its lists), 10,001 with the entries",
         ),
         (
@@ -971,6 +971,53 @@ def test_an_expected_count_past_its_range_is_a_usage_error_however_long(
     assert done.returncode == code, done.stdout + done.stderr
     assert said in done.stdout + done.stderr
     assert "please report" not in done.stderr
+
+
+MANIFEST_NUMBERS = [("isl", "isl"), ("osl", "osl"), ("concurrency", "num_concurrent")]
+"""A manifest's numeric fields, each with the setting whose range it takes."""
+
+
+@pytest.mark.parametrize(("field", "setting"), MANIFEST_NUMBERS)
+def test_a_manifest_number_takes_its_settings_largest_value_and_refuses_the_next(
+    tmp_path, field, setting
+):
+    """8c36240 took any integer (2,147,483,648, 0, -1), and a string of 5,000 digits was exit
+    4 ("please report", int() refusing past 4,300 digits)."""
+    from tests.test_numbers import RANGES as SETTING_RANGES
+
+    largest, past, span = SETTING_RANGES[setting]
+    flag = expect.RANGES[field][2]
+    write_result(
+        tmp_path / "sweep" / "run", **{"conc" if field == "concurrency" else field: int(largest)}
+    )
+    manifest = tmp_path / "expect.json"
+
+    def verify(value: Any) -> subprocess.CompletedProcess[str]:
+        manifest.write_text(json.dumps([{field: value}]))
+        return run_subprocess(
+            "verify", str(tmp_path / "sweep"), "--no-github", "--expect", str(manifest)
+        )
+
+    took = verify(int(largest))
+    assert took.returncode == 0, took.stdout + took.stderr
+    assert "evalgate verify: PASS (exit 0)" in took.stdout
+    for refused, shown in [
+        (int(past), f"{int(past):,}"),
+        (past, f"{int(past):,}"),
+        (0, "0"),
+        (-1, "-1"),
+    ]:
+        done = verify(refused)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert (
+            f"{manifest} entry 0: {field} {shown} is out of range: give {span}, as {flag} takes"
+            in done.stderr
+        )
+        assert "evalgate verify:" not in done.stdout  # refused before any result is read
+    done = verify("9" * 5000)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"entry 0 gives {field} as '999" in done.stderr
+    assert "(5,002 characters): give a whole number" in done.stderr
 
 
 def _entries(*concs: int) -> list[sweep.Entry]:
