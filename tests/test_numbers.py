@@ -188,6 +188,19 @@ def test_the_hook_refuses_a_concurrency_out_of_range_once(
     assert fake.log == [] and not out.exists()
 
 
+def test_the_hook_takes_the_largest_concurrency(fake, tmp_path):
+    """65,535 in flight (at most, over 3 questions): the hook runs it and passes."""
+    out = tmp_path / "stage"
+    argv = ["hook", "--base-url", fake.url, "--model", "fake-model", "--isl", "1024"]
+    limits = ["--concurrency", "65535", "--limit", "3", "--min-samples", "0"]
+
+    done = run_subprocess(*argv, "--osl", "512", "--output-dir", str(out), *FAST, *limits)
+
+    assert done.returncode == 0, done.stderr
+    assert "conc 65535: PASS" in done.stdout
+    assert load_result(out / "conc-65535")["labels"]["concurrency"] == 65_535
+
+
 DIGITS = [
     # one rule: ASCII digits 0-9 only, wherever a number is read
     ("ISL=8k in Devanagari", [], {"ISL": "\u096ek"}, "--isl = '\u096ek'"),

@@ -293,3 +293,38 @@ def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(fake, tmp_path
     code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n"))
     assert code in (0, 1), out
     assert "holds an integer" not in out
+
+
+REPEATED = [
+    # (case, file name, text, what the refusal says): one rule for every file a run reads
+    ("the task file", "task.yaml",
+     GOOD.replace("num_fewshot: 1\n", "num_fewshot: 1\nnum_fewshot: 0\n"),
+     "repeats the key 'num_fewshot' in one mapping (line 14)"),
+    ("a data row", "test.jsonl",
+     '{"question": "What is 1 + 1?", "answer": "#### 2", "answer": "#### 3"}\n',
+     "line 1 repeats the key 'answer' in one object ($)"),
+    ("a JSON thresholds file", "floor.json",
+     '{"default": {"arithmetic": 0.99, "arithmetic": 0.01}}',
+     "repeats the key 'arithmetic' in one object ($.default)"),
+    ("a YAML thresholds file", "floor.yaml", "default:\n  arithmetic: 0.99\n  arithmetic: 0.01\n",
+     "repeats the key 'arithmetic' in one mapping (line 3)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"), [r[1:] for r in REPEATED], ids=[r[0] for r in REPEATED]
+)
+def test_a_repeated_key_is_refused_in_every_file_a_run_reads(fake, tmp_path, name, text, says):
+    """msgspec and a plain YAML load keep the last of a repeated key: each file is read by the
+    one reader, which refuses it naming the key, before anything is sent."""
+    task = _task(tmp_path, GOOD)
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    floor = tmp_path / name if name.startswith("floor") else Path(_floor(tmp_path))
+    args = run_args(fake.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
+
+    done = run_subprocess(*args, "--thresholds", str(floor), timeout=300, cwd=tmp_path)
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "InternalError" not in done.stderr
+    assert fake.requests == []
