@@ -973,20 +973,23 @@ def test_an_expected_count_past_its_range_is_a_usage_error_however_long(
     assert "please report" not in done.stderr
 
 
-MANIFEST_NUMBERS = [("isl", "isl"), ("osl", "osl"), ("concurrency", "num_concurrent")]
-"""A manifest's numeric fields, each with the setting whose range it takes."""
+MANIFEST_NUMBERS = [
+    ("isl", "isl", "--isl"),
+    ("osl", "osl", "--osl"),
+    ("concurrency", "num_concurrent", "--num-concurrent"),
+]
+"""A manifest's numeric fields, each with the setting whose range it takes, and its flag."""
 
 
-@pytest.mark.parametrize(("field", "setting"), MANIFEST_NUMBERS)
+@pytest.mark.parametrize(("field", "setting", "flag"), MANIFEST_NUMBERS)
 def test_a_manifest_number_takes_its_settings_largest_value_and_refuses_the_next(
-    tmp_path, field, setting
+    tmp_path, field, setting, flag
 ):
     """8c36240 took any integer (2,147,483,648, 0, -1), and a string of 5,000 digits was exit
     4 ("please report", int() refusing past 4,300 digits)."""
     from tests.test_numbers import RANGES as SETTING_RANGES
 
     largest, past, span = SETTING_RANGES[setting]
-    flag = expect.RANGES[field][2]
     write_result(
         tmp_path / "sweep" / "run", **{"conc" if field == "concurrency" else field: int(largest)}
     )
