@@ -16,6 +16,8 @@ Integer = Annotated[int, Meta(ge=-INT64, le=INT64 - 1)]
 Count = Annotated[int, Meta(ge=0, le=INT64 - 1)]
 Positive = Annotated[int, Meta(ge=1, le=INT64 - 1)]
 Fraction = Annotated[float, Meta(ge=0, le=1)]
+Delta = Annotated[float, Meta(ge=-1, le=1)]
+"""A difference of two fractions (a candidate's score minus its baseline's)."""
 Amount = Annotated[float, Meta(ge=0)]
 
 Status = Literal["pass", "fail", "inconclusive", "error", "aborted", "running"]
