@@ -222,8 +222,9 @@ def test_a_document_refused_today_is_refused_now(name, path, value):
     [
         (("exit_code",), 0.0, "$.exit_code: Expected `int`, got `float`"),
         (("eval", "early_stop", "prior_weight"), DELETE, "missing required field `prior_weight`"),
+        (("scores", 0, "n"), 2**63, f"$.scores[0].n: Expected `int` <= {INT64 - 1}"),
     ],
-    ids=["integer written 1.0", "prior_weight missing"],
+    ids=["integer written 1.0", "prior_weight missing", "integer past 64 bits"],
 )
 def test_what_the_old_schema_allowed_but_its_reader_refused_stays_refused(path, value, says):
     """26c619c's schema allowed these; its reader (msgspec.convert into the model) did not."""
@@ -291,6 +292,16 @@ def _floats_that_are_integers(node: Any) -> bool:
     return any(_floats_that_are_integers(child) for child in children)
 
 
+def _past_64_bits(node: Any) -> bool:
+    """A whole number past 64 bits (9.3e18 is one to JSON Schema): the models always refused
+    one in an integer field, and the generated schemas now say so; 26c619c's and 3df58c7's
+    hand-written ones stated no bound."""
+    if isinstance(node, int | float) and not isinstance(node, bool):
+        return float(node).is_integer() and abs(node) >= INT64
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    return any(_past_64_bits(child) for child in children)
+
+
 def _lacks_prior_weight(name: str, doc: Any) -> bool:
     """The one key 26c619c's schema left optional and its model required (now both do)."""
     stop = doc.get("eval", {}) if name == "result" and isinstance(doc, dict) else {}
@@ -307,7 +318,8 @@ def test_a_changed_document_gets_the_answer_it_got_before(data, name):
         assert before and schema
     if before and not _floats_that_are_integers(doc) and not _lacks_prior_weight(name, doc):
         assert now
-    assert schema == (before and not _lacks_prior_weight(name, doc))
+    expected = before and not _lacks_prior_weight(name, doc)
+    assert schema == expected or (_past_64_bits(doc) and not schema)
 
 
 # -- the verdict and the comparison: generated, answering as 3df58c7's hand-written schemas ------
@@ -396,7 +408,7 @@ def _same_answer(name: str, doc: Any) -> None:
     if _negative_stderr(doc):
         assert now or not before
     else:
-        assert now == before, json.dumps(doc)[:2000]
+        assert now == before or (_past_64_bits(doc) and not now), json.dumps(doc)[:2000]
 
 
 def _shapes(doc: Any) -> list[tuple[Any, ...]]:
