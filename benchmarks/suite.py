@@ -596,8 +596,8 @@ NOTE_VERIFY_BASELINE = (
     "short responses); each harness run a meta_env.json, lm-eval's results file and a samples "
     "file of 1.5 MiB (two lines per question, with the doc and the arguments as lm-eval logs "
     "them). The harness's samples are read slower: lm-eval's free-form `doc` is checked for "
-    "integers past 64 bits by scanning the text, and each line is merged into its question in "
-    "Python. No goal is set for them."
+    "integers past what a float holds by scanning the text, and each line is merged into its "
+    "question in Python. No goal is set for them."
 )
 
 

@@ -20,7 +20,7 @@ happened, with the numbers, and what to do next. The engine's own words are kept
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import Any, Literal
 
 
 class ExitCode(IntEnum):
@@ -41,6 +41,11 @@ class ExitCode(IntEnum):
     ABORTED = 6
     """Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2); artifacts say how far
     it got."""
+
+
+VerdictCode = Literal[0, 1, 5]
+"""The exit code of a decision (verify's verdict, compare's finding), as their documents write
+it: ExitCode.PASS, FAIL or INCONCLUSIVE."""
 
 
 class EvalgateError(Exception):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
 
+from evalgate.evidence.fields import Count
 from evalgate.numbers import SUFFIXES
 
 __all__ = ["SUFFIXES", "Limit"]
@@ -14,5 +13,5 @@ __all__ = ["SUFFIXES", "Limit"]
 class Limit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A length in tokens and where it came from (result.json records them as found)."""
 
-    value: Annotated[int, msgspec.Meta(ge=0)]
+    value: Count
     source: str

@@ -46,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     from evalgate import outside
     from evalgate.compare.comparison import compare_runs
-    from evalgate.compare.report import comparison_document, render_markdown, render_text
+    from evalgate.compare.document import comparison_document
+    from evalgate.compare.report import render_markdown, render_text
+    from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import Output, check_outputs, write_output
 
     if args.html:  # before the runs are read: never onto them, nothing written if refused
@@ -58,7 +60,8 @@ def command(args: argparse.Namespace) -> int:
         allow_protocol_drift=args.allow_protocol_drift,
     )
     if args.json:
-        text = outside.terminal_json(comparison_document(comparison, flips=args.flips)) + "\n"
+        document = comparison_document(comparison, flips=args.flips)
+        text = outside.terminal_json(to_document(document)) + "\n"
     elif args.markdown:
         text = render_markdown(comparison, flips=args.flips)
     else:

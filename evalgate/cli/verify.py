@@ -254,9 +254,14 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
 
         attempt("--junit", args.junit, lambda: junit(result))
     if args.json:
+        from evalgate.evidence.model import to_document
         from evalgate.verify.document import document
 
-        attempt("--json", args.json, lambda: outside.json_text(document(result), indent=2) + "\n")
+        attempt(
+            "--json",
+            args.json,
+            lambda: outside.json_text(to_document(document(result)), indent=2) + "\n",
+        )
     if args.html:
         from evalgate.verify import html
 

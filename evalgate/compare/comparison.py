@@ -10,9 +10,10 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 
 from evalgate.compare.paired import (
     Cluster,
@@ -24,16 +25,21 @@ from evalgate.compare.paired import (
 from evalgate.compare.reason import filter_reason, questions_to_settle
 from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, protocol_differences
 from evalgate.errors import ExitCode, UsageError
+from evalgate.evidence.fields import Count
 from evalgate.evidence.model import to_document
 from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 
-class Flip(msgspec.Struct, frozen=True):
+class Flip(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A question answered rightly by one run and wrongly by the other."""
 
-    doc_id: int
-    change: str
-    """'lost' (right in the baseline, wrong in the candidate) or 'gained'."""
+    doc_id: Count
+    change: Annotated[
+        Literal["lost", "gained"],
+        Meta(
+            description="lost: right in the baseline, wrong in the candidate; gained: the reverse"
+        ),
+    ]
     question: str
     target: str
     baseline_answer: str
@@ -56,14 +62,14 @@ class FilterComparison(msgspec.Struct, frozen=True):
     """The variance inflation of clustering a question's repeats (1 without repeats)."""
 
 
-class RunInfo(msgspec.Struct, frozen=True):
+class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Which run a side of the comparison is."""
 
     path: str
     run_id: str
     model: str | None
     status: str
-    labels: dict[str, Any]
+    labels: Annotated[dict[str, Any], Meta(description="result.json's labels, as recorded")]
 
 
 class Comparison(msgspec.Struct, frozen=True):
@@ -108,7 +114,7 @@ def _compare_filter(
         tally = questions.setdefault(doc_id if was.cluster is None else was.cluster, [0, 0, 0])
         tally[0] += 1
         if right[0] != right[1]:
-            change = "lost" if right[0] else "gained"
+            change: Literal["lost", "gained"] = "lost" if right[0] else "gained"
             tally[1 if right[0] else 2] += 1
             answers = (was.filters[name].extracted, now.filters[name].extracted)
             flips.append(Flip(doc_id, change, was.question, was.target, *answers))

@@ -1,25 +1,18 @@
-"""A Comparison for people and for machines: a terminal table, Markdown, and the JSON document.
+"""A Comparison for people: a terminal table and Markdown (the JSON document: document.py).
 
-The JSON document follows schemas/comparison.schema.json. Each form lists the first ``flips``
-flipped questions per filter (the lost ones first), with both runs' answers. Every text the runs
-gave (paths, labels, filters, questions, answers) goes through evalgate.outside for its form.
+Each form lists the first ``flips`` flipped questions per filter (the lost ones first), with
+both runs' answers. Every text the runs gave (paths, labels, filters, questions, answers) goes
+through evalgate.outside for its form.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
-
 from evalgate import outside, scrub
-from evalgate._version import __version__
 from evalgate.compare import DEFAULT_FLIPS
 from evalgate.compare.comparison import Comparison, FilterComparison
-from evalgate.compare.paired import ALPHA
 from evalgate.compare.reason import p_text, points
 from evalgate.compare.runs import Difference
 
-SCHEMA = "evalgate.comparison/1"
 METHOD = {
     "test": "exact McNemar: two-sided binomial test of lost vs gained, p = 1/2",
     "interval": "Tango score interval for a difference of paired proportions, 95%",
@@ -196,55 +189,3 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
             for x in f.flips[:flips]
         ]
     return "\n".join(lines) + "\n"
-
-
-def _filter_document(f: FilterComparison, flips: int) -> dict[str, Any]:
-    c = f.counts
-    return {
-        "filter": f.filter,
-        "verdict": f.finding.value,
-        "reason": f.reason,
-        "n": c.n,
-        "questions": c.questions,
-        "repeats_clustered": c.clustered,
-        "design_effect": f.design_effect,
-        "baseline_score": c.baseline_score,
-        "candidate_score": c.candidate_score,
-        "difference": c.difference,
-        "ci_low": f.interval[0],
-        "ci_high": f.interval[1],
-        "both_right": c.both_right,
-        "lost": c.lost,
-        "gained": c.gained,
-        "both_wrong": c.both_wrong,
-        "p_value": f.p_value,
-        "questions_to_settle": f.questions_to_settle,
-        "flips_total": len(f.flips),
-        "flips": msgspec.to_builtins(f.flips[: max(flips, 0)]),
-    }
-
-
-def comparison_document(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> dict[str, Any]:
-    """The machine-readable comparison (schemas/comparison.schema.json)."""
-    c = comparison
-    return {
-        "schema": SCHEMA,
-        "evalgate_version": __version__,
-        "verdict": c.finding.value,
-        "exit_code": int(c.exit_code),
-        "reason": c.reason,
-        "max_drop": c.max_drop,
-        "alpha": ALPHA,
-        "method": dict(METHOD),
-        "baseline": msgspec.to_builtins(c.baseline),
-        "candidate": msgspec.to_builtins(c.candidate),
-        "changed": list(msgspec.to_builtins(c.changed)),
-        "protocol_drift": list(msgspec.to_builtins(c.drift)),
-        "excluded": {
-            "failed_baseline": list(c.failed["baseline"]),
-            "failed_candidate": list(c.failed["candidate"]),
-            "unpaired": list(c.unpaired),
-        },
-        "filters": [_filter_document(f, flips) for f in c.filters],
-        "warnings": list(c.warnings),
-    }

@@ -39,7 +39,7 @@ class Run(msgspec.Struct, frozen=True, dict=True):
         return tuple(dict.fromkeys(names))
 
 
-class Difference(msgspec.Struct, frozen=True, omit_defaults=True):
+class Difference(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
     """One way two runs' protocols differ (comparison.json leaves out an empty detail)."""
 
     field: str

@@ -8,9 +8,16 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-Count = Annotated[int, Meta(ge=0)]
-Positive = Annotated[int, Meta(ge=1)]
+INT64 = 2**63
+"""Every integer of a typed document is below this in magnitude, as every count and length
+evalgate writes is: msgspec refuses one past it as it decodes, naming its JSON path (arithmetic
+on it would overflow wherever it went next). Plain values are evidence/read.py's to bound."""
+Integer = Annotated[int, Meta(ge=-INT64, le=INT64 - 1)]
+Count = Annotated[int, Meta(ge=0, le=INT64 - 1)]
+Positive = Annotated[int, Meta(ge=1, le=INT64 - 1)]
 Fraction = Annotated[float, Meta(ge=0, le=1)]
+Delta = Annotated[float, Meta(ge=-1, le=1)]
+"""A difference of two fractions (a candidate's score minus its baseline's)."""
 Amount = Annotated[float, Meta(ge=0)]
 
 Status = Literal["pass", "fail", "inconclusive", "error", "aborted", "running"]

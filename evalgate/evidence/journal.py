@@ -1,6 +1,7 @@
 """The eval's journal: every answer appended as it arrives, so a Ctrl-C or SIGTERM loses nothing
 done and ``--resume`` sends only the requests not yet answered, under the same fingerprint. A
-line keeps the names journals have always been written with, so an earlier one still resumes.
+line (JournalLine) keeps the names journals have always been written with, so an earlier one
+still resumes.
 """
 
 from __future__ import annotations
@@ -14,30 +15,34 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
+from msgspec import structs
 
 from evalgate import outside, scrub
 from evalgate.errors import ArtifactError
+from evalgate.evidence.fields import AnswerField, Count, Integer
 from evalgate.evidence.folder import open_in_place
-from evalgate.evidence.model import Protocol, Reply
+from evalgate.evidence.model import Protocol, Reply, to_document
 from evalgate.evidence.read import decode
 from evalgate.lengths import Limit
 
 log = logging.getLogger(__name__)
-_ON_DISK = {"prompt_sha256": "key", "response": "text", "answer_field": "source"}
-"""Reply's fields the journal names otherwise."""
-_KEPT = (
-    "prompt_sha256",
-    "doc_id",
-    "response",
-    "finish_reason",
-    "completion_tokens",
-    "answer_field",
-    "reasoning",
-    "reasoning_tokens",
-)
-"""What a line holds, in its order: an answer received (a failed request is not journaled)."""
 _OWN = outside.OWN_FIELDS | {"key"}
 """Not scrubbed: evalgate's own fields, and the answer's key (a hash)."""
+
+
+class JournalLine(msgspec.Struct, frozen=True):
+    """An answer received (a failed request is not journaled): Reply's fields, in the order and
+    under the names journals have always been written with; a field an earlier journal did not
+    write is None."""
+
+    prompt_sha256: str = msgspec.field(name="key")
+    doc_id: Count
+    response: str = msgspec.field(name="text")
+    finish_reason: str | None = None
+    completion_tokens: Integer | None = None
+    answer_field: AnswerField | None = msgspec.field(default=None, name="source")
+    reasoning: str | None = None
+    reasoning_tokens: Count | None = None
 
 
 def body_key(body: dict[str, Any]) -> str:
@@ -69,14 +74,11 @@ def fingerprint(
 
 def _reply(record: Any) -> Reply | None:
     """A journal line's answer; None for a line that holds none (a stray or broken one)."""
-    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-        return None
-    fields = {name: record.get(_ON_DISK.get(name, name)) for name in _KEPT}
-    fields["error"] = None  # only answers are journaled
     try:
-        return msgspec.convert(fields, Reply)
+        line = msgspec.convert(record, JournalLine)
     except msgspec.ValidationError:
         return None
+    return Reply(**structs.asdict(line), error=None)
 
 
 def read_journal(path: Path, fingerprint: dict[str, Any]) -> dict[str, Reply]:
@@ -130,7 +132,8 @@ class Journal:
             raise
 
     def append(self, reply: Reply) -> None:
-        self._write({_ON_DISK.get(name, name): getattr(reply, name) for name in _KEPT})
+        fields = {name: getattr(reply, name) for name in JournalLine.__struct_fields__}
+        self._write(to_document(JournalLine(**fields)))
 
     def close(self) -> None:
         with contextlib.suppress(OSError):  # the write that failed was reported already

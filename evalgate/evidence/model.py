@@ -16,6 +16,7 @@ from evalgate.evidence.fields import (
     Count,
     Fraction,
     HookStatus,
+    Integer,
     Positive,
     Record,
     Stage,
@@ -66,7 +67,7 @@ class EarlyStopRecord(Record, kw_only=True, frozen=True):
     mode: Literal["off", "fail", "pass", "both"]
     alpha: Annotated[float, Meta(gt=0, lt=1)]
     prior_weight: Annotated[float, Meta(gt=0)]
-    order_seed: int | None = None
+    order_seed: Integer | None = None
     stopped: bool
     decision: Literal["pass", "fail"] | None
     questions: Count
@@ -88,11 +89,11 @@ class Protocol(Record, kw_only=True, frozen=True):
     task_version: str | UnsetType = UNSET
     task_sha256: str | UnsetType = UNSET
     api: Api
-    num_fewshot: int
-    fewshot_seed: int | UnsetType = UNSET
+    num_fewshot: Integer
+    fewshot_seed: Integer | UnsetType = UNSET
     max_tokens: Positive
     temperature: float | UnsetType = UNSET
-    limit: int | None = None
+    limit: Integer | None = None
     dataset: DatasetRecord
 
 
@@ -216,7 +217,7 @@ class Reply(Record, kw_only=True, frozen=True):
     """The sha256 of the request body: the journal's key."""
     response: str | None
     finish_reason: str | None
-    completion_tokens: int | None = None
+    completion_tokens: Integer | None = None
     answer_field: Annotated[
         AnswerField | None,
         Meta(

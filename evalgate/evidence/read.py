@@ -25,21 +25,18 @@ if TYPE_CHECKING:
 MAX_DEPTH = 100
 """Arrays and objects nested deeper than this are refused in plain JSON values: no file
 evalgate reads nests more than a few levels (a model config, lm-eval's results: under 10)."""
-BIG_INT = 2**63
-"""Integers of the contract are below this in magnitude (int64)."""
 HUGE_INT = int(sys.float_info.max)
-"""Integers of plain values are below this: past it no float holds them."""
+"""Integers of plain values are below this: past it no float holds them (a typed document's
+own integers are bounded by their types, to 64 bits: evidence/fields.py)."""
 _SHAPE = bytes(
     48 if chr(i).isdigit() and i < 128 else 58 if i in b":[,\n\r" else 32 if i in b" \t-" else 120
     for i in range(256)
 )
 """bytes.translate's table to a text's shape: a digit "0", what a JSON number can follow (`:`,
 `[`, `,`, a line's start) ":", white space and a minus " ", anything else "x"."""
-_DIGITS = {
-    bound: (re.compile(rb": *0{%d}" % digits), digits)
-    for bound, digits in ((BIG_INT, 19), (HUGE_INT, 309))
-}
-"""In a text's shape, a run of digits as long as the bound where a JSON number can stand (a
+_HUGE_DIGITS = 309
+_HUGE_NUMBER = re.compile(rb": *0{%d}" % _HUGE_DIGITS)
+"""In a text's shape, a run of digits as long as HUGE_INT's where a JSON number can stand (a
 hash of digits inside a string does not): the only text that can hold an integer past it."""
 _NUMBER_DIGITS = re.compile(rb": *(0+)")
 _SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
@@ -84,12 +81,11 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
         value = _decode(data, kind, where)
         plain = value if kind is Any else _decode(data, Any, where)
         _refuse_repeated_keys(data, text, plain, where)
-        bound = HUGE_INT if kind is Any else BIG_INT
-        if _may_hold_big_int(text, bound):
-            _refuse_big_ints(plain, where, bound)
+        if _may_hold_big_int(text):
+            _refuse_big_ints(plain, where)
     except msgspec.ValidationError as exc:
-        if str(exc).startswith("Integer value out of range") and kind is Any:
-            raise _too_big(where, _longest_number(text), HUGE_INT) from exc  # thousands of digits
+        if str(exc).startswith("Integer value out of range"):
+            raise _too_big(where, _longest_number(text)) from exc  # thousands of digits
         name = getattr(kind, "__name__", kind)
         refusal = refusal or (
             "is not JSON evalgate can read" if kind is Any else f"is not a valid {name}"
@@ -110,8 +106,8 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
 def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> list[T]:
     """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
     once, in C, and line by line only when that fails (to say which line is wrong, and why) or
-    when a line may hold an integer past 64 bits."""
-    if not _may_hold_big_int(data, BIG_INT):
+    when a line may hold an integer past what a float holds."""
+    if not _may_hold_big_int(data):
         try:
             values = msgspec.json.Decoder(kind).decode_lines(data)
             if _keys_written(data) == _keys(msgspec.json.Decoder().decode_lines(data)):
@@ -125,13 +121,12 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
     ]
 
 
-def _may_hold_big_int(data: bytes, bound: int) -> bool:
-    """Whether a number in the text may be past the bound: a cheap scan (one translation, one
+def _may_hold_big_int(data: bytes) -> bool:
+    """Whether a number in the text may be past HUGE_INT: a cheap scan (one translation, one
     regular expression with a literal start) deciding whether to look closer."""
     shape = data.translate(_SHAPE)
-    number, digits = _DIGITS[bound]
-    start = b":" + shape.lstrip(b" ")[:digits]  # the text's start counts as a line's
-    return number.search(shape) is not None or number.match(start) is not None
+    start = b":" + shape.lstrip(b" ")[:_HUGE_DIGITS]  # the text's start counts as a line's
+    return _HUGE_NUMBER.search(shape) is not None or _HUGE_NUMBER.match(start) is not None
 
 
 def _levels(value: Any) -> Iterator[list[Any]]:
@@ -148,17 +143,16 @@ def _levels(value: Any) -> Iterator[list[Any]]:
         ]
 
 
-def _refuse_big_ints(value: Any, where: str, bound: int) -> None:
-    """Refuse a document holding an integer of `bound` or more in magnitude."""
+def _refuse_big_ints(value: Any, where: str) -> None:
+    """Refuse a document holding an integer of HUGE_INT or more in magnitude."""
     for node in itertools.chain.from_iterable(_levels(value)):
-        if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= bound:
-            raise _too_big(where, len(str(abs(node))), bound)
+        if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= HUGE_INT:
+            raise _too_big(where, len(str(abs(node))))
 
 
-def _too_big(where: str, digits: int, bound: int) -> ArtifactError:
-    what = "what a float holds" if bound == HUGE_INT else "the 64 bits evalgate writes"
+def _too_big(where: str, digits: int) -> ArtifactError:
     return ArtifactError(
-        f"{where} holds an integer of {digits:,} digits, past {what}: it is malformed."
+        f"{where} holds an integer of {digits:,} digits, past what a float holds: it is malformed."
     )
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from evalgate.evidence.fields import Api, Positive, Record
+from evalgate.evidence.fields import Api, Integer, Positive, Record
 from evalgate.lengths import Limit
 
 
@@ -26,11 +26,11 @@ class Labels(Record, kw_only=True, frozen=True):
     framework: str | None = None
     precision: str | None = None
     kv_cache_dtype: str | None = None
-    isl: Annotated[int | None, Meta(description="The benchmark's input sequence length")] = None
-    osl: Annotated[int | None, Meta(description="The benchmark's output sequence length")] = None
-    concurrency: int | None = None
+    isl: Annotated[Integer | None, Meta(description="The benchmark's input length (ISL)")] = None
+    osl: Annotated[Integer | None, Meta(description="The benchmark's output length (OSL)")] = None
+    concurrency: Integer | None = None
     topology: Annotated[
-        dict[str, str | int | bool | None] | None,
+        dict[str, str | Integer | bool | None] | None,
         Meta(description="The job's parallel layout, named as the benchmark harness names it"),
     ] = None
 
@@ -55,7 +55,7 @@ class ContextRecord(Record, kw_only=True, frozen=True):
         Literal["fit", "harness", "forced"],
         Meta(description="How max_tokens was set (forced: by --max-tokens)"),
     ]
-    requested: int | None = None
+    requested: Integer | None = None
     native: Limit | None = None
     served: Annotated[list[Limit], Meta(description="The context each engine serves")]
     prompt_tokens: Limit | None = None
@@ -64,13 +64,13 @@ class ContextRecord(Record, kw_only=True, frozen=True):
 
 class ProbeRecord(Record, kw_only=True, frozen=True):
     outcome: Literal["ok", "truncation_risk", "rejected", "skipped"]
-    status_code: int | None = None
+    status_code: Integer | None = None
     engine_message: Annotated[
         str | None, Meta(description="The engine's own words when it rejected the probe")
     ] = None
     latency_s: float | None = None
     prompt_tokens: Annotated[
-        int | None, Meta(description="The longest eval prompt's length in tokens, the probe's")
+        Integer | None, Meta(description="The longest eval prompt's length in tokens, the probe's")
     ] = None
-    max_tokens: int | None = None
-    doc_id: int | None = None
+    max_tokens: Integer | None = None
+    doc_id: Integer | None = None

@@ -12,7 +12,7 @@ from msgspec import structs
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.evidence import artifacts
 from evalgate.evidence.fields import Status
-from evalgate.evidence.model import Sample
+from evalgate.evidence.model import Sample, to_document
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate.record import RunLog, build_result
 from evalgate.settings.stages import GateAsk
@@ -77,11 +77,13 @@ def compare_baseline(
 def record_comparison(run: RunLog, out: Path, comparison: Comparison, status: Status) -> str:
     """Write comparison.json with the candidate's status as its verdict made it; compare's
     report as text."""
-    from evalgate.compare.report import comparison_document, render_text
+    from evalgate.compare.document import comparison_document
+    from evalgate.compare.report import render_text
 
     candidate = structs.replace(comparison.candidate, status=status)
     comparison = structs.replace(comparison, candidate=candidate)
-    artifacts.write_json(out / artifacts.COMPARISON_NAME, comparison_document(comparison))
+    document = to_document(comparison_document(comparison))
+    artifacts.write_json(out / artifacts.COMPARISON_NAME, document)
     run.files["comparison"] = artifacts.COMPARISON_NAME
     return render_text(comparison)
 

@@ -25,6 +25,7 @@ from evalgate._version import __version__
 from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
+from evalgate.evidence.fields import Integer
 from evalgate.evidence.identity import run_identity as identity_of
 from evalgate.evidence.model import Answer, Result, Sample
 from evalgate.evidence.read import decode_lines, read_bytes
@@ -125,12 +126,12 @@ class Asked(msgspec.Struct, frozen=True):
     """The part of a line of samples.jsonl (evalgate.evidence.model.Sample) the history keeps:
     decoded alone, a run's samples read in a third of the time (BENCHMARKS.md, "History")."""
 
-    doc_id: int
+    doc_id: Integer
     question: str
     target: str
     filters: dict[str, Answer]
-    cluster: int | None = None
-    repeat: int | None = None
+    cluster: Integer | None = None
+    repeat: Integer | None = None
 
 
 def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:

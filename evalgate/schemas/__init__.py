@@ -1,6 +1,8 @@
-"""evalgate's JSON schemas, for users and other tools: result, sample and hook generated from
-evidence/model.py, thresholds from thresholds.py (schemas/generated.py), the others written by
-hand; what the generated ones cannot say: docs/architecture.md, "One evidence contract".
+"""evalgate's JSON schemas, for users and other tools: each generated from its type
+(schemas/generated.py: result, sample and hook from evidence/model.py, thresholds from
+thresholds.py, verdict from verify/document.py, comparison from compare/document.py), and
+verdict-1, the frozen schema of the verdicts written before evalgate.verdict/2; what the
+generated ones cannot say: docs/architecture.md, "One evidence contract".
 """
 
 from __future__ import annotations

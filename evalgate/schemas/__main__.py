@@ -1,7 +1,12 @@
-"""Write the schemas generated from their types beside them: python -m evalgate.schemas."""
+"""Write the schemas generated from their types: python -m evalgate.schemas [FOLDER] (by default
+beside this file, where they are shipped)."""
+
+import sys
+from pathlib import Path
 
 from evalgate.schemas import HERE
 from evalgate.schemas.generated import TYPES, generate
 
+folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
 for name in TYPES:
-    (HERE / f"{name}.schema.json").write_text(generate(name), encoding="utf-8")
+    (folder / f"{name}.schema.json").write_text(generate(name), encoding="utf-8")

@@ -177,7 +177,7 @@ class RequestSettings(Group):
         from evalgate.evidence.read import decode
 
         example = '{"enable_thinking": false}'
-        try:  # the one reader: a repeated key, or an integer past the 64 bits recorded, refused
+        try:  # the one reader: a repeated key, or an integer past what a float holds, refused
             parsed = decode(value, dict[str, Any], "the value", "is not a JSON object")
             json.dumps(parsed, allow_nan=False)  # each request body carries it: JSON, no NaN
         except ArtifactError as exc:

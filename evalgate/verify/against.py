@@ -70,7 +70,10 @@ def _lines(
             why = f"its answers cannot be read to pair with the baseline's: {broken[index]}"
             entries.append(
                 structs.replace(
-                    entry, outcome="malformed", reason=why, versus=Versus("not compared", why)
+                    entry,
+                    outcome="malformed",
+                    reason=why,
+                    versus=Versus.listed("not compared", why),
                 )
             )
         elif found[index].standing == "regression":

@@ -23,7 +23,7 @@ from evalgate.evidence.identity import run_identity
 from evalgate.verify.collect import runs
 from evalgate.verify.expect import config_identity
 from evalgate.verify.lm_eval_run import UNRECORDED, load_lm_eval_run
-from evalgate.verify.records import Collection, Entry, Versus
+from evalgate.verify.records import Collection, Entry, LostQuestion, Versus
 from evalgate.verify.sweep import Rule, gate_runs
 
 MAX_LOST = 20
@@ -66,7 +66,7 @@ def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus 
     if not differences:
         return None
     reason = "measured another way than its baseline: " + "; ".join(differences)
-    return Versus("protocol", reason, base.path, differences=differences)
+    return Versus.listed("protocol", reason, base.path, differences)
 
 
 def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> Versus | Pending:
@@ -74,12 +74,12 @@ def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> 
     for side, run in (("baseline", was), ("candidate", cand)):
         stopped = stopped_early(side, run)
         if stopped is not None:
-            return Versus("early-stop", stopped, base.path)
+            return Versus.listed("early-stop", stopped, base.path)
     try:
         found = compare_runs(was, cand, max_drop=max_drop, allow_protocol_drift=True)
     except UsageError as exc:  # no filter in common: the protocol says why, if it can
         drift = protocol_differences(was, cand)
-        return _protocol(base, entry, drift) or Versus("not compared", exc.message)
+        return _protocol(base, entry, drift) or Versus.listed("not compared", exc.message)
     listed = _protocol(base, entry, found.drift)
     if listed is not None:
         return listed
@@ -103,14 +103,16 @@ def pair(
     by `load`. An ArtifactError when the sweep's own run cannot be read."""
     if entry.outcome not in SCORED:
         why = f"the run has no answers to pair ({entry.outcome})"
-        return Versus("not compared", why, base.path)
+        return Versus.listed("not compared", why, base.path)
     if base.outcome not in SCORED:
         why = f"the baseline's run has no answers to pair ({base.outcome}: {base.reason})"
-        return Versus("not compared", why, base.path)
+        return Versus.listed("not compared", why, base.path)
     try:
         was = load(base)
     except ArtifactError as exc:
-        return Versus("not compared", f"the baseline cannot be read: {exc.message}", base.path)
+        return Versus.listed(
+            "not compared", f"the baseline cannot be read: {exc.message}", base.path
+        )
     return _paired(entry, base, was, load(entry), max_drop)
 
 
@@ -143,6 +145,7 @@ def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
     for judged in judge_pairs({p.key: p.counts for p in pending}, max_drop):
         deciding, paired = judged.deciding, by_key[judged.key]
         regressed = judged.finding is Finding.REGRESSION
+        lost = paired.lost[deciding.filter]
         found[judged.key] = Versus(
             judged.finding.value,
             _reason(judged, max_drop, len(pending)),
@@ -155,8 +158,10 @@ def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
             gained=deciding.counts.gained,
             n=deciding.counts.n,
             p_value=judged.adjusted_drop,
-            lost_questions=paired.lost[deciding.filter][:MAX_LOST] if regressed else (),
+            differences=(),
+            lost_questions=tuple(map(LostQuestion.of, lost[:MAX_LOST] if regressed else ())),
             warnings=paired.warnings,
+            waiver=None,
         )
     return found
 
@@ -241,11 +246,11 @@ def findings(
         config = config_identity(entry.model, entry.labels, entry.task)
         bases = by_identity.get(config, [])
         if not bases:
-            found[index] = Versus("new", "new in this sweep: no result in the baseline")
+            found[index] = Versus.listed("new", "new in this sweep: no result in the baseline")
         elif uses[config] > 1 or len(bases) > 1:
             where = "this sweep" if uses[config] > 1 else "the baseline"
             why = f"{where} holds more than one result for this config: which to pair is unknown"
-            found[index] = Versus("not compared", why, bases[0].path)
+            found[index] = Versus.listed("not compared", why, bases[0].path)
         else:
             try:
                 found[index] = pair(entry, bases[0], max_drop, load)

@@ -1,63 +1,202 @@
-"""A sweep's verdict as its document, valid against verdict.schema.json (written by --json): the
-exact texts (outside.json_text scrubs the secrets as it writes them). An entry, its checks and
-its versus are written as their records are (records.py names their fields as the schema does).
+"""A sweep's verdict as its document (written by --json): the types below state it, and
+schemas/verdict.schema.json is generated from them. The exact texts; outside.json_text scrubs
+the secrets as it writes them. Entries, checks and the baseline are written from the records
+verify passes between its steps (records.py), their versus, waivers and notes as they are.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta, structs
 
 from evalgate._version import __version__
-from evalgate.verify.records import OUTCOMES, BaselineSummary
+from evalgate.errors import VerdictCode
+from evalgate.evidence.fields import Count, Fraction, Record
+from evalgate.evidence.model import Outcome as CheckOutcome
+from evalgate.evidence.model import Score, to_document
+from evalgate.verify.expect import Expectation
+from evalgate.verify.records import (
+    OUTCOMES,
+    CheckRow,
+    Entry,
+    Note,
+    Outcome,
+    Source,
+    Verdict,
+    Versus,
+)
 from evalgate.verify.sweep import Report
 
-
-def _plain(value: Any) -> Any:
-    """A record as JSON reads back: msgspec.to_builtins keeps tuples, a JSON array is a list."""
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
+CONFIDENCE = 0.95
+"""The level of every interval of the verdict (the gate rule's)."""
 
 
-def _baseline(summary: BaselineSummary | None) -> dict[str, Any] | None:
-    """The verdict document's ``baseline`` object: a missing config by its key and path, an
-    unused waiver by its config."""
-    if summary is None:
-        return None
-    baseline: dict[str, Any] = _plain(msgspec.to_builtins(summary))
-    baseline["missing"] = [{"key": e.key, "path": e.path} for e in summary.missing]
-    baseline["unused_waivers"] = [w.config for w in summary.unused_waivers]
-    return baseline
+class CheckLine(Score, kw_only=True, frozen=True):
+    """A score judged against its threshold, with its 95% Wilson interval."""
+
+    ci_low: Fraction
+    ci_high: Fraction
+    threshold: Fraction
+    matched: Annotated[str, Meta(description="Which thresholds.json entry gave the threshold")]
+    outcome: CheckOutcome
 
 
-def document(report: Report) -> dict[str, Any]:
-    """The verdict document, valid against verdict.schema.json."""
-    entries = _plain(msgspec.to_builtins(report.entries))
-    for entry, held in zip(entries, report.entries, strict=True):
-        for check, row in zip(entry["checks"], held.checks, strict=True):
-            after = {name: check.pop(name) for name in ("threshold", "matched", "outcome")}
-            check.update(ci_low=row.low, ci_high=row.high, **after)  # the schema's order
-        for flip in entry["versus"]["lost_questions"] if entry["versus"] else ():
-            del flip["change"]  # every question listed was lost
-        if (expected := entry.pop("expected")) is not None:
-            entry["labels"] = expected  # the manifest's words, in its order, as it gave them
-    return {
-        "schema": "evalgate.verdict/2",
-        "evalgate_version": __version__,
-        "verdict": report.verdict,
-        "exit_code": report.exit_code,
-        "reason": report.reason,
-        "paths": list(report.paths),
-        "thresholds_file": report.thresholds_file,
-        "min_samples": report.min_samples,
-        "confidence": 0.95,
-        "expect": _plain(msgspec.to_builtins(report.expectation)),
-        "counts": {outcome: report.count(outcome) for outcome in OUTCOMES},
-        "entries": entries,
-        "ignored": _plain(msgspec.to_builtins(report.ignored)),
-        "baseline": _baseline(report.baseline),
-    }
+class Line(Record, kw_only=True, frozen=True):
+    """One line of the verdict: a result gated, a file that is not one, or a problem with the
+    set of results."""
+
+    key: Annotated[
+        str,
+        Meta(min_length=1, description="The config's readable name (a path for a malformed file)"),
+    ]
+    outcome: Outcome
+    reason: str
+    path: str | None
+    source: Source | None
+    model: str | None
+    labels: Annotated[
+        Mapping[str, Any] | None,
+        Meta(description="A run's labels; for a config expected (--expect), the manifest's words"),
+    ]
+    status: Annotated[
+        str | None, Meta(description="The run's own status (evalgate result), or error")
+    ]
+    stage: str | None
+    checks: tuple[CheckLine, ...]
+    versus: Versus | None = None
+    task: Annotated[
+        Annotated[str, Meta(min_length=1)] | None,
+        Meta(
+            description="The config's task, one name whichever tool ran it (evalgate's GSM8K "
+            "task files are gsm8k); null for a line that is no config (a malformed file, an "
+            "empty path, a count)"
+        ),
+    ]
+
+
+class Counts(Record, kw_only=True, frozen=True):
+    """How many lines of each outcome (regression and expired: with --baseline)."""
+
+    passed: Count = msgspec.field(name="pass")
+    fail: Count
+    inconclusive: Count
+    error: Count
+    malformed: Count
+    missing: Count
+    unexpected: Count
+    duplicate: Count
+    empty: Count
+    regression: Count = 0
+    expired: Count = 0
+
+
+class Missing(Record, kw_only=True, frozen=True):
+    """A config of the baseline with no result in the sweep."""
+
+    key: str
+    path: str | None
+
+
+class Baseline(Record, kw_only=True, frozen=True):
+    """--baseline: the baseline sweep compared with (null without --baseline)."""
+
+    paths: tuple[str, ...]
+    max_drop: Fraction
+    results: Count
+    waivers_file: str | None
+    missing: tuple[Missing, ...]
+    unused_waivers: tuple[str, ...]
+    unreadable: tuple[Note, ...]
+
+
+class VerdictDocument(Record, kw_only=True, frozen=True):
+    """The verdict of `evalgate verify` on a sweep: one entry per result found, per malformed
+    file, and per problem with the set (missing, unexpected, duplicate, empty path). With
+    --baseline, each result's entry carries its comparison with the same config of the
+    baseline sweep (versus), and the document what it was compared with (baseline). A config
+    is its task, model and labels (evalgate.verdict/2: each entry names its task;
+    evalgate.verdict/1, schemas/verdict-1.schema.json, did not)."""
+
+    schema: Literal["evalgate.verdict/2"]
+    evalgate_version: str
+    verdict: Verdict
+    exit_code: VerdictCode
+    reason: str
+    paths: tuple[str, ...]
+    thresholds_file: str
+    min_samples: Annotated[
+        Count | None,
+        Meta(
+            description="Questions a score needs before a straddling interval is decided on its "
+            "point estimate; null: each task's full test set"
+        ),
+    ]
+    confidence: Annotated[float, Meta(gt=0, le=1)]
+    expect: Expectation | None
+    counts: Counts
+    entries: tuple[Line, ...]
+    ignored: tuple[Note, ...]
+    baseline: Baseline | None = None
+
+
+def _check(row: CheckRow) -> CheckLine:
+    return CheckLine(**structs.asdict(row), ci_low=row.low, ci_high=row.high)
+
+
+def _line(entry: Entry) -> Line:
+    """An entry as the document writes it: a config expected (--expect) by the manifest's
+    words, in its order, as it gave them."""
+    labels = entry.expected
+    if labels is None and entry.labels is not None:
+        labels = to_document(entry.labels)
+    return Line(
+        key=entry.key,
+        outcome=entry.outcome,
+        reason=entry.reason,
+        path=entry.path,
+        source=None if entry.source == "history" else entry.source,  # never one (records.py)
+        model=entry.model,
+        labels=labels,
+        status=entry.status,
+        stage=entry.stage,
+        checks=tuple(map(_check, entry.checks)),
+        versus=entry.versus,
+        task=entry.task,
+    )
+
+
+def document(report: Report) -> VerdictDocument:
+    """The verdict document of a report."""
+    summary = report.baseline
+    baseline = (
+        None
+        if summary is None
+        else Baseline(
+            paths=summary.paths,
+            max_drop=summary.max_drop,
+            results=summary.configs,
+            waivers_file=summary.waivers,
+            missing=tuple(Missing(key=e.key, path=e.path) for e in summary.missing),
+            unused_waivers=tuple(w.config for w in summary.unused_waivers),
+            unreadable=summary.unreadable,
+        )
+    )
+    return VerdictDocument(
+        schema="evalgate.verdict/2",
+        evalgate_version=__version__,
+        verdict=report.verdict,
+        exit_code=report.exit_code,
+        reason=report.reason,
+        paths=report.paths,
+        thresholds_file=report.thresholds_file,
+        min_samples=report.min_samples,
+        confidence=CONFIDENCE,
+        expect=report.expectation,
+        counts=msgspec.convert({o: report.count(o) for o in OUTCOMES}, Counts),
+        entries=tuple(map(_line, report.entries)),
+        ignored=report.ignored,
+        baseline=baseline,
+    )

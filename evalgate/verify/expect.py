@@ -24,6 +24,7 @@ from msgspec import structs
 
 from evalgate import numbers
 from evalgate.errors import ArtifactError, UsageError
+from evalgate.evidence.fields import Positive
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
@@ -55,12 +56,12 @@ MAX_CONFIGS = 10_000
 """Configs a manifest may name in all: each is matched against every result found."""
 
 
-class Expectation(msgspec.Struct, frozen=True):
+class Expectation(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What --expect asks for: a number of configs, or configs each matched exactly once."""
 
     source: str
-    count: int | None = None
-    configs: tuple[Mapping[str, Any], ...] = ()
+    count: Positive | None
+    configs: tuple[Mapping[str, Any], ...]
 
 
 # -- config identity -----------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def parse_expectation(data: Any, source: str) -> Expectation:
                 f"--expect {source}: the expected count is out of range: give 1 to "
                 f"{MAX_CONFIGS:,} (as many configs as a manifest may name)."
             )
-        return Expectation(source, count=data)
+        return Expectation(source, count=data, configs=())
     if isinstance(data, dict) and set(data) == {"configs"}:
         data = data["configs"]
     if not isinstance(data, list) or not data:
@@ -278,7 +279,7 @@ def parse_expectation(data: Any, source: str) -> Expectation:
                 )
             first[key] = index
             configs.append(config)
-    return Expectation(source, configs=tuple(configs))
+    return Expectation(source, count=None, configs=tuple(configs))
 
 
 def load_expectation(value: str) -> Expectation:

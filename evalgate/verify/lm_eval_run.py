@@ -15,7 +15,7 @@ from msgspec import UNSET
 
 from evalgate.compare.runs import Run, evaluated_run
 from evalgate.errors import ArtifactError
-from evalgate.evidence.fields import Api, Status
+from evalgate.evidence.fields import Api, Integer, Status
 from evalgate.evidence.harness_layout import samples_path
 from evalgate.evidence.identity import run_identity
 from evalgate.evidence.model import (
@@ -44,7 +44,7 @@ _APIS: dict[str, Api] = {
 class LineRecord(msgspec.Struct, frozen=True):
     """What pairing reads of one line of lm-eval's samples file."""
 
-    doc_id: int
+    doc_id: Integer
     filter: str
     doc: dict[str, Any] = {}
     target: Any = None

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
+from msgspec import Meta
 
 from evalgate.compare.comparison import Flip
+from evalgate.evidence.fields import Count, Delta, Fraction
 from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
 from evalgate.evidence.model import Outcome as CheckOutcome
 from evalgate.evidence.stage_records import Labels
@@ -17,13 +19,15 @@ from evalgate.rules.stats import wilson_interval
 
 SetOutcome = Literal["missing", "unexpected", "duplicate"]
 """A problem with the set of results (expect.py)."""
+Source = Literal["evalgate", "lm-eval"]
+"""Which tool wrote a result."""
 
 
 class Found(msgspec.Struct, frozen=True):
     """One run to gate, whichever tool wrote it."""
 
     path: str
-    source: Literal["evalgate", "lm-eval"]
+    source: Source
     model: str | None
     labels: Labels
     scores: tuple[Score, ...]
@@ -45,7 +49,7 @@ class Found(msgspec.Struct, frozen=True):
     """The task the run was asked for, as it recorded it (None: not recorded, which is GSM8K)."""
 
 
-class Note(msgspec.Struct, frozen=True):
+class Note(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A path that is not a usable result, and why."""
 
     path: str
@@ -71,12 +75,12 @@ FAILING = frozenset(OUTCOMES) - {"pass", "inconclusive"}
 
 
 class CheckRow(Score, kw_only=True, frozen=True):
-    """A score judged: one exact_match score against its threshold, with its uncertainty.
-    Field names are the verdict document's (verdict.schema.json). Its 95% interval is not held
-    (a sweep holds a row per score) but worked out from value and n as the gate rule does."""
+    """A score judged: one exact_match score against its threshold, with its uncertainty. Its
+    95% interval is not held (a sweep holds a row per score) but worked out from value and n as
+    the gate rule does; the verdict document writes it (verify/document.py, CheckLine)."""
 
-    threshold: float
-    matched: str
+    threshold: Fraction
+    matched: Annotated[str, Meta(description="Which thresholds.json entry gave the threshold")]
     outcome: CheckOutcome
 
     @property
@@ -106,7 +110,7 @@ Standing = Literal[
 was not compared: new in the sweep, measured another way, stopped early, or no pair to read."""
 
 
-class Waiver(msgspec.Struct, frozen=True):
+class Waiver(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An accepted regression (--waivers): which config, why, who accepted it, until when."""
 
     config: str
@@ -116,31 +120,91 @@ class Waiver(msgspec.Struct, frozen=True):
     """An ISO date: the waiver holds through that day."""
 
 
-class Versus(msgspec.Struct, frozen=True):
-    """One config of the sweep against the same config of the baseline sweep (field names are
-    the verdict document's)."""
+class LostQuestion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A question the baseline's run answered rightly and the sweep's wrongly."""
 
-    standing: Standing
+    doc_id: Count
+    question: str
+    target: str
+    baseline_answer: str
+    candidate_answer: str
+
+    @classmethod
+    def of(cls, flip: Flip) -> LostQuestion:
+        return cls(
+            flip.doc_id, flip.question, flip.target, flip.baseline_answer, flip.candidate_answer
+        )
+
+
+class Versus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """--baseline: this config against the same config of the baseline sweep (null without
+    --baseline, and for a line that is no result). Every field is written (Versus.listed: a
+    config with no statistics)."""
+
+    standing: Annotated[
+        Standing,
+        Meta(
+            description="compare's finding after the sweep's adjustment, or why the config was "
+            "not compared"
+        ),
+    ]
     reason: str
-    baseline_path: str | None = None
-    filter: str | None = None
-    """The deciding filter (the worst finding, the largest drop among equals)."""
-    difference: float | None = None
-    """Candidate minus baseline, as a fraction, on the deciding filter."""
-    low: float | None = msgspec.field(default=None, name="ci_low")
-    high: float | None = msgspec.field(default=None, name="ci_high")
-    lost: int = 0
-    gained: int = 0
-    n: int = 0
-    p_value: float | None = None
-    """The one-sided p-value for a drop after Holm's adjustment over the sweep."""
-    differences: tuple[str, ...] = msgspec.field(default=(), name="protocol_differences")
+    baseline_path: str | None
+    filter: Annotated[
+        str | None,
+        Meta(description="The deciding filter (the worst finding, the largest drop among equals)"),
+    ]
+    difference: Annotated[
+        Delta | None,
+        Meta(description="Candidate minus baseline on the deciding filter, as a fraction"),
+    ]
+    low: Delta | None = msgspec.field(name="ci_low")
+    high: Delta | None = msgspec.field(name="ci_high")
+    lost: Count
+    gained: Count
+    n: Count
+    p_value: Annotated[
+        Fraction | None,
+        Meta(
+            description="The one-sided p-value for a drop after Holm's adjustment over the "
+            "configs compared"
+        ),
+    ]
+    differences: tuple[str, ...] = msgspec.field(name="protocol_differences")
     """The protocol differences, for a config measured another way."""
-    lost_questions: tuple[Flip, ...] = ()
+    lost_questions: tuple[LostQuestion, ...]
     """The deciding filter's lost questions (a regression's), at most MAX_LOST of them."""
-    warnings: tuple[str, ...] = ()
-    waiver: Waiver | None = None
+    warnings: tuple[str, ...]
+    waiver: Waiver | None
     """The waiver that accepts this regression (a regression waived does not fail)."""
+
+    @classmethod
+    def listed(
+        cls,
+        standing: Standing,
+        reason: str,
+        baseline_path: str | None = None,
+        differences: tuple[str, ...] = (),
+    ) -> Versus:
+        """A config not paired with its baseline's (new, measured another way, stopped early,
+        not compared): listed, with no statistics."""
+        return cls(
+            standing,
+            reason,
+            baseline_path,
+            filter=None,
+            difference=None,
+            low=None,
+            high=None,
+            lost=0,
+            gained=0,
+            n=0,
+            p_value=None,
+            differences=differences,
+            lost_questions=(),
+            warnings=(),
+            waiver=None,
+        )
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -151,8 +215,9 @@ class Entry(msgspec.Struct, frozen=True):
     outcome: Outcome
     reason: str
     path: str | None = None
-    source: str | None = None
-    """Which tool wrote the result (None: a line that is no result)."""
+    source: Source | Literal["history"] | None = None
+    """Which tool wrote the result (None: a line that is no result; history: a baseline's run
+    read from a history, never a line of the verdict)."""
     model: str | None = None
     labels: Labels | None = None
     """A run's labels; for a config expected (--expect), those it names (the rest None)."""
@@ -182,14 +247,13 @@ class Entry(msgspec.Struct, frozen=True):
 
 
 class BaselineSummary(msgspec.Struct, frozen=True):
-    """What --baseline compared the sweep with, and what it found beyond each config's Versus
-    (field names are the verdict document's)."""
+    """What --baseline compared the sweep with, and what it found beyond each config's Versus."""
 
     paths: tuple[str, ...]
     max_drop: float
-    configs: int = msgspec.field(name="results")
+    configs: int
     """Results found in the baseline."""
-    waivers: str | None = msgspec.field(name="waivers_file")
+    waivers: str | None
     """The --waivers file."""
     missing: tuple[Entry, ...]
     """The baseline's configs with no result in the sweep (they fail only with --expect)."""

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 from msgspec import structs
 
-from evalgate.errors import ExitCode, ThresholdsError
+from evalgate.errors import ExitCode, ThresholdsError, VerdictCode
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.stats import standard_error
 from evalgate.rules.verdict import GATED_METRIC, decide
@@ -49,7 +49,7 @@ class Report(msgspec.Struct, frozen=True):
     """The sweep's verdict and every line behind it."""
 
     verdict: Verdict
-    exit_code: int
+    exit_code: VerdictCode
     reason: str
     entries: tuple[Entry, ...]
     paths: tuple[str, ...]
@@ -198,7 +198,7 @@ def _numbers(entry: Entry) -> tuple[Any, ...]:
     return (*numbers, entry.key, entry.path or "", entry.outcome)
 
 
-def summarise(entries: Sequence[Entry]) -> tuple[Verdict, int, str]:
+def summarise(entries: Sequence[Entry]) -> tuple[Verdict, VerdictCode, str]:
     """(verdict, exit code, one-line reason) for all the entries. A result is a file read (a run
     gated, or a file that is malformed); a config is a key of a run gated."""
     results = sum(1 for e in entries if e.source is not None or e.outcome == "malformed")
@@ -209,10 +209,10 @@ def summarise(entries: Sequence[Entry]) -> tuple[Verdict, int, str]:
     line = f"{results} results for {configs} configs: {listed}"
     if any(counts[o] for o in FAILING):
         empties = [e.reason for e in entries if e.outcome == "empty"]
-        return "fail", int(ExitCode.FAIL), "; ".join(empties) if results == 0 else line
+        return "fail", ExitCode.FAIL.value, "; ".join(empties) if results == 0 else line
     if counts["inconclusive"]:
-        return "inconclusive", int(ExitCode.INCONCLUSIVE), line
-    return "pass", int(ExitCode.PASS), line
+        return "inconclusive", ExitCode.INCONCLUSIVE.value, line
+    return "pass", ExitCode.PASS.value, line
 
 
 def gate_runs(rule: Rule, found: Iterable[Found]) -> list[Entry]:

@@ -49,12 +49,13 @@ def test_a_sample_line_names_its_file_line_and_path(tmp_path):
 @pytest.mark.parametrize("field", ["doc_id", "completion_tokens", "repeat"])
 def test_a_sample_line_with_an_integer_past_64_bits_is_refused_naming_its_line(tmp_path, field):
     """samples.jsonl is decoded in one pass; an integer past 64 bits still sends it line by line,
-    where the reader names the line, as it does for any document of the contract."""
+    where the reader names the line, and the type names the field and its bound."""
     sample = json.loads((DOCUMENTS / "sample.json").read_text())
     lines = [sample, sample | {"doc_id": 1, field: 2**64}]
     path = tmp_path / "samples.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    with pytest.raises(ArtifactError, match=r"line 2 holds an integer of 20 digits, past the 64"):
+    said = rf"line 2 is not a valid evalgate sample: \$\.{field}: Expected `int` <= {2**63 - 1}$"
+    with pytest.raises(ArtifactError, match=said):
         read_samples(path)
 
 

@@ -157,25 +157,40 @@ def test_chat_template_kwargs_must_be_a_json_object(engine, cli, tmp_path):
 @pytest.mark.parametrize(
     ("value", "said"),
     [
-        ('{"a": 100000000000000000000000}', "holds an integer of 24 digits, past the 64 bits"),
+        ('{"a": 1' + "0" * 400 + "}", "holds an integer of 401 digits, past what a float holds"),
         ('{"enable_thinking": true, "enable_thinking": false}', "repeats the key 'enable_think"),
         ('{"a": {"b": NaN}}', "holds NaN or Infinity, which are not JSON"),
         ('{"a": -Infinity}', "holds NaN or Infinity, which are not JSON"),
     ],
-    ids=["an integer past 64 bits", "a repeated key", "NaN", "Infinity"],
+    ids=["an integer past a float", "a repeated key", "NaN", "Infinity"],
 )
 def test_chat_template_kwargs_the_record_cannot_hold_are_refused_before_anything_is_sent(
     engine, tmp_path, value, said
 ):
-    """Read by the one JSON reader: an integer of 10^23 was sent to every request and then
-    crashed the record (exit 4, result.json left "running"); a repeated key was read as its
-    last value; NaN was sent and recorded as no JSON reader outside Python reads it."""
+    """Read by the one JSON reader, as plain values: an integer of 10^23 was sent to every
+    request and then crashed the record (exit 4, result.json left "running"; the record now
+    holds it, below); a repeated key was read as its last value; NaN was sent and recorded as
+    no JSON reader outside Python reads it."""
     done = run_subprocess(*_args(engine, tmp_path, "--chat-template-kwargs", value))
     assert done.returncode == 2, done.stderr
     assert f"--chat-template-kwargs = {value!r}" in done.stderr
     assert said in done.stderr
     assert engine.requests == []
     assert not (tmp_path / "result.json").exists()
+
+
+def test_chat_template_kwargs_of_a_plain_integer_past_64_bits_are_sent_and_recorded(
+    engine, cli, tmp_path
+):
+    """A plain value, bounded as the reader bounds plain values (below what a float holds):
+    the record holds what the flag took, and reads back (verify passes the run)."""
+    big = 10**23
+    result = cli(*_args(engine, tmp_path, "--chat-template-kwargs", f'{{"budget": {big}}}'))
+    assert result.code == 0, result.text
+    bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
+    assert all(b["chat_template_kwargs"] == {"budget": big} for b in bodies)
+    assert load_result(tmp_path)["eval"]["chat_template_kwargs"] == {"budget": big}
+    assert cli("verify", str(tmp_path)).code == 0
 
 
 # -- thinking written into the answer (no reasoning parser) ----------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 import pytest
 from msgspec import structs
 
+from evalgate import outside
+from evalgate.evidence.model import to_document
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import Score
 from evalgate.schemas import validation_errors
@@ -127,7 +130,7 @@ def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
     [
         decide(empty=("a",)),
         decide(run(4, 0.95), run(8, 0.92, n=50)),
-        decide(run(4, 0.95), expect=Expectation("2", count=2)),
+        decide(run(4, 0.95), expect=Expectation("2", count=2, configs=())),
         decide(
             Found(
                 "b/results.json",
@@ -143,7 +146,7 @@ def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
     ],
 )
 def test_the_verdict_document_matches_its_schema(result):
-    document = verdict_document(result)
+    document = json.loads(outside.json_text(to_document(verdict_document(result))))
     assert validation_errors("verdict", document) == []
     assert document["exit_code"] == result.exit_code
     assert sum(document["counts"].values()) == len(document["entries"])

@@ -1065,7 +1065,9 @@ def test_check_set_an_entry_matching_two_configs_is_ambiguous():
 
 @pytest.mark.parametrize(("count", "outcome"), [(3, None), (4, "missing"), (2, "unexpected")])
 def test_check_set_count(count, outcome):
-    problems = setcheck.check_set(_entries(1, 2, 3), expect.Expectation(str(count), count=count))
+    problems = setcheck.check_set(
+        _entries(1, 2, 3), expect.Expectation(str(count), count=count, configs=())
+    )
     assert [p.outcome for p in problems] == ([outcome] if outcome else [])
     if outcome:
         assert f"expected {count} configs (--expect {count}), found 3" in problems[0].reason
