@@ -1,20 +1,36 @@
-"""evalgate's exceptions: one tree, one exit code per branch.
+"""evalgate's exceptions: one tree, one exit code per branch (the codes: ExitCode, below).
 
     EvalgateError                 base; never raised itself
-    ├── UsageError           (2)  bad flags, settings, files or data: change an input
+    ├── UsageError         USAGE  bad flags, settings, files or data: change an input
     │   ├── ContextError          the eval context cannot be derived from the inputs
     │   ├── ThresholdsError       thresholds.json is malformed
     │   ├── DatasetError          GSM8K files missing, altered or unreadable
     │   ├── ArtifactError         a result file is malformed, or would overwrite another run
-    │   └── HistoryError          the history cannot be opened, read or written as asked
-    ├── EndpointError        (3)  the engine cannot be used as configured
+    │   ├── HistoryError          the history cannot be opened, read or written as asked
+    │   ├── YamlRefused           a YAML file the one reader (yamlfile.py) does not take
+    │   └── FormatError           a benchmark harness file breaks its format
+    ├── EndpointError      ENDPOINT  the engine cannot be used as configured
     │   ├── NotReadyError         the endpoint did not become ready before its deadline
-    │   └── ProbeError            the pre-flight request was rejected (or truncates, --strict)
-    ├── EvalFailedError      (4)  the eval started but could not finish: no score can be trusted
-    └── AbortedError         (6)  stopped by a signal (SIGINT, SIGTERM, SIGHUP, ...)
+    │   ├── ProbeError            the pre-flight request was rejected (or truncates, --strict)
+    │   ├── RequestFailed         a request got no usable answer in all its attempts
+    │   └── what one attempt got instead of an answer (engine/retry.py: which are retried)
+    │       ├── EngineAnswerError     the engine's error answer, parsed
+    │       ├── TransientAnswer       an answer that may be right next time
+    │       │   ├── TimedOut          no whole answer within the request's deadline
+    │       │   └── MalformedAnswer   a 200 whose body is not what was asked for
+    │       ├── AnswerTooLarge        past --max-response-bytes, decoded
+    │       └── ConnectionFailed      no answer: the connection refused, reset or closed
+    │           └── HostSilent        the host stopped answering (connect deadline, keepalive)
+    ├── EvalFailedError    EVAL   the eval started but could not finish: no score can be trusted
+    │   ├── OverBudget            more requests failed than --max-failed-requests allows
+    │   └── WorkerLost            a worker behind the router stopped answering
+    └── AbortedError       ABORTED  stopped by a signal (SIGINT, SIGTERM, SIGHUP, ...)
 
-A score below its threshold is not an exception: it is a verdict (exit 1). Every message says what
-happened, with the numbers, and what to do next. The engine's own words are kept verbatim.
+A score below its threshold is not an exception: it is a verdict (ExitCode.FAIL). Every message
+says what happened, with the numbers, and what to do next. The engine's own words are kept
+verbatim. The engine's failures under EndpointError are caught where they happen (the probe
+makes a ProbeError of them, the eval an EvalFailedError); should one escape, it is still this
+tree's, with an exit code that says "the engine".
 """
 
 from __future__ import annotations
@@ -24,23 +40,44 @@ from typing import Any, Literal
 
 
 class ExitCode(IntEnum):
-    """Exit codes of the `evalgate` command. Stable: CI scripts branch on them."""
+    """Exit codes of the `evalgate` command. Stable: CI scripts branch on them. Each member's
+    `meaning` is the one statement of it: the --help epilog and the README's table are made
+    from it (and the README's is checked against it)."""
 
-    PASS = 0
-    """The gate passed (run, verify) or the runs are equivalent (compare)."""
-    FAIL = 1
-    """A score is below its threshold (run, verify) or a regression was found (compare)."""
-    USAGE = 2
-    """Bad flags, settings, thresholds, result files or dataset: fix the input."""
-    ENDPOINT = 3
-    """The endpoint never became ready, or the pre-flight probe was rejected."""
-    EVAL = 4
-    """The eval started but could not finish (requests failed, harness error)."""
-    INCONCLUSIVE = 5
-    """Too few samples to decide (verify, compare)."""
-    ABORTED = 6
-    """Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2); artifacts say how far
-    it got."""
+    meaning: str
+
+    def __new__(cls, value: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    PASS = 0, "pass (`run`, `hook`, `verify`), equivalent (`compare`)"
+    FAIL = (
+        1,
+        "a score below its threshold, too many truncated answers, a regression (`compare`; "
+        "`verify --baseline`, unless waived), or any failed, errored, malformed, missing or "
+        "unexpected result (`verify`)",
+    )
+    USAGE = (
+        2,
+        "usage: bad flags, settings, config file, thresholds file, result files, dataset "
+        "files, an output folder that already holds a result, `run`/`hook` without the eval "
+        "extra, or a history that cannot be opened (not a history, a newer schema, a server "
+        "that cannot be reached or refuses the login)",
+    )
+    ENDPOINT = 3, "the endpoint never became ready, or the pre-flight probe was rejected"
+    EVAL = (
+        4,
+        "the eval started but could not finish (a request the engine rejected, failed "
+        "requests over the budget, a harness error)",
+    )
+    INCONCLUSIVE = 5, "inconclusive: too few samples to decide (`verify`, `compare`)"
+    ABORTED = (
+        6,
+        "aborted by a signal: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 (the result says how "
+        "far it got)",
+    )
 
 
 VerdictCode = Literal[0, 1, 5]
@@ -83,6 +120,20 @@ class HistoryError(UsageError):
     not a history, a newer schema, a server that cannot be reached or refuses the login."""
 
 
+class YamlRefused(UsageError):
+    """A YAML file the one reader (evalgate.yamlfile) does not take; `kind` says why, the
+    message where. Whoever reads the file says which file it was."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        """"syntax", "alias", "nesting", "size", "repeated", "key", "tag" or "integer"."""
+
+
+class FormatError(UsageError):
+    """A benchmark harness file breaks its format; the message says how."""
+
+
 class EndpointError(EvalgateError):
     exit_code = ExitCode.ENDPOINT
 
@@ -99,8 +150,91 @@ class ProbeError(EndpointError):
     request."""
 
 
+class RequestFailed(EndpointError):
+    """A request that got no usable answer in all its attempts: `fatal` when retrying cannot
+    help (a 4xx). `error` is the engine's answer (evalgate.engine.wire.EngineError), or what
+    went wrong on the way (status 0)."""
+
+    def __init__(
+        self,
+        error: Any,
+        *,
+        fatal: bool,
+        attempts: int,
+        unreachable_workers: tuple[str, ...] = (),
+    ) -> None:
+        # status 0: no status came back, so the message says what went wrong on the way
+        super().__init__(error.describe() if error.status else f"no answer: {error.message}")
+        self.error = error
+        self.fatal = fatal
+        self.attempts = attempts
+        self.unreachable_workers = unreachable_workers
+        """Workers the router said it could not reach, in any answer of this eval so far."""
+
+
+class EngineAnswerError(EndpointError):
+    """An error answer from an engine, parsed (`error`: evalgate.engine.wire.EngineError)."""
+
+    def __init__(self, error: Any) -> None:
+        super().__init__(error.describe())
+        self.error = error
+
+
+class TransientAnswer(EndpointError):
+    """An answer that may be right next time: a 200 whose body is not what was asked for, or
+    no whole answer within the deadline."""
+
+
+class TimedOut(TransientAnswer):
+    """No whole answer within the request's deadline (first byte to last)."""
+
+
+class MalformedAnswer(TransientAnswer):
+    """A 200 whose body is not a completion."""
+
+
+class AnswerTooLarge(EndpointError):
+    """The answer passed --max-response-bytes, decoded: it was cut, and is not retried."""
+
+
+class ConnectionFailed(EndpointError):
+    """No answer came back: the connection was refused, reset or closed before the answer."""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ConnectionFailed:
+        """From the HTTP library's error, named by its first cause (the socket's own error)."""
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        named = root
+        if isinstance(root, OSError) and root.errno and type(root).__module__ != "builtins":
+            # the library's own OSError (aiohttp's ClientOSError): the socket's error by errno
+            named = OSError(root.errno, root.strerror)  # ConnectionResetError, ...
+        text = str(named) or "the connection was closed before an answer"
+        return cls(f"{type(named).__name__}: {text}")
+
+
+class HostSilent(ConnectionFailed):
+    """The host stopped answering: no connection within the connect deadline, or the kernel
+    dropped a connection whose peer acknowledged nothing for TCP_USER_TIMEOUT."""
+
+
 class EvalFailedError(EvalgateError):
     exit_code = ExitCode.EVAL
+
+
+class OverBudget(EvalFailedError):
+    """More requests failed than --max-failed-requests allows: raised by the first failure
+    over it (`doc_id`, `failure`); the eval's message waits for the final count."""
+
+    def __init__(self, doc_id: int, failure: RequestFailed) -> None:
+        super().__init__(f"question {doc_id} failed over the budget: {failure.message}")
+        self.doc_id = doc_id
+        self.failure = failure
+
+
+class WorkerLost(EvalFailedError):
+    """A worker behind the router stopped answering during the eval."""
 
 
 class AbortedError(EvalgateError):

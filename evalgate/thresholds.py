@@ -166,7 +166,8 @@ def _yaml(text: str, target: Path, *, fallback: bool = False) -> Any:
     """The file read as YAML. As the fallback reading of a file that is not JSON: None where it
     is not YAML either (the JSON error is then the one reported); refused where YAML reads it
     unsafely."""
-    from evalgate.yamlfile import YamlRefused, load_yaml
+    from evalgate.errors import YamlRefused
+    from evalgate.yamlfile import load_yaml
 
     try:
         return load_yaml(text)

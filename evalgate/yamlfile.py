@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from evalgate.errors import YamlRefused
 from evalgate.evidence.read import HUGE_INT
 
 MAX_DEPTH = 64
@@ -23,16 +24,6 @@ _INT_CHARS = 400
 YAML's underscores."""
 _NOT_PLAIN = ("binary", "set", "omap", "pairs")
 """YAML's types beyond JSON's (bytes, sets, ordered pairs): refused as unknown tags."""
-
-
-class YamlRefused(Exception):
-    """The text is not YAML this reader accepts; `kind` says why, `message` says where."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        """"syntax", "alias", "nesting", "size", "repeated", "key", "tag" or "integer"."""
-        self.message = message
 
 
 def load_yaml(text: str, tags: Mapping[str, type[str]] | None = None) -> Any:

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from evalgate.cli import main
-from evalgate.engine.client import EvalClient, RequestFailed
+from evalgate.engine.client import EvalClient
+from evalgate.errors import RequestFailed
 from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings.values import Settings

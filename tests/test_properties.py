@@ -23,10 +23,17 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evalgate.cli.flags import settings_from_args
-from evalgate.engine.answers import MalformedAnswer, parse_answer
+from evalgate.engine.answers import parse_answer
 from evalgate.engine.urls import authorization, redact_url
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
-from evalgate.errors import ArtifactError, ContextError, DatasetError, EvalgateError, UsageError
+from evalgate.errors import (
+    ArtifactError,
+    ContextError,
+    DatasetError,
+    EvalgateError,
+    MalformedAnswer,
+    UsageError,
+)
 from evalgate.evidence import artifacts, journal
 from evalgate.gate.context import served_limits_from_args
 from evalgate.gate.hook import parse_concurrencies

@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.engine.retry import EngineAnswerError, TransientAnswer
 from evalgate.engine.wire import parse_error
+from evalgate.errors import EngineAnswerError, MalformedAnswer
 from evalgate.outside import capped
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -41,10 +41,6 @@ class Completion:
     field."""
     reasoning_tokens: int | None = None
     """usage.completion_tokens_details.reasoning_tokens, where the engine reports it."""
-
-
-class MalformedAnswer(TransientAnswer):
-    """A 200 whose body is not a completion."""
 
 
 @dataclass

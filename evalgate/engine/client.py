@@ -18,53 +18,27 @@ import aiohttp
 from tenacity import RetryCallState
 
 from evalgate.engine import dynamo, request
-from evalgate.engine.answers import (
-    Completion,
-    MalformedAnswer,
-    Problems,
-    error_answer,
-    parse_answer,
-)
+from evalgate.engine.answers import Completion, Problems, error_answer, parse_answer
 from evalgate.engine.http import Reader, exchange, lines, open_session, read_capped
-from evalgate.engine.retry import (
-    FAILURES,
+from evalgate.engine.retry import FAILURES, RetryPolicy, should_retry
+from evalgate.engine.urls import Network, api_root, authorization
+from evalgate.engine.wire import EngineError, json_or_none, parse_error
+from evalgate.engine.workers import WorkerWatch
+from evalgate.errors import (
     AnswerTooLarge,
     ConnectionFailed,
     EngineAnswerError,
     HostSilent,
-    RetryPolicy,
+    MalformedAnswer,
+    RequestFailed,
     TimedOut,
-    should_retry,
 )
-from evalgate.engine.urls import Network, api_root, authorization
-from evalgate.engine.wire import EngineError, json_or_none, parse_error
-from evalgate.engine.workers import WorkerWatch
 from evalgate.outside import capped
 
 log = logging.getLogger(__name__)
 KEPT_OF_NO_STREAM = 4096
 """Bytes of a body that is not a stream kept to say what it was."""
 T = TypeVar("T")
-
-
-class RequestFailed(Exception):
-    """A request that got no answer: `fatal` when retrying cannot help (a 4xx)."""
-
-    def __init__(
-        self,
-        error: EngineError,
-        *,
-        fatal: bool,
-        attempts: int,
-        unreachable_workers: tuple[str, ...] = (),
-    ) -> None:
-        # status 0: no status came back, so the message says what went wrong on the way
-        super().__init__(error.describe() if error.status else f"no answer: {error.message}")
-        self.error = error
-        self.fatal = fatal
-        self.attempts = attempts
-        self.unreachable_workers = unreachable_workers
-        """Workers the router said it could not reach, in any answer of this eval so far."""
 
 
 async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
@@ -101,7 +75,8 @@ async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
 
 def _as_engine_error(exc: BaseException) -> EngineError:
     if isinstance(exc, EngineAnswerError):
-        return exc.error
+        answer: EngineError = exc.error
+        return answer
     if isinstance(exc, TimedOut):
         return EngineError(0, "request timed out (--timeout)")
     if isinstance(exc, HostSilent):

@@ -20,9 +20,10 @@ import aiohttp
 from evalgate.engine.answers import whole
 from evalgate.engine.cards import ModelCard, model_card
 from evalgate.engine.http import exchange, open_session, read_capped
-from evalgate.engine.retry import FAILURES, EngineAnswerError
+from evalgate.engine.retry import FAILURES
 from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, credentials_advice, parse_error
+from evalgate.errors import EngineAnswerError
 from evalgate.outside import capped
 from evalgate.tasks.prompts import Prompt
 

@@ -14,14 +14,9 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from evalgate.engine.retry import (
-    AnswerTooLarge,
-    ConnectionFailed,
-    HostSilent,
-    TimedOut,
-    causes,
-)
+from evalgate.engine.retry import causes
 from evalgate.engine.urls import Network, origin
+from evalgate.errors import AnswerTooLarge, ConnectionFailed, HostSilent, TimedOut
 
 T = TypeVar("T")
 Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]

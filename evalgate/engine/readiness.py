@@ -17,18 +17,16 @@ from tenacity import RetryCallState
 from evalgate.engine import dynamo
 from evalgate.engine.cards import ModelCard, is_placeholder, pick_card
 from evalgate.engine.discovery import EngineInfo
-from evalgate.engine.retry import (
-    FAILURES,
-    AnswerTooLarge,
-    EngineAnswerError,
-    RetryPolicy,
-    TransientAnswer,
-    should_retry,
-    tls_to_plain_http,
-)
+from evalgate.engine.retry import FAILURES, RetryPolicy, should_retry, tls_to_plain_http
 from evalgate.engine.urls import redact_url, server_root
 from evalgate.engine.wire import EngineError, credentials_advice, parse_error
-from evalgate.errors import EndpointError, NotReadyError
+from evalgate.errors import (
+    AnswerTooLarge,
+    EndpointError,
+    EngineAnswerError,
+    NotReadyError,
+    TransientAnswer,
+)
 from evalgate.outside import listed
 
 log = logging.getLogger(__name__)

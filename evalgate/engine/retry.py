@@ -25,52 +25,15 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from evalgate.engine.wire import EngineError
+from evalgate.errors import (
+    AnswerTooLarge,
+    ConnectionFailed,
+    EngineAnswerError,
+    HostSilent,
+    TransientAnswer,
+)
 
 BeforeSleep = Callable[[RetryCallState], None]
-
-
-class EngineAnswerError(Exception):
-    """An error answer from an engine, parsed (raised by evalgate's own HTTP calls)."""
-
-    def __init__(self, error: EngineError) -> None:
-        super().__init__(error.describe())
-        self.error = error
-
-
-class TransientAnswer(Exception):
-    """An answer that may be right next time: a 200 whose body is not what was asked for, or
-    no whole answer within the deadline."""
-
-
-class TimedOut(TransientAnswer):
-    """No whole answer within the request's deadline (first byte to last)."""
-
-
-class AnswerTooLarge(Exception):
-    """The answer passed --max-response-bytes, decoded: it was cut, and is not retried."""
-
-
-class ConnectionFailed(ConnectionError):
-    """No answer came back: the connection was refused, reset or closed before the answer."""
-
-    @classmethod
-    def of(cls, exc: BaseException) -> ConnectionFailed:
-        """From the HTTP library's error, named by its first cause (the socket's own error)."""
-        root = exc
-        while root.__cause__ is not None and root.__cause__ is not root:
-            root = root.__cause__
-        named = root
-        if isinstance(root, OSError) and root.errno and type(root).__module__ != "builtins":
-            # the library's own OSError (aiohttp's ClientOSError): the socket's error by errno
-            named = OSError(root.errno, root.strerror)  # ConnectionResetError, ...
-        text = str(named) or "the connection was closed before an answer"
-        return cls(f"{type(named).__name__}: {text}")
-
-
-class HostSilent(ConnectionFailed):
-    """The host stopped answering: no connection within the connect deadline, or the kernel
-    dropped a connection whose peer acknowledged nothing for TCP_USER_TIMEOUT."""
 
 
 FAILURES = (EngineAnswerError, ConnectionFailed, TransientAnswer, AnswerTooLarge)
@@ -96,10 +59,10 @@ def tls_to_plain_http(exc: BaseException) -> bool:
 def should_retry(exc: BaseException) -> bool:
     """Can the same request succeed later? (The table in the module docstring.)"""
     if isinstance(exc, EngineAnswerError):
-        return exc.error.retryable or exc.error.status == 200
+        return bool(exc.error.retryable or exc.error.status == 200)
     if tls_to_plain_http(exc):
         return False
-    return isinstance(exc, TransientAnswer | TimeoutError | ConnectionError)
+    return isinstance(exc, TransientAnswer | ConnectionFailed | TimeoutError | ConnectionError)
 
 
 class stop_after_silence_twice(stop_base):  # named as tenacity names its stops

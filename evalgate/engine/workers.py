@@ -16,16 +16,12 @@ from typing import Any, TypeVar
 import aiohttp
 
 from evalgate.engine.http import exchange, open_session
-from evalgate.engine.retry import FAILURES, HostSilent, TimedOut
+from evalgate.engine.retry import FAILURES
 from evalgate.engine.urls import Network, api_root, credentials, redact_url
-from evalgate.errors import EvalFailedError
+from evalgate.errors import HostSilent, TimedOut, WorkerLost
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class WorkerLost(EvalFailedError):
-    """A worker behind the router stopped answering during the eval."""
 
 
 class WorkerWatch:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalgate.errors import FormatError
 from evalgate.evidence.stage_records import Labels
 
 TASK = "gsm8k"
@@ -39,10 +40,6 @@ _PHASES = tuple(
     for phase in ("prefill", "decode")
     for key in ("tp", "ep", "dp_attention", "num_workers", *SIZES)
 )
-
-
-class FormatError(Exception):
-    """A harness file breaks its format; the message says how."""
 
 
 def _int(meta: Mapping[str, Any], key: str, bad: list[str]) -> int | None:

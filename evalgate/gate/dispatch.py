@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.engine.client import EvalClient, RequestFailed
+from evalgate.engine.client import EvalClient
+from evalgate.errors import OverBudget, RequestFailed
 from evalgate.evidence.journal import body_key
 from evalgate.evidence.model import Reply
-from evalgate.gate.replies import OverBudget, Replies
+from evalgate.gate.replies import Replies
 from evalgate.rules.sequential import PrefixReader, SequentialTest, dispatch_order
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,8 @@ def served_limits(
         found += [listed] if listed else []
     for url in endpoint.worker_urls:
         from evalgate.engine.discovery import EngineInfo  # loads the client
-        from evalgate.engine.retry import FAILURES, EngineAnswerError
+        from evalgate.engine.retry import FAILURES
+        from evalgate.errors import EngineAnswerError
 
         label = redact_url(url)
         timeout = endpoint.discovery_timeout

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from evalgate.engine import dynamo
-from evalgate.engine.retry import EngineAnswerError, RetryPolicy
+from evalgate.engine.retry import RetryPolicy
 from evalgate.engine.urls import redact_url
-from evalgate.errors import ProbeError, UsageError
+from evalgate.errors import EngineAnswerError, ProbeError, UsageError
 from evalgate.evidence.fields import Stage
 from evalgate.evidence.stage_records import (
     EndpointRecord,
@@ -76,7 +76,8 @@ def probe(
 ) -> ProbeRecord:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
-    from evalgate.engine.client import RequestFailed, send_probe
+    from evalgate.engine.client import send_probe
+    from evalgate.errors import RequestFailed
     from evalgate.gate.probe import accepted, failed
 
     client = eval_client(endpoint, timeout=min(endpoint.timeout, PROBE_TIMEOUT), max_connections=1)
@@ -98,7 +99,8 @@ def _with_engine_words(
 ) -> ProbeError:
     """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
     worker asked the same request directly (once each), or how to get them."""
-    from evalgate.engine.client import RequestFailed, send_probe
+    from evalgate.engine.client import send_probe
+    from evalgate.errors import RequestFailed
 
     for url in worker_urls:
         label = redact_url(url)

@@ -9,10 +9,8 @@ import logging
 import re
 
 from evalgate.engine import dynamo
-from evalgate.engine.client import RequestFailed
-from evalgate.engine.retry import ConnectionFailed, EngineAnswerError, TimedOut
 from evalgate.engine.wire import EngineError, credentials_advice
-from evalgate.errors import ProbeError
+from evalgate.errors import ConnectionFailed, EngineAnswerError, ProbeError, RequestFailed, TimedOut
 from evalgate.evidence.stage_records import ProbeRecord
 from evalgate.gate.context import EvalContext
 from evalgate.tasks.prompts import Prompt

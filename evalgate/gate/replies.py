@@ -17,9 +17,8 @@ import msgspec
 from evalgate import scrub
 from evalgate.engine import dynamo
 from evalgate.engine.answers import REASONING_FIELDS, Completion
-from evalgate.engine.client import RequestFailed
 from evalgate.engine.wire import credentials_advice
-from evalgate.errors import EvalFailedError
+from evalgate.errors import EvalFailedError, OverBudget, RequestFailed
 from evalgate.evidence.fields import AnswerField
 from evalgate.evidence.journal import Journal
 from evalgate.evidence.model import Reply
@@ -74,15 +73,6 @@ def spread(values: list[int]) -> TokenSpread | None:
         p95=float(ordered[rank - 1]),
         max=ordered[-1],
     )
-
-
-@dataclass(eq=False)  # an exception stays hashable, compared by identity
-class OverBudget(Exception):
-    """More requests failed than --max-failed-requests allows (the message waits for the
-    final count)."""
-
-    doc_id: int
-    failure: RequestFailed
 
 
 @dataclass

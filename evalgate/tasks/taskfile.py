@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import ArtifactError, UsageError
+from evalgate.errors import ArtifactError, UsageError, YamlRefused
 from evalgate.evidence.read import read_bytes
 from evalgate.outside import capped
 from evalgate.tasks.syntax import pattern_problem, plain_template
-from evalgate.yamlfile import MAX_CHARS, YamlRefused, load_yaml, paths
+from evalgate.yamlfile import MAX_CHARS, load_yaml, paths
 
 EXACT_MATCH_OPTIONS = (
     "metric", "aggregation", "higher_is_better", "ignore_case", "ignore_punctuation",

@@ -12,11 +12,10 @@ from typing import Any
 
 from msgspec import structs
 
-from evalgate.errors import ArtifactError
+from evalgate.errors import ArtifactError, FormatError
 from evalgate.evidence import read as json_file
 from evalgate.evidence.artifacts import read_hook, read_result
 from evalgate.evidence.folder import holder
-from evalgate.evidence.harness_layout import FormatError
 from evalgate.evidence.model import Result
 from evalgate.evidence.stage_records import Labels
 from evalgate.verify import harness_output

@@ -12,7 +12,8 @@ from typing import Any
 
 from msgspec import structs
 
-from evalgate.evidence.harness_layout import FormatError, meta_labels, meta_text
+from evalgate.errors import FormatError
+from evalgate.evidence.harness_layout import meta_labels, meta_text
 from evalgate.evidence.model import Score
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import GATED_METRIC

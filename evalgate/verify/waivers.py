@@ -89,7 +89,8 @@ def parse_waivers(data: Any, source: str) -> Waivers:
 
 def load_waivers(path: str) -> Waivers:
     """--waivers: a .json file read as JSON, any other as YAML (JSON is YAML too)."""
-    from evalgate.yamlfile import MAX_CHARS, YamlRefused, load_yaml
+    from evalgate.errors import YamlRefused
+    from evalgate.yamlfile import MAX_CHARS, load_yaml
 
     try:
         if Path(path).suffix.lower() == ".json":

@@ -8,18 +8,17 @@ import aiohttp
 import pytest
 from tenacity import RetryError
 
-from evalgate.engine.answers import MalformedAnswer
-from evalgate.engine.retry import (
+from evalgate.engine.retry import RetryPolicy, should_retry
+from evalgate.engine.wire import EngineError, parse_error
+from evalgate.errors import (
     AnswerTooLarge,
     ConnectionFailed,
     EngineAnswerError,
     HostSilent,
-    RetryPolicy,
-    should_retry,
+    MalformedAnswer,
 )
-from evalgate.engine.retry import EngineAnswerError as SideDoorError
-from evalgate.engine.retry import TimedOut as AnswerTimedOut
-from evalgate.engine.wire import EngineError, parse_error
+from evalgate.errors import EngineAnswerError as SideDoorError
+from evalgate.errors import TimedOut as AnswerTimedOut
 
 VLLM_400 = json.dumps({"error": {"message": "max_tokens=9 cannot be greater", "code": 400}})
 WORKER_REFUSED = (
