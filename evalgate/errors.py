@@ -40,44 +40,39 @@ from typing import Any, Literal
 
 
 class ExitCode(IntEnum):
-    """Exit codes of the `evalgate` command. Stable: CI scripts branch on them. Each member's
+    """Exit codes of the `evalgate` command. Stable: CI scripts branch on them. Each one's
     `meaning` is the one statement of it: the --help epilog and the README's table are made
     from it (and the README's is checked against it)."""
 
-    meaning: str
+    PASS = 0
+    FAIL = 1
+    USAGE = 2
+    ENDPOINT = 3
+    EVAL = 4
+    INCONCLUSIVE = 5
+    ABORTED = 6
 
-    def __new__(cls, value: int, meaning: str) -> ExitCode:
-        member = int.__new__(cls, value)
-        member._value_ = value
-        member.meaning = meaning
-        return member
+    @property
+    def meaning(self) -> str:
+        return _MEANINGS[self]
 
-    PASS = 0, "pass (`run`, `hook`, `verify`), equivalent (`compare`)"
-    FAIL = (
-        1,
-        "a score below its threshold, too many truncated answers, a regression (`compare`; "
-        "`verify --baseline`, unless waived), or any failed, errored, malformed, missing or "
-        "unexpected result (`verify`)",
-    )
-    USAGE = (
-        2,
-        "usage: bad flags, settings, config file, thresholds file, result files, dataset "
-        "files, an output folder that already holds a result, `run`/`hook` without the eval "
-        "extra, or a history that cannot be opened (not a history, a newer schema, a server "
-        "that cannot be reached or refuses the login)",
-    )
-    ENDPOINT = 3, "the endpoint never became ready, or the pre-flight probe was rejected"
-    EVAL = (
-        4,
-        "the eval started but could not finish (a request the engine rejected, failed "
-        "requests over the budget, a harness error)",
-    )
-    INCONCLUSIVE = 5, "inconclusive: too few samples to decide (`verify`, `compare`)"
-    ABORTED = (
-        6,
-        "aborted by a signal: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 (the result says how "
-        "far it got)",
-    )
+
+_MEANINGS = {
+    ExitCode.PASS: "pass (`run`, `hook`, `verify`), equivalent (`compare`)",
+    ExitCode.FAIL: "a score below its threshold, too many truncated answers, a regression "
+    "(`compare`; `verify --baseline`, unless waived), or any failed, errored, malformed, "
+    "missing or unexpected result (`verify`)",
+    ExitCode.USAGE: "usage: bad flags, settings, config file, thresholds file, result files, "
+    "dataset files, an output folder that already holds a result, `run`/`hook` without the "
+    "eval extra, or a history that cannot be opened (not a history, a newer schema, a server "
+    "that cannot be reached or refuses the login)",
+    ExitCode.ENDPOINT: "the endpoint never became ready, or the pre-flight probe was rejected",
+    ExitCode.EVAL: "the eval started but could not finish (a request the engine rejected, "
+    "failed requests over the budget, a harness error)",
+    ExitCode.INCONCLUSIVE: "inconclusive: too few samples to decide (`verify`, `compare`)",
+    ExitCode.ABORTED: "aborted by a signal: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 (the "
+    "result says how far it got)",
+}
 
 
 VerdictCode = Literal[0, 1, 5]

@@ -23,18 +23,24 @@ _INT_CHARS = 400
 """Characters of an integer read at all: past HUGE_INT's 309 digits with room for a sign and
 YAML's underscores."""
 _NOT_PLAIN = ("binary", "set", "omap", "pairs")
+_INT, _FLOAT, _STR = (f"tag:yaml.org,2002:{kind}" for kind in ("int", "float", "str"))
 """YAML's types beyond JSON's (bytes, sets, ordered pairs): refused as unknown tags."""
 
 
-def load_yaml(text: str, tags: Mapping[str, type[str]] | None = None) -> Any:
+def load_yaml(
+    text: str, tags: Mapping[str, type[str]] | None = None, *, numbers_as_text: bool = False
+) -> Any:
     """Plain data from `text`; `tags` maps a local tag (``!function``) to the str subclass its
-    scalar is read as. Raises YamlRefused."""
+    scalar is read as; with `numbers_as_text`, a number that is a top-level mapping's value is
+    kept as the text it is written as (a config file's: read then by evalgate's one rule for
+    numbers, as a flag's). Raises YamlRefused."""
     if len(text) > MAX_CHARS:
         raise YamlRefused(
             "size", f"is {len(text):,} characters, over the {MAX_CHARS:,} this reader takes"
         )
     loader = _Loader(text)
     loader.tags = dict(tags or {})
+    loader.numbers_as_text = numbers_as_text
     try:
         return loader.get_single_data()
     except yaml.YAMLError as exc:
@@ -52,8 +58,16 @@ def _line(node_or_event: Any) -> int:
 
 class _Loader(yaml.SafeLoader):
     tags: dict[str, type[str]]
+    numbers_as_text = False
     _depth = 0
     _nodes = 0
+
+    def construct_document(self, node: Any) -> Any:
+        if self.numbers_as_text and isinstance(node, yaml.MappingNode):
+            for _, value in node.value:
+                if isinstance(value, yaml.ScalarNode) and value.tag in (_INT, _FLOAT):
+                    value.tag = _STR
+        return super().construct_document(node)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -133,7 +147,7 @@ _Loader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_strict_mapping
 )
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_text)
-_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_bounded_int)
+_Loader.add_constructor(_INT, _Loader.construct_bounded_int)
 for _kind in _NOT_PLAIN:
     _Loader.add_constructor(f"tag:yaml.org,2002:{_kind}", _Loader.construct_undefined)
 

@@ -33,6 +33,7 @@ from evalgate.engine.client import EvalClient
 from evalgate.errors import RequestFailed
 from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
+from evalgate.settings.endpoint import NetworkSettings
 from evalgate.settings.values import Settings
 from evalgate.tasks.dataset import bundled_dir
 from tests.conftest import deadline, load_samples
@@ -460,6 +461,7 @@ def test_a_trickling_answer_is_cut_at_the_timeout():
         wait_min=0,
         wait_max=0,
         max_connections=1,
+        network=NetworkSettings(),
     )
 
     async def ask() -> RequestFailed:

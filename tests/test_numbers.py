@@ -10,7 +10,7 @@ import pytest
 
 from evalgate.cli.flags import flag_name
 from evalgate.settings.environment import variables
-from evalgate.settings.values import Settings
+from evalgate.settings.values import SETTINGS
 from tests.conftest import FAST, load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
@@ -49,6 +49,8 @@ RANGES = {
     "alpha": (*FRACTION, "more than 0 to less than 1"),
     "max_drop": (*FRACTION, "0 to less than 1"),
     "min_samples": COUNT,
+    "flips": COUNT,
+    "last": COUNT,
 }
 """Every numeric setting's range (the kernel's limits for the keepalive: TCP_KEEPIDLE and
 TCP_KEEPINTVL at most 32,767 s, TCP_KEEPCNT at most 127)."""
@@ -76,7 +78,7 @@ def _context(without: str) -> list[str]:
 
 
 def test_every_numeric_setting_has_its_range_in_the_table_above():
-    numeric = {name for name, info in Settings.model_fields.items() if _numeric(info.annotation)}
+    numeric = {name for name, s in SETTINGS.items() if _numeric(s.info.annotation)}
     assert numeric - {"port"} == set(RANGES)  # port: 1 to 65,535, checked with the URL
 
 
@@ -246,7 +248,10 @@ def test_a_served_length_in_other_digits_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--min-samples", "2147483648"], "2,147,483,648 is out of range: give 0 to 2,147,483,647"),
+        (
+            ["--min-samples", "2147483648"],
+            "(set by --min-samples or EVALGATE_MIN_SAMPLES): out of range: give 0 to 2,147,483,647",
+        ),
         (["--min-samples", "\u0661\u0666"], "ASCII digits 0-9"),
         (["--max-drop", "nan"], "not a decimal number in ASCII digits 0-9"),
         (["--expect", "\u0661\u0666"], "--expect"),
@@ -285,7 +290,8 @@ def test_compare_reads_flips_by_the_same_rule(tmp_path):
 
     assert done.returncode == 2
     assert (
-        "argument --flips: '\u0663': a whole number is written with the ASCII digits" in done.stderr
+        "--flips = '\u0663' (set by --flips or EVALGATE_FLIPS): a whole number is written with "
+        "the ASCII digits" in done.stderr
     )
 
 

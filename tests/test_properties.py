@@ -38,7 +38,7 @@ from evalgate.evidence import artifacts, journal
 from evalgate.gate.context import served_limits_from_args
 from evalgate.gate.hook import parse_concurrencies
 from evalgate.gate.native import native_max_len
-from evalgate.settings.values import Settings
+from evalgate.settings.values import SETTINGS, value_of
 from evalgate.tasks.dataset import bundled_dir, load_dataset
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 
@@ -423,8 +423,8 @@ ZERO_IS_UNSET = {"isl", "osl", "eval_max_model_len"}
 
 numeric_fields = [
     name
-    for name, info in Settings.model_fields.items()
-    if info.annotation in (int, float, int | None, float | None)
+    for name, setting in SETTINGS.items()
+    if setting.info.annotation in (int, float, int | None, float | None)
 ]
 
 
@@ -445,4 +445,4 @@ def test_settings_are_valid_or_a_usage_error_naming_the_flag(values):
     for name, value in values.items():
         if not isinstance(value, str):  # "3" is read as 3, as from the environment
             unset = name in ZERO_IS_UNSET and value == 0  # as the harness reads them
-            assert getattr(found, name) == (None if unset else value)
+            assert value_of(found, name) == (None if unset else value)

@@ -20,6 +20,7 @@ from evalgate.gate.replies import Replies
 from evalgate.outside import capped
 from evalgate.page import esc
 from evalgate.settings.environment import credentials_environment, variables
+from evalgate.settings.sources import load
 from evalgate.settings.values import Settings, credentials
 from evalgate.verify.baseline_html import SHOWN_CHARS
 
@@ -182,10 +183,18 @@ def test_the_settings_secrets_are_its_key_and_every_urls_user_info():
 
 
 def test_the_credential_variables_are_the_ones_settings_reads():
-    """verify and compare read these without the Settings model: the same names."""
-    for field in ("api_key", "base_url", "worker_urls"):
-        alias = Settings.model_fields[field].validation_alias
-        assert tuple(alias.choices) == variables(field)
+    """Every command scrubs what credentials_environment finds: the variables the settings
+    read these from, each of them."""
+    for field, value in (
+        ("api_key", KEY),
+        ("base_url", "http://gate:pw-PLANTED-456@router:8000/v1"),
+        ("worker_urls", "http://w:wk-PLANTED-789@decode:8200/v1"),
+    ):
+        for variable in variables(field):
+            loaded = load(None, {}, environ={variable: value})
+            assert loaded.origin(field) == variable
+            keys, urls = credentials_environment({variable: value})
+            assert value in keys + urls
 
 
 def test_every_credential_in_the_environment_is_found():

@@ -33,6 +33,7 @@ from evalgate.errors import ExitCode
 from evalgate.gate.replies import MAX_CHARS_PER_TOKEN
 from evalgate.gate.run import run_gate
 from evalgate.schemas import validation_errors
+from evalgate.settings.endpoint import NetworkSettings
 from evalgate.settings.values import Settings
 from evalgate.verify.baseline_html import SHOWN_CHARS
 from tests import fakeengine
@@ -376,6 +377,7 @@ def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers,
         wait_min=0,
         wait_max=0,
         max_connections=1,
+        network=NetworkSettings(),
     )
     body = {
         "model": MODEL,

@@ -7,24 +7,20 @@ import os
 from pathlib import Path
 
 import pytest
-from pydantic import AliasChoices
 
 from evalgate.cli import build_parser, flags
 from evalgate.errors import UsageError
-from evalgate.settings.values import Settings
+from evalgate.settings.values import SETTINGS, value_of
 
 KEY = "sk-planted-7f3a9c1e-do-not-print"
 
 
 def _settings_env_names() -> set[str]:
     """Every environment name Settings may read, upper-cased (matching is case-insensitive)."""
-    names = set()
-    for field, info in Settings.model_fields.items():
+    names = {"EVALGATE_CONFIG"}
+    for field, setting in SETTINGS.items():
         names |= {field.upper(), f"EVALGATE_{field.upper()}"}
-        if isinstance(info.validation_alias, AliasChoices):
-            names |= {str(choice).upper() for choice in info.validation_alias.choices}
-        elif isinstance(info.validation_alias, str):
-            names.add(info.validation_alias.upper())
+        names |= {variable.upper() for variable in setting.variables}
     return names
 
 
@@ -40,6 +36,12 @@ def clean_settings_env(monkeypatch):
 
 
 PARSER = build_parser()
+
+
+def read(found, field):
+    """A setting by its own name, or the endpoint's served_model (--served-model-name or
+    --model)."""
+    return found.endpoint.served_model if field == "served_model" else value_of(found, field)
 
 
 def settings(*argv):
@@ -119,29 +121,32 @@ def test_model_name_is_served_and_model_names_the_config(monkeypatch):
     monkeypatch.setenv("MODEL_NAME", "dsr1-fp8")
     found = settings()
 
-    assert (found.model, found.served_model) == ("deepseek-ai/DeepSeek-R1", "dsr1-fp8")
+    assert (found.endpoint.model, found.endpoint.served_model) == (
+        "deepseek-ai/DeepSeek-R1",
+        "dsr1-fp8",
+    )
 
 
 def test_a_base_url_beats_port(monkeypatch):
     monkeypatch.setenv("PORT", "8888")
     monkeypatch.setenv("ROUTER_URL", "http://router:30000/v1")
 
-    assert settings().base_url == "http://router:30000/v1"
-    assert settings("--base-url", "http://node0:1/v1").base_url == "http://node0:1/v1"
+    assert settings().endpoint.base_url == "http://router:30000/v1"
+    assert settings("--base-url", "http://node0:1/v1").endpoint.base_url == "http://node0:1/v1"
 
 
 def test_eval_conc_beats_conc(monkeypatch):
     monkeypatch.setenv("CONC", "64")
     monkeypatch.setenv("EVAL_CONC", "4 8")
 
-    assert settings().concurrency == "4 8"
+    assert settings().eval.concurrency == "4 8"
 
 
 @pytest.mark.parametrize(("variable", "value", "field", "expected"), ENV)
 def test_environment_names(monkeypatch, variable, value, field, expected):
     monkeypatch.setenv(variable, value)
 
-    assert getattr(settings(), field) == expected
+    assert read(settings(), field) == expected
 
 
 def test_openai_api_key_is_read_and_kept_secret(monkeypatch):
@@ -149,22 +154,27 @@ def test_openai_api_key_is_read_and_kept_secret(monkeypatch):
 
     found = settings()
 
-    assert found.api_key is not None
-    assert found.api_key.get_secret_value() == KEY
+    assert found.endpoint.api_key is not None
+    assert found.endpoint.api_key.get_secret_value() == KEY
 
 
 def test_defaults_with_an_empty_environment():
     found = settings()
 
-    assert (found.isl, found.osl, found.model, found.api_key) == (None, None, None, None)
-    assert found.api == "chat"
-    assert found.context_margin == 256
-    assert found.budget_policy == "fit"
-    assert found.max_tokens_cap == 16384
-    assert found.num_concurrent == 64
-    assert found.max_attempts == 5
-    assert found.worker_urls == []
-    assert found.output_dir == Path("evalgate-results")
+    assert (found.context.isl, found.context.osl, found.endpoint.model, found.endpoint.api_key) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert found.endpoint.api == "chat"
+    assert found.context.context_margin == 256
+    assert found.context.budget_policy == "fit"
+    assert found.context.max_tokens_cap == 16384
+    assert found.eval.num_concurrent == 64
+    assert found.endpoint.network.max_attempts == 5
+    assert found.endpoint.worker_urls == []
+    assert found.output.output_dir == Path("evalgate-results")
 
 
 # -- precedence -----------------------------------------------------------------------------
@@ -224,7 +234,7 @@ def test_precedence(monkeypatch, argv, environment, field, expected):
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
 
-    assert getattr(settings(*argv), field) == expected
+    assert read(settings(*argv), field) == expected
 
 
 def test_context_subcommand_reads_flags_and_env(monkeypatch):
@@ -232,7 +242,7 @@ def test_context_subcommand_reads_flags_and_env(monkeypatch):
 
     found = flags.settings_from_args(PARSER.parse_args(["context", "--isl", "5"]))
 
-    assert (found.isl, found.osl) == (5, 1024)
+    assert (found.context.isl, found.context.osl) == (5, 1024)
 
 
 @pytest.mark.parametrize(
@@ -243,14 +253,14 @@ def test_evalgate_variable_beats_the_harness_name(monkeypatch, ours, theirs, fie
     monkeypatch.setenv(ours, "100")
     monkeypatch.setenv(theirs, "200")
 
-    assert getattr(settings(), field) == expected
+    assert read(settings(), field) == expected
 
 
 def test_evalgate_model_config_beats_model_path(monkeypatch):
     monkeypatch.setenv("EVALGATE_MODEL_CONFIG", "/ours")
     monkeypatch.setenv("MODEL_PATH", "/theirs")
 
-    assert settings().model_config_path == Path("/ours")
+    assert settings().context.model_config_path == Path("/ours")
 
 
 # -- worker URLs ----------------------------------------------------------------------------
@@ -266,13 +276,13 @@ WORKERS = [
 def test_worker_urls_comma_separated_in_env(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
 
-    assert settings().worker_urls == ["http://prefill:8100/v1", "http://decode:8200/v1"]
+    assert settings().endpoint.worker_urls == ["http://prefill:8100/v1", "http://decode:8200/v1"]
 
 
 def test_worker_url_flag_is_repeatable():
     found = settings("--worker-url", "http://p:1/v1", "--worker-url", "http://d:2/v1")
 
-    assert found.worker_urls == ["http://p:1/v1", "http://d:2/v1"]
+    assert found.endpoint.worker_urls == ["http://p:1/v1", "http://d:2/v1"]
 
 
 def test_server_config_flag_is_repeatable():
@@ -280,7 +290,7 @@ def test_server_config_flag_is_repeatable():
         "--server-config", "--max-model-len 9472", "--server-config=--context-length 4096"
     )
 
-    assert found.server_config == ["--max-model-len 9472", "--context-length 4096"]
+    assert found.context.server_config == ["--max-model-len 9472", "--context-length 4096"]
 
 
 # -- invalid values -------------------------------------------------------------------------
@@ -352,7 +362,11 @@ def test_zero_or_empty_lengths_mean_not_given(monkeypatch, argv, environment):
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     given = settings(*argv)
-    assert (given.isl, given.osl, given.eval_max_model_len) == (None, None, None)
+    assert (given.context.isl, given.context.osl, given.context.eval_max_model_len) == (
+        None,
+        None,
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -392,7 +406,7 @@ def test_token_lengths_read_like_server_arguments(monkeypatch, argv, environment
     for name, text in environment.items():
         monkeypatch.setenv(name, text)
 
-    assert getattr(settings(*argv), field) == value
+    assert read(settings(*argv), field) == value
 
 
 def test_a_bad_flag_choice_is_an_argparse_error(capsys):
@@ -414,7 +428,7 @@ def test_api_key_not_in_repr_or_str(monkeypatch, how):
     else:
         found = settings("--api-key", KEY)
 
-    assert found.api_key.get_secret_value() == KEY
+    assert found.endpoint.api_key.get_secret_value() == KEY
     assert KEY not in repr(found)
     assert KEY not in str(found)
     assert KEY not in found.model_dump_json()
@@ -453,4 +467,4 @@ def test_help_never_shows_the_key_from_the_environment(monkeypatch, capsys):
 def test_an_unrelated_api_key_variable_is_not_sent(monkeypatch):
     monkeypatch.setenv("API_KEY", KEY)
 
-    assert settings().api_key is None
+    assert settings().endpoint.api_key is None

@@ -5,70 +5,56 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalgate import numbers
-from evalgate.cli.verify import add_max_drop
-from evalgate.compare import DEFAULT_FLIPS
-
 HELP = (
     "pair two runs over the same questions and test whether the candidate lost accuracy "
     "(exit 0 equivalent, 1 regression, 5 inconclusive, 2 protocols differ)"
+)
+EXAMPLES = (
+    (
+        "did the fp8 KV cache cost accuracy? Two runs of the same questions, paired",
+        "evalgate compare runs/auto runs/fp8",
+    ),
+    (
+        "a stricter margin (one point), the report as Markdown and a page beside it",
+        "evalgate compare runs/auto runs/fp8 --max-drop 0.01 --markdown --html compare.html",
+    ),
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", type=Path, help="the reference run: its folder or result.json")
     parser.add_argument("candidate", type=Path, help="the run after the change: folder or file")
-    add_max_drop(parser, "the margin: ")
-    parser.add_argument(
-        "--allow-protocol-drift",
-        action="store_true",
-        help="compare even when the runs' protocols differ (dataset, task, prompt, few-shot, "
-        "max_tokens, temperature, API, question set); the differences are listed in the report",
-    )
-    parser.add_argument(
-        "--flips",
-        type=numbers.argument(numbers.whole, 0, numbers.COUNT_MAX),
-        default=DEFAULT_FLIPS,
-        metavar="N",
-        help=f"list the first N flipped questions per filter (default {DEFAULT_FLIPS}; 0: none)",
-    )
-    parser.add_argument(
-        "--html",
-        metavar="FILE",
-        help="also write a self-contained page: both scores, the paired difference and its "
-        "interval against the margin, the protocol differences and every flipped question",
-    )
-    form = parser.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    form.add_argument("--markdown", action="store_true", help="print the report as Markdown")
 
 
 def command(args: argparse.Namespace) -> int:
     from evalgate import outside
+    from evalgate.cli import flags
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.document import comparison_document
     from evalgate.compare.report import render_markdown, render_text
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import Output, check_outputs, write_output
 
-    if args.html:  # before the runs are read: never onto them, nothing written if refused
-        check_outputs([Output("--html", args.html)], [args.baseline, args.candidate])
+    settings = flags.settings_from_args(args)
+    shown = settings.output
+    if shown.html:  # before the runs are read: never onto them, nothing written if refused
+        check_outputs([Output("--html", shown.html)], [args.baseline, args.candidate])
     comparison = compare_runs(
         args.baseline,
         args.candidate,
-        max_drop=args.max_drop,
-        allow_protocol_drift=args.allow_protocol_drift,
+        max_drop=settings.gate.max_drop,
+        allow_protocol_drift=settings.gate.allow_protocol_drift,
     )
-    if args.json:
-        document = comparison_document(comparison, flips=args.flips)
+    if shown.print_json:
+        document = comparison_document(comparison, flips=shown.flips)
         text = outside.terminal_json(to_document(document)) + "\n"
-    elif args.markdown:
-        text = render_markdown(comparison, flips=args.flips)
+    elif shown.markdown:
+        text = render_markdown(comparison, flips=shown.flips)
     else:
-        text = render_text(comparison, flips=args.flips)
+        text = render_text(comparison, flips=shown.flips)
     print(text, end="")
-    if args.html:
+    if shown.html:
         from evalgate.compare import html
 
-        write_output(args.html, html.render(comparison), label="--html")
+        write_output(shown.html, html.render(comparison), label="--html")
     return int(comparison.exit_code)

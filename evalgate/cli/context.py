@@ -11,22 +11,21 @@ HELP = (
 )
 
 
+EXAMPLES = (
+    (
+        "set EVAL_MAX_MODEL_LEN and the budget in a job script, before the engine starts",
+        'eval "$(evalgate context --isl 8192 --osl 1024 --model-config /models/dsr1)"',
+    ),
+    (
+        "ask the live engines, and say where each number came from",
+        "evalgate context --base-url http://127.0.0.1:8000/v1 --model m --isl 1k --osl 1k "
+        "--format text --explain",
+    ),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--format",
-        choices=["env", "json", "text"],
-        default="env",
-        help="env: KEY=VALUE lines for eval; json: the full derivation; "
-        "text: a readable summary (default: env)",
-    )
-    parser.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="same as --format json"
-    )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="also print each step and its source (to stderr with --format env)",
-    )
+    """No operands: every flag is a setting."""
 
 
 def command(args: argparse.Namespace) -> int:
@@ -37,25 +36,25 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive
     from evalgate.gate.record import context_record
-    from evalgate.settings import stages
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
 
     settings = flags.settings_from_args(args)
-    spec = load_task(settings.api, settings.task)
-    dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)
-    prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
-    context, _, _ = derive(stages.context_ask(settings), stages.endpoint(settings), prompts)
+    asked, shown = settings.eval, settings.output
+    spec = load_task(settings.endpoint.api, asked.task)
+    dataset = load_data(asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec)
+    prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)
+    context, _, _ = derive(settings.context, settings.endpoint, prompts)
     document = to_document(context_record(context)) | {"warnings": list(context.warnings)}
-    if args.format == "json":
+    if shown.format == "json":
         print(outside.terminal_json(document))
-    elif args.format == "env":
+    elif shown.format == "env":
         print(context.as_env(), end="")
     else:
         print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
         print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")
-    if args.explain:
-        out = sys.stdout if args.format == "text" else sys.stderr  # env and JSON stay parseable
+    if shown.explain:
+        out = sys.stdout if shown.format == "text" else sys.stderr  # env and JSON stay parseable
         for number, step in enumerate(context.steps, start=1):
             print(f"  {number}. {outside.terminal(step)}", file=out)
     for warning in context.warnings:

@@ -1,5 +1,8 @@
-"""Command-line flags generated from the Settings model, so the two never drift; only the flags
-typed reach Settings, so a flag beats the environment, which beats the default (docs/settings.md).
+"""Command-line flags generated from the Settings model, so the two never drift: one flag per
+setting a command takes (settings.values.COMMANDS), in argparse groups as the model groups
+them; only the flags typed reach the settings, so a flag beats the environment, which beats
+the config file, which beats the default (docs/settings.md). Also the table of docs/settings.md,
+and --print-config's listing.
 """
 
 from __future__ import annotations
@@ -7,162 +10,177 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from collections.abc import Collection
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 
-from evalgate import numbers, scrub
-from evalgate.engine.urls import redact_url
-from evalgate.errors import UsageError
-from evalgate.settings.environment import variables
-from evalgate.settings.evidence import EvidenceSettings
-from evalgate.settings.values import Settings, credentials
+from evalgate import outside, scrub
+from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
+from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
 
-FLAG_NAMES = {"model_config_path": "model-config", "worker_urls": "worker-url"}
-PROBE = ("strict", "max_attempts", "timeout", "chat_template_kwargs", "reasoning_effort")
-HOOK = ("concurrency", "layout")
-EVAL = (
-    "num_concurrent",
-    "think_end_marker",
-    "think_start_marker",
-    "sglang_simulate_acc_len",
-    "allow_simulated_acceptance",
-    "max_failed_requests",
-    "max_truncated_rate",
-    *(name for name in EvidenceSettings.model_fields if name not in HOOK),  # the gate, evidence
-)
-LEFT_OUT = {"context": (*PROBE, *EVAL, *HOOK), "probe": (*EVAL, *HOOK), "run": HOOK, "hook": ()}
-"""Per command, the settings of the stages after the ones it runs: `evalgate context` takes every
-flag but those of the probe, the eval and the hook (only `evalgate hook` takes HOOK's)."""
+CONFIG_HEADING = "configuration"
 
 
 def flag_name(field: str) -> str:
-    return "--" + FLAG_NAMES.get(field, field.replace("_", "-"))
+    """A setting's long flag (--base-url, --model-config)."""
+    return SETTINGS[field].option
 
 
-def _default(field: str) -> Any:
-    """A field's default as the help and docs/settings.md show it (None when it is derived from
-    another field, as base_url from port)."""
-    info = Settings.model_fields[field]
-    if info.default_factory_takes_validated_data:
-        return None
-    return info.get_default(call_default_factory=True)
+def _default(setting: Setting) -> Any:
+    """A setting's default as the help and docs/settings.md show it."""
+    return setting.info.get_default(call_default_factory=True)
 
 
-def _help(field: str) -> str:
-    info = Settings.model_fields[field]
-    text = " ".join((info.description or "").split())
-    default = _default(field)
+def _meaning(setting: Setting) -> str:
+    return " ".join((setting.info.description or "").split())
+
+
+def _help(setting: Setting) -> str:
+    text = _meaning(setting)
+    default = _default(setting)
     if default not in (None, [], False) and not isinstance(default, SecretStr):
         text += f" (default: {default})"
-    if span := value_range(field):
+    if span := value_range(setting):
         text += f" (range: {span})"
-    text += " [env: " + ", ".join(variables(field)) + "]"
+    text += " [env: " + ", ".join(setting.variables) + "]"
     return text.replace("%", "%%")
 
 
-def _base_type(annotation: Any) -> Any:
+def base_type(annotation: Any) -> Any:
+    """X of X | None and of Annotated[X, ...]."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated or (origin in (typing.Union, types.UnionType) and len(args) == 1):
-        return _base_type(args[0])  # Annotated[X, ...] and X | None: X
+        return base_type(args[0])
     return annotation
 
 
-def value_range(field: str) -> str:
-    """A numeric field's range as its help and its errors state it ('1 to 65,535'; '' for
-    others), from the bounds on the field itself."""
-    bounds = {}
-    for item in Settings.model_fields[field].metadata:
-        for name in ("ge", "gt", "le", "lt"):
-            if getattr(item, name, None) is not None:
-                bounds[name] = getattr(item, name)
-    low, high = bounds.get("ge", bounds.get("gt")), bounds.get("le", bounds.get("lt"))
-    if low is None or high is None:
-        return ""
-    return numbers.span(low, high, above="gt" in bounds, below="lt" in bounds)
-
-
-def add_settings_arguments(parser: argparse.ArgumentParser, without: Collection[str] = ()) -> None:
-    """Add one flag per settings field but those `without`; defaults stay in Settings."""
-    for field in [name for name in Settings.model_fields if name not in without]:
-        annotation = _base_type(Settings.model_fields[field].annotation)
-        kwargs: dict[str, Any] = {"dest": field, "default": argparse.SUPPRESS, "help": _help(field)}
-        origin = typing.get_origin(annotation)
-        if annotation is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif origin is list:
-            kwargs["action"] = "append"
-            kwargs["metavar"] = "VALUE"
-        elif origin is typing.Literal:
-            kwargs["choices"] = list(typing.get_args(annotation))
-        elif annotation in (int, float):  # the text goes to Settings: one rule for flags and
-            kwargs["metavar"] = "N"  # variables (evalgate.numbers)
-        elif annotation is Path:
-            kwargs["metavar"] = "PATH"
+def _add(section: argparse._ArgumentGroup, setting: Setting) -> None:
+    annotation = base_type(setting.info.annotation)
+    flag = setting.flag
+    kwargs: dict[str, Any] = {"dest": setting.name, "default": argparse.SUPPRESS}
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif origin is list:
+        if flag.several:  # --baseline A B: several at once, and repeatable
+            kwargs.update(action="extend", nargs="+")
         else:
-            kwargs["metavar"] = "VALUE"
-        parser.add_argument(flag_name(field), **kwargs)
+            kwargs["action"] = "append"
+        kwargs["metavar"] = flag.metavar or "VALUE"
+    elif origin is typing.Literal:
+        kwargs["choices"] = list(typing.get_args(annotation))
+    elif annotation in (int, float):  # the text goes to Settings: one rule for flags,
+        kwargs["metavar"] = flag.metavar or "N"  # variables and config files (evalgate.numbers)
+    else:
+        kwargs["metavar"] = flag.metavar or ("PATH" if annotation is Path else "VALUE")
+    names = [f"-{flag.short}"] if flag.short else []
+    section.add_argument(*names, setting.option, help=_help(setting), **kwargs)
+    if flag.same_as is not None:
+        other, value = flag.same_as
+        section.add_argument(
+            f"--{other}",
+            dest=setting.name,
+            action="store_const",
+            const=value,
+            default=argparse.SUPPRESS,
+            help=f"same as {setting.option} {value}",
+        )
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """A flag for each setting `command` takes, in the groups of the model (the everyday ones
+    first), then --config and --print-config."""
+    takes = COMMANDS[command]
+    for group in GROUPS:
+        settings = [s for s in SETTINGS.values() if s.group is group and s.name in takes]
+        if settings:
+            section = parser.add_argument_group(group.heading)
+            for setting in settings:
+                _add(section, setting)
+    section = parser.add_argument_group(CONFIG_HEADING)
+    section.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read settings from this YAML file, one `long-flag-name: value` a line (a flag "
+        "beats an environment variable, which beats the file, which beats the default) "
+        f"[env: {CONFIG_VARIABLE}]",
+    )
+    section.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print each setting this command takes, its value and where it came from (a "
+        "flag, a variable, the config file or the default), and exit",
+    )
+
+
+def load_from_args(args: argparse.Namespace) -> Loaded:
+    """The settings of the command parsed into `args` (any command's, when it names none),
+    from its flags, the environment, the config file and the defaults; errors name the flag.
+    From here on, every output is scrubbed of the settings' secrets."""
+    command: str | None = getattr(args, "_name", None)
+    takes = COMMANDS.get(command or "", SETTINGS)
+    given = {k: v for k, v in vars(args).items() if k in SETTINGS and k in takes}
+    loaded = load(command, given, config=getattr(args, "config", None))
+    scrub.configure(*credentials(loaded.settings))
+    return loaded
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Settings from the typed flags, the environment and defaults; errors name the flag."""
-    given = {k: v for k, v in vars(args).items() if k in Settings.model_fields}
-    try:
-        settings = Settings(**given)
-    except ValidationError as exc:
-        # no settings yet, but the error may quote a flag's secret elsewhere (a key in a query)
-        scrub.add(given.get("api_key"), "the API key")
-        for url in [given.get("base_url"), *(given.get("worker_urls") or [])]:
-            scrub.add_url(url, "--base-url or --worker-url")
-        by_name = {name: field for field in Settings.model_fields for name in variables(field)}
-        problems = []
-        for error in exc.errors():
-            name = str(error["loc"][0]) if error["loc"] else "?"
-            field = name if name in Settings.model_fields else by_name.get(name)
-            if field is None:
-                problems.append(f"{name}: {error['msg']}")
-                continue
-            value = _shown(field, error.get("input"))
-            where = " or ".join([flag_name(field), *variables(field)])
-            problems.append(
-                f"{flag_name(field)} = {value!r} (set by {where}): {_reason(field, error)}"
-            )
-        raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
-    # the top of the command: from here on, outputs are scrubbed
-    scrub.configure(*credentials(settings))
-    return settings
+    """The settings of the command parsed into `args` (load_from_args)."""
+    return load_from_args(args).settings
 
 
-def _reason(field: str, error: Any) -> str:
-    """pydantic's message, a bound broken said as the field's range."""
-    if error["type"] in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        return f"out of range: give {value_range(field)}"
-    return str(error["msg"]).removeprefix("Value error, ")
+def print_config(loaded: Loaded, command: str) -> Iterator[str]:
+    """--print-config: each setting the command takes, by group, with its value and where it
+    came from; secrets hidden, every value one safe line."""
+    from evalgate.settings.values import value_of
 
-
-def _shown(field: str, value: Any) -> Any:
-    """A rejected value as the error message may repeat it: never a secret."""
-    if field == "api_key":
-        return "<hidden>"
-    if field == "base_url" and isinstance(value, str):
-        return redact_url(value)
-    if field == "worker_urls" and isinstance(value, list):
-        return [redact_url(v) if isinstance(v, str) else v for v in value]
-    return value
+    takes = COMMANDS[command]
+    yield f"# evalgate {command}: each setting, its value and where it came from"
+    yield "# (a flag beats a variable, which beats the config file, which beats the default)"
+    for group in GROUPS:
+        settings = [s for s in SETTINGS.values() if s.group is group and s.name in takes]
+        if not settings:
+            continue
+        yield f"{group.heading}:"
+        rows = []
+        for setting in settings:
+            value = shown(setting, value_of(loaded.settings, setting.name))
+            if isinstance(value, SecretStr):
+                value = "<hidden>"
+            if isinstance(value, list):
+                value = ", ".join(str(v) for v in value)
+            text = outside.terminal("unset" if value in (None, "") else str(value))
+            rows.append((setting.option, text, loaded.origin(setting.name)))
+        flag, said = (max(len(row[i]) for row in rows) for i in (0, 1))
+        for option, text, origin in rows:
+            yield f"  {option:<{flag}}  {text:<{said}}  ({origin})"
 
 
 def settings_table() -> str:
-    """docs/settings.md's table, generated from the field docstrings."""
-    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
-    for field, info in Settings.model_fields.items():
-        default = _default(field)
-        shown = "" if default in (None, []) else f"`{default}`"
-        text = " ".join((info.description or "").split()).replace("|", "\\|")
-        if span := value_range(field):
-            text += f" Range: {span}."
-        env = ", ".join(f"`{name}`" for name in variables(field))
-        rows.append(f"| `{flag_name(field)}` | {env} | {shown} | {text} |")
-    return "\n".join(rows) + "\n"
+    """docs/settings.md's tables, one per group, generated from the model: each setting's
+    flag, variables, default, meaning and range, and the commands that take it."""
+    from evalgate.cli import SUBCOMMANDS
+
+    lines: list[str] = []
+    for group in GROUPS:
+        lines += [f"### {group.heading}", ""]
+        lines += ["| flag | environment | default | commands | meaning |"]
+        lines += ["| --- | --- | --- | --- | --- |"]
+        for setting in (s for s in SETTINGS.values() if s.group is group):
+            default = _default(setting)
+            shown_default = "" if default in (None, []) else f"`{default}`"
+            text = _meaning(setting).replace("|", "\\|")
+            if span := value_range(setting):
+                text += f" Range: {span}."
+            env = ", ".join(f"`{name}`" for name in setting.variables)
+            flag = (f"`-{setting.flag.short}`, " if setting.flag.short else "") + (
+                f"`{setting.option}`"
+            )
+            commands = ", ".join(c for c in SUBCOMMANDS if setting.name in COMMANDS[c])
+            lines.append(f"| {flag} | {env} | {shown_default} | {commands} | {text} |")
+        lines.append("")
+    return "\n".join(lines)

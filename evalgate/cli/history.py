@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-from evalgate import numbers
-from evalgate.rules.floors import POLICIES
 
 if TYPE_CHECKING:
     from evalgate.fitted import RecordedRun
     from evalgate.history.look import CompletedRuns, ConfigHistory, HistoryRun
     from evalgate.history.store import Store
+    from evalgate.settings.output import HistorySettings, OutputSettings
     from evalgate.verify.sweep import Report
 
 HELP = (
@@ -25,147 +24,103 @@ HELP = (
     "table, a JSON document (--json) or a trend page (--html); mark a run or sweep bad or "
     "delete a sweep; fit a thresholds file from its runs (--fit-thresholds)."
 )
-RECENT = 10
+EXAMPLES = (
+    (
+        "each config's last runs, the ones that dropped first",
+        "evalgate history history.db --where task=gsm8k --last 5",
+    ),
+    (
+        "a sweep recorded by mistake: marked bad, and why",
+        'evalgate history history.db --mark-sweep 8123456789 --reason "the router was down"',
+    ),
+    (
+        "fit the floors from the runs kept, beside the file in use",
+        "evalgate history history.db --fit-thresholds fitted.json --thresholds thresholds.yaml",
+    ),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("history", metavar="HISTORY", help="an SQLite file or a postgresql:// URL")
-    parser.add_argument(
-        "--where",
-        action="append",
-        default=[],
-        metavar="LABEL=VALUE",
-        help="only configs with this label (task, model, hardware, concurrency, ...); repeatable",
-    )
-    parser.add_argument(
-        "--last",
-        type=numbers.argument(numbers.whole, 0, numbers.COUNT_MAX),
-        default=RECENT,
-        metavar="N",
-        help=f"runs shown per config in the table (default {RECENT}; 0: all)",
-    )
-    parser.add_argument(
-        "--json", metavar="FILE", help="write every config's runs as one JSON document (-: stdout)"
-    )
-    parser.add_argument(
-        "--html",
-        metavar="FILE",
-        help="write a trend page: per config its accuracy per sweep with the 95%% interval, "
-        "the floor, regressions and fails marked",
-    )
-    curation = parser.add_mutually_exclusive_group()
-    curation.add_argument("--mark-run", metavar="IDENTITY", help="mark one run bad (--reason)")
-    curation.add_argument("--mark-sweep", metavar="SWEEP", help="mark a whole sweep bad (--reason)")
-    curation.add_argument(
-        "--delete-sweep", metavar="SWEEP", help="delete a sweep recorded by mistake (--reason)"
-    )
-    parser.add_argument(
-        "--reason", metavar="TEXT", help="why the run or sweep is marked or deleted"
-    )
-    parser.add_argument(
-        "--by", metavar="NAME", help="who curates (default: $GITHUB_ACTOR, else $USER)"
-    )
-    parser.add_argument(
-        "--fit-thresholds",
-        metavar="FILE",
-        help="write a thresholds file fitted from the completed runs not marked bad (passing "
-        "and failing), with a summary of each floor against the file in use",
-    )
-    parser.add_argument(
-        "--policy",
-        choices=POLICIES,
-        help="with --fit-thresholds: how a floor is fitted (default beta-binomial: a lower "
-        "prediction bound for the next run; ix: the benchmark harness's rule)",
-    )
-    parser.add_argument(
-        "--thresholds",
-        metavar="FILE",
-        help="with --fit-thresholds: the file in use, carried over and compared with "
-        "(default: $EVALGATE_THRESHOLDS, else the one evalgate ships)",
-    )
 
 
 def guard(*locations: str | None) -> None:
-    """The history URLs' user info becomes a secret every output is scrubbed of (the command's
-    other credentials kept)."""
+    """The history URLs' user info becomes a secret every output is scrubbed of (besides the
+    command's other credentials)."""
     from evalgate import scrub
-    from evalgate.settings.environment import credentials_environment
 
-    keys, urls = credentials_environment()
-    scrub.configure(keys, [*urls, *(location for location in locations if location)])
+    for location in locations:
+        scrub.add_url(location, "the history's URL")
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate.cli import flags
     from evalgate.errors import UsageError
     from evalgate.history import look
     from evalgate.history.store import open_history
 
+    settings = flags.settings_from_args(args)
     guard(args.history)
-    where = look.parse_where(args.where)
-    if args.last < 0:
-        raise UsageError(f"--last {args.last} is negative; give 0 (all) or more.")
-    curating = args.mark_run or args.mark_sweep or args.delete_sweep
-    if curating and not args.reason:
+    asked, shown = settings.history, settings.output
+    where = look.parse_where(asked.where)
+    curating = asked.mark_run or asked.mark_sweep or asked.delete_sweep
+    if curating and not asked.reason:
         raise UsageError("--reason is required to mark or delete: say why.")
-    if args.reason and not curating:
+    if asked.reason and not curating:
         raise UsageError("--reason goes with --mark-run, --mark-sweep or --delete-sweep.")
-    if args.fit_thresholds and (curating or args.json or args.html):
+    if asked.fit_thresholds and (curating or shown.json_file or shown.html):
         raise UsageError(
             "--fit-thresholds goes alone: not with curation, --json or --html; run them apart."
         )
-    for flag, given in (("--policy", args.policy), ("--thresholds", args.thresholds)):
-        if given and not args.fit_thresholds:
+    for flag, given in (("--policy", asked.policy), ("--thresholds", settings.gate.thresholds)):
+        if given and not asked.fit_thresholds:
             raise UsageError(f"{flag} goes with --fit-thresholds FILE.")
-    if args.fit_thresholds:
-        return _fit(args, where)
-    _check_outputs(args)
+    if asked.fit_thresholds:
+        return _fit(args.history, asked, settings.gate.thresholds, where)
+    _check_outputs(args.history, shown.json_file, shown.html)
     with open_history(args.history, create=False) as store:
         if curating:
-            return _curate(store, args)
+            return _curate(store, asked)
         found = look.configs(store, where)
-        _outputs(store, found, where, args)
+        _outputs(store, found, where, shown, asked.last)
     return 0
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
+def _check_outputs(history: str, json_file: str | None, html: str | None) -> None:
     """--json and --html checked before the history is read, never written onto the history."""
     from evalgate.evidence.outputs import Output, check_outputs
 
-    given = (("--json", None if args.json == "-" else args.json), ("--html", args.html))
-    check_outputs([Output(label, path, False) for label, path in given if path], [args.history])
+    given = (("--json", None if json_file == "-" else json_file), ("--html", html))
+    check_outputs([Output(label, path, False) for label, path in given if path], [history])
 
 
-def _fit(args: argparse.Namespace, where: dict[str, str]) -> int:
+def _fit(
+    history: str, asked: HistorySettings, thresholds: Path | None, where: dict[str, str]
+) -> int:
     """--fit-thresholds: the floors fitted from the history's completed unmarked runs, written
     whole, with a line per floor; the file in use is read and the output checked first."""
-    from pathlib import Path
-
     from evalgate import outside
     from evalgate.evidence.outputs import Output, check_outputs, write_output
     from evalgate.fitted import fit_thresholds, summary
     from evalgate.history import look
     from evalgate.history.store import open_history
     from evalgate.rules.floors import DEFAULT_POLICY
-    from evalgate.settings.environment import verify_environment
     from evalgate.thresholds import load_thresholds
 
-    given = args.thresholds or verify_environment().thresholds
-    in_use = load_thresholds(Path(given) if given else None)
-    output = Output("--fit-thresholds", args.fit_thresholds, False)
-    check_outputs([output], [args.history, in_use.path])
-    with open_history(args.history, create=False) as store:
+    target = str(asked.fit_thresholds)
+    in_use = load_thresholds(thresholds)
+    check_outputs([Output("--fit-thresholds", target, False)], [history, in_use.path])
+    with open_history(history, create=False) as store:
         runs = recorded_runs(look.completed_runs(store, where))
-    policy = args.policy or DEFAULT_POLICY
+    policy = asked.policy or DEFAULT_POLICY
     fitted = fit_thresholds(runs, in_use, policy)
     write_output(
-        args.fit_thresholds,
-        outside.json_text(fitted.document, indent=2) + "\n",
-        label="--fit-thresholds",
+        target, outside.json_text(fitted.document, indent=2) + "\n", label="--fit-thresholds"
     )
     print(f"{len(runs)} completed unmarked run(s) fitted by {policy} against {in_use.path}:")
     for line in summary(fitted):
         print("  " + outside.terminal(line))
-    shown = outside.terminal(args.fit_thresholds)
+    shown = outside.terminal(target)
     print(f"wrote {shown}: review it (docs/history.md) before it replaces the file in use")
     return 0
 
@@ -195,23 +150,26 @@ def recorded_runs(found: list[CompletedRuns]) -> list[RecordedRun]:
     ]
 
 
-def _curate(store: Store, args: argparse.Namespace) -> int:
+def _curate(store: Store, asked: HistorySettings) -> int:
     from evalgate.history import record
     from evalgate.settings.environment import history_environment
 
-    by = args.by or history_environment().who
-    if args.delete_sweep:
-        done = record.delete_sweep(store, args.delete_sweep, reason=args.reason, by=by)
+    by = asked.by or history_environment().who
+    reason = str(asked.reason)
+    if asked.delete_sweep:
+        done = record.delete_sweep(store, asked.delete_sweep, reason=reason, by=by)
     else:
-        done = record.mark(
-            store, run=args.mark_run, sweep=args.mark_sweep, reason=args.reason, by=by
-        )
-    print(f"{done.action}: {done.target} ({done.runs} run(s)) by {by}: {args.reason}")
+        done = record.mark(store, run=asked.mark_run, sweep=asked.mark_sweep, reason=reason, by=by)
+    print(f"{done.action}: {done.target} ({done.runs} run(s)) by {by}: {reason}")
     return 0
 
 
 def _outputs(
-    store: Store, found: list[ConfigHistory], where: dict[str, str], args: argparse.Namespace
+    store: Store,
+    found: list[ConfigHistory],
+    where: dict[str, str],
+    shown: OutputSettings,
+    last: int,
 ) -> None:
     import msgspec
 
@@ -219,18 +177,19 @@ def _outputs(
     from evalgate.evidence.outputs import write_output
     from evalgate.history import look
 
-    if args.html:
+    json_file = shown.json_file
+    if shown.html:
         from evalgate.history import page
 
-        write_output(args.html, page.render(store.location, found, where), label="--html")
-    if args.json:
+        write_output(shown.html, page.render(store.location, found, where), label="--html")
+    if json_file:
         text = outside.json_text(msgspec.to_builtins(look.document(store, found, where)), indent=2)
         text += "\n"
-        if args.json == "-":
+        if json_file == "-":
             sys.stdout.write(text)
             return
-        write_output(args.json, text, label="--json")
-    for line in table(found, args.last or None):
+        write_output(json_file, text, label="--json")
+    for line in table(found, last or None):
         sys.stdout.write(line + "\n")
 
 
@@ -265,21 +224,6 @@ def _run_line(run: HistoryRun) -> str:
 
 
 # -- the history's part of `evalgate verify` -----------------------------------------------------
-
-
-def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--record",
-        metavar="HISTORY",
-        help="keep every run gated in a history: an SQLite file (created if absent) or a "
-        "postgresql:// URL (the [postgres] extra); default $EVALGATE_HISTORY",
-    )
-    parser.add_argument(
-        "--sweep-id",
-        metavar="ID",
-        help="with --record: the sweep these runs belong to (default: $GITHUB_RUN_ID, else the "
-        "time); several jobs may record their parts under one id",
-    )
 
 
 def open_for_verify(

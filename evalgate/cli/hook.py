@@ -13,12 +13,20 @@ HELP = (
 )
 
 
+EXAMPLES = (
+    (
+        "node 0 after the benchmark: every concurrency of the job, probed once, staged",
+        'evalgate hook --concurrency "4 8 16" --output-dir /workspace/eval',
+    ),
+    (
+        "the benchmark harness's own files (meta_env.json, results_*.json, samples_*.jsonl)",
+        "evalgate hook --layout harness --output-dir /workspace",
+    ),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue interrupted runs in the staging folder from their journals",
-    )
+    """No operands: every flag is a setting."""
 
 
 def command(args: argparse.Namespace) -> int:
@@ -30,15 +38,16 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.gate.hook import parse_concurrencies, run_hook
 
     settings = flags.settings_from_args(args)
+    asked = settings.eval
     concurrencies = (
-        parse_concurrencies(settings.concurrency)
-        if settings.concurrency
-        else [settings.num_concurrent]
+        parse_concurrencies(asked.concurrency) if asked.concurrency else [asked.num_concurrent]
     )
-    outcome = run_hook(settings, concurrencies, resume=args.resume, progress=progress_printer())
+    outcome = run_hook(
+        settings, concurrencies, resume=settings.output.resume, progress=progress_printer()
+    )
     for entry in outcome.summary.runs:
         line = f"conc {entry.concurrency}: {entry.status.upper()}: {outside.terminal(entry.reason)}"
         verdict = entry.status in ("pass", "fail", "inconclusive")
         print(line, file=sys.stdout if verdict else sys.stderr)
-    print(f"staged in {outside.terminal(settings.output_dir)}", file=sys.stderr)
+    print(f"staged in {outside.terminal(settings.output.output_dir)}", file=sys.stderr)
     return outcome.exit_code

@@ -14,8 +14,20 @@ HELP = (
 )
 
 
+EXAMPLES = (
+    (
+        "will the eval's longest prompt and real budget be accepted? (seconds, not an eval)",
+        "evalgate probe --base-url http://127.0.0.1:8000/v1 --model m --isl 1024 --osl 1024",
+    ),
+    (
+        "the engine's answer as JSON, for a script",
+        "evalgate probe --config evalgate.yaml --json",
+    ),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    """No operands: every flag is a setting."""
 
 
 def command(args: argparse.Namespace) -> int:
@@ -25,33 +37,32 @@ def command(args: argparse.Namespace) -> int:
 
     settings = flags.settings_from_args(args)
     try:
-        return _probe(args, settings)
+        return _probe(settings)
     except EvalgateError as exc:
-        if args.json:  # as `run --json` prints its error document: stdout is never empty
+        if settings.output.print_json:  # as `run --json` prints its error: stdout never empty
             error = {"type": type(exc).__name__, "message": exc.message}
             document = {"outcome": "error", "exit_code": int(exc.exit_code), "error": error}
             print(outside.terminal_json(document))
         raise
 
 
-def _probe(args: argparse.Namespace, settings: Settings) -> int:
+def _probe(settings: Settings) -> int:
     from evalgate import outside
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive, probe
     from evalgate.gate.record import context_record
-    from evalgate.settings import stages
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
 
-    stages.require(settings, "base_url", "model")
-    spec = load_task(settings.api, settings.task)
-    dataset = load_data(settings.task, settings.dataset_dir, hub=settings.dataset_hub, spec=spec)
-    prompts = build_prompts(spec, dataset.test, dataset.train, settings.limit)
-    endpoint = stages.endpoint(settings)
-    context, longest, _ = derive(stages.context_ask(settings), endpoint, prompts)
-    sampling = spec.sampling | stages.eval_ask(settings).request_fields()
-    outcome = probe(endpoint, context, longest, spec.stop, sampling)
-    if args.json:
+    endpoint, asked = settings.endpoint, settings.eval
+    endpoint.require()
+    spec = load_task(endpoint.api, asked.task)
+    dataset = load_data(asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec)
+    prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)
+    context, longest, _ = derive(settings.context, endpoint, prompts)
+    sampling = spec.sampling | asked.request_fields()
+    outcome = probe(endpoint, context, longest, spec.stop, sampling, strict=settings.context.strict)
+    if settings.output.print_json:
         document = {
             "outcome": outcome.outcome,
             "latency_s": outcome.latency_s,

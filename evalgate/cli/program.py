@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+import textwrap
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TextIO
@@ -28,16 +29,28 @@ RECORDING = ("run", "hook")
 """Commands whose verdict is recorded on disk: output that cannot be printed leaves their exit
 code as recorded. For the others the printed output is the product, and losing it is exit 2."""
 
-EPILOG = """exit codes:
-  0  pass (run, verify) / equivalent (compare)
-  1  a score below its threshold / a regression
-  2  usage: bad flags, settings, thresholds, result files, data set or history; run or hook
-     without the eval extra
-  3  endpoint never ready, or the pre-flight probe was rejected
-  4  the eval started but could not finish
-  5  inconclusive: too few samples to decide (verify, compare)
-  6  aborted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2)
-"""
+
+def epilog(examples: Sequence[tuple[str, str]] = ()) -> str:
+    """The end of a help: the command's examples, then every exit code as ExitCode says it."""
+    lines = []
+    if examples:
+        lines.append("examples:")
+        for said, command in examples:
+            lines += [f"  # {said}", f"  {command}"]
+        lines.append("")
+    lines.append("exit codes:")
+    for code in ExitCode:
+        lines += textwrap.wrap(
+            code.meaning.replace("`", ""),
+            width=92,
+            initial_indent=f"  {code.value}  ",
+            subsequent_indent="     ",
+        )
+    return "\n".join(lines) + "\n"
+
+
+EPILOG = epilog()
+"""`evalgate --help`'s end: the exit codes."""
 
 
 def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
@@ -81,17 +94,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             name,
             help=module.HELP.replace("%", "%%"),  # argparse %-formats help, not descriptions
             description=module.HELP,
-            epilog=EPILOG,
+            epilog=epilog(module.EXAMPLES),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         _add_verbose(child, default=argparse.SUPPRESS)  # `evalgate run ... -v` as users type it
         if argv is None or name == chosen:
-            if name not in ("verify", "compare", "history"):  # the commands that take Settings
-                from evalgate.cli import flags  # pydantic loads only for the subcommand run
+            from evalgate.cli import flags  # pydantic loads only for the subcommand run
 
-                flags.add_settings_arguments(child, without=flags.LEFT_OUT[name])
-            module.add_arguments(child)
-        child.set_defaults(_command=module.command)
+            module.add_arguments(child)  # its operands, before the settings' groups
+            flags.add_settings_arguments(child, name)
+        child.set_defaults(_command=module.command, _name=name)
     return parser
 
 
@@ -200,6 +212,13 @@ def _main(arguments: list[str]) -> int:
     stop.began()
     try:
         with stop.stop_signals_interrupt():
+            if args.print_config:
+                from evalgate.cli import flags
+
+                loaded = flags.load_from_args(args)
+                for line in flags.print_config(loaded, args._name):
+                    print(line)
+                return int(ExitCode.PASS)
             return int(args._command(args))
     except KeyboardInterrupt as interrupt:
         by = f" by {interrupt.args[0]}" if interrupt.args else ""

@@ -13,14 +13,25 @@ HELP = (
 )
 
 
+EXAMPLES = (
+    (
+        "gate a served model: the context from ISL/OSL, the budget probed, GSM8K, the verdict",
+        "evalgate run --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B "
+        "--isl 1024 --osl 1024",
+    ),
+    (
+        "the benchmark job's own variables (PORT, MODEL, ISL, OSL, ...) and a team's config file",
+        "evalgate run --config evalgate.yaml --output-dir results/conc64",
+    ),
+    (
+        "a smoke test: the first 50 questions, too few to gate on",
+        "evalgate run --base-url http://127.0.0.1:8000/v1 --model m --limit 50 --min-samples 0",
+    ),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted run in --output-dir from its journal "
-        "(only answers from the same engine and protocol are reused)",
-    )
-    parser.add_argument("--json", action="store_true", help="print result.json to stdout")
+    """No operands: every flag is a setting."""
 
 
 def progress_printer() -> Callable[[int, int], None]:
@@ -58,8 +69,8 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.evidence.model import to_document
 
     settings = flags.settings_from_args(args)
-    outcome = run_gate(settings, progress=progress_printer(), resume=args.resume)
-    if args.json:
+    outcome = run_gate(settings, progress=progress_printer(), resume=settings.output.resume)
+    if settings.output.print_json:
         print(outside.terminal_json(to_document(outcome.result)))
     if outcome.error is not None:
         if getattr(args, "verbose", 0):
@@ -70,7 +81,7 @@ def command(args: argparse.Namespace) -> int:
         print(f"stage: {outcome.result.stage}", file=sys.stderr)
     for warning in outcome.result.warnings:
         print(f"warning: {outside.terminal(warning)}", file=sys.stderr)
-    if not args.json and outcome.error is None:  # a verdict; an error was said once, above
+    if not settings.output.print_json and outcome.error is None:  # an error was said above
         print(f"{outcome.status.upper()}: {outside.terminal(outcome.reason)}")
         if outcome.comparison:
             print(outcome.comparison)  # compare's report: its outside text made safe there

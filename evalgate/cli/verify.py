@@ -7,14 +7,11 @@ import itertools
 import logging
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from evalgate import numbers
-from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 if TYPE_CHECKING:
     from evalgate.history.store import Store
+    from evalgate.settings.values import Settings
     from evalgate.verify.against import BaselineRequest
     from evalgate.verify.sweep import Report
 
@@ -26,6 +23,23 @@ HELP = (
 log = logging.getLogger(__name__)
 
 
+EXAMPLES = (
+    (
+        "gate a sweep's downloaded artifacts in CI, every report written",
+        "evalgate verify eval-artifacts/ --expect expected.json --junit junit.xml "
+        "--json verdict.json --html verdict.html",
+    ),
+    (
+        "also against last week's sweep, question by question, with accepted regressions",
+        "evalgate verify eval-artifacts/ --baseline last-week/ --waivers waivers.yaml",
+    ),
+    (
+        "gate against the history's last passing runs, and record this sweep in it",
+        "evalgate verify eval-artifacts/ --baseline history.db --record history.db",
+    ),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths",
@@ -33,106 +47,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RESULTS",
         help="folders to search (recursively) and/or evalgate result.json files",
     )
-    parser.add_argument(
-        "--thresholds",
-        metavar="FILE",
-        help="thresholds.json (default: $EVALGATE_THRESHOLDS, else the one evalgate ships)",
-    )
-    parser.add_argument(
-        "--expect",
-        metavar="N|FILE",
-        help="the expected set: a number of configs, or a JSON manifest "
-        '(README, "Gate a sweep in CI"); missing, duplicate and unexpected configs fail',
-    )
-    parser.add_argument(
-        "--min-samples",
-        type=numbers.argument(numbers.whole, 0, numbers.COUNT_MAX),
-        default=None,
-        metavar="N",
-        help="questions a run needs before a score whose 95%% interval "
-        "straddles its threshold is decided on its point estimate (default: "
-        "what each evalgate run recorded, else the task's full test set, 1319 for GSM8K; "
-        f"0: always decide; range 0 to {numbers.shown(numbers.COUNT_MAX)})",
-    )
-    parser.add_argument(
-        "--github",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="append a markdown table to $GITHUB_STEP_SUMMARY and print "
-        "::error annotations (default: on under GitHub Actions)",
-    )
-    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML, one testcase per config")
-    parser.add_argument(
-        "--json", metavar="FILE", help="write the verdict document (verdict.schema.json)"
-    )
-    parser.add_argument(
-        "--html",
-        metavar="FILE",
-        help="write a self-contained page: a chart per task of each config's score and 95%% "
-        "interval against its threshold, the problems first, then the table",
-    )
-    _baseline_arguments(parser)
-    from evalgate.cli.history import add_verify_arguments
-
-    add_verify_arguments(parser)
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="print only the problems and the verdict, not every result",
-    )
-
-
-def _baseline_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--baseline",
-        nargs="+",
-        action="extend",
-        metavar="BASELINE",
-        help="an earlier sweep's artifacts (folders and/or result.json files, either layout), "
-        "or a history (an SQLite file or postgresql:// URL verify --record wrote: each "
-        "config's last passing run): pair every config with the same config there, question by "
-        "question, and fail on a REGRESSION even over the floor",
-    )
-    add_max_drop(parser, "with --baseline: ")
-    parser.add_argument(
-        "--waivers",
-        metavar="FILE",
-        help="with --baseline: accepted regressions, YAML or JSON (config, reason, who, until); "
-        "a waived REGRESSION does not fail, an expired waiver does",
-    )
-
-
-def add_max_drop(parser: argparse.ArgumentParser, prefix: str) -> None:
-    """--max-drop, the margin of compare and of verify --baseline."""
-    parser.add_argument(
-        "--max-drop",
-        type=numbers.argument(
-            numbers.real
-        ),  # its range is checked where it is used, with its meaning
-        default=DEFAULT_MAX_DROP,
-        metavar="FRACTION",
-        help=f"{prefix}the largest drop in accuracy that still counts as equivalent, as a "
-        f"fraction (default {DEFAULT_MAX_DROP}, i.e. {DEFAULT_MAX_DROP * 100:g} points; "
-        "range 0 to less than 1)",
-    )
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.settings.environment import verify_environment
+    from evalgate.cli import flags
+    from evalgate.settings.environment import ci_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
     from evalgate.verify.expect import load_expectation
 
-    environment = verify_environment()
-    thresholds_path = args.thresholds or environment.thresholds
-    thresholds = load_thresholds(Path(thresholds_path) if thresholds_path else None)
-    expectation = load_expectation(args.expect) if args.expect is not None else None
-    github = args.github if args.github is not None else environment.github_actions
+    settings = flags.settings_from_args(args)
+    gate, shown = settings.gate, settings.output
+    environment = ci_environment()
+    thresholds = load_thresholds(gate.thresholds)
+    expectation = load_expectation(gate.expect) if gate.expect is not None else None
+    github = shown.github if shown.github is not None else environment.github_actions
     summary = environment.step_summary if github else None
-    _check_outputs(args, thresholds.path, summary)
-    baseline = _baseline(args)
-    recording, history = _histories(args, environment.history)
+    _check_outputs(args.paths, settings, thresholds.path, summary)
+    baseline = _baseline(settings)
+    recording, history = _histories(settings)
     if history is not None and baseline is not None:  # named as messages name it: no password
         from msgspec import structs
 
@@ -141,15 +74,15 @@ def command(args: argparse.Namespace) -> int:
     if recording is not None or history is not None:
         from evalgate.cli.history import sweep_id as sweep_id_of
 
-        sweep_id = sweep_id_of(args.sweep_id)
+        sweep_id = sweep_id_of(settings.history.sweep_id)
     try:
         result = sweep.verify(
-            list(args.paths), thresholds, expectation=expectation, min_samples=args.min_samples
+            list(args.paths), thresholds, expectation=expectation, min_samples=gate.min_samples
         )
         if baseline is not None:
             from evalgate.verify.against import judge_against
 
-            rule = sweep.Rule(thresholds, args.min_samples)
+            rule = sweep.Rule(thresholds, gate.min_samples)
             found = None
             if history is not None:  # paired before recording: the sweep against what came before
                 from evalgate.history.look import baseline as history_baseline
@@ -157,7 +90,7 @@ def command(args: argparse.Namespace) -> int:
                 results = [e for e in result.entries if e.source is not None]
                 found = history_baseline(history, results, sweep_id)
             result = judge_against(result, rule, baseline, found)
-        _write(result, args, github=github, summary=summary)
+        _write(result, settings, github=github, summary=summary)
         if recording is not None:
             from evalgate.cli.history import record_report
 
@@ -168,18 +101,18 @@ def command(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _histories(args: argparse.Namespace, default: str | None) -> tuple[Store | None, Store | None]:
-    """--record (or $EVALGATE_HISTORY) and a history given as --baseline, opened now."""
+def _histories(settings: Settings) -> tuple[Store | None, Store | None]:
+    """--record and a history given as --baseline, opened now."""
     from evalgate.errors import UsageError
 
-    record = args.record or default
-    if not record and not args.baseline:
+    record, baselines = settings.history.record, settings.gate.baselines
+    if not record and not baselines:
         found: tuple[Store | None, Store | None] = (None, None)
     else:
         from evalgate.cli.history import open_for_verify
 
-        found = open_for_verify(record, args.baseline)
-    if args.sweep_id is not None and found == (None, None):
+        found = open_for_verify(record, baselines)
+    if settings.history.sweep_id is not None and found == (None, None):
         raise UsageError(
             "--sweep-id applies to --record, or to a history given as --baseline: pass the "
             "history too."
@@ -187,43 +120,47 @@ def _histories(args: argparse.Namespace, default: str | None) -> tuple[Store | N
     return found
 
 
-def _check_outputs(args: argparse.Namespace, thresholds: str, summary: str | None) -> None:
+def _check_outputs(
+    paths: list[str], settings: Settings, thresholds: str, summary: str | None
+) -> None:
     """Every report asked for, checked before any verdict is printed (found after it, a bad
     path would turn a printed PASS into exit 2), against every file verify reads."""
     from evalgate.evidence.outputs import Output, check_outputs
 
+    shown, gate = settings.output, settings.gate
     outputs = [
         Output(label, path, append)
         for label, path, append in (
-            ("--junit", args.junit, False),
-            ("--json", args.json, False),
-            ("--html", args.html, False),
+            ("--junit", shown.junit, False),
+            ("--json", shown.json_file, False),
+            ("--html", shown.html, False),
             ("GITHUB_STEP_SUMMARY", summary, True),
         )
         if path
     ]
-    given = [args.expect if args.expect and not args.expect.strip().isdigit() else None]
-    reads = [*args.paths, *(args.baseline or []), thresholds, args.waivers, *given]
+    given = [gate.expect if gate.expect and not gate.expect.strip().isdigit() else None]
+    reads = [*paths, *gate.baselines, thresholds, gate.waivers, *given]
     check_outputs(outputs, [path for path in reads if path])
 
 
-def _baseline(args: argparse.Namespace) -> BaselineRequest | None:
+def _baseline(settings: Settings) -> BaselineRequest | None:
     """--baseline, --max-drop and --waivers as one request (the waivers read now: a bad file
     is a usage error before any result is read)."""
     from evalgate.errors import UsageError
 
-    if not args.baseline:
-        if args.waivers:
+    gate = settings.gate
+    if not gate.baselines:
+        if gate.waivers:
             raise UsageError("--waivers applies to --baseline: pass the baseline sweep too.")
         return None
     from evalgate.verify.against import BaselineRequest
     from evalgate.verify.waivers import load_waivers
 
-    waivers = load_waivers(args.waivers) if args.waivers else None
-    return BaselineRequest(tuple(args.baseline), args.max_drop, waivers)
+    waivers = load_waivers(gate.waivers) if gate.waivers else None
+    return BaselineRequest(tuple(gate.baselines), gate.max_drop, waivers)
 
 
-def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
+def _write(result: Report, settings: Settings, *, github: bool, summary: str | None) -> None:
     """The verdict on stdout, and in each report asked for; the verdict line last, naming each
     report that could not be written (which leaves the verdict's exit code as it is)."""
     from evalgate import outside
@@ -231,7 +168,8 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
     from evalgate.evidence.outputs import write_output
     from evalgate.verify import report
 
-    lines = report.terminal_lines(result, quiet=args.quiet)
+    shown = settings.output
+    lines = report.terminal_lines(result, quiet=shown.quiet)
     while chunk := "".join(itertools.islice(lines, 4096)):  # stdout may be unbuffered
         sys.stdout.write(chunk)
     unwritten: list[str] = []
@@ -249,22 +187,22 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
         else:
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
         sys.stdout.write(report.workflow_commands(result))
-    if args.junit:
+    if shown.junit:
         from evalgate.verify.junit import junit
 
-        attempt("--junit", args.junit, lambda: junit(result))
-    if args.json:
+        attempt("--junit", shown.junit, lambda: junit(result))
+    if shown.json_file:
         from evalgate.evidence.model import to_document
         from evalgate.verify.document import document
 
         attempt(
             "--json",
-            args.json,
+            shown.json_file,
             lambda: outside.json_text(to_document(document(result)), indent=2) + "\n",
         )
-    if args.html:
+    if shown.html:
         from evalgate.verify import html
 
-        attempt("--html", args.html, lambda: html.render(result))
+        attempt("--html", shown.html, lambda: html.render(result))
     sys.stdout.write(report.verdict_line(result, unwritten))
     sys.stdout.flush()

@@ -102,12 +102,12 @@ class EvalClient:
         wait_min: float,
         wait_max: float,
         max_connections: int,
-        network: Network | None = None,
+        network: Network,
         watch: WorkerWatch | None = None,
     ) -> None:
         self.api = api
         self.timeout = timeout
-        self.network = network or Network()
+        self.network = network
         self.policy = RetryPolicy.for_requests(
             attempts=attempts, timeout=timeout, wait_min=wait_min, wait_max=wait_max
         )

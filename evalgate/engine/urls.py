@@ -1,6 +1,6 @@
 """An engine's URLs: the API and server roots, and the credentials inside a URL
 (http://user:password@host/v1), kept out of every log and artifact; and what every connection
-to it is given (`Network`), plain values the settings make without loading the HTTP client.
+to it is given (`Network`: the settings' network group, as the engine reads it).
 
 The HTTP library logs the URLs it requests, so a URL with credentials is split before any
 client sees it: the bare URL goes to the client, the credentials go as HTTP basic auth in the
@@ -9,7 +9,7 @@ one Authorization header built here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 
@@ -64,18 +64,20 @@ def server_root(url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-@dataclass(frozen=True)
-class Network:
-    """Settings: connect_timeout, keepalive_*, max_response_bytes."""
-
-    connect_timeout: float = 30.0
-    keepalive_idle: float = 30.0
-    keepalive_interval: float = 10.0
-    keepalive_probes: int = 3
-    max_response_bytes: int = 16 << 20
+class Network(Protocol):
+    """What every connection is given: the settings' network group (settings/endpoint.py's
+    NetworkSettings, where each value and its default are stated) as the engine reads it."""
 
     @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def keepalive_idle(self) -> float: ...
+    @property
+    def keepalive_interval(self) -> float: ...
+    @property
+    def keepalive_probes(self) -> int: ...
+    @property
+    def max_response_bytes(self) -> int: ...
+    @property
     def silence_limit(self) -> float:
-        """Seconds a connection may go unanswered before the kernel drops it (TCP_USER_TIMEOUT):
-        the idle time plus every keepalive probe."""
-        return self.keepalive_idle + self.keepalive_interval * self.keepalive_probes
+        """Seconds a connection may go unanswered before the kernel drops it."""

@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import msgspec
+from typing import Any, Protocol
 
 from evalgate.evidence import artifacts
 from evalgate.evidence.harness_layout import SIZES, TASK, samples_path, topology
 from evalgate.evidence.model import Result, Sample
 from evalgate.evidence.read import read
-from evalgate.evidence.stage_records import Labels
 
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 """RESULT_FILENAME as the harness reads precision and framework from it."""
@@ -27,27 +23,24 @@ _BEFORE_CONC = ("tp", *SIZES)
 _TASK_KEYED = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
 
 
-@dataclass(frozen=True)
-class Job:
-    """The benchmark job's labels, as its variables (or the flags) give them."""
+class Job(Protocol):
+    """The benchmark job's labels as the settings hold them (settings/gate.py's LabelsSettings,
+    where each is stated), as the harness's files read them."""
 
-    model: str | None
-    served_model: str | None
-    model_prefix: str | None
-    hardware: str | None
-    framework: str | None
-    precision: str | None
-    kv_cache_dtype: str | None
-    isl: int | None
-    osl: int | None
-    spec_decoding: str | None
-    is_multinode: bool
-    result_filename: str | None
-
-    def labels(self, concurrency: int, topology: dict[str, Any] | None) -> Labels:
-        """The labels a result of this job at `concurrency` records (the rest: the job's own)."""
-        labels = msgspec.convert(self, Labels, from_attributes=True)
-        return msgspec.structs.replace(labels, concurrency=concurrency, topology=topology)
+    @property
+    def model_prefix(self) -> str | None: ...
+    @property
+    def hardware(self) -> str | None: ...
+    @property
+    def framework(self) -> str | None: ...
+    @property
+    def precision(self) -> str | None: ...
+    @property
+    def spec_decoding(self) -> str | None: ...
+    @property
+    def is_multinode(self) -> bool: ...
+    @property
+    def result_filename(self) -> str | None: ...
 
 
 def _true(value: str) -> bool:
@@ -106,9 +99,13 @@ def meta_env(
     concurrencies: Sequence[int],
     completed: Sequence[int],
     failed: Sequence[int],
+    *,
+    served_model: str | None,
+    isl: int | None,
+    osl: int | None,
 ) -> dict[str, Any]:
-    """The harness's meta_env.json for a batch of concurrencies, from the job's labels (model,
-    ISL/OSL, ...) and the job's topology variables (`env`), key for key as its
+    """The harness's meta_env.json for a batch of concurrencies, from the job's labels, the
+    model it served, ISL/OSL and the job's topology variables (`env`), key for key as its
     append_lm_eval_summary writes it."""
     framework, precision = job.framework, job.precision
     match = _RESULT_NAME.match(job.result_filename or "")
@@ -128,11 +125,11 @@ def meta_env(
         "completed_eval_concs": list(completed),
         "failed_eval_concs": list(failed),
         **{key: value for key, value in fields.items() if key not in _BEFORE_CONC},
-        "model": job.served_model or "",
+        "model": served_model or "",
         "infmax_model_prefix": job.model_prefix or "unknown",
         "hw": job.hardware or "unknown",
-        "isl": str(job.isl or 0),  # the harness writes both as strings
-        "osl": str(job.osl or 0),
+        "isl": str(isl or 0),  # the harness writes both as strings
+        "osl": str(osl or 0),
     }
 
 

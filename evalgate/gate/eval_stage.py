@@ -19,7 +19,8 @@ from evalgate.gate import early_stop
 from evalgate.gate.preflight import eval_body, eval_client
 from evalgate.gate.record import RunLog
 from evalgate.rules.sequential import SequentialTest
-from evalgate.settings.stages import Endpoint, EvalAsk
+from evalgate.settings.endpoint import EndpointSettings
+from evalgate.settings.evaluation import EvalSettings
 from evalgate.tasks.dataset import Dataset, reference_answer
 from evalgate.tasks.prompts import Prompt
 from evalgate.tasks.spec import FEWSHOT_SEED, TaskSpec
@@ -57,8 +58,8 @@ class EvalStage:
     """One run's eval; `dispatch` holds the answers received, also when the eval fails."""
 
     run: RunLog
-    endpoint: Endpoint
-    ask: EvalAsk
+    endpoint: EndpointSettings
+    ask: EvalSettings
     out: Path
     resume: bool
     progress: Progress | None
@@ -152,16 +153,17 @@ class EvalStage:
         from evalgate.gate.replies import InlineThinking, Replies
 
         endpoint, ask = self.endpoint, self.ask
+        network = endpoint.network
 
         def client() -> EvalClient:
             options = eval_client(
-                endpoint, timeout=endpoint.timeout, max_connections=ask.num_concurrent
+                endpoint, timeout=network.timeout, max_connections=ask.num_concurrent
             )
             watch = WorkerWatch(
                 endpoint.worker_urls,
-                endpoint.api_key,
-                network=endpoint.network,
-                deadline=endpoint.discovery_timeout,
+                endpoint.key,
+                network=network,
+                deadline=network.discovery_timeout,
             )
             return EvalClient(**options, watch=watch)
 

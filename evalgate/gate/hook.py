@@ -15,13 +15,11 @@ from typing import TYPE_CHECKING, Any
 from evalgate import numbers
 from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence import artifacts, folder, harness_files
-from evalgate.evidence.harness_files import Job
 from evalgate.evidence.harness_layout import EVALGATE_DIR
 from evalgate.evidence.model import HookRun, HookSummary
 from evalgate.gate.preflight import Checked
 from evalgate.gate.run import RunOutcome, run_gate
 from evalgate.settings.environment import job_environment
-from evalgate.settings.stages import job
 from evalgate.settings.values import Settings
 
 if TYPE_CHECKING:
@@ -58,15 +56,22 @@ def parse_concurrencies(text: str) -> list[int]:
         ) from None
 
 
-def meta_env(labels: Job, concurrency: int, env: Mapping[str, str]) -> dict[str, Any]:
+def meta_env(settings: Settings, concurrency: int, env: Mapping[str, str]) -> dict[str, Any]:
     """evalgate's meta_env.json for one run: its labels, and the job's topology under the
     harness's own keys (tp, ep, dp_attention, prefill_*, decode_*), for its collector."""
-    before = ("framework", "precision", "model", "model_prefix", "hardware", "isl", "osl")
-    after = ("kv_cache_dtype", "spec_decoding", "is_multinode")
+    job, lengths = settings.labels, settings.context
     return {
-        **{key: getattr(labels, key) for key in before},
+        "framework": job.framework,
+        "precision": job.precision,
+        "model": settings.endpoint.model,
+        "model_prefix": job.model_prefix,
+        "hardware": job.hardware,
+        "isl": lengths.isl,
+        "osl": lengths.osl,
         "conc": concurrency,
-        **{key: getattr(labels, key) for key in after},
+        "kv_cache_dtype": job.kv_cache_dtype,
+        "spec_decoding": job.spec_decoding,
+        "is_multinode": job.is_multinode,
         **harness_files.job_fields(env),
     }
 
@@ -81,24 +86,28 @@ def run_hook(
 ) -> HookOutcome:
     """Gate at each concurrency; stage everything under settings.output_dir, held for the whole
     hook, as each run holds its own folder."""
-    with folder.FolderLock(settings.output_dir) as lock:
+    out = settings.output.output_dir
+    with folder.FolderLock(out) as lock:
         if lock.warning is not None:
             log.warning("%s", lock.warning)
         env = job_environment(environ)
-        in_harness = settings.layout == "harness"
-        stage = settings.output_dir / EVALGATE_DIR if in_harness else settings.output_dir
-        kept = _check_folders(settings, stage, concurrencies, resume=resume, harness=in_harness)
-        labels = job(settings)
-        if in_harness and settings.eval_tasks_dir and settings.eval_tasks_dir.name != "gsm8k.yaml":
+        in_harness = settings.output.layout == "harness"
+        stage = out / EVALGATE_DIR if in_harness else out
+        overwrite = settings.output.overwrite
+        kept = _check_folders(
+            stage, concurrencies, resume=resume, harness=in_harness, overwrite=overwrite
+        )
+        tasks = settings.eval.eval_tasks_dir
+        if in_harness and tasks and tasks.name != "gsm8k.yaml":
             log.warning(
                 "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
                 "not that file",
-                settings.eval_tasks_dir,
+                tasks,
             )
         harness = None
         if in_harness:
-            harness = HarnessStage(settings.output_dir, labels, env, concurrencies)
-        topology = harness_files.job_topology(labels, env)
+            harness = HarnessStage(out, settings, env, concurrencies)
+        topology = harness_files.job_topology(settings.labels, env)
         runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
         prior: Checked | None = None
         stopped: str | None = None
@@ -111,9 +120,9 @@ def run_hook(
                 continue
             run_dir = stage / f"conc-{concurrency}"
             update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
-            if harness is not None and settings.min_samples is None:
+            if harness is not None and settings.gate.min_samples is None:
                 update["min_samples"] = 0  # the harness's validator decides on the point estimate
-            run_settings = settings.model_copy(update=update)
+            run_settings = settings.but(**update)
             # The hook's own files are written once a run has made its folder its own: a run
             # refused for its inputs leaves every file of the job as it was.
             on_take = (
@@ -122,7 +131,7 @@ def run_hook(
                 else functools.partial(
                     artifacts.write_json,
                     run_dir / artifacts.META_NAME,
-                    meta_env(labels, concurrency, env),
+                    meta_env(settings, concurrency, env),
                 )
             )
             outcome = runs[concurrency] = run_gate(
@@ -151,15 +160,23 @@ class HarnessStage:
     """The benchmark harness's files in the staging folder, kept current run by run."""
 
     out: Path
-    labels: Job
+    settings: Settings
     env: Mapping[str, str]
     concurrencies: Sequence[int]
     completed: list[int] = field(default_factory=list)
 
     def write_meta(self) -> None:
         failed = [c for c in self.concurrencies if c not in self.completed]
+        s = self.settings
         meta = harness_files.meta_env(
-            self.labels, self.env, self.concurrencies, self.completed, failed
+            s.labels,
+            self.env,
+            self.concurrencies,
+            self.completed,
+            failed,
+            served_model=s.endpoint.served_model,
+            isl=s.context.isl,
+            osl=s.context.osl,
         )
         artifacts.write_json(self.out / artifacts.META_NAME, meta)
 
@@ -171,7 +188,7 @@ class HarnessStage:
                 concurrency,
                 outcome.result_path.parent,
                 outcome.result,
-                served_model=self.labels.served_model,
+                served_model=self.settings.endpoint.served_model,
                 stamp=harness_files.timestamp(),
             )
         if harness_files.completed(outcome.result):
@@ -180,14 +197,14 @@ class HarnessStage:
 
 
 def _check_folders(
-    settings: Settings, stage: Path, concurrencies: Sequence[int], *, resume: bool, harness: bool
+    stage: Path, concurrencies: Sequence[int], *, resume: bool, harness: bool, overwrite: bool
 ) -> dict[int, RunOutcome]:
     """Every folder the hook will write into, checked before it writes a byte (a refusal
     changes nothing: RELIABILITY.md); with --resume, the finished runs it keeps as they are."""
     named = [stage / f"conc-{c}" for c in concurrencies] + ([stage] if harness else [])
     for path in named:  # the folders evalgate names; --output-dir itself may be a link
         folder.refuse_link(path)
-    kept = _finished(stage, concurrencies) if resume and not settings.overwrite else {}
+    kept = _finished(stage, concurrencies) if resume and not overwrite else {}
     if kept and len(kept) == len(concurrencies):
         raise UsageError(
             f"--resume: every concurrency staged in {stage} has finished "
@@ -196,9 +213,7 @@ def _check_folders(
         )
     for concurrency in concurrencies:
         if concurrency not in kept:
-            folder.check_free(
-                stage / f"conc-{concurrency}", overwrite=settings.overwrite, resume=resume
-            )
+            folder.check_free(stage / f"conc-{concurrency}", overwrite=overwrite, resume=resume)
     return kept
 
 

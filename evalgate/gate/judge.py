@@ -15,22 +15,24 @@ from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Sample, to_document
 from evalgate.evidence.request_counts import RequestCounts
 from evalgate.gate.record import RunLog, build_result
-from evalgate.settings.stages import GateAsk
+from evalgate.settings.gate import GateSettings
 
 if TYPE_CHECKING:
     from evalgate.compare.comparison import Comparison
     from evalgate.compare.runs import Run
 
 
-def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
+def problems(
+    run: RunLog, gate: GateSettings, notes: list[str], *, failures_allowed: int
+) -> list[str]:
     """The run-level problems besides the scores (too many truncated answers); the warnings
-    about failed, truncated and cut-while-thinking answers, and the dispatch's `notes`, added
-    to the run's."""
+    about failed (`failures_allowed`: --max-failed-requests), truncated and cut-while-thinking
+    answers, and the dispatch's `notes`, added to the run's."""
     counts = run.eval.requests if run.eval else RequestCounts.zero()
     if counts.failed:
         run.warnings.append(
             f"{counts.failed} request(s) failed and were scored as wrong "
-            f"(allowed by --max-failed-requests {ask.max_failed_requests})"
+            f"(allowed by --max-failed-requests {failures_allowed})"
         )
     stopped = run.eval and run.eval.early_stop and run.eval.early_stop.stopped
     answered = counts.completed if stopped else counts.total
@@ -43,10 +45,10 @@ def problems(run: RunLog, ask: GateAsk, notes: list[str]) -> list[str]:
     run.warnings += notes
     if counts.cut_while_thinking:
         run.warnings.append(thinking_warning(counts, run.eval.max_tokens if run.eval else 0))
-    if truncated_rate > ask.max_truncated_rate:
+    if truncated_rate > gate.max_truncated_rate:
         return [
             f"{truncated_rate:.1%} of answers were truncated or empty, over "
-            f"--max-truncated-rate {ask.max_truncated_rate:.1%}"
+            f"--max-truncated-rate {gate.max_truncated_rate:.1%}"
         ]
     return []
 

@@ -17,7 +17,8 @@ from evalgate.errors import ContextError, EndpointError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
 from evalgate.gate.native import LENGTH_KEYS, load_native_max_len
 from evalgate.lengths import Limit
-from evalgate.settings.stages import ContextAsk, Endpoint
+from evalgate.settings.context import ContextSettings
+from evalgate.settings.endpoint import EndpointSettings
 from evalgate.tasks.prompts import Prompt
 
 if TYPE_CHECKING:  # the HTTP client loads only when there is an engine to ask
@@ -43,7 +44,10 @@ def estimate_tokens(prompt: Prompt) -> int:
 
 
 def served_limits(
-    ask: ContextAsk, endpoint: Endpoint, info: EngineInfo | None, ready: Readiness | None
+    ask: ContextSettings,
+    endpoint: EndpointSettings,
+    info: EngineInfo | None,
+    ready: Readiness | None,
 ) -> tuple[list[Limit], list[str]]:
     """Every served limit found, with its source, and notes on the workers': the endpoint's card
     in the list its readiness check read (not a second one: the same card decides), every
@@ -59,9 +63,9 @@ def served_limits(
         from evalgate.errors import EngineAnswerError
 
         label = redact_url(url)
-        timeout = endpoint.discovery_timeout
+        network = endpoint.network
         try:
-            cards = EngineInfo(url, endpoint.api_key, timeout, endpoint.network).models()
+            cards = EngineInfo(url, endpoint.key, network.discovery_timeout, network).models()
             limit = served_limit(cards, endpoint.served_model, f"worker {label}", notes)
         except FAILURES as exc:  # the user named the worker because its limit matters
             refused = credentials_advice(exc.error) if isinstance(exc, EngineAnswerError) else None
@@ -119,8 +123,8 @@ def merge_tokenize_limit(served: Sequence[Limit], told: Limit | None) -> list[Li
 
 
 def gather_context(
-    ask: ContextAsk,
-    endpoint: Endpoint,
+    ask: ContextSettings,
+    endpoint: EndpointSettings,
     *,
     candidates: Sequence[Prompt],
     info: EngineInfo | None = None,

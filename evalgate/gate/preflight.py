@@ -25,7 +25,8 @@ from evalgate.evidence.stage_records import (
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
 from evalgate.gate.record import RunLog, context_record, endpoint_record
-from evalgate.settings.stages import ContextAsk, Endpoint
+from evalgate.settings.context import ContextSettings
+from evalgate.settings.endpoint import EndpointSettings
 from evalgate.tasks.prompts import Prompt, longest_candidates
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ PROBE_TIMEOUT = 60.0
 
 
 def derive(
-    ask: ContextAsk,
-    endpoint: Endpoint,
+    ask: ContextSettings,
+    endpoint: EndpointSettings,
     prompts: Sequence[Prompt],
     on_stage: Callable[[Stage], None] = lambda stage: None,
 ) -> tuple[EvalContext, Prompt, EngineRecord | None]:
@@ -50,14 +51,15 @@ def derive(
     from evalgate.engine.readiness import wait_until_ready
 
     on_stage("readiness")
+    network = endpoint.network
     policy = RetryPolicy.for_readiness(
-        timeout=endpoint.ready_timeout,
-        wait_min=endpoint.retry_wait_min,
-        wait_max=endpoint.retry_wait_max,
+        timeout=network.ready_timeout,
+        wait_min=network.retry_wait_min,
+        wait_max=network.retry_wait_max,
     )
     # A side-door answer, whole, within --discovery-timeout and never past --ready-timeout.
-    timeout = max(0.5, min(endpoint.discovery_timeout, endpoint.ready_timeout))
-    info = EngineInfo(endpoint.base_url, endpoint.api_key, timeout, endpoint.network)
+    timeout = max(0.5, min(network.discovery_timeout, network.ready_timeout))
+    info = EngineInfo(endpoint.base_url, endpoint.key, timeout, network)
     ready = wait_until_ready(info, endpoint.served_model, policy=policy)
     engine = EngineRecord(
         owned_by=ready.card.owned_by if ready.card else None, version=info.version()
@@ -68,11 +70,13 @@ def derive(
 
 
 def probe(
-    endpoint: Endpoint,
+    endpoint: EndpointSettings,
     context: EvalContext,
     prompt: Prompt,
     stop: list[str],
     sampling: Mapping[str, Any] | None = None,
+    *,
+    strict: bool = False,
 ) -> ProbeRecord:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
@@ -80,7 +84,8 @@ def probe(
     from evalgate.errors import RequestFailed
     from evalgate.gate.probe import accepted, failed
 
-    client = eval_client(endpoint, timeout=min(endpoint.timeout, PROBE_TIMEOUT), max_connections=1)
+    timeout = min(endpoint.network.timeout, PROBE_TIMEOUT)
+    client = eval_client(endpoint, timeout=timeout, max_connections=1)
     body = eval_body(endpoint, prompt, context.max_tokens, stop, sampling)
     started = time.monotonic()
     try:
@@ -91,7 +96,7 @@ def probe(
         if rejected.engine_error is None or not dynamo.wordless(rejected.engine_error):
             raise rejected from exc
         raise _with_engine_words(rejected, endpoint.worker_urls, body, client) from exc
-    return accepted(context, prompt, time.monotonic() - started, strict=endpoint.strict)
+    return accepted(context, prompt, time.monotonic() - started, strict=strict)
 
 
 def _with_engine_words(
@@ -128,7 +133,7 @@ def _with_engine_words(
 
 
 def eval_body(
-    endpoint: Endpoint,
+    endpoint: EndpointSettings,
     prompt: Prompt,
     max_tokens: int,
     stop: Sequence[str],
@@ -148,7 +153,9 @@ def eval_body(
     )
 
 
-def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> dict[str, Any]:
+def eval_client(
+    endpoint: EndpointSettings, *, timeout: float, max_connections: int
+) -> dict[str, Any]:
     """The keyword arguments of the EvalClient that sends the probe and the eval."""
     if endpoint.base_url is None or endpoint.served_model is None:  # run and probe need both
         raise UsageError(
@@ -156,12 +163,12 @@ def eval_client(endpoint: Endpoint, *, timeout: float, max_connections: int) -> 
         )
     return {
         "base_url": endpoint.base_url,
-        "api_key": endpoint.api_key,
+        "api_key": endpoint.key,
         "api": endpoint.api,
         "timeout": timeout,
-        "attempts": endpoint.max_attempts,
-        "wait_min": endpoint.retry_wait_min,
-        "wait_max": endpoint.retry_wait_max,
+        "attempts": endpoint.network.max_attempts,
+        "wait_min": endpoint.network.retry_wait_min,
+        "wait_max": endpoint.network.retry_wait_max,
         "max_connections": max_connections,
         "network": endpoint.network,
     }
@@ -186,8 +193,8 @@ def reuse(run: RunLog, prior: Checked) -> None:
 
 def check(
     run: RunLog,
-    endpoint: Endpoint,
-    ask: ContextAsk,
+    endpoint: EndpointSettings,
+    ask: ContextSettings,
     spec: TaskSpec,
     prompts: Sequence[Prompt],
     *,
@@ -208,7 +215,7 @@ def check(
         doc_id=longest.doc_id,
     )
     try:
-        run.probe = probe(endpoint, context, longest, spec.stop, sampling)
+        run.probe = probe(endpoint, context, longest, spec.stop, sampling, strict=ask.strict)
     except ProbeError as exc:
         if exc.engine_error is not None:
             said = exc.engine_error

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalgate._version import __version__
 from evalgate.engine.urls import redact_url
@@ -27,7 +27,8 @@ from evalgate.evidence.stage_records import (
 if TYPE_CHECKING:
     from evalgate.gate.context import EvalContext
     from evalgate.rules.verdict import Verdict
-    from evalgate.settings.stages import Endpoint
+    from evalgate.settings.endpoint import EndpointSettings
+    from evalgate.settings.values import Settings
 
 
 def _now() -> str:
@@ -48,7 +49,26 @@ def context_record(context: EvalContext) -> ContextRecord:
     )
 
 
-def endpoint_record(endpoint: Endpoint, engine: EngineRecord | None = None) -> EndpointRecord:
+def labels(settings: Settings, topology: dict[str, Any] | None = None) -> Labels:
+    """The benchmark config a result belongs to (its labels, ISL/OSL, the concurrency and the
+    job's topology), so that `evalgate verify` can resolve thresholds and expected sets."""
+    job, lengths = settings.labels, settings.context
+    return Labels(
+        model_prefix=job.model_prefix,
+        hardware=job.hardware,
+        framework=job.framework,
+        precision=job.precision,
+        kv_cache_dtype=job.kv_cache_dtype,
+        isl=lengths.isl,
+        osl=lengths.osl,
+        concurrency=settings.eval.num_concurrent,
+        topology=topology,
+    )
+
+
+def endpoint_record(
+    endpoint: EndpointSettings, engine: EngineRecord | None = None
+) -> EndpointRecord:
     """Where the engine was (credentials removed) and what it said it is."""
     return EndpointRecord(
         base_url=redact_url(endpoint.base_url) if endpoint.base_url else None,

@@ -20,10 +20,9 @@ from evalgate.evidence.model import Result, Sample, ThresholdRecord, to_document
 from evalgate.gate import judge
 from evalgate.gate.eval_stage import EvalStage, protocol
 from evalgate.gate.preflight import Checked, check, reuse
-from evalgate.gate.record import RunLog, build_result
+from evalgate.gate.record import RunLog, build_result, labels
 from evalgate.gate.speculation import check_acceptance, simulated_sources
 from evalgate.rules.verdict import Verdict, decide
-from evalgate.settings import stages
 from evalgate.settings.values import Settings, credentials
 from evalgate.tasks.dataset import Dataset, full_size
 from evalgate.tasks.prompts import build_prompts
@@ -81,16 +80,16 @@ class GateRun:
         self.settings = settings
         self.on_take = on_take
         """Called once the folder is this run's, before its first write (a hook's files)."""
-        self.endpoint = stages.endpoint(settings)
         self.checked = prior
         self.dataset: Dataset | None = None
         # A task file's path may hold anything, and "task" is one of the fields left unscrubbed
         # (outside.OWN_FIELDS): scrubbed here, once, until the file's task name replaces it.
-        task = settings.task if settings.task in BUILT_IN else scrub.text(settings.task)
-        self.log = RunLog(settings.model, stages.labels(settings, topology), task)
-        self.out = settings.output_dir
+        asked = settings.eval.task
+        task = asked if asked in BUILT_IN else scrub.text(asked)
+        self.log = RunLog(settings.endpoint.model, labels(settings, topology), task)
+        self.out = settings.output.output_dir
         self.eval = EvalStage(
-            self.log, self.endpoint, stages.eval_ask(settings), self.out, resume, progress
+            self.log, settings.endpoint, settings.eval, self.out, resume, progress
         )
         self.lock: folder.FolderLock | None = None
         """Held from before the folder's first check to after its last write (None: this run
@@ -118,10 +117,11 @@ class GateRun:
 
     def execute(self) -> tuple[Status, str, int]:
         s = self.settings
+        endpoint, asked, gate = s.endpoint, s.eval, s.gate
         run = self.log
-        if s.baseline is not None:  # before anything is written: never over the baseline
-            refuse_overlap(s.baseline, self.out)
-        self.lock = folder.prepare(self.out, overwrite=s.overwrite, resume=self.eval.resume)
+        if gate.baseline is not None:  # before anything is written: never over the baseline
+            refuse_overlap(gate.baseline, self.out)
+        self.lock = folder.prepare(self.out, overwrite=s.output.overwrite, resume=self.eval.resume)
         if self.lock.warning is not None:
             run.warnings.append(self.lock.warning)
         # An earlier run in the folder (one --resume continues, one --overwrite replaces) is
@@ -131,43 +131,48 @@ class GateRun:
         if not any((self.out / name).exists() for name in earlier):
             self._take()
 
-        stages.require(s, "base_url", "model")
+        endpoint.require()
         require_eval_extra("a gate run")
         simulated = check_acceptance(
-            simulated_sources(s.sglang_simulate_acc_len, s.server_args()),
-            allowed=s.allow_simulated_acceptance,
+            simulated_sources(asked.sglang_simulate_acc_len, s.context.server_args),
+            allowed=asked.allow_simulated_acceptance,
         )
         run.warnings += [simulated] if simulated else []
         baseline: Run | None = None
-        if s.baseline is not None:  # read before anything runs: a broken one fails in a second
-            baseline = load_run(s.baseline)
+        if gate.baseline is not None:  # read before anything runs: a broken one fails in a second
+            baseline = load_run(gate.baseline)
 
-        spec = load_task(s.api, s.task)
+        spec = load_task(endpoint.api, asked.task)
         run.enter("thresholds")
-        run.task = s.task if s.task in BUILT_IN else spec.name  # a file's: now it is read
-        thresholds = load_thresholds(s.thresholds)
+        run.task = asked.task if asked.task in BUILT_IN else spec.name  # a file's: now it is read
+        thresholds = load_thresholds(gate.thresholds)
         check_task_keys(thresholds, [run.task])
-        floor = resolve_floor(thresholds, s.model, to_document(run.labels), run.task)
+        floor = resolve_floor(thresholds, endpoint.model, to_document(run.labels), run.task)
         run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
 
         run.enter("dataset")
-        dataset = self.dataset = load_data(s.task, s.dataset_dir, hub=s.dataset_hub, spec=spec)
-        prompts = build_prompts(spec, dataset.test, dataset.train, s.limit)
-        if baseline is not None and s.baseline is not None:  # found before the eval, not after
+        dataset = self.dataset = load_data(
+            asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec
+        )
+        prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)
+        if baseline is not None and gate.baseline is not None:  # found before the eval
             # The budget is known after the probe: it is compared with the rest after the eval.
             planned = protocol(
-                spec, dataset, api=s.api, limit=s.limit, max_tokens=baseline.eval.max_tokens
+                spec,
+                dataset,
+                api=endpoint.api,
+                limit=asked.limit,
+                max_tokens=baseline.eval.max_tokens,
             )
-            check_baseline(baseline, s.baseline, planned)
+            check_baseline(baseline, gate.baseline, planned)
         if not self.taken:
             self._take()
 
-        sampling = spec.sampling | self.eval.ask.request_fields()
+        sampling = spec.sampling | asked.request_fields()
         if self.checked is not None:
             reuse(run, self.checked)
         else:
-            ask = stages.context_ask(s)
-            self.checked = check(run, self.endpoint, ask, spec, prompts, sampling=sampling)
+            self.checked = check(run, endpoint, s.context, spec, prompts, sampling=sampling)
         run.enter("eval")
         budget = self.checked.context.max_tokens
         evaluation = self.eval.evaluate(spec, dataset, prompts, budget, floor.value)
@@ -182,23 +187,22 @@ class GateRun:
     ) -> Verdict:
         """The gate rule on the scores, with the run-level problems and the comparison with
         --baseline beside them."""
-        s, run = self.settings, self.log
-        ask = stages.gate_ask(s)
+        gate, run = self.settings.gate, self.log
         dispatch = self.eval.dispatch
-        problems = judge.problems(
-            run, ask, dispatch.replies.notes() if dispatch is not None else []
-        )
+        notes = dispatch.replies.notes() if dispatch is not None else []
+        allowed = self.settings.eval.max_failed_requests
+        problems = judge.problems(run, gate, notes, failures_allowed=allowed)
         doubts: list[str] = []
         comparison = None
-        if baseline is not None and s.baseline is not None:
+        if baseline is not None and gate.baseline is not None:
             comparison, regressed, doubts = judge.compare_baseline(
-                run, self.out, baseline, path=s.baseline, max_drop=s.max_drop, samples=samples
+                run, self.out, baseline, path=gate.baseline, max_drop=gate.max_drop, samples=samples
             )
             problems += regressed
         run.verdict = decide(
             run.scores,
             floor.value,
-            min_samples=ask.min_samples if ask.min_samples is not None else full_size(task),
+            min_samples=gate.min_samples if gate.min_samples is not None else full_size(task),
             matched=floor.matched,
             problems=problems,
             doubts=doubts,

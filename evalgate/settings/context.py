@@ -1,4 +1,5 @@
-"""The eval context: ISL/OSL, the model's config, the limits the engines serve, the budget."""
+"""The eval context and the budget: ISL/OSL, the model's config, the limits the engines serve,
+the output budget. The context stage receives this group, itself."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import NoDecode
 
 from evalgate.numbers import TOKENS, TOKENS_MAX, tokens
-from evalgate.settings.fields import Group
+from evalgate.settings.fields import Flag, Group
 
 
 class ContextSettings(Group):
+    """What the user said about the context: lengths, the model's config, served limits."""
+
+    heading = "context and budget"
+
     isl: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """Benchmark input sequence length in tokens (8192; 8k = 8000 and 8K = 8192, as vLLM reads
     server arguments; so for every length in tokens). 0 or empty: not given, as the benchmark
@@ -21,16 +25,13 @@ class ContextSettings(Group):
     osl: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """Benchmark output sequence length in tokens (0 or empty: not given)."""
 
-    context_margin: int = Field(256, ge=0, le=TOKENS_MAX)
-    """Tokens added to ISL + OSL for the eval context."""
-
-    model_config_path: Path | None = None
+    model_config_path: Annotated[Path | None, Flag("model-config")] = None
     """The model's config.json, or its directory; gives the native maximum length."""
 
     served_max_model_len: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """The --max-model-len the engines serve, when /v1/models cannot tell (TensorRT-LLM)."""
 
-    server_config: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    server_config: list[str] = Field(default_factory=list)
     """Engine server-argument strings holding --max-model-len N (as benchmark scripts keep
     them). Repeatable flag; one string in EVALGATE_SERVER_CONFIG."""
 
@@ -47,12 +48,18 @@ class ContextSettings(Group):
     max_tokens: int | None = Field(None, ge=1, le=TOKENS_MAX)
     """Force the output budget instead of deriving it (the probe still checks it)."""
 
-    max_tokens_cap: int = Field(16384, ge=1, le=TOKENS_MAX)
-    """Upper bound on the derived output budget."""
-
     budget_policy: Literal["fit", "harness"] = "fit"
     """fit: served context minus the longest eval prompt. harness: the benchmark harness's rule
     (ctx - 4096 when ctx > 4096, else ctx / 2), both capped at max_tokens_cap."""
+
+    context_margin: int = Field(256, ge=0, le=TOKENS_MAX)
+    """Tokens added to ISL + OSL for the eval context."""
+
+    max_tokens_cap: int = Field(16384, ge=1, le=TOKENS_MAX)
+    """Upper bound on the derived output budget."""
+
+    strict: bool = False
+    """Treat a budget that would truncate answers (prompt + budget > served) as an error."""
 
     @field_validator("isl", "osl", "eval_max_model_len", mode="before")
     @classmethod
@@ -72,6 +79,7 @@ class ContextSettings(Group):
             return [value] if value.strip() else []
         return value
 
+    @property
     def server_args(self) -> list[tuple[str, str]]:
         """The engines' server-argument strings given, each with where it came from."""
         given = [(args, f"--server-config #{i + 1}") for i, args in enumerate(self.server_config)]

@@ -1,6 +1,7 @@
-"""The environment read without the Settings model (`evalgate verify` has no pydantic): the
-variables each setting is read from, the credentials every command scrubs, the job's topology
-variables named as each launcher does, and the default margin `compare` and `verify` share.
+"""The environment's names, without the Settings model (`evalgate --help` imports this
+module): the variables each setting is read from, the credentials every command scrubs, a CI
+job's and the benchmark job's own variables, and the default margin `compare` and `verify`
+share.
 """
 
 from __future__ import annotations
@@ -29,28 +30,21 @@ def job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {name: value for name, value in source.items() if JOB_VARIABLES.match(name)}
 
 
-class VerifyEnvironment(NamedTuple):
-    """What `evalgate verify` takes from its environment (a NamedTuple: `evalgate --help`
-    imports this module, and starts without msgspec)."""
+class CiEnvironment(NamedTuple):
+    """What a CI job's environment says to `evalgate verify`, besides its settings."""
 
-    thresholds: str | None
-    """EVALGATE_THRESHOLDS: the thresholds file when --thresholds is not given."""
     github_actions: bool
     """GITHUB_ACTIONS=true: running in a GitHub Actions job (annotations and job summary on)."""
     step_summary: str | None
     """GITHUB_STEP_SUMMARY: the file GitHub renders as the job summary."""
-    history: str | None = None
-    """EVALGATE_HISTORY: the history --record writes to when it is not given (docs/history.md)."""
 
 
-def verify_environment(environ: Mapping[str, str] | None = None) -> VerifyEnvironment:
-    """The variables `evalgate verify` reads (an empty one counts as unset)."""
+def ci_environment(environ: Mapping[str, str] | None = None) -> CiEnvironment:
+    """The CI job's variables `evalgate verify` reads (an empty one counts as unset)."""
     source = os.environ if environ is None else environ
-    return VerifyEnvironment(
-        thresholds=source.get("EVALGATE_THRESHOLDS") or None,
+    return CiEnvironment(
         github_actions=source.get("GITHUB_ACTIONS") == "true",
         step_summary=source.get("GITHUB_STEP_SUMMARY") or None,
-        history=source.get("EVALGATE_HISTORY") or None,
     )
 
 
@@ -107,14 +101,16 @@ HARNESS_NAMES = {
     "hardware": ("RUNNER_TYPE",),
     "limit": ("EVAL_LIMIT",),
     "concurrency": ("EVAL_CONC", "EVAL_CONCURRENT_REQUESTS", "CONC"),
+    "record": ("EVALGATE_HISTORY",),
 }
-"""The other settings the harness (or a launcher, or the OpenAI client) sets, under its names."""
+"""The other settings the harness (or a launcher, or the OpenAI client) sets, under its names,
+and the names evalgate read them by before (EVALGATE_HISTORY for --record)."""
 
 
 def variables(field: str) -> tuple[str, ...]:
     """The variables that set a field, in the order they are looked up: its own EVALGATE_
-    variable, then the harness's names. The Settings model reads them (settings.fields.Group);
-    verify and compare read the credentials among them without it."""
+    variable, then the harness's names (settings/sources.py reads them; every command scrubs
+    the credentials among them, credentials_environment)."""
     harness = (field.upper(),) if field in HARNESS_SAME else HARNESS_NAMES.get(field, ())
     return (f"EVALGATE_{field.upper()}", *harness)
 

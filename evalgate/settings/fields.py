@@ -1,19 +1,18 @@
-"""How a setting is read (token lengths with vLLM's suffixes, http(s) URLs, evalgate's and the
-harness's variable names), and the configuration every group of settings shares.
+"""How a setting is read (token lengths with vLLM's suffixes, http(s) URLs, an empty variable),
+how it is named on the command line, and the configuration every group of settings shares.
 """
 
 from __future__ import annotations
 
 import typing
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, AliasGenerator, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from evalgate import numbers
 from evalgate.engine.urls import redact_url
-from evalgate.settings.environment import variables
 
 TOKEN_LENGTHS = (
     "isl",
@@ -25,6 +24,36 @@ TOKEN_LENGTHS = (
     "max_tokens_cap",
 )
 """Settings in tokens: written as server arguments write them (8192, 8k = 8000, 8K = 8192)."""
+
+BLANK_MEANS: dict[str, Any] = {
+    **dict.fromkeys(("base_url", "model", "port", "served_model_name", "limit", "concurrency")),
+    **dict.fromkeys(("eval_tasks_dir", "spec_decoding", "result_filename", "thresholds")),
+    **dict.fromkeys(("baseline", "baselines", "expect", "waivers", "github", "junit", "json_file")),
+    **dict.fromkeys(("html", "record", "sweep_id", "mark_run", "mark_sweep", "delete_sweep")),
+    **dict.fromkeys(("reason", "by", "fit_thresholds", "policy", "where")),
+    "is_multinode": False,
+}
+"""What a setting given as an empty text holds: a job script's empty variable (EVAL_LIMIT="")
+means unset, as in the benchmark harness. (Some settings give the empty text a meaning of
+their own, said in their help: --think-end-marker, ISL; an empty --output-dir is refused.)"""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting is spelled on the command line, where its field's name is not enough
+    (``Annotated[str | None, Flag("json", metavar="FILE")]``)."""
+
+    name: str | None = None
+    """The long flag without its dashes (default: the field's name, - for _)."""
+    short: str | None = None
+    """A one-letter flag besides it (-q)."""
+    metavar: str | None = None
+    """What the help calls its value (default: by its type: N, PATH, VALUE)."""
+    several: bool = False
+    """One flag takes several values (--baseline A B); repeating it adds more."""
+    same_as: tuple[str, str] | None = None
+    """Another flag that sets this setting to one value: ("json", "json") makes --json the
+    same as --format json."""
 
 
 def number_type(annotation: Any) -> type | None:
@@ -62,32 +91,32 @@ def check_url(url: str) -> str:
     return url.strip()
 
 
-def url_from_port(data: dict[str, Any]) -> str | None:
-    port = data.get("port")
-    return f"http://127.0.0.1:{port}/v1" if port else None
+def split_list(value: Any) -> Any:
+    """A list given as one text (a variable, a config file's string): comma-separated."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
-class Group(BaseSettings):
-    """What every group of settings shares: the variables it is read from, frozen."""
+class Group(BaseModel):
+    """A group of settings: frozen, documented by its fields' docstrings, shown under its
+    `heading` in --help and docs/settings.md. A stage receives the group it needs, itself."""
 
-    model_config = SettingsConfigDict(
-        case_sensitive=True,  # API_KEY or isl in the environment are not evalgate's
-        alias_generator=AliasGenerator(
-            validation_alias=lambda name: AliasChoices(*variables(name))
-        ),
-        populate_by_name=True,  # keyword arguments use the field name
-        use_attribute_docstrings=True,
-        extra="ignore",
-        frozen=True,
-    )
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, extra="forbid")
+
+    heading: ClassVar[str]
+    """The group's title in --help and docs/settings.md."""
 
     @field_validator("*", mode="before")
     @classmethod
-    def _ascii_number(cls, value: Any, info: ValidationInfo) -> Any:
-        """A number given as text (a flag, a variable) is read by one rule, whatever its
-        field (evalgate.numbers); an empty text is left to the field (it means unset)."""
+    def _read_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """A setting given as text (a flag, a variable, a config file's number): an empty one
+        means unset where BLANK_MEANS says so; a number is read by one rule, whatever its
+        field (evalgate.numbers)."""
         field = str(info.field_name)
-        kind = number_type(cls.model_fields[field].annotation)
-        if kind is None or not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str):
             return value
-        return read_number(kind, value, field in TOKEN_LENGTHS)
+        if not value.strip():
+            return BLANK_MEANS.get(field, value)
+        kind = number_type(cls.model_fields[field].annotation)
+        return value if kind is None else read_number(kind, value, field in TOKEN_LENGTHS)

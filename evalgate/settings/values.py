@@ -1,49 +1,256 @@
-"""The Settings model: flags, then the environment, then defaults (docs/settings.md). Its field
-docstrings are the documentation: the table in docs/settings.md is generated from them.
+"""The Settings model: every setting of every command, in groups (a stage receives its group,
+itself), each one a flag, an environment variable and a config file's key (docs/settings.md).
+Which settings each command takes: COMMANDS; how they are read: settings/sources.py.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic.fields import FieldInfo
 
 from evalgate.settings.context import ContextSettings
-from evalgate.settings.endpoint import EndpointSettings
-from evalgate.settings.evidence import EvidenceSettings
-from evalgate.settings.requests import RequestSettings
-
-BLANK_MEANS: dict[str, Any] = {
-    **dict.fromkeys(("base_url", "model", "port", "served_model_name", "limit", "concurrency")),
-    **dict.fromkeys(("eval_tasks_dir", "spec_decoding", "result_filename")),
-    "is_multinode": False,
-}
-"""What a field set to an empty string holds."""
+from evalgate.settings.endpoint import EndpointSettings, NetworkSettings
+from evalgate.settings.environment import variables
+from evalgate.settings.evaluation import EvalSettings
+from evalgate.settings.fields import Flag, Group
+from evalgate.settings.gate import GateSettings, LabelsSettings
+from evalgate.settings.output import HistorySettings, OutputSettings
 
 
-# A field's place is its group's, the groups in reverse: pydantic orders a model's fields from
-# its last base to its first.
-class Settings(EvidenceSettings, RequestSettings, ContextSettings, EndpointSettings):
-    """Everything an evalgate command can be told."""
+class Settings(BaseModel):
+    """Everything an evalgate command can be told. Built from keywords, it takes each setting
+    by its own name (Settings(base_url=..., isl=1024)) as well as by group, over what the
+    environment sets (a command's flags and config file: settings/sources.py)."""
 
-    @field_validator(*BLANK_MEANS, "output_dir", mode="before")
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    endpoint: EndpointSettings = Field(default_factory=EndpointSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
+    labels: LabelsSettings = Field(default_factory=LabelsSettings)
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
+
+    @model_validator(mode="before")
     @classmethod
-    def _blank(cls, value: Any, info: ValidationInfo) -> Any:
-        """A job script's empty variable (EVAL_LIMIT="") means unset, as in the harness; an
-        empty output_dir would be read as the working directory itself, so it is refused."""
-        if not isinstance(value, str) or value.strip():
-            return value
-        if info.field_name == "output_dir":
+    def _grouped(cls, data: Any, info: ValidationInfo) -> Any:
+        """Each setting given by its own name, put in its group, over the environment's (the
+        environment in `info.context`, else this process's)."""
+        if not isinstance(data, dict):
+            return data
+        environ = (info.context or {}).get("environ", os.environ)
+        found = {name: value for name, (_, value) in environment(environ).items()}
+        return grouped(found | data)
+
+    @model_validator(mode="after")
+    def _baseline_not_with_early_stop(self) -> Settings:
+        baseline, early_stop = self.gate.baseline, self.eval.early_stop
+        if baseline is not None and early_stop != "off":
             raise ValueError(
-                "an empty folder name would write the evidence into the working directory "
-                "itself: pass a folder (the default is evalgate-results), or . for the working "
-                "directory"
+                f"a run stopped early cannot be compared with --baseline {baseline} (its "
+                "questions were chosen by its own answers); use --early-stop off to compare, or "
+                "drop --baseline"
             )
-        return BLANK_MEANS[str(info.field_name)]
+        return self
+
+    def but(self, **values: Any) -> Settings:
+        """These settings with `values` (by their own names) in place of theirs, unchecked:
+        for values a command computes, such as the hook's folder for each concurrency."""
+        return _replaced(self, {SETTINGS[name].path: value for name, value in values.items()})
+
+
+M = typing.TypeVar("M", bound=BaseModel)
+
+
+def _replaced(model: M, changes: dict[tuple[str, ...], Any]) -> M:
+    own = {path[0]: value for path, value in changes.items() if len(path) == 1}
+    inner: dict[str, dict[tuple[str, ...], Any]] = {}
+    for path, value in changes.items():
+        if len(path) > 1:
+            inner.setdefault(path[0], {})[path[1:]] = value
+    for step, deeper in inner.items():
+        own[step] = _replaced(getattr(model, step), deeper)
+    return model.model_copy(update=own)
+
+
+GROUPS: tuple[type[Group], ...] = (
+    EndpointSettings,
+    ContextSettings,
+    EvalSettings,
+    GateSettings,
+    LabelsSettings,
+    NetworkSettings,
+    OutputSettings,
+    HistorySettings,
+)
+"""The groups in the order --help and docs/settings.md show them: the everyday ones first."""
+
+
+class Setting(NamedTuple):
+    """One setting: its name, where it sits in Settings, its group and its field."""
+
+    name: str
+    path: tuple[str, ...]
+    group: type[Group]
+    info: FieldInfo
+
+    @property
+    def flag(self) -> Flag:
+        """How it is spelled on the command line (Flag() when its name says it all)."""
+        return next((m for m in self.info.metadata if isinstance(m, Flag)), Flag())
+
+    @property
+    def option(self) -> str:
+        """Its long flag: --base-url, --model-config."""
+        return "--" + (self.flag.name or self.name.replace("_", "-"))
+
+    @property
+    def bounds(self) -> tuple[float, float, bool, bool] | None:
+        """A numeric setting's range, as numbers.within takes it: (low, high, low excluded,
+        high excluded); None for others."""
+        found = {
+            name: getattr(item, name)
+            for item in self.info.metadata
+            for name in ("ge", "gt", "le", "lt")
+            if getattr(item, name, None) is not None
+        }
+        low, high = found.get("ge", found.get("gt")), found.get("le", found.get("lt"))
+        if low is None or high is None:
+            return None
+        return low, high, "gt" in found, "lt" in found
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The environment variables it is read from, in the order they are looked up."""
+        return variables(self.name)
+
+
+def _settings(model: type[BaseModel], path: tuple[str, ...]) -> Iterator[Setting]:
+    for name, info in model.model_fields.items():
+        kind = info.annotation
+        if isinstance(kind, type) and issubclass(kind, Group):
+            yield from _settings(kind, (*path, name))
+        elif issubclass(model, Group):
+            yield Setting(name, (*path, name), model, info)
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in _settings(Settings, ())}
+"""Every setting by its own name."""
+
+
+def grouped(flat: dict[str, Any]) -> dict[str, Any]:
+    """Settings given by their own names (isl=1024) put in their groups; a group given whole
+    (context={...}) is kept."""
+    nested: dict[str, Any] = {}
+    for name, value in flat.items():
+        setting = SETTINGS.get(name)
+        if setting is None:
+            nested[name] = value
+            continue
+        holder = nested
+        for step in setting.path[:-1]:
+            holder = holder.setdefault(step, {})
+        holder[name] = value
+    return nested
+
+
+def environment(environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Each setting an environment sets: (the variable that set it, its text), the first of
+    its variables that is set winning (EVALGATE_ISL over ISL)."""
+    found = {}
+    for setting in SETTINGS.values():
+        variable = next((v for v in setting.variables if v in environ), None)
+        if variable is not None:
+            found[setting.name] = (variable, environ[variable])
+    return found
+
+
+def value_of(settings: Settings, name: str) -> Any:
+    """A setting's value by its own name (for messages and --print-config)."""
+    found: Any = settings
+    for step in SETTINGS[name].path:
+        found = getattr(found, step)
+    return found
+
+
+def _of(group: type[Group], *names: str, without: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The named settings of `group` (all when none is named), but those `without`."""
+    own = [s.name for s in SETTINGS.values() if s.group is group]
+    for name in (*names, *without):
+        if name not in own:
+            raise KeyError(f"{group.__name__} has no setting {name}")
+    return tuple(n for n in own if (not names or n in names) and n not in without)
+
+
+_ENGINE = (*_of(EndpointSettings), *_of(NetworkSettings))
+_CONTEXT = (
+    *_of(EndpointSettings),
+    *_of(NetworkSettings, without=("timeout", "max_attempts")),
+    *_of(ContextSettings, without=("strict",)),
+    *_of(EvalSettings, "task", "limit", "dataset_dir", "dataset_hub", "eval_tasks_dir"),
+)
+_RUN = (
+    *_ENGINE,
+    *_of(ContextSettings),
+    *_of(EvalSettings, without=("concurrency",)),
+    *_of(GateSettings, "thresholds", "min_samples", "max_truncated_rate", "baseline", "max_drop"),
+    *_of(LabelsSettings),
+    *_of(OutputSettings, "output_dir", "overwrite", "resume"),
+)
+COMMANDS: dict[str, frozenset[str]] = {
+    "run": frozenset((*_RUN, "print_json")),
+    "hook": frozenset((*_RUN, "concurrency", "layout")),
+    "context": frozenset((*_CONTEXT, *_of(OutputSettings, "format", "explain"))),
+    "probe": frozenset(
+        (
+            *_CONTEXT,
+            *_of(ContextSettings, "strict"),
+            *_of(NetworkSettings, "timeout", "max_attempts"),
+            *_of(EvalSettings, "chat_template_kwargs", "reasoning_effort"),
+            "print_json",
+        )
+    ),
+    "verify": frozenset(
+        (
+            *_of(GateSettings, "thresholds", "min_samples", "expect", "baselines", "max_drop"),
+            *_of(GateSettings, "waivers"),
+            *_of(OutputSettings, "json_file", "junit", "html", "github", "quiet"),
+            *_of(HistorySettings, "record", "sweep_id"),
+        )
+    ),
+    "compare": frozenset(
+        (
+            *_of(GateSettings, "max_drop", "allow_protocol_drift"),
+            *_of(OutputSettings, "print_json", "markdown", "html", "flips"),
+        )
+    ),
+    "history": frozenset(
+        (
+            *_of(HistorySettings, without=("record", "sweep_id")),
+            *_of(GateSettings, "thresholds"),
+            *_of(OutputSettings, "json_file", "html"),
+        )
+    ),
+}
+"""The settings each command takes as flags (and prints with --print-config). Every command
+reads every setting from the environment and the config file, so that a value out of its
+range is refused wherever it is given, as each is read by the one model."""
+
+EXCLUSIVE: dict[str, tuple[tuple[str, ...], ...]] = {
+    "compare": (("print_json", "markdown"),),
+    "history": (("mark_run", "mark_sweep", "delete_sweep"),),
+}
+"""Settings of a command that go apart: at most one of each set may be given."""
 
 
 def credentials(settings: Settings) -> tuple[list[str | None], list[str | None]]:
     """A command's secrets for scrub.configure: its API key, and --base-url and every
     --worker-url (their user info)."""
-    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    return [key], [settings.base_url, *settings.worker_urls]
+    endpoint = settings.endpoint
+    return [endpoint.key], [endpoint.base_url, *endpoint.worker_urls]

@@ -30,19 +30,18 @@ from evalgate.cli import main
 from evalgate.errors import ArtifactError
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result
-from evalgate.gate.record import RunLog, build_result
+from evalgate.gate.record import RunLog, build_result, labels
 from evalgate.gate.run import run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings.environment import variables
-from evalgate.settings.stages import labels
-from evalgate.settings.values import Settings
+from evalgate.settings.values import SETTINGS, Settings
 from tests.conftest import deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
 
 MODEL = "fake-model"
 LIMIT = 10
 NOT_PROBE = frozenset(range(2, 100_000))
-ENV_NAMES = {name for field in Settings.model_fields for name in variables(field)}
+ENV_NAMES = {name for field in SETTINGS for name in variables(field)}
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from evalgate.engine.client import EvalClient
 from evalgate.engine.request import generation_body
 from evalgate.gate.dispatch import Dispatch, Request
 from evalgate.gate.replies import Replies
+from evalgate.settings.endpoint import NetworkSettings
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import load_task
@@ -46,6 +47,7 @@ def _dispatch(engine: FakeEngine) -> Dispatch:
             wait_min=0,
             wait_max=0,
             max_connections=4,
+            network=NetworkSettings(),
         )
 
     replies = Replies(MODEL, "chat", max_tokens=256, max_failed=0, journal=None, thinking=None)

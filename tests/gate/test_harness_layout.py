@@ -27,7 +27,6 @@ from typing import Any
 from evalgate.evidence import harness_files
 from evalgate.schemas import validation_errors
 from evalgate.settings.environment import job_environment
-from evalgate.settings.stages import job
 from evalgate.settings.values import Settings
 from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
@@ -277,7 +276,17 @@ def test_meta_env_is_the_harness_own_for_the_jobs_variables(monkeypatch):
         del env[name]
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    meta = harness_files.meta_env(job(Settings()), job_environment(env), [4, 8], [4], [8])
+    settings = Settings()
+    meta = harness_files.meta_env(
+        settings.labels,
+        job_environment(env),
+        [4, 8],
+        [4],
+        [8],
+        served_model=settings.endpoint.served_model,
+        isl=settings.context.isl,
+        osl=settings.context.osl,
+    )
     assert meta == {
         "is_multinode": True,
         "framework": "trt",
