@@ -157,6 +157,8 @@ class RequestFailed(EndpointError):
         fatal: bool,
         attempts: int,
         unreachable_workers: tuple[str, ...] = (),
+        url: str = "",
+        timeout: float = 0.0,
     ) -> None:
         # status 0: no status came back, so the message says what went wrong on the way
         super().__init__(error.describe() if error.status else f"no answer: {error.message}")
@@ -165,6 +167,10 @@ class RequestFailed(EndpointError):
         self.attempts = attempts
         self.unreachable_workers = unreachable_workers
         """Workers the router said it could not reach, in any answer of this eval so far."""
+        self.url = url
+        """Where it was sent (without credentials)."""
+        self.timeout = timeout
+        """The deadline of each attempt, in seconds."""
 
 
 class EngineAnswerError(EndpointError):

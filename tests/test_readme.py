@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalgate.cli.flags import settings_table
+from evalgate.errors import ExitCode
 from evalgate.schemas import validation_errors
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
@@ -28,6 +29,17 @@ def blocks(language: str) -> list[str]:
 
 def section(text: str, title: str) -> str:
     return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_exit_codes_are_exit_codes_own():
+    """Every code and its meaning as evalgate.ExitCode states them, and no other."""
+    table = re.search(r"<!-- exit-codes:start -->\n(.*?)<!-- exit-codes:end -->", README, re.S)
+    assert table is not None
+    rows = [line.split(" | ", 1) for line in table.group(1).splitlines()[2:]]
+    written = [(int(code.removeprefix("| ")), meaning.removesuffix(" |")) for code, meaning in rows]
+    assert written == [(int(code), code.meaning) for code in ExitCode], (
+        "README.md's exit codes differ from evalgate.errors.ExitCode"
+    )
 
 
 def test_settings_table_is_generated_from_the_settings_docstrings():

@@ -4,12 +4,17 @@ flag and the value, and the API key never shows."""
 from __future__ import annotations
 
 import os
+import typing
 from pathlib import Path
 
 import pytest
 
 from evalgate.cli import build_parser, flags
+from evalgate.engine.urls import Network
 from evalgate.errors import UsageError
+from evalgate.evidence.harness_files import Job
+from evalgate.settings.endpoint import NetworkSettings
+from evalgate.settings.gate import LabelsSettings
 from evalgate.settings.values import SETTINGS, value_of
 
 KEY = "sk-planted-7f3a9c1e-do-not-print"
@@ -468,3 +473,26 @@ def test_an_unrelated_api_key_variable_is_not_sent(monkeypatch):
     monkeypatch.setenv("API_KEY", KEY)
 
     assert settings().endpoint.api_key is None
+
+
+# -- the views lower layers read ----------------------------------------------------------------
+
+VIEWS = [(Network, NetworkSettings), (Job, LabelsSettings)]
+"""A lower layer's name for a settings group it reads (the engine cannot import the settings):
+each member it reads must be the group's, of the same type."""
+
+
+@pytest.mark.parametrize(("view", "group"), VIEWS, ids=lambda kind: kind.__name__)
+def test_each_view_of_a_group_names_the_groups_own_settings(view, group):
+    """A setting renamed on either side fails here (and in mypy, where the group is passed)."""
+    members = {name: item for name, item in vars(view).items() if isinstance(item, property)}
+    assert members
+    for name, member in members.items():
+        kind = typing.get_type_hints(member.fget)["return"]
+        field = group.model_fields.get(name)
+        if field is not None:
+            assert field.annotation == kind, (group.__name__, name)
+        else:  # a value the group derives (silence_limit)
+            derived = getattr(group, name, None)
+            assert isinstance(derived, property), f"{group.__name__} has no {name}"
+            assert typing.get_type_hints(derived.fget)["return"] == kind, (group.__name__, name)

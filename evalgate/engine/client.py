@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -21,7 +21,7 @@ from evalgate.engine import dynamo, request
 from evalgate.engine.answers import Completion, Problems, error_answer, parse_answer
 from evalgate.engine.http import Reader, exchange, lines, open_session, read_capped
 from evalgate.engine.retry import FAILURES, RetryPolicy, should_retry
-from evalgate.engine.urls import Network, api_root, authorization
+from evalgate.engine.urls import Network, api_root, authorization, redact_url
 from evalgate.engine.wire import EngineError, json_or_none, parse_error
 from evalgate.engine.workers import WorkerWatch
 from evalgate.errors import (
@@ -30,6 +30,7 @@ from evalgate.errors import (
     EngineAnswerError,
     HostSilent,
     MalformedAnswer,
+    ProbeError,
     RequestFailed,
     TimedOut,
 )
@@ -202,6 +203,8 @@ class EvalClient:
                 fatal=not should_retry(exc) and not isinstance(exc, AnswerTooLarge),
                 attempts=attempt,
                 unreachable_workers=tuple(self.unreachable_workers),
+                url=self._url,
+                timeout=self.timeout,
             ) from exc
         return result, attempt
 
@@ -235,3 +238,33 @@ def send_probe(body: dict[str, Any], **client: Any) -> int:
             await sender.close()
 
     return asyncio.run(send())
+
+
+def worker_words(
+    rejected: ProbeError, worker_urls: Sequence[str], body: dict[str, Any], client: dict[str, Any]
+) -> ProbeError:
+    """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
+    worker asked the same request directly (once each), or how to get them."""
+    for url in worker_urls:
+        label = redact_url(url)
+        try:
+            send_probe(body, **{**client, "base_url": url, "attempts": 1})
+        except RequestFailed as answer:
+            error = answer.error  # the engine's words only in an answer it gave
+            if not isinstance(answer.__cause__, EngineAnswerError) or dynamo.wordless(error):
+                continue
+            said = f"The worker {label} answers the same request itself: {error.describe()}."
+        else:
+            error = rejected.engine_error
+            said = (
+                f"The worker {label} accepts the same request itself: the rejection is the "
+                "frontend's own; its log says why."
+            )
+        break
+    else:
+        error = rejected.engine_error
+        asked = "No --worker-url worker answered the same request with words either."
+        said = f"{dynamo.NO_WORDS} {asked if worker_urls else dynamo.ASK_WORKERS}"
+    found = ProbeError(f"{rejected.message} {said}")
+    found.engine_error = error
+    return found

@@ -9,7 +9,7 @@ one Authorization header built here.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 
@@ -65,9 +65,22 @@ def server_root(url: str) -> str:
 
 
 class Network(Protocol):
-    """What every connection is given: the settings' network group (settings/endpoint.py's
-    NetworkSettings, where each value and its default are stated) as the engine reads it."""
+    """How every request is sent and what every connection is given: the settings' network
+    group (settings/endpoint.py's NetworkSettings, where each value and its default are stated)
+    as the engine reads it."""
 
+    @property
+    def ready_timeout(self) -> float: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def retry_wait_min(self) -> float: ...
+    @property
+    def retry_wait_max(self) -> float: ...
+    @property
+    def discovery_timeout(self) -> float: ...
     @property
     def connect_timeout(self) -> float: ...
     @property
@@ -81,3 +94,24 @@ class Network(Protocol):
     @property
     def silence_limit(self) -> float:
         """Seconds a connection may go unanswered before the kernel drops it."""
+
+
+class Endpoint(Protocol):
+    """Where the engine is: the settings' endpoint group (settings/endpoint.py's
+    EndpointSettings) as the engine reads it."""
+
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def api(self) -> Literal["chat", "completions"]: ...
+    @property
+    def worker_urls(self) -> list[str]: ...
+    @property
+    def network(self) -> Network: ...
+    @property
+    def served_model(self) -> str | None:
+        """The name requests carry."""
+
+    @property
+    def key(self) -> str | None:
+        """The API key's value."""

@@ -1,5 +1,6 @@
-"""Gathering the numbers the context needs: native maximum, every served limit with its source
-(all recorded, the smallest wins), prompt length (docs/run.md, 1).
+"""Weighing the numbers the context needs: native maximum, every served limit with its source
+(all recorded, the smallest wins), prompt length (docs/run.md, 1); what the engines said is
+asked in engine/served.py.
 """
 
 from __future__ import annotations
@@ -9,21 +10,16 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from evalgate.engine import dynamo
-from evalgate.engine.cards import served_limit
-from evalgate.engine.urls import redact_url
-from evalgate.engine.wire import credentials_advice
-from evalgate.errors import ContextError, EndpointError
+from evalgate.errors import ContextError
 from evalgate.gate.context import EvalContext, derive_context, served_limits_from_args
 from evalgate.gate.native import LENGTH_KEYS, load_native_max_len
 from evalgate.lengths import Limit
 from evalgate.settings.context import ContextSettings
-from evalgate.settings.endpoint import EndpointSettings
 from evalgate.tasks.prompts import Prompt
 
-if TYPE_CHECKING:  # the HTTP client loads only when there is an engine to ask
-    from evalgate.engine.discovery import EngineInfo
-    from evalgate.engine.readiness import Readiness
+if TYPE_CHECKING:
+    from evalgate.engine.discovery import TokenCount
+    from evalgate.engine.served import Served
 
 log = logging.getLogger(__name__)
 TURN_OVERHEAD_TOKENS = 16
@@ -43,44 +39,9 @@ def estimate_tokens(prompt: Prompt) -> int:
     return -(-size // BYTES_PER_TOKEN) + turns * TURN_OVERHEAD_TOKENS
 
 
-def served_limits(
-    ask: ContextSettings,
-    endpoint: EndpointSettings,
-    info: EngineInfo | None,
-    ready: Readiness | None,
-) -> tuple[list[Limit], list[str]]:
-    """Every served limit found, with its source, and notes on the workers': the endpoint's card
-    in the list its readiness check read (not a second one: the same card decides), every
-    --worker-url's, and the ones the user stated (the explicit value, server-argument strings)."""
-    found: list[Limit] = []
-    notes: list[str] = []
-    if ready is not None and info is not None:
-        listed = served_limit(ready.cards, endpoint.served_model, "the endpoint", info.notes)
-        found += [listed] if listed else []
-    for url in endpoint.worker_urls:
-        from evalgate.engine.discovery import EngineInfo  # loads the client
-        from evalgate.engine.retry import FAILURES
-        from evalgate.errors import EngineAnswerError
-
-        label = redact_url(url)
-        network = endpoint.network
-        try:
-            cards = EngineInfo(url, endpoint.key, network.discovery_timeout, network).models()
-            limit = served_limit(cards, endpoint.served_model, f"worker {label}", notes)
-        except FAILURES as exc:  # the user named the worker because its limit matters
-            refused = credentials_advice(exc.error) if isinstance(exc, EngineAnswerError) else None
-            raise EndpointError(
-                f"Worker {label} did not answer /v1/models ({exc}). "
-                + (
-                    refused
-                    or "Check --worker-url, or give its limit with --server-config / "
-                    "--served-max-model-len instead."
-                )
-            ) from exc
-        if limit is None:
-            log.warning("worker %s reports no max_model_len", label)
-        else:
-            found.append(limit)
+def stated_limits(ask: ContextSettings) -> list[Limit]:
+    """The served limits the user stated: the explicit value, the server-argument strings."""
+    found = []
     if ask.served_max_model_len is not None:
         found.append(Limit(ask.served_max_model_len, "--served-max-model-len"))
     for args, source in ask.server_args:
@@ -88,26 +49,19 @@ def served_limits(
         if not limits:
             log.warning("%s holds no --max-model-len: it does not clamp the context", source)
         found += limits
-    return found, notes
+    return found
 
 
 def longest_prompt_tokens(
-    info: EngineInfo | None, model: str | None, candidates: Sequence[Prompt]
+    counts: Sequence[tuple[TokenCount, Prompt]], candidates: Sequence[Prompt]
 ) -> tuple[Limit, Prompt, Limit | None]:
-    """The longest candidate in the engine's tokens (POST /tokenize), else estimated; and the
-    max_model_len /tokenize reported, if any."""
-    if info is not None and model is not None:
-        counted = []
-        for prompt in candidates:
-            count = info.count_tokens(model, prompt)
-            if count is None:
-                break
-            counted.append((count, prompt))
-        if counted and len(counted) == len(candidates):
-            count, prompt = max(counted, key=lambda pair: pair[0].count)
-            limits = [c.max_model_len for c, _ in counted if c.max_model_len]
-            told = Limit(min(limits), "/tokenize of the endpoint") if limits else None
-            return Limit(count.count, "/tokenize"), prompt, told
+    """The longest candidate in the engine's tokens (`counts`, of POST /tokenize), else
+    estimated; and the max_model_len /tokenize reported, if any."""
+    if counts:
+        count, prompt = max(counts, key=lambda pair: pair[0].count)
+        limits = [c.max_model_len for c, _ in counts if c.max_model_len]
+        told = Limit(min(limits), "/tokenize of the endpoint") if limits else None
+        return Limit(count.count, "/tokenize"), prompt, told
     prompt = max(candidates, key=estimate_tokens)
     estimate = Limit(estimate_tokens(prompt), "estimate: UTF-8 bytes / 3 + chat-turn overhead")
     return estimate, prompt, None
@@ -123,16 +77,10 @@ def merge_tokenize_limit(served: Sequence[Limit], told: Limit | None) -> list[Li
 
 
 def gather_context(
-    ask: ContextSettings,
-    endpoint: EndpointSettings,
-    *,
-    candidates: Sequence[Prompt],
-    info: EngineInfo | None = None,
-    ready: Readiness | None = None,
+    ask: ContextSettings, found: Served, candidates: Sequence[Prompt]
 ) -> tuple[EvalContext, Prompt]:
     """Everything measured, then the pure derivation: the context and the prompt to probe with
-    (the longest). `info` and `ready`: the endpoint and what its readiness check listed, when
-    there is one."""
+    (the longest). `found`: what the engines serve (engine.served.survey)."""
     path = ask.model_config_path
     native = load_native_max_len(path) if path is not None else None
     if native is not None and native.value is None:  # it cannot say: an error, never a guess
@@ -142,16 +90,13 @@ def gather_context(
             "to a default). Pass the model's own config.json, set --eval-max-model-len, or "
             "leave --model-config out to let the served limit decide."
         )
-    served, workers = served_limits(ask, endpoint, info, ready)
-    prompt_tokens, longest, told = longest_prompt_tokens(info, endpoint.served_model, candidates)
-    served = merge_tokenize_limit(served, told)
-    notes = [*(ready.warnings if ready else ()), *(info.notes if info else []), *workers]
-    card = ready.card if ready is not None else None
-    if card and card.context_window is not None and card.max_model_len is None and not served:
+    prompt_tokens, longest, told = longest_prompt_tokens(found.counts, candidates)
+    served = merge_tokenize_limit([*found.limits, *stated_limits(ask)], told)
+    notes = list(found.notes)
+    if found.unread_window is not None and not served:
         # Dynamo's context_window is not read as a served limit: said before a ContextError
-        unread = dynamo.context_window_note(card.context_window, card.id, "the endpoint")
-        log.warning("%s", unread)
-        notes.append(unread)
+        log.warning("%s", found.unread_window)
+        notes.append(found.unread_window)
     context = derive_context(
         isl=ask.isl,
         osl=ask.osl,

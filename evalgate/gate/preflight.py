@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from evalgate.engine import dynamo
-from evalgate.engine.retry import RetryPolicy
-from evalgate.engine.urls import redact_url
-from evalgate.errors import EngineAnswerError, ProbeError, UsageError
+from evalgate.engine import dynamo, served
+from evalgate.engine.served import survey
+from evalgate.errors import ProbeError, UsageError
 from evalgate.evidence.fields import Stage
 from evalgate.evidence.stage_records import (
     EndpointRecord,
@@ -24,7 +23,7 @@ from evalgate.evidence.stage_records import (
 )
 from evalgate.gate.context import EvalContext
 from evalgate.gate.limits import gather_context
-from evalgate.gate.record import RunLog, context_record, endpoint_record
+from evalgate.gate.record import RunLog, context_record
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings
 from evalgate.tasks.prompts import Prompt, longest_candidates
@@ -42,31 +41,12 @@ def derive(
     prompts: Sequence[Prompt],
     on_stage: Callable[[Stage], None] = lambda stage: None,
 ) -> tuple[EvalContext, Prompt, EngineRecord | None]:
-    """Readiness (when there is an endpoint), then the context and the prompt to probe with."""
+    """Readiness (when there is an endpoint), what the engines serve, then the context and the
+    prompt to probe with."""
     candidates = longest_candidates(prompts)
-    if endpoint.base_url is None:
-        on_stage("context")
-        return (*gather_context(ask, endpoint, candidates=candidates), None)
-    from evalgate.engine.discovery import EngineInfo  # the HTTP client loads only now
-    from evalgate.engine.readiness import wait_until_ready
-
-    on_stage("readiness")
-    network = endpoint.network
-    policy = RetryPolicy.for_readiness(
-        timeout=network.ready_timeout,
-        wait_min=network.retry_wait_min,
-        wait_max=network.retry_wait_max,
-    )
-    # A side-door answer, whole, within --discovery-timeout and never past --ready-timeout.
-    timeout = max(0.5, min(network.discovery_timeout, network.ready_timeout))
-    info = EngineInfo(endpoint.base_url, endpoint.key, timeout, network)
-    ready = wait_until_ready(info, endpoint.served_model, policy=policy)
-    engine = EngineRecord(
-        owned_by=ready.card.owned_by if ready.card else None, version=info.version()
-    )
-    on_stage("context")
-    found = gather_context(ask, endpoint, candidates=candidates, info=info, ready=ready)
-    return (*found, engine)
+    found = survey(endpoint, candidates, on_stage)
+    context, longest = gather_context(ask, found, candidates)
+    return context, longest, found.engine
 
 
 def probe(
@@ -80,7 +60,7 @@ def probe(
 ) -> ProbeRecord:
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
-    from evalgate.engine.client import send_probe
+    from evalgate.engine.client import send_probe, worker_words
     from evalgate.errors import RequestFailed
     from evalgate.gate.probe import accepted, failed
 
@@ -91,45 +71,11 @@ def probe(
     try:
         send_probe(body, **client)
     except RequestFailed as exc:
-        where = redact_url(client["base_url"])
-        rejected = failed(exc, context, timeout=client["timeout"], endpoint=where)
+        rejected = failed(exc, context)
         if rejected.engine_error is None or not dynamo.wordless(rejected.engine_error):
             raise rejected from exc
-        raise _with_engine_words(rejected, endpoint.worker_urls, body, client) from exc
+        raise worker_words(rejected, endpoint.worker_urls, body, client) from exc
     return accepted(context, prompt, time.monotonic() - started, strict=strict)
-
-
-def _with_engine_words(
-    rejected: ProbeError, worker_urls: Sequence[str], body: dict[str, Any], client: dict[str, Any]
-) -> ProbeError:
-    """A probe Dynamo's frontend rejected without the engine's words, told with the words of a
-    worker asked the same request directly (once each), or how to get them."""
-    from evalgate.engine.client import send_probe
-    from evalgate.errors import RequestFailed
-
-    for url in worker_urls:
-        label = redact_url(url)
-        try:
-            send_probe(body, **{**client, "base_url": url, "attempts": 1})
-        except RequestFailed as answer:
-            error = answer.error  # the engine's words only in an answer it gave
-            if not isinstance(answer.__cause__, EngineAnswerError) or dynamo.wordless(error):
-                continue
-            said = f"The worker {label} answers the same request itself: {error.describe()}."
-        else:
-            error = rejected.engine_error
-            said = (
-                f"The worker {label} accepts the same request itself: the rejection is the "
-                "frontend's own; its log says why."
-            )
-        break
-    else:
-        error = rejected.engine_error
-        asked = "No --worker-url worker answered the same request with words either."
-        said = f"{dynamo.NO_WORDS} {asked if worker_urls else dynamo.ASK_WORKERS}"
-    found = ProbeError(f"{rejected.message} {said}")
-    found.engine_error = error
-    return found
 
 
 def eval_body(
@@ -201,9 +147,11 @@ def check(
     sampling: Mapping[str, Any],
 ) -> Checked:
     """Readiness, context and probe, recorded in `run` as each is established."""
-    run.endpoint = endpoint_record(endpoint)
-    context, longest, engine = derive(ask, endpoint, prompts, run.enter)
-    run.endpoint = endpoint_record(endpoint, engine)
+    run.endpoint = served.record(endpoint)  # where the engine was, also if it is never ready
+    candidates = longest_candidates(prompts)
+    found = survey(endpoint, candidates, run.enter)
+    run.endpoint = served.record(endpoint, found.engine)  # and what it said it is
+    context, longest = gather_context(ask, found, candidates)
     run.context = context_record(context)
     run.warnings += context.warnings
 

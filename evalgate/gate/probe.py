@@ -9,6 +9,7 @@ import logging
 import re
 
 from evalgate.engine import dynamo
+from evalgate.engine.urls import api_root
 from evalgate.engine.wire import EngineError, credentials_advice
 from evalgate.errors import ConnectionFailed, EngineAnswerError, ProbeError, RequestFailed, TimedOut
 from evalgate.evidence.stage_records import ProbeRecord
@@ -66,11 +67,10 @@ def _attempts(failed: RequestFailed) -> str:
     return f"{failed.attempts} attempt{'s' if failed.attempts != 1 else ''}"
 
 
-def failed(
-    failed: RequestFailed, context: EvalContext, *, timeout: float, endpoint: str
-) -> ProbeError:
+def failed(failed: RequestFailed, context: EvalContext) -> ProbeError:
     """The ProbeError for a probe that got no acceptance, by what stopped it."""
     error, cause = failed.error, failed.__cause__
+    endpoint, timeout = api_root(failed.url), failed.timeout
     if isinstance(cause, EngineAnswerError) and error.status == 200:
         said = (
             f"The engine answered the pre-flight request with an error instead of a stream, "

@@ -12,13 +12,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from evalgate._version import __version__
-from evalgate.engine.urls import redact_url
 from evalgate.evidence.fields import Stage, Status
 from evalgate.evidence.model import RESULT_SCHEMA, EvalRecord, Result, Score, ThresholdRecord
 from evalgate.evidence.stage_records import (
     ContextRecord,
     EndpointRecord,
-    EngineRecord,
     ErrorRecord,
     Labels,
     ProbeRecord,
@@ -27,7 +25,6 @@ from evalgate.evidence.stage_records import (
 if TYPE_CHECKING:
     from evalgate.gate.context import EvalContext
     from evalgate.rules.verdict import Verdict
-    from evalgate.settings.endpoint import EndpointSettings
     from evalgate.settings.values import Settings
 
 
@@ -63,18 +60,6 @@ def labels(settings: Settings, topology: dict[str, Any] | None = None) -> Labels
         osl=lengths.osl,
         concurrency=settings.eval.num_concurrent,
         topology=topology,
-    )
-
-
-def endpoint_record(
-    endpoint: EndpointSettings, engine: EngineRecord | None = None
-) -> EndpointRecord:
-    """Where the engine was (credentials removed) and what it said it is."""
-    return EndpointRecord(
-        base_url=redact_url(endpoint.base_url) if endpoint.base_url else None,
-        api=endpoint.api,
-        worker_urls=[redact_url(u) for u in endpoint.worker_urls],
-        engine=engine or EngineRecord(),
     )
 
 

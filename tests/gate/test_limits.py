@@ -13,6 +13,7 @@ import json
 import pytest
 
 from evalgate.engine.discovery import TokenCount
+from evalgate.engine.served import counted
 from evalgate.gate.limits import estimate_tokens, longest_prompt_tokens, merge_tokenize_limit
 from evalgate.lengths import Limit
 from evalgate.tasks.dataset import load_dataset
@@ -179,17 +180,14 @@ COUNTS = [
     ("counts", "told", "longest", "limit"), [c[1:] for c in COUNTS], ids=[c[0] for c in COUNTS]
 )
 def test_longest_prompt_tokens(counts, told, longest, limit):
-    tokens, prompt, reported = longest_prompt_tokens(
-        Tokenizer(counts, told),  # type: ignore[arg-type]  # duck-typed EngineInfo
-        "m",
-        CANDIDATES,
-    )
+    found = counted(Tokenizer(counts, told), "m", CANDIDATES)  # type: ignore[arg-type]  # duck-typed EngineInfo
+    tokens, prompt, reported = longest_prompt_tokens(found, CANDIDATES)
 
     assert (tokens.value, tokens.source, prompt.doc_id) == longest
     assert reported == limit
 
 
 def test_no_endpoint_means_the_estimate():
-    tokens, prompt, reported = longest_prompt_tokens(None, "m", CANDIDATES)
+    tokens, prompt, reported = longest_prompt_tokens([], CANDIDATES)
 
     assert (tokens.value, prompt.doc_id, reported) == (20, 2, None)

@@ -1,0 +1,220 @@
+"""`--config FILE` and `--print-config`, each command in its own process: one precedence (a flag
+over a variable over the file over the default), the file read by the one YAML reader with its
+limits, an unknown key refused with the nearest known one, and every value shown with where it
+came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalgate.yamlfile import MAX_CHARS
+from tests.conftest import run_subprocess
+
+SERVED = ["--osl", "1024", "--served-max-model-len", "16384"]
+"""`evalgate context` with nothing to wait for: EVAL_MAX_MODEL_LEN = ISL + 1024 + 256."""
+
+
+def _config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "evalgate.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _shown(done, flag: str) -> tuple[str, str]:
+    """--print-config's line for `flag`: (its value, where it came from)."""
+    line = next(line for line in done.stdout.splitlines() if line.split()[:1] == [flag])
+    value, origin = line.split()[1], line.rsplit("(", 1)[1].rstrip(")")
+    return value, origin
+
+
+@pytest.mark.parametrize(
+    ("flag", "environment", "expected", "origin"),
+    [
+        (None, None, "2048", "evalgate.yaml"),  # the file over the default
+        (None, "4096", "4096", "ISL"),  # the variable over the file
+        ("3072", "4096", "3072", "--isl"),  # the flag over the variable
+    ],
+    ids=["file", "variable over file", "flag over variable"],
+)
+def test_one_setting_given_by_file_variable_and_flag_takes_the_one_precedence(
+    tmp_path, flag, environment, expected, origin
+):
+    config = _config(tmp_path, "isl: 2048\n")
+    argv = ["context", "--config", config, *SERVED, *(["--isl", flag] if flag else [])]
+    env = {"ISL": environment} if environment else {}
+
+    shown = run_subprocess(*argv, "--print-config", env=env, cwd=tmp_path)
+    derived = run_subprocess(*argv, "--format", "json", env=env, cwd=tmp_path)
+
+    assert shown.returncode == 0, shown.stderr
+    assert _shown(shown, "--isl") == (expected, config if origin == "evalgate.yaml" else origin)
+    assert derived.returncode == 0, derived.stderr
+    assert json.loads(derived.stdout)["eval_max_model_len"] == int(expected) + 1024 + 256
+
+
+def test_without_a_file_variable_or_flag_the_default_holds_and_says_so(tmp_path):
+    done = run_subprocess("context", *SERVED, "--print-config")
+
+    assert done.returncode == 0, done.stderr
+    assert _shown(done, "--isl") == ("unset", "default")
+    assert _shown(done, "--context-margin") == ("256", "default")
+    assert _shown(done, "--osl") == ("1024", "--osl")
+
+
+def test_the_config_variable_names_the_file_and_the_flag_beats_it(tmp_path):
+    one = _config(tmp_path, "isl: 2048\n")
+    other = tmp_path / "other.yaml"
+    other.write_text("isl: 3000\n", encoding="utf-8")
+
+    by_variable = run_subprocess("context", *SERVED, "--print-config", env={"EVALGATE_CONFIG": one})
+    by_flag = run_subprocess(
+        "context", *SERVED, "--config", str(other), "--print-config", env={"EVALGATE_CONFIG": one}
+    )
+
+    assert _shown(by_variable, "--isl") == ("2048", one)
+    assert _shown(by_flag, "--isl") == ("3000", str(other))
+
+
+@pytest.mark.parametrize(
+    ("key", "nearest"),
+    [("isll", "isl"), ("num_concurent", "num-concurrent"), ("base-uri", "base-url")],
+)
+def test_an_unknown_key_is_refused_naming_the_nearest_known_one(tmp_path, key, nearest):
+    config = _config(tmp_path, f"osl: 1024\n{key}: 8192\n")
+
+    done = run_subprocess("context", "--config", config, *SERVED)
+
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert (
+        f"UsageError: The config file {config} has the key {key!r}, which is no setting: did "
+        f"you mean {nearest!r}?" in done.stderr
+    )
+
+
+def test_keys_are_the_long_flags_names_with_dashes_or_underscores(tmp_path):
+    config = _config(
+        tmp_path,
+        "served_max_model_len: 8192\nmodel-config: /models/x\nworker-url: [http://w:1/v1]\n",
+    )
+
+    done = run_subprocess("context", "--config", config, "--print-config")
+
+    assert done.returncode == 0, done.stderr
+    assert _shown(done, "--served-max-model-len") == ("8192", config)
+    assert _shown(done, "--model-config") == ("/models/x", config)
+    assert _shown(done, "--worker-url") == ("http://w:1/v1", config)
+
+
+def test_one_setting_spelt_twice_in_a_file_is_refused(tmp_path):
+    config = _config(tmp_path, "base-url: http://a:1/v1\nbase_url: http://b:2/v1\n")
+
+    done = run_subprocess("context", "--config", config, *SERVED)
+
+    assert done.returncode == 2
+    assert "gives --base-url twice" in done.stderr
+
+
+def test_an_alias_bomb_is_refused_by_the_one_yaml_reader(tmp_path):
+    """A billion laughs: nine levels of ten aliases would expand to 10^9 strings; the reader
+    refuses the first alias, before anything is expanded."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, 10):
+        aliases = ",".join([f"*a{level - 1}"] * 10)
+        lines.append(f"a{level}: &a{level} [{aliases}]")
+    config = _config(tmp_path, "\n".join(lines) + "\n")
+
+    done = run_subprocess("verify", str(tmp_path), "--config", config, timeout=60)
+
+    assert done.returncode == 2, done.stderr
+    assert "uses the alias *a0 (line 2): aliases are not accepted" in done.stderr
+    assert "evalgate verify:" not in done.stdout  # refused before any result is read
+
+
+def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
+    config = _config(tmp_path, "# " + "x" * MAX_CHARS + "\n")
+
+    done = run_subprocess("context", "--config", config, *SERVED)
+
+    assert done.returncode == 2
+    assert f"over the {MAX_CHARS:,} that a file of its kind can need" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("osl: 1_000\n", "--osl = '1_000'"),  # YAML reads 1000; a flag's rule does not
+        ("timeout: .inf\n", "--timeout = '.inf'"),
+        ("osl: \u0661\u0660\n", "ASCII digits 0-9"),
+        ("- isl\n- 1024\n", "holds a list, not a mapping of settings"),
+        ("osl: 512\nosl: 1024\n", "repeats the key 'osl'"),
+    ],
+    ids=["underscore", "inf", "other digits", "a list", "a repeated key"],
+)
+def test_a_files_values_are_read_as_a_flags_are(tmp_path, text, says):
+    config = _config(tmp_path, text)
+
+    done = run_subprocess("context", "--config", config, "--isl", "1024", *SERVED[2:])
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+
+
+def test_a_files_number_with_vllms_suffix_is_read_as_a_flags(tmp_path):
+    config = _config(tmp_path, "isl: 8k\nosl: 1K\n")
+
+    done = run_subprocess("context", "--config", config, "--served-max-model-len", "32K")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"EVAL_MAX_MODEL_LEN={8000 + 1024 + 256}\n")
+
+
+def test_print_config_shows_no_secret_and_sends_nothing(tmp_path):
+    key = "sk-planted-config-key-9c1e"
+    config = _config(
+        tmp_path, f"api-key: {key}\nbase-url: http://gate:pw-planted-77@127.0.0.1:9/v1\n"
+    )
+
+    done = run_subprocess("probe", "--config", config, "--print-config")
+
+    assert done.returncode == 0, done.stderr
+    assert key not in done.stdout + done.stderr and "pw-planted-77" not in done.stdout
+    assert _shown(done, "--api-key") == ("<hidden>", config)
+    assert _shown(done, "--base-url") == ("http://127.0.0.1:9/v1", config)
+
+
+@pytest.mark.parametrize(
+    ("command", "variable", "value", "flag"),
+    [
+        (["verify", "results"], "EVALGATE_QUIET", "true", "--quiet"),
+        (["verify", "results"], "EVALGATE_JUNIT", "junit.xml", "--junit"),
+        (["verify", "results"], "EVALGATE_JSON_FILE", "verdict.json", "--json"),
+        (["verify", "results"], "EVALGATE_EXPECT", "12", "--expect"),
+        (["verify", "results"], "EVALGATE_HISTORY", "history.db", "--record"),
+        (["compare", "a", "b"], "EVALGATE_FLIPS", "3", "--flips"),
+        (["compare", "a", "b"], "EVALGATE_MAX_DROP", "0.01", "--max-drop"),
+        (["compare", "a", "b"], "EVALGATE_MARKDOWN", "1", "--markdown"),
+        (["history", "h.db"], "EVALGATE_LAST", "3", "--last"),
+        (["history", "h.db"], "EVALGATE_WHERE", "task=gsm8k", "--where"),
+    ],
+)
+def test_verify_compare_and_history_flags_have_variables(command, variable, value, flag):
+    done = run_subprocess(*command, "--print-config", env={variable: value})
+
+    assert done.returncode == 0, done.stderr
+    assert _shown(done, flag)[1] == variable
+
+
+def test_settings_that_go_apart_are_refused_wherever_each_was_given(tmp_path):
+    done = run_subprocess(
+        "compare", "a", "b", "--markdown", env={"EVALGATE_PRINT_JSON": "true"}, cwd=tmp_path
+    )
+
+    assert done.returncode == 2
+    assert (
+        "UsageError: --json (set by EVALGATE_PRINT_JSON), --markdown (set by --markdown) go "
+        "apart: give one of them." in done.stderr
+    )
