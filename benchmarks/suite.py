@@ -442,8 +442,32 @@ def startup(tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
     one = tmp / "one"
     one.mkdir()
     generate(one, 1, 0.0)
+    history = tmp / "history.db"
+    recorded = subprocess.run(
+        [
+            EVALGATE,
+            "verify",
+            str(one),
+            "--min-samples",
+            "0",
+            "--no-github",
+            "--record",
+            str(history),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    expect(recorded, 0, "evalgate verify: PASS (exit 0)")
     commands: dict[str, tuple[list[str], int, str]] = {
         "evalgate --help": (["--help"], 0, "usage: evalgate"),
+        # every command's flags, from the settings model; those that need an engine (or two
+        # whole runs: compare, timed in full below) as far as their help
+        **{
+            f"evalgate {name} --help": ([name, "--help"], 0, f"usage: evalgate {name}")
+            for name in ("run", "hook", "probe", "compare")
+        },
+        "evalgate history, one run": (["history", str(history)], 0, "1 configs, 0 dropped"),
         "evalgate context": (
             [
                 "context",

@@ -70,8 +70,9 @@ _MEANINGS = {
     ExitCode.EVAL: "the eval started but could not finish (a request the engine rejected, "
     "failed requests over the budget, a harness error)",
     ExitCode.INCONCLUSIVE: "inconclusive: too few samples to decide (`verify`, `compare`)",
-    ExitCode.ABORTED: "aborted by a signal: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 (the "
-    "result says how far it got)",
+    ExitCode.ABORTED: "aborted by a signal: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2, in "
+    "every command, from the first instant (the result says how far it got; a run stopped "
+    "before it took its folder writes nothing and says so)",
 }
 
 
