@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from evalgate.cli import build_parser, flags
-from evalgate.engine.urls import Network
+from evalgate.engine.urls import Endpoint, Network
 from evalgate.errors import UsageError
 from evalgate.evidence.harness_files import Job
-from evalgate.settings.endpoint import NetworkSettings
+from evalgate.settings.endpoint import EndpointSettings, NetworkSettings
 from evalgate.settings.gate import LabelsSettings
 from evalgate.settings.values import SETTINGS, value_of
 
@@ -477,9 +477,9 @@ def test_an_unrelated_api_key_variable_is_not_sent(monkeypatch):
 
 # -- the views lower layers read ----------------------------------------------------------------
 
-VIEWS = [(Network, NetworkSettings), (Job, LabelsSettings)]
+VIEWS = [(Endpoint, EndpointSettings), (Network, NetworkSettings), (Job, LabelsSettings)]
 """A lower layer's name for a settings group it reads (the engine cannot import the settings):
-each member it reads must be the group's, of the same type."""
+each member it reads must be the group's, of the same type (or the view of its group)."""
 
 
 @pytest.mark.parametrize(("view", "group"), VIEWS, ids=lambda kind: kind.__name__)
@@ -491,8 +491,8 @@ def test_each_view_of_a_group_names_the_groups_own_settings(view, group):
         kind = typing.get_type_hints(member.fget)["return"]
         field = group.model_fields.get(name)
         if field is not None:
-            assert field.annotation == kind, (group.__name__, name)
-        else:  # a value the group derives (silence_limit)
+            assert field.annotation == kind or (kind, field.annotation) in VIEWS, (group, name)
+        else:  # a value the group derives (silence_limit, served_model)
             derived = getattr(group, name, None)
             assert isinstance(derived, property), f"{group.__name__} has no {name}"
             assert typing.get_type_hints(derived.fget)["return"] == kind, (group.__name__, name)
