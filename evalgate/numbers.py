@@ -9,8 +9,10 @@ shell or a harness that reads the same text as ASCII would read another number, 
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+from collections.abc import Callable
 
 SUFFIXES = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
 """vLLM reads "32k" as 32000 and "32K" as 32768 (human_readable_int)."""
@@ -127,3 +129,22 @@ def concurrencies(text: str) -> list[int]:
     if not values:
         raise ValueError(f"no concurrency given; {example}")
     return values
+
+
+def argument(
+    read: Callable[[str], float],
+    low: float = -math.inf,
+    high: float = math.inf,
+) -> Callable[[str], float]:
+    """An argparse type: a number read by `read` (one of the rules above), in range."""
+
+    def typed(text: str) -> float:
+        try:
+            value = read(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+        if problem := within(value, low, high):
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return typed

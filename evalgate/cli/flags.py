@@ -16,11 +16,15 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from evalgate import outside, scrub
+from evalgate import numbers, outside, scrub
 from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
 
 CONFIG_HEADING = "configuration"
+READ_AT_THE_FLAG = {"verify": ("min_samples",), "compare": ("flips",), "history": ("last",)}
+"""Numeric flags argparse reads itself (by the one rule, in the setting's range), as these
+commands always did: a bad one is refused as the flag is read ("argument --last: ..."). Every
+other number goes to the settings as text, refused with any other bad setting in one message."""
 
 
 def flag_name(field: str) -> str:
@@ -57,7 +61,7 @@ def base_type(annotation: Any) -> Any:
     return annotation
 
 
-def _add(section: argparse._ArgumentGroup, setting: Setting) -> None:
+def _add(section: argparse._ArgumentGroup, setting: Setting, command: str) -> None:
     annotation = base_type(setting.info.annotation)
     flag = setting.flag
     kwargs: dict[str, Any] = {"dest": setting.name, "default": argparse.SUPPRESS}
@@ -72,8 +76,11 @@ def _add(section: argparse._ArgumentGroup, setting: Setting) -> None:
         kwargs["metavar"] = flag.metavar or "VALUE"
     elif origin is typing.Literal:
         kwargs["choices"] = list(typing.get_args(annotation))
-    elif annotation in (int, float):  # the text goes to Settings: one rule for flags,
-        kwargs["metavar"] = flag.metavar or "N"  # variables and config files (evalgate.numbers)
+    elif annotation in (int, float):  # one rule for flags, variables and config files
+        kwargs["metavar"] = flag.metavar or "N"
+        if setting.name in READ_AT_THE_FLAG.get(command, ()) and setting.bounds is not None:
+            low, high, _, _ = setting.bounds  # theirs include both ends
+            kwargs["type"] = numbers.argument(numbers.whole, low, high)
     else:
         kwargs["metavar"] = flag.metavar or ("PATH" if annotation is Path else "VALUE")
     names = [f"-{flag.short}"] if flag.short else []
@@ -99,7 +106,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser, command: str) -> Non
         if settings:
             section = parser.add_argument_group(group.heading)
             for setting in settings:
-                _add(section, setting)
+                _add(section, setting, command)
     section = parser.add_argument_group(CONFIG_HEADING)
     section.add_argument(
         "--config",
