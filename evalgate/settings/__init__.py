@@ -1,4 +1,4 @@
-"""evalgate's settings: the one place the environment is read (docs/architecture.md, the
-layout). The Settings model (values.py) loads pydantic, so `evalgate verify` imports only
-environment.py.
+"""evalgate's settings: one model for every command (values.py, its groups beside it), and the
+one place the environment and the config file are read (sources.py; docs/settings.md).
+environment.py names the variables without loading pydantic, for `evalgate --help`.
 """
