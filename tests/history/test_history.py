@@ -102,6 +102,8 @@ def test_a_sweep_is_recorded_whole_with_every_field_and_again_adds_nothing(tmp_p
     assert run["harness_commit"] == "abc123"
     assert run["image"] == "vllm/vllm-openai:v0.32"
     assert run["evalgate_version"]
+    assert run["run_evalgate_version"] == "0.1.0"  # the one that ran it, from its result.json
+    assert run["started_at"] == "2026-01-01T00:00:00Z"
     assert {s["filter"] for s in run["scores"]} == {"strict-match", "flexible-extract"}
     score = run["scores"][0]
     right = sum(baseline_answers())
