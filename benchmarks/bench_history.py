@@ -196,29 +196,26 @@ def record_rows(root: Path, configs: int, runs: int, builds: list[Build]) -> lis
     """The --record table: verify alone, with --record on each store, and again (nothing new),
     for each checkout; then what --record adds, split in two."""
     measured: dict[tuple[str, str], Timings] = {}
+    command = verify_command(root)
     with postgres() as server:
-        for build in builds:
-            own = root / build.label
-            own.mkdir()
-
-            def run(command: list[str], build: Build = build) -> tuple[float, float, float]:
-                return timed(command, 0, root=build.root)
-
-            measured[build.label, "alone"] = [run(verify_command(root)) for _ in range(runs)]
-            fresh = [own / f"h{i}.db" for i in range(runs)]
-            command = verify_command(root)
-            measured[build.label, "sqlite"] = [run([*command, "--record", str(h)]) for h in fresh]
-            again = [*command, "--record", str(fresh[0])]
-            measured[build.label, "sqlite again"] = [run(again) for _ in range(runs)]
-            if server is not None:
-                urls = []
-                for index in range(runs):
-                    name = f"bench_{build.label.replace('-', '_')}_{index}"
+        for index in range(runs):  # the checkouts in turn, so that both see the same load
+            for build in builds:
+                own = root / build.label
+                own.mkdir(exist_ok=True)
+                fresh, first = own / f"h{index}.db", own / "h0.db"
+                timings = {
+                    "alone": timed(command, 0, root=build.root),
+                    "sqlite": timed([*command, "--record", str(fresh)], 0, root=build.root),
+                    "sqlite again": timed([*command, "--record", str(first)], 0, root=build.root),
+                }
+                if server is not None:
+                    name = f"bench_{build.label}_{index}"
                     server.admin(f"CREATE DATABASE {name}")  # type: ignore[attr-defined]
-                    urls.append(server.url(name))  # type: ignore[attr-defined]
-                measured[build.label, "pg"] = [run([*command, "--record", u]) for u in urls]
-                again = [*command, "--record", urls[0]]
-                measured[build.label, "pg again"] = [run(again) for _ in urls]
+                    url = server.url(name)  # type: ignore[attr-defined]
+                    timings["pg"] = timed([*command, "--record", url], 0, root=build.root)
+                    timings["pg again"] = timed([*command, "--record", url], 0, root=build.root)
+                for key, timing in timings.items():
+                    measured.setdefault((build.label, key), []).append(timing)
     ours, theirs = builds[0].label, builds[-1].label if len(builds) > 1 else None
     names = {
         "alone": "verify, no --record",
@@ -370,13 +367,11 @@ def history_rows(
     def rows_for(store: str, at: dict[str, str], goals: bool) -> list[str]:
         found = []
         for name, extra, goal in commands:
-            timings = {
-                b.label: [
-                    timed([*CLI, "history", at[b.label], *extra], 0, root=b.root)
-                    for _ in range(runs)
-                ]
-                for b in builds
-            }
+            timings: dict[str, Timings] = {b.label: [] for b in builds}
+            for _ in range(runs):  # the checkouts in turn, so that both see the same load
+                for b in builds:
+                    command = [*CLI, "history", at[b.label], *extra]
+                    timings[b.label].append(timed(command, 0, root=b.root))
             mine = timings[builds[0].label]
             other = timings[builds[-1].label] if len(builds) > 1 else None
             wall = _median(mine, 0)
@@ -399,7 +394,7 @@ def history_rows(
         if server is not None:
             pg_at = {}
             for build in builds:
-                name = f"bench_long_{build.label.replace('-', '_')}"
+                name = f"bench_long_{build.label}"
                 server.admin(f"CREATE DATABASE {name}")  # type: ignore[attr-defined]
                 pg_at[build.label] = server.url(name)  # type: ignore[attr-defined]
                 copy_history(history, pg_at[build.label])
