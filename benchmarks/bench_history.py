@@ -1,40 +1,48 @@
 """Time the history (issue 48): what `evalgate verify --record` adds over 1,000 configs of full
 GSM8K, on SQLite and on PostgreSQL; and `evalgate history` with its table, its JSON document and
 its page over 200 configs x 365 sweeps (goals: --record adds <= 5 s on SQLite; history and its
-page <= 2 s each, the page <= 5 MB).
+page <= 2 s each, the page <= 5 MB). With --against CHECKOUT, every command is also timed with
+that checkout's evalgate (its code first on the path, as scripts/bench --against does), beside
+this one's, as ratios.
 
     PYTHONPATH=. python benchmarks/bench_history.py [--configs 1000] [--runs 3]
-        [--history-configs 200] [--sweeps 365]
+        [--history-configs 200] [--sweeps 365] [--against CHECKOUT]
 
 The sweep: a handful of runs written by the tests' writer (result.json + samples.jsonl, 1,319
-questions, two filters), copied per config with its own run id and concurrency; the files are
-read once before timing (the page cache is warm). `evalgate verify SWEEP -q` is timed alone and
-with `--record` into a new history (each run its own), as a subprocess; the difference is what
---record adds, which is then split: reading each run's answers (its samples.jsonl) and the rest
-(building, compressing, writing in one transaction), timed in-process. PostgreSQL is a server
-started here on a loopback port (tests/history/conftest.py; needs root and Debian's
-postgresql-15), with its defaults (fsync on).
+questions, two filters; each question's prompt digest a sha256 of its own, as a run writes it),
+copied per config with its own run id and concurrency; the files are read once before timing
+(the page cache is warm). `evalgate verify SWEEP -q` is timed alone and with `--record` into a
+new history (each run its own), as a subprocess; the difference is what --record adds, which is
+then split, in a process of each checkout: reading each run's answers (its samples.jsonl, through
+the one JSON reader) and the rest (building, compressing, writing in one transaction).
+PostgreSQL is a server started here on a loopback port (tests/history/conftest.py; needs root
+and Debian's postgresql-15), with its defaults (fsync on).
 
 The long history is built through the recording path: each night's sweep of --history-configs
 configs is gated (evalgate.verify.sweep.verify) and recorded (evalgate.history.record.record,
 what `verify --record` calls) with its per-question answers; one result.json per run, its
 samples.jsonl a link to one of a few templates (the answers differ between templates; a few
-nights regress or fail). Then `evalgate history H`, `--json -` and `--html FILE` are timed as
-subprocesses.
+nights regress or fail). The other checkout reads the same rows: where its schema is 2, in a
+copy without the index schema 3 added (all schema 3 changed). Then `evalgate history H`,
+`--json -` and `--html FILE` are timed as subprocesses.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,12 +53,62 @@ from tests.verify.sweeps import answers, baseline_answers  # noqa: E402
 
 CLI = [sys.executable, "-m", "evalgate.cli"]
 THRESHOLDS = {"default": {"gsm8k": 0.85}}
+INDEXED = 3
+"""The schema that added the index `history` reads runs in order by, and nothing else."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """An evalgate to time: its checkout (first on the path) and what to call it."""
+
+    label: str
+    root: Path
+
+    def schema(self) -> int:
+        code = "from evalgate.history.store import SCHEMA_VERSION; print(SCHEMA_VERSION)"
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONPATH": str(self.root)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return int(done.stdout)
+
+
+def _commit(root: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or root.name
+
+
+def _real_hashes(run: Path) -> None:
+    """The run's prompt digests as a run writes them: sha256 hex, each its own (the tests' writer
+    writes the doc_id padded with zeros)."""
+    samples = run / "samples.jsonl"
+    lines = []
+    for line in samples.read_text().splitlines():
+        sample = json.loads(line)
+        sample["prompt_sha256"] = hashlib.sha256(f"{run.name}:{line}".encode()).hexdigest()
+        lines.append(json.dumps(sample))
+    samples.write_text("\n".join(lines) + "\n")
+
+
+def _templates(root: Path, kinds: list[list[bool]]) -> list[Path]:
+    runs = [_template(root, "evalgate", f"t{i}", kind) for i, kind in enumerate(kinds)]
+    for run in runs:
+        _real_hashes(run)
+    return runs
 
 
 def sweep(root: Path, configs: int) -> Path:
     """One sweep of `configs` full GSM8K runs (evalgate's layout)."""
     templates = root / "templates"
-    runs = [_template(templates, "evalgate", f"t{i}", answers(seed=i)) for i in range(7)]
+    runs = _templates(templates, [answers(seed=i) for i in range(7)])
     for conc in range(1, configs + 1):
         _copy(runs[conc % 7], root / "sweep" / f"{conc:05d}", "evalgate", conc)
     shutil.rmtree(templates)
@@ -58,31 +116,48 @@ def sweep(root: Path, configs: int) -> Path:
     return root / "sweep"
 
 
-def verify_command(root: Path, *extra: str) -> list[str]:
+def verify_command(root: Path) -> list[str]:
     thresholds = str(root / "thresholds.json")
     return [*CLI, "verify", str(root / "sweep"), "--thresholds", thresholds, "--no-github", "-q"]
 
 
-def split(root: Path) -> tuple[float, float]:
-    """(seconds reading the runs' answers, seconds building and writing them) of one record
-    of the sweep into a new SQLite history, in-process."""
-    from evalgate.history import record
-    from evalgate.history.store import open_history
-    from evalgate.thresholds import load_thresholds
-    from evalgate.verify.sweep import verify
+SPLIT = """
+import sys, time
+from pathlib import Path
+from evalgate.history import record
+from evalgate.history.store import open_history
+from evalgate.thresholds import load_thresholds
+from evalgate.verify.sweep import verify
+root = Path(sys.argv[1])
+report = verify([str(root / "sweep")], load_thresholds(root / "thresholds.json"))
+entries = record.recordable(report)
+clock = time.process_time
+started = clock()
+for entry in entries:
+    record.read_answers(entry)
+reading = clock() - started
+with open_history(str(root / "split.db"), create=True) as store:
+    started = clock()
+    record.record(store, report, record.Context("split", record.now()))
+    whole = clock() - started
+(root / "split.db").unlink()
+print(reading, whole - reading)
+"""
+"""In a process of the checkout timed: CPU seconds reading the runs' answers, and building and
+writing them, of one record of the sweep into a new SQLite history."""
 
-    report = verify([str(root / "sweep")], load_thresholds(root / "thresholds.json"))
-    entries = record.recordable(report)
-    started = time.perf_counter()
-    for entry in entries:
-        record.read_answers(entry)
-    reading = time.perf_counter() - started
-    with open_history(str(root / "split.db"), create=True) as store:
-        started = time.perf_counter()
-        record.record(store, report, record.Context("split", record.now()))
-        whole = time.perf_counter() - started
-    (root / "split.db").unlink()
-    return reading, whole - reading
+
+def split(root: Path, build: Build) -> tuple[float, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", SPLIT, str(root)],
+        env={**os.environ, "PYTHONPATH": str(build.root)},
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reading, writing = done.stdout.split()
+    return float(reading), float(writing)
 
 
 @contextlib.contextmanager
@@ -96,63 +171,94 @@ def postgres() -> Iterator[object | None]:
         yield server
 
 
-def record_rows(root: Path, configs: int, runs: int) -> list[str]:
-    """The --record table: verify alone, with --record on each store, and again (nothing new)."""
-    plain = [timed(verify_command(root), 0) for _ in range(runs)]
-    rows = [_row("verify, no --record", configs, plain, None)]
-    fresh = []
-    for index in range(runs):
-        history = root / f"h{index}.db"
-        fresh.append(timed([*verify_command(root), "--record", str(history)], 0))
-    rows.append(_row("verify --record, a new SQLite history", configs, fresh, plain))
-    again = [
-        timed([*verify_command(root), "--record", str(root / "h0.db")], 0) for _ in range(runs)
-    ]
-    rows.append(_row("verify --record again, nothing new (SQLite)", configs, again, plain))
-    with postgres() as server:
-        if server is not None:
-            urls = []
-            for index in range(runs):
-                server.admin(f"CREATE DATABASE bench_{index}")  # type: ignore[attr-defined]
-                urls.append(server.url(f"bench_{index}"))  # type: ignore[attr-defined]
-            pg = [timed([*verify_command(root), "--record", url], 0) for url in urls]
-            rows.append(_row("verify --record, a new PostgreSQL history", configs, pg, plain))
-            pg_again = [timed([*verify_command(root), "--record", urls[0]], 0) for _ in urls]
-            rows.append(
-                _row("verify --record again, nothing new (PostgreSQL)", configs, pg_again, plain)
-            )
-    reading, writing = split(root)
-    rows.append(
-        f"| of which, in-process: reading the runs' answers / building and writing | {configs:,} "
-        f"| {reading:.2f} / {writing:.2f} | | | | |"
+Timings = list[tuple[float, float, float]]
+"""(wall s, CPU s, peak MiB) of each run of one command."""
+
+
+def _median(timings: Timings, what: int) -> float:
+    return statistics.median(t[what] for t in timings)
+
+
+def _cell(timings: Timings) -> str:
+    walls = [t[0] for t in timings]
+    return f"{statistics.median(walls):.2f} ({min(walls):.2f}-{max(walls):.2f})"
+
+
+def _ratio(ours: Timings, theirs: Timings | None) -> str:
+    if not theirs:
+        return ""
+    return (
+        f"{_median(ours, 0) / _median(theirs, 0):.2f} / {_median(ours, 1) / _median(theirs, 1):.2f}"
     )
+
+
+def record_rows(root: Path, configs: int, runs: int, builds: list[Build]) -> list[str]:
+    """The --record table: verify alone, with --record on each store, and again (nothing new),
+    for each checkout; then what --record adds, split in two."""
+    measured: dict[tuple[str, str], Timings] = {}
+    command = verify_command(root)
+    with postgres() as server:
+        for index in range(runs):  # the checkouts in turn, so that both see the same load
+            for build in builds:
+                own = root / build.label
+                own.mkdir(exist_ok=True)
+                fresh, first = own / f"h{index}.db", own / "h0.db"
+                timings = {
+                    "alone": timed(command, 0, root=build.root),
+                    "sqlite": timed([*command, "--record", str(fresh)], 0, root=build.root),
+                    "sqlite again": timed([*command, "--record", str(first)], 0, root=build.root),
+                }
+                if server is not None:
+                    name = f"bench_{build.label}_{index}"
+                    server.admin(f"CREATE DATABASE {name}")  # type: ignore[attr-defined]
+                    url = server.url(name)  # type: ignore[attr-defined]
+                    timings["pg"] = timed([*command, "--record", url], 0, root=build.root)
+                    timings["pg again"] = timed([*command, "--record", url], 0, root=build.root)
+                for key, timing in timings.items():
+                    measured.setdefault((build.label, key), []).append(timing)
+    ours, theirs = builds[0].label, builds[-1].label if len(builds) > 1 else None
+    names = {
+        "alone": "verify, no --record",
+        "sqlite": "verify --record, a new SQLite history",
+        "sqlite again": "verify --record again, nothing new (SQLite)",
+        "pg": "verify --record, a new PostgreSQL history",
+        "pg again": "verify --record again, nothing new (PostgreSQL)",
+    }
+    rows = []
+    for key, name in names.items():
+        if (ours, key) not in measured:
+            continue
+        mine = measured[ours, key]
+        other = measured.get((theirs, key)) if theirs else None
+        added = ""
+        goal = met = ""
+        if key != "alone":
+            extra = _median(mine, 0) - _median(measured[ours, "alone"], 0)
+            extra_cpu = _median(mine, 1) - _median(measured[ours, "alone"], 1)
+            added = f"{extra:+.2f} ({extra_cpu:+.2f})"
+            if key == "sqlite":
+                goal, met = "<= 5 s added", "yes" if extra <= 5 else "**no**"
+        beside = f"{_cell(other)} | {_median(other, 1):.2f}" if other else " | "
+        rows.append(
+            f"| {name} | {_cell(mine)} | {_median(mine, 1):.2f} | {added} | {beside} "
+            f"| {_ratio(mine, other)} | {goal} | {met} |"
+        )
+    for build in builds:
+        reading, writing = split(root, build)
+        rows.append(
+            f"| of which, in-process ({build.label}): reading the runs' answers / building "
+            f"and writing, CPU s | {reading:.2f} / {writing:.2f} | | | | | | | |"
+        )
     return rows
 
 
-def _row(
-    name: str,
-    configs: int,
-    timings: list[tuple[float, float, float]],
-    base: list[tuple[float, float, float]] | None,
-) -> str:
-    walls = [t[0] for t in timings]
-    wall, cpu = statistics.median(walls), statistics.median(t[1] for t in timings)
-    added = goal = met = ""
-    if base is not None:
-        extra = wall - statistics.median(t[0] for t in base)
-        added = f"{extra:+.2f}"
-        if "new SQLite" in name:
-            goal, met = "<= 5 s added", "yes" if extra <= 5 else "**no**"
-    return (
-        f"| {name} | {configs:,} | {wall:.2f} ({min(walls):.2f}-{max(walls):.2f}) | {cpu:.2f} "
-        f"| {added} | {goal} | {met} |"
-    )
-
-
-RECORD_HEADER = [
-    "| command | configs | wall s, median (min-max) | CPU s | added s (wall) | goal | met |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
-]
+def record_header(builds: list[Build]) -> list[str]:
+    theirs = builds[-1].label if len(builds) > 1 else "-"
+    return [
+        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | added s: wall (CPU) "
+        f"| {theirs}: wall s | CPU s | ratio: wall / CPU | goal | met |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
 
 
 # -- a long history -------------------------------------------------------------------------------
@@ -167,7 +273,7 @@ def build_history(root: Path, configs: int, sweeps: int) -> Path:
 
     templates = root / "templates"
     kinds = [answers(seed=i) for i in range(6)] + [answers(lost=80), answers(lost=200)]
-    runs = [_template(templates, "evalgate", f"t{i}", kind) for i, kind in enumerate(kinds)]
+    runs = _templates(templates, kinds)
     kinds[0] = baseline_answers()
     (root / "thresholds.json").write_text(json.dumps(THRESHOLDS))
     thresholds = load_thresholds(root / "thresholds.json")
@@ -197,47 +303,59 @@ def build_history(root: Path, configs: int, sweeps: int) -> Path:
 def copy_history(source: Path, url: str) -> None:
     """The SQLite history's rows copied into a new PostgreSQL history, to time `history` on the
     same runs there (a copy, not a second recording of 73,000 runs)."""
-    import sqlite3
-
     from evalgate.history import record
     from evalgate.history.store import open_history
 
-    columns = ", ".join(record.RUN_COLUMNS)
-    marks = ", ".join("?" for _ in record.RUN_COLUMNS)
+    columns = (*record.CONFIG_COLUMNS, *record.RUN_COLUMNS)
     reader = sqlite3.connect(source)
     with open_history(url, create=True) as store:
-        for table, names, holes in (
-            ("runs", columns, marks),
-            ("answers", "identity, result, questions", "?, ?, ?"),
-        ):
-            cursor = reader.execute(f"SELECT {names} FROM {table}")
+        for table, names in (("runs", columns), ("answers", ("identity", "result", "questions"))):
+            listed = ", ".join(names)
+            holes = ", ".join("?" for _ in names)
+            cursor = reader.execute(f"SELECT {listed} FROM {table}")  # our names
             while chunk := cursor.fetchmany(2000):
                 with store.transaction(f"copy {table}") as writer:
                     store.executemany(
                         writer,
-                        f"INSERT INTO {table} ({names}) VALUES ({holes})",
+                        f"INSERT INTO {table} ({listed}) VALUES ({holes})",
                         chunk,
                     )
     reader.close()
 
 
-def _history_row(name: str, command: list[str], runs: int, goal: float | None) -> str:
-    timings = [timed(command, 0) for _ in range(runs)]
-    walls = [t[0] for t in timings]
-    wall = statistics.median(walls)
-    met = ("yes" if wall <= goal else "**no**") if goal else ""
-    return (
-        f"| {name} | {wall:.2f} ({min(walls):.2f}-{max(walls):.2f}) | "
-        f"{statistics.median(t[1] for t in timings):.2f} | {max(t[2] for t in timings):.0f} "
-        f"| {f'<= {goal:g} s' if goal else ''} | {met} |"
-    )
+def as_schema(location: str, version: int) -> None:
+    """A history of schema 3 made what an evalgate of `version` (2 or 3) reads: schema 3 only
+    added the index runs_in_order, so without it, and its version set, it is schema 2's."""
+    if version == INDEXED:
+        return
+    if version != INDEXED - 1:
+        sys.exit(f"the other checkout's history schema is {version}: this bench reads 2 or 3")
+    statements = ("DROP INDEX runs_in_order", "UPDATE evalgate_history SET value = '2'")
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location) as connection:
+            for statement in statements:
+                connection.execute(statement)  # type: ignore[arg-type]
+        return
+    with sqlite3.connect(location) as connection:
+        for statement in statements:
+            connection.execute(statement)
 
 
-def history_rows(root: Path, configs: int, sweeps: int, runs: int) -> list[str]:
+def history_rows(
+    root: Path, configs: int, sweeps: int, runs: int, builds: list[Build]
+) -> list[str]:
     started = time.perf_counter()
     history = build_history(root, configs, sweeps)
     built = time.perf_counter() - started
     megabytes = sum(p.stat().st_size for p in root.glob("history.db*")) / 2**20
+    sqlite_at = {}
+    for build in builds:
+        copy = root / f"history-{build.label}.db"
+        shutil.copyfile(history, copy)
+        as_schema(str(copy), build.schema())
+        sqlite_at[build.label] = str(copy)
     page = root / "trend.html"
     commands: tuple[tuple[str, list[str], float | None], ...] = (
         ("evalgate history H", [], 2.0),
@@ -245,47 +363,81 @@ def history_rows(root: Path, configs: int, sweeps: int, runs: int) -> list[str]:
         ("evalgate history H --html FILE", ["--html", str(page)], 2.0),
         ("evalgate history H --where concurrency=1", ["--where", "concurrency=1"], None),
     )
-    rows = [
-        _history_row(f"SQLite: {name}", [*CLI, "history", str(history), *extra], runs, goal)
-        for name, extra, goal in commands
-    ]
+
+    def rows_for(store: str, at: dict[str, str], goals: bool) -> list[str]:
+        found = []
+        for name, extra, goal in commands:
+            timings: dict[str, Timings] = {b.label: [] for b in builds}
+            for _ in range(runs):  # the checkouts in turn, so that both see the same load
+                for b in builds:
+                    command = [*CLI, "history", at[b.label], *extra]
+                    timings[b.label].append(timed(command, 0, root=b.root))
+            mine = timings[builds[0].label]
+            other = timings[builds[-1].label] if len(builds) > 1 else None
+            wall = _median(mine, 0)
+            met = ("yes" if wall <= goal else "**no**") if goal and goals else ""
+            beside = f"{_cell(other)} | {_median(other, 1):.2f}" if other else " | "
+            found.append(
+                f"| {store}: {name} | {_cell(mine)} | {_median(mine, 1):.2f} "
+                f"| {max(t[2] for t in mine):.0f} | {beside} | {_ratio(mine, other)} "
+                f"| {f'<= {goal:g} s' if goal and goals else ''} | {met} |"
+            )
+        return found
+
+    rows = rows_for("SQLite", sqlite_at, True)
     page_mb = page.stat().st_size / 2**20
     rows.append(
-        f"| the page's size | {page_mb:.2f} MB | | | <= 5 MB | {'yes' if page_mb <= 5 else 'no'} |"
+        f"| the page's size | {page_mb:.2f} MB | | | | | | <= 5 MB "
+        f"| {'yes' if page_mb <= 5 else '**no**'} |"
     )
     with postgres() as server:
         if server is not None:
-            server.admin("CREATE DATABASE bench_long")  # type: ignore[attr-defined]
-            url = server.url("bench_long")  # type: ignore[attr-defined]
-            copy_history(history, url)
-            rows += [
-                _history_row(f"PostgreSQL: {name}", [*CLI, "history", url, *extra], runs, None)
-                for name, extra, _ in commands
-            ]
+            pg_at = {}
+            for build in builds:
+                name = f"bench_long_{build.label}"
+                server.admin(f"CREATE DATABASE {name}")  # type: ignore[attr-defined]
+                pg_at[build.label] = server.url(name)  # type: ignore[attr-defined]
+                copy_history(history, pg_at[build.label])
+                as_schema(pg_at[build.label], build.schema())
+            rows += rows_for("PostgreSQL", pg_at, False)
     note = (
         f"History: {configs} configs x {sweeps} sweeps = {configs * sweeps:,} runs with their "
-        f"answers, {megabytes:,.0f} MiB on disk (SQLite), recorded in {built:.0f} s; on "
-        "PostgreSQL the same rows, copied."
+        f"answers, {megabytes:,.0f} MiB on disk (SQLite), recorded in {built:.0f} s by "
+        f"{builds[0].label}; every checkout reads the same rows (on PostgreSQL, copied)."
     )
     return [*rows, "", note]
 
 
-HISTORY_HEADER = [
-    "| command | wall s, median (min-max) | CPU s | peak MB | goal | met |",
-    "| --- | --- | --- | --- | --- | --- |",
-]
+def history_header(builds: list[Build]) -> list[str]:
+    theirs = builds[-1].label if len(builds) > 1 else "-"
+    return [
+        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | peak MB "
+        f"| {theirs}: wall s | CPU s | ratio: wall / CPU | goal | met |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
 
 
-def section(configs: int, runs: int, history_configs: int, sweeps: int) -> str:
-    """The BENCHMARKS.md section (benchmarks/suite.py --only history)."""
+def section(
+    configs: int, runs: int, history_configs: int, sweeps: int, against: Path | None = None
+) -> str:
+    """The BENCHMARKS.md section (benchmarks/suite.py --only history [--against CHECKOUT])."""
+    builds = [Build(_commit(ROOT), ROOT)]
+    if against is not None:
+        builds.append(Build(_commit(against.resolve()), against.resolve()))
     with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-") as name:
         root = Path(name)
         sweep(root, configs)
         total, files = size(root / "sweep")
-        recording = record_rows(root, configs, runs)
+        recording = record_rows(root, configs, runs, builds)
     with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
-        long = history_rows(Path(name), history_configs, sweeps, runs)
+        long = history_rows(Path(name), history_configs, sweeps, runs, builds)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    beside = (
+        f"; beside it {builds[1].label} (`--against`), timed by the same commands right after "
+        "it, and the ratio of this checkout's medians to its"
+        if len(builds) > 1
+        else ""
+    )
     return "\n".join(
         [
             "## History: verify --record, and evalgate history over a year",
@@ -293,16 +445,16 @@ def section(configs: int, runs: int, history_configs: int, sweeps: int) -> str:
             f"`evalgate verify SWEEP -q --record HISTORY` over {configs:,} configs of full GSM8K "
             f"({files:,} files, {total / 2**20:,.0f} MiB, in the page cache), alone and with "
             "--record on each store; then `evalgate history` over "
-            f"{history_configs} configs x {sweeps} sweeps "
-            "(`python benchmarks/bench_history.py`).",
+            f"{history_configs} configs x {sweeps} sweeps (`python benchmarks/bench_history.py"
+            f"{' --against CHECKOUT' if len(builds) > 1 else ''}`).",
             "",
-            f"- {stamp}; runs: {runs}; load average {os.getloadavg()[0]:.1f} on "
-            f"{os.cpu_count()} cores when measured",
+            f"- {builds[0].label}, {stamp}; runs: {runs}; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured{beside}",
             "",
-            *RECORD_HEADER,
+            *record_header(builds),
             *recording,
             "",
-            *HISTORY_HEADER,
+            *history_header(builds),
             *long,
             "",
         ]
@@ -315,8 +467,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--history-configs", type=int, default=200)
     parser.add_argument("--sweeps", type=int, default=365)
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT")
     args = parser.parse_args()
-    print(section(args.configs, args.runs, args.history_configs, args.sweeps))
+    print(section(args.configs, args.runs, args.history_configs, args.sweeps, args.against))
 
 
 if __name__ == "__main__":

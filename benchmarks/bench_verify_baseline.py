@@ -89,15 +89,24 @@ def size(root: Path) -> tuple[int, int]:
     return total, files
 
 
-def timed(command: list[str], *expect: int) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds: user + system, peak RSS MiB) of one run of `command`."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def timed(command: list[str], *expect: int, root: Path = ROOT) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds: user + system, peak RSS MiB) of one run of `command`, with
+    the evalgate of the checkout at `root` (first on the path; run from a neutral folder, so
+    that `python -m` finds no other)."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
     env.pop("GITHUB_ACTIONS", None)
     # /usr/bin/time gives this command's own peak: the children's maximum resource.getrusage
     # keeps would be the largest child the calling process ever ran (lm-eval, in the suite).
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         timed_command = [TIME, "-o", report.name, "-f", "%e %U %S %M", *command]
-        done = subprocess.run(timed_command, capture_output=True, text=True, env=env, check=False)
+        done = subprocess.run(
+            timed_command,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            check=False,
+        )
         if done.returncode not in expect:
             sys.exit(f"{command[3:5]} exited {done.returncode}: {done.stdout[-500:]}{done.stderr}")
         wall, user, system, peak_kb = Path(report.name).read_text().split()[-4:]

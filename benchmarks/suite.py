@@ -801,7 +801,7 @@ def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
         from benchmarks import bench_history
 
         sizes = (100, 1, 50, 30) if args.quick else (1000, 3, 200, 365)
-        sections["history"] = bench_history.section(*sizes)
+        sections["history"] = bench_history.section(*sizes, against=args.against)
     return sections
 
 

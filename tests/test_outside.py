@@ -4,6 +4,7 @@ tests/test_hostile_text.py)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,6 +137,20 @@ def test_json_text_is_exact_and_always_writable_as_utf8(tmp_path):
         **document,  # not neutralised: evidence is data
         "name": "b200\ufffd",  # a lone surrogate is no text: written as a decoder replaces it
     }
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"a": [], "b": {}, "c": [1, 2.5, 1e16, -0.0, 'é \u2028 \x7f \\ "q"', None, True]},
+        {"nested": {"deeper": {"empty": [], "values": [{"x": 0.1 + 0.2}]}}, "name": "b\udcff"},
+        {"stderr": math.nan, "latency": [math.inf, -math.inf]},  # JSON's words for them
+        [],
+    ],
+)
+def test_json_text_is_indented_as_json_indents_it(document):
+    written = json.dumps(document, indent=2, ensure_ascii=False).replace("\udcff", "\ufffd")
+    assert outside.json_text(document, indent=2) == written
 
 
 def test_every_neutraliser_scrubs_first():

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from evalgate.fitted import RecordedRun
-    from evalgate.history.look import CompletedRuns, ConfigHistory, HistoryRun
+    from evalgate.history.look import CompletedRuns, ConfigHistory
+    from evalgate.history.record import StoredRun
     from evalgate.history.store import Store
     from evalgate.settings.output import HistorySettings, OutputSettings
     from evalgate.verify.sweep import Report
@@ -211,7 +212,7 @@ def table(found: list[ConfigHistory], last: int | None) -> list[str]:
     return lines
 
 
-def _run_line(run: HistoryRun) -> str:
+def _run_line(run: StoredRun) -> str:
     score = run.headline
     shown = (
         f"{score.value:.3f} [{score.low:.3f}, {score.high:.3f}] n={score.n} {score.filter}"

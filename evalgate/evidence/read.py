@@ -5,7 +5,6 @@ then Python's json; nesting and integer bounds): docs/architecture.md, "One evid
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -13,7 +12,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import msgspec
 
@@ -34,12 +33,9 @@ _SHAPE = bytes(
 )
 """bytes.translate's table to a text's shape: a digit "0", what a JSON number can follow (`:`,
 `[`, `,`, a line's start) ":", white space and a minus " ", anything else "x"."""
-_HUGE_DIGITS = 309
-_HUGE_NUMBER = re.compile(rb": *0{%d}" % _HUGE_DIGITS)
-"""In a text's shape, a run of digits as long as HUGE_INT's where a JSON number can stand (a
-hash of digits inside a string does not): the only text that can hold an integer past it."""
 _NUMBER_DIGITS = re.compile(rb": *(0+)")
-_SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
+_ESCAPED = re.compile(rb"\\(.)", re.DOTALL)
+"""A JSON string's escapes, left to right: what each backslash escapes."""
 T = TypeVar("T")
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
@@ -80,9 +76,10 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
     try:
         value = _decode(data, kind, where)
         plain = value if kind is Any else _decode(data, Any, where)
-        _refuse_repeated_keys(data, text, plain, where)
-        if _may_hold_big_int(text):
-            _refuse_big_ints(plain, where)
+        walked = _walk(plain)
+        _refuse_repeated_keys(data, text, walked, where)
+        if walked.big is not None:
+            raise _too_big(where, len(str(abs(walked.big))))
     except msgspec.ValidationError as exc:
         if str(exc).startswith("Integer value out of range"):
             raise _too_big(where, _longest_number(text)) from exc  # thousands of digits
@@ -98,22 +95,26 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
             f"{where} holds a lone surrogate escape ({exc.object[exc.start]!r}), which is no "
             "text: it is malformed."
         ) from exc
-    if kind is Any and _nested_deeper(value, MAX_DEPTH):
+    if kind is Any and walked.depth > MAX_DEPTH:
         raise _too_deep(where)
     return value
 
 
 def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> list[T]:
     """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
-    once, in C, and line by line only when that fails (to say which line is wrong, and why) or
-    when a line may hold an integer past what a float holds."""
-    if not _may_hold_big_int(data):
-        try:
-            values = msgspec.json.Decoder(kind).decode_lines(data)
-            if _keys_written(data) == _keys(msgspec.json.Decoder().decode_lines(data)):
-                return values
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass  # said line by line below
+    once, in C, and line by line only when that fails or a line breaks a rule (to say which
+    line is wrong, and why)."""
+    try:
+        plain = _LINES.decode_lines(data)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        plain = None  # said line by line below
+    if plain is not None:
+        walked = _walk(plain)
+        if walked.big is None and _no_repeated_keys(data, walked):
+            try:  # typed as a typed decode of the text types it (JSON's keys are text)
+                return msgspec.convert(plain, list[kind], str_keys=True)  # type: ignore[valid-type]
+            except msgspec.ValidationError:
+                pass  # said line by line below
     return [
         decode(line, kind, f"{where} line {number}", refusal)
         for number, line in enumerate(data.splitlines(), start=1)
@@ -121,33 +122,47 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
     ]
 
 
-def _may_hold_big_int(data: bytes) -> bool:
-    """Whether a number in the text may be past HUGE_INT: a cheap scan (one translation, one
-    regular expression with a literal start) deciding whether to look closer."""
-    shape = data.translate(_SHAPE)
-    start = b":" + shape.lstrip(b" ")[:_HUGE_DIGITS]  # the text's start counts as a line's
-    return _HUGE_NUMBER.search(shape) is not None or _HUGE_NUMBER.match(start) is not None
+_LINES = msgspec.json.Decoder()
 
 
-def _levels(value: Any) -> Iterator[list[Any]]:
-    """Plain JSON values level by level, the document first (walked without recursion: a deep
-    document cannot make the walk itself recurse)."""
+class _Walked(NamedTuple):
+    """What one walk over plain JSON values found."""
+
+    keys: int
+    strings: int
+    """Every string, the keys among them."""
+    big: int | None
+    """The first integer of HUGE_INT or more in magnitude, level by level, or None."""
+    depth: int
+    """How many arrays and objects deep the values nest."""
+
+
+def _walk(value: Any) -> _Walked:
+    """Plain JSON values walked once, level by level and without recursion (a deep document
+    cannot make the walk itself recurse), with no more than a type check per value (verify
+    reads 100,000 files; a run's samples.jsonl holds 20,000 values): what the rules need."""
+    keys = strings = depth = 0
+    big = None
     level = [value]
     while level:
-        yield level
-        level = [
-            child
-            for node in level
-            if isinstance(node, dict | list)
-            for child in (node.values() if isinstance(node, dict) else node)
-        ]
-
-
-def _refuse_big_ints(value: Any, where: str) -> None:
-    """Refuse a document holding an integer of HUGE_INT or more in magnitude."""
-    for node in itertools.chain.from_iterable(_levels(value)):
-        if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= HUGE_INT:
-            raise _too_big(where, len(str(abs(node))))
+        below: list[Any] = []
+        nested = False
+        for node in level:
+            kind = type(node)
+            if kind is str:
+                strings += 1
+            elif kind is dict:
+                keys += len(node)
+                below += node.values()
+                nested = True
+            elif kind is list:
+                below += node
+                nested = True
+            elif kind is int and big is None and not -HUGE_INT < node < HUGE_INT:
+                big = node
+        depth += nested
+        level = below
+    return _Walked(keys, strings + keys, big, depth)
 
 
 def _too_big(where: str, digits: int) -> ArtifactError:
@@ -157,7 +172,7 @@ def _too_big(where: str, digits: int) -> ArtifactError:
 
 
 def _longest_number(text: bytes) -> int:
-    """The most digits of a number in a JSON text (by its shape, as _may_hold_big_int)."""
+    """The most digits of a number in a JSON text, by its shape (where a number can stand)."""
     shape = b":" + text.translate(_SHAPE).lstrip(b" ")
     return max((len(run) for run in _NUMBER_DIGITS.findall(shape)), default=0)
 
@@ -172,32 +187,21 @@ def _decode(data: bytes | str, kind: Any, where: str) -> Any:
     return msgspec.convert(_python(data, where), kind)
 
 
-def _keys_written(text: bytes) -> int:
-    """At least the number of keys in a JSON text: each ends in `"` and `:` (with white space
-    between or not); a string holding `\\":` counts too."""
-    return text.count(b'":') + len(_SPACED_KEY_END.findall(text))
+def _no_repeated_keys(text: bytes, walked: _Walked) -> bool:
+    """Whether a valid JSON text repeats no key in any object, told by counting strings. Each
+    string written is two `"` and one more per `\\"` inside it (a backslash starts an escape of
+    one more character, and only in a string); a repeated key's pair (its key, and any string
+    in its value) is not decoded. So as many strings written as decoded rule a repeat out."""
+    escaped_quotes = _ESCAPED.findall(text).count(b'"')
+    return text.count(b'"') - escaped_quotes == 2 * walked.strings
 
 
-def _keys(value: Any) -> int:
-    """The keys in decoded JSON values (a repeated key is there once); walked without
-    recursion, and with no more than a type check per value (verify reads 100,000 files)."""
-    count, stack = 0, [value]
-    while stack:
-        node = stack.pop()
-        if type(node) is dict:
-            count += len(node)
-            stack.extend(node.values())
-        elif type(node) is list:
-            stack.extend(node)
-    return count
-
-
-def _refuse_repeated_keys(data: bytes | str, text: bytes, value: Any, where: str) -> None:
+def _refuse_repeated_keys(data: bytes | str, text: bytes, walked: _Walked, where: str) -> None:
     """msgspec, like most JSON readers, keeps the last of a repeated key, others the first: a
-    file repeating one is ambiguous, and refused naming the key and where it is. Counting the
-    keys written and the keys decoded is cheap; only when they differ is the text read again,
+    file repeating one is ambiguous, and refused naming the key and where it is. Counting is
+    cheap (_no_repeated_keys); only when it cannot rule a repeat out is the text read again,
     key by key."""
-    if _keys_written(text) == _keys(value):
+    if _no_repeated_keys(text, walked):
         return
     repeated: dict[int, str] = {}
 
@@ -271,9 +275,3 @@ def _too_deep(where: str) -> ArtifactError:
         f"{where} nests arrays and objects more than {MAX_DEPTH} levels deep, as no file "
         "evalgate reads does: it is malformed."
     )
-
-
-def _nested_deeper(value: Any, limit: int) -> bool:
-    """Whether plain JSON values nest more than `limit` arrays and objects."""
-    deepest = next(itertools.islice(_levels(value), limit, None), [])
-    return any(isinstance(node, dict | list) for node in deepest)

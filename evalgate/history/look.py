@@ -16,7 +16,16 @@ import msgspec
 from evalgate.compare.runs import Run
 from evalgate.errors import UsageError
 from evalgate.evidence.stage_records import Labels
-from evalgate.history.record import StoredScore, config_of, digested, run_identity, stored_run
+from evalgate.history.record import (
+    RUN_COLUMNS,
+    Mark,
+    StoredRun,
+    StoredScore,
+    config_of,
+    digested,
+    run_identity,
+    stored_run,
+)
 from evalgate.history.store import Store
 from evalgate.verify.baseline import load_entry
 from evalgate.verify.records import Collection, Entry
@@ -25,65 +34,29 @@ DOCUMENT_SCHEMA = "evalgate.history/1"
 DROPPED = frozenset({"fail", "regression", "error", "malformed"})
 
 
-class Mark(msgspec.Struct, frozen=True):
-    """A run marked bad (itself, or its sweep): why, by whom, when."""
-
-    reason: str
-    by: str
-    at: str
-    sweep: bool = False
-    """Marked with its whole sweep."""
-
-
-class HistoryRun(msgspec.Struct, frozen=True):
-    """One recorded run as `history` shows it (field names are the --json document's)."""
-
-    identity: str
-    sweep: str
-    recorded_at: str
-    verdict: str
-    reason: str
-    floor: float | None
-    floor_matched: str | None
-    floor_file: str | None
-    scores: tuple[StoredScore, ...]
-    evalgate_version: str
-    image: str | None
-    harness_commit: str | None
-    task_version: str | None
-    question_order: str | None
-    source: str
-    path: str
-    marked: Mark | None = None
-
-    @property
-    def headline(self) -> StoredScore | None:
-        """The score the trend follows: the lowest filter's (the one the floor bites first)."""
-        return min(self.scores, key=lambda s: s.value, default=None)
-
-
 class ConfigHistory(msgspec.Struct, frozen=True):
     """One config's labels (task and model among them) and its runs in time order."""
 
     name: str
     labels: dict[str, Any]
-    runs: list[HistoryRun]
+    runs: list[StoredRun]
     config: str = msgspec.field(default="")
 
     @property
     def dropped(self) -> bool:
         """Its latest unmarked run failed or regressed, or scored below the one before's
         95% interval."""
-        kept = [r for r in self.runs if r.marked is None]
-        if not kept:
+        kept = (r for r in reversed(self.runs) if r.marked is None)  # the latest first
+        last = next(kept, None)
+        if last is None:
             return False
-        last = kept[-1]
         if last.verdict in DROPPED:
             return True
-        if len(kept) < 2:
+        before = next(kept, None)
+        if before is None:
             return False
-        now, before = last.headline, kept[-2].headline
-        return now is not None and before is not None and now.value < before.low
+        now, then = last.headline, before.headline
+        return now is not None and then is not None and now.value < then.low
 
 
 class Document(msgspec.Struct, frozen=True):
@@ -95,9 +68,8 @@ class Document(msgspec.Struct, frozen=True):
     configs: list[ConfigHistory]
 
 
-_FIELDS = tuple(f for f in HistoryRun.__struct_fields__ if f != "marked")
-_SCORES = _FIELDS.index("scores")
-_COLUMNS = ", ".join(("config", "name", "labels", *_FIELDS))
+_SCORES = RUN_COLUMNS.index("scores")
+_COLUMNS = ", ".join(("config", "name", "labels", *RUN_COLUMNS))
 
 
 def _marks(store: Store) -> tuple[dict[str, Mark], dict[str, Mark]]:
@@ -157,9 +129,8 @@ def configs(store: Store, where: Mapping[str, str] | None = None) -> list[Config
         if history is None:
             history = grouped[config] = ConfigHistory(name, labels, [], config)
         fields[_SCORES] = _decode_scores.decode(fields[_SCORES])
-        marked = run_marks.get(fields[0]) or sweep_marks.get(fields[1])  # identity, sweep
-        run = HistoryRun(*fields)
-        history.runs.append(msgspec.structs.replace(run, marked=marked) if marked else run)
+        fields.append(run_marks.get(fields[0]) or sweep_marks.get(fields[1]))  # its mark
+        history.runs.append(StoredRun(*fields))
     _check_where(where, seen, bool(rows), store.location)
     return sorted(grouped.values(), key=_order)
 
@@ -300,6 +271,6 @@ def _loader(store: Store) -> Callable[[Entry], Run]:
     return load
 
 
-def runs_in_order(history: ConfigHistory, last: int | None) -> Iterator[HistoryRun]:
+def runs_in_order(history: ConfigHistory, last: int | None) -> Iterator[StoredRun]:
     """A config's most recent `last` runs (all with None), oldest first."""
     yield from history.runs[-last:] if last else history.runs

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from evalgate import page
-from evalgate.history.look import ConfigHistory, HistoryRun
+from evalgate.history.look import ConfigHistory
+from evalgate.history.record import StoredRun
 from evalgate.page import esc
 
 WIDTH = 720
@@ -22,10 +23,6 @@ def _x(index: int, count: int) -> float:
     return PAD + (WIDTH - 2 * PAD) * (index / (count - 1) if count > 1 else 0.5)
 
 
-def _points(values: Sequence[tuple[float, float]]) -> str:
-    return " ".join(f"{x:.1f},{y:.1f}" for x, y in values)
-
-
 def trend_svg(history: ConfigHistory) -> str:
     """One config's runs over time: band, line, floor, marks; axis labels at both ends."""
     scored = [(r, s) for r in history.runs if (s := r.headline) is not None]
@@ -36,27 +33,35 @@ def trend_svg(history: ConfigHistory) -> str:
     values = [v for s in scores for v in (s.low, s.high)]
     values += [r.floor for r in runs if r.floor is not None]
     scale = page.Scale.around(values)
+    # the scale's linear map to a height, worked out once for the chart's thousand points; the
+    # scale spans every value drawn, so none needs clamping
+    per = (HEIGHT - 2 * PAD) / (scale.high - scale.low)
+    base = HEIGHT - PAD + scale.low * per
 
     def y(value: float) -> float:
-        return PAD + (HEIGHT - 2 * PAD) * (1 - scale.at(value) / 100)
+        return base - value * per
 
     count = len(runs)
-    xs = [_x(i, count) for i in range(count)]
-    top = [(x, y(s.high)) for x, s in zip(xs, scores, strict=True)]
-    bottom = [(x, y(s.low)) for x, s in zip(xs, scores, strict=True)]
-    line = [(x, y(s.value)) for x, s in zip(xs, scores, strict=True)]
-    parts = [f'<path class="band" d="M{_points(top)} L{_points(bottom[::-1])} Z"/>']
-    floors = [(x, y(r.floor)) for x, r in zip(xs, runs, strict=True) if r.floor is not None]
+    xs = [f"{_x(i, count):.1f}" for i in range(count)]
+    top = " ".join([f"{x},{base - s.high * per:.1f}" for x, s in zip(xs, scores, strict=True)])
+    low = [f"{x},{base - s.low * per:.1f}" for x, s in zip(xs, scores, strict=True)]
+    line = [f"{x},{base - s.value * per:.1f}" for x, s in zip(xs, scores, strict=True)]
+    parts = [f'<path class="band" d="M{top} L{" ".join(low[::-1])} Z"/>']
+    floors = [
+        f"{x},{base - r.floor * per:.1f}"
+        for x, r in zip(xs, runs, strict=True)
+        if r.floor is not None
+    ]
     if floors:
-        parts.append(f'<polyline class="floor" points="{_points(floors)}"/>')
-    parts.append(f'<polyline class="trend" points="{_points(line)}"/>')
+        parts.append(f'<polyline class="floor" points="{" ".join(floors)}"/>')
+    parts.append(f'<polyline class="trend" points="{" ".join(line)}"/>')
     for i, run in enumerate(runs):
         kind = "marked" if run.marked else "failed" if run.verdict in FAILED else ""
         if kind:
-            x, dot = line[i]
+            x, dot = line[i].split(",")
             word = "marked bad" if run.marked else run.verdict
             parts.append(
-                f'<circle class="{kind}" cx="{x:.1f}" cy="{dot:.1f}" r="4">'
+                f'<circle class="{kind}" cx="{x}" cy="{dot}" r="4">'
                 f"<title>{esc(run.sweep)}: {esc(word)}</title></circle>"
             )
     ticks = "".join(
@@ -74,7 +79,7 @@ def trend_svg(history: ConfigHistory) -> str:
     )
 
 
-def _latest(history: ConfigHistory) -> HistoryRun:
+def _latest(history: ConfigHistory) -> StoredRun:
     return history.runs[-1]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import zlib
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -46,7 +47,7 @@ def run_identity(entry: Entry) -> str:
     return identity_of(str(entry.path))
 
 
-class StoredScore(msgspec.Struct, frozen=True):
+class StoredScore(msgspec.Struct, frozen=True, gc=False):
     """One filter's score as verify judged it."""
 
     filter: str
@@ -72,17 +73,30 @@ class Answers(msgspec.Struct, array_like=True, frozen=True):
     extracted: dict[str, list[str]]
 
 
-class RunRecord(msgspec.Struct, frozen=True):
-    """One run as the history keeps it (a row of `runs`; its answers a row of `answers`)."""
+class Mark(msgspec.Struct, frozen=True, gc=False):
+    """A run marked bad (itself, or its sweep): why, by whom, when (curation, below)."""
+
+    reason: str
+    by: str
+    at: str
+    sweep: bool = False
+    """Marked with its whole sweep."""
+
+
+_VALUE = operator.attrgetter("value")
+
+
+class StoredRun(msgspec.Struct, frozen=True, gc=False):
+    """One run as the history keeps it: a row of `runs` as `--record` writes it (beside its
+    config's columns, CONFIG_COLUMNS) and as `history` reads it back (field names are the
+    --json document's); its answers are a row of `answers`.
+
+    gc=False here and in the structs it holds: `history` reads a year of runs (73,000), which
+    hold text and numbers only, so no cycle to collect; the collector's passes over them cost
+    a fifth of reading them."""
 
     identity: str
     sweep: str
-    config: str
-    """The config as pairing tells configs apart (task, model and labels), as JSON."""
-    name: str
-    task: str
-    model: str | None
-    labels: dict[str, Any]
     recorded_at: str
     started_at: str | None
     verdict: str
@@ -99,9 +113,20 @@ class RunRecord(msgspec.Struct, frozen=True):
     question_order: str | None
     source: str
     path: str
+    marked: Mark | None = None
+    """Not a column: the curation that marked it, when read back."""
+
+    @property
+    def headline(self) -> StoredScore | None:
+        """The score the trend follows: the lowest filter's (the one the floor bites first)."""
+        return min(self.scores, key=_VALUE, default=None)
 
 
-RUN_COLUMNS = tuple(RunRecord.__struct_fields__)
+CONFIG_COLUMNS = ("config", "name", "task", "model", "labels")
+"""The config a run belongs to, in each of its rows: the config as pairing tells configs apart
+(task, model and labels) as JSON, its name, task, model, and labels (task and model among
+them) as JSON."""
+RUN_COLUMNS = tuple(f for f in StoredRun.__struct_fields__ if f != "marked")
 
 
 def config_of(entry: Entry) -> tuple[str, dict[str, Any]]:
@@ -182,11 +207,10 @@ class Context(msgspec.Struct, frozen=True):
 
 def build(
     entry: Entry, identity_: str, report: Report, context: Context, digests: _Digests
-) -> tuple[Any, ...]:
-    """One gated line (its run's identity given) as the rows the history keeps: (RunRecord,
-    result bytes, answers bytes)."""
+) -> tuple[tuple[Any, ...], StoredRun, bytes, bytes]:
+    """One gated line (its run's identity given) as the history keeps it: (its config's
+    columns, the run, its result document and its answers, compressed)."""
     config, labels = config_of(entry)
-    task = labels["task"]
     path = str(entry.path)
     result: Result | None = None
     answers = Answers([], [], [], [], {}, {})
@@ -203,14 +227,9 @@ def build(
         StoredScore(c.filter, c.value, c.n, c.low, c.high, c.threshold, c.outcome)
         for c in entry.checks
     )
-    record = RunRecord(
+    run = StoredRun(
         identity=identity_,
         sweep=context.sweep,
-        config=config,
-        name=config_key(entry.model, entry.labels),
-        task=task,
-        model=entry.model,
-        labels=labels,
         recorded_at=context.recorded_at,
         started_at=(result.started_at or None) if result is not None else None,
         verdict=entry.outcome,
@@ -228,8 +247,15 @@ def build(
         source=str(entry.source),
         path=path,
     )
+    name = config_key(entry.model, entry.labels)
+    columns = (config, name, labels["task"], entry.model, msgspec.json.encode(labels).decode())
     document = msgspec.json.encode(result) if result is not None else b"null"
-    return record, zlib.compress(document, 1), zlib.compress(msgspec.json.encode(answers), 1)
+    return (
+        columns,
+        run,
+        zlib.compress(document, 1),
+        zlib.compress(msgspec.json.encode(answers), 1),
+    )
 
 
 def _result(entry: Entry) -> Result | None:
@@ -272,18 +298,15 @@ def record(store: Store, report: Report, context: Context) -> Recorded:
         if i not in known
     ]
     runs = [
-        tuple(
-            msgspec.json.encode(v).decode() if name in ("labels", "scores") else v
-            for name, v in zip(RUN_COLUMNS, structs.astuple(r), strict=True)
-        )
-        for r, _, _ in rows
+        (*columns, *(_column(getattr(run, name)) for name in RUN_COLUMNS))
+        for columns, run, _, _ in rows
     ]
-    columns = ", ".join(RUN_COLUMNS)
-    marks = ", ".join("?" for _ in RUN_COLUMNS)
+    names = (*CONFIG_COLUMNS, *RUN_COLUMNS)
+    marks = ", ".join("?" for _ in names)
     with store.transaction(f"record sweep {context.sweep}") as cursor:
         store.executemany(
             cursor,
-            f"INSERT INTO runs ({columns}) VALUES ({marks}) "  # noqa: S608  # evalgate's own names
+            f"INSERT INTO runs ({', '.join(names)}) VALUES ({marks}) "  # noqa: S608  # our names
             "ON CONFLICT (identity) DO NOTHING",
             runs,
         )
@@ -292,9 +315,14 @@ def record(store: Store, report: Report, context: Context) -> Recorded:
             cursor,
             "INSERT INTO answers (identity, result, questions) VALUES (?, ?, ?) "
             "ON CONFLICT (identity) DO NOTHING",
-            [(r.identity, result, answers) for r, result, answers in rows],
+            [(run.identity, result, answers) for _, run, result, answers in rows],
         )
     return Recorded(context.sweep, added, len(entries) - added)
+
+
+def _column(value: Any) -> Any:
+    """A run's field as its column holds it: the scores as JSON."""
+    return msgspec.json.encode(value).decode() if isinstance(value, tuple) else value
 
 
 def _known(store: Store, identities: Sequence[str]) -> set[str]:

@@ -82,6 +82,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX curation_by_action ON curation (action)",
     ),
+    (  # 3: the runs in time order, as `history` reads them all, without sorting them
+        "CREATE INDEX runs_in_order ON runs (recorded_at, sweep, identity)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _SERIAL = {

@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result
-from evalgate.evidence.read import MAX_DEPTH, decode, read
+from evalgate.evidence.read import MAX_DEPTH, decode, decode_lines, read
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
@@ -115,3 +117,66 @@ def test_python_json_reads_what_msgspec_refuses_and_says_where_it_breaks(tmp_pat
     assert decode('{"x": Infinity}') == {"x": float("inf")}
     with pytest.raises(ArtifactError, match=r"^a\.json is not valid JSON \(line 2 column 1: "):
         decode('{"x":\n', where="a.json")
+
+
+# -- a repeated key, told by counting: never let through, never refused without one ------------
+
+_TEXT = st.text(
+    st.sampled_from(["a", "b", '"', "\\", ":", " ", "\n", "\u2019", "\x00"]), max_size=4
+)
+
+
+@st.composite
+def _written(draw: st.DrawFn, depth: int = 0) -> str:
+    """A JSON text as a writer may spell it: keys that may repeat, strings with quotes and
+    backslashes (escaped as json does, or as \\u0022 and \\u005c), white space around colons."""
+    kind = draw(
+        st.sampled_from(
+            ["object", "array", "string", "number"] if depth < 3 else ["string", "number"]
+        )
+    )
+    if kind == "number":
+        return str(draw(st.integers(-5, 5)))
+    if kind == "string":
+        return _spelled(draw(_TEXT), draw(st.booleans()))
+    if kind == "array":
+        return "[" + ", ".join(draw(st.lists(_written(depth + 1), max_size=3))) + "]"
+    keys = draw(st.lists(_TEXT, max_size=4))
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    pairs = [f"{_spelled(k, draw(st.booleans()))}{space}:{draw(_written(depth + 1))}" for k in keys]
+    return "{" + ", ".join(pairs) + "}"
+
+
+def _spelled(text: str, unicode: bool) -> str:
+    """A string as JSON, its quotes and backslashes escaped with a backslash or as \\u."""
+    escapes = {'"': "\\u0022", "\\": "\\u005c"} if unicode else {}
+    return '"' + "".join(escapes.get(c) or json.dumps(c)[1:-1] for c in text) + '"'
+
+
+def _repeats(text: str) -> bool:
+    found = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        found.append(len({k for k, _ in items}) < len(items))
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return any(found)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_written(), min_size=1, max_size=3))
+def test_a_repeated_key_is_refused_and_only_then(texts):
+    for text in texts:
+        if _repeats(text):
+            with pytest.raises(ArtifactError, match="repeats the key"):
+                decode(text, where="x.json")
+        else:
+            assert decode(text, where="x.json") == json.loads(text)
+    lines = "\n".join(t.replace("\n", " ") for t in texts) + "\n"
+    objects = [json.loads(t) for t in texts]
+    if any(map(_repeats, texts)):
+        with pytest.raises(ArtifactError, match=r"x\.jsonl line \d+ repeats the key"):
+            decode_lines(lines.encode(), Any, "x.jsonl")
+    else:
+        assert decode_lines(lines.encode(), Any, "x.jsonl") == objects

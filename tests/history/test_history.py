@@ -21,7 +21,9 @@ import msgspec
 import pytest
 
 from evalgate.history import record as history_record
-from evalgate.history.store import MIGRATIONS, SCHEMA_VERSION, open_history
+from evalgate.history.store import MIGRATIONS, SCHEMA_VERSION, Store, open_history
+from evalgate.thresholds import load_thresholds
+from evalgate.verify.sweep import verify as gate
 from tests.conftest import run_subprocess
 from tests.verify.sweeps import THRESHOLDS, answers, baseline_answers, evalgate_sweep, harness_sweep
 
@@ -100,6 +102,8 @@ def test_a_sweep_is_recorded_whole_with_every_field_and_again_adds_nothing(tmp_p
     assert run["harness_commit"] == "abc123"
     assert run["image"] == "vllm/vllm-openai:v0.32"
     assert run["evalgate_version"]
+    assert run["run_evalgate_version"] == "0.1.0"  # the one that ran it, from its result.json
+    assert run["started_at"] == "2026-01-01T00:00:00Z"
     assert {s["filter"] for s in run["scores"]} == {"strict-match", "flexible-extract"}
     score = run["scores"][0]
     right = sum(baseline_answers())
@@ -366,13 +370,13 @@ def _at_version(history: str, version: int) -> None:
 
 
 def test_an_older_history_is_upgraded_and_a_newer_one_refused(tmp_path, history):
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
     _at_version(history, 1)
     assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("1",)]
     sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
     done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n1")
     assert done.returncode == 0, done.stderr
-    assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("2",)]
+    assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("3",)]
     marked = history_cli(history, "--mark-sweep", "n1", "--reason", "curation needs version 2")
     assert marked.returncode == 0, marked.stderr
 
@@ -381,9 +385,57 @@ def test_an_older_history_is_upgraded_and_a_newer_one_refused(tmp_path, history)
     newer = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n2")
     assert newer.returncode == 2
     assert newer.stdout == ""  # refused before any result was read
-    assert "schema version 7, newer than this evalgate's 2: upgrade evalgate" in newer.stderr
+    assert "schema version 7, newer than this evalgate's 3: upgrade evalgate" in newer.stderr
     assert history_cli(history).returncode == 2
     assert rows(history, "SELECT count(*) FROM runs") == rows_before
+
+
+def _indexes(history: str) -> set[str]:
+    if history.startswith("postgresql://"):
+        sql = "SELECT indexname FROM pg_indexes WHERE tablename = 'runs'"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs'"
+    return {str(name) for (name,) in rows(history, sql)}
+
+
+def test_a_history_of_version_2_with_runs_in_it_is_upgraded_and_read_as_before(tmp_path, history):
+    """Runs recorded by an evalgate of schema 2 (its migrations, and the rows it wrote: version 3
+    adds the index `history` reads the runs in time order by) are shown, and paired with, once
+    today's evalgate has opened the history and upgraded it."""
+    _at_version(history, 2)
+    night = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers(), 8: answers(seed=1)})
+    report = gate([str(night)], load_thresholds(thresholds(tmp_path)))
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        store = Store(psycopg.connect(history), "postgresql", history)
+    else:
+        store = Store(sqlite3.connect(history, isolation_level=None), "sqlite", history)
+    with store:
+        context = history_record.Context("v2-night", "2026-05-01T02:00:00Z")
+        assert history_record.record(store, report, context).added == 2
+    assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("2",)]
+    assert "runs_in_order" not in _indexes(history)
+
+    shown = history_cli(history)
+    assert shown.returncode == 0, shown.stderr
+    assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("3",)]
+    assert "runs_in_order" in _indexes(history)
+    assert shown.stdout.count("v2-night") == 2
+    assert shown.stdout.strip().endswith("2 configs, 0 dropped")
+    assert [r["identity"] for c in document(history)["configs"] for r in c["runs"]] == [
+        "one-conc4",
+        "one-conc8",
+    ]
+
+    later = evalgate_sweep(tmp_path / "s2", "two", {4: answers(lost=80), 8: answers(seed=2)})
+    verdict = tmp_path / "verdict.json"
+    done = verify(tmp_path, str(later), "--baseline", history, "--json", str(verdict))
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {e["labels"]["concurrency"]: e for e in json.loads(verdict.read_text())["entries"]}
+    assert found[4]["outcome"] == "regression"  # paired question by question with v2's run
+    assert " sweep v2-night run one-conc4 " in found[4]["versus"]["baseline_path"]
+    assert found[8]["versus"]["standing"] == "equivalent"
 
 
 def _set_schema(history: str, value: str) -> None:
