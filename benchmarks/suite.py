@@ -507,7 +507,8 @@ def startup(tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
             imports = subprocess.run(
                 module, env=build.env, cwd=build.cwd, capture_output=True, text=True, check=False
             ).stderr
-            loads_lm_eval = "lm_eval" in imports
+            loaded = {line.rsplit("|", 1)[-1].strip() for line in imports.splitlines()}
+            loads_lm_eval = any(name.split(".")[0] == "lm_eval" for name in loaded)
             return Row(
                 f"start-up: {name}",
                 walls,
