@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate import outside
+    from evalgate.cli.program import print_json
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.document import comparison_document
     from evalgate.compare.report import render_markdown, render_text
@@ -60,13 +60,11 @@ def command(args: argparse.Namespace) -> int:
         allow_protocol_drift=args.allow_protocol_drift,
     )
     if args.json:
-        document = comparison_document(comparison, flips=args.flips)
-        text = outside.terminal_json(to_document(document)) + "\n"
+        print_json(to_document(comparison_document(comparison, flips=args.flips)))
     elif args.markdown:
-        text = render_markdown(comparison, flips=args.flips)
+        print(render_markdown(comparison, flips=args.flips), end="")
     else:
-        text = render_text(comparison, flips=args.flips)
-    print(text, end="")
+        print(render_text(comparison, flips=args.flips), end="")
     if args.html:
         from evalgate.compare import html
 

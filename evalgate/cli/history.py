@@ -10,8 +10,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from evalgate import numbers
+from evalgate import numbers, scrub
 from evalgate.rules.floors import POLICIES
+from evalgate.templates import line
 
 if TYPE_CHECKING:
     from evalgate.fitted import RecordedRun
@@ -88,7 +89,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def guard(*locations: str | None) -> None:
     """The history URLs' user info becomes a secret every output is scrubbed of (the command's
     other credentials kept)."""
-    from evalgate import scrub
     from evalgate.settings.environment import credentials_environment
 
     keys, urls = credentials_environment()
@@ -140,7 +140,6 @@ def _fit(args: argparse.Namespace, where: dict[str, str]) -> int:
     whole, with a line per floor; the file in use is read and the output checked first."""
     from pathlib import Path
 
-    from evalgate import outside
     from evalgate.evidence.outputs import Output, check_outputs, write_output
     from evalgate.fitted import fit_thresholds, summary
     from evalgate.history import look
@@ -159,14 +158,22 @@ def _fit(args: argparse.Namespace, where: dict[str, str]) -> int:
     fitted = fit_thresholds(runs, in_use, policy)
     write_output(
         args.fit_thresholds,
-        outside.json_text(fitted.document, indent=2) + "\n",
+        scrub.json_text(fitted.document, indent=2) + "\n",
         label="--fit-thresholds",
     )
-    print(f"{len(runs)} completed unmarked run(s) fitted by {policy} against {in_use.path}:")
-    for line in summary(fitted):
-        print("  " + outside.terminal(line))
-    shown = outside.terminal(args.fit_thresholds)
-    print(f"wrote {shown}: review it (docs/history.md) before it replaces the file in use")
+    print(
+        line(
+            "{} completed unmarked run(s) fitted by {} against {}:", len(runs), policy, in_use.path
+        )
+    )
+    for said in summary(fitted):
+        print(line("  {}", said))
+    print(
+        line(
+            "wrote {}: review it (docs/history.md) before it replaces the file in use",
+            args.fit_thresholds,
+        )
+    )
     return 0
 
 
@@ -215,7 +222,6 @@ def _outputs(
 ) -> None:
     import msgspec
 
-    from evalgate import outside
     from evalgate.evidence.outputs import write_output
     from evalgate.history import look
 
@@ -224,19 +230,18 @@ def _outputs(
 
         write_output(args.html, page.render(store.location, found, where), label="--html")
     if args.json:
-        text = outside.json_text(msgspec.to_builtins(look.document(store, found, where)), indent=2)
+        text = scrub.json_text(msgspec.to_builtins(look.document(store, found, where)), indent=2)
         text += "\n"
         if args.json == "-":
             sys.stdout.write(text)
             return
         write_output(args.json, text, label="--json")
-    for line in table(found, args.last or None):
-        sys.stdout.write(line + "\n")
+    for row in table(found, args.last or None):
+        sys.stdout.write(row + "\n")
 
 
 def table(found: list[ConfigHistory], last: int | None) -> list[str]:
     """The terminal table: per config its recent runs, the configs that dropped first."""
-    from evalgate import outside
     from evalgate.history import look
 
     if not found:
@@ -244,9 +249,8 @@ def table(found: list[ConfigHistory], last: int | None) -> list[str]:
     lines = []
     for history in found:
         flag = "  DROPPED" if history.dropped else ""
-        lines.append(outside.terminal(f"{history.name} [{history.labels['task']}]{flag}"))
-        for run in look.runs_in_order(history, last):
-            lines.append("  " + outside.terminal(_run_line(run)))
+        lines.append(line("{}", f"{history.name} [{history.labels['task']}]{flag}"))
+        lines += [line("  {}", _run_line(run)) for run in look.runs_in_order(history, last)]
     dropped = sum(1 for h in found if h.dropped)
     lines.append(f"{len(found)} configs, {dropped} dropped")
     return lines

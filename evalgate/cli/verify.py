@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalgate import numbers
+from evalgate import numbers, scrub
 from evalgate.settings.environment import DEFAULT_MAX_DROP
+from evalgate.templates import line
 
 if TYPE_CHECKING:
     from evalgate.history.store import Store
@@ -226,7 +227,6 @@ def _baseline(args: argparse.Namespace) -> BaselineRequest | None:
 def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: str | None) -> None:
     """The verdict on stdout, and in each report asked for; the verdict line last, naming each
     report that could not be written (which leaves the verdict's exit code as it is)."""
-    from evalgate import outside
     from evalgate.errors import ArtifactError
     from evalgate.evidence.outputs import write_output
     from evalgate.verify import report
@@ -240,7 +240,7 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
         try:
             write_output(path, render(), append=append, label=label)
         except ArtifactError as exc:
-            print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
+            print(line("ArtifactError: {}", exc.message), file=sys.stderr)
             unwritten.append(f"{label} {path}")
 
     if github:
@@ -260,7 +260,7 @@ def _write(result: Report, args: argparse.Namespace, *, github: bool, summary: s
         attempt(
             "--json",
             args.json,
-            lambda: outside.json_text(to_document(document(result)), indent=2) + "\n",
+            lambda: scrub.json_text(to_document(document(result)), indent=2) + "\n",
         )
     if args.html:
         from evalgate.verify import html

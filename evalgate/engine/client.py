@@ -39,7 +39,7 @@ from evalgate.engine.retry import (
 from evalgate.engine.urls import Network, api_root, authorization
 from evalgate.engine.wire import EngineError, json_or_none, parse_error
 from evalgate.engine.workers import WorkerWatch
-from evalgate.outside import capped
+from evalgate.scrub import capped
 
 log = logging.getLogger(__name__)
 KEPT_OF_NO_STREAM = 4096

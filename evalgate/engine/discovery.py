@@ -23,7 +23,7 @@ from evalgate.engine.http import exchange, open_session, read_capped
 from evalgate.engine.retry import FAILURES, EngineAnswerError
 from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, credentials_advice, parse_error
-from evalgate.outside import capped
+from evalgate.scrub import capped
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)

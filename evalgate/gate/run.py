@@ -85,7 +85,7 @@ class GateRun:
         self.checked = prior
         self.dataset: Dataset | None = None
         # A task file's path may hold anything, and "task" is one of the fields left unscrubbed
-        # (outside.OWN_FIELDS): scrubbed here, once, until the file's task name replaces it.
+        # (scrub.OWN_FIELDS): scrubbed here, once, until the file's task name replaces it.
         task = settings.task if settings.task in BUILT_IN else scrub.text(settings.task)
         self.log = RunLog(settings.model, stages.labels(settings, topology), task)
         self.out = settings.output_dir
