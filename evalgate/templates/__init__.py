@@ -22,7 +22,6 @@ import string
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
-from xml.sax.saxutils import escape
 
 from evalgate import outside
 
@@ -60,6 +59,8 @@ def line(text: str, *values: object) -> str:
 @functools.cache
 def environment(kind: str) -> Environment:
     """The environment of one output: "html", "xml" or "md", a template's suffix."""
+    from xml.sax.saxutils import escape  # urllib.request with it: not at start-up
+
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
     from markupsafe import Markup
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from evalgate import outside, templates
-from evalgate.page import Scale
 from evalgate.templates import line
 from evalgate.verify import baseline_report
 from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
 from evalgate.verify.sweep import Report
+
+if TYPE_CHECKING:
+    from evalgate.page import Scale
 
 MARKS = {
     "pass": "✅",
@@ -175,6 +177,8 @@ class Chart(NamedTuple):
 def charts(report: Report) -> list[Chart]:
     """A chart per task that GitHub draws itself (mermaid's xychart): each config's deciding
     score as a bar, its threshold as a line; at most MAX_CHART_BARS configs, problems first."""
+    from evalgate.page import Scale  # the HTML page's module: only the chart needs it
+
     found = []
     tasks = dict.fromkeys(c.task for e in report.entries for c in e.checks)
     for task in tasks:
