@@ -178,6 +178,8 @@ def configure(keys: Iterable[str | None], urls: Iterable[str | None] = ()) -> No
 
 def text(value: str) -> str:
     """`value` with every secret replaced by MASK."""
+    if not _secrets:
+        return value
     spans = sorted(
         (match.start(1), match.end(1))
         for secret in _secrets

@@ -18,10 +18,9 @@ a template is first rendered: verify's terminal report starts without it.
 from __future__ import annotations
 
 import functools
-import string
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from evalgate import outside
 
@@ -40,20 +39,16 @@ class Said(NamedTuple):
     values: tuple[object, ...] = ()
 
 
-class _Terminal(string.Formatter):
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if not isinstance(value, int | float):  # a number is evalgate's to format
-            value = outside.terminal(value)
-        return format(value, format_spec)
-
-
-_TERMINAL = _Terminal()
+def _placed(values: tuple[object, ...], neutralise: Callable[[object], object]) -> list[object]:
+    """`values` as a format string places them: a number as it is (evalgate formats it), any
+    other value made safe for its output first (a width then pads what is shown)."""
+    return [v if isinstance(v, int | float) else neutralise(v) for v in values]
 
 
 def line(text: str, *values: object) -> str:
     """`text` (evalgate's words, a str.format string) with `values` placed, each made one safe
-    line for the terminal first (a width in `text` pads what is shown)."""
-    return _TERMINAL.vformat(text, values, {})
+    line for the terminal first."""
+    return text.format(*_placed(values, outside.terminal))
 
 
 @functools.cache
@@ -77,11 +72,12 @@ def environment(kind: str) -> Environment:
     neutralise = neutralisers[kind]
 
     def finalize(value: object) -> object:
-        return value if isinstance(value, Markup) else neutralise(value)
+        if isinstance(value, Markup | int | float):  # evalgate's own markup, or a number
+            return value
+        return neutralise(value)
 
     def said(found: Said) -> Markup:
-        values = (v if isinstance(v, int | float) else finalize(v) for v in found.values)
-        return Markup(found.text.format(*values))
+        return Markup(found.text.format(*_placed(found.values, finalize)))
 
     environment = Environment(
         loader=FileSystemLoader(Path(__file__).parent),

@@ -79,19 +79,19 @@ def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str
 
 
 def _cells(entry: Entry) -> list[str]:
-    """The table's row: outcome, config, and the deciding check (score, interval, n, threshold)
-    as the sweep gave them: each output makes them safe (a terminal line, a Markdown cell)."""
-    cells = [entry.outcome.upper(), entry.key]
+    """The table's row, each cell a safe terminal line: outcome, config, and the deciding check
+    (score, interval, n, threshold)."""
+    cells = [entry.outcome.upper(), line("{}", entry.key)]
     check = deciding(entry.checks)
     if check is None:
         return [*cells, "-", "-", "-", "-"]
     stderr = f" ±{check.stderr:.4f}" if check.stderr is not None else ""
     return [
         *cells,
-        f"{check.value:.4f}{stderr} {check.filter}",
+        line("{:.4f}{} {}", check.value, stderr, check.filter),
         f"[{check.low:.4f}, {check.high:.4f}]",
         str(check.n),
-        f"{check.threshold:.2f} {check.matched}",
+        line("{:.2f} {}", check.threshold, check.matched),
     ]
 
 
@@ -106,7 +106,7 @@ def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
     return [*HEADER, *baseline_report.HEADER], lambda entry: [
         *_cells(entry),
         baseline_report.standing(entry.versus),
-        baseline_report.difference(entry.versus),
+        line("{}", baseline_report.difference(entry.versus)),  # names a filter: outside text
     ]
 
 
@@ -117,11 +117,7 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     # the table's rows: the results gated (not problems with the set), none with --quiet
     gated = () if quiet else ("pass", "fail", "inconclusive", "error", "regression")
     results = [e for e in report.entries if e.source is not None and e.outcome in gated]
-    header, cells = _columns(report)
-
-    def shown(entry: Entry) -> list[str]:
-        return [line("{}", cell) for cell in cells(entry)]
-
+    header, shown = _columns(report)
     if results:
         widths = [len(h) for h in header]
         for row in map(shown, results):
