@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate import outside
     from evalgate.cli import flags
+    from evalgate.cli.program import print_json
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.document import comparison_document
     from evalgate.compare.report import render_markdown, render_text
@@ -46,13 +46,11 @@ def command(args: argparse.Namespace) -> int:
         allow_protocol_drift=settings.gate.allow_protocol_drift,
     )
     if shown.print_json:
-        document = comparison_document(comparison, flips=shown.flips)
-        text = outside.terminal_json(to_document(document)) + "\n"
+        print_json(to_document(comparison_document(comparison, flips=shown.flips)))
     elif shown.markdown:
-        text = render_markdown(comparison, flips=shown.flips)
+        print(render_markdown(comparison, flips=shown.flips), end="")
     else:
-        text = render_text(comparison, flips=shown.flips)
-    print(text, end="")
+        print(render_text(comparison, flips=shown.flips), end="")
     if shown.html:
         from evalgate.compare import html
 

@@ -31,13 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     import sys
 
-    from evalgate import outside
     from evalgate.cli import flags
+    from evalgate.cli.program import print_json
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive
     from evalgate.gate.record import context_record
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
+    from evalgate.templates import line
 
     settings = flags.settings_from_args(args)
     asked, shown = settings.eval, settings.output
@@ -47,7 +48,7 @@ def command(args: argparse.Namespace) -> int:
     context, _, _ = derive(settings.context, settings.endpoint, prompts)
     document = to_document(context_record(context)) | {"warnings": list(context.warnings)}
     if shown.format == "json":
-        print(outside.terminal_json(document))
+        print_json(document)
     elif shown.format == "env":
         print(context.as_env(), end="")
     else:
@@ -56,7 +57,7 @@ def command(args: argparse.Namespace) -> int:
     if shown.explain:
         out = sys.stdout if shown.format == "text" else sys.stderr  # env and JSON stay parseable
         for number, step in enumerate(context.steps, start=1):
-            print(f"  {number}. {outside.terminal(step)}", file=out)
+            print(line("  {}. {}", number, step), file=out)
     for warning in context.warnings:
-        print(f"warning: {outside.terminal(warning)}", file=sys.stderr)
+        print(line("warning: {}", warning), file=sys.stderr)
     return 0

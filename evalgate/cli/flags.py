@@ -16,9 +16,10 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from evalgate import numbers, outside, scrub
+from evalgate import numbers, scrub
 from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
+from evalgate.templates import line
 
 CONFIG_HEADING = "configuration"
 READ_AT_THE_FLAG = {"verify": ("min_samples",), "compare": ("flips",), "history": ("last",)}
@@ -160,7 +161,7 @@ def print_config(loaded: Loaded, command: str) -> Iterator[str]:
                 value = "<hidden>"
             if isinstance(value, list):
                 value = ", ".join(str(v) for v in value)
-            text = outside.terminal("unset" if value in (None, "") else str(value))
+            text = line("{}", "unset" if value in (None, "") else str(value))
             rows.append((setting.option, text, loaded.origin(setting.name)))
         flag, said = (max(len(row[i]) for row in rows) for i in (0, 1))
         for option, text, origin in rows:

@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate import outside
     from evalgate.cli import flags
+    from evalgate.cli.program import print_json
     from evalgate.errors import EvalgateError
 
     settings = flags.settings_from_args(args)
@@ -42,12 +42,12 @@ def command(args: argparse.Namespace) -> int:
         if settings.output.print_json:  # as `run --json` prints its error: stdout never empty
             error = {"type": type(exc).__name__, "message": exc.message}
             document = {"outcome": "error", "exit_code": int(exc.exit_code), "error": error}
-            print(outside.terminal_json(document))
+            print_json(document)
         raise
 
 
 def _probe(settings: Settings) -> int:
-    from evalgate import outside
+    from evalgate.cli.program import print_json
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive, probe
     from evalgate.gate.record import context_record
@@ -70,7 +70,7 @@ def _probe(settings: Settings) -> int:
             "prompt_tokens": outcome.prompt_tokens,
             "context": to_document(context_record(context)),
         }
-        print(outside.terminal_json(document))
+        print_json(document)
     else:
         print(
             f"probe {outcome.outcome}: max_tokens {outcome.max_tokens} accepted with the "

@@ -9,6 +9,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from evalgate import scrub
+from evalgate.templates import line
+
 if TYPE_CHECKING:
     from evalgate.history.store import Store
     from evalgate.settings.values import Settings
@@ -163,7 +166,6 @@ def _baseline(settings: Settings) -> BaselineRequest | None:
 def _write(result: Report, settings: Settings, *, github: bool, summary: str | None) -> None:
     """The verdict on stdout, and in each report asked for; the verdict line last, naming each
     report that could not be written (which leaves the verdict's exit code as it is)."""
-    from evalgate import outside
     from evalgate.errors import ArtifactError
     from evalgate.evidence.outputs import write_output
     from evalgate.verify import report
@@ -178,7 +180,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
         try:
             write_output(path, render(), append=append, label=label)
         except ArtifactError as exc:
-            print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
+            print(line("ArtifactError: {}", exc.message), file=sys.stderr)
             unwritten.append(f"{label} {path}")
 
     if github:
@@ -198,7 +200,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
         attempt(
             "--json",
             shown.json_file,
-            lambda: outside.json_text(to_document(document(result)), indent=2) + "\n",
+            lambda: scrub.json_text(to_document(document(result)), indent=2) + "\n",
         )
     if shown.html:
         from evalgate.verify import html
