@@ -47,7 +47,7 @@ def run_identity(entry: Entry) -> str:
     return identity_of(str(entry.path))
 
 
-class StoredScore(msgspec.Struct, frozen=True, gc=False):
+class StoredScore(msgspec.Struct, frozen=True):
     """One filter's score as verify judged it."""
 
     filter: str
@@ -73,7 +73,7 @@ class Answers(msgspec.Struct, array_like=True, frozen=True):
     extracted: dict[str, list[str]]
 
 
-class Mark(msgspec.Struct, frozen=True, gc=False):
+class Mark(msgspec.Struct, frozen=True):
     """A run marked bad (itself, or its sweep): why, by whom, when (curation, below)."""
 
     reason: str
@@ -86,14 +86,10 @@ class Mark(msgspec.Struct, frozen=True, gc=False):
 _VALUE = operator.attrgetter("value")
 
 
-class StoredRun(msgspec.Struct, frozen=True, gc=False):
+class StoredRun(msgspec.Struct, frozen=True):
     """One run as the history keeps it: a row of `runs` as `--record` writes it (beside its
     config's columns, CONFIG_COLUMNS) and as `history` reads it back (field names are the
-    --json document's); its answers are a row of `answers`.
-
-    gc=False here and in the structs it holds: `history` reads a year of runs (73,000), which
-    hold text and numbers only, so no cycle to collect; the collector's passes over them cost
-    a fifth of reading them."""
+    --json document's); its answers are a row of `answers`."""
 
     identity: str
     sweep: str
