@@ -27,7 +27,7 @@ from evalgate.compare.runs import Difference, Run, format_doc_ids, load_run, pro
 from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence.fields import Count
 from evalgate.evidence.model import to_document
-from evalgate.settings.environment import DEFAULT_MAX_DROP
+from evalgate.settings.environment import DEFAULT_MAX_DROP, not_a_margin
 
 
 class Flip(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -209,10 +209,9 @@ def stopped_early(side: str, run: Run) -> str | None:
 def _refuse(baseline: Run, candidate: Run, max_drop: float, allow_drift: bool) -> list[Difference]:
     """Raise UsageError for two runs that cannot be compared; the protocol differences that
     allow_drift lets through."""
-    if not 0 <= max_drop < 1:
-        raise UsageError(
-            f"--max-drop {max_drop} is not a fraction in [0, 1): 0.02 means two points of accuracy."
-        )
+    refused = not_a_margin(max_drop)
+    if refused is not None:
+        raise UsageError(refused)
     if baseline.result.run_id == candidate.result.run_id:  # a run's identity: run_identity
         raise UsageError(
             f"Both arguments are the same run (run_id {baseline.result.run_id}: "

@@ -15,6 +15,14 @@ DEFAULT_MAX_DROP = 0.02
 """The default margin of `compare` and `run --baseline`: a drop of up to two points of
 accuracy is tolerated."""
 
+
+def not_a_margin(max_drop: float) -> str | None:
+    """Why `max_drop` cannot be a margin, as `compare` and `verify` say it (None: it can)."""
+    if 0 <= max_drop < 1:
+        return None
+    return f"--max-drop {max_drop} is not a fraction in [0, 1): 0.02 means two points of accuracy."
+
+
 JOB_VARIABLES = re.compile(
     r"^(?:(?:PREFILL|DECODE)_(?:TP|TP_SIZE|EP|ENABLE_EP|NUM_WORKERS|NODES|GPUS|DP|DP_ATTN"
     r"|DP_ATTENTION|ENABLE_DP|PP_SIZE|DCP_SIZE|PCP_SIZE)"

@@ -38,6 +38,11 @@ means unset, as in the benchmark harness. (Some settings give the empty text a m
 their own, said in their help: --think-end-marker, ISL; an empty --output-dir is refused.)"""
 
 
+SAID = "said"
+"""The type of a settings error whose message is whole as it stands (where it was set is
+added only when not by its flag)."""
+
+
 @dataclass(frozen=True)
 class Flag:
     """How a setting is spelled on the command line, where its field's name is not enough

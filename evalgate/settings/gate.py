@@ -6,11 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from evalgate.numbers import COUNT_MAX
-from evalgate.settings.environment import DEFAULT_MAX_DROP
-from evalgate.settings.fields import Flag, Group
+from evalgate.settings.environment import DEFAULT_MAX_DROP, not_a_margin
+from evalgate.settings.fields import SAID, Flag, Group
+
+MARGIN_COMMANDS = frozenset({"compare", "verify"})
+"""The commands whose own margin --max-drop is: they refuse one out of range in the words they
+always have (evalgate.settings.environment.not_a_margin)."""
 
 
 class GateSettings(Group):
@@ -60,6 +71,21 @@ class GateSettings(Group):
     allow_protocol_drift: bool = False
     """compare: compare even when the runs' protocols differ (dataset, task, prompt, few-shot,
     max_tokens, temperature, API, question set); the differences are listed in the report."""
+
+    @field_validator("max_drop", mode="wrap")
+    @classmethod
+    def _margin(cls, value: Any, read: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """Out of its range: the margin's own words for compare and verify, the range for the
+        commands that only read it (the command is in `info.context`)."""
+        try:
+            return read(value)
+        except ValidationError as exc:
+            number = exc.errors()[0].get("input")
+            command = (info.context or {}).get("command")
+            refused = not_a_margin(number) if isinstance(number, float) else None
+            if command in MARGIN_COMMANDS and refused is not None:
+                raise PydanticCustomError(SAID, refused) from None
+            raise
 
     @field_validator("baselines", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from evalgate import numbers, scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError, YamlRefused
+from evalgate.settings.fields import SAID
 from evalgate.settings.values import (
     COMMANDS,
     EXCLUSIVE,
@@ -73,14 +74,18 @@ def load(
     for name, value in flags.items():
         values[name], origins[name] = value, SETTINGS[name].option
     try:
-        settings = Settings.model_validate(values, context={"environ": source})
+        settings = Settings.model_validate(values, context={"environ": source, "command": command})
     except ValidationError as exc:
         # no settings yet, but the error may quote a secret elsewhere (a key in a query)
         scrub.add(_text(values.get("api_key")), "the API key")
         for url in [values.get("base_url"), *(values.get("worker_urls") or [])]:
             scrub.add_url(_text(url), "--base-url or --worker-url")
-        problems = [_problem(error, path) for error in exc.errors()]
-        raise UsageError("Invalid settings: " + "; ".join(problems) + ".") from None
+        errors = exc.errors()
+        problems = [_problem(error, path, origins) for error in errors]
+        if all(error["type"] == SAID for error in errors):  # each whole in its own words
+            raise UsageError(" ".join(problems)) from None
+        joined = "; ".join(problem.removesuffix(".") for problem in problems)
+        raise UsageError(f"Invalid settings: {joined}.") from None
     loaded = Loaded(settings, origins)
     _check_apart(command, loaded)
     return loaded
@@ -90,14 +95,18 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _problem(error: Any, config: str | None) -> str:
+def _problem(error: Any, config: str | None, origins: Mapping[str, str]) -> str:
     """One refused value: its flag, the value (never a secret), where it may be set (the
-    config file too, when one was read), and why."""
+    config file too, when one was read), and why; or a setting's own words, with where it was
+    set when not by its flag."""
     name = next((str(step) for step in error["loc"] if str(step) in SETTINGS), None)
     reason = str(error["msg"]).removeprefix("Value error, ")
     if name is None:  # a rule between settings (the model's own)
         return reason
     setting = SETTINGS[name]
+    if error["type"] == SAID:
+        origin = origins.get(name, setting.option)
+        return reason if origin == setting.option else f"{reason} It was set by {origin}."
     value = shown(setting, error.get("input"))
     if error["type"] in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         reason = f"out of range: give {value_range(setting)}"

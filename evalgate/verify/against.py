@@ -14,6 +14,7 @@ from msgspec import structs
 
 from evalgate.compare.runs import Run
 from evalgate.errors import UsageError
+from evalgate.settings.environment import not_a_margin
 from evalgate.verify import baseline as pairing
 from evalgate.verify.expect import config_identity
 from evalgate.verify.records import BaselineSummary, Entry, Versus
@@ -34,11 +35,9 @@ class BaselineRequest(msgspec.Struct, frozen=True):
     """The day waivers expire against (None: today)."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.max_drop < 1:
-            raise UsageError(
-                f"--max-drop {self.max_drop} is not a fraction in [0, 1): 0.02 means two "
-                "points of accuracy."
-            )
+        refused = not_a_margin(self.max_drop)
+        if refused is not None:
+            raise UsageError(refused)
 
 
 def _regressed(entry: Entry, versus: Versus, waivers: Waivers | None, expired: set[str]) -> Entry:

@@ -218,3 +218,33 @@ def test_settings_that_go_apart_are_refused_wherever_each_was_given(tmp_path):
         "UsageError: --json (set by EVALGATE_PRINT_JSON), --markdown (set by --markdown) go "
         "apart: give one of them." in done.stderr
     )
+
+
+MARGIN = "is not a fraction in [0, 1): 0.02 means two points of accuracy."
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "says"),
+    [
+        (["verify", "results", "--max-drop", "2"], {}, f"UsageError: --max-drop 2.0 {MARGIN}\n"),
+        (
+            ["compare", "a", "b"],
+            {"EVALGATE_MAX_DROP": "-0.5"},
+            f"UsageError: --max-drop -0.5 {MARGIN} It was set by EVALGATE_MAX_DROP.\n",
+        ),
+        (
+            ["run", "--max-drop", "2"],
+            {},
+            "UsageError: Invalid settings: --max-drop = 2.0 (set by --max-drop or "
+            "EVALGATE_MAX_DROP): out of range: give 0 to less than 1.\n",
+        ),
+    ],
+    ids=["verify's flag", "compare's variable", "run's flag"],
+)
+def test_a_margin_out_of_range_is_said_as_each_command_said_it(tmp_path, argv, environment, says):
+    """compare and verify in the margin's words, the other commands with the setting's range,
+    as before the one model; where it was set is added when not by its flag."""
+    done = run_subprocess(*argv, env=environment, cwd=tmp_path)
+
+    assert done.returncode == 2
+    assert done.stderr.endswith(says), done.stderr

@@ -9,6 +9,9 @@ import sys
 import pytest
 
 from evalgate.cli import build_parser, main
+from evalgate.errors import ConnectionFailed, ExitCode
+from evalgate.gate import preflight
+from tests.conftest import load_result, run_args
 
 
 @pytest.mark.parametrize(
@@ -52,6 +55,32 @@ def test_run_dash_v_after_the_subcommand_shows_the_traceback(tmp_path, capsys):
     assert "NotReadyError: " in err
     assert "Traceback (most recent call last)" in err  # what -v is for
     assert (tmp_path / "run" / "result.json").is_file()
+
+
+def _escapes(*_: object) -> None:
+    raise ConnectionFailed("ConnectionResetError: [Errno 104] Connection reset by peer")
+
+
+@pytest.mark.parametrize("command", ["run", "context"])
+def test_an_engine_failure_that_escapes_its_stage_is_exit_3_naming_it(
+    command, tmp_path, capsys, monkeypatch
+):
+    """Each stage makes its own error of the engine's failures (the probe a ProbeError, the eval
+    an EvalFailedError); one that escaped (an evalgate bug, made here) is the endpoint's exit 3
+    under its own name, in result.json too. Before the one exception tree: "InternalError ...
+    please report it", exit 4 (CHANGELOG.md)."""
+    monkeypatch.setattr(preflight, "survey", _escapes)  # what the engines serve: never asked
+    url, out = "http://127.0.0.1:9/v1", tmp_path / "run"
+    argv = run_args(url, out) if command == "run" else ["context", "--base-url", url]
+    code = main([*argv, "--isl", "1024", "--osl", "512"])
+
+    err = capsys.readouterr().err
+    assert code == ExitCode.ENDPOINT, err
+    assert "ConnectionFailed: ConnectionResetError: [Errno 104] Connection reset by peer" in err
+    assert "InternalError" not in err and "please report" not in err
+    if command == "run":
+        result = load_result(out)
+        assert (result["status"], result["exit_code"]) == ("error", 3)
 
 
 # -- the console script's exit -------------------------------------------------------------------
