@@ -132,8 +132,7 @@ class Journal:
             raise
 
     def append(self, reply: Reply) -> None:
-        fields = {name: getattr(reply, name) for name in JournalLine.__struct_fields__}
-        self._write(to_document(JournalLine(**fields)))
+        self._write(to_document(msgspec.convert(reply, JournalLine, from_attributes=True)))
 
     def close(self) -> None:
         with contextlib.suppress(OSError):  # the write that failed was reported already

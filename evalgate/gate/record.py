@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+from msgspec import structs
+
 from evalgate._version import __version__
 from evalgate.evidence.fields import Stage, Status
 from evalgate.evidence.model import RESULT_SCHEMA, EvalRecord, Result, Score, ThresholdRecord
@@ -34,30 +37,17 @@ def _now() -> str:
 
 def context_record(context: EvalContext) -> ContextRecord:
     """The context as the result (and `evalgate context --json`) records it."""
-    return ContextRecord(
-        eval_max_model_len=context.eval_max_model_len,
-        max_tokens=context.max_tokens,
-        budget_policy=context.budget_policy,  # type: ignore[arg-type]  # fit, harness, forced
-        requested=context.requested,
-        native=context.native,
-        served=list(context.served),
-        prompt_tokens=context.prompt_tokens,
-        steps=list(context.steps),
-    )
+    return msgspec.convert(context, ContextRecord, from_attributes=True)
 
 
 def labels(settings: Settings, topology: dict[str, Any] | None = None) -> Labels:
     """The benchmark config a result belongs to (its labels, ISL/OSL, the concurrency and the
     job's topology), so that `evalgate verify` can resolve thresholds and expected sets."""
-    job, lengths = settings.labels, settings.context
-    return Labels(
-        model_prefix=job.model_prefix,
-        hardware=job.hardware,
-        framework=job.framework,
-        precision=job.precision,
-        kv_cache_dtype=job.kv_cache_dtype,
-        isl=lengths.isl,
-        osl=lengths.osl,
+    named = msgspec.convert(settings.labels, Labels, from_attributes=True)  # the job's labels
+    return structs.replace(
+        named,
+        isl=settings.context.isl,
+        osl=settings.context.osl,
         concurrency=settings.eval.num_concurrent,
         topology=topology,
     )

@@ -159,7 +159,9 @@ def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
             n=deciding.counts.n,
             p_value=judged.adjusted_drop,
             differences=(),
-            lost_questions=tuple(map(LostQuestion.of, lost[:MAX_LOST] if regressed else ())),
+            lost_questions=msgspec.convert(
+                lost[:MAX_LOST] if regressed else (), tuple[LostQuestion, ...], from_attributes=True
+            ),
             warnings=paired.warnings,
             waiver=None,
         )

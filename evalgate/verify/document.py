@@ -20,7 +20,6 @@ from evalgate.evidence.model import Score, to_document
 from evalgate.verify.expect import Expectation
 from evalgate.verify.records import (
     OUTCOMES,
-    CheckRow,
     Entry,
     Note,
     Outcome,
@@ -37,8 +36,8 @@ CONFIDENCE = 0.95
 class CheckLine(Score, kw_only=True, frozen=True):
     """A score judged against its threshold, with its 95% Wilson interval."""
 
-    ci_low: Fraction
-    ci_high: Fraction
+    low: Fraction = msgspec.field(name="ci_low")
+    high: Fraction = msgspec.field(name="ci_high")
     threshold: Fraction
     matched: Annotated[str, Meta(description="Which thresholds.json entry gave the threshold")]
     outcome: CheckOutcome
@@ -142,30 +141,15 @@ class VerdictDocument(Record, kw_only=True, frozen=True):
     baseline: Baseline | None = None
 
 
-def _check(row: CheckRow) -> CheckLine:
-    return CheckLine(**structs.asdict(row), ci_low=row.low, ci_high=row.high)
-
-
 def _line(entry: Entry) -> Line:
     """An entry as the document writes it: a config expected (--expect) by the manifest's
-    words, in its order, as it gave them."""
+    words, in its order, as it gave them; each check with its interval (CheckRow's low, high)."""
     labels = entry.expected
     if labels is None and entry.labels is not None:
         labels = to_document(entry.labels)
-    return Line(
-        key=entry.key,
-        outcome=entry.outcome,
-        reason=entry.reason,
-        path=entry.path,
-        source=None if entry.source == "history" else entry.source,  # never one (records.py)
-        model=entry.model,
-        labels=labels,
-        status=entry.status,
-        stage=entry.stage,
-        checks=tuple(map(_check, entry.checks)),
-        versus=entry.versus,
-        task=entry.task,
-    )
+    source = None if entry.source == "history" else entry.source  # never one (records.py)
+    shown = structs.replace(entry, labels=None, source=source)
+    return structs.replace(msgspec.convert(shown, Line, from_attributes=True), labels=labels)
 
 
 def document(report: Report) -> VerdictDocument:

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import Meta
 
-from evalgate.compare.comparison import Flip
 from evalgate.evidence.fields import Count, Delta, Fraction
 from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
 from evalgate.evidence.model import Outcome as CheckOutcome
@@ -128,12 +127,6 @@ class LostQuestion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     target: str
     baseline_answer: str
     candidate_answer: str
-
-    @classmethod
-    def of(cls, flip: Flip) -> LostQuestion:
-        return cls(
-            flip.doc_id, flip.question, flip.target, flip.baseline_answer, flip.candidate_answer
-        )
 
 
 class Versus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
