@@ -264,9 +264,8 @@ def test_a_served_length_of_thousands_of_digits_is_refused_not_a_crash(where, fl
         done = run_subprocess(*argv, env={where: args})
 
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith(
-        f"ContextError: {'--server-config #1' if where == '--server-config' else where} holds {flag} '999"
-    )
+    source = "--server-config #1" if where == "--server-config" else where
+    assert done.stderr.startswith(f"ContextError: {source} holds {flag} '999")
     assert "… (5,002 characters), not a number of tokens from 1 to 2,147,483,647" in done.stderr
     assert "please report" not in done.stderr
 
