@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.cli.program import print_json
     from evalgate.compare.comparison import compare_runs

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from evalgate import numbers, outside
+from evalgate import numbers, scrub
 from evalgate.errors import ContextError
 from evalgate.lengths import Limit
 
@@ -65,7 +65,7 @@ def served_limits_from_args(args: str, source: str) -> list[Limit]:
             value = 0
         if not 1 <= value <= numbers.TOKENS_MAX:
             raise ContextError(
-                f"{source} holds --{match.group(1)} {outside.capped(repr(match.group(2)), 40)}, "
+                f"{source} holds --{match.group(1)} {scrub.capped(repr(match.group(2)), 40)}, "
                 "not a number of tokens "
                 f"from 1 to {numbers.shown(numbers.TOKENS_MAX)} in ASCII digits (8192, 8k or "
                 "8K). Fix the server arguments, or give --served-max-model-len."

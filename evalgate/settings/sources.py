@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalgate import numbers, outside, scrub
+from evalgate import numbers, scrub
 from evalgate.engine.urls import redact_url
 from evalgate.errors import UsageError, YamlRefused
 from evalgate.settings.values import (
@@ -102,7 +102,7 @@ def _problem(error: Any, config: str | None) -> str:
     if error["type"] in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         reason = f"out of range: give {value_range(setting)}"
     places = [setting.option, *setting.variables, *([config] if config else [])]
-    value = outside.capped(repr(value), 200)  # thousands of digits would hide the reason
+    value = scrub.capped(repr(value), 200)  # thousands of digits would hide the reason
     return f"{setting.option} = {value} (set by {' or '.join(places)}): {reason}"
 
 
