@@ -257,6 +257,24 @@ def test_a_data_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
     assert engine.requests == []
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+def test_a_data_row_holding_nan_is_refused_before_anything_is_sent(engine, tmp_path, number):
+    """Python's json reads NaN and Infinity, the datasets library does not: before, the run
+    sent its probe and requests, then lm-eval failed (exit 4, DatasetGenerationError)."""
+    bad = tmp_path / "bad" / "test.jsonl"
+    bad.parent.mkdir()
+    bad.write_text(f'{{"question": "a", "answer": "#### 1", "n": {number}}}\n' * 3)
+    task, floor = _task(tmp_path, _edit("test: test.jsonl", f"test: {bad}")), tmp_path / "f.json"
+    floor.write_text('{"default": {"arithmetic": 0.01}}')
+    argv = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
+
+    done = run_subprocess(*argv, "--thresholds", str(floor), "--limit", "3")
+
+    assert done.returncode == 2, done.stderr
+    assert f"DatasetError: {bad} line 1 holds NaN or Infinity, which is not JSON" in done.stderr
+    assert engine.requests == []
+
+
 @pytest.mark.parametrize("extra", ["/etc/passwd", "nothere.jsonl", "fifo"])
 def test_every_data_file_is_read_not_only_the_splits_evalgate_asks(cli, engine, tmp_path, extra):
     if extra == "fifo":

@@ -246,6 +246,31 @@ def test_a_served_length_in_other_digits_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("where", "flag"),
+    [
+        ("--server-config", "--max-model-len"),
+        ("--server-config", "--context-length"),
+        ("PREFILL_SERVER_CONFIG", "--max-model-len"),
+    ],
+)
+def test_a_served_length_of_thousands_of_digits_is_refused_not_a_crash(where, flag):
+    """A server argument of 5,000 digits is read by the one rule, as --isl of 5,000 digits is:
+    before, int() refused it past 4,300 digits, exit 4 "please report"."""
+    args = f"{flag} {'9' * 5000}"
+    argv = ["context", "--isl", "1024", "--osl", "512"]
+    if where == "--server-config":
+        done = run_subprocess(*argv, where, args)
+    else:
+        done = run_subprocess(*argv, env={where: args})
+
+    assert done.returncode == 2, done.stderr
+    source = "--server-config #1" if where == "--server-config" else where
+    assert done.stderr.startswith(f"ContextError: {source} holds {flag} '999")
+    assert "… (5,002 characters), not a number of tokens from 1 to 2,147,483,647" in done.stderr
+    assert "please report" not in done.stderr
+
+
+@pytest.mark.parametrize(
     ("argv", "says"),
     [
         (["--min-samples", "2147483648"], "2,147,483,648 is out of range: give 0 to 2,147,483,647"),
@@ -297,3 +322,23 @@ def test_the_ranges_are_in_the_help_and_the_settings_page():
 
     assert "(range: 1 to 32,767)" in " ".join(done.stdout.split())
     assert "Range: 1 to 127." in readme
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["--port", "9" * 5000], {}),
+        ([], {"EVALGATE_LIMIT": "9" * 5000}),
+    ],
+    ids=["flag", "variable"],
+)
+def test_a_setting_of_thousands_of_digits_is_refused_saying_why_on_one_short_line(argv, env):
+    """The value is shown cut, so the reason stays on the line: before, 5,000 digits filled the
+    line's 2,000 characters and the reason was cut off."""
+    done = run_subprocess("context", "--isl", "1024", "--osl", "512", *argv, env=env)
+
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "… (5,002 characters) (set by --" in line
+    assert line.endswith("a number of 5,000 characters is not a whole number; write e.g. 16.")
+    assert len(line) < 500

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = (
@@ -27,11 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.cli.program import print_json
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.document import comparison_document
     from evalgate.compare.report import render_markdown, render_text
+    from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import Output, check_outputs, write_output
 
@@ -54,5 +57,13 @@ def command(args: argparse.Namespace) -> int:
     if shown.html:
         from evalgate.compare import html
 
-        write_output(shown.html, html.render(comparison), label="--html")
+        try:
+            write_output(shown.html, html.render(comparison), label="--html")
+        except ArtifactError as exc:  # the verdict stands, its exit code said last
+            print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
+            print(
+                f"evalgate compare: {comparison.finding.name} (exit {int(comparison.exit_code)}); "
+                f"not written (see above): --html {outside.terminal(shown.html)}",
+                file=sys.stderr,
+            )
     return int(comparison.exit_code)

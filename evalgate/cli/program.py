@@ -28,7 +28,8 @@ from evalgate.templates import line
 SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
 RECORDING = ("run", "hook")
 """Commands whose verdict is recorded on disk: output that cannot be printed leaves their exit
-code as recorded. For the others the printed output is the product, and losing it is exit 2."""
+code as recorded. For the others, and for any command's --help, --version or --print-config,
+the printed output is the product, and losing it is exit 2."""
 
 
 def epilog(examples: Sequence[tuple[str, str]] = ()) -> str:
@@ -176,14 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = _Guarded(sys.stdout), _Guarded(sys.stderr)
     sys.stdout, sys.stderr = out, err
     try:
-        code = _main(arguments)
+        code, recorded = _main(arguments)
         out.flush()
         err.flush()
     finally:
         sys.stdout, sys.stderr = out.stream, err.stream
     if out.failure is not None:
         sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  # no flush at exit
-        recorded = _chosen(arguments) in RECORDING
         reason = out.failure.strerror or type(out.failure).__name__
         with contextlib.suppress(OSError):
             print(
@@ -202,12 +202,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _main(arguments: list[str]) -> int:
+def _main(arguments: list[str]) -> tuple[int, bool]:
+    """The exit code, and whether the command recorded its verdict on disk (RECORDING)."""
     parser = build_parser(arguments)
-    args = parser.parse_args(arguments)
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as done:  # --help, --version or a usage error, printed: its code stands
+        return (done.code if isinstance(done.code, int) else int(ExitCode.USAGE)), False
     if getattr(args, "_command", None) is None:
         parser.print_help(sys.stderr)
-        return int(ExitCode.USAGE)
+        return int(ExitCode.USAGE), False
+    recorded = args._name in RECORDING and not args.print_config
+    return _command(args), recorded
+
+
+def _command(args: argparse.Namespace) -> int:
     _configure_logging(args.verbose)
     scrub.configure(*credentials_environment())  # a command with settings adds its own flags
     stop.began()

@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from evalgate import numbers
+from evalgate import numbers, scrub
 from evalgate.errors import ContextError
-from evalgate.lengths import SUFFIXES, Limit
+from evalgate.lengths import Limit
 
 MIN_USEFUL_BUDGET = 256
 """lm-eval's own default for gsm8k answers; a smaller budget truncates typical answers."""
@@ -59,11 +59,14 @@ def served_limits_from_args(args: str, source: str) -> list[Limit]:
     and dropping it would let a larger limit decide."""
     found = []
     for match in _SERVED_LEN_FLAG.finditer(args):
-        number = numbers.TOKENS.fullmatch(match.group(2))
-        value = int(number.group(1)) * SUFFIXES[number.group(2)] if number else 0
+        try:  # evalgate's one rule for numbers, which reads no more digits than a range needs
+            value = numbers.tokens(match.group(2))
+        except ValueError:
+            value = 0
         if not 1 <= value <= numbers.TOKENS_MAX:
             raise ContextError(
-                f"{source} holds --{match.group(1)} {match.group(2)!r}, not a number of tokens "
+                f"{source} holds --{match.group(1)} {scrub.capped(repr(match.group(2)), 40)}, "
+                "not a number of tokens "
                 f"from 1 to {numbers.shown(numbers.TOKENS_MAX)} in ASCII digits (8192, 8k or "
                 "8K). Fix the server arguments, or give --served-max-model-len."
             )

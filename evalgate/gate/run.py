@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -232,14 +234,43 @@ def run_gate(
     gate = GateRun(
         settings, progress=progress, resume=resume, prior=prior, topology=topology, on_take=on_take
     )
+    held = _HeldStops()
     try:
-        return _record(gate, *_attempt(gate))
+        return _record(gate, *_attempt(gate, held), held=held)
     finally:  # after the last write: the next run may have the folder
         if gate.lock is not None:
             gate.lock.release()
+        held.release()
 
 
-def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
+class _HeldStops:
+    """Once the stages have ended, a signal evalgate handles (a stop) waits until the run has
+    recorded how it ended: landing in that write, it would cut it (result.json left "running",
+    or none). It lands on release, as if sent then. Only the main thread handles signals."""
+
+    def __init__(self) -> None:
+        self.previous: dict[int, Any] = {}
+        self.landed: list[int] = []
+
+    def hold(self) -> None:
+        if self.previous or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in signal.valid_signals():
+            if callable(signal.getsignal(signum)):
+                self.previous[signum] = signal.signal(signum, self._remember)
+
+    def _remember(self, signum: int, frame: object) -> None:
+        self.landed.append(signum)
+
+    def release(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
+        if self.landed:
+            signal.raise_signal(self.landed[0])
+
+
+def _attempt(gate: GateRun, held: _HeldStops) -> tuple[Status, str, int, EvalgateError | None]:
     """The run's stages, and what stopped them (with the answers received so far saved)."""
     try:
         return (*gate.execute(), None)
@@ -255,6 +286,7 @@ def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
             f"unexpected {type(exc).__name__} at stage {gate.log.stage}: {exc}. "
             "Rerun with -v for the traceback, and please report it."
         )
+    held.hold()
     try:
         gate.eval.partial_samples(gate.dataset)
     except Exception as exc:  # a full disk, or a signal broke an import: the error still stands
@@ -265,9 +297,16 @@ def _attempt(gate: GateRun) -> tuple[Status, str, int, EvalgateError | None]:
 
 
 def _record(
-    gate: GateRun, status: Status, reason: str, code: int, error: EvalgateError | None
+    gate: GateRun,
+    status: Status,
+    reason: str,
+    code: int,
+    error: EvalgateError | None,
+    *,
+    held: _HeldStops,
 ) -> RunOutcome:
     """Write result.json (never into a folder this run did not prepare) and say how it went."""
+    held.hold()
     out = gate.out
     result = build_result(gate.log, status=status, reason=reason, exit_code=code, error=error)
     path: Path | None = None

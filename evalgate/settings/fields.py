@@ -119,6 +119,9 @@ class Group(BaseModel):
         means unset where BLANK_MEANS says so; a number is read by one rule, whatever its
         field (evalgate.numbers)."""
         field = str(info.field_name)
+        if isinstance(value, bool) and number_type(cls.model_fields[field].annotation):
+            # a config file's `true`, `yes` or `on`, which pydantic would take as 1
+            raise ValueError(f"{str(value).lower()} is no number; write a number, e.g. 16")
         if not isinstance(value, str):
             return value
         if not value.strip():

@@ -111,7 +111,8 @@ def _problem(error: Any, config: str | None, origins: Mapping[str, str]) -> str:
     if error["type"] in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         reason = f"out of range: give {value_range(setting)}"
     places = [setting.option, *setting.variables, *([config] if config else [])]
-    return f"{setting.option} = {value!r} (set by {' or '.join(places)}): {reason}"
+    value = scrub.capped(repr(value), 200)  # thousands of digits would hide the reason
+    return f"{setting.option} = {value} (set by {' or '.join(places)}): {reason}"
 
 
 def shown(setting: Setting, value: Any) -> Any:

@@ -173,6 +173,12 @@ def _rows(path: Path, data: bytes, fields: dict[str, str]) -> list[dict[str, Any
             raise DatasetError(exc.message) from exc
         if not isinstance(row, dict):
             raise DatasetError(f"{where} is a JSON {type(row).__name__}, not an object of fields.")
+        try:  # Python's json reads them; the datasets library fails on them mid-run
+            json.dumps(row, allow_nan=False)
+        except ValueError:
+            raise DatasetError(
+                f"{where} holds NaN or Infinity, which is not JSON: write a number or a text."
+            ) from None
         missing = next((name for name in fields if name not in row), None)
         if missing is not None:
             raise DatasetError(

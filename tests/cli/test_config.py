@@ -151,8 +151,12 @@ def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
         ("osl: \u0661\u0660\n", "ASCII digits 0-9"),
         ("- isl\n- 1024\n", "holds a list, not a mapping of settings"),
         ("osl: 512\nosl: 1024\n", "repeats the key 'osl'"),
+        # YAML's booleans, which pydantic took as 1 (OSL 1, a 1 s timeout), exit 0
+        ("osl: true\n", "--osl = True (set by --osl or EVALGATE_OSL or OSL or "),
+        ("osl: yes\n", "true is no number; write a number"),
+        ("timeout: on\n", "--timeout = True"),
     ],
-    ids=["underscore", "inf", "other digits", "a list", "a repeated key"],
+    ids=["underscore", "inf", "other digits", "a list", "a repeated key", "true", "yes", "on"],
 )
 def test_a_files_values_are_read_as_a_flags_are(tmp_path, text, says):
     config = _config(tmp_path, text)

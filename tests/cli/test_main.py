@@ -168,3 +168,34 @@ def test_context_with_stdout_closed_is_exit_2_not_numbers_written_nowhere():
         "OutputError: could not write to stdout (the stream is closed); redirect stdout"
         in done.stderr
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["run", "--print-config"], id="run --print-config"),
+        pytest.param(["hook", "--print-config"], id="hook --print-config"),
+        pytest.param(["--help"], id="--help"),
+        pytest.param(["run", "--help"], id="run --help"),
+        pytest.param(["--version"], id="--version"),
+    ],
+)
+@pytest.mark.parametrize("stdout", ["closed", "full"])
+def test_printed_output_lost_is_exit_2_even_for_run_and_hook(argv, stdout):
+    """What --print-config, --help and --version print is their product, whatever the command:
+    lost, it is exit 2, and no result.json is claimed to hold a verdict. Before, `run
+    --print-config >/dev/full` was exit 0, saying "result.json holds the verdict" (none was
+    written), and `--help >&-` was exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalgate.cli", *argv],
+            stdout=full if stdout == "full" else None, stderr=subprocess.PIPE, text=True,
+            env=env, timeout=120, check=False,
+            preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None,
+        )  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("OutputError: could not write to stdout ("), done.stderr
+    assert "redirect stdout to a writable file and run again" in done.stderr
+    assert "result.json" not in done.stderr

@@ -259,3 +259,51 @@ def test_a_stop_once_the_command_returned_keeps_its_exit_code(
     assert done.returncode == code, done.stderr
     assert "AbortedError" not in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# A seam loaded through PYTHONPATH: the process sends itself SIGNAL at the fsync of each
+# result.json write whose number is in AT (1: the "running" record, 2: the next).
+STOP_AT_A_WRITE = """
+import os, signal
+
+_writes = [0]
+_at = {int(n) for n in os.environ["AT"].split(",")}
+_fsync = os.fsync
+
+def fsync(fd):
+    if ".result.json." in os.readlink(f"/proc/self/fd/{fd}"):
+        _writes[0] += 1
+        if _writes[0] in _at:
+            os.kill(os.getpid(), getattr(signal, os.environ["SIGNAL"]))
+            sum(range(100_000))  # the handler runs here, mid-write
+    return _fsync(fd)
+
+os.fsync = fsync
+"""
+
+
+@pytest.mark.parametrize("at", ["1,2", "2,3", "1,2,3"])
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_second_stop_while_the_first_is_recorded_still_leaves_it_recorded(
+    tmp_path: Path, at: str, name: str
+) -> None:
+    """A scheduler that sends its stop twice: the second lands while result.json says how the
+    first ended. Before, that write was cut: result.json stayed "running" (exit code 4) or was
+    never written, while the process exited 6."""
+    seam = tmp_path / "seam"
+    seam.mkdir()
+    (seam / "sitecustomize.py").write_text(STOP_AT_A_WRITE)
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
+    env |= {"PYTHONPATH": f"{seam}:{ROOT}", "AT": at, "SIGNAL": name}
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalgate.cli", *run_args(engine.url, out, "--limit", "20")],
+            capture_output=True, text=True, env=env, timeout=300, check=False,
+        )  # fmt: skip
+
+    assert done.returncode == 6, done.stderr
+    assert "Traceback" not in done.stderr
+    result = load_result(out)
+    assert (result["status"], result["exit_code"]) == ("aborted", 6)
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []

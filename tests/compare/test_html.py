@@ -11,6 +11,7 @@ import pytest
 from evalgate.errors import ExitCode
 from tests.browser import look, network_references
 from tests.compare.test_compare import paired_outcomes, write_run
+from tests.conftest import run_subprocess
 
 
 @pytest.fixture
@@ -101,3 +102,23 @@ def test_the_browser_shows_the_difference_its_interval_and_the_flipped_questions
     assert change == "LOST" and before == target and after != target
     assert len(question) > 40  # the question's text, in full
     assert shot.stat().st_size > 20_000
+
+
+def test_a_page_that_cannot_be_written_keeps_the_verdicts_exit_code(tmp_path):
+    """The verdict is printed first: a page the disk refuses after it (/dev/full) keeps the
+    verdict's exit code, and the last line says it and names the page. Before, the report said
+    `INCONCLUSIVE (exit 5)` and the command exited 2."""
+    base, cand = paired_outcomes(20, lost=1)
+    write_run(tmp_path / "a", base)
+    write_run(tmp_path / "b", cand)
+
+    done = run_subprocess(
+        "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--html", "/dev/full"
+    )
+
+    assert done.returncode == ExitCode.INCONCLUSIVE, done.stderr
+    assert done.stdout.startswith("evalgate compare: INCONCLUSIVE (exit 5)")
+    assert done.stderr.startswith("ArtifactError: Cannot write /dev/full: No space left on device")
+    assert done.stderr.splitlines()[-1] == (
+        "evalgate compare: INCONCLUSIVE (exit 5); not written (see above): --html /dev/full"
+    )
