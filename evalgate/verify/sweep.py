@@ -26,7 +26,7 @@ from evalgate.errors import ExitCode, ThresholdsError, VerdictCode
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.stats import standard_error
 from evalgate.rules.verdict import GATED_METRIC, decide
-from evalgate.tasks.dataset import full_size
+from evalgate.tasks.dataset import full_size, known_name
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, check_task_keys, resolve_floor
 from evalgate.verify.collect import runs
 from evalgate.verify.expect import Expectation, config_key, config_task, told_apart
@@ -131,7 +131,7 @@ class Rule(msgspec.Struct, frozen=True):
         )
         rows = tuple(
             CheckRow(
-                task=s.task,
+                task=known_name(s.task),  # as the reports name it: gsm8k, not lm-eval's name
                 metric=GATED_METRIC,  # every row is the gated metric's: one string, not each file's
                 filter=c.filter,
                 value=c.value,
