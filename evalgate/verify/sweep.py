@@ -218,9 +218,13 @@ def summarise(entries: Sequence[Entry]) -> tuple[Verdict, VerdictCode, str]:
 def gate_runs(rule: Rule, found: Iterable[Found]) -> list[Entry]:
     """Each run gated by `rule`, named by its config key; then, every task known, a thresholds
     key that misspells one refused (thresholds.check_task_keys)."""
-    entries = [rule.gate(run, config_key(run.model, run.labels, run.task)) for run in found]
-    tasks = {e.task for e in entries if e.task} | {c.task for e in entries for c in e.checks}
-    check_task_keys(rule.thresholds, tasks)
+    entries: list[Entry] = []
+    tasks: set[str] = set()
+    for run in found:
+        entries.append(rule.gate(run, config_key(run.model, run.labels, run.task)))
+        # lm-eval's names too (gsm8k_evalgate_chat): a floor may be keyed by them
+        tasks |= {s.task for s in run.scores if s.metric == GATED_METRIC}
+    check_task_keys(rule.thresholds, tasks | {e.task for e in entries if e.task})
     return entries
 
 
