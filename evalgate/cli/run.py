@@ -74,8 +74,8 @@ def command(args: argparse.Namespace) -> int:
     settings = loaded.settings
     if not loaded.named("output_dir"):
         settings = own_folder(settings)
-        made = outside.terminal(settings.output.output_dir)
-        print(f"output: {made} (this run's own; --output-dir names one)", file=sys.stderr)
+        made = settings.output.output_dir
+        print(line("output: {} (this run's own; --output-dir names one)", made), file=sys.stderr)
     outcome = run_gate(settings, progress=progress_printer(), resume=settings.output.resume)
     if settings.output.print_json:
         print_json(to_document(outcome.result))
