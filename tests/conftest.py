@@ -77,12 +77,13 @@ _STACK_VARS = (
 FAST = ["--retry-wait-min", "0", "--retry-wait-max", "0", "--ready-timeout", "5"]
 
 
-def run_args(url: str, out: Path, *extra: str) -> list[str]:
+def run_args(url: str, out: Path | None, *extra: str) -> list[str]:
     """`evalgate run` as the loopback tests call it: fake-model at `url`, ISL 1024, OSL 512, into
-    `out`, 8 in flight, retries without waiting; then `extra`."""
+    `out` (None: no --output-dir), 8 in flight, retries without waiting; then `extra`."""
+    folder = ["--output-dir", str(out)] if out is not None else []
     return [
         "run", "--base-url", url, "--model", "fake-model", "--isl", "1024", "--osl", "512",
-        "--output-dir", str(out), "--num-concurrent", "8", *FAST, *extra,
+        *folder, "--num-concurrent", "8", *FAST, *extra,
     ]  # fmt: skip
 
 

@@ -61,7 +61,7 @@ def progress_printer() -> Callable[[int, int], None]:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.gate.run import require_eval_extra, run_gate
+    from evalgate.gate.run import own_folder, require_eval_extra, run_gate
 
     require_eval_extra("evalgate run")  # before the output folder is touched
     from evalgate import outside
@@ -70,7 +70,12 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.evidence.model import to_document
     from evalgate.templates import line
 
-    settings = flags.settings_from_args(args)
+    loaded = flags.load_from_args(args)
+    settings = loaded.settings
+    if not loaded.named("output_dir"):
+        settings = own_folder(settings)
+        made = settings.output.output_dir
+        print(line("output: {} (this run's own; --output-dir names one)", made), file=sys.stderr)
     outcome = run_gate(settings, progress=progress_printer(), resume=settings.output.resume)
     if settings.output.print_json:
         print_json(to_document(outcome.result))

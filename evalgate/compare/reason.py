@@ -24,7 +24,7 @@ from evalgate.compare.paired import (
     score_interval,
 )
 from evalgate.compare.runs import Run
-from evalgate.tasks.dataset import GSM8K_TEST_SIZE
+from evalgate.tasks.dataset import GSM8K_TEST_SIZE, known_name
 
 
 def points(fraction: float) -> str:
@@ -122,11 +122,12 @@ def _whole_set(run: Run) -> tuple[str, int] | None:
     """The task and how many questions it has, when the run shows it: a run without --limit
     asked them all (for GSM8K the count is known anyway)."""
     record = run.eval
-    if record.task.startswith("gsm8k") and record.limit is not None:
-        return record.task, GSM8K_TEST_SIZE
+    task = known_name(record.task)
+    if task.startswith("gsm8k") and record.limit is not None:
+        return task, GSM8K_TEST_SIZE
     if record.limit is not None or isinstance(record.questions, msgspec.UnsetType):
         return None
-    return record.task, record.questions
+    return task, record.questions
 
 
 def _advice(needed: int | None, counts: PairedCounts, baseline: Run) -> str:

@@ -9,6 +9,7 @@ import errno
 import fcntl
 import os
 import stat
+from datetime import datetime
 from pathlib import Path
 
 from evalgate.errors import ArtifactError
@@ -133,6 +134,28 @@ def _holder(fd: int) -> str:
     closing a second one would drop this process's POSIX locks on the file)."""
     text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     return text if text.isdigit() else "unknown: it has not written its id yet"
+
+
+def fresh(base: Path, now: datetime | None = None) -> Path:
+    """A new folder under `base` for one run, made here so that no other run has it: named by
+    the local time (run-20261205-030102, as lm-eval stamps its files), -2, -3, ... after it
+    when a run started in the same second."""
+    stamp = f"run-{(now or datetime.now()):%Y%m%d-%H%M%S}"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for number in range(1, 1000):
+            folder = base / (stamp if number == 1 else f"{stamp}-{number}")
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir()
+                return folder
+    except OSError as exc:
+        raise ArtifactError(
+            f"Cannot create a folder for this run under {base}: {exc.strerror}. Pass a writable "
+            "--output-dir."
+        ) from exc
+    raise ArtifactError(
+        f"{base} already holds 999 runs started at {stamp}: pass --output-dir for this one."
+    )
 
 
 def prepare(folder: Path, *, overwrite: bool, resume: bool) -> FolderLock:

@@ -94,9 +94,13 @@ def run_hook(
         in_harness = settings.output.layout == "harness"
         stage = out / EVALGATE_DIR if in_harness else out
         overwrite = settings.output.overwrite
-        kept = _check_folders(
-            stage, concurrencies, resume=resume, harness=in_harness, overwrite=overwrite
-        )
+        try:
+            kept = _check_folders(
+                stage, concurrencies, resume=resume, harness=in_harness, overwrite=overwrite
+            )
+        except ArtifactError:
+            settings.endpoint.require()  # what is missing is said first, as a run says it
+            raise
         tasks = settings.eval.eval_tasks_dir
         if in_harness and tasks and tasks.name != "gsm8k.yaml":
             log.warning(

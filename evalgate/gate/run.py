@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from evalgate import scrub
 from evalgate._version import EVAL_EXTRA
 from evalgate.compare.runs import Run, check_baseline, load_run, refuse_overlap
-from evalgate.errors import AbortedError, EvalFailedError, EvalgateError, ExitCode, UsageError
+from evalgate.errors import (
+    AbortedError,
+    ArtifactError,
+    EvalFailedError,
+    EvalgateError,
+    ExitCode,
+    UsageError,
+)
 from evalgate.evidence import artifacts, folder
 from evalgate.evidence.fields import Status
 from evalgate.evidence.model import Result, Sample, ThresholdRecord, to_document
@@ -46,6 +53,14 @@ def require_eval_extra(what: str) -> None:
         raise UsageError(
             f"{what} needs the eval extra (lm-eval), which this install lacks: {EVAL_EXTRA}"
         )
+
+
+def own_folder(settings: Settings) -> Settings:
+    """A run given no --output-dir gets a fresh folder under the default one, as lm-eval gives
+    each run its own files: a second run by hand never meets the first one's result. Made only
+    once the run has what it needs to start (else UsageError, and no folder)."""
+    settings.endpoint.require()
+    return settings.but(output_dir=folder.fresh(settings.output.output_dir))
 
 
 @dataclass(frozen=True)
@@ -123,7 +138,13 @@ class GateRun:
         run = self.log
         if gate.baseline is not None:  # before anything is written: never over the baseline
             refuse_overlap(gate.baseline, self.out)
-        self.lock = folder.prepare(self.out, overwrite=s.output.overwrite, resume=self.eval.resume)
+        try:
+            self.lock = folder.prepare(
+                self.out, overwrite=s.output.overwrite, resume=self.eval.resume
+            )
+        except ArtifactError:
+            endpoint.require()  # what is missing is said first: the folder's state comes after
+            raise
         if self.lock.warning is not None:
             run.warnings.append(self.lock.warning)
         # An earlier run in the folder (one --resume continues, one --overwrite replaces) is

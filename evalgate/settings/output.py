@@ -20,14 +20,18 @@ class OutputSettings(Group):
     heading = "output"
 
     output_dir: Path = Path("evalgate-results")
-    """Where result.json, samples.jsonl and lm-eval's raw results are written."""
+    """Where result.json, samples.jsonl and lm-eval's raw results are written. run, when no
+    flag, variable or config file names it: a fresh folder of its own under evalgate-results
+    (run-YYYYMMDD-HHMMSS), printed as the run starts; hook: evalgate-results itself."""
 
     overwrite: bool = False
-    """Replace a result already in output_dir (otherwise that is an error)."""
+    """Replace a result already in output_dir (otherwise that is an error); run: only in an
+    output_dir named by a flag, variable or config file."""
 
     resume: bool = False
     """Continue an interrupted run in --output-dir from its journal (hook: each interrupted run
-    in the staging folder); only answers from the same engine and protocol are reused."""
+    in the staging folder); only answers from the same engine and protocol are reused. run:
+    only in an output_dir named by a flag, variable or config file."""
 
     layout: Literal["evalgate", "harness"] = "evalgate"
     """`evalgate hook`: evalgate's own folders (conc-<N>/), or the benchmark harness's files in

@@ -25,6 +25,7 @@ from evalgate.settings.fields import SAID
 from evalgate.settings.values import (
     COMMANDS,
     EXCLUSIVE,
+    NAMED,
     SETTINGS,
     Setting,
     Settings,
@@ -48,6 +49,10 @@ class Loaded:
 
     def origin(self, name: str) -> str:
         return self.origins.get(name, DEFAULT)
+
+    def named(self, name: str) -> bool:
+        """Whether a flag, a variable or the config file gave the setting (not its default)."""
+        return name in self.origins
 
 
 def load(
@@ -88,6 +93,7 @@ def load(
         raise UsageError(f"Invalid settings: {joined}.") from None
     loaded = Loaded(settings, origins)
     _check_apart(command, loaded)
+    _check_named(command, loaded)
     return loaded
 
 
@@ -143,6 +149,21 @@ def _check_apart(command: str | None, loaded: Loaded) -> None:
         if len(given) > 1:
             told = ", ".join(f"{SETTINGS[n].option} (set by {loaded.origin(n)})" for n in given)
             raise UsageError(f"{told} go apart: give one of them.")
+
+
+def _check_named(command: str | None, loaded: Loaded) -> None:
+    """Settings of the command that need another one named, not left at its default (run's
+    --resume and --overwrite need --output-dir)."""
+    for name, needs in NAMED.get(command or "", ()):
+        if value_of(loaded.settings, name) and not loaded.named(needs):
+            need = SETTINGS[needs]
+            places = ", ".join((need.option, *need.variables))
+            raise UsageError(
+                f"{SETTINGS[name].option} (set by {loaded.origin(name)}) needs {need.option}: "
+                "without it, each run writes into a fresh folder of its own, where there is "
+                f"nothing to continue or replace. Name the run's folder with {places} or "
+                f"`{need.option[2:]}:` in the config file."
+            )
 
 
 # -- the config file -----------------------------------------------------------------------------

@@ -242,6 +242,13 @@ COMMANDS: dict[str, frozenset[str]] = {
 reads every setting from the environment and the config file, so that a value out of its
 range is refused wherever it is given, as each is read by the one model."""
 
+NAMED: dict[str, tuple[tuple[str, str], ...]] = {
+    "run": (("resume", "output_dir"), ("overwrite", "output_dir")),
+}
+"""Settings of a command that need another one named (by a flag, a variable or the config
+file), not left at its default: (the setting, the one it needs). `run` with no --output-dir
+writes into a fresh folder, where there is nothing to continue or replace."""
+
 EXCLUSIVE: dict[str, tuple[tuple[str, ...], ...]] = {
     "compare": (("print_json", "markdown"),),
     "history": (("mark_run", "mark_sweep", "delete_sweep"),),

@@ -40,6 +40,12 @@ def full_size(task: str) -> int:
     return next(sizes, GSM8K_TEST_SIZE)
 
 
+def known_name(task: str) -> str:
+    """A task as the user knows it, as --task names it: evalgate's own GSM8K task files, which
+    lm-eval knows as gsm8k_evalgate_chat and gsm8k_evalgate_completions, are gsm8k."""
+    return "gsm8k" if task.startswith("gsm8k_evalgate_") else task
+
+
 class Dataset(msgspec.Struct, frozen=True):
     """GSM8K as evalgate will use it."""
 

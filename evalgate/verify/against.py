@@ -90,8 +90,11 @@ def _lines(
 
 
 def _tally(entries: Sequence[Entry]) -> str:
-    counts = Counter(e.versus.standing for e in entries if e.versus is not None)
-    waived = sum(1 for e in entries if e.versus is not None and e.versus.waiver is not None)
+    """The findings against the baseline, each config's once: one whose outcome is already
+    "regression" (counted with the outcomes) is not counted again."""
+    compared = [e.versus for e in entries if e.versus is not None and e.outcome != "regression"]
+    counts = Counter(versus.standing for versus in compared)
+    waived = sum(1 for versus in compared if versus.waiver is not None)
     listed = ", ".join(f"{n} {standing}" for standing, n in counts.most_common())
     return listed + (f" ({waived} waived)" if waived else "")
 
@@ -135,7 +138,8 @@ def judge_against(
         unused_waivers=tuple(w for w in waivers.waivers if w.config not in keys) if waivers else (),
         unreadable=tuple(notes.malformed),
     )
-    against = f"; against the baseline: {_tally(entries)}" if found else ""
+    tally = _tally(entries)
+    against = f"; against the baseline: {tally}" if found and tally else ""
     missed = f", {len(absent)} of its configs missing" if absent else ""
     return structs.replace(
         report,

@@ -29,6 +29,7 @@ from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
 from evalgate.scrub import capped
+from evalgate.tasks.dataset import known_name
 from evalgate.thresholds import TASK_KEY
 from evalgate.verify.records import Entry
 
@@ -107,9 +108,7 @@ def config_task(task: str | None) -> str:
     (gsm8k_evalgate_chat, gsm8k_evalgate_completions) and the harness's are gsm8k; none named
     (a result before 0.2.0 that stopped before its eval, an --expect entry without one) is
     gsm8k."""
-    if not task or task.startswith(f"{TASK_KEY}_evalgate_"):
-        return TASK_KEY
-    return task
+    return known_name(task) if task else TASK_KEY
 
 
 def config_identity(model: str | None, labels: Labels | None, task: str | None) -> tuple[Any, ...]:

@@ -26,7 +26,7 @@ from evalgate.errors import ExitCode, ThresholdsError, VerdictCode
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.stats import standard_error
 from evalgate.rules.verdict import GATED_METRIC, decide
-from evalgate.tasks.dataset import full_size
+from evalgate.tasks.dataset import full_size, known_name
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, check_task_keys, resolve_floor
 from evalgate.verify.collect import runs
 from evalgate.verify.expect import Expectation, config_key, config_task, told_apart
@@ -131,7 +131,7 @@ class Rule(msgspec.Struct, frozen=True):
         )
         rows = tuple(
             CheckRow(
-                task=s.task,
+                task=known_name(s.task),  # as the reports name it: gsm8k, not lm-eval's name
                 metric=GATED_METRIC,  # every row is the gated metric's: one string, not each file's
                 filter=c.filter,
                 value=c.value,
@@ -218,9 +218,13 @@ def summarise(entries: Sequence[Entry]) -> tuple[Verdict, VerdictCode, str]:
 def gate_runs(rule: Rule, found: Iterable[Found]) -> list[Entry]:
     """Each run gated by `rule`, named by its config key; then, every task known, a thresholds
     key that misspells one refused (thresholds.check_task_keys)."""
-    entries = [rule.gate(run, config_key(run.model, run.labels, run.task)) for run in found]
-    tasks = {e.task for e in entries if e.task} | {c.task for e in entries for c in e.checks}
-    check_task_keys(rule.thresholds, tasks)
+    entries: list[Entry] = []
+    tasks: set[str] = set()
+    for run in found:
+        entries.append(rule.gate(run, config_key(run.model, run.labels, run.task)))
+        # lm-eval's names too (gsm8k_evalgate_chat): a floor may be keyed by them
+        tasks |= {s.task for s in run.scores if s.metric == GATED_METRIC}
+    check_task_keys(rule.thresholds, tasks | {e.task for e in entries if e.task})
     return entries
 
 

@@ -334,7 +334,7 @@ def test_more_questions_than_gsm8k_has_are_needed(tmp_path, evalgate):
     code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
     assert code == 5
     assert (
-        "more than the 1319 questions gsm8k_evalgate_chat has: no rerun can settle it. Widen "
+        "more than the 1319 questions gsm8k has: no rerun can settle it. Widen "
         "--max-drop or accept the uncertainty" in out
     )
     code, _ = comparison_json(evalgate, tmp_path / "a", tmp_path / "b", "--max-drop", "0.03")

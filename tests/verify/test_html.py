@@ -186,7 +186,7 @@ def test_the_browser_shows_the_failing_config_first_with_its_score_and_threshold
     assert seen.requests == []
     v = seen.values
     assert v["title"] == (
-        "gsm8k_evalgate_chat: fake vllm fp8 isl=1024 osl=512: exact_match of 10 configs "
+        "gsm8k: fake vllm fp8 isl=1024 osl=512: exact_match of 10 configs "
         "(6 with a problem, listed first)"
     )
     assert v["first"].split("\n") == ["FAIL", "b200 conc=32", "0.7000 [0.5625, 0.8090] thr 0.9000"]
