@@ -109,7 +109,7 @@ class EvalSettings(Group):
                 count = math.ceil(GSM8K_TEST_SIZE * share)
                 raise ValueError(
                     f"a number of questions, not a fraction as lm-eval's --limit takes: for "
-                    f"{share:.0%} of GSM8K's {GSM8K_TEST_SIZE} questions, give --limit {count}"
+                    f"{share:.0%} of GSM8K's {GSM8K_TEST_SIZE:,} questions, give --limit {count}"
                 )
         return value
 
