@@ -555,7 +555,8 @@ def test_an_engine_error_quoting_the_key_across_its_cut_keeps_no_part_of_it(rout
         engine.inject(Fault("error", status=400, message=words))
         served = ["--api-key", CUT_KEY, "--served-max-model-len", "4096", "--limit", "2"]
         ran = run_subprocess(*run_args(engine.url, out, *served))  # Dynamo lists no length
-        probe = run_subprocess("probe", "--json", "-", *run_args(engine.url, out)[1:9], *FAST, *served)
+        endpoint = run_args(engine.url, out)[1:9]
+        probe = run_subprocess("probe", "--json", "-", *endpoint, *FAST, *served)
 
     result = load_result(out)
     assert (ran.returncode, result["stage"], probe.returncode) == (3, "probe", 3), ran.stderr
