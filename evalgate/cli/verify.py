@@ -129,15 +129,17 @@ def _check_outputs(
     from evalgate.evidence.outputs import Output, check_outputs
 
     shown, gate = settings.output, settings.gate
+    json_file = None if shown.json_file == flags.STDOUT else shown.json_file
     outputs = [
         Output(label, path, append)
         for label, path, append in (
             ("--junit", shown.junit, False),
+            ("--json", json_file, False),
             ("--html", shown.html, False),
             ("GITHUB_STEP_SUMMARY", summary, True),
         )
         if path
-    ] + flags.json_outputs(shown.json_file)
+    ]
     given = [gate.expect if gate.expect and not gate.expect.strip().isdigit() else None]
     reads = [*paths, *gate.baselines, thresholds, gate.waivers, *given]
     check_outputs(outputs, [path for path in reads if path])
