@@ -1,5 +1,9 @@
-r"""Outside text on its way out: made safe once for each output it goes to, its secrets scrubbed
-first, in full before any cut (docs/architecture.md, "Rules that hold everywhere").
+r"""Outside text on its way out, made safe for its output where a template engine cannot: a
+terminal line (control characters, line ends, GitHub's workflow commands), a workflow command's
+data, a Markdown cell (its pipes, code spans, emphasis), a mermaid label, the characters an
+HTML page or XML 1.0 cannot show. Its secrets are scrubbed first, in full before any cut
+(evalgate.scrub). evalgate.templates applies these once to each value of an output; escaping
+HTML and XML is the template engine's (docs/architecture.md, "Rules that hold everywhere").
 """
 
 from __future__ import annotations
@@ -7,10 +11,11 @@ from __future__ import annotations
 import html as _html
 import json
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evalgate import scrub
+from evalgate.scrub import OWN_FIELDS, capped
 
 TERMINAL_CHARS = 2000
 """The most of one outside text (a whole message, a cell) shown on a line."""
@@ -33,7 +38,6 @@ _SURROGATES = "\ud800-\udfff"  # a lone one cannot be written as UTF-8
 _UNPRINTABLE = re.compile(f"[{_CONTROLS}{_BIDI}{_SEPARATORS}{_SURROGATES}]")
 _IN_HTML = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]")
 _IN_XML = re.compile(f"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[{_BIDI}]")
-_LONE_SURROGATE = re.compile(f"[{_SURROGATES}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # GitHub's runner reads `::command::` at the start of a line (after white space) and the legacy
 # `##[command]` anywhere in one.
@@ -54,29 +58,6 @@ def _visible(text: str, unprintable: re.Pattern[str] = _UNPRINTABLE) -> str:
     """ANSI sequences removed; the `unprintable` characters (by default control,
     bidirectional and lone surrogate characters) escaped."""
     return unprintable.sub(_escape, _ANSI.sub("", text))
-
-
-OWN_FIELDS = frozenset(
-    {"schema", "evalgate_version", "lm_eval_version", "run_id", "started_at", "finished_at"}
-    | {"status", "stage", "outcome", "verdict", "decision", "certain", "standing", "change"}
-    | {"api", "answer_field", "budget_policy", "mode", "source", "type", "exit_code"}
-    | {"task", "task_version", "metric", "filter", "field", "test", "rule"}
-    | {"prompt_sha256", "task_sha256", "dataset_sha256", "sha256"}
-    | {"files", "result"}
-)
-"""The fields of the JSON evalgate writes that hold its own words, never outside text: schema
-ids and versions, labels, the task's names, hashes (the journal's keys), the names it gave the
-files of a run. Their text is not scrubbed (scrub.values): a key that spells `pass` or
-`evalgate` must not unmake the evidence. A path the user gave, a model or a threshold's match
-(which names a model) may hold anything, and is scrubbed."""
-
-
-def capped(text: str, limit: int) -> str:
-    """`text` scrubbed of secrets in full, then its first `limit` characters and how long it
-    was: the one path by which outside text is shortened (a cut before the scrub would leave
-    the part of a secret before it)."""
-    text = scrub.text(text)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def listed(items: Sequence[object], shown: int = LISTED) -> str:
@@ -152,32 +133,7 @@ def xml(text: object) -> str:
 
 
 def html(text: object) -> str:
-    """Text (or a number) made safe for HTML content and attribute values."""
+    """Text (or a number) for an HTML page, whose template escapes it (evalgate.templates):
+    ANSI sequences removed, control and bidirectional characters escaped."""
     value = scrub.text(str(text))
-    return _html.escape(value if value.isprintable() else _visible(value, _IN_HTML), quote=True)
-
-
-def json_text(
-    document: Any, *, indent: int | None = None, own: Collection[str] = OWN_FIELDS
-) -> str:
-    """An evidence document's JSON: the exact text minus secrets (in its values, OWN_FIELDS
-    aside, or `own`). A lone surrogate (bytes of a
-    variable or a name that are not UTF-8; UTF-8 cannot hold one, nor can evalgate's reader)
-    is written U+FFFD, as a decoder replaces what is not text, so the file is always written
-    and read back."""
-    document = scrub.values(document, own)
-
-    def dumped(indent: int | None) -> str:
-        text = json.dumps(
-            document, indent=indent, ensure_ascii=False, default=lambda v: scrub.text(str(v))
-        )
-        return _LONE_SURROGATE.sub("\ufffd", text)
-
-    if not indent:
-        return dumped(indent)
-    import msgspec  # here: `evalgate --help` imports this module, and needs no msgspec
-
-    try:  # json's C encoder, indented by msgspec: json indents in Python, 3x slower (a history)
-        return msgspec.json.format(dumped(None), indent=indent)
-    except msgspec.DecodeError:  # NaN or Infinity, which json writes and msgspec does not read
-        return dumped(indent)
+    return value if value.isprintable() else _visible(value, _IN_HTML)

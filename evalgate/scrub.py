@@ -4,8 +4,9 @@ what it was sent (docs/architecture.md, "Rules that hold everywhere"; RELIABILIT
 
 A secret is scrubbed from a value (an outside text, a report cell, a document's string), never
 from a serialised document: evalgate's own field names and labels are not secrets, even when a
-key spells one. Outside text is scrubbed in full before it is cut (outside.capped): a cut first
-leaves a prefix that no later scrub recognises.
+key spells one. Outside text is scrubbed in full before it is cut (capped): a cut first leaves a
+prefix that no later scrub recognises. A document is written as its exact text minus the
+secrets in its values (json_text).
 """
 
 from __future__ import annotations
@@ -177,6 +178,8 @@ def configure(keys: Iterable[str | None], urls: Iterable[str | None] = ()) -> No
 
 def text(value: str) -> str:
     """`value` with every secret replaced by MASK."""
+    if not _secrets:
+        return value
     spans = sorted(
         (match.start(1), match.end(1))
         for secret in _secrets
@@ -224,3 +227,54 @@ def values(document: Any, own: Collection[str] = ()) -> Any:
     if isinstance(document, list | tuple):
         return [values(v, own) for v in document]
     return document
+
+
+OWN_FIELDS = frozenset(
+    {"schema", "evalgate_version", "lm_eval_version", "run_id", "started_at", "finished_at"}
+    | {"status", "stage", "outcome", "verdict", "decision", "certain", "standing", "change"}
+    | {"api", "answer_field", "budget_policy", "mode", "source", "type", "exit_code"}
+    | {"task", "task_version", "metric", "filter", "field", "test", "rule"}
+    | {"prompt_sha256", "task_sha256", "dataset_sha256", "sha256"}
+    | {"files", "result"}
+)
+"""The fields of the JSON evalgate writes that hold its own words, never outside text: schema
+ids and versions, labels, the task's names, hashes (the journal's keys), the names it gave the
+files of a run. Their text is not scrubbed (values): a key that spells `pass` or `evalgate`
+must not unmake the evidence. A path the user gave, a model or a threshold's match (which names
+a model) may hold anything, and is scrubbed."""
+
+
+def capped(value: str, limit: int) -> str:
+    """`value` scrubbed of secrets in full, then its first `limit` characters and how long it
+    was: the one path by which outside text is shortened (a cut before the scrub would leave
+    the part of a secret before it)."""
+    value = text(value)
+    return value if len(value) <= limit else f"{value[:limit]}… ({len(value):,} characters)"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(
+    document: Any, *, indent: int | None = None, own: Collection[str] = OWN_FIELDS
+) -> str:
+    """A document's JSON (the evidence, a report): the exact text minus secrets (in its values,
+    OWN_FIELDS aside, or `own`). A lone surrogate (bytes of a variable or a name that are not
+    UTF-8; UTF-8 cannot hold one, nor can evalgate's reader) is written U+FFFD, as a decoder
+    replaces what is not text, so the file is always written and read back."""
+    document = values(document, own)
+
+    def dumped(indent: int | None) -> str:
+        written = json.dumps(
+            document, indent=indent, ensure_ascii=False, default=lambda v: text(str(v))
+        )
+        return _LONE_SURROGATE.sub("\ufffd", written)
+
+    if not indent:
+        return dumped(indent)
+    import msgspec  # here: `evalgate --help` imports this module, and needs no msgspec
+
+    try:  # json's C encoder, indented by msgspec: json indents in Python, 3x slower (a history)
+        return msgspec.json.format(dumped(None), indent=indent)
+    except msgspec.DecodeError:  # NaN or Infinity, which json writes and msgspec does not read
+        return dumped(indent)

@@ -15,7 +15,7 @@ import msgspec
 
 from evalgate.errors import ArtifactError, ThresholdsError
 from evalgate.evidence.read import decode, located, read_bytes, schema_problems
-from evalgate.outside import capped
+from evalgate.scrub import capped
 
 TASK_KEY = "gsm8k"
 Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]

@@ -204,6 +204,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="copy the browser tier's example screenshots into docs/ (the README shows them)",
     )
+    parser.addoption(
+        "--against",
+        metavar="CHECKOUT",
+        help="another checkout of evalgate whose reports tests/test_reports_against.py compares",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -123,14 +123,15 @@ def test_xml_replaces_what_xml_1_0_forbids_so_the_file_parses(tmp_path):
     assert parsed.text == parsed.get("name") == "a\\x00bc\\x0bd\\ud800e ]]> <x> \\ufffe"
 
 
-def test_html_escapes_markup_and_controls():
-    assert outside.html("<b onclick='x'>&\x00") == "&lt;b onclick=&#x27;x&#x27;&gt;&amp;\\x00"
+def test_html_shows_controls_and_leaves_the_markup_to_the_template():
+    """The page's template escapes the text (tests/test_page.py): cleaning it must not."""
+    assert outside.html("<b onclick='x'>&\x00\x1b[31m") == "<b onclick='x'>&\\x00"
 
 
 def test_json_text_is_exact_and_always_writable_as_utf8(tmp_path):
     document = {"answer": "é \x00 <b> ::x \u202e"}
 
-    text = outside.json_text({**document, "name": "b200\udcff"})
+    text = scrub.json_text({**document, "name": "b200\udcff"})
     (tmp_path / "a.json").write_text(text, encoding="utf-8")
 
     assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8")) == {
@@ -150,7 +151,7 @@ def test_json_text_is_exact_and_always_writable_as_utf8(tmp_path):
 )
 def test_json_text_is_indented_as_json_indents_it(document):
     written = json.dumps(document, indent=2, ensure_ascii=False).replace("\udcff", "\ufffd")
-    assert outside.json_text(document, indent=2) == written
+    assert scrub.json_text(document, indent=2) == written
 
 
 def test_every_neutraliser_scrubs_first():
@@ -166,7 +167,7 @@ def test_every_neutraliser_scrubs_first():
         outside.markdown_code(secret),
         outside.xml(secret),
         outside.html(secret),
-        outside.json_text([secret]),
+        scrub.json_text([secret]),
     ):
         assert "sk-a" not in shown and "e&lt;f" not in shown
         assert "***" in shown.replace("\\", "")  # Markdown writes it \*\*\*
@@ -201,5 +202,5 @@ def test_every_label_of_every_document_evalgate_writes_is_its_own_and_never_scru
     schemas = sorted((Path(outside.__file__).parent / "schemas").glob("*.schema.json"))
     labels = {n for path in schemas for n in _labels(json.loads(path.read_text()))}
 
-    assert labels <= outside.OWN_FIELDS
+    assert labels <= scrub.OWN_FIELDS
     assert {"schema", "status", "outcome", "verdict", "stage", "answer_field"} <= labels

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
@@ -103,6 +104,48 @@ def test_the_core_has_no_eval_stack_and_verify_and_compare_pass(
     print(compare.stdout)
     assert compare.returncode == 0, compare.stdout + compare.stderr
     assert compare.stdout.startswith("evalgate compare: EQUIVALENT (exit 0)")
+
+
+def test_the_wheel_holds_the_report_templates(dist):
+    """The pages, JUnit and the job summary are rendered from templates shipped as package data:
+    every file under evalgate/templates (git's list) is in the wheel, beside the code."""
+    tracked = subprocess.run(
+        [shutil.which("git") or "git", "ls-files", "evalgate/templates"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    with zipfile.ZipFile(wheel(dist)) as archive:
+        shipped = set(archive.namelist())
+    assert {"evalgate/templates/page.html", "evalgate/templates/junit.xml"} <= set(tracked)
+    assert set(tracked) <= shipped
+
+
+def test_the_core_writes_every_report_from_its_templates(
+    core: Venv, loopback_sweep: Sweep, tmp_path
+):
+    runs = loopback_sweep.runs
+    reports = tmp_path / "reports"
+    verify = core.run(
+        f"GITHUB_STEP_SUMMARY={reports / 'summary.md'} evalgate verify {runs['pass']} "
+        f"{runs['fail']} --thresholds {loopback_sweep.thresholds} --github "
+        f"--junit {reports / 'junit.xml'} --html {reports / 'verify.html'}",
+        cwd=tmp_path,
+    )
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    suites = ET.parse(reports / "junit.xml").getroot()  # noqa: S314  (evalgate's own file)
+    assert (suites.get("tests"), suites.get("failures")) == ("2", "1")
+    assert (reports / "summary.md").read_text().startswith("### ❌ evalgate verify: FAIL")
+    assert "<title>evalgate verify: FAIL</title>" in (reports / "verify.html").read_text()
+    compare = core.run(
+        f"evalgate compare {runs['pass']} {runs['fail']} --markdown "
+        f"--html {reports / 'compare.html'}",
+        cwd=tmp_path,
+    )
+    assert compare.returncode == 1, compare.stdout + compare.stderr
+    assert compare.stdout.startswith("## evalgate compare: REGRESSION")
+    assert "<title>evalgate compare: REGRESSION</title>" in (reports / "compare.html").read_text()
 
 
 def test_context_and_probe_run_in_the_core(core: Venv, engine, tmp_path):

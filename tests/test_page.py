@@ -1,11 +1,12 @@
-"""page.py: scales and ticks, escaping, tables, the page's skeleton; and the browser tier's own
-check for network references (so that "no reference" is an assertion that can fail)."""
+"""page.py and the page's templates: scales and ticks, escaping, tables, the skeleton; and the
+browser tier's own check for network references (so that "no reference" is an assertion that
+can fail)."""
 
 from __future__ import annotations
 
 import pytest
 
-from evalgate import page
+from evalgate import page, templates
 from evalgate._version import __version__
 from evalgate.page import Scale
 from tests.browser import network_references
@@ -33,25 +34,42 @@ def test_positions_are_percentages_clamped_to_the_chart():
     assert [scale.at(v) for v in (0.5, 0.75, 1.0, 0.2, 1.3)] == [0.0, 50.0, 100.0, 0.0, 100.0]
 
 
+def charts(source: str, **context: object) -> str:
+    """`source` rendered as a page's templates are, with charts.html's macros as `page`."""
+    macros = '{% import "charts.html" as page %}'
+    return templates.environment("html").from_string(macros + source).render(context)
+
+
 def test_a_table_row_sorts_by_its_key_and_escapes_its_detail():
-    text = page.table(["a", "b"], [page.Row(["x<y", ("<b>1</b>", 1.5)], "<detail> & more")])
-    assert '<td data-sort="1.5"><b>1</b></td>' in text
-    assert '<tr class="detail"><td colspan="2"><detail> & more</td></tr>' in text  # HTML given
-    assert page.esc("<a & 'b'>") == "&lt;a &amp; &#x27;b&#x27;&gt;"
+    text = charts(
+        '{% call page.table(["a", "b"]) %}{% for x, key, more in rows %}<tbody><tr><td>{{ x }}'
+        '</td><td data-sort="{{ key }}">{{ x }}</td></tr>{% call page.detail(2) %}{{ more }}'
+        "{% endcall %}</tbody>{% endfor %}{% endcall %}",
+        rows=[("x<y", 1.5, "<detail> & more"), ("z", 2, "")],
+    )
+    assert '<td data-sort="1.5">x&lt;y</td>' in text
+    assert '<tr class="detail"><td colspan="2">&lt;detail&gt; &amp; more</td></tr>' in text
+    assert text.count('class="detail"') == 1  # nothing to say: no line
+    assert '<th scope="col" title="sort">a</th>' in text
+
+
+def test_a_value_is_cleaned_then_escaped_and_the_pages_own_markup_kept():
+    assert page.esc("<a & 'b'>\x1b[31m\x07") == "<a & 'b'>\\x07"  # escaped by the template
+    text = charts("{{ page.badge(word, 'fail') }}", word="<b>\u202e")
+    assert text == '<span class="badge tone-fail">&lt;b&gt;\\u202e</span>'
 
 
 def test_the_page_names_its_inputs_and_version_and_fetches_nothing():
-    text = page.document(
+    text = page.render(
+        "page.html",
         title="t <1>",
         tone="fail",
         summary="s",
         counts=[("fail", 2, "fail"), ("pass", 0, "pass")],
-        body=[page.section("S", "<p>body</p>")],
-        inputs=[("results", "<code>a</code>")],
     )
     assert "<title>t &lt;1&gt;</title>" in text
     assert '<li class="tone-fail"><b>2</b> fail</li>' in text and "</b> pass" not in text
-    assert f"<dt>results</dt><dd><code>a</code></dd><dt>evalgate</dt><dd>{__version__}</dd>" in text
+    assert f"<dt>evalgate</dt><dd>{__version__}</dd>" in text
     assert network_references(text) == []
 
 

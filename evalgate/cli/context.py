@@ -35,7 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     import sys
 
-    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.errors import UsageError
     from evalgate.evidence.model import to_document
@@ -44,6 +43,7 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.gate.record import context_record
     from evalgate.tasks.prompts import build_prompts
     from evalgate.tasks.spec import load_data, load_task
+    from evalgate.templates import line
 
     settings = flags.settings_from_args(args)
     asked, shown = settings.eval, settings.output
@@ -62,25 +62,24 @@ def command(args: argparse.Namespace) -> int:
     if json_file:
         flags.put_json(json_file, document)
     if json_file != flags.STDOUT:  # with --json -, the document alone is on stdout
-        print(_formatted(shown.format, context, document), end="")
+        _print(shown.format, context, document)
     if shown.explain:
         out = sys.stdout if shown.format == "text" else sys.stderr  # env and JSON stay parseable
         for number, step in enumerate(context.steps, start=1):
-            print(f"  {number}. {outside.terminal(step)}", file=out)
+            print(line("  {}. {}", number, step), file=out)
     for warning in context.warnings:
-        print(f"warning: {outside.terminal(warning)}", file=sys.stderr)
+        print(line("warning: {}", warning), file=sys.stderr)
     return 0
 
 
-def _formatted(form: str, context: EvalContext, document: dict[str, Any]) -> str:
+def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
     """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
-    from evalgate import outside
+    from evalgate.cli.program import print_json
 
     if form == "json":
-        return outside.terminal_json(document) + "\n"
-    if form == "env":
-        return context.as_env()
-    return (
-        f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}\n"
-        f"max_tokens         {context.max_tokens} ({context.budget_policy})\n"
-    )
+        print_json(document)
+    elif form == "env":
+        print(context.as_env(), end="")
+    else:
+        print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
+        print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")

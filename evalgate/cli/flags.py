@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from evalgate import numbers, outside, scrub
+from evalgate import numbers, scrub
 from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
+from evalgate.templates import line
 
 if TYPE_CHECKING:
     from evalgate.evidence.outputs import Output
@@ -150,7 +151,7 @@ def print_config(loaded: Loaded, command: str) -> Iterator[str]:
                 value = "<hidden>"
             if isinstance(value, list):
                 value = ", ".join(str(v) for v in value)
-            text = outside.terminal("unset" if value in (None, "") else str(value))
+            text = line("{}", "unset" if value in (None, "") else str(value))
             rows.append((setting.option, text, loaded.origin(setting.name)))
         flag, said = (max(len(row[i]) for row in rows) for i in (0, 1))
         for option, text, origin in rows:
@@ -200,9 +201,10 @@ def json_outputs(path: str | None) -> list[Output]:
 def put_json(path: str, document: Any) -> None:
     """The command's document: printed on stdout for `--json -`, else written whole to the file
     (an ArtifactError when it cannot be)."""
+    from evalgate.cli.program import print_json
     from evalgate.evidence.outputs import write_output
 
     if path == STDOUT:
-        print(outside.terminal_json(document))
+        print_json(document)
     else:
-        write_output(path, outside.json_text(document, indent=2) + "\n", label="--json")
+        write_output(path, scrub.json_text(document, indent=2) + "\n", label="--json")

@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalgate import scrub
+from evalgate.templates import line
+
 if TYPE_CHECKING:
     from evalgate.fitted import RecordedRun
     from evalgate.history.look import CompletedRuns, ConfigHistory
@@ -48,7 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def guard(*locations: str | None) -> None:
     """The history URLs' user info becomes a secret every output is scrubbed of (besides the
     command's other credentials)."""
-    from evalgate import scrub
 
     for location in locations:
         scrub.add_url(location, "the history's URL")
@@ -101,7 +103,6 @@ def _fit(
 ) -> int:
     """--fit-thresholds: the floors fitted from the history's completed unmarked runs, written
     whole, with a line per floor; the file in use is read and the output checked first."""
-    from evalgate import outside
     from evalgate.evidence.outputs import Output, check_outputs, write_output
     from evalgate.fitted import fit_thresholds, summary
     from evalgate.history import look
@@ -117,13 +118,21 @@ def _fit(
     policy = asked.policy or DEFAULT_POLICY
     fitted = fit_thresholds(runs, in_use, policy)
     write_output(
-        target, outside.json_text(fitted.document, indent=2) + "\n", label="--fit-thresholds"
+        target, scrub.json_text(fitted.document, indent=2) + "\n", label="--fit-thresholds"
     )
-    print(f"{len(runs)} completed unmarked run(s) fitted by {policy} against {in_use.path}:")
-    for line in summary(fitted):
-        print("  " + outside.terminal(line))
-    shown = outside.terminal(target)
-    print(f"wrote {shown}: review it (docs/history.md) before it replaces the file in use")
+    print(
+        line(
+            "{} completed unmarked run(s) fitted by {} against {}:", len(runs), policy, in_use.path
+        )
+    )
+    for said in summary(fitted):
+        print(line("  {}", said))
+    print(
+        line(
+            "wrote {}: review it (docs/history.md) before it replaces the file in use",
+            target,
+        )
+    )
     return 0
 
 
@@ -188,13 +197,12 @@ def _outputs(
         flags.put_json(json_file, msgspec.to_builtins(look.document(store, found, where)))
         if json_file == flags.STDOUT:
             return
-    for line in table(found, last or None):
-        sys.stdout.write(line + "\n")
+    for row in table(found, last or None):
+        sys.stdout.write(row + "\n")
 
 
 def table(found: list[ConfigHistory], last: int | None) -> list[str]:
     """The terminal table: per config its recent runs, the configs that dropped first."""
-    from evalgate import outside
     from evalgate.history import look
 
     if not found:
@@ -202,9 +210,8 @@ def table(found: list[ConfigHistory], last: int | None) -> list[str]:
     lines = []
     for history in found:
         flag = "  DROPPED" if history.dropped else ""
-        lines.append(outside.terminal(f"{history.name} [{history.labels['task']}]{flag}"))
-        for run in look.runs_in_order(history, last):
-            lines.append("  " + outside.terminal(_run_line(run)))
+        lines.append(line("{}", f"{history.name} [{history.labels['task']}]{flag}"))
+        lines += [line("  {}", _run_line(run)) for run in look.runs_in_order(history, last)]
     dropped = sum(1 for h in found if h.dropped)
     lines.append(f"{len(found)} configs, {dropped} dropped")
     return lines

@@ -33,9 +33,9 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.gate.run import require_eval_extra
 
     require_eval_extra("evalgate hook")  # before the staging folder is touched
-    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.gate.hook import parse_concurrencies, run_hook
+    from evalgate.templates import line
 
     settings = flags.settings_from_args(args)
     asked = settings.eval
@@ -46,8 +46,8 @@ def command(args: argparse.Namespace) -> int:
         settings, concurrencies, resume=settings.output.resume, progress=progress_printer()
     )
     for entry in outcome.summary.runs:
-        line = f"conc {entry.concurrency}: {entry.status.upper()}: {outside.terminal(entry.reason)}"
+        said = line("conc {}: {}: {}", entry.concurrency, entry.status.upper(), entry.reason)
         verdict = entry.status in ("pass", "fail", "inconclusive")
-        print(line, file=sys.stdout if verdict else sys.stderr)
-    print(f"staged in {outside.terminal(settings.output.output_dir)}", file=sys.stderr)
+        print(said, file=sys.stdout if verdict else sys.stderr)
+    print(line("staged in {}", settings.output.output_dir), file=sys.stderr)
     return outcome.exit_code

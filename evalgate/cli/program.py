@@ -23,6 +23,7 @@ from evalgate._version import __version__
 from evalgate.cli import habits, stop
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.settings.environment import credentials_environment
+from evalgate.templates import line
 
 SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
 RECORDING = ("run", "hook")
@@ -146,7 +147,7 @@ class _OneLine(logging.Formatter):
         return super().formatMessage(record)
 
     def formatException(self, ei: Any) -> str:
-        return outside.terminal_block(super().formatException(ei))
+        return self.formatStack(super().formatException(ei))  # as a stack: line by line
 
     def formatStack(self, stack_info: str) -> str:
         return outside.terminal_block(super().formatStack(stack_info))
@@ -186,8 +187,8 @@ class _Guarded:
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.write(line)
+        for each in lines:
+            self.write(each)
 
     def flush(self) -> None:
         if self.failure is None:
@@ -253,8 +254,8 @@ def _main(arguments: list[str]) -> int:
                 from evalgate.cli import flags
 
                 loaded = flags.load_from_args(args)
-                for line in flags.print_config(loaded, args._name):
-                    print(line)
+                for row in flags.print_config(loaded, args._name):
+                    print(row)
                 return int(ExitCode.PASS)
             return int(args._command(args))
     except KeyboardInterrupt as interrupt:
@@ -265,14 +266,24 @@ def _main(arguments: list[str]) -> int:
         if args.verbose:
             logging.getLogger("evalgate").exception("traceback")
         if isinstance(exc, EvalgateError):
-            print(f"{type(exc).__name__}: {outside.terminal(exc.message)}", file=sys.stderr)
+            print(line("{}: {}", type(exc).__name__, exc.message), file=sys.stderr)
             return int(exc.exit_code)
         print(  # never exit 1 ("below threshold") for a crash
-            f"InternalError: unexpected {type(exc).__name__}: {outside.terminal(exc)}. Rerun "
-            "with -v for the traceback, and please report it.",
+            line(
+                "InternalError: unexpected {}: {}. Rerun with -v for the traceback, and please "
+                "report it.",
+                type(exc).__name__,
+                exc,
+            ),
             file=sys.stderr,
         )
         return int(ExitCode.EVAL)
+
+
+def print_json(document: object) -> None:
+    """A JSON document on stdout (`--json`): its exact text minus secrets, in ASCII
+    (evalgate.outside)."""
+    print(outside.terminal_json(document))
 
 
 def end(code: int) -> NoReturn:

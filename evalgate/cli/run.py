@@ -68,6 +68,7 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.cli import flags
     from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
+    from evalgate.templates import line
 
     settings = flags.settings_from_args(args)
     json_file, gate = settings.output.json_file, settings.gate
@@ -81,20 +82,19 @@ def command(args: argparse.Namespace) -> int:
         try:
             flags.put_json(json_file, to_document(outcome.result))
         except ArtifactError as exc:  # the verdict is recorded: its exit code stands
-            print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
+            print(line("ArtifactError: {}", exc.message), file=sys.stderr)
     if outcome.error is not None:
         if getattr(args, "verbose", 0):
             shown = "".join(traceback.format_exception(outcome.error))
             print(outside.terminal_block(shown), file=sys.stderr)
-        error = outside.terminal(outcome.error.message)
-        print(f"{type(outcome.error).__name__}: {error}", file=sys.stderr)
+        print(line("{}: {}", type(outcome.error).__name__, outcome.error.message), file=sys.stderr)
         print(f"stage: {outcome.result.stage}", file=sys.stderr)
     for warning in outcome.result.warnings:
-        print(f"warning: {outside.terminal(warning)}", file=sys.stderr)
+        print(line("warning: {}", warning), file=sys.stderr)
     if json_file != flags.STDOUT and outcome.error is None:  # an error was said above
-        print(f"{outcome.status.upper()}: {outside.terminal(outcome.reason)}")
+        print(line("{}: {}", outcome.status.upper(), outcome.reason))
         if outcome.comparison:
             print(outcome.comparison)  # compare's report: its outside text made safe there
     if outcome.result_path is not None:
-        print(f"result: {outside.terminal(outcome.result_path)}", file=sys.stderr)
+        print(line("result: {}", outcome.result_path), file=sys.stderr)
     return outcome.exit_code

@@ -9,6 +9,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from evalgate import scrub
+from evalgate.templates import line
+
 if TYPE_CHECKING:
     from evalgate.history.store import Store
     from evalgate.settings.values import Settings
@@ -166,7 +169,6 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
     """The verdict on stdout, and in each report asked for; the verdict line last, naming each
     report that could not be written (which leaves the verdict's exit code as it is). With
     --json -, the document alone is on stdout, and the verdict on stderr."""
-    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
@@ -185,7 +187,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
         try:
             write_output(path, render(), append=append, label=label)
         except ArtifactError as exc:
-            print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
+            print(line("ArtifactError: {}", exc.message), file=sys.stderr)
             unwritten.append(f"{label} {path}")
 
     if github:
@@ -202,7 +204,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
         attempt(
             "--json",
             shown.json_file,
-            lambda: outside.json_text(to_document(document(result)), indent=2) + "\n",
+            lambda: scrub.json_text(to_document(document(result)), indent=2) + "\n",
         )
     if shown.html:
         from evalgate.verify import html

@@ -1,7 +1,7 @@
 """A Comparison as its JSON document (compare --json, run --baseline's comparison.json): the
 types below state it, and schemas/comparison.schema.json is generated from them. Each filter
 lists its first ``flips`` flipped questions (the lost ones first), with both runs' answers; the
-texts are exact (outside.json_text scrubs the secrets as it writes them).
+texts are exact (scrub.json_text scrubs the secrets as it writes them).
 """
 
 from __future__ import annotations

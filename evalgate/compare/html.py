@@ -1,4 +1,5 @@
-"""`evalgate compare --html`: the comparison as one self-contained page (evalgate.page).
+"""`evalgate compare --html`: the comparison as one self-contained page (templates/compare.html,
+through evalgate.page).
 
 What the page shows: docs/compare.md, "What it reports".
 """
@@ -13,7 +14,7 @@ from evalgate.compare.comparison import Comparison, FilterComparison
 from evalgate.compare.reason import points
 from evalgate.compare.report import METHOD, changes, figures
 from evalgate.compare.runs import format_doc_ids
-from evalgate.page import Mark, Scale, esc
+from evalgate.page import Mark, Scale
 
 
 def _percent(value: float) -> str:
@@ -24,11 +25,27 @@ def _line(f: FilterComparison, note: str) -> page.Line:
     return page.Line(page.tone(f.finding.value), f.finding.name, f.filter, note)
 
 
-def _scores(c: Comparison) -> str:
+class Move(NamedTuple):
+    """A filter's row of the scores chart: its words, what the drawing says, the two scores."""
+
+    line: page.Line
+    described: str
+    before: float
+    after: float
+    shown: tuple[str, str]
+
+
+class Scores(NamedTuple):
+    scale: Scale
+    ticks: dict[float, str]
+    moves: list[Move]
+
+
+def _scores(c: Comparison) -> Scores:
     scale = Scale.around(
         v for f in c.filters for v in (f.counts.baseline_score, f.counts.candidate_score)
     )
-    rows = []
+    moves = []
     for f in c.filters:
         before, after = f.counts.baseline_score, f.counts.candidate_score
         described = (
@@ -38,16 +55,9 @@ def _scores(c: Comparison) -> str:
             else f"over {f.counts.n} paired answers to {f.counts.questions} questions, their "
             "repeats clustered"
         )
-        rows.append(
-            page.chart_row(
-                _line(f, f"n={f.counts.n}"),
-                page.interval_svg(scale, point=after, start=before, label=described),
-                f"{_percent(before)} &#8594; <b>{_percent(after)}</b>",
-            )
-        )
-    axis = page.axis_svg(scale, {t: f"{t * 100:g}%" for t in scale.ticks()})
-    legend = "Hollow dot: the baseline's score; filled dot: the candidate's, on the same questions."
-    return page.chart("Scores, baseline to candidate", axis, rows, legend=legend)
+        line = _line(f, f"n={f.counts.n}")
+        moves.append(Move(line, described, before, after, (_percent(before), _percent(after))))
+    return Scores(scale, {t: f"{t * 100:g}%" for t in scale.ticks()}, moves)
 
 
 class Bar(NamedTuple):
@@ -60,32 +70,43 @@ class Bar(NamedTuple):
     difference: float
     interval: tuple[float, float]
 
+    def described(self, margin: float) -> str:
+        (low, high), point = self.interval, self.difference
+        return (
+            f"{self.name}: {points(point)} points"
+            f"{f' on {self.filter}' if self.filter else ''}, 95% interval {points(low)} to "
+            f"{points(high)}, margin {points(margin)}: {self.line.mark}"
+        )
 
-def difference_chart(title: str, margin: float, bars: Sequence[Bar], legend: str) -> str:
+    @property
+    def shown(self) -> tuple[str, str, str]:
+        """The difference and its interval's ends, in points."""
+        return points(self.difference), points(self.interval[0]), points(self.interval[1])
+
+
+class Differences(NamedTuple):
     """Paired differences with their intervals against the margin and zero: compare's page, and
-    verify's against its baseline."""
+    verify's against its baseline (the macro `differences` of templates/charts.html)."""
+
+    title: str
+    margin: float
+    scale: Scale
+    ticks: dict[float, str]
+    marks: list[Mark]
+    bars: Sequence[Bar]
+    legend: str
+
+
+def difference_chart(title: str, margin: float, bars: Sequence[Bar], legend: str) -> Differences:
     marks = [Mark(margin, "margin"), Mark(0.0, "zero")]
     scale = Scale.around(
         [margin, 0.0, *(v for bar in bars for v in (*bar.interval, bar.difference))], floor=-1.0
     )
-    rows = []
-    for bar in bars:
-        (low, high), point = bar.interval, bar.difference
-        described = (
-            f"{bar.name}: {points(point)} points{f' on {bar.filter}' if bar.filter else ''}, "
-            f"95% interval {points(low)} to {points(high)}, margin {points(margin)}: "
-            f"{bar.line.mark}"
-        )
-        drawing = page.interval_svg(
-            scale, point=point, low=low, high=high, marks=marks, label=described
-        )
-        numbers = f"<b>{points(point)}</b> [{points(low)}, {points(high)}] pts"
-        rows.append(page.chart_row(bar.line, drawing, numbers))
-    axis = page.axis_svg(scale, {t: f"{t * 100:+g}" if t else "0" for t in scale.ticks()}, marks)
-    return page.chart(title, axis, rows, legend=legend)
+    ticks = {t: f"{t * 100:+g}" if t else "0" for t in scale.ticks()}
+    return Differences(title, margin, scale, ticks, marks, bars, legend)
 
 
-def _differences(c: Comparison) -> str:
+def _differences(c: Comparison) -> Differences:
     bars = [
         Bar(
             _line(f, f"{f.counts.lost} lost, {f.counts.gained} gained"),
@@ -105,110 +126,62 @@ def _differences(c: Comparison) -> str:
     return difference_chart("Paired difference against the margin", -c.max_drop, bars, legend)
 
 
-def _statistics(c: Comparison) -> str:
+class Statistics(NamedTuple):
+    """A filter's row of the statistics table: its cells' texts (figures) with their sort keys."""
+
+    filter: FilterComparison
+    cells: list[tuple[str, object]]
+    tone: page.Tone
+
+
+def _statistics(c: Comparison) -> list[Statistics]:
     rows = []
     for f in c.filters:
         n = f.counts
-        texts = [esc(text) for text in figures(f)]
+        texts = list(figures(f))
         if n.clustered:
-            texts[1] = esc(f"{n.n} answers, {n.questions} questions")
-        texts[-1] = page.badge(f.finding.name, page.tone(f.finding.value))
+            texts[1] = f"{n.n} answers, {n.questions} questions"
         keys: list[object] = [None, n.n, n.baseline_score, n.candidate_score, n.difference]
-        keys += [f.interval[0], n.lost, n.gained, f.p_value, f.finding.rank]
-        rows.append(page.Row(list(zip(texts, keys, strict=True)), esc(f.reason)))
-    headers = ["Filter", "n", "Baseline", "Candidate", "Diff (pts)", "95% CI (pts)"]
-    return page.table([*headers, "Lost", "Gained", "McNemar p", "Verdict"], rows)
+        keys += [f.interval[0], n.lost, n.gained, f.p_value]
+        cells = list(zip(texts[:-1], keys, strict=True))
+        rows.append(Statistics(f, cells, page.tone(f.finding.value)))
+    return rows
 
 
-def _protocol(c: Comparison) -> str:
-    parts = []
-    if c.drift:
-        parts.append(
-            "<p>The runs were not measured the same way (compared anyway: "
-            "<code>--allow-protocol-drift</code>); a difference in score may come from these:</p>"
-            + page.table(
-                ["Field", "Baseline", "Candidate"],
-                [
-                    page.Row([esc(d.field), esc(d.baseline), esc(d.candidate)], esc(d.detail))
-                    for d in c.drift
-                ],
-            )
-        )
-    else:
-        parts.append("<p>None: both runs were measured the same way.</p>")
-    left_out = [
-        f"request failed in the {side} run: {len(ids)} ({esc(format_doc_ids(ids))})"
-        for side, ids in c.failed.items()
-        if ids
-    ]
-    if c.unpaired:
-        left_out.append(
-            f"question text differs: {len(c.unpaired)} ({esc(format_doc_ids(c.unpaired))})"
-        )
-    if left_out:
-        parts.append("<p>Questions left out of the pairing: " + "; ".join(left_out) + ".</p>")
-    parts += [f'<p class="tone-warn">warning: {esc(w)}</p>' for w in c.warnings]
-    return "".join(parts)
+class Flips(NamedTuple):
+    """A filter's flipped questions: listed, or the name of an earlier filter with the same."""
+
+    title: str
+    filter: FilterComparison
+    same: str | None
 
 
-def _flip_sections(c: Comparison) -> list[str]:
-    sections: list[str] = []
-    shown: list[FilterComparison] = []
+def _flips(c: Comparison) -> list[Flips]:
+    found: list[Flips] = []
     for f in c.filters:
-        lost, gained = f.counts.lost, f.counts.gained
-        title = f"Flipped questions, {f.filter}: {lost} lost, {gained} gained"
-        same = next((e.filter for e in shown if e.flips == f.flips), None)
-        if not f.flips:
-            content = "<p>None: every paired question was answered alike by both runs.</p>"
-        elif same is not None:
-            content = f"<p>The same questions as {esc(same)}.</p>"
-        else:
-            rows = [
-                page.Row(
-                    [
-                        (esc(x.doc_id), x.doc_id),
-                        page.badge(x.change.upper(), "fail" if x.change == "lost" else "pass"),
-                        *(esc(text) for text in (x.target, x.baseline_answer, x.candidate_answer)),
-                    ],
-                    esc(x.question),
-                )
-                for x in f.flips
-            ]
-            headers = ["doc_id", "Change", "Target", "Baseline answer", "Candidate answer"]
-            content = page.table(headers, rows)
-            shown.append(f)
-        sections.append(page.section(title, content))
-    return sections
+        title = f"Flipped questions, {f.filter}: {f.counts.lost} lost, {f.counts.gained} gained"
+        listed = (x.filter for x in found if x.same is None and x.filter.flips)
+        same = next((e.filter for e in listed if e.flips == f.flips), None)
+        found.append(Flips(title, f, same))
+    return found
 
 
 def render(comparison: Comparison) -> str:
     c = comparison
-    sides = (("baseline", c.baseline), ("candidate", c.candidate))
-    rows = [
-        page.Row(
-            [esc(side), f"<code>{esc(run.path)}</code>"]
-            + [esc(text) for text in (run.run_id, run.model or "-", run.status)],
-            esc(", ".join(f"{k}={v}" for k, v in run.labels.items() if v is not None)),
-        )
-        for side, run in sides
-    ]
-    runs = page.table(["Run", "Folder", "Run id", "Model", "Status"], rows)
-    if c.changed:
-        runs += f"<p>Changed: {esc(changes(c.changed, '→'))}</p>"
-    inputs = [
-        *((side, f"<code>{esc(run.path)}</code> (run {esc(run.run_id)})") for side, run in sides),
-        ("margin", f"--max-drop {c.max_drop:g} ({c.max_drop * 100:.1f} points)"),
-        *((name, esc(text)) for name, text in METHOD.items()),
-    ]
-    return page.document(
+    return page.render(
+        "compare.html",
         title=f"evalgate compare: {c.finding.name}",
         tone=page.tone(c.finding.value),
         summary=f"exit {int(c.exit_code)}: {c.reason}",
-        body=[
-            page.section("Runs", runs),
-            page.section("Scores", _scores(c) + _differences(c) + _statistics(c)),
-            page.section("Protocol", _protocol(c)),
-            *_flip_sections(c),
-        ],
-        inputs=inputs,
+        counts=[],
+        c=c,
+        sides=(("baseline", c.baseline), ("candidate", c.candidate)),
+        changed=changes(c.changed, "→"),
+        scores=_scores(c),
+        differences=_differences(c),
+        statistics=_statistics(c),
+        left_out=[(side, ids, format_doc_ids(ids)) for side, ids in c.failed.items() if ids],
+        unpaired=format_doc_ids(c.unpaired),
+        flips=_flips(c),
+        method=METHOD,
     )

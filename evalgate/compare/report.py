@@ -1,17 +1,19 @@
 """A Comparison for people: a terminal table and Markdown (the JSON document: document.py).
 
 Each form lists the first ``flips`` flipped questions per filter (the lost ones first), with
-both runs' answers. Every text the runs gave (paths, labels, filters, questions, answers) goes
-through evalgate.outside for its form.
+both runs' answers. Every text the runs gave (paths, labels, filters, questions, answers) is
+made safe for its form as it is placed (a terminal line: templates.line; Markdown:
+templates/compare.md).
 """
 
 from __future__ import annotations
 
-from evalgate import outside, scrub
+from evalgate import scrub, templates
 from evalgate.compare import DEFAULT_FLIPS
 from evalgate.compare.comparison import Comparison, FilterComparison
 from evalgate.compare.reason import p_text, points
 from evalgate.compare.runs import Difference
+from evalgate.templates import Said, line
 
 METHOD = {
     "test": "exact McNemar: two-sided binomial test of lost vs gained, p = 1/2",
@@ -54,27 +56,22 @@ def figures(f: FilterComparison) -> tuple[str, ...]:
     )
 
 
-def _margin(comparison: Comparison, code: str = "") -> str:
-    method = "exact McNemar test, Tango 95% score interval"
+def _method(comparison: Comparison) -> str:
     if any(f.counts.clustered for f in comparison.filters):
-        method = (
+        return (
             "repeated questions clustered: clustered exact McNemar test, Tango 95% score "
             "interval with the design effect"
         )
-    return (
-        f"{code}--max-drop {comparison.max_drop:g}{code} ({comparison.max_drop * 100:.1f} points); "
-        f"{method}"
-    )
+    return "exact McNemar test, Tango 95% score interval"
 
 
-def _pairing(f: FilterComparison) -> str:
+def _pairing(f: FilterComparison) -> Said:
     """'extract_abcd: 100 answers to 50 questions paired, ...' (only when questions repeat)."""
     c = f.counts
-    return (
-        f"{outside.terminal(f.filter)}: {c.n} answers to {c.questions} questions paired by "
-        "(question, repeat); "
-        f"the repeats of each question are one cluster in the statistics (design effect "
-        f"{f.design_effect:.2f})"
+    return Said(
+        "{}: {} answers to {} questions paired by (question, repeat); the repeats of each "
+        "question are one cluster in the statistics (design effect {:.2f})",
+        (f.filter, c.n, c.questions, f.design_effect),
     )
 
 
@@ -83,36 +80,36 @@ def changes(items: tuple[Difference, ...], arrow: str = "->") -> str:
 
 
 def _short(text: str) -> str:
-    flat = outside.terminal(" ".join(scrub.text(text).split()))  # in full, before the cut
+    """A question on one line, scrubbed in full before it is cut to _QUESTION_CHARS."""
+    flat = " ".join(scrub.text(text).split())
     return flat if len(flat) <= _QUESTION_CHARS else flat[: _QUESTION_CHARS - 3] + "..."
 
 
-def _flip_sections(c: Comparison, flips: int) -> list[tuple[FilterComparison, str, str | None]]:
-    """(filter, heading, name of an earlier filter with the very same flips, if any)."""
-    sections: list[tuple[FilterComparison, str, str | None]] = []
+def _flip_sections(c: Comparison, flips: int) -> list[tuple[FilterComparison, int, str | None]]:
+    """(filter, flips shown, name of an earlier filter with the very same flips, if any)."""
+    sections: list[tuple[FilterComparison, int, str | None]] = []
     for f in c.filters if flips > 0 else ():
         if f.flips:
             same = next((e.filter for e, _, _ in sections if e.flips == f.flips), None)
-            shown = min(flips, len(f.flips))
-            name = outside.terminal(f.filter)
-            heading = f"Flipped questions, {name} ({shown} of {len(f.flips)}, lost first)"
-            sections.append((f, f"Flipped questions, {name}" if same else heading, same))
+            sections.append((f, min(flips, len(f.flips)), same))
     return sections
 
 
 def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
     """The terminal report: verdict line, runs, table, reasons, warnings, flipped questions."""
     c = comparison
-    t = outside.terminal
     lines = [f"evalgate compare: {c.finding.name} (exit {int(c.exit_code)})"]
     lines += [
-        f"  {side:<9}  {t(run.path)}  (run {t(run.run_id)})"
+        line("  {:<9}  {}  (run {})", side, run.path, run.run_id)
         for side, run in (("baseline", c.baseline), ("candidate", c.candidate))
     ]
     if c.changed:
-        lines.append(f"  changed    {t(changes(c.changed))}")
-    lines += [f"  margin     {_margin(c)}", ""]
-    rows = [HEADERS, *([t(cell) for cell in figures(f)] for f in c.filters)]
+        lines.append(line("  changed    {}", changes(c.changed)))
+    lines += [
+        f"  margin     --max-drop {c.max_drop:g} ({c.max_drop * 100:.1f} points); {_method(c)}"
+    ]
+    lines.append("")
+    rows = [HEADERS, *([line("{}", cell) for cell in figures(f)] for f in c.filters)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
     for row in rows:
         cells = [
@@ -121,71 +118,49 @@ def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
         ]
         lines.append("  ".join(cells).rstrip())
     lines.append("")
-    lines += [f"{_pairing(f)}." for f in c.filters if f.counts.clustered]
-    lines += [f"{t(f.filter)}: {f.finding.name}. {t(f.reason)}." for f in c.filters]
+    said = [_pairing(f) for f in c.filters if f.counts.clustered]
+    lines += [line(s.text + ".", *s.values) for s in said]
+    lines += [line("{}: {}. {}.", f.filter, f.finding.name, f.reason) for f in c.filters]
     if c.drift:
         lines += ["", "protocol differences allowed by --allow-protocol-drift:"]
-        lines += [f"  {t(d.describe())}" for d in c.drift]
+        lines += [line("  {}", d.describe()) for d in c.drift]
     if c.warnings:
-        lines += ["", *(f"warning: {t(w)}" for w in c.warnings)]
-    for f, heading, same in _flip_sections(c, flips):
+        lines += ["", *(line("warning: {}", w) for w in c.warnings)]
+    for f, shown, same in _flip_sections(c, flips):
         if same:
-            lines += ["", f"{heading}: the same as {t(same)}."]
+            lines += ["", line("Flipped questions, {}: the same as {}.", f.filter, same)]
             continue
-        lines += ["", f"{heading}:"]
         lines += [
-            f"  doc_id {x.doc_id:<5} {x.change:<6}  target {t(x.target)}  baseline "
-            f"{t(x.baseline_answer)}  candidate {t(x.candidate_answer)}\n"
-            f"      {_short(x.question)}"
+            "",
+            line("Flipped questions, {} ({} of {}, lost first):", f.filter, shown, len(f.flips)),
+        ]
+        lines += [
+            line(
+                "  doc_id {:<5} {:<6}  target {}  baseline {}  candidate {}\n      {}",
+                x.doc_id,
+                x.change,
+                x.target,
+                x.baseline_answer,
+                x.candidate_answer,
+                _short(x.question),
+            )
             for x in f.flips[:flips]
         ]
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    return outside.markdown(" ".join(text.split()))
 
 
 def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
-    """The same report as Markdown, for a pull request or a job summary."""
-    c = comparison
-    code = outside.markdown_code
-    lines = [
-        f"## evalgate compare: {c.finding.name}",
-        "",
-        f"Baseline {code(c.baseline.path)} (run {code(c.baseline.run_id)}), candidate "
-        f"{code(c.candidate.path)} (run {code(c.candidate.run_id)}).",
-    ]
-    if c.changed:
-        lines.append(f"Changed: {_cell(changes(c.changed))}.")
-    lines += [
-        f"Margin: {_margin(c, '`')}.",
-        "",
-        "| " + " | ".join(HEADERS) + " |",
-        "|---|" + "--:|" * (len(HEADERS) - 2) + "---|",
-    ]
-    lines += ["| " + " | ".join([_cell(f.filter), *figures(f)[1:]]) + " |" for f in c.filters]
-    lines += [""] + [f"- {_cell(_pairing(f))}." for f in c.filters if f.counts.clustered]
-    lines += [f"- **{_cell(f.filter)}**: {f.finding.name}. {_cell(f.reason)}." for f in c.filters]
-    if c.drift:
-        lines += ["", "Protocol differences allowed by `--allow-protocol-drift`:", ""]
-        lines += [f"- {_cell(d.describe())}" for d in c.drift]
-    if c.warnings:
-        lines += ["", *(f"> warning: {_cell(w)}" for w in c.warnings)]
-    for f, heading, same in _flip_sections(c, flips):
-        if same:
-            lines += ["", f"### {_cell(heading)}", "", f"The same as {_cell(same)}."]
-            continue
-        lines += [
-            "",
-            f"### {_cell(heading)}",
-            "",
-            "| doc_id | change | target | baseline | candidate | question |",
-            "|--:|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {x.doc_id} | {_cell(x.change)} | {_cell(x.target)} | {_cell(x.baseline_answer)} | "
-            f"{_cell(x.candidate_answer)} | {_cell(_short(x.question))} |"
-            for x in f.flips[:flips]
-        ]
-    return "\n".join(lines) + "\n"
+    """The same report as Markdown, for a pull request or a job summary (templates/compare.md)."""
+    return templates.render(
+        "compare.md",
+        c=comparison,
+        changed=changes(comparison.changed),
+        method=_method(comparison),
+        headers=HEADERS,
+        figures=figures,
+        points=points,
+        pairing=_pairing,
+        sections=_flip_sections(comparison, flips),
+        flips=flips,
+        short=_short,
+    )

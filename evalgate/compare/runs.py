@@ -18,7 +18,7 @@ import msgspec
 from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result, read_samples
 from evalgate.evidence.model import EvalRecord, Protocol, Result, Sample
-from evalgate.outside import capped
+from evalgate.scrub import capped
 
 _SHOWN = 5
 

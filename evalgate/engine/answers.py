@@ -16,7 +16,7 @@ from typing import Any
 
 from evalgate.engine.wire import parse_error
 from evalgate.errors import EngineAnswerError, MalformedAnswer
-from evalgate.outside import capped
+from evalgate.scrub import capped
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 REASONING_FIELDS = ("reasoning_content", "reasoning")

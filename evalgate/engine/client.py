@@ -34,7 +34,7 @@ from evalgate.errors import (
     RequestFailed,
     TimedOut,
 )
-from evalgate.outside import capped
+from evalgate.scrub import capped
 
 log = logging.getLogger(__name__)
 KEPT_OF_NO_STREAM = 4096

@@ -24,7 +24,7 @@ from evalgate.engine.retry import FAILURES
 from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, credentials_advice, parse_error
 from evalgate.errors import EngineAnswerError
-from evalgate.outside import capped
+from evalgate.scrub import capped
 from evalgate.tasks.prompts import Prompt
 
 log = logging.getLogger(__name__)

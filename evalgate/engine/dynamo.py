@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from evalgate.engine.answers import whole
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, json_or_none, parse_error
-from evalgate.outside import capped
+from evalgate.scrub import capped
 
 ReadyState = Literal["ready", "not ready", "unlisted"]
 WORDLESS = frozenset({"Bad Request", "Invalid request"})

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evalgate.engine.urls import origin
-from evalgate.outside import capped
+from evalgate.scrub import capped
 from evalgate.settings.environment import variables
 
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.

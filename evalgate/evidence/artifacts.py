@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from evalgate import outside
+from evalgate import scrub
 from evalgate.errors import ArtifactError, EvalFailedError
 from evalgate.evidence.model import HookSummary, Result, Sample, to_document
 from evalgate.evidence.read import decode, decode_lines, read, read_bytes
@@ -93,14 +93,14 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, document: Any) -> Path:
-    """Atomic JSON file: the exact text minus the configured secrets (evalgate.outside)."""
-    write_atomic(path, outside.json_text(document, indent=2) + "\n")
+    """Atomic JSON file: the exact text minus the configured secrets (scrub.json_text)."""
+    write_atomic(path, scrub.json_text(document, indent=2) + "\n")
     return path
 
 
 def write_jsonl(path: Path, records: Iterable[Any]) -> Path:
     """Atomic JSON-lines file, as write_json writes each line."""
-    write_atomic(path, "".join(outside.json_text(r) + "\n" for r in records))
+    write_atomic(path, "".join(scrub.json_text(r) + "\n" for r in records))
     return path
 
 
@@ -109,7 +109,7 @@ def _checked(kind: str, record: msgspec.Struct) -> Any:
     writes, it can read (a record that breaks the contract is evalgate's bug)."""
     document = to_document(record)
     try:
-        decode(outside.json_text(document), type(record), kind)  # the text as written
+        decode(scrub.json_text(document), type(record), kind)  # the text as written
     except ArtifactError as exc:
         raise ArtifactError(
             f"evalgate built a {kind} record that breaks its own schema (please report this): "

@@ -17,7 +17,7 @@ from typing import IO, Any
 import msgspec
 from msgspec import structs
 
-from evalgate import outside, scrub
+from evalgate import scrub
 from evalgate.errors import ArtifactError
 from evalgate.evidence.fields import AnswerField, Count, Integer
 from evalgate.evidence.folder import open_in_place
@@ -26,7 +26,7 @@ from evalgate.evidence.read import decode
 from evalgate.lengths import Limit
 
 log = logging.getLogger(__name__)
-_OWN = outside.OWN_FIELDS | {"key"}
+_OWN = scrub.OWN_FIELDS | {"key"}
 """Not scrubbed: evalgate's own fields, and the answer's key (a hash)."""
 
 
@@ -124,7 +124,7 @@ class Journal:
 
     def _write(self, record: dict[str, Any]) -> None:
         try:
-            self._handle.write(outside.json_text(record, own=_OWN) + "\n")  # minus secrets
+            self._handle.write(scrub.json_text(record, own=_OWN) + "\n")  # minus secrets
             self._handle.flush()
         except OSError as exc:
             if exc.filename is None:

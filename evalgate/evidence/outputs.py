@@ -4,7 +4,8 @@ evidence, and found before anything is written (RELIABILITY.md, "Evidence is nev
 
 ``check_outputs`` is the one check every command makes of the paths it will write;
 ``write_output`` writes one of them whole (or appends to it); its values were scrubbed of the
-secrets as each was made safe for it (evalgate.outside), never the text as a whole.
+secrets as each was made safe for it (evalgate.templates, scrub.json_text), never the text as a
+whole.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def _unwritable(path: str, *, append: bool) -> str | None:
 def write_output(path: str, text: str, *, append: bool = False, label: str = "") -> None:
     """Write an output whole, in one step (write_atomic), or append to it; an unwritable path
     is an ArtifactError (exit 2). The path was checked first (check_outputs). The text is not
-    scrubbed here: its values were, as evalgate.outside made each safe for this output (a JSON
+    scrubbed here: its values were, as each was made safe for this output (a JSON
     document's own field names and schema id are no secret, whatever a key spells)."""
     try:
         if append or _stream(path):

@@ -12,7 +12,7 @@ from typing import Any
 
 from evalgate.errors import ArtifactError, ContextError
 from evalgate.evidence.read import read
-from evalgate.outside import capped
+from evalgate.scrub import capped
 
 LENGTH_KEYS = (
     "max_position_embeddings",

@@ -83,7 +83,7 @@ class GateRun:
         self.checked = prior
         self.dataset: Dataset | None = None
         # A task file's path may hold anything, and "task" is one of the fields left unscrubbed
-        # (outside.OWN_FIELDS): scrubbed here, once, until the file's task name replaces it.
+        # (scrub.OWN_FIELDS): scrubbed here, once, until the file's task name replaces it.
         asked = settings.eval.task
         task = asked if asked in BUILT_IN else scrub.text(asked)
         self.log = RunLog(settings.endpoint.model, labels(settings, topology), task)

@@ -1,17 +1,17 @@
-"""`evalgate history HISTORY --html FILE`: the trend page, through evalgate.page's skeleton. Per
-config, its accuracy per sweep (the lowest filter's) with the 95% interval as a band, the floor
-as a line, fails and regressions marked in red, runs marked bad hollow; configs that dropped
-first. One SVG path per band and line, so a year of nightly sweeps stays small.
+"""`evalgate history HISTORY --html FILE`: the trend page (templates/history.html, through
+evalgate.page). Per config, its accuracy per sweep (the lowest filter's) with the 95% interval as
+a band, the floor as a line, fails and regressions marked in red, runs marked bad hollow;
+configs that dropped first. One SVG path per band and line, so a year of nightly sweeps stays
+small.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from evalgate import page
 from evalgate.history.look import ConfigHistory
-from evalgate.history.record import StoredRun
-from evalgate.page import esc
 
 WIDTH = 720
 HEIGHT = 120
@@ -23,11 +23,38 @@ def _x(index: int, count: int) -> float:
     return PAD + (WIDTH - 2 * PAD) * (index / (count - 1) if count > 1 else 0.5)
 
 
-def trend_svg(history: ConfigHistory) -> str:
-    """One config's runs over time: band, line, floor, marks; axis labels at both ends."""
+def _points(values: Sequence[tuple[float, float]]) -> str:
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in values)
+
+
+class Dot(NamedTuple):
+    """A run marked on the line: failed (or regressed), or marked bad."""
+
+    kind: str
+    x: str
+    y: str
+    said: str
+
+
+class Trend(NamedTuple):
+    """One config's runs over time, as SVG coordinates: band, floor, line, marks, the ticks
+    (value, y) and the first and last sweep."""
+
+    label: str
+    band: str
+    floor: str
+    line: str
+    dots: list[Dot]
+    ticks: list[tuple[float, str]]
+    first: str
+    last: str
+
+
+def trend(history: ConfigHistory) -> Trend | None:
+    """The drawing of one config's scored runs (None: no run was scored)."""
     scored = [(r, s) for r in history.runs if (s := r.headline) is not None]
     if not scored:
-        return '<p class="note">no scored run</p>'
+        return None
     runs = [r for r, _ in scored]
     scores = [s for _, s in scored]
     values = [v for s in scores for v in (s.low, s.high)]
@@ -42,49 +69,47 @@ def trend_svg(history: ConfigHistory) -> str:
         return base - value * per
 
     count = len(runs)
-    xs = [f"{_x(i, count):.1f}" for i in range(count)]
-    top = " ".join([f"{x},{base - s.high * per:.1f}" for x, s in zip(xs, scores, strict=True)])
-    low = [f"{x},{base - s.low * per:.1f}" for x, s in zip(xs, scores, strict=True)]
-    line = [f"{x},{base - s.value * per:.1f}" for x, s in zip(xs, scores, strict=True)]
-    parts = [f'<path class="band" d="M{top} L{" ".join(low[::-1])} Z"/>']
-    floors = [
-        f"{x},{base - r.floor * per:.1f}"
-        for x, r in zip(xs, runs, strict=True)
-        if r.floor is not None
-    ]
-    if floors:
-        parts.append(f'<polyline class="floor" points="{" ".join(floors)}"/>')
-    parts.append(f'<polyline class="trend" points="{" ".join(line)}"/>')
-    for i, run in enumerate(runs):
-        kind = "marked" if run.marked else "failed" if run.verdict in FAILED else ""
-        if kind:
-            x, dot = line[i].split(",")
-            word = "marked bad" if run.marked else run.verdict
-            parts.append(
-                f'<circle class="{kind}" cx="{x}" cy="{dot}" r="4">'
-                f"<title>{esc(run.sweep)}: {esc(word)}</title></circle>"
-            )
-    ticks = "".join(
-        f'<text class="tick" x="{WIDTH + 4}" y="{y(t) + 4:.1f}">{t:g}</text>' for t in scale.ticks()
-    )
+    xs = [_x(i, count) for i in range(count)]
+    top = [(x, y(s.high)) for x, s in zip(xs, scores, strict=True)]
+    bottom = [(x, y(s.low)) for x, s in zip(xs, scores, strict=True)]
+    line = [(x, y(s.value)) for x, s in zip(xs, scores, strict=True)]
+    floors = [(x, y(r.floor)) for x, r in zip(xs, runs, strict=True) if r.floor is not None]
+    dots = []
+    for run, (x, dot) in zip(runs, line, strict=True):
+        if run.marked:
+            dots.append(Dot("marked", f"{x:.1f}", f"{dot:.1f}", f"{run.sweep}: marked bad"))
+        elif run.verdict in FAILED:
+            dots.append(Dot("failed", f"{x:.1f}", f"{dot:.1f}", f"{run.sweep}: {run.verdict}"))
     label = (
         f"{history.name}: {count} runs from {runs[0].sweep} to {runs[-1].sweep}, "
         f"last {scores[-1].value:.3f}"
     )
-    return (
-        f'<svg class="trend" viewBox="0 0 {WIDTH + 40} {HEIGHT}" role="img" '
-        f'aria-label="{esc(label)}"><title>{esc(label)}</title>{"".join(parts)}{ticks}</svg>'
-        f'<div class="ends"><span>{esc(runs[0].sweep)}</span><span>{esc(runs[-1].sweep)}</span>'
-        "</div>"
+    return Trend(
+        label,
+        f"M{_points(top)} L{_points(bottom[::-1])} Z",
+        _points(floors),
+        _points(line),
+        dots,
+        [(t, f"{y(t) + 4:.1f}") for t in scale.ticks()],
+        runs[0].sweep,
+        runs[-1].sweep,
     )
 
 
-def _latest(history: ConfigHistory) -> StoredRun:
-    return history.runs[-1]
+class Figure(NamedTuple):
+    """A config's chart: its standing, caption and drawing."""
+
+    history: ConfigHistory
+    tone: page.Tone
+    word: str
+    numbers: str
+    floor: str
+    notes: str
+    trend: Trend | None
 
 
-def _figure(history: ConfigHistory) -> str:
-    last = _latest(history)
+def _figure(history: ConfigHistory) -> Figure:
+    last = history.runs[-1]
     score = last.headline
     numbers = (
         f"{score.value:.3f} [{score.low:.3f}, {score.high:.3f}] n={score.n}"
@@ -97,32 +122,23 @@ def _figure(history: ConfigHistory) -> str:
     word = "dropped" if history.dropped else last.verdict
     notes = [f"{len(history.runs)} runs", f"{failed} failed or regressed"]
     notes += [f"{marked} marked bad"] if marked else []
-    floor = f"floor {last.floor:g} ({esc(last.floor_matched)})" if last.floor is not None else ""
-    return (
-        f'<figure class="trend tone-{tone}" data-dropped="{int(history.dropped)}">'
-        f"<figcaption>{page.badge(word.upper(), tone)} {esc(history.name)} "
-        f'<span class="note">{esc(history.labels.get("task", ""))}; last {esc(numbers)}; '
-        f"{floor}; {esc(', '.join(notes))}</span></figcaption>"
-        f"{trend_svg(history)}</figure>"
-    )
+    floor = f"floor {last.floor:g} ({last.floor_matched})" if last.floor is not None else ""
+    return Figure(history, tone, word.upper(), numbers, floor, ", ".join(notes), trend(history))
 
 
 def render(location: str, found: Sequence[ConfigHistory], where: Mapping[str, str]) -> str:
     """The whole page."""
     dropped = sum(1 for h in found if h.dropped)
     runs = sum(len(h.runs) for h in found)
-    legend = (
-        '<p class="legend">Each chart: the lowest filter\'s accuracy per recorded run (line) '
-        "with its 95% interval (band); the floor (dashed); fails and regressions (red dots); "
-        "runs marked bad (hollow). Configs that dropped come first.</p>"
-    )
-    body = [page.section("Accuracy over time", legend + "".join(map(_figure, found)))]
-    filters = " ".join(f"{k}={v}" for k, v in where.items())
-    return page.document(
+    return page.render(
+        "history.html",
         title="evalgate history",
         tone="fail" if dropped else "pass",
         summary=f"{len(found)} configs, {runs} runs, {dropped} dropped",
         counts=[("dropped", dropped, "fail"), ("steady", len(found) - dropped, "pass")],
-        body=body,
-        inputs=[("history", esc(location)), *([("where", esc(filters))] if filters else [])],
+        figures=[_figure(h) for h in found],
+        width=WIDTH,
+        height=HEIGHT,
+        location=location,
+        where=" ".join(f"{k}={v}" for k, v in where.items()),
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from evalgate.errors import ArtifactError, UsageError, YamlRefused
 from evalgate.evidence.read import read_bytes
-from evalgate.outside import capped
+from evalgate.scrub import capped
 from evalgate.tasks.syntax import pattern_problem, plain_template
 from evalgate.yamlfile import MAX_CHARS, load_yaml, paths
 

@@ -1,16 +1,17 @@
 """The page's comparison with the baseline (--baseline): a second chart, then each regressed
-config's lost questions (docs/verify.md, "Against the last good sweep", reports).
+config's lost questions (docs/verify.md, "Against the last good sweep", reports), as
+templates/baseline.html shows them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from evalgate import page
-from evalgate.compare.html import Bar, difference_chart
+from evalgate.compare.html import Bar, Differences, difference_chart
 from evalgate.compare.paired import Finding
-from evalgate.outside import capped
-from evalgate.page import esc
+from evalgate.scrub import capped
 from evalgate.verify.baseline_report import LISTED, standing
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.report import short_keys
@@ -27,7 +28,7 @@ LEGEND = (
 )
 
 
-def chart(entries: Sequence[Entry], summary: BaselineSummary) -> str:
+def chart(entries: Sequence[Entry], summary: BaselineSummary) -> Differences:
     """Each compared config's difference and interval against the margin, the regressions
     first, then by their drop."""
     compared = sorted(
@@ -65,44 +66,57 @@ def chart(entries: Sequence[Entry], summary: BaselineSummary) -> str:
     return difference_chart(title, margin, bars, LEGEND)
 
 
-def _lost(entry: Entry, versus: Versus) -> str:
+class Lost(NamedTuple):
+    """A regressed config's lost questions: the table's caption, whether the regression was
+    waived (and how), and each question's doc_id, target, answers and text, cut to
+    SHOWN_CHARS."""
+
+    caption: str
+    waived: str | None
+    rows: list[tuple[int, list[str]]]
+
+
+def _lost(entry: Entry, versus: Versus) -> Lost:
     rows = [
-        page.Row(
-            [(esc(flip.doc_id), flip.doc_id)]
-            + [
-                esc(capped(text, SHOWN_CHARS))
-                for text in (flip.target, flip.baseline_answer, flip.candidate_answer)
+        (
+            flip.doc_id,
+            [
+                capped(text, SHOWN_CHARS)
+                for text in (
+                    flip.target,
+                    flip.baseline_answer,
+                    flip.candidate_answer,
+                    flip.question,
+                )
             ],
-            esc(capped(flip.question, SHOWN_CHARS)),
         )
         for flip in versus.lost_questions
     ]
     shown = len(versus.lost_questions)
     more = f" (the first {shown} of {versus.lost})" if versus.lost > shown else ""
-    waived = f" ({esc(describe(versus.waiver))})" if versus.waiver is not None else ""
-    caption = f"Lost questions of {entry.key} on {versus.filter}{more}"
-    table = page.table(["doc_id", "Target", "Baseline's answer", "This sweep's answer"], rows)
-    return f"<h3>{esc(caption)}{waived}</h3>{table}"
+    waived = describe(versus.waiver) if versus.waiver is not None else None
+    return Lost(f"Lost questions of {entry.key} on {versus.filter}{more}", waived, rows)
 
 
-def _listed(entries: Sequence[Entry], summary: BaselineSummary) -> str:
-    rows = [
-        page.Row([page.badge(e.versus.standing.upper(), "info"), esc(e.key)], esc(e.versus.reason))
+class Section(NamedTuple):
+    """What the page says against the baseline: the chart, the regressions' lost questions,
+    and the configs not compared (their standing, key and why)."""
+
+    chart: Differences
+    lost: list[Lost]
+    listed: list[tuple[str, str, str]]
+
+
+def section(entries: Sequence[Entry], summary: BaselineSummary) -> Section:
+    listed = [
+        (e.versus.standing.upper(), e.key, e.versus.reason)
         for e in entries
         if e.versus is not None and e.versus.standing in LISTED
     ]
-    rows += [
-        page.Row([page.badge("MISSING", "info"), esc(b.key)], esc(f"in the baseline: {b.path}"))
-        for b in summary.missing
+    listed += [("MISSING", b.key, f"in the baseline: {b.path}") for b in summary.missing]
+    lost = [
+        _lost(e, e.versus)
+        for e in entries
+        if e.versus is not None and e.versus.standing == "regression"
     ]
-    return page.table(["Not compared", "Config"], rows) if rows else ""
-
-
-def section(entries: Sequence[Entry], summary: BaselineSummary) -> str:
-    regressed = [
-        (e, e.versus) for e in entries if e.versus is not None and e.versus.standing == "regression"
-    ]
-    parts = [chart(entries, summary)]
-    parts += [_lost(e, v) for e, v in regressed]
-    parts.append(_listed(entries, summary))
-    return page.section("Against the baseline", "".join(parts))
+    return Section(chart(entries, summary), lost, listed)

@@ -1,12 +1,14 @@
-"""The comparison with the baseline (--baseline) in each form the verdict takes, every outside text
-through the caller's evalgate.outside function (docs/verify.md, "Against the last good sweep").
+"""The comparison with the baseline (--baseline) in each form the verdict takes: its lines are
+evalgate's words with the outside values apart (templates.Said), each made safe by the output
+that shows it (docs/verify.md, "Against the last good sweep").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from evalgate.compare.reason import points
+from evalgate.templates import Said
 from evalgate.verify.records import BaselineSummary, Entry, Versus
 from evalgate.verify.waivers import describe
 
@@ -31,37 +33,38 @@ def standing(versus: Versus | None) -> str:
     return versus.standing.upper() + (" (waived)" if versus.waiver is not None else "")
 
 
-def findings(
-    entries: Iterable[Entry], summary: BaselineSummary, safe: Callable[[object], str]
-) -> Iterator[str]:
+def findings(entries: Iterable[Entry], summary: BaselineSummary) -> Iterator[Said]:
     """The section's lines (no line ends): waived regressions, each config not compared and
     why, the warnings, the baseline's configs missing from the sweep, unused waivers."""
-    paths = ", ".join(safe(p) for p in summary.paths)
-    yield (
-        f"Against the baseline {paths} ({summary.configs} results; margin "
-        f"{summary.max_drop * 100:.1f} points; one-sided exact tests, Holm's adjustment over "
-        "the configs):"
+    paths = ", ".join(["{}"] * len(summary.paths))
+    yield Said(
+        f"Against the baseline {paths} ({{}} results; margin {{:.1f}} points; one-sided exact "
+        "tests, Holm's adjustment over the configs):",
+        (*summary.paths, summary.configs, summary.max_drop * 100),
     )
     for entry in entries:
         versus = entry.versus
         if versus is None:
             continue
-        name = safe(entry.key)
         if versus.waiver is not None:
-            yield f"  WAIVED       {name}: {safe(versus.reason)}; {safe(describe(versus.waiver))}"
+            yield Said(
+                "  WAIVED       {}: {}; {}", (entry.key, versus.reason, describe(versus.waiver))
+            )
         elif versus.standing in LISTED:
-            yield f"  {versus.standing.upper():<12} {name}: {safe(versus.reason)}"
+            yield Said("  {:<12} {}: {}", (versus.standing.upper(), entry.key, versus.reason))
         for warning in versus.warnings:
-            yield f"  WARNING      {name}: {safe(warning)}"
+            yield Said("  WARNING      {}: {}", (entry.key, warning))
     for base in summary.missing:
-        yield (
-            f"  MISSING      {safe(base.key)}: in the baseline ({safe(base.path)}), not in this "
-            "sweep (fails only with --expect)"
+        yield Said(
+            "  MISSING      {}: in the baseline ({}), not in this sweep (fails only with --expect)",
+            (base.key, base.path),
         )
     for note in summary.unreadable:
-        yield f"  UNREADABLE   {safe(note.reason)}"
+        yield Said("  UNREADABLE   {}", (note.reason,))
     for waiver in summary.unused_waivers:
-        yield f"  UNUSED       the waiver of {safe(waiver.config)} names no config of this sweep"
+        yield Said(
+            "  UNUSED       the waiver of {} names no config of this sweep", (waiver.config,)
+        )
 
 
 def junit_line(versus: Versus) -> str:

@@ -1,5 +1,5 @@
 """A sweep's verdict as its document (written by --json): the types below state it, and
-schemas/verdict.schema.json is generated from them. The exact texts; outside.json_text scrubs
+schemas/verdict.schema.json is generated from them. The exact texts; scrub.json_text scrubs
 the secrets as it writes them. Entries, checks and the baseline are written from the records
 verify passes between its steps (records.py), their versus, waivers and notes as they are.
 """

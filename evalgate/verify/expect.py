@@ -28,7 +28,7 @@ from evalgate.evidence.fields import Positive
 from evalgate.evidence.model import LABEL_NAMES
 from evalgate.evidence.read import read
 from evalgate.evidence.stage_records import Labels
-from evalgate.outside import capped
+from evalgate.scrub import capped
 from evalgate.thresholds import TASK_KEY
 from evalgate.verify.records import Entry
 

@@ -1,16 +1,17 @@
-"""`evalgate verify --html`: the sweep's verdict as one self-contained page (evalgate.page), the
-problems first (docs/verify.md, "Outputs").
+"""`evalgate verify --html`: the sweep's verdict as one self-contained page (templates/verify.html,
+through evalgate.page), the problems first (docs/verify.md, "Outputs").
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import msgspec
 
 from evalgate import page
-from evalgate.page import Mark, Scale, esc
-from evalgate.verify.baseline_html import section
+from evalgate.page import Mark, Scale
+from evalgate.verify import baseline_html
 from evalgate.verify.records import OUTCOMES, CheckRow, Entry
 from evalgate.verify.report import deciding, rank, short_keys
 from evalgate.verify.sweep import Report
@@ -38,7 +39,27 @@ class _Config(msgspec.Struct, frozen=True):
     outcome: str
 
 
-def _row(config: _Config, label: str, first: int, scale: Scale) -> str:
+class Row(NamedTuple):
+    """A chart's row: its words, the check drawn (None: no score) with its threshold, and what
+    the drawing says (or, with no score, why there is none)."""
+
+    line: page.Line
+    check: CheckRow | None
+    described: str
+    marks: list[Mark]
+
+
+class Chart(NamedTuple):
+    title: str
+    scale: Scale
+    ticks: dict[float, str]
+    marks: list[Mark]
+    """Drawn across the axis: the threshold, when every row has the same."""
+    rows: list[Row]
+    legend: str
+
+
+def _row(config: _Config, label: str, first: int) -> Row:
     entry, check, outcome = config.entry, config.check, config.outcome
     data = {
         "first": first,
@@ -49,28 +70,13 @@ def _row(config: _Config, label: str, first: int, scale: Scale) -> str:
     }
     line = page.Line(page.tone(outcome), outcome.upper(), label, data=data)
     if check is None:
-        why = esc(f"{outcome}: {entry.reason}")  # the drawing's place, saying why it is empty
-        return page.chart_row(
-            line, f'<span class="bar empty" title="{why}">{why}</span>', "no score"
-        )
+        return Row(line, None, f"{outcome}: {entry.reason}", [])
     described = (
         f"{entry.key}: deciding filter {check.filter} {check.value:.4f}, 95% interval "
         f"{check.low:.4f} to {check.high:.4f}, threshold {check.threshold:.4f} "
         f"({check.matched}): {outcome}"
     )
-    drawing = page.interval_svg(
-        scale,
-        point=check.value,
-        low=check.low,
-        high=check.high,
-        marks=[Mark(check.threshold, "threshold")],
-        label=described,
-    )
-    numbers = (
-        f"<b>{check.value:.4f}</b> [{check.low:.4f}, {check.high:.4f}] "
-        f'<span class="thr">thr {check.threshold:.4f}</span>'
-    )
-    return page.chart_row(line, drawing, numbers)
+    return Row(line, check, described, [Mark(check.threshold, "threshold")])
 
 
 def _configs(n: int) -> str:
@@ -82,7 +88,7 @@ def _nearest(line: _Config) -> tuple[int, float]:
     return rank(line.outcome), margin
 
 
-def _chart(report: Report, task: str | None, lines: list[_Config]) -> str:
+def _chart(report: Report, task: str | None, lines: list[_Config]) -> Chart:
     total = len(lines)
     if total > MAX_CHART_ROWS:  # the problems, then the passes nearest their threshold
         lines = sorted(lines, key=_nearest)[:MAX_CHART_ROWS]
@@ -90,11 +96,10 @@ def _chart(report: Report, task: str | None, lines: list[_Config]) -> str:
     scale = Scale.around([v for c in checks for v in (c.low, c.high, c.threshold)])
     thresholds = sorted({c.threshold for c in checks})
     marks = [Mark(t, "threshold") for t in thresholds] if len(thresholds) == 1 else []
-    axis = page.axis_svg(scale, {t: f"{t:.2f}" for t in scale.ticks()}, marks)
     lines = sorted(lines, key=lambda line: (rank(line.outcome), line.index))
     common, labels = short_keys([line.entry for line in lines], report.paths)
     rows = [
-        _row(line, label, first, scale)
+        _row(line, label, first)
         for first, (line, label) in enumerate(zip(lines, labels, strict=True))
     ]
     problems = sum(1 for line in lines if line.outcome != "pass")
@@ -110,10 +115,10 @@ def _chart(report: Report, task: str | None, lines: list[_Config]) -> str:
             f"Drawn: {len(lines)} of the {total} configs, the problems first, then those "
             "nearest their threshold; the table below lists every one. " + LEGEND
         )
-    return page.chart(title, axis, rows, legend=legend)
+    return Chart(title, scale, {t: f"{t:.2f}" for t in scale.ticks()}, marks, rows, legend)
 
 
-def charts(report: Report) -> list[str]:
+def charts(report: Report) -> list[Chart]:
     """One chart per task; the rows with no score go to the first."""
     entries = list(enumerate(report.entries))
     tasks = list(dict.fromkeys(c.task for _, e in entries for c in e.checks))
@@ -139,92 +144,45 @@ LEGEND = (
 )
 
 
-_GROUPS = "".join(f'<option value="{g}">{g}</option>' for g in page.GROUPS)
-CONTROLS = (
-    '<div class="controls"><label>Group by <select id="group-by">'
-    f'<option value="">nothing</option>{_GROUPS}</select></label>'
-    '<label>Order <select id="order-by"><option value="first">problems first</option>'
-    '<option value="margin">nearest the threshold</option>'
-    '<option value="config">by config</option></select></label></div>'
-)
+class Listed(NamedTuple):
+    """A config in the table: its place in the report, its outcome's rank, the deciding check,
+    its label values (page.GROUPS)."""
+
+    place: int
+    rank: int
+    tone: page.Tone
+    entry: Entry
+    check: CheckRow | None
+    groups: dict[str, str]
 
 
-def _table(report: Report) -> str:
-    headers = [
-        "Outcome",
-        "Config",
-        *(g.capitalize() for g in page.GROUPS[:4]),
-        "Conc",
-        "Filter",
-        "Score",
-        "95% CI",
-        "n",
-        "Threshold",
-    ]
-    rows = []
-    for i, entry in sorted(enumerate(report.entries), key=lambda p: (rank(p[1].outcome), p[0])):
-        check = deciding(entry.checks)
-        dims = page.groups(entry.labels, entry.model)
-        score: list[page.Cell] = (
-            [
-                esc(check.filter),
-                (f'<span class="num">{check.value:.4f}</span>', check.value),
-                (f'<span class="num">{check.low:.4f}&#8211;{check.high:.4f}</span>', check.low),
-                (f'<span class="num">{check.n}</span>', check.n),
-                (
-                    f'<span class="num">{check.threshold:.4f}</span> {esc(check.matched)}',
-                    check.threshold,
-                ),
-            ]
-            if check is not None
-            else ["-", ("-", -1), ("-", -1), ("-", -1), ("-", -1)]
+def listed(report: Report) -> list[Listed]:
+    """Every config, problems first."""
+    return [
+        Listed(
+            i,
+            rank(e.outcome),
+            page.tone(e.outcome),
+            e,
+            deciding(e.checks),
+            page.groups(e.labels, e.model),
         )
-        where = f' <span class="path">{esc(entry.path)}</span>' if entry.path else ""
-        cells: list[page.Cell] = [
-            (page.badge(entry.outcome.upper(), page.tone(entry.outcome)), rank(entry.outcome)),
-            (esc(entry.key), i),
-            *(esc(dims[g]) for g in page.GROUPS),
-            *score,
-        ]
-        rows.append(page.Row(cells, esc(entry.reason) + where))
-    return page.table(headers, rows)
-
-
-def _inputs(report: Report) -> list[tuple[str, str]]:
-    expect = report.expectation
-    wanted = "none"
-    if expect is not None:
-        wanted = esc(f"--expect {expect.source}: {expect.count or len(expect.configs)} configs")
-    inputs = [
-        ("results", "<br>".join(f"<code>{esc(p)}</code>" for p in report.paths)),
-        ("thresholds", f"<code>{esc(report.thresholds_file)}</code>"),
-        ("expected set", wanted),
-        (
-            "min samples",
-            esc("as each run recorded" if report.min_samples is None else report.min_samples),
-        ),
+        for i, e in sorted(enumerate(report.entries), key=lambda p: (rank(p[1].outcome), p[0]))
     ]
-    if report.baseline is not None:
-        listed = "<br>".join(f"<code>{esc(p)}</code>" for p in report.baseline.paths)
-        inputs.append(("baseline", f"{listed} (margin {report.baseline.max_drop:g})"))
-    if report.ignored:
-        listed = "<br>".join(f"<code>{esc(n.path)}</code>: {esc(n.reason)}" for n in report.ignored)
-        inputs.append((f"ignored ({len(report.ignored)})", listed))
-    return inputs
 
 
 def render(report: Report) -> str:
-    sections = [
-        page.section("Scores against thresholds", CONTROLS + "".join(charts(report))),
-        page.section(f"Every config ({len(report.entries)})", _table(report)),
-    ]
-    if report.baseline is not None:
-        sections.insert(1, section(report.entries, report.baseline))
-    return page.document(
+    return page.render(
+        "verify.html",
         title=f"evalgate verify: {report.verdict.upper()}",
         tone=page.tone(report.verdict),
         summary=f"exit {report.exit_code}: {report.reason}",
         counts=[(o, report.count(o), page.tone(o)) for o in OUTCOMES],
-        body=sections,
-        inputs=_inputs(report),
+        report=report,
+        groups=page.GROUPS,
+        charts=charts(report),
+        listed=listed(report),
+        baseline=baseline_html.section(report.entries, report.baseline)
+        if report.baseline
+        else None,
     )

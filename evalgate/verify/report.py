@@ -1,16 +1,22 @@
-"""The forms a sweep's verdict takes for people: a terminal table, a GitHub job summary and
-annotations, each a string; every text a result file gave goes through evalgate.outside.
+"""The forms a sweep's verdict takes for people: a terminal table, a GitHub job summary
+(templates/summary.md) and annotations, each a string; every text a result file gave is made
+safe for its form as it is placed (evalgate.templates, evalgate.outside).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
-from evalgate import outside
+from evalgate import outside, templates
+from evalgate.templates import line
 from evalgate.verify import baseline_report
 from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
 from evalgate.verify.sweep import Report
+
+if TYPE_CHECKING:
+    from evalgate.page import Scale
 
 MARKS = {
     "pass": "✅",
@@ -73,18 +79,19 @@ def short_keys(entries: Sequence[Entry], roots: Sequence[str] = ()) -> tuple[str
 
 
 def _cells(entry: Entry) -> list[str]:
-    """The table's row: outcome, config, and the deciding check (score, interval, n, threshold)."""
-    cells = [entry.outcome.upper(), outside.terminal(entry.key)]
+    """The table's row, each cell a safe terminal line: outcome, config, and the deciding check
+    (score, interval, n, threshold)."""
+    cells = [entry.outcome.upper(), line("{}", entry.key)]
     check = deciding(entry.checks)
     if check is None:
         return [*cells, "-", "-", "-", "-"]
     stderr = f" ±{check.stderr:.4f}" if check.stderr is not None else ""
     return [
         *cells,
-        f"{check.value:.4f}{stderr} {outside.terminal(check.filter)}",
+        line("{:.4f}{} {}", check.value, stderr, check.filter),
         f"[{check.low:.4f}, {check.high:.4f}]",
         str(check.n),
-        f"{check.threshold:.2f} {outside.terminal(check.matched)}",
+        line("{:.2f} {}", check.threshold, check.matched),
     ]
 
 
@@ -99,7 +106,7 @@ def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
     return [*HEADER, *baseline_report.HEADER], lambda entry: [
         *_cells(entry),
         baseline_report.standing(entry.versus),
-        outside.terminal(baseline_report.difference(entry.versus)),  # names a filter: outside text
+        line("{}", baseline_report.difference(entry.versus)),  # names a filter: outside text
     ]
 
 
@@ -110,43 +117,40 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
     # the table's rows: the results gated (not problems with the set), none with --quiet
     gated = () if quiet else ("pass", "fail", "inconclusive", "error", "regression")
     results = [e for e in report.entries if e.source is not None and e.outcome in gated]
-    header, cells = _columns(report)
+    header, shown = _columns(report)
     if results:
         widths = [len(h) for h in header]
-        for row in map(cells, results):
+        for row in map(shown, results):
             widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
         widths[0] = len("INCONCLUSIVE")  # the same layout whatever the outcomes
-        line = "  ".join(f"{{:<{w}}}" for w in widths).format
-        for row in itertools.chain([header], map(cells, results)):
-            yield line(*row).rstrip() + "\n"
+        columns = "  ".join(f"{{:<{w}}}" for w in widths).format
+        for row in itertools.chain([header], map(shown, results)):
+            yield columns(*row).rstrip() + "\n"
         yield "\n"
     problems = [e for e in report.entries if e.outcome != "pass"]
     if problems:
         yield "Problems:\n"
         for entry in problems:
-            yield f"  {entry.outcome.upper():<12} {outside.terminal(entry.key)}\n"
-            yield f"  {'':<12} {outside.terminal(entry.reason)}\n"
+            yield line("  {:<12} {}\n", entry.outcome.upper(), entry.key)
+            yield line("  {:<12} {}\n", "", entry.reason)
             if entry.path and entry.path != entry.key:
-                yield f"  {'':<12} {outside.terminal(entry.path)}\n"
+                yield line("  {:<12} {}\n", "", entry.path)
         yield "\n"
     if report.baseline is not None:
-        found = baseline_report.findings(report.entries, report.baseline, outside.terminal)
-        yield from (line + "\n" for line in found)
+        found = baseline_report.findings(report.entries, report.baseline)
+        yield from (line(said.text + "\n", *said.values) for said in found)
         yield "\n"
     for note in report.ignored:
-        yield f"ignored: {outside.terminal(note.reason)}\n"
+        yield line("ignored: {}\n", note.reason)
 
 
 def verdict_line(report: Report, unwritten: Sequence[str] = ()) -> str:
     """The line printed last: the verdict, its exit code, and each report asked for that could
     not be written (the exit code stays the verdict's: docs/verify.md)."""
     verdict = f"{report.verdict.upper()} (exit {report.exit_code})"
-    missing = (
-        f"; not written (see above): {', '.join(outside.terminal(u) for u in unwritten)}"
-        if unwritten
-        else ""
-    )
-    return f"evalgate verify: {verdict}: {outside.terminal(report.reason)}{missing}\n"
+    missing = ", ".join(["{}"] * len(unwritten))
+    missing = f"; not written (see above): {missing}" if unwritten else ""
+    return line(f"evalgate verify: {verdict}: {{}}{missing}\n", report.reason, *unwritten)
 
 
 def terminal(report: Report, *, quiet: bool = False) -> str:
@@ -154,25 +158,24 @@ def terminal(report: Report, *, quiet: bool = False) -> str:
     return "".join(terminal_lines(report, quiet=quiet)) + verdict_line(report)
 
 
-def _md_table(report: Report, entries: Sequence[Entry], with_reason: bool, rows: int) -> list[str]:
-    columns, row = _columns(report)
-    header = ["", *columns[1:], *(["Reason"] if with_reason else [])]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for entry in entries[:rows]:
-        cells = [MARKS[entry.outcome] + " " + entry.outcome, *row(entry)[1:]]
-        cells += [entry.reason] if with_reason else []
-        lines.append("| " + " | ".join(map(outside.markdown, cells)) + " |")
-    if len(entries) > rows:
-        lines.append(f"\n… and {len(entries) - rows} more (see the JSON verdict).")
-    return lines
+class Chart(NamedTuple):
+    """A task's chart in the job summary: mermaid's xychart, a bar per config."""
+
+    task: str
+    names: list[str]
+    common: str
+    scale: Scale
+    values: str
+    thresholds: str
+    which: str
 
 
-def mermaid(report: Report) -> list[str]:
+def charts(report: Report) -> list[Chart]:
     """A chart per task that GitHub draws itself (mermaid's xychart): each config's deciding
     score as a bar, its threshold as a line; at most MAX_CHART_BARS configs, problems first."""
     from evalgate.page import Scale  # the HTML page's module: only the chart needs it
 
-    lines: list[str] = []
+    found = []
     tasks = dict.fromkeys(c.task for e in report.entries for c in e.checks)
     for task in tasks:
         scored = [
@@ -190,47 +193,29 @@ def mermaid(report: Report) -> list[str]:
             if len(scored) > len(shown)
             else f"{len(shown)} configs"
         )
-        lines += [
-            "```mermaid",
-            "xychart-beta horizontal",
-            f"    title {outside.mermaid(f'{task}: score (bars), threshold (line)')}",
-            f"    x-axis [{', '.join(outside.mermaid(n) for n in names)}]",
-            f'    y-axis "exact_match" {scale.low:g} --> {scale.high:g}',
-            f"    bar [{', '.join(f'{c.value:.4f}' for _, c in shown)}]",
-            f"    line [{', '.join(f'{c.threshold:.4f}' for _, c in shown)}]",
-            "```",
-            "",
-            outside.markdown(task)
-            + f": {which}"
-            + (f" of {outside.markdown_code(common)}." if common else "."),
-            "",
-        ]
-    unscored = sum(1 for e in report.entries if not e.checks)
-    if lines and unscored:
-        lines += [f"{unscored} without a score (errored, malformed, missing): see the table.", ""]
-    return lines
+        values = ", ".join(f"{c.value:.4f}" for _, c in shown)
+        thresholds = ", ".join(f"{c.threshold:.4f}" for _, c in shown)
+        found.append(Chart(task, names, common, scale, values, thresholds, which))
+    return found
 
 
 def _markdown(report: Report, rows: int) -> str:
-    lines = [f"### {MARKS[report.verdict]} evalgate verify: {report.verdict.upper()}", ""]
-    lines += [outside.markdown(report.reason), ""]
-    lines += mermaid(report)
-    problems = [e for e in report.entries if e.outcome != "pass"]
-    passed = [e for e in report.entries if e.outcome == "pass"]
-    if problems:
-        lines += [*_md_table(report, problems, with_reason=True, rows=rows), ""]
-    if passed:
-        lines += [f"<details><summary>{len(passed)} passing</summary>", ""]
-        lines += [*_md_table(report, passed, with_reason=False, rows=rows), "", "</details>", ""]
-    if report.baseline is not None:
-        found = baseline_report.findings(report.entries, report.baseline, outside.markdown)
-        head, *rest = list(found)[:rows]
-        lines += [head, "", *(f"- {line.strip()}" for line in rest), ""]
-    shown = "as each run recorded" if report.min_samples is None else report.min_samples
-    lines.append(
-        f"Thresholds: {outside.markdown_code(report.thresholds_file)}; min samples: {shown}."
+    columns, cells = _columns(report)
+    return templates.render(
+        "summary.md",
+        report=report,
+        marks=MARKS,
+        rows=rows,
+        header=columns[1:],
+        cells=lambda entry: [f"{MARKS[entry.outcome]} {entry.outcome}", *cells(entry)[1:]],
+        charts=charts(report),
+        unscored=sum(1 for e in report.entries if not e.checks),
+        problems=[e for e in report.entries if e.outcome != "pass"],
+        passed=[e for e in report.entries if e.outcome == "pass"],
+        findings=list(baseline_report.findings(report.entries, report.baseline))[:rows]
+        if report.baseline is not None
+        else [],
     )
-    return "\n".join(lines) + "\n"
 
 
 def markdown(report: Report) -> str:
@@ -253,12 +238,12 @@ def workflow_commands(report: Report) -> str:
     ):
         shown = entries if len(entries) <= MAX_ANNOTATIONS else entries[: MAX_ANNOTATIONS - 1]
         for entry in shown:
-            where = f"file={outside.workflow_property(entry.path)}," if entry.path else ""
-            title = outside.workflow_property(f"evalgate verify {entry.outcome}: {entry.key}")
-            lines.append(f"::{level} {where}title={title}::{outside.workflow_data(entry.reason)}")
+            given = {"file": entry.path, "title": f"evalgate verify {entry.outcome}: {entry.key}"}
+            where = ",".join(f"{k}={outside.workflow_property(v)}" for k, v in given.items() if v)
+            lines.append(f"::{level} {where}::{outside.workflow_data(entry.reason)}")
         if len(entries) > len(shown):
             lines.append(
                 f"::{level} title=evalgate verify::{len(entries) - len(shown)} more "
                 f"{level} entries: see the job summary"
             )
-    return "".join(line + "\n" for line in lines)
+    return "".join(each + "\n" for each in lines)

@@ -19,7 +19,7 @@ import pytest
 from evalgate.engine import dynamo
 from evalgate.engine.cards import model_card
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
-from evalgate.outside import capped
+from evalgate.scrub import capped
 from tests.conftest import FAST, deadline, load_result, load_samples
 from tests.fakeengine import DYNAMO_NOT_READY, EngineBehaviour, FakeEngine, Fault
 

@@ -89,10 +89,8 @@ def test_the_page_references_nothing_outside_itself_and_escapes_what_it_shows():
     page = page_of(found(4, ("gsm8k", 0.95), hardware=hostile))
     assert network_references(page) == []
     assert "<img" not in page
-    assert "hardware=&lt;img src=&quot;https://example.com/x.png&quot;" not in page
-    assert (
-        "&lt;img src=&quot;https://example.com/x.png&quot; onerror=&quot;alert(1)&quot;&gt;" in page
-    )
+    assert "hardware=&lt;img src=&#34;https://example.com/x.png&#34;" not in page
+    assert "&lt;img src=&#34;https://example.com/x.png&#34; onerror=&#34;alert(1)&#34;&gt;" in page
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
     assert page.startswith("<!DOCTYPE html>")
 

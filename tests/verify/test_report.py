@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from msgspec import structs
 
-from evalgate import outside
+from evalgate import scrub
 from evalgate.evidence.model import to_document
 from evalgate.evidence.stage_records import Labels
 from evalgate.rules.verdict import Score
@@ -146,7 +146,7 @@ def test_junit_marks_inconclusive_as_skipped_and_names_set_problems():
     ],
 )
 def test_the_verdict_document_matches_its_schema(result):
-    document = json.loads(outside.json_text(to_document(verdict_document(result))))
+    document = json.loads(scrub.json_text(to_document(verdict_document(result))))
     assert validation_errors("verdict", document) == []
     assert document["exit_code"] == result.exit_code
     assert sum(document["counts"].values()) == len(document["entries"])
