@@ -183,7 +183,7 @@ def test_other_commands_with_stderr_closed_keep_their_exit_code(tmp_path, comman
 def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_code(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" >/dev/full', *run_args(engine, out, "--json"))
+        done = shell('"$@" >/dev/full', *run_args(engine, out, "--json", "-"))
 
     doc = read_result(out)
     assert (doc["status"], doc["exit_code"]) == ("pass", 0)

@@ -76,7 +76,7 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
         # an engine error for one question (allowed), the answers carrying the string
         engine.inject(Fault("error", questions={DOCS[3].question}, message=hostile))
         run_a = [*common, "--max-failed-requests", "1", "--output-dir", str(a)]
-        streams["run A"] = _run(["run", *run_a, "--json"], capsys, engine)[1:]
+        streams["run A"] = _run(["run", *run_a, "--json", "-"], capsys, engine)[1:]
         engine.behaviour.accuracy = 0.5
         run_b = [
             *common,
@@ -125,7 +125,7 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
     streams["compare"] = _run(compare, capsys)[1:]
     streams["compare --markdown"] = _run([*compare, "--markdown"], capsys)[1:]
     streams["compare --json --html"] = _run(
-        [*compare, "--json", "--html", str(reports / "compare.html")], capsys
+        [*compare, "--json", "-", "--html", str(reports / "compare.html")], capsys
     )[1:]
 
     # terminal: every line of every stream as GitHub's runner reads it

@@ -148,7 +148,7 @@ def cli(tmp_path, capsys) -> Cli:
 def test_a_planted_key_is_sent_and_found_nowhere(engine, headers, cli, monkeypatch, source):
     out = cli.out
     args = ["-v", "-v", "run", *common_args(engine.url), *POINT, "--output-dir", str(out)]
-    args.append("--json")
+    args += ["--json", "-"]
     if source == "--api-key":
         args += ["--api-key", KEY]
     else:
@@ -432,8 +432,12 @@ def test_the_settings_repr_hides_url_credentials():
 
 @pytest.mark.parametrize(
     "case",
-    [("context", ["--explain", "--json"]), ("context", ["--explain"]), ("probe", ["--json"])],
-    ids=["context --explain --json", "context --explain (env)", "probe --json"],
+    [
+        ("context", ["--explain", "--json", "-"]),
+        ("context", ["--explain"]),
+        ("probe", ["--json", "-"]),
+    ],
+    ids=["context --explain --json -", "context --explain (env)", "probe --json -"],
 )
 def test_context_and_probe_output_holds_no_secret(engine, headers, cli, monkeypatch, case):
     command, extra = case
@@ -551,7 +555,8 @@ def test_an_engine_error_quoting_the_key_across_its_cut_keeps_no_part_of_it(rout
         engine.inject(Fault("error", status=400, message=words))
         served = ["--api-key", CUT_KEY, "--served-max-model-len", "4096", "--limit", "2"]
         ran = run_subprocess(*run_args(engine.url, out, *served))  # Dynamo lists no length
-        probe = run_subprocess("probe", "--json", *run_args(engine.url, out)[1:9], *FAST, *served)
+        endpoint = run_args(engine.url, out)[1:9]
+        probe = run_subprocess("probe", "--json", "-", *endpoint, *FAST, *served)
 
     result = load_result(out)
     assert (ran.returncode, result["stage"], probe.returncode) == (3, "probe", 3), ran.stderr
@@ -653,7 +658,7 @@ def test_a_key_that_spells_evalgates_own_words_leaves_every_document_whole(
             assert done.returncode == 0, done.stderr
     verdict = tmp_path / "verdict.json"
     verified = run_subprocess("verify", str(runs[0]), "--json", str(verdict), env=environment)
-    compared = run_subprocess("compare", *map(str, runs), "--json", env=environment)
+    compared = run_subprocess("compare", *map(str, runs), "--json", "-", env=environment)
 
     for out in runs:
         result, samples = load_result(out), load_samples(out)

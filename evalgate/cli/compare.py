@@ -30,30 +30,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     from evalgate import outside
     from evalgate.cli import flags
-    from evalgate.cli.program import print_json
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.document import comparison_document
     from evalgate.compare.report import render_markdown, render_text
-    from evalgate.errors import ArtifactError
+    from evalgate.errors import ArtifactError, UsageError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import Output, check_outputs, write_output
 
-    settings = flags.settings_from_args(args)
+    loaded = flags.load_from_args(args)
+    settings = loaded.settings
     shown = settings.output
-    if shown.html:  # before the runs are read: never onto them, nothing written if refused
-        check_outputs([Output("--html", shown.html)], [args.baseline, args.candidate])
+    if shown.json_file == flags.STDOUT and shown.markdown:
+        raise UsageError(
+            f"--json - (set by {loaded.origin('json_file')}) and --markdown (set by "
+            f"{loaded.origin('markdown')}) both print on stdout: give one of them, or write "
+            "the document to a file with --json FILE."
+        )
+    outputs = flags.json_outputs(shown.json_file)
+    if shown.html:
+        outputs.append(Output("--html", shown.html))
+    if outputs:  # before the runs are read: never onto them, nothing written if refused
+        check_outputs(outputs, [args.baseline, args.candidate])
     comparison = compare_runs(
         args.baseline,
         args.candidate,
         max_drop=settings.gate.max_drop,
         allow_protocol_drift=settings.gate.allow_protocol_drift,
     )
-    if shown.print_json:
-        print_json(to_document(comparison_document(comparison, flips=shown.flips)))
-    elif shown.markdown:
-        print(render_markdown(comparison, flips=shown.flips), end="")
-    else:
-        print(render_text(comparison, flips=shown.flips), end="")
+    if shown.json_file:
+        flags.put_json(
+            shown.json_file, to_document(comparison_document(comparison, flips=shown.flips))
+        )
+    if shown.json_file != flags.STDOUT:
+        render = render_markdown if shown.markdown else render_text
+        print(render(comparison, flips=shown.flips), end="")
     if shown.html:
         from evalgate.compare import html
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalgate.gate.context import EvalContext
 
 HELP = (
     "Derive EVAL_MAX_MODEL_LEN (ISL + OSL + margin, capped at the native maximum, clamped to "
@@ -32,8 +36,9 @@ def command(args: argparse.Namespace) -> int:
     import sys
 
     from evalgate.cli import flags
-    from evalgate.cli.program import print_json
+    from evalgate.errors import UsageError
     from evalgate.evidence.model import to_document
+    from evalgate.evidence.outputs import check_outputs
     from evalgate.gate.preflight import derive
     from evalgate.gate.record import context_record
     from evalgate.tasks.prompts import build_prompts
@@ -42,18 +47,22 @@ def command(args: argparse.Namespace) -> int:
 
     settings = flags.settings_from_args(args)
     asked, shown = settings.eval, settings.output
+    json_file = shown.json_file
+    if json_file == flags.STDOUT and shown.format == "text":
+        raise UsageError(
+            "--json - and --format text both print on stdout: give one of them, or write the "
+            "document to a file with --json FILE."
+        )
+    check_outputs(flags.json_outputs(json_file))
     spec = load_task(settings.endpoint.api, asked.task)
     dataset = load_data(asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)
     context, _, _ = derive(settings.context, settings.endpoint, prompts)
     document = to_document(context_record(context)) | {"warnings": list(context.warnings)}
-    if shown.format == "json":
-        print_json(document)
-    elif shown.format == "env":
-        print(context.as_env(), end="")
-    else:
-        print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
-        print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")
+    if json_file:
+        flags.put_json(json_file, document)
+    if json_file != flags.STDOUT:  # with --json -, the document alone is on stdout
+        _print(shown.format, context, document)
     if shown.explain:
         out = sys.stdout if shown.format == "text" else sys.stderr  # env and JSON stay parseable
         for number, step in enumerate(context.steps, start=1):
@@ -61,3 +70,16 @@ def command(args: argparse.Namespace) -> int:
     for warning in context.warnings:
         print(line("warning: {}", warning), file=sys.stderr)
     return 0
+
+
+def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
+    """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
+    from evalgate.cli.program import print_json
+
+    if form == "json":
+        print_json(document)
+    elif form == "env":
+        print(context.as_env(), end="")
+    else:
+        print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
+        print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")

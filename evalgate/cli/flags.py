@@ -2,7 +2,7 @@
 setting a command takes (settings.values.COMMANDS), in argparse groups as the model groups
 them; only the flags typed reach the settings, so a flag beats the environment, which beats
 the config file, which beats the default (docs/settings.md). Also the table of docs/settings.md,
-and --print-config's listing.
+--print-config's listing, and the one --json rule (FILE, or - for stdout) every command keeps.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import types
 import typing
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
@@ -20,6 +20,9 @@ from evalgate import numbers, scrub
 from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
 from evalgate.templates import line
+
+if TYPE_CHECKING:
+    from evalgate.evidence.outputs import Output
 
 CONFIG_HEADING = "configuration"
 READ_AT_THE_FLAG = {"verify": ("min_samples",), "compare": ("flips",), "history": ("last",)}
@@ -69,11 +72,8 @@ def _add(section: argparse._ArgumentGroup, setting: Setting, command: str) -> No
     origin = typing.get_origin(annotation)
     if annotation is bool:
         kwargs["action"] = argparse.BooleanOptionalAction
-    elif origin is list:
-        if flag.several:  # --baseline A B: several at once, and repeatable
-            kwargs.update(action="extend", nargs="+")
-        else:
-            kwargs["action"] = "append"
+    elif origin is list:  # one value each, repeatable: --baseline A B would take B, an operand
+        kwargs["action"] = "append"
         kwargs["metavar"] = flag.metavar or "VALUE"
     elif origin is typing.Literal:
         kwargs["choices"] = list(typing.get_args(annotation))
@@ -86,16 +86,6 @@ def _add(section: argparse._ArgumentGroup, setting: Setting, command: str) -> No
         kwargs["metavar"] = flag.metavar or ("PATH" if annotation is Path else "VALUE")
     names = [f"-{flag.short}"] if flag.short else []
     section.add_argument(*names, setting.option, help=_help(setting), **kwargs)
-    if flag.same_as is not None:
-        other, value = flag.same_as
-        section.add_argument(
-            f"--{other}",
-            dest=setting.name,
-            action="store_const",
-            const=value,
-            default=argparse.SUPPRESS,
-            help=f"same as {setting.option} {value}",
-        )
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -192,3 +182,29 @@ def settings_table() -> str:
             lines.append(f"| {flag} | {env} | {shown_default} | {commands} | {text} |")
         lines.append("")
     return "\n".join(lines)
+
+
+# -- the one --json rule -------------------------------------------------------------------------
+
+STDOUT = "-"
+"""`--json -`: the document on stdout, and nothing else there (the rest goes to stderr)."""
+
+
+def json_outputs(path: str | None) -> list[Output]:
+    """`--json FILE` as an output each command checks before it writes anything (check_outputs);
+    none for `--json -` or no --json."""
+    from evalgate.evidence.outputs import Output
+
+    return [Output("--json", path)] if path and path != STDOUT else []
+
+
+def put_json(path: str, document: Any) -> None:
+    """The command's document: printed on stdout for `--json -`, else written whole to the file
+    (an ArtifactError when it cannot be)."""
+    from evalgate.cli.program import print_json
+    from evalgate.evidence.outputs import write_output
+
+    if path == STDOUT:
+        print_json(document)
+    else:
+        write_output(path, scrub.json_text(document, indent=2) + "\n", label="--json")

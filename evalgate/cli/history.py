@@ -91,10 +91,11 @@ def command(args: argparse.Namespace) -> int:
 
 def _check_outputs(history: str, json_file: str | None, html: str | None) -> None:
     """--json and --html checked before the history is read, never written onto the history."""
+    from evalgate.cli import flags
     from evalgate.evidence.outputs import Output, check_outputs
 
-    given = (("--json", None if json_file == "-" else json_file), ("--html", html))
-    check_outputs([Output(label, path, False) for label, path in given if path], [history])
+    outputs = flags.json_outputs(json_file) + ([Output("--html", html)] if html else [])
+    check_outputs(outputs, [history])
 
 
 def _fit(
@@ -183,6 +184,7 @@ def _outputs(
 ) -> None:
     import msgspec
 
+    from evalgate.cli import flags
     from evalgate.evidence.outputs import write_output
     from evalgate.history import look
 
@@ -192,12 +194,9 @@ def _outputs(
 
         write_output(shown.html, page.render(store.location, found, where), label="--html")
     if json_file:
-        text = scrub.json_text(msgspec.to_builtins(look.document(store, found, where)), indent=2)
-        text += "\n"
-        if json_file == "-":
-            sys.stdout.write(text)
+        flags.put_json(json_file, msgspec.to_builtins(look.document(store, found, where)))
+        if json_file == flags.STDOUT:
             return
-        write_output(json_file, text, label="--json")
     for row in table(found, last or None):
         sys.stdout.write(row + "\n")
 

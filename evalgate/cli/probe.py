@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from evalgate.settings.values import Settings
@@ -21,7 +21,7 @@ EXAMPLES = (
     ),
     (
         "the engine's answer as JSON, for a script",
-        "evalgate probe --config evalgate.yaml --json",
+        "evalgate probe --config evalgate.yaml --json -",
     ),
 )
 
@@ -32,22 +32,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import flags
-    from evalgate.cli.program import print_json
     from evalgate.errors import EvalgateError
+    from evalgate.evidence.outputs import check_outputs
 
     settings = flags.settings_from_args(args)
+    json_file = settings.output.json_file
+    check_outputs(flags.json_outputs(json_file))
     try:
-        return _probe(settings)
+        document, said = _probe(settings)
     except EvalgateError as exc:
-        if settings.output.print_json:  # as `run --json` prints its error: stdout never empty
+        if json_file:  # as `run --json` gives its error: the document is never missing
             error = {"type": type(exc).__name__, "message": exc.message}
-            document = {"outcome": "error", "exit_code": int(exc.exit_code), "error": error}
-            print_json(document)
+            failed = {"outcome": "error", "exit_code": int(exc.exit_code), "error": error}
+            flags.put_json(json_file, failed)
         raise
+    if json_file:
+        flags.put_json(json_file, document)
+    if json_file != flags.STDOUT:
+        print(said)
+    return 0
 
 
-def _probe(settings: Settings) -> int:
-    from evalgate.cli.program import print_json
+def _probe(settings: Settings) -> tuple[dict[str, Any], str]:
+    """The probe's document and its line."""
     from evalgate.evidence.model import to_document
     from evalgate.gate.preflight import derive, probe
     from evalgate.gate.record import context_record
@@ -62,18 +69,15 @@ def _probe(settings: Settings) -> int:
     context, longest, _ = derive(settings.context, endpoint, prompts)
     sampling = spec.sampling | asked.request_fields()
     outcome = probe(endpoint, context, longest, spec.stop, sampling, strict=settings.context.strict)
-    if settings.output.print_json:
-        document = {
-            "outcome": outcome.outcome,
-            "latency_s": outcome.latency_s,
-            "max_tokens": outcome.max_tokens,
-            "prompt_tokens": outcome.prompt_tokens,
-            "context": to_document(context_record(context)),
-        }
-        print_json(document)
-    else:
-        print(
-            f"probe {outcome.outcome}: max_tokens {outcome.max_tokens} accepted with the "
-            f"longest prompt ({outcome.prompt_tokens} tokens) in {outcome.latency_s:.2f} s"
-        )
-    return 0
+    document = {
+        "outcome": outcome.outcome,
+        "latency_s": outcome.latency_s,
+        "max_tokens": outcome.max_tokens,
+        "prompt_tokens": outcome.prompt_tokens,
+        "context": to_document(context_record(context)),
+    }
+    said = (
+        f"probe {outcome.outcome}: max_tokens {outcome.max_tokens} accepted with the "
+        f"longest prompt ({outcome.prompt_tokens} tokens) in {outcome.latency_s:.2f} s"
+    )
+    return document, said

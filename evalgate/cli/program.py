@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TextIO
 
 from evalgate import outside, scrub
 from evalgate._version import __version__
-from evalgate.cli import stop
+from evalgate.cli import habits, stop
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.settings.environment import credentials_environment
 from evalgate.templates import line
@@ -67,17 +67,45 @@ def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
 
 class _Parser(argparse.ArgumentParser):
     """argparse quotes in its error what it could not parse (a folder name among it): that
-    part is made one safe line (evalgate.outside); the usage above it is evalgate's."""
+    part is made one safe line (evalgate.outside), with the advice that fits the mistake
+    (evalgate.cli.habits); the usage above it is evalgate's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.words: Sequence[str] = ()
+        """What followed the command's name, as typed (for the advice)."""
+        self.commands: dict[str, _Parser] = {}
+        """The subcommands' parsers, by name."""
 
     def error(self, message: str) -> NoReturn:
-        super().error(outside.terminal(message))
+        super().error(outside.terminal(habits.explained(message, self.words)))
+
+    def check(self, command: str, words: Sequence[str]) -> None:
+        """Refuse (exit 2) the first flag in `words` this command does not take, with the
+        advice for it, before argparse reads the line."""
+        self.words = words
+        options = {name: action.nargs != 0 for name, action in self._option_string_actions.items()}
+        problem = habits.unknown_flag(command, options, words)
+        if problem is not None:
+            self.error(problem)
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """A command's usage line: its operands, and [options] for the dozens of flags its --help
+    lists (argparse would list them all, on every error)."""
+    operands = []
+    for action in parser._actions:
+        if not action.option_strings:
+            name = str(action.metavar or action.dest.upper())
+            operands.append(f"{name} [{name} ...]" if action.nargs == "+" else name)
+    return " ".join(["%(prog)s [options]", *operands])
 
 
 def _chosen(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if a in SUBCOMMANDS), None)
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> _Parser:
     """The argument parser. Only the subcommand named in `argv` gets its flags (and their
     imports); with no argv, every subcommand does (for documentation and tests)."""
     chosen = _chosen(argv) if argv is not None else None
@@ -105,7 +133,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
             module.add_arguments(child)  # its operands, before the settings' groups
             flags.add_settings_arguments(child, name)
+        child.usage = _usage(child)
         child.set_defaults(_command=module.command, _name=name)
+        parser.commands[name] = child
     return parser
 
 
@@ -205,8 +235,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(arguments: list[str]) -> tuple[int, bool]:
     """The exit code, and whether the command recorded its verdict on disk (RECORDING)."""
     parser = build_parser(arguments)
+    chosen = _chosen(arguments)
+    said = parser
     try:
-        args = parser.parse_args(arguments)
+        if chosen is not None:
+            said = parser.commands[chosen]
+            said.check(chosen, arguments[arguments.index(chosen) + 1 :])
+        args, extras = parser.parse_known_args(arguments)
+        if extras:  # said under the command's usage, not evalgate's
+            said.error("unrecognized arguments: " + " ".join(extras))
     except SystemExit as done:  # --help, --version or a usage error, printed: its code stands
         return (done.code if isinstance(done.code, int) else int(ExitCode.USAGE)), False
     if getattr(args, "_command", None) is None:

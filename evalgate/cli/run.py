@@ -66,19 +66,28 @@ def command(args: argparse.Namespace) -> int:
     require_eval_extra("evalgate run")  # before the output folder is touched
     from evalgate import outside
     from evalgate.cli import flags
-    from evalgate.cli.program import print_json
+    from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.templates import line
 
     loaded = flags.load_from_args(args)
     settings = loaded.settings
+    json_file, gate = settings.output.json_file, settings.gate
+    if outputs := flags.json_outputs(json_file):  # before the run: never onto what it reads
+        from evalgate.evidence.outputs import check_outputs
+
+        reads = [settings.output.output_dir, gate.baseline, gate.thresholds]
+        check_outputs(outputs, [path for path in reads if path is not None])
     if not loaded.named("output_dir"):
         settings = own_folder(settings)
         made = settings.output.output_dir
         print(line("output: {} (this run's own; --output-dir names one)", made), file=sys.stderr)
     outcome = run_gate(settings, progress=progress_printer(), resume=settings.output.resume)
-    if settings.output.print_json:
-        print_json(to_document(outcome.result))
+    if json_file:
+        try:
+            flags.put_json(json_file, to_document(outcome.result))
+        except ArtifactError as exc:  # the verdict is recorded: its exit code stands
+            print(line("ArtifactError: {}", exc.message), file=sys.stderr)
     if outcome.error is not None:
         if getattr(args, "verbose", 0):
             shown = "".join(traceback.format_exception(outcome.error))
@@ -87,7 +96,7 @@ def command(args: argparse.Namespace) -> int:
         print(f"stage: {outcome.result.stage}", file=sys.stderr)
     for warning in outcome.result.warnings:
         print(line("warning: {}", warning), file=sys.stderr)
-    if not settings.output.print_json and outcome.error is None:  # an error was said above
+    if json_file != flags.STDOUT and outcome.error is None:  # an error was said above
         print(line("{}: {}", outcome.status.upper(), outcome.reason))
         if outcome.comparison:
             print(outcome.comparison)  # compare's report: its outside text made safe there

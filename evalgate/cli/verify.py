@@ -128,14 +128,16 @@ def _check_outputs(
 ) -> None:
     """Every report asked for, checked before any verdict is printed (found after it, a bad
     path would turn a printed PASS into exit 2), against every file verify reads."""
+    from evalgate.cli import flags
     from evalgate.evidence.outputs import Output, check_outputs
 
     shown, gate = settings.output, settings.gate
+    json_file = None if shown.json_file == flags.STDOUT else shown.json_file
     outputs = [
         Output(label, path, append)
         for label, path, append in (
             ("--junit", shown.junit, False),
-            ("--json", shown.json_file, False),
+            ("--json", json_file, False),
             ("--html", shown.html, False),
             ("GITHUB_STEP_SUMMARY", summary, True),
         )
@@ -165,15 +167,20 @@ def _baseline(settings: Settings) -> BaselineRequest | None:
 
 def _write(result: Report, settings: Settings, *, github: bool, summary: str | None) -> None:
     """The verdict on stdout, and in each report asked for; the verdict line last, naming each
-    report that could not be written (which leaves the verdict's exit code as it is)."""
+    report that could not be written (which leaves the verdict's exit code as it is). With
+    --json -, the document alone is on stdout, and the verdict on stderr."""
+    from evalgate.cli import flags
     from evalgate.errors import ArtifactError
+    from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import write_output
     from evalgate.verify import report
+    from evalgate.verify.document import document
 
     shown = settings.output
+    said = sys.stderr if shown.json_file == flags.STDOUT else sys.stdout
     lines = report.terminal_lines(result, quiet=shown.quiet)
     while chunk := "".join(itertools.islice(lines, 4096)):  # stdout may be unbuffered
-        sys.stdout.write(chunk)
+        said.write(chunk)
     unwritten: list[str] = []
 
     def attempt(label: str, path: str, render: Callable[[], str], append: bool = False) -> None:
@@ -188,15 +195,12 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
             attempt("GITHUB_STEP_SUMMARY", summary, lambda: report.markdown(result), append=True)
         else:
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
-        sys.stdout.write(report.workflow_commands(result))
+        said.write(report.workflow_commands(result))  # the runner reads both streams
     if shown.junit:
         from evalgate.verify.junit import junit
 
         attempt("--junit", shown.junit, lambda: junit(result))
-    if shown.json_file:
-        from evalgate.evidence.model import to_document
-        from evalgate.verify.document import document
-
+    if shown.json_file and shown.json_file != flags.STDOUT:
         attempt(
             "--json",
             shown.json_file,
@@ -206,5 +210,8 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
         from evalgate.verify import html
 
         attempt("--html", shown.html, lambda: html.render(result))
-    sys.stdout.write(report.verdict_line(result, unwritten))
-    sys.stdout.flush()
+    said.write(report.verdict_line(result, unwritten))
+    said.flush()
+    if shown.json_file == flags.STDOUT:
+        flags.put_json(flags.STDOUT, to_document(document(result)))
+        sys.stdout.flush()

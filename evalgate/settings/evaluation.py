@@ -5,6 +5,8 @@ receives this group, itself."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,6 +96,22 @@ class EvalSettings(Group):
         if self.reasoning_effort is not None:
             fields["reasoning_effort"] = self.reasoning_effort
         return fields
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _a_count(cls, value: Any) -> Any:
+        """lm-eval's --limit 0.1 is a fraction of the questions; evalgate's is a count."""
+        if isinstance(value, str) and re.fullmatch(r"0?\.\d+", value.strip()):
+            from evalgate.tasks.dataset import GSM8K_TEST_SIZE
+
+            share = float(value)
+            if 0 < share < 1:
+                count = math.ceil(GSM8K_TEST_SIZE * share)
+                raise ValueError(
+                    f"a number of questions, not a fraction as lm-eval's --limit takes: for "
+                    f"{share:.0%} of GSM8K's {GSM8K_TEST_SIZE:,} questions, give --limit {count}"
+                )
+        return value
 
     @field_validator("concurrency")
     @classmethod

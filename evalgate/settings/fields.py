@@ -54,11 +54,6 @@ class Flag:
     """A one-letter flag besides it (-q)."""
     metavar: str | None = None
     """What the help calls its value (default: by its type: N, PATH, VALUE)."""
-    several: bool = False
-    """One flag takes several values (--baseline A B); repeating it adds more."""
-    same_as: tuple[str, str] | None = None
-    """Another flag that sets this setting to one value: ("json", "json") makes --json the
-    same as --format json."""
 
 
 def number_type(annotation: Any) -> type | None:

@@ -52,13 +52,14 @@ class GateSettings(Group):
     """An earlier run's folder: after the gate, compare this run with it question by question
     (the `evalgate compare` report is printed and saved as comparison.json)."""
 
-    baselines: Annotated[list[str], Flag("baseline", metavar="BASELINE", several=True)] = Field(
+    baselines: Annotated[list[str], Flag("baseline", metavar="BASELINE")] = Field(
         default_factory=list
     )
     """verify: an earlier sweep's artifacts (folders and/or result.json files, either layout),
     or a history (an SQLite file or postgresql:// URL verify --record wrote: each config's last
     passing run): pair every config with the same config there, question by question, and fail
-    on a REGRESSION even over the floor. One path in the environment."""
+    on a REGRESSION even over the floor. One path a flag (repeat it for more: --baseline A
+    --baseline B); one path in the environment."""
 
     max_drop: float = Field(DEFAULT_MAX_DROP, ge=0, lt=1)
     """The largest drop in accuracy that still counts as equivalent, as a fraction (0.02: two

@@ -39,20 +39,17 @@ class OutputSettings(Group):
     with evalgate's own results under evalgate/; harness also decides as the harness's
     validator does, on the point estimate (--min-samples 0), unless --min-samples is given."""
 
-    print_json: Annotated[bool, Flag("json")] = False
-    """Print the command's document as JSON on stdout: run's result.json, probe's outcome,
-    compare's comparison."""
-
-    format: Annotated[Literal["env", "json", "text"], Flag(same_as=("json", "json"))] = "env"
+    format: Literal["env", "json", "text"] = "env"
     """context: env (KEY=VALUE lines for eval), json (the full derivation) or text (a readable
-    summary); --json is --format json."""
+    summary)."""
 
     explain: bool = False
     """context: also print each step and its source (to stderr with --format env)."""
 
-    json_file: Annotated[str | None, Flag("json", metavar="FILE")] = None
-    """verify: write the verdict document (verdict.schema.json); history: write every
-    config's runs as one JSON document (-: stdout)."""
+    json_file: Annotated[str | None, Flag("json", metavar="FILE|-")] = None
+    """Write the command's document as JSON to FILE, or with - print it on stdout and nothing
+    else there: run's result.json, probe's outcome, context's derivation, compare's
+    comparison, verify's verdict (verdict.schema.json), history's runs of every config."""
 
     junit: Annotated[str | None, Flag(metavar="FILE")] = None
     """verify: write JUnit XML, one testcase per config."""

@@ -142,8 +142,8 @@ def value_range(setting: Setting) -> str:
 
 
 def _check_apart(command: str | None, loaded: Loaded) -> None:
-    """Settings of the command that go apart (compare's --json and --markdown), wherever each
-    was given."""
+    """Settings of the command that go apart (history's --mark-run and --delete-sweep),
+    wherever each was given."""
     for names in EXCLUSIVE.get(command or "", ()):
         given = [n for n in names if value_of(loaded.settings, n)]
         if len(given) > 1:
@@ -171,8 +171,8 @@ def _check_named(command: str | None, loaded: Loaded) -> None:
 
 def _keys() -> dict[str, list[Setting]]:
     """Each key a config file may use (the long flag's name, and the setting's own, with - or
-    _), and the settings it may name (--json is print_json for one command, json_file for
-    another)."""
+    _), and the settings it may name (--baseline is a run's folder for one command, a sweep's
+    for another)."""
     keys: dict[str, list[Setting]] = {}
     for setting in SETTINGS.values():
         for key in {setting.option[2:], setting.name.replace("_", "-")}:

@@ -204,16 +204,16 @@ _RUN = (
     *_of(OutputSettings, "output_dir", "overwrite", "resume"),
 )
 COMMANDS: dict[str, frozenset[str]] = {
-    "run": frozenset((*_RUN, "print_json")),
+    "run": frozenset((*_RUN, "json_file")),
     "hook": frozenset((*_RUN, "concurrency", "layout")),
-    "context": frozenset((*_CONTEXT, *_of(OutputSettings, "format", "explain"))),
+    "context": frozenset((*_CONTEXT, *_of(OutputSettings, "format", "explain", "json_file"))),
     "probe": frozenset(
         (
             *_CONTEXT,
             *_of(ContextSettings, "strict"),
             *_of(NetworkSettings, "timeout", "max_attempts"),
             *_of(EvalSettings, "chat_template_kwargs", "reasoning_effort"),
-            "print_json",
+            "json_file",
         )
     ),
     "verify": frozenset(
@@ -227,7 +227,7 @@ COMMANDS: dict[str, frozenset[str]] = {
     "compare": frozenset(
         (
             *_of(GateSettings, "max_drop", "allow_protocol_drift"),
-            *_of(OutputSettings, "print_json", "markdown", "html", "flips"),
+            *_of(OutputSettings, "json_file", "markdown", "html", "flips"),
         )
     ),
     "history": frozenset(
@@ -250,7 +250,6 @@ file), not left at its default: (the setting, the one it needs). `run` with no -
 writes into a fresh folder, where there is nothing to continue or replace."""
 
 EXCLUSIVE: dict[str, tuple[tuple[str, ...], ...]] = {
-    "compare": (("print_json", "markdown"),),
     "history": (("mark_run", "mark_sweep", "delete_sweep"),),
 }
 """Settings of a command that go apart: at most one of each set may be given."""

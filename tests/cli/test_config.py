@@ -214,13 +214,14 @@ def test_verify_compare_and_history_flags_have_variables(command, variable, valu
 
 def test_settings_that_go_apart_are_refused_wherever_each_was_given(tmp_path):
     done = run_subprocess(
-        "compare", "a", "b", "--markdown", env={"EVALGATE_PRINT_JSON": "true"}, cwd=tmp_path
+        "compare", "a", "b", "--markdown", env={"EVALGATE_JSON_FILE": "-"}, cwd=tmp_path
     )
 
     assert done.returncode == 2
     assert (
-        "UsageError: --json (set by EVALGATE_PRINT_JSON), --markdown (set by --markdown) go "
-        "apart: give one of them." in done.stderr
+        "UsageError: --json - (set by EVALGATE_JSON_FILE) and --markdown (set by --markdown) "
+        "both print on stdout: give one of them, or write the document to a file with --json "
+        "FILE." in done.stderr
     )
 
 

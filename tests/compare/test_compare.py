@@ -177,7 +177,7 @@ def evalgate(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 
 
 def comparison_json(evalgate, *argv: str | Path) -> tuple[int, dict[str, Any]]:
-    code, out, _ = evalgate(*argv, "--json")
+    code, out, _ = evalgate(*argv, "--json", "-")
     document = json.loads(out)
     assert validation_errors("comparison", document) == []
     assert document["exit_code"] == code

@@ -59,7 +59,7 @@ def test_compare_of_gpqa_runs_clusters_each_question_s_two_repeats(cli, tmp_path
     assert "clustered McNemar p = 0.062" in result.out
     assert "repeated questions clustered: clustered exact McNemar test" in result.out
 
-    result = cli("compare", str(tmp_path / "base"), str(tmp_path / "eight"), "--json")
+    result = cli("compare", str(tmp_path / "base"), str(tmp_path / "eight"), "--json", "-")
     assert result.code == 1, result.text
     document = json.loads(result.out)
     assert validation_errors("comparison", document) == []

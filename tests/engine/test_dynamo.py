@@ -207,7 +207,7 @@ def test_readiness_waits_for_dynamos_worker_to_register(cli):
 
         threading.Thread(target=register, daemon=True).start()
         with deadline(30, engine):
-            done = cli(*args("context", engine, "--json", "--served-max-model-len", "2048"))
+            done = cli(*args("context", engine, "--json", "-", "--served-max-model-len", "2048"))
         checks = [r.status for r in engine.log if r.path == f"/v1/models/{MODEL}/ready"]
 
     assert done.code == 0, done.err
@@ -260,7 +260,7 @@ def test_context_window_alone_is_no_served_limit_and_says_so(cli):
 def test_context_window_is_recorded_as_a_warning_beside_the_native_maximum(cli, tmp_path):
     with frontend() as engine, deadline(30, engine):
         done = cli(
-            *args("context", engine, "--json", "--model-config", str(model_config(tmp_path)))
+            *args("context", engine, "--json", "-", "--model-config", str(model_config(tmp_path)))
         )
 
     assert done.code == 0, done.err
@@ -276,7 +276,7 @@ def test_a_worker_url_gives_the_served_limit_and_no_warning(cli):
         FakeEngine(EngineBehaviour(max_model_len=SERVED)) as worker,
         deadline(30, engine),
     ):
-        done = cli(*args("context", engine, "--json", "--worker-url", worker.url))
+        done = cli(*args("context", engine, "--json", "-", "--worker-url", worker.url))
 
     assert done.code == 0, done.err
     document = json.loads(done.out)

@@ -32,7 +32,7 @@ def engine():
 
 
 def context_args(url: str, *extra: str) -> list[str]:
-    return ["context", "--json", "--base-url", url, "--model", MODEL, "--isl", "1024",
+    return ["context", "--json", "-", "--base-url", url, "--model", MODEL, "--isl", "1024",
             "--osl", "512", "--limit", "5", *FAST, *extra]  # fmt: skip
 
 

@@ -24,6 +24,7 @@ def context_args(engine: FakeEngine, *extra: str) -> list[str]:
     return [
         "context",
         "--json",
+        "-",
         "--base-url",
         engine.url,
         "--model",

@@ -112,7 +112,7 @@ def test_dynamo_frontend_answers_as_seen(engine_dynamo: EngineStack) -> None:
 
 
 def test_dynamo_context_takes_the_limit_from_the_worker_not_context_window(engine_dynamo, cli):
-    base = ("context --json", engine_dynamo.router_url, engine_dynamo.model)
+    base = ("context --json -", engine_dynamo.router_url, engine_dynamo.model)
     alone = cli(*args(*base, "--isl 1024 --osl 1024 --limit 8"))
     given = cli(*args(*base, "--isl 1024 --osl 1024 --limit 8", raw=worker(engine_dynamo)))
 

@@ -183,7 +183,7 @@ def test_context_reads_the_served_limit_and_real_prompt_tokens(engine_single, cl
 
     result = cli(
         *args(
-            "context --json",
+            "context --json -",
             url,
             engine_single.model,
             f"--api {api} --isl 1024 --osl 1024 --limit 8",
@@ -211,7 +211,7 @@ def test_probe_accepts_the_derived_budget_through_the_router(engine_single, cli)
     router = engine_single.router_url
     longest = max(real_prompt_tokens(router, engine_single.model, "chat", 8))
     result = cli(
-        *args("probe --json", router, engine_single.model, "--isl 1024 --osl 1024 --limit 8")
+        *args("probe --json -", router, engine_single.model, "--isl 1024 --osl 1024 --limit 8")
     )
     assert result.code == 0, result.err
     document = json.loads(result.out)
@@ -520,7 +520,7 @@ def test_pd_context_reads_each_workers_limit(engine_pd, cli):
     longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", 5))
     result = cli(
         *args(
-            "context --json",
+            "context --json -",
             engine_pd.router_url,
             engine_pd.model,
             f"{PD_LENGTHS} --limit 5",
@@ -634,7 +634,7 @@ def test_pd_router_only_a_budget_the_decode_would_cut_is_never_silent(engine_pd,
 
     result = cli(
         *args(
-            "probe --json",
+            "probe --json -",
             engine_pd.router_url,
             engine_pd.model,
             "--isl 1024 --osl 1024 --limit 5",

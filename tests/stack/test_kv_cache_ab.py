@@ -215,7 +215,7 @@ def paired(baseline: Path, candidate: Path, name: str) -> tuple[int, int, int]:
 
 def test_compare_reports_what_the_two_runs_samples_say(ab):
     assert ab.baseline_done.returncode == 0, ab.baseline_done.stderr
-    done = run_subprocess("compare", str(ab.baseline), str(ab.candidate), "--json")
+    done = run_subprocess("compare", str(ab.baseline), str(ab.candidate), "--json", "-")
     report = json.loads(done.stdout)
     assert done.returncode == report["exit_code"], done.stderr
     assert report["verdict"] in ("equivalent", "inconclusive", "regression")
@@ -272,7 +272,7 @@ def test_the_candidate_run_is_gated_against_its_baseline(ab):
     assert document["files"]["comparison"] == "comparison.json"
     own = json.loads((ab.candidate / "comparison.json").read_text())
     report = json.loads(
-        run_subprocess("compare", str(ab.baseline), str(ab.candidate), "--json").stdout
+        run_subprocess("compare", str(ab.baseline), str(ab.candidate), "--json", "-").stdout
     )
     assert own["verdict"] == report["verdict"]
     counts = [

@@ -88,7 +88,7 @@ def test_sglang_router_answers_as_seen(engine_sglang: EngineStack) -> None:
 def test_sglang_context_takes_the_limit_from_the_worker(engine_sglang, cli):
     result = cli(
         *args(
-            "context --json",
+            "context --json -",
             engine_sglang.router_url,
             engine_sglang.model,
             "--isl 1024 --osl 1024 --limit 8",
