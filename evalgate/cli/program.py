@@ -274,6 +274,10 @@ def _command(args: argparse.Namespace) -> int:
     except Exception as exc:
         if args.verbose:
             logging.getLogger("evalgate").exception("traceback")
+        if isinstance(exc, ImportError | MemoryError):  # a memory limit, not a bug
+            from evalgate.evidence.artifacts import refused_load
+
+            exc = refused_load(f"in evalgate {args._name}", exc)
         if isinstance(exc, EvalgateError):
             print(line("{}: {}", type(exc).__name__, exc.message), file=sys.stderr)
             return int(exc.exit_code)

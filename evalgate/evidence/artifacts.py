@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from evalgate import scrub
+from evalgate._version import EVAL_EXTRA
 from evalgate.errors import ArtifactError, EvalFailedError
 from evalgate.evidence.model import HookSummary, Result, Sample, to_document
 from evalgate.evidence.read import decode, decode_lines, read, read_bytes
@@ -63,6 +64,23 @@ def os_failure(path: Path | str, exc: OSError) -> EvalFailedError:
         f"{exc.strerror}{opening}: the limit on open files, {whose}, is reached (a file being "
         "read or a connection, not the disk). Raise it (e.g. ulimit -n 4096) or lower "
         "--num-concurrent, and run again."
+    )
+
+
+def refused_load(where: str, exc: ImportError | MemoryError) -> EvalFailedError:
+    """A module that would not load, or memory refused: under a memory limit (ulimit -v, a job's
+    cgroup) a shared library fails to map, which no evalgate bug explains. Its last line only
+    (numpy's advice runs a page), the limit, and the two fixes."""
+    import resource
+
+    lines = [text.strip() for text in str(exc).splitlines() if text.strip()]
+    said = scrub.capped(lines[-1], 300) if lines else "no message"
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB"
+    return EvalFailedError(
+        f"{type(exc).__name__} {where}: {said}. Memory was refused (this process's limit, "
+        f"ulimit -v: {limit}; or the machine's) or the install lacks a part: raise the limit, "
+        f"or check the install (pip check; {EVAL_EXTRA}), and run again."
     )
 
 

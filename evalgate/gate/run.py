@@ -301,6 +301,8 @@ def _attempt(gate: GateRun, held: _HeldStops) -> tuple[Status, str, int, Evalgat
         error = AbortedError("interrupted by a signal")
     except OSError as exc:  # a write refused (a full disk), or too many open files
         error = artifacts.os_failure(gate.out, exc)
+    except (ImportError, MemoryError) as exc:  # a memory limit, or an install missing a part
+        error = artifacts.refused_load(f"at stage {gate.log.stage}", exc)
     except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
         log.debug("unexpected error", exc_info=True)
         error = EvalFailedError(

@@ -152,6 +152,35 @@ def test_too_few_file_descriptors_are_named_not_blamed_on_the_disk(tmp_path):
     assert "Too many open files" in load_result(out)["reason"]
 
 
+def test_a_memory_limit_is_named_not_reported_as_a_bug(tmp_path):
+    """Under ulimit -v 300000 (300 MB: enough for evalgate to start, not for lm-eval's data
+    stack) a shared library fails to map as the eval loads: main said "unexpected ImportError
+    ... please report it" with numpy's page of advice."""
+    import resource
+
+    from tests.fakeengine import EngineBehaviour, FakeEngine
+
+    def little() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (300_000 * 1024, 300_000 * 1024))
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalgate.cli", *run_args(engine.url, out, "--limit", "10")],
+            capture_output=True, text=True, env=env, preexec_fn=little, timeout=300, check=False,
+        )  # fmt: skip
+
+    assert done.returncode == 4, done.stderr
+    said = [text for text in done.stderr.splitlines() if text.startswith("EvalFailedError")]
+    assert len(said) == 1 and len(said[0]) < 800, done.stderr
+    assert "ulimit -v: 300000 KiB" in said[0] and "pip check" in said[0]
+    assert "please report" not in done.stderr
+    result = load_result(out)
+    assert (result["status"], result["exit_code"]) == ("error", 4)
+    assert "ulimit -v: 300000 KiB" in result["reason"]
+
+
 def test_context_with_stdout_closed_is_exit_2_not_numbers_written_nowhere():
     """`evalgate context >&-`: its numbers are its product; 8c36240 exited 0 having written
     them nowhere (`>/dev/full` was already exit 2)."""
