@@ -93,6 +93,8 @@ class EvalgateError(Exception):
 
 class UsageError(EvalgateError):
     exit_code = ExitCode.USAGE
+    with_usage = False
+    """A setting's value refused: said under the command's usage line, as argparse says a flag's."""
 
 
 class ContextError(UsageError):

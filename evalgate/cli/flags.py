@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from evalgate import numbers, scrub
+from evalgate.errors import UsageError
 from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
 from evalgate.templates import line
@@ -121,7 +122,11 @@ def load_from_args(args: argparse.Namespace) -> Loaded:
     command: str | None = getattr(args, "_name", None)
     takes = COMMANDS.get(command or "", SETTINGS)
     given = {k: v for k, v in vars(args).items() if k in SETTINGS and k in takes}
-    loaded = load(command, given, config=getattr(args, "config", None))
+    try:
+        loaded = load(command, given, config=getattr(args, "config", None))
+    except UsageError as exc:
+        exc.with_usage = True
+        raise
     scrub.configure(*credentials(loaded.settings))
     return loaded
 

@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TextIO
 from evalgate import outside, scrub
 from evalgate._version import __version__
 from evalgate.cli import habits, stop
-from evalgate.errors import EvalgateError, ExitCode
+from evalgate.errors import EvalgateError, ExitCode, UsageError
 from evalgate.settings.environment import credentials_environment
 from evalgate.templates import line
 
@@ -134,7 +134,7 @@ def build_parser(argv: Sequence[str] | None = None) -> _Parser:
             module.add_arguments(child)  # its operands, before the settings' groups
             flags.add_settings_arguments(child, name)
         child.usage = _usage(child)
-        child.set_defaults(_command=module.command, _name=name)
+        child.set_defaults(_command=module.command, _name=name, _usage=child.format_usage())
         parser.commands[name] = child
     return parser
 
@@ -278,6 +278,8 @@ def _command(args: argparse.Namespace) -> int:
             from evalgate.evidence.artifacts import refused_load
 
             exc = refused_load(f"in evalgate {args._name}", exc)
+        if isinstance(exc, UsageError) and exc.with_usage:
+            print(args._usage, end="", file=sys.stderr)
         if isinstance(exc, EvalgateError):
             print(line("{}: {}", type(exc).__name__, exc.message), file=sys.stderr)
             return int(exc.exit_code)

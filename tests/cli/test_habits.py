@@ -75,6 +75,9 @@ def test_a_flag_the_command_does_not_take_gets_evalgates_flag_under_its_usage(ar
         (["run", "--api", "foo"], "argument --api: invalid choice: 'foo'"),
         (["history", "h.db", "--last", "x"], "argument --last:"),
         (["compare", "a"], "the following arguments are required: candidate"),
+        (["context", "--isl", "abc"], "UsageError: Invalid settings: --isl = 'abc'"),
+        (["probe", "--timeout", "-1"], "UsageError: Invalid settings: --timeout = -1.0"),
+        (["verify", "r", "--max-drop", "2"], "UsageError: --max-drop 2.0 is not a fraction"),
     ],
 )
 def test_a_bad_value_prints_one_line_under_the_commands_usage_line(argv, said, tmp_path):
@@ -91,9 +94,10 @@ def test_lm_evals_fraction_for_limit_gets_the_count_to_give(tmp_path):
 
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
+        "usage: evalgate run [options]",
         "UsageError: Invalid settings: --limit = '0.1' (set by --limit or EVALGATE_LIMIT or "
         "EVAL_LIMIT): a number of questions, not a fraction as lm-eval's --limit takes: for 10% "
-        "of GSM8K's 1,319 questions, give --limit 132."
+        "of GSM8K's 1,319 questions, give --limit 132.",
     ]
 
 
