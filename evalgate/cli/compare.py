@@ -28,7 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate import outside
     from evalgate.cli import flags
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.document import comparison_document
@@ -36,6 +35,7 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.errors import ArtifactError, UsageError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import Output, check_outputs, write_output
+    from evalgate.templates import line
 
     loaded = flags.load_from_args(args)
     settings = loaded.settings
@@ -70,10 +70,8 @@ def command(args: argparse.Namespace) -> int:
         try:
             write_output(shown.html, html.render(comparison), label="--html")
         except ArtifactError as exc:  # the verdict stands, its exit code said last
-            print(f"ArtifactError: {outside.terminal(exc.message)}", file=sys.stderr)
-            print(
-                f"evalgate compare: {comparison.finding.name} (exit {int(comparison.exit_code)}); "
-                f"not written (see above): --html {outside.terminal(shown.html)}",
-                file=sys.stderr,
-            )
+            print(line("ArtifactError: {}", exc.message), file=sys.stderr)
+            said = "evalgate compare: {} (exit {}); not written (see above): --html {}"
+            finding, code = comparison.finding.name, int(comparison.exit_code)
+            print(line(said, finding, code, shown.html), file=sys.stderr)
     return int(comparison.exit_code)

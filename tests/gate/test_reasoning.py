@@ -104,6 +104,7 @@ def test_the_probe_accepts_a_stream_that_only_thinks(cli, field):
             "5",
             *FAST,
             "--json",
+            "-",
         )
     assert result.code == 0, result.text
     outcome = json.loads(result.out)
@@ -173,7 +174,7 @@ def test_chat_template_kwargs_the_record_cannot_hold_are_refused_before_anything
     no JSON reader outside Python reads it."""
     done = run_subprocess(*_args(engine, tmp_path, "--chat-template-kwargs", value))
     assert done.returncode == 2, done.stderr
-    assert f"--chat-template-kwargs = {value!r}" in done.stderr
+    assert f"--chat-template-kwargs = {value!r}"[:100] in done.stderr  # a long one is cut
     assert said in done.stderr
     assert engine.requests == []
     assert not (tmp_path / "result.json").exists()
