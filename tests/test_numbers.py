@@ -338,7 +338,8 @@ def test_a_setting_of_thousands_of_digits_is_refused_saying_why_on_one_short_lin
     done = run_subprocess("context", "--isl", "1024", "--osl", "512", *argv, env=env)
 
     assert done.returncode == 2, done.stderr
-    [line] = done.stderr.splitlines()
+    usage, line = done.stderr.splitlines()
+    assert usage == "usage: evalgate context [options]"
     assert "… (5,002 characters) (set by --" in line
     assert line.endswith("a number of 5,000 characters is not a whole number; write e.g. 16.")
     assert len(line) < 500
