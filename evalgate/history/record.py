@@ -26,10 +26,9 @@ from evalgate._version import __version__
 from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
-from evalgate.evidence.fields import Integer
 from evalgate.evidence.identity import run_identity as identity_of
 from evalgate.evidence.model import Answer, Result, Sample
-from evalgate.evidence.read import decode_lines, read_bytes
+from evalgate.evidence.read import Written, decode_lines, read_bytes
 from evalgate.history.store import Store
 from evalgate.verify.baseline import load_entry
 from evalgate.verify.expect import config_identity, config_key
@@ -143,19 +142,12 @@ class _Digests(dict[tuple[str, str], str]):
         return value
 
 
-class Asked(msgspec.Struct, frozen=True):
-    """The part of a line of samples.jsonl (evalgate.evidence.model.Sample) the history keeps:
-    decoded alone, a run's samples read in a third of the time (BENCHMARKS.md, "History")."""
-
-    doc_id: Integer
-    question: str
-    target: str
-    filters: dict[str, Answer]
-    cluster: Integer | None = None
-    repeat: Integer | None = None
+SAMPLES = Written(Sample)
+"""samples.jsonl's lines as evalgate writes them: read in one typed pass (BENCHMARKS.md,
+"History"); a file written otherwise is read line by line as ever."""
 
 
-def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
+def read_answers(entry: Entry) -> tuple[Result, Sequence[Sample]]:
     """A scored run's result and its samples (an ArtifactError when they cannot be read)."""
     if entry.source != "evalgate":
         run = load_entry(entry)
@@ -164,13 +156,13 @@ def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
     file = file / RESULT_NAME if file.is_dir() else file
     result = read_result(file)
     where = file.parent / SAMPLES_NAME
-    asked = decode_lines(read_bytes(where), Asked, str(where), "is not a valid evalgate sample")
+    asked = decode_lines(read_bytes(where), SAMPLES, str(where), "is not a valid evalgate sample")
     if len({a.doc_id for a in asked}) != len(asked):
         raise ArtifactError(f"{where} repeats a doc_id.")
     return result, asked
 
 
-def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
+def answers_of(samples: Sequence[Sample], digests: _Digests) -> Answers:
     filters = list(dict.fromkeys(f for s in samples for f in s.filters))
     correct: dict[str, str] = {}
     extracted: dict[str, list[str]] = {}
