@@ -161,8 +161,8 @@ class Written(Generic[T]):
 
     def read(self, data: bytes) -> list[T] | None:
         """The lines decoded (instances of a subclass of the kind that requires every key),
-        or None when they break a rule or any key is absent: decode_lines then reads them as
-        lines of the kind itself, and says what is wrong."""
+        or None when any key is absent or they break a rule: such text is for decode_lines,
+        which reads what it can and says what is wrong."""
         try:
             values = self._decoder.decode_lines(data)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):

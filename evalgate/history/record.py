@@ -26,6 +26,7 @@ from evalgate._version import __version__
 from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
+from evalgate.evidence.fields import Integer
 from evalgate.evidence.identity import run_identity as identity_of
 from evalgate.evidence.model import Answer, Result, Sample
 from evalgate.evidence.read import Written, decode_lines, read_bytes
@@ -142,12 +143,23 @@ class _Digests(dict[tuple[str, str], str]):
         return value
 
 
+class Asked(msgspec.Struct, frozen=True):
+    """The part of a line of samples.jsonl (evalgate.evidence.model.Sample) the history keeps,
+    as it is read from lines not written as evalgate writes them (SAMPLES)."""
+
+    doc_id: Integer
+    question: str
+    target: str
+    filters: dict[str, Answer]
+    cluster: Integer | None = None
+    repeat: Integer | None = None
+
+
 SAMPLES = Written(Sample)
-"""samples.jsonl's lines as evalgate writes them: read in one typed pass (BENCHMARKS.md,
-"History"); a file written otherwise is read line by line as ever."""
+"""samples.jsonl's lines as evalgate writes them (every key): read in one typed pass."""
 
 
-def read_answers(entry: Entry) -> tuple[Result, Sequence[Sample]]:
+def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
     """A scored run's result and its samples (an ArtifactError when they cannot be read)."""
     if entry.source != "evalgate":
         run = load_entry(entry)
@@ -156,13 +168,16 @@ def read_answers(entry: Entry) -> tuple[Result, Sequence[Sample]]:
     file = file / RESULT_NAME if file.is_dir() else file
     result = read_result(file)
     where = file.parent / SAMPLES_NAME
-    asked = decode_lines(read_bytes(where), SAMPLES, str(where), "is not a valid evalgate sample")
+    data = read_bytes(where)
+    asked: Sequence[Asked | Sample] | None = SAMPLES.read(data)
+    if asked is None:  # a key absent, or a rule broken: read as ever, which says what
+        asked = decode_lines(data, Asked, str(where), "is not a valid evalgate sample")
     if len({a.doc_id for a in asked}) != len(asked):
         raise ArtifactError(f"{where} repeats a doc_id.")
     return result, asked
 
 
-def answers_of(samples: Sequence[Sample], digests: _Digests) -> Answers:
+def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
     filters = list(dict.fromkeys(f for s in samples for f in s.filters))
     correct: dict[str, str] = {}
     extracted: dict[str, list[str]] = {}

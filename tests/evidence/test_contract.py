@@ -32,6 +32,7 @@ from evalgate.evidence.fields import INT64
 from evalgate.evidence.journal import JournalLine
 from evalgate.evidence.model import HookSummary, Result, Sample
 from evalgate.evidence.read import decode
+from evalgate.history.record import Asked
 from evalgate.schemas import validation_errors, validator
 from evalgate.schemas.generated import FROZEN, TYPES, generate
 from evalgate.thresholds import ThresholdsFile
@@ -140,7 +141,7 @@ def _unbounded_integers(kind: Any) -> list[str]:
 @pytest.mark.parametrize(
     "kind",
     [
-        *(Result, Sample, HookSummary, JournalLine, LineRecord, ThresholdsFile),
+        *(Result, Sample, HookSummary, JournalLine, Asked, LineRecord, ThresholdsFile),
         *(VerdictDocument, ComparisonDocument),
     ],
     ids=lambda kind: kind.__name__,
