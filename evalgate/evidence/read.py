@@ -102,16 +102,10 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
     return value
 
 
-def decode_lines(data: bytes, kind: type[T] | Written[T], where: str, refusal: str = "") -> list[T]:
+def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> list[T]:
     """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
     once, in C, and line by line only when that fails or a line breaks a rule (to say which
-    line is wrong, and why). Lines `Written` as evalgate writes them are read in one typed pass
-    when they can be (Written.read); any other text as the lines of its open kind."""
-    if isinstance(kind, Written):
-        typed = kind.read(data)
-        if typed is not None:
-            return typed
-        kind = kind.kind
+    line is wrong, and why). Lines written as evalgate writes them: Written.read."""
     try:
         plain = _LINES.decode_lines(data)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
@@ -130,8 +124,9 @@ def decode_lines(data: bytes, kind: type[T] | Written[T], where: str, refusal: s
     ]
 
 
-Strings = Callable[[list[Any]], int]
-"""How many strings (keys among them) the JSON text of some values of one type holds."""
+Strings = int | Callable[[list[Any]], int]
+"""How many strings (keys among them) the JSON text of values of one type holds: as many for
+every value, or as counted from the values."""
 
 
 class Written(Generic[T]):
@@ -150,14 +145,14 @@ class Written(Generic[T]):
             bases=(kind,),
             module=kind.__module__,
             kw_only=True,
-            frozen=True,
+            frozen=kind.__struct_config__.frozen,  # type: ignore[attr-defined]
             forbid_unknown_fields=True,
         )
         self._decoder = msgspec.json.Decoder(every_key)
         strings = _strings(inspect.type_info(every_key))
         if strings is None:
             raise TypeError(f"{kind.__name__}'s strings cannot be counted from its values.")
-        self._strings = strings
+        self._strings: Strings = strings
 
     def read(self, data: bytes) -> list[T] | None:
         """The lines decoded (instances of a subclass of the kind that requires every key),
@@ -167,7 +162,7 @@ class Written(Generic[T]):
             values = self._decoder.decode_lines(data)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             return None
-        if not _no_repeated_keys(data, self._strings(values)):
+        if not _no_repeated_keys(data, _counted(self._strings, values)):
             return None
         return cast("list[T]", values)
 
@@ -178,11 +173,11 @@ def _strings(info: inspect.Type) -> Strings | None:
     if isinstance(info, inspect.Metadata):
         return _strings(info.type)
     if isinstance(info, inspect.IntType | inspect.BoolType | inspect.FloatType | inspect.NoneType):
-        return _none
+        return 0
     if isinstance(info, inspect.StrType) or (
         isinstance(info, inspect.LiteralType) and all(isinstance(v, str) for v in info.values)
     ):
-        return len
+        return 1
     if isinstance(info, inspect.UnionType):
         return _optional(info)
     if isinstance(info, inspect.StructType):
@@ -190,11 +185,17 @@ def _strings(info: inspect.Type) -> Strings | None:
     return _dict(info) if isinstance(info, inspect.DictType) else None
 
 
+def _counted(strings: Strings, values: list[Any]) -> int:
+    return strings * len(values) if isinstance(strings, int) else strings(values)
+
+
 def _dict(info: inspect.DictType) -> Strings | None:
     """A dict's strings: its keys (text, in JSON), and what its values hold."""
     items = _strings(info.value_type)
     if items is None or not isinstance(info.key_type, inspect.StrType):
         return None
+    if isinstance(items, int):
+        return lambda values: (1 + items) * sum(map(len, values))
     return lambda values: sum(map(len, values)) + items([v for d in values for v in d.values()])
 
 
@@ -202,16 +203,16 @@ def _optional(info: inspect.UnionType) -> Strings | None:
     """A type or None: its strings, in the values that are not None."""
     types = [t for t in info.types if not isinstance(t, inspect.NoneType)]
     inner = _strings(types[0]) if len(types) == 1 else None
-    if inner is len:
-        return lambda values: len(values) - values.count(None)
-    if inner is None or inner is _none:
+    if inner is None or inner == 0:
         return inner
+    if isinstance(inner, int):
+        return lambda values: inner * (len(values) - values.count(None))
     return lambda values: inner([v for v in values if v is not None])
 
 
 def _struct(info: inspect.StructType) -> Strings | None:
-    """A struct's strings: a key per field (every one required, no other allowed), a string
-    per text field, and what the other fields hold."""
+    """A struct's strings: a key per field (every one required, no other allowed), and what
+    the fields hold."""
     if not info.forbid_unknown_fields or info.array_like or info.tag_field is not None:
         return None
     if not all(f.required for f in info.fields):
@@ -219,8 +220,10 @@ def _struct(info: inspect.StructType) -> Strings | None:
     fields = [(operator.attrgetter(f.name), _strings(f.type)) for f in info.fields]
     if any(strings is None for _, strings in fields):
         return None
-    fixed = len(fields) + sum(strings is len for _, strings in fields)
-    counted = [(get, strings) for get, strings in fields if strings not in (len, _none)]
+    fixed = len(fields) + sum(strings for _, strings in fields if isinstance(strings, int))
+    counted = [(get, strings) for get, strings in fields if not isinstance(strings, int)]
+    if not counted:
+        return fixed
     return lambda values: (
         fixed * len(values)
         + sum(
@@ -228,10 +231,6 @@ def _struct(info: inspect.StructType) -> Strings | None:
             for get, strings in counted
         )
     )
-
-
-def _none(values: list[Any]) -> int:
-    return 0
 
 
 _LINES = msgspec.json.Decoder()
@@ -304,7 +303,7 @@ def _no_repeated_keys(text: bytes, strings: int) -> bool:
     string written is two `"` and one more per `\\"` inside it (a backslash starts an escape of
     one more character, and only in a string); a repeated key's pair (its key, and any string
     in its value) is not decoded. So as many strings written as decoded rule a repeat out."""
-    escaped_quotes = _ESCAPED.findall(text).count(b'"') if b'\\"' in text else 0
+    escaped_quotes = _ESCAPED.findall(text).count(b'"') if b"\\" in text else 0
     return text.count(b'"') - escaped_quotes == 2 * strings
 
 

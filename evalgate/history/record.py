@@ -16,6 +16,7 @@ import operator
 import zlib
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -178,11 +179,11 @@ def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
 
 
 def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
-    filters = list(dict.fromkeys(f for s in samples for f in s.filters))
+    answered = [s.filters for s in samples]
     correct: dict[str, str] = {}
     extracted: dict[str, list[str]] = {}
-    for f in filters:  # each question's answer looked up once per filter
-        found = [s.filters.get(f) for s in samples]
+    for f in dict.fromkeys(chain.from_iterable(answered)):  # each answer looked up once
+        found = [a.get(f) for a in answered]
         correct[f] = "".join(["-" if a is None else "1" if a.correct else "0" for a in found])
         extracted[f] = ["" if a is None else a.extracted for a in found]
     return Answers(
