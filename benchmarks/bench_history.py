@@ -437,8 +437,13 @@ def section(
         sweep(root, configs)
         total, files = size(root / "sweep")
         recording = record_rows(root, configs, runs, builds)
-    with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
-        long = history_rows(Path(name), history_configs, sweeps, runs, builds)
+    long: list[str] = []
+    if sweeps:  # --sweeps 0: the --record table alone
+        with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
+            long = [
+                *history_header(builds),
+                *history_rows(Path(name), history_configs, sweeps, runs, builds),
+            ]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     beside = (
         f"; beside it {builds[1].label} (`--against`), timed by the same commands right after "
@@ -462,7 +467,6 @@ def section(
             *record_header(builds),
             *recording,
             "",
-            *history_header(builds),
             *long,
             "",
         ]
@@ -474,7 +478,7 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--history-configs", type=int, default=200)
-    parser.add_argument("--sweeps", type=int, default=365)
+    parser.add_argument("--sweeps", type=int, default=365, help="0: time --record alone")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT")
     args = parser.parse_args()
     print(section(args.configs, args.runs, args.history_configs, args.sweeps, args.against))
