@@ -9,7 +9,8 @@ this one's, as ratios.
         [--history-configs 200] [--sweeps 365] [--against CHECKOUT]
 
 The sweep: a handful of runs written by the tests' writer (result.json + samples.jsonl, 1,319
-questions, two filters; each question's prompt digest a sha256 of its own, as a run writes it),
+questions, two filters; samples.jsonl rewritten by evalgate's writer, every key present and each
+question's prompt digest a sha256 of its own, as a run writes it),
 copied per config with its own run id and concurrency; the files are read once before timing
 (the page cache is warm). `evalgate verify SWEEP -q` is timed alone and with `--record` into a
 new history (each run its own), as a subprocess; the difference is what --record adds, which is
@@ -87,15 +88,22 @@ def _commit(root: Path) -> str:
 
 
 def _real_hashes(run: Path) -> None:
-    """The run's prompt digests as a run writes them: sha256 hex, each its own (the tests' writer
-    writes the doc_id padded with zeros)."""
-    samples = run / "samples.jsonl"
-    lines = []
-    for line in samples.read_text().splitlines():
-        sample = json.loads(line)
-        sample["prompt_sha256"] = hashlib.sha256(f"{run.name}:{line}".encode()).hexdigest()
-        lines.append(json.dumps(sample))
-    samples.write_text("\n".join(lines) + "\n")
+    """The run's samples.jsonl as a run writes it: by evalgate's writer (every key present), its
+    prompt digests sha256 hex, each its own (the tests' writer writes the doc_id padded with
+    zeros, and only some keys)."""
+    from msgspec import structs
+
+    from evalgate.evidence.artifacts import read_samples, write_samples
+
+    samples = read_samples(run / "samples.jsonl")
+    digest = hashlib.sha256
+    write_samples(
+        run,
+        [
+            structs.replace(s, prompt_sha256=digest(f"{run.name}:{s.doc_id}".encode()).hexdigest())
+            for s in samples
+        ],
+    )
 
 
 def _templates(root: Path, kinds: list[list[bool]]) -> list[Path]:
@@ -429,8 +437,13 @@ def section(
         sweep(root, configs)
         total, files = size(root / "sweep")
         recording = record_rows(root, configs, runs, builds)
-    with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
-        long = history_rows(Path(name), history_configs, sweeps, runs, builds)
+    long: list[str] = []
+    if sweeps:  # --sweeps 0: the --record table alone
+        with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
+            long = [
+                *history_header(builds),
+                *history_rows(Path(name), history_configs, sweeps, runs, builds),
+            ]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     beside = (
         f"; beside it {builds[1].label} (`--against`), timed by the same commands right after "
@@ -454,7 +467,6 @@ def section(
             *record_header(builds),
             *recording,
             "",
-            *history_header(builds),
             *long,
             "",
         ]
@@ -466,7 +478,7 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--history-configs", type=int, default=200)
-    parser.add_argument("--sweeps", type=int, default=365)
+    parser.add_argument("--sweeps", type=int, default=365, help="0: time --record alone")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT")
     args = parser.parse_args()
     print(section(args.configs, args.runs, args.history_configs, args.sweeps, args.against))

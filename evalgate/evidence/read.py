@@ -6,15 +6,17 @@ then Python's json; nesting and integer bounds): docs/architecture.md, "One evid
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast, overload
 
 import msgspec
+from msgspec import inspect, structs
 
 from evalgate.errors import ArtifactError
 
@@ -77,7 +79,7 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
         value = _decode(data, kind, where)
         plain = value if kind is Any else _decode(data, Any, where)
         walked = _walk(plain)
-        _refuse_repeated_keys(data, text, walked, where)
+        _refuse_repeated_keys(data, text, walked.strings, where)
         if walked.big is not None:
             raise _too_big(where, len(str(abs(walked.big))))
     except msgspec.ValidationError as exc:
@@ -103,14 +105,14 @@ def decode(data: bytes | str, kind: Any = Any, where: str = "", refusal: str = "
 def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> list[T]:
     """JSON Lines decoded into `kind` as decode() decodes each line, blank lines skipped: all at
     once, in C, and line by line only when that fails or a line breaks a rule (to say which
-    line is wrong, and why)."""
+    line is wrong, and why). Lines written as evalgate writes them: Written.read."""
     try:
         plain = _LINES.decode_lines(data)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         plain = None  # said line by line below
     if plain is not None:
         walked = _walk(plain)
-        if walked.big is None and _no_repeated_keys(data, walked):
+        if walked.big is None and _no_repeated_keys(data, walked.strings):
             try:  # typed as a typed decode of the text types it (JSON's keys are text)
                 return msgspec.convert(plain, list[kind], str_keys=True)  # type: ignore[valid-type]
             except msgspec.ValidationError:
@@ -120,6 +122,115 @@ def decode_lines(data: bytes, kind: type[T], where: str, refusal: str = "") -> l
         for number, line in enumerate(data.splitlines(), start=1)
         if line.strip()
     ]
+
+
+Strings = int | Callable[[list[Any]], int]
+"""How many strings (keys among them) the JSON text of values of one type holds: as many for
+every value, or as counted from the values."""
+
+
+class Written(Generic[T]):
+    """Records of a struct type as evalgate writes them: every key present, no other (its
+    fields all required, unknown keys refused), so the strings their text holds follow from
+    the values. Their lines are then read in one typed pass, with no plain values to walk: a
+    typed field's integers are bounded by its type, the nesting by the type, NaN is no JSON to
+    msgspec, and as many strings written as decoded rule a repeated key out, as in decode()."""
+
+    def __init__(self, kind: type[T]) -> None:
+        self.kind = kind
+        fields = [(f.name, f.type) for f in structs.fields(kind)]  # type: ignore[arg-type]
+        every_key = msgspec.defstruct(
+            kind.__name__,
+            fields,
+            bases=(kind,),
+            module=kind.__module__,
+            kw_only=True,
+            frozen=kind.__struct_config__.frozen,  # type: ignore[attr-defined]
+            forbid_unknown_fields=True,
+        )
+        self._decoder = msgspec.json.Decoder(every_key)
+        strings = _strings(inspect.type_info(every_key))
+        if strings is None:
+            raise TypeError(f"{kind.__name__}'s strings cannot be counted from its values.")
+        self._strings: Strings = strings
+
+    def read(self, data: bytes) -> list[T] | None:
+        """The lines decoded (instances of a subclass of the kind that requires every key),
+        or None when any key is absent or they break a rule: such text is for decode_lines,
+        which reads what it can and says what is wrong."""
+        try:
+            values = self._decoder.decode_lines(data)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            return None
+        if not _no_repeated_keys(data, _counted(self._strings, values)):
+            return None
+        return cast("list[T]", values)
+
+
+def _strings(info: inspect.Type) -> Strings | None:
+    """How to count the strings of values of a type (None: not from the values alone, as an
+    open struct's unknown keys or an absent default, or a type this does not count)."""
+    if isinstance(info, inspect.Metadata):
+        return _strings(info.type)
+    if isinstance(info, inspect.IntType | inspect.BoolType | inspect.FloatType | inspect.NoneType):
+        return 0
+    if isinstance(info, inspect.StrType) or (
+        isinstance(info, inspect.LiteralType) and all(isinstance(v, str) for v in info.values)
+    ):
+        return 1
+    if isinstance(info, inspect.UnionType):
+        return _optional(info)
+    if isinstance(info, inspect.StructType):
+        return _struct(info)
+    return _dict(info) if isinstance(info, inspect.DictType) else None
+
+
+def _counted(strings: Strings, values: list[Any]) -> int:
+    return strings * len(values) if isinstance(strings, int) else strings(values)
+
+
+def _dict(info: inspect.DictType) -> Strings | None:
+    """A dict's strings: its keys (text, in JSON), and what its values hold."""
+    items = _strings(info.value_type)
+    if items is None or not isinstance(info.key_type, inspect.StrType):
+        return None
+    if isinstance(items, int):
+        return lambda values: (1 + items) * sum(map(len, values))
+    return lambda values: sum(map(len, values)) + items([v for d in values for v in d.values()])
+
+
+def _optional(info: inspect.UnionType) -> Strings | None:
+    """A type or None: its strings, in the values that are not None."""
+    types = [t for t in info.types if not isinstance(t, inspect.NoneType)]
+    inner = _strings(types[0]) if len(types) == 1 else None
+    if inner is None or inner == 0:
+        return inner
+    if isinstance(inner, int):
+        return lambda values: inner * (len(values) - values.count(None))
+    return lambda values: inner([v for v in values if v is not None])
+
+
+def _struct(info: inspect.StructType) -> Strings | None:
+    """A struct's strings: a key per field (every one required, no other allowed), and what
+    the fields hold."""
+    if not info.forbid_unknown_fields or info.array_like or info.tag_field is not None:
+        return None
+    if not all(f.required for f in info.fields):
+        return None
+    fields = [(operator.attrgetter(f.name), _strings(f.type)) for f in info.fields]
+    if any(strings is None for _, strings in fields):
+        return None
+    fixed = len(fields) + sum(strings for _, strings in fields if isinstance(strings, int))
+    counted = [(get, strings) for get, strings in fields if not isinstance(strings, int)]
+    if not counted:
+        return fixed
+    return lambda values: (
+        fixed * len(values)
+        + sum(
+            strings(list(map(get, values)))  # type: ignore[misc]
+            for get, strings in counted
+        )
+    )
 
 
 _LINES = msgspec.json.Decoder()
@@ -187,21 +298,21 @@ def _decode(data: bytes | str, kind: Any, where: str) -> Any:
     return msgspec.convert(_python(data, where), kind)
 
 
-def _no_repeated_keys(text: bytes, walked: _Walked) -> bool:
+def _no_repeated_keys(text: bytes, strings: int) -> bool:
     """Whether a valid JSON text repeats no key in any object, told by counting strings. Each
     string written is two `"` and one more per `\\"` inside it (a backslash starts an escape of
     one more character, and only in a string); a repeated key's pair (its key, and any string
     in its value) is not decoded. So as many strings written as decoded rule a repeat out."""
-    escaped_quotes = _ESCAPED.findall(text).count(b'"')
-    return text.count(b'"') - escaped_quotes == 2 * walked.strings
+    escaped_quotes = _ESCAPED.findall(text).count(b'"') if b"\\" in text else 0
+    return text.count(b'"') - escaped_quotes == 2 * strings
 
 
-def _refuse_repeated_keys(data: bytes | str, text: bytes, walked: _Walked, where: str) -> None:
+def _refuse_repeated_keys(data: bytes | str, text: bytes, strings: int, where: str) -> None:
     """msgspec, like most JSON readers, keeps the last of a repeated key, others the first: a
     file repeating one is ambiguous, and refused naming the key and where it is. Counting is
     cheap (_no_repeated_keys); only when it cannot rule a repeat out is the text read again,
     key by key."""
-    if _no_repeated_keys(text, walked):
+    if _no_repeated_keys(text, strings):
         return
     repeated: dict[int, str] = {}
 

@@ -16,6 +16,7 @@ import operator
 import zlib
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
 from evalgate.evidence.fields import Integer
 from evalgate.evidence.identity import run_identity as identity_of
 from evalgate.evidence.model import Answer, Result, Sample
-from evalgate.evidence.read import decode_lines, read_bytes
+from evalgate.evidence.read import Written, decode_lines, read_bytes
 from evalgate.history.store import Store
 from evalgate.verify.baseline import load_entry
 from evalgate.verify.expect import config_identity, config_key
@@ -144,8 +145,8 @@ class _Digests(dict[tuple[str, str], str]):
 
 
 class Asked(msgspec.Struct, frozen=True):
-    """The part of a line of samples.jsonl (evalgate.evidence.model.Sample) the history keeps:
-    decoded alone, a run's samples read in a third of the time (BENCHMARKS.md, "History")."""
+    """The part of a line of samples.jsonl (evalgate.evidence.model.Sample) the history keeps,
+    as it is read from lines not written as evalgate writes them (SAMPLES)."""
 
     doc_id: Integer
     question: str
@@ -153,6 +154,10 @@ class Asked(msgspec.Struct, frozen=True):
     filters: dict[str, Answer]
     cluster: Integer | None = None
     repeat: Integer | None = None
+
+
+SAMPLES = Written(Sample)
+"""samples.jsonl's lines as evalgate writes them (every key): read in one typed pass."""
 
 
 def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
@@ -164,18 +169,21 @@ def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
     file = file / RESULT_NAME if file.is_dir() else file
     result = read_result(file)
     where = file.parent / SAMPLES_NAME
-    asked = decode_lines(read_bytes(where), Asked, str(where), "is not a valid evalgate sample")
+    data = read_bytes(where)
+    asked: Sequence[Asked | Sample] | None = SAMPLES.read(data)
+    if asked is None:  # a key absent, or a rule broken: read as ever, which says what
+        asked = decode_lines(data, Asked, str(where), "is not a valid evalgate sample")
     if len({a.doc_id for a in asked}) != len(asked):
         raise ArtifactError(f"{where} repeats a doc_id.")
     return result, asked
 
 
 def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
-    filters = list(dict.fromkeys(f for s in samples for f in s.filters))
+    answered = [s.filters for s in samples]
     correct: dict[str, str] = {}
     extracted: dict[str, list[str]] = {}
-    for f in filters:  # each question's answer looked up once per filter
-        found = [s.filters.get(f) for s in samples]
+    for f in dict.fromkeys(chain.from_iterable(answered)):  # each answer looked up once
+        found = [a.get(f) for a in answered]
         correct[f] = "".join(["-" if a is None else "1" if a.correct else "0" for a in found])
         extracted[f] = ["" if a is None else a.extracted for a in found]
     return Answers(

@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
-from evalgate.evidence.model import Result
-from evalgate.evidence.read import MAX_DEPTH, decode, decode_lines, read
+from evalgate.evidence.model import Result, Sample
+from evalgate.evidence.read import MAX_DEPTH, Written, decode, decode_lines, read
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
@@ -180,3 +181,89 @@ def test_a_repeated_key_is_refused_and_only_then(texts):
             decode_lines(lines.encode(), Any, "x.jsonl")
     else:
         assert decode_lines(lines.encode(), Any, "x.jsonl") == objects
+
+
+# -- lines as evalgate writes them (Written) -------------------------------------------------------
+
+SAMPLES = Written(Sample)
+_KEYS = list(Sample.__struct_fields__)
+
+
+@st.composite
+def _sample_line(draw: st.DrawFn) -> str:
+    """A samples.jsonl line as evalgate writes it (every key), its text fields spelled with
+    quotes and backslashes either way, and maybe one key of the line or of an answer twice."""
+    text = st.builds(_spelled, _TEXT, st.booleans())
+    answers = {
+        name: {"extracted": draw(text), "correct": draw(st.sampled_from(["true", "false"]))}
+        for name in draw(st.lists(st.sampled_from(["strict", "flex", 'a"b\\']), max_size=2))
+    }
+    line = {
+        **dict.fromkeys(_KEYS, "null"),
+        "doc_id": str(draw(st.integers(0, 2**63 - 1))),
+        "prompt_sha256": draw(text),
+        "response": draw(st.one_of(text, st.just("null"))),
+        "question": draw(text),
+        "target": draw(text),
+        "filters": "{" + ", ".join(_answer(k, a) for k, a in answers.items()) + "}",
+    }
+    pairs = [f'"{key}": {value}' for key, value in line.items()]
+    if draw(st.booleans()):  # a key twice, whose values may agree
+        twice = draw(st.sampled_from(pairs))
+        pairs.insert(draw(st.integers(0, len(pairs))), twice)
+    return "{" + ", ".join(pairs) + "}"
+
+
+def _answer(name: str, fields: dict[str, str]) -> str:
+    return _spelled(name, False) + ": {" + ", ".join(f'"{f}": {v}' for f, v in fields.items()) + "}"
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_sample_line(), min_size=1, max_size=3))
+def test_lines_written_as_evalgate_writes_are_read_in_one_pass_unless_a_key_repeats(lines):
+    data = ("\n".join(lines) + "\n").encode()
+    read_in_one_pass = SAMPLES.read(data)
+    if any(map(_repeats, lines)):
+        assert read_in_one_pass is None
+        with pytest.raises(ArtifactError, match="repeats the key"):
+            decode_lines(data, Sample, "x.jsonl")
+    else:
+        assert read_in_one_pass is not None
+        assert [msgspec.structs.asdict(s) for s in read_in_one_pass] == [
+            msgspec.structs.asdict(s) for s in decode_lines(data, Sample, "x.jsonl")
+        ]
+        assert all(isinstance(s, Sample) for s in read_in_one_pass)
+
+
+@pytest.mark.parametrize(
+    ("broken", "into"),
+    [
+        ('"filters": {}', '"filters": {"a": {"extracted": "1", "correct": true, "x": 1}}'),
+        ('"cluster": null, ', ""),  # written before evalgate wrote every key
+        ('"cluster": null', '"cluster": null, "new": 1'),  # written by a newer evalgate
+        ('"doc_id": 5', '"doc_id": 9223372036854775808'),
+        ('"doc_id": 5', '"doc_id": -1'),
+        ('"completion_tokens": null', '"completion_tokens": NaN'),
+        ('"completion_tokens": null', '"completion_tokens": 1' + "0" * 400),
+        ('"target": "t"', '"target": "\\ud800"'),
+        ('"target": "t"', '"target": "t'),
+    ],
+)
+def test_lines_not_as_evalgate_writes_them_are_left_to_decode_lines(broken, into):
+    line = "{" + ", ".join(f'"{k}": null' for k in _KEYS) + "}"
+    for key, value in [("doc_id", "5"), ("prompt_sha256", '""'), ("question", '"q"')]:
+        line = line.replace(f'"{key}": null', f'"{key}": {value}')
+    line = line.replace('"target": null', '"target": "t"').replace(
+        '"filters": null', '"filters": {}'
+    )
+    assert SAMPLES.read(f"{line}\n".encode()) is not None
+    assert broken in line
+    assert SAMPLES.read(f"{line}\n{line.replace(broken, into)}\n".encode()) is None
+
+
+def test_a_type_whose_strings_its_values_do_not_show_is_refused():
+    class Open(msgspec.Struct):
+        anything: Any
+
+    with pytest.raises(TypeError, match="Open's strings cannot be counted"):
+        Written(Open)

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from evalgate.evidence.artifacts import read_samples, write_samples
 from evalgate.history import record as history_record
 from evalgate.history.store import MIGRATIONS, SCHEMA_VERSION, Store, open_history
 from evalgate.thresholds import load_thresholds
@@ -144,6 +145,55 @@ def test_a_record_that_fails_keeps_the_verdict_and_says_the_history_was_not_writ
     assert "database or disk is full" in line
     assert line.endswith("The history was not written; the verdict above stands.")
     assert rows(history, "SELECT DISTINCT sweep FROM runs") == [("n1",)]
+
+
+def as_evalgate_writes(run: Path, broken: str = "", into: str = "") -> None:
+    """The run's samples.jsonl rewritten by evalgate's writer (every key of a line present, as
+    `--record` reads in one typed pass), then its 6th line's `broken` replaced by `into`."""
+    path = run / "samples.jsonl"
+    write_samples(run, read_samples(path))
+    lines = path.read_text().splitlines(keepends=True)
+    assert broken in lines[5], lines[5]
+    lines[5] = lines[5].replace(broken, into, 1)
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("broken", "into", "said"),
+    [
+        ("", "", None),
+        ('"doc_id": 5,', '"doc_id": 5, "doc_id": 5,', "repeats the key 'doc_id' in one object ($)"),
+        ('"response":', '"response": null, "response":', "repeats the key 'response'"),
+        ('"correct":', '"correct": true, "correct":', "repeats the key 'correct'"),
+        ('"doc_id": 5,', '"doc_id": 18446744073709551616,', "Expected `int` <= 922337203685477"),
+        ('"completion_tokens": 42', '"completion_tokens": 1' + "0" * 400, "integer of 401 digits"),
+        ('"doc_id": 5,', '"doc_id": NaN,', "$.doc_id: Expected `int`, got `float`"),
+    ],
+    ids=["intact", "doc_id twice", "response twice", "correct twice", "2**64", "10**400", "NaN"],
+)
+def test_a_run_written_as_evalgate_writes_is_recorded_with_its_answers_unless_a_line_breaks_a_rule(
+    tmp_path, broken, into, said
+):
+    """A repeated key (even one --record does not keep), an integer past its bounds and NaN in a
+    samples.jsonl are refused as the reader refuses them: the run is recorded without its
+    answers, the log saying why; written whole, it is recorded with them."""
+    history = str(tmp_path / "history.db")
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
+    as_evalgate_writes(sweep / "one-conc4", broken, into)
+    done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n1")
+    assert done.returncode == 0, done.stderr
+    assert last_line(done.stderr).startswith("history: 1 run(s) recorded in ")
+    [(blob,)] = rows(history, "SELECT questions FROM answers WHERE identity = 'one-conc4'")
+    stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=history_record.Answers)
+    if said is None:
+        assert "without its answers" not in done.stderr
+        assert stored.doc_ids == list(range(1319))
+        assert stored.correct["strict-match"].count("1") == sum(baseline_answers())
+    else:
+        assert stored.doc_ids == []
+        [warning] = [line for line in done.stderr.splitlines() if "without its answers" in line]
+        assert "samples.jsonl line 6 " in warning
+        assert said in warning
 
 
 @pytest.fixture
