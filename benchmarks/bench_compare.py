@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 from evalgate.compare.comparison import compare_runs
-from evalgate.compare.document import comparison_document
-from evalgate.compare.report import render_text
+from evalgate.compare.views import comparison_document, render_text
 from evalgate.tasks.dataset import bundled_dir
 
 # Until `compare` is in evalgate.cli.SUBCOMMANDS, register it for this process only.

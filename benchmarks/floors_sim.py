@@ -2,7 +2,7 @@
 
     python -m benchmarks.floors_sim        (rewrites the floors section of BENCHMARKS.md)
 
-Synthetic histories, the standard library and evalgate.rules.floors only. Each config has a true
+Synthetic histories, the standard library and evalgate.history.fit only. Each config has a true
 accuracy drawn uniformly in its band (0.85 to 0.97, in bands of two points), an overdispersion
 rho drawn log-uniformly in [1e-4, 1e-3], and 5 to 60 past runs. A run asks full GSM8K (1319
 questions); its own accuracy is drawn from a Beta with the config's mean and rho (so the
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalgate.rules.floors import POLICIES, Policy, TooThin, fit_floor
+from evalgate.history.fit import POLICIES, Policy, TooThin, fit_floor
 
 QUESTIONS = 1319
 BANDS = ((0.85, 0.87), (0.87, 0.89), (0.89, 0.91), (0.91, 0.93), (0.93, 0.95), (0.95, 0.97))
@@ -185,7 +185,7 @@ def section(rates: Sequence[BandRates], configs: int = CONFIGS) -> str:
     return (
         "## Fitted floors: simulated operating characteristics\n\n"
         f"`python -m benchmarks.floors_sim` (seed {SEED}; the standard library and "
-        "evalgate.rules.floors only). Per band of true accuracy, "
+        "evalgate.history.fit only). Per band of true accuracy, "
         f"{configs:,} configs each refitted every night for {NIGHTS} nights "
         f"({configs * NIGHTS:,} config-nights per band and policy): 5 to 60 past runs of full "
         "GSM8K (1319 questions), each run's own accuracy drawn from a Beta around the config's "

@@ -22,13 +22,12 @@ from evalgate.errors import (
 
 if TYPE_CHECKING:
     from evalgate.compare.comparison import Comparison, compare_runs
-    from evalgate.evidence.identity import run_identity
-    from evalgate.evidence.model import Check, HookSummary, Result, Sample, Score
-    from evalgate.gate.context import EvalContext, derive_context
-    from evalgate.gate.native import NativeLength, load_native_max_len, native_max_len
-    from evalgate.gate.run import RunOutcome, run_gate
-    from evalgate.lengths import Limit
-    from evalgate.rules.verdict import Verdict, decide
+    from evalgate.context.budget import EvalContext, derive_context
+    from evalgate.context.limits import NativeLength, load_native_max_len, native_max_len
+    from evalgate.evidence.model import Check, HookSummary, Limit, Result, Sample, Score
+    from evalgate.evidence.outputs import run_identity
+    from evalgate.gate.verdict import Verdict, decide
+    from evalgate.run import RunOutcome, run_gate
     from evalgate.settings.values import Settings
     from evalgate.thresholds import Floor, Thresholds, load_thresholds, resolve_floor
 
@@ -76,13 +75,12 @@ _LAZY = {
     name: module
     for module, names in {
         "evalgate.compare.comparison": ("Comparison", "compare_runs"),
-        "evalgate.evidence.identity": ("run_identity",),
-        "evalgate.evidence.model": ("Check", "HookSummary", "Result", "Sample", "Score"),
-        "evalgate.gate.context": ("EvalContext", "derive_context"),
-        "evalgate.gate.native": ("NativeLength", "load_native_max_len", "native_max_len"),
-        "evalgate.gate.run": ("RunOutcome", "run_gate"),
-        "evalgate.lengths": ("Limit",),
-        "evalgate.rules.verdict": ("Verdict", "decide"),
+        "evalgate.evidence.outputs": ("run_identity",),
+        "evalgate.evidence.model": ("Check", "HookSummary", "Limit", "Result", "Sample", "Score"),
+        "evalgate.context.budget": ("EvalContext", "derive_context"),
+        "evalgate.context.limits": ("NativeLength", "load_native_max_len", "native_max_len"),
+        "evalgate.run": ("RunOutcome", "run_gate"),
+        "evalgate.gate.verdict": ("Verdict", "decide"),
         "evalgate.settings.values": ("Settings",),
         "evalgate.thresholds": ("Floor", "Thresholds", "load_thresholds", "resolve_floor"),
     }.items()

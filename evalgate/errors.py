@@ -119,7 +119,7 @@ class HistoryError(UsageError):
 
 
 class YamlRefused(UsageError):
-    """A YAML file the one reader (evalgate.yamlfile) does not take; `kind` says why, the
+    """A YAML file the one reader (evalgate.reader) does not take; `kind` says why, the
     message where. Whoever reads the file says which file it was."""
 
     def __init__(self, kind: str, message: str) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from evalgate.errors import ArtifactError, ThresholdsError
-from evalgate.evidence.read import decode, located, read_bytes, schema_problems
+from evalgate.reader import decode, located, read_bytes, schema_problems
 from evalgate.scrub import capped
 
 TASK_KEY = "gsm8k"
@@ -103,7 +103,7 @@ def _problems(data: Any, exc: msgspec.ValidationError) -> list[str]:
     msgspec's."""
     from jsonschema import Draft202012Validator
 
-    from evalgate.yamlfile import paths
+    from evalgate.reader import paths
 
     empty = "$.models: '' should be non-empty"
     problems = [
@@ -140,7 +140,7 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
 def _text(target: Path) -> str:
     """The file's text: a regular file (a FIFO or /dev/zero would never end) of UTF-8, no
     bigger than the YAML reader takes."""
-    from evalgate.yamlfile import MAX_CHARS
+    from evalgate.reader import MAX_CHARS
 
     try:
         return read_bytes(target, MAX_CHARS).decode("utf-8")
@@ -167,7 +167,7 @@ def _yaml(text: str, target: Path, *, fallback: bool = False) -> Any:
     is not YAML either (the JSON error is then the one reported); refused where YAML reads it
     unsafely."""
     from evalgate.errors import YamlRefused
-    from evalgate.yamlfile import load_yaml
+    from evalgate.reader import load_yaml
 
     try:
         return load_yaml(text)

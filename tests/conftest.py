@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from evalgate.cli import main
+from evalgate.environment import JOB_VARIABLES
 from evalgate.schemas import validation_errors
-from evalgate.settings.environment import JOB_VARIABLES
 from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine
 

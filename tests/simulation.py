@@ -3,7 +3,7 @@
 Used by tests/test_simulation.py (which asserts the rates) and benchmarks/suite.py (which records
 them in BENCHMARKS.md), so the figures recorded are the ones tested.
 
-The sequential gate (evalgate.rules.sequential): each simulated run reads up to 1319 answers to
+The sequential gate (evalgate.gate.sequential): each simulated run reads up to 1319 answers to
 two filters that agree on every answer (the worst case for a false PASS: both are above together).
 Answers are drawn independently at a true accuracy, or, with `population`, as a shuffled fixed set
 of floor(accuracy * 1319) right answers (a GSM8K run's own situation). With `concurrency`, the
@@ -18,7 +18,7 @@ PrefixReader itself each run's answers in arrival order and counts any run it de
 compare's rule (evalgate.compare.paired.classify): full GSM8K, 3% of questions flipping between two
 runs of the same model (1.5% lost, 1.5% gained); a true drop of d adds d to the lost share.
 
-A sweep against its baseline (evalgate.compare.sweep.judge_pairs): 200 configs of full GSM8K, each
+A sweep against its baseline (evalgate.compare.paired.judge_pairs): 200 configs of full GSM8K, each
 with two gated filters that agree on every answer (the worst case for the Bonferroni factor over
 filters), 3% of questions flipping as above; one config may carry a true drop.
 
@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalgate.compare import sweep
+from evalgate.compare import paired as sweep
 from evalgate.compare.paired import (
     Cluster,
     Finding,
@@ -48,8 +48,8 @@ from evalgate.compare.paired import (
     difference_interval,
     one_sided_p,
 )
-from evalgate.rules.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
-from evalgate.settings.environment import DEFAULT_MAX_DROP
+from evalgate.environment import DEFAULT_MAX_DROP
+from evalgate.gate.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
 
 QUESTIONS = 1319
 FILTERS = ("strict-match", "flexible-extract")

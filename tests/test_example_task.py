@@ -12,8 +12,7 @@ from types import ModuleType
 
 import yaml
 
-from evalgate.tasks.prompts import build_prompts
-from evalgate.tasks.spec import load_file_data, load_task
+from evalgate.tasks.spec import build_prompts, load_file_data, load_task
 from evalgate.thresholds import load_thresholds, resolve_floor
 from tests.conftest import ROOT, load_result, load_samples, run_args
 

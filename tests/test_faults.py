@@ -31,7 +31,7 @@ import pytest
 from evalgate.cli import main
 from evalgate.engine.client import EvalClient
 from evalgate.errors import RequestFailed
-from evalgate.gate.run import RunOutcome, run_gate
+from evalgate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings.endpoint import NetworkSettings
 from evalgate.settings.values import Settings

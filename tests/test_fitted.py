@@ -1,4 +1,4 @@
-"""evalgate.fitted: the thresholds file fitted from recorded runs, read back by the thresholds
+"""evalgate.history.fit: the thresholds file fitted from recorded runs, read back by the thresholds
 loader that --thresholds uses."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from evalgate.fitted import RecordedRun, differ, fit_thresholds, summary
-from evalgate.rules.floors import MIN_RUNS, TooThin
+from evalgate.history.fit import MIN_RUNS, RecordedRun, TooThin, differ, fit_thresholds, summary
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 

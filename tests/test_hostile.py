@@ -394,7 +394,7 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
     old = os.umask(0o022)
     try:
         with deadline(60, engine):
-            from evalgate.gate.run import run_gate
+            from evalgate.run import run_gate
             from evalgate.settings.values import Settings
 
             outcome = run_gate(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli.flags import flag_name
-from evalgate.settings.environment import variables
+from evalgate.cli.arguments import flag_name
+from evalgate.environment import variables
 from evalgate.settings.values import SETTINGS
 from tests.conftest import FAST, load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine

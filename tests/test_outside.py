@@ -1,4 +1,4 @@
-"""evalgate.outside: each output's neutraliser, by tables of cases (the outputs end to end are
+"""evalgate.scrub: each output's neutraliser, by tables of cases (the outputs end to end are
 tests/test_hostile_text.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evalgate import outside, scrub
+from evalgate import scrub
+from evalgate import scrub as outside
 from tests import outputs
 
 

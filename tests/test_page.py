@@ -1,4 +1,4 @@
-"""page.py and the page's templates: scales and ticks, escaping, tables, the skeleton; and the
+"""evalgate.templates: the page's templates: scales and ticks, escaping, tables, the skeleton; and the
 browser tier's own check for network references (so that "no reference" is an assertion that
 can fail)."""
 
@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate import page, templates
+from evalgate import templates
+from evalgate import templates as page
 from evalgate._version import __version__
-from evalgate.page import Scale
+from evalgate.templates import Scale
 from tests.browser import network_references
 
 
@@ -60,7 +61,7 @@ def test_a_value_is_cleaned_then_escaped_and_the_pages_own_markup_kept():
 
 
 def test_the_page_names_its_inputs_and_version_and_fetches_nothing():
-    text = page.render(
+    text = templates.render_page(
         "page.html",
         title="t <1>",
         tone="fail",

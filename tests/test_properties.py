@@ -22,7 +22,9 @@ from urllib.parse import urlsplit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from evalgate.cli.flags import settings_from_args
+from evalgate.cli.arguments import settings_from_args
+from evalgate.context.budget import served_limits_from_args
+from evalgate.context.limits import native_max_len
 from evalgate.engine.answers import parse_answer
 from evalgate.engine.urls import authorization, redact_url
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
@@ -35,9 +37,7 @@ from evalgate.errors import (
     UsageError,
 )
 from evalgate.evidence import artifacts, journal
-from evalgate.gate.context import served_limits_from_args
-from evalgate.gate.hook import parse_concurrencies
-from evalgate.gate.native import native_max_len
+from evalgate.hook import parse_concurrencies
 from evalgate.settings.values import SETTINGS, value_of
 from evalgate.tasks.dataset import bundled_dir, load_dataset
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli.flags import settings_table
+from evalgate.cli.arguments import settings_table
 from evalgate.errors import ExitCode
 from evalgate.schemas import validation_errors
 from tests.fakeengine import EngineBehaviour, FakeEngine
@@ -46,7 +46,7 @@ def test_settings_table_is_generated_from_the_settings_docstrings():
     table = re.search(r"<!-- settings:start -->\n(.*?)<!-- settings:end -->", SETTINGS, re.S)
     assert table is not None
     assert table.group(1) == settings_table(), (
-        "docs/settings.md's table is stale: regenerate it from evalgate.cli.flags.settings_table()"
+        "docs/settings.md's table is stale: regenerate it from evalgate.cli.arguments.settings_table()"
     )
     assert "](docs/settings.md)" in README
 

@@ -11,18 +11,19 @@ from urllib.parse import quote
 
 import pytest
 
-from evalgate import outside, scrub
-from evalgate.compare import report as compare_report
-from evalgate.engine import dynamo
+from evalgate import scrub
+from evalgate import scrub as outside
+from evalgate.compare import views as compare_report
+from evalgate.engine import answers as dynamo
 from evalgate.engine.answers import Completion, Problems
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
-from evalgate.gate.replies import Replies
-from evalgate.outside import capped
-from evalgate.page import esc
-from evalgate.settings.environment import credentials_environment, variables
+from evalgate.environment import credentials_environment, variables
+from evalgate.eval.replies import Replies
+from evalgate.scrub import capped
 from evalgate.settings.sources import load
 from evalgate.settings.values import Settings, credentials
-from evalgate.verify.baseline_html import SHOWN_CHARS
+from evalgate.templates import esc
+from evalgate.verify.html import SHOWN_CHARS
 
 KEY = "sk-evalgate-PLANTED/+123"  # a slash and a plus: URL-encoding and JSON writers differ
 PAIR = "gate:pw-PLANTED-456"

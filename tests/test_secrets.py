@@ -25,17 +25,17 @@ from urllib.parse import quote
 import msgspec
 import pytest
 
-from evalgate import outside
+from evalgate import scrub as outside
 from evalgate.cli import main
 from evalgate.engine.client import EvalClient
 from evalgate.engine.wire import MAX_MESSAGE_CHARS
 from evalgate.errors import ExitCode
-from evalgate.gate.replies import MAX_CHARS_PER_TOKEN
-from evalgate.gate.run import run_gate
+from evalgate.eval.replies import MAX_CHARS_PER_TOKEN
+from evalgate.run import run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings.endpoint import NetworkSettings
 from evalgate.settings.values import Settings
-from evalgate.verify.baseline_html import SHOWN_CHARS
+from evalgate.verify.html import SHOWN_CHARS
 from tests import fakeengine
 from tests.conftest import FAST, deadline, load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port

@@ -1,4 +1,4 @@
-"""evalgate.settings and evalgate.cli.flags: flag beats environment beats default, errors name the
+"""evalgate.settings and evalgate.cli.arguments: flag beats environment beats default, errors name the
 flag and the value, and the API key never shows."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli import build_parser, flags
+from evalgate.cli import arguments as flags
+from evalgate.cli import build_parser
 from evalgate.engine.urls import Endpoint, Network
 from evalgate.errors import UsageError
-from evalgate.evidence.harness_files import Job
+from evalgate.evidence.harness import Job
 from evalgate.settings.endpoint import EndpointSettings, NetworkSettings
 from evalgate.settings.gate import LabelsSettings
 from evalgate.settings.values import SETTINGS, value_of

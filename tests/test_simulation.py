@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import floors_sim
-from evalgate.rules.sequential import DEFAULT_ALPHA
+from evalgate.gate.sequential import DEFAULT_ALPHA
 from tests.simulation import (
     compare_rates,
     compare_table,

@@ -1,5 +1,5 @@
 """evalgate.templates: each output's engine makes every value safe as it places it, and no other
-module does it by hand (the calls of evalgate.outside are counted, and may not grow)."""
+module does it by hand (the calls of evalgate.scrub are counted, and may not grow)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_every_template_compiles():
         templates.environment(name.rpartition(".")[2]).get_template(name)
 
 
-# -- the calls of evalgate.outside, however imported ----------------------------------------------
+# -- the calls of evalgate.scrub, however imported ----------------------------------------------
 
 MOST = 14
 """Uses of outside.py's functions outside it: the environments' neutralisers (templates), the
@@ -95,18 +95,18 @@ def _module(path: Path, root: Path) -> str:
 
 
 def outside_uses(sources: dict[str, str]) -> Counter[str]:
-    """How often each module (by name) uses a function evalgate.outside defines: a call, or the
+    """How often each module (by name) uses a function evalgate.scrub defines: a call, or the
     function handed on (a callback, a filter). Followed: `from evalgate import outside as o`,
-    `from evalgate.outside import f as g`, `import evalgate.outside as o`, a name bound to such a
+    `from evalgate.scrub import f as g`, `import evalgate.scrub as o`, a name bound to such a
     function (`esc = outside.html`, in any scope) and such a name imported from the module that
     binds it. Binding a name is not a use; each use of the name is."""
     trees = {name: ast.parse(source) for name, source in sources.items()}
     defined = {
         node.name
-        for node in trees["evalgate.outside"].body
+        for node in trees["evalgate.scrub"].body
         if isinstance(node, ast.FunctionDef | ast.ClassDef)
     }
-    functions = {name: set() for name in trees} | {"evalgate.outside": defined}
+    functions = {name: set() for name in trees} | {"evalgate.scrub": defined}
     modules = {name: set() for name in trees}  # names bound to the outside module
 
     def scope(name: str, tree: ast.Module) -> tuple[set[str], set[str]]:
@@ -115,7 +115,7 @@ def outside_uses(sources: dict[str, str]) -> Counter[str]:
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for alias in node.names:
                     bound = alias.asname or alias.name
-                    if f"{node.module}.{alias.name}" == "evalgate.outside":
+                    if f"{node.module}.{alias.name}" == "evalgate.scrub":
                         mods.add(bound)
                     elif alias.name in functions.get(node.module, ()):
                         funcs.add(bound)
@@ -123,7 +123,7 @@ def outside_uses(sources: dict[str, str]) -> Counter[str]:
                         mods.add(bound)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
-                    if alias.name == "evalgate.outside":
+                    if alias.name == "evalgate.scrub":
                         mods.add(alias.asname or alias.name)
         return mods, funcs
 
@@ -140,7 +140,7 @@ def outside_uses(sources: dict[str, str]) -> Counter[str]:
     while changed:  # bindings until none is new (a re-export of a re-export)
         changed = False
         for name, tree in trees.items():
-            if name == "evalgate.outside":
+            if name == "evalgate.scrub":
                 continue
             mods, funcs = scope(name, tree)
             new = modules[name] | (mods - modules[name])
@@ -152,7 +152,7 @@ def outside_uses(sources: dict[str, str]) -> Counter[str]:
                 changed = True
     uses: Counter[str] = Counter()
     for name, tree in trees.items():
-        if name == "evalgate.outside":
+        if name == "evalgate.scrub":
             continue
         mods, funcs = scope(name, tree)
         bindings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)}
@@ -169,11 +169,11 @@ def outside_uses(sources: dict[str, str]) -> Counter[str]:
 
 def test_the_counter_follows_every_way_of_reaching_outside():
     sources = {
-        "evalgate.outside": "def terminal(x): ...\ndef markdown(x): ...\nLIMIT = 5",
+        "evalgate.scrub": "def terminal(x): ...\ndef markdown(x): ...\nLIMIT = 5",
         "evalgate.a": "from evalgate import outside as o\no.terminal(1)\nmap(o.markdown, [])",
-        "evalgate.b": "from evalgate.outside import terminal as t\nt(1)\nf = t\nf(2)\nf(3)",
-        "evalgate.c": "from evalgate.b import f\nf(4)\nimport evalgate.outside\n",
-        "evalgate.d": "import evalgate.outside as eo\ndef g():\n    h = eo.markdown\n    h(5)",
+        "evalgate.b": "from evalgate.scrub import terminal as t\nt(1)\nf = t\nf(2)\nf(3)",
+        "evalgate.c": "from evalgate.b import f\nf(4)\nimport evalgate.scrub\n",
+        "evalgate.d": "import evalgate.scrub as eo\ndef g():\n    h = eo.markdown\n    h(5)",
         "evalgate.e": "from evalgate.a import o\no.terminal(6)\nfrom evalgate import outside\n"
         "outside.LIMIT",
     }
@@ -193,4 +193,4 @@ def test_outputs_are_made_safe_by_their_templates_not_by_hand():
     }
     uses = outside_uses(sources)
 
-    assert sum(uses.values()) <= MOST, f"{sum(uses.values())} uses of evalgate.outside: {uses}"
+    assert sum(uses.values()) <= MOST, f"{sum(uses.values())} uses of evalgate.scrub: {uses}"

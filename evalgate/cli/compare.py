@@ -28,10 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.compare.comparison import compare_runs
-    from evalgate.compare.document import comparison_document
-    from evalgate.compare.report import render_markdown, render_text
+    from evalgate.compare.views import comparison_document, render_markdown, render_text
     from evalgate.errors import ArtifactError, UsageError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import Output, check_outputs, write_output
@@ -65,7 +64,7 @@ def command(args: argparse.Namespace) -> int:
         render = render_markdown if shown.markdown else render_text
         print(render(comparison, flips=shown.flips), end="")
     if shown.html:
-        from evalgate.compare import html
+        from evalgate.compare import views as html
 
         try:
             write_output(shown.html, html.render(comparison), label="--html")

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalgate.gate.context import EvalContext
+    from evalgate.context.budget import EvalContext
 
 HELP = (
     "Derive EVAL_MAX_MODEL_LEN (ISL + OSL + margin, capped at the native maximum, clamped to "
@@ -35,14 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     import sys
 
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.errors import UsageError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import check_outputs
-    from evalgate.gate.preflight import derive
-    from evalgate.gate.record import context_record
-    from evalgate.tasks.prompts import build_prompts
-    from evalgate.tasks.spec import load_data, load_task
+    from evalgate.gate.runlog import context_record
+    from evalgate.probe.preflight import derive
+    from evalgate.tasks.spec import build_prompts, load_data, load_task
     from evalgate.templates import line
 
     settings = flags.settings_from_args(args)

@@ -15,7 +15,7 @@ from evalgate import scrub
 from evalgate.templates import line
 
 if TYPE_CHECKING:
-    from evalgate.fitted import RecordedRun
+    from evalgate.history.fit import RecordedRun
     from evalgate.history.look import CompletedRuns, ConfigHistory
     from evalgate.history.record import StoredRun
     from evalgate.history.store import Store
@@ -57,7 +57,7 @@ def guard(*locations: str | None) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.errors import UsageError
     from evalgate.history import look
     from evalgate.history.store import open_history
@@ -91,7 +91,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _check_outputs(history: str, json_file: str | None, html: str | None) -> None:
     """--json and --html checked before the history is read, never written onto the history."""
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.evidence.outputs import Output, check_outputs
 
     outputs = flags.json_outputs(json_file) + ([Output("--html", html)] if html else [])
@@ -104,10 +104,9 @@ def _fit(
     """--fit-thresholds: the floors fitted from the history's completed unmarked runs, written
     whole, with a line per floor; the file in use is read and the output checked first."""
     from evalgate.evidence.outputs import Output, check_outputs, write_output
-    from evalgate.fitted import fit_thresholds, summary
     from evalgate.history import look
+    from evalgate.history.fit import DEFAULT_POLICY, fit_thresholds, summary
     from evalgate.history.store import open_history
-    from evalgate.rules.floors import DEFAULT_POLICY
     from evalgate.thresholds import load_thresholds
 
     target = str(asked.fit_thresholds)
@@ -139,7 +138,7 @@ def _fit(
 def recorded_runs(found: list[CompletedRuns]) -> list[RecordedRun]:
     """The history's completed runs per config and filter as one RecordedRun per run (its
     filters joined by the run's identity), in the order first seen."""
-    from evalgate.fitted import GROUP_LABELS, RecordedRun
+    from evalgate.history.fit import GROUP_LABELS, RecordedRun
 
     runs: dict[str, tuple[dict[str, object], dict[str, tuple[int, int]]]] = {}
     for config in found:
@@ -162,8 +161,8 @@ def recorded_runs(found: list[CompletedRuns]) -> list[RecordedRun]:
 
 
 def _curate(store: Store, asked: HistorySettings) -> int:
+    from evalgate.environment import history_environment
     from evalgate.history import record
-    from evalgate.settings.environment import history_environment
 
     by = asked.by or history_environment().who
     reason = str(asked.reason)
@@ -184,13 +183,13 @@ def _outputs(
 ) -> None:
     import msgspec
 
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.evidence.outputs import write_output
     from evalgate.history import look
 
     json_file = shown.json_file
     if shown.html:
-        from evalgate.history import page
+        from evalgate.history import look as page
 
         write_output(shown.html, page.render(store.location, found, where), label="--html")
     if json_file:
@@ -252,17 +251,17 @@ def open_for_verify(
 
 
 def sweep_id(given: str | None) -> str:
+    from evalgate.environment import history_environment
     from evalgate.history.record import now
-    from evalgate.settings.environment import history_environment
 
     return given or history_environment().run_id or now()
 
 
 def record_report(store: Store, report: Report, sweep: str) -> str:
     """Record the report; the last line verify prints, whether or not it was written."""
+    from evalgate.environment import history_environment
     from evalgate.errors import EvalgateError
     from evalgate.history import record
-    from evalgate.settings.environment import history_environment
 
     environment = history_environment()
     context = record.Context(sweep, record.now(), environment.image, environment.commit)

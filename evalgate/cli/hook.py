@@ -30,11 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.gate.run import require_eval_extra
+    from evalgate.run import require_eval_extra
 
     require_eval_extra("evalgate hook")  # before the staging folder is touched
-    from evalgate.cli import flags
-    from evalgate.gate.hook import parse_concurrencies, run_hook
+    from evalgate.cli import arguments as flags
+    from evalgate.hook import parse_concurrencies, run_hook
     from evalgate.templates import line
 
     settings = flags.settings_from_args(args)

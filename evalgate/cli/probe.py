@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.errors import EvalgateError
     from evalgate.evidence.outputs import check_outputs
 
@@ -56,10 +56,9 @@ def command(args: argparse.Namespace) -> int:
 def _probe(settings: Settings) -> tuple[dict[str, Any], str]:
     """The probe's document and its line."""
     from evalgate.evidence.model import to_document
-    from evalgate.gate.preflight import derive, probe
-    from evalgate.gate.record import context_record
-    from evalgate.tasks.prompts import build_prompts
-    from evalgate.tasks.spec import load_data, load_task
+    from evalgate.gate.runlog import context_record
+    from evalgate.probe.preflight import derive, probe
+    from evalgate.tasks.spec import build_prompts, load_data, load_task
 
     endpoint, asked = settings.endpoint, settings.eval
     endpoint.require()

@@ -18,11 +18,13 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
-from evalgate import outside, scrub
+from evalgate import scrub
+from evalgate import scrub as outside
 from evalgate._version import __version__
-from evalgate.cli import habits, stop
+from evalgate.cli import arguments as habits
+from evalgate.cli import stop
+from evalgate.environment import credentials_environment
 from evalgate.errors import EvalgateError, ExitCode, UsageError
-from evalgate.settings.environment import credentials_environment
 from evalgate.templates import line
 
 SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
@@ -67,8 +69,8 @@ def _add_verbose(parser: argparse.ArgumentParser, *, default: object) -> None:
 
 class _Parser(argparse.ArgumentParser):
     """argparse quotes in its error what it could not parse (a folder name among it): that
-    part is made one safe line (evalgate.outside), with the advice that fits the mistake
-    (evalgate.cli.habits); the usage above it is evalgate's."""
+    part is made one safe line (evalgate.scrub), with the advice that fits the mistake
+    (evalgate.cli.arguments); the usage above it is evalgate's."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -129,7 +131,9 @@ def build_parser(argv: Sequence[str] | None = None) -> _Parser:
         )
         _add_verbose(child, default=argparse.SUPPRESS)  # `evalgate run ... -v` as users type it
         if argv is None or name == chosen:
-            from evalgate.cli import flags  # pydantic loads only for the subcommand run
+            from evalgate.cli import (
+                arguments as flags,  # pydantic loads only for the subcommand run
+            )
 
             module.add_arguments(child)  # its operands, before the settings' groups
             flags.add_settings_arguments(child, name)
@@ -141,7 +145,7 @@ def build_parser(argv: Sequence[str] | None = None) -> _Parser:
 
 class _OneLine(logging.Formatter):
     """Log records carry outside text (engine answers, model names, URLs): each message is one
-    safe line, a traceback safe line by line (evalgate.outside)."""
+    safe line, a traceback safe line by line (evalgate.scrub)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         record.message = outside.terminal(record.message)
@@ -168,7 +172,7 @@ class _Guarded:
     """A standard stream that cannot break a run: the first write that fails (a full device, a
     closed pipe) is remembered and every later write is dropped. What is written is not
     scrubbed here (a JSON document's own words are no secret): each outside value was, as
-    evalgate.outside made it safe for the terminal."""
+    evalgate.scrub made it safe for the terminal."""
 
     def __init__(self, stream: TextIO | None) -> None:
         # A stream the shell closed (``>&-``) is None in Python: it is written to nothing, and
@@ -260,7 +264,7 @@ def _command(args: argparse.Namespace) -> int:
     try:
         with stop.stop_signals_interrupt():
             if args.print_config:
-                from evalgate.cli import flags
+                from evalgate.cli import arguments as flags
 
                 loaded = flags.load_from_args(args)
                 for row in flags.print_config(loaded, args._name):
@@ -297,7 +301,7 @@ def _command(args: argparse.Namespace) -> int:
 
 def print_json(document: object) -> None:
     """A JSON document on stdout (`--json`): its exact text minus secrets, in ASCII
-    (evalgate.outside)."""
+    (evalgate.scrub)."""
     print(outside.terminal_json(document))
 
 

@@ -61,11 +61,11 @@ def progress_printer() -> Callable[[int, int], None]:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.gate.run import own_folder, require_eval_extra, run_gate
+    from evalgate.run import own_folder, require_eval_extra, run_gate
 
     require_eval_extra("evalgate run")  # before the output folder is touched
-    from evalgate import outside
-    from evalgate.cli import flags
+    from evalgate import scrub as outside
+    from evalgate.cli import arguments as flags
     from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.templates import line

@@ -87,7 +87,7 @@ def terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     # A module in sys.modules may be half-built (the signal landed while it was imported): its
     # functions are looked up, never assumed; one not yet defined has nothing to stop.
-    stop_all = getattr(sys.modules.get("evalgate.gate.dispatch"), "stop_all", None)
+    stop_all = getattr(sys.modules.get("evalgate.eval.dispatch"), "stop_all", None)
     if stop_all is not None:  # loaded: an eval may be sending
         stop_all(name)
     running = getattr(sys.modules.get("asyncio"), "get_running_loop", None)

@@ -15,7 +15,7 @@ from evalgate.templates import line
 if TYPE_CHECKING:
     from evalgate.history.store import Store
     from evalgate.settings.values import Settings
-    from evalgate.verify.against import BaselineRequest
+    from evalgate.verify.baseline import BaselineRequest
     from evalgate.verify.sweep import Report
 
 HELP = (
@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import flags
-    from evalgate.settings.environment import ci_environment
+    from evalgate.cli import arguments as flags
+    from evalgate.environment import ci_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
     from evalgate.verify.expect import load_expectation
@@ -83,7 +83,7 @@ def command(args: argparse.Namespace) -> int:
             list(args.paths), thresholds, expectation=expectation, min_samples=gate.min_samples
         )
         if baseline is not None:
-            from evalgate.verify.against import judge_against
+            from evalgate.verify.baseline import judge_against
 
             rule = sweep.Rule(thresholds, gate.min_samples)
             found = None
@@ -128,7 +128,7 @@ def _check_outputs(
 ) -> None:
     """Every report asked for, checked before any verdict is printed (found after it, a bad
     path would turn a printed PASS into exit 2), against every file verify reads."""
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.evidence.outputs import Output, check_outputs
 
     shown, gate = settings.output, settings.gate
@@ -158,7 +158,7 @@ def _baseline(settings: Settings) -> BaselineRequest | None:
         if gate.waivers:
             raise UsageError("--waivers applies to --baseline: pass the baseline sweep too.")
         return None
-    from evalgate.verify.against import BaselineRequest
+    from evalgate.verify.baseline import BaselineRequest
     from evalgate.verify.waivers import load_waivers
 
     waivers = load_waivers(gate.waivers) if gate.waivers else None
@@ -169,7 +169,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
     """The verdict on stdout, and in each report asked for; the verdict line last, naming each
     report that could not be written (which leaves the verdict's exit code as it is). With
     --json -, the document alone is on stdout, and the verdict on stderr."""
-    from evalgate.cli import flags
+    from evalgate.cli import arguments as flags
     from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import write_output
@@ -197,7 +197,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
             log.warning("--github: GITHUB_STEP_SUMMARY is not set, so no job summary is written")
         said.write(report.workflow_commands(result))  # the runner reads both streams
     if shown.junit:
-        from evalgate.verify.junit import junit
+        from evalgate.verify.report import junit
 
         attempt("--junit", shown.junit, lambda: junit(result))
     if shown.json_file and shown.json_file != flags.STDOUT:

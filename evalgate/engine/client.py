@@ -1,8 +1,9 @@
-"""Sending generation requests, the probe's and the eval's: one client, one request.
+"""The body of a generation request: one builder for the probe and the eval.
 
-The probe is the eval's body streamed through the same `EvalClient`, read to its first event,
-so it is the eval's request by construction; every attempt is retried by engine.retry's policy
-and has a deadline on the whole answer (docs/harness.md, "Where evalgate differs on purpose" (7)).
+The body is lm-eval's local-chat-completions / local-completions payload, as the benchmark
+harness sends it: the messages (chat) or the prompt (completions), the model, ``max_tokens``,
+the task's temperature, the stop strings (chat keeps the first 4, as lm-eval does), lm-eval's
+seed, then the task's other generation settings (top_p).
 """
 
 from __future__ import annotations
@@ -10,17 +11,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 import aiohttp
 from tenacity import RetryCallState
 
-from evalgate.engine import dynamo, request
+from evalgate.engine import answers as dynamo
 from evalgate.engine.answers import Completion, Problems, error_answer, parse_answer
-from evalgate.engine.http import Reader, exchange, lines, open_session, read_capped
-from evalgate.engine.retry import FAILURES, RetryPolicy, should_retry
+from evalgate.engine.http import (
+    FAILURES,
+    Reader,
+    RetryPolicy,
+    exchange,
+    lines,
+    open_session,
+    read_capped,
+    should_retry,
+)
 from evalgate.engine.urls import Network, api_root, authorization, redact_url
 from evalgate.engine.wire import EngineError, json_or_none, parse_error
 from evalgate.engine.workers import WorkerWatch
@@ -35,6 +44,52 @@ from evalgate.errors import (
     TimedOut,
 )
 from evalgate.scrub import capped
+from evalgate.tasks.spec import Message
+
+SEED = 1234
+"""lm-eval sends this seed in every API request."""
+CHAT_STOP_STRINGS = 4
+"""lm-eval's chat model keeps only the first 4 stop strings (the API's limit)."""
+
+
+def generation_body(
+    *,
+    api: str,
+    model: str,
+    max_tokens: int,
+    stop: Sequence[str],
+    sampling: Mapping[str, Any] | None = None,
+    messages: Sequence[Message] | None = None,
+    prompt: str | None = None,
+) -> dict[str, Any]:
+    """The body the eval sends: `messages` for the chat API, `prompt` for completions; the
+    task's temperature as it writes it (0 unless `sampling` says otherwise), then its other
+    generation settings (`sampling`, e.g. top_p), in lm-eval's order."""
+    extra = dict(sampling or {})
+    temperature = extra.pop("temperature", 0)
+    chat = api == "chat"
+    return {
+        **({"messages": list(messages or ())} if chat else {"prompt": prompt}),
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stop": list(stop)[:CHAT_STOP_STRINGS] if chat else list(stop),
+        "seed": SEED,
+        **extra,
+    }
+
+
+def probe_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The probe's body: the eval's `body` (for the longest prompt), plus only `stream`, so that
+    it can stop at the first token."""
+    return {**body, "stream": True}
+
+
+# Sending generation requests, the probe's and the eval's: one client, one request.
+#
+# The probe is the eval's body streamed through the same `EvalClient`, read to its first event,
+# so it is the eval's request by construction; every attempt is retried by engine.retry's policy
+# and has a deadline on the whole answer (docs/harness.md, "Where evalgate differs on purpose" (7)).
 
 log = logging.getLogger(__name__)
 KEPT_OF_NO_STREAM = 4096
@@ -220,9 +275,7 @@ class EvalClient:
         """The probe of the module's docstring for the eval's `body`; the attempts it took.
         Raises RequestFailed."""
         cap = self.network.max_response_bytes
-        _, attempt = await self._send(
-            request.probe_body(body), lambda response: first_event(response, cap)
-        )
+        _, attempt = await self._send(probe_body(body), lambda response: first_event(response, cap))
         return attempt
 
 

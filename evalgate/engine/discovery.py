@@ -1,10 +1,9 @@
-"""Talking to an engine's side doors: /readiness, /v1/models, /tokenize, /version.
+"""A /v1/models answer, typed: its model cards, and the one rule that picks the model's card
+(`pick_card`), for readiness, the engine's labels and the served limit alike.
 
-These requests tell evalgate whether an endpoint is ready, what it serves (its max_model_len, its
-version) and how long a prompt is in the engine's own tokens. Generation requests, the probe's
-and the eval's, are sent by engine/client.py. Every answer is decoded into typed values here:
-a count or a length that is not a positive whole number (-3, `true`, "9472") is named in
-`EngineInfo.notes` and not used.
+A router may list a placeholder instead of the model it serves: sglang-router lists one card
+named `unknown`, with no max_model_len. NVIDIA Dynamo's frontend lists `context_window`
+instead, which is not read as a served limit (engine.dynamo).
 """
 
 from __future__ import annotations
@@ -18,14 +17,82 @@ from typing import Any
 import aiohttp
 
 from evalgate.engine.answers import whole
-from evalgate.engine.cards import ModelCard, model_card
-from evalgate.engine.http import exchange, open_session, read_capped
-from evalgate.engine.retry import FAILURES
+from evalgate.engine.http import FAILURES, exchange, open_session, read_capped
 from evalgate.engine.urls import Network, api_root, credentials, redact_url, server_root
 from evalgate.engine.wire import EngineError, credentials_advice, parse_error
 from evalgate.errors import EngineAnswerError
+from evalgate.evidence.model import Limit
 from evalgate.scrub import capped
-from evalgate.tasks.prompts import Prompt
+from evalgate.tasks.spec import Prompt
+
+PLACEHOLDER_MODELS = frozenset({"unknown"})
+"""Model ids a router lists when it does not know the served name (sglang-router)."""
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """One entry of /v1/models."""
+
+    id: str
+    owned_by: str | None
+    max_model_len: int | None
+    unreadable_length: object = None
+    """A max_model_len the card holds that is not a positive whole number ("9472", -1)."""
+    context_window: int | None = None
+    """Dynamo's `context_window`: a registered length or the model config's, so not a served
+    limit (engine.dynamo)."""
+
+
+def model_card(card: Any) -> ModelCard | None:
+    """A /v1/models entry, typed: None when it has no id."""
+    if not isinstance(card, dict) or not isinstance(card.get("id"), str):
+        return None
+    length = card.get("max_model_len")
+    usable = whole(length, 1)
+    owned_by = card.get("owned_by")
+    return ModelCard(
+        id=card["id"],
+        owned_by=owned_by if isinstance(owned_by, str) else None,
+        max_model_len=usable,
+        unreadable_length=None if usable is not None else length,
+        context_window=whole(card.get("context_window"), 1),
+    )
+
+
+def pick_card(cards: list[ModelCard], model: str | None) -> ModelCard | None:
+    """The card of `model`; without one by that name, the only card there is (a router's
+    placeholder, or the one model an engine serves under another name)."""
+    return next((c for c in cards if c.id == model), cards[0] if len(cards) == 1 else None)
+
+
+def is_placeholder(cards: list[ModelCard]) -> bool:
+    """Does the list name no model at all (empty, or only placeholders such as `unknown`)?"""
+    return all(card.id in PLACEHOLDER_MODELS for card in cards)
+
+
+def served_limit(
+    cards: list[ModelCard], model: str | None, label: str, notes: list[str] | None = None
+) -> Limit | None:
+    """max_model_len of the picked card, as a Limit from `label`; a length that cannot be read
+    is noted in `notes`."""
+    card = pick_card(cards, model)
+    if card is not None and card.unreadable_length is not None and notes is not None:
+        notes.append(
+            f"/v1/models of {label} reports max_model_len {card.unreadable_length!r} for "
+            f"{card.id}, not a positive whole number: ignored"
+        )
+    if card is None or card.max_model_len is None:
+        return None
+    return Limit(card.max_model_len, f"/v1/models of {label}")
+
+
+# Talking to an engine's side doors: /readiness, /v1/models, /tokenize, /version.
+#
+# These requests tell evalgate whether an endpoint is ready, what it serves (its max_model_len, its
+# version) and how long a prompt is in the engine's own tokens. Generation requests, the probe's
+# and the eval's, are sent by engine/client.py. Every answer is decoded into typed values here:
+# a count or a length that is not a positive whole number (-3, `true`, "9472") is named in
+# `EngineInfo.notes` and not used.
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evalgate.engine.urls import origin
+from evalgate.environment import variables
 from evalgate.scrub import capped
-from evalgate.settings.environment import variables
 
 # "Prefill server error 400 Bad Request: ..."; never "(os error 111)", an errno.
 _WRAPPED_STATUS = re.compile(r"\b(?<!os )error ([45]\d\d)\b", re.IGNORECASE)

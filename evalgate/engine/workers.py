@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from evalgate.engine.http import exchange, open_session
-from evalgate.engine.retry import FAILURES
+from evalgate.engine.http import FAILURES, exchange, open_session
 from evalgate.engine.urls import Network, api_root, credentials, redact_url
 from evalgate.errors import HostSilent, TimedOut, WorkerLost
 

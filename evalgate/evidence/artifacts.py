@@ -18,7 +18,7 @@ from evalgate import scrub
 from evalgate._version import EVAL_EXTRA
 from evalgate.errors import ArtifactError, EvalFailedError
 from evalgate.evidence.model import HookSummary, Result, Sample, to_document
-from evalgate.evidence.read import decode, decode_lines, read, read_bytes
+from evalgate.reader import decode, decode_lines, read, read_bytes
 
 RESULT_NAME = "result.json"
 SAMPLES_NAME = "samples.jsonl"

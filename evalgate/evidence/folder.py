@@ -20,7 +20,7 @@ from evalgate.evidence.artifacts import (
     RESULT_NAME,
     SAMPLES_NAME,
 )
-from evalgate.evidence.read import read
+from evalgate.reader import read
 
 LOCK_NAME = ".evalgate.lock"
 STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)

@@ -19,11 +19,9 @@ from msgspec import structs
 
 from evalgate import scrub
 from evalgate.errors import ArtifactError
-from evalgate.evidence.fields import AnswerField, Count, Integer
 from evalgate.evidence.folder import open_in_place
-from evalgate.evidence.model import Protocol, Reply, to_document
-from evalgate.evidence.read import decode
-from evalgate.lengths import Limit
+from evalgate.evidence.model import AnswerField, Count, Integer, Limit, Protocol, Reply, to_document
+from evalgate.reader import decode
 
 log = logging.getLogger(__name__)
 _OWN = scrub.OWN_FIELDS | {"key"}

@@ -1,6 +1,4 @@
-"""The evidence contract: result.json, one line of samples.jsonl, and hook.json; the schemas and
-the reader follow from it. Its types, drawn: docs/architecture.md, "The evidence contract".
-"""
+"""Lengths in tokens: a limit with where it came from, and vLLM's shorthand for lengths."""
 
 from __future__ import annotations
 
@@ -9,27 +7,176 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from evalgate.evidence.fields import (
-    Amount,
-    AnswerField,
-    Api,
-    Count,
-    Fraction,
-    HookStatus,
-    Integer,
-    Positive,
-    Record,
-    Stage,
-    Status,
-)
-from evalgate.evidence.request_counts import RequestCounts
-from evalgate.evidence.stage_records import (
-    ContextRecord,
-    EndpointRecord,
-    ErrorRecord,
-    Labels,
-    ProbeRecord,
-)
+from evalgate.numbers import SUFFIXES
+
+__all__ = ["SUFFIXES", "Limit"]
+
+
+class Limit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A length in tokens and where it came from (result.json records them as found)."""
+
+    value: Count
+    source: str
+
+
+# The evidence contract's building blocks: the base record, bounded numbers and the names a
+# field may hold (evidence/model.py puts them together).
+
+INT64 = 2**63
+"""Every integer of a typed document is below this in magnitude, as every count and length
+evalgate writes is: msgspec refuses one past it as it decodes, naming its JSON path (arithmetic
+on it would overflow wherever it went next). Plain values are evidence/read.py's to bound."""
+Integer = Annotated[int, Meta(ge=-INT64, le=INT64 - 1)]
+Count = Annotated[int, Meta(ge=0, le=INT64 - 1)]
+Positive = Annotated[int, Meta(ge=1, le=INT64 - 1)]
+Fraction = Annotated[float, Meta(ge=0, le=1)]
+Delta = Annotated[float, Meta(ge=-1, le=1)]
+"""A difference of two fractions (a candidate's score minus its baseline's)."""
+Amount = Annotated[float, Meta(ge=0)]
+
+Status = Literal["pass", "fail", "inconclusive", "error", "aborted", "running"]
+Stage = Literal[
+    "settings",
+    "context",
+    "dataset",
+    "thresholds",
+    "readiness",
+    "probe",
+    "eval",
+    "gate",
+    "artifacts",
+    "done",
+]
+Api = Literal["chat", "completions"]
+AnswerField = Literal["content", "reasoning_content", "reasoning", "text"]
+HookStatus = Literal["pass", "fail", "inconclusive", "error", "aborted", "running", "not run"]
+
+
+class Record(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """A part of the evidence: immutable once built, written with every key present."""
+
+
+# What happened to the eval's requests, as result.json counts them (eval.requests).
+
+
+class TokenSpread(Record, kw_only=True, frozen=True):
+    """Tokens per answer over the answers that reported them."""
+
+    answers: Positive
+    median: Amount
+    p95: Amount
+    max: Count
+
+
+class RequestCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):  # counted up
+    """What happened to the eval's requests."""
+
+    total: Count
+    completed: Count
+    failed: Count
+    retried: Count = 0
+    truncated: Count
+    empty: Count
+    resumed: Count = 0
+    from_reasoning: Annotated[
+        Count, Meta(description="Answers taken from the reasoning field (content null or empty)")
+    ] = 0
+    cut_while_thinking: Annotated[
+        Count,
+        Meta(
+            description="Answers that ran out of the output budget while still thinking: no "
+            "content, finish_reason length; or thinking written into the answer that never "
+            "reached its end marker (also counted in truncated)"
+        ),
+    ] = 0
+    inline_thinking: Annotated[
+        Count,
+        Meta(
+            description="Answers that wrote their thinking into the answer (<think>...</think>, "
+            "no reasoning parser): only the text after the end marker was scored"
+        ),
+    ] = 0
+    reasoning_tokens: Annotated[
+        TokenSpread | None,
+        Meta(description="Reasoning tokens per answer, where the engine reports them (null: none)"),
+    ] = None
+
+    @classmethod
+    def zero(cls) -> RequestCounts:
+        return cls(total=0, completed=0, failed=0, truncated=0, empty=0)
+
+
+# What the stages before the eval record in result.json: the config's labels, the endpoint,
+# the context, the probe; and the error that stopped a run.
+
+
+class ErrorRecord(Record, kw_only=True, frozen=True):
+    type: str
+    message: str
+
+
+class Labels(Record, kw_only=True, frozen=True):
+    """The config a result belongs to: with the model, it identifies the run in a sweep."""
+
+    model_prefix: Annotated[
+        str | None, Meta(description="The model family's key for thresholds (dsr1, gptoss, ...)")
+    ] = None
+    hardware: str | None = None
+    framework: str | None = None
+    precision: str | None = None
+    kv_cache_dtype: str | None = None
+    isl: Annotated[Integer | None, Meta(description="The benchmark's input length (ISL)")] = None
+    osl: Annotated[Integer | None, Meta(description="The benchmark's output length (OSL)")] = None
+    concurrency: Integer | None = None
+    topology: Annotated[
+        dict[str, str | Integer | bool | None] | None,
+        Meta(description="The job's parallel layout, named as the benchmark harness names it"),
+    ] = None
+
+
+class EngineRecord(Record, kw_only=True, frozen=True):
+    owned_by: str | None = None
+    version: str | None = None
+    model_root: str | None = None
+
+
+class EndpointRecord(Record, kw_only=True, frozen=True):
+    base_url: str | None
+    api: Api
+    worker_urls: list[str] = []
+    engine: EngineRecord = EngineRecord()
+
+
+class ContextRecord(Record, kw_only=True, frozen=True):
+    eval_max_model_len: Positive
+    max_tokens: Positive
+    budget_policy: Annotated[
+        Literal["fit", "harness", "forced"],
+        Meta(description="How max_tokens was set (forced: by --max-tokens)"),
+    ]
+    requested: Integer | None = None
+    native: Limit | None = None
+    served: Annotated[list[Limit], Meta(description="The context each engine serves")]
+    prompt_tokens: Limit | None = None
+    steps: list[str]
+
+
+class ProbeRecord(Record, kw_only=True, frozen=True):
+    outcome: Literal["ok", "truncation_risk", "rejected", "skipped"]
+    status_code: Integer | None = None
+    engine_message: Annotated[
+        str | None, Meta(description="The engine's own words when it rejected the probe")
+    ] = None
+    latency_s: float | None = None
+    prompt_tokens: Annotated[
+        Integer | None, Meta(description="The longest eval prompt's length in tokens, the probe's")
+    ] = None
+    max_tokens: Integer | None = None
+    doc_id: Integer | None = None
+
+
+# The evidence contract: result.json, one line of samples.jsonl, and hook.json; the schemas and
+# the reader follow from it. Its types, drawn: docs/architecture.md, "The evidence contract".
 
 RESULT_SCHEMA: Final = "evalgate.result/1"
 

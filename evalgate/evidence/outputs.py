@@ -1,16 +1,13 @@
-"""Where a command may write its own files (reports now; any file a later feature writes: a
-database, a fitted thresholds file, a page): never onto a file the command reads, never onto
-evidence, and found before anything is written (RELIABILITY.md, "Evidence is never an output").
-
-``check_outputs`` is the one check every command makes of the paths it will write;
-``write_output`` writes one of them whole (or appends to it); its values were scrubbed of the
-secrets as each was made safe for it (evalgate.templates, scrub.json_text), never the text as a
-whole.
+"""Which run a file holds: its identity is what it holds, never where it lies (docs/verify.md,
+"How a config and a run are identified"). A copied, renamed or linked run folder is the same
+run; another run downloaded to the same path is another. Every place that pairs or matches
+runs (verify --baseline, compare, a history of runs) keys them by ``run_identity``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -29,7 +26,49 @@ from evalgate.evidence.artifacts import (
     write_atomic,
 )
 from evalgate.evidence.folder import LOCK_NAME
-from evalgate.evidence.harness_layout import is_results_file
+from evalgate.evidence.harness import is_results_file, samples_path
+from evalgate.reader import decode, read_bytes
+
+CONTENT = "sha256:"
+"""How an identity drawn from a run's bytes begins (evalgate's own run ids are hex digits)."""
+
+
+def run_identity(result_file: Path | str) -> str:
+    """The identity of the run whose result file is `result_file`:
+
+    - an evalgate result.json: the ``run_id`` evalgate wrote in it (a uuid4, hex), which its
+      copies keep and a new run never shares;
+    - an lm-eval results file (the benchmark harness's ``results_*.json``, which records no id):
+      ``sha256:`` and the hex sha256 of its bytes followed by its samples file's
+      (``samples_<task>_*.jsonl`` beside it, when there).
+
+    An ArtifactError when the file cannot be read. A ``Run`` of compare holds the same value
+    as its ``result.run_id``."""
+    data = read_bytes(result_file)
+    document = decode(data, where=str(result_file))
+    if isinstance(document, dict):
+        run_id = document.get("run_id")
+        if str(document.get("schema", "")).startswith("evalgate.result/"):
+            if isinstance(run_id, str) and run_id:
+                return run_id
+            raise ArtifactError(f"{result_file} is an evalgate result with no run_id.")
+    digest = hashlib.sha256(data)
+    tasks = document.get("results") if isinstance(document, dict) else None
+    if isinstance(tasks, dict) and len(tasks) == 1:
+        samples = samples_path(Path(result_file), str(next(iter(tasks))))
+        if samples.is_file():
+            digest.update(read_bytes(samples))
+    return CONTENT + digest.hexdigest()
+
+
+# Where a command may write its own files (reports now; any file a later feature writes: a
+# database, a fitted thresholds file, a page): never onto a file the command reads, never onto
+# evidence, and found before anything is written (RELIABILITY.md, "Evidence is never an output").
+#
+# ``check_outputs`` is the one check every command makes of the paths it will write;
+# ``write_output`` writes one of them whole (or appends to it); its values were scrubbed of the
+# secrets as each was made safe for it (evalgate.templates, scrub.json_text), never the text as a
+# whole.
 
 EVIDENCE_NAMES = frozenset(
     (

@@ -1,1 +1,1 @@
-"""One gate run, its stages in order: thresholds, data, readiness, context, probe, eval, verdict."""
+"""The gate: its rule, its sequential test, the run's record and the verdict."""

@@ -11,10 +11,8 @@ from msgspec import structs
 
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.evidence import artifacts
-from evalgate.evidence.fields import Status
-from evalgate.evidence.model import Sample, to_document
-from evalgate.evidence.request_counts import RequestCounts
-from evalgate.gate.record import RunLog, build_result
+from evalgate.evidence.model import RequestCounts, Sample, Status, to_document
+from evalgate.gate.runlog import RunLog, build_result
 from evalgate.settings.gate import GateSettings
 
 if TYPE_CHECKING:
@@ -79,8 +77,7 @@ def compare_baseline(
 def record_comparison(run: RunLog, out: Path, comparison: Comparison, status: Status) -> str:
     """Write comparison.json with the candidate's status as its verdict made it; compare's
     report as text."""
-    from evalgate.compare.document import comparison_document
-    from evalgate.compare.report import render_text
+    from evalgate.compare.views import comparison_document, render_text
 
     candidate = structs.replace(comparison.candidate, status=status)
     comparison = structs.replace(comparison, candidate=candidate)

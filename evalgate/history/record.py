@@ -27,11 +27,10 @@ from evalgate._version import __version__
 from evalgate.compare.runs import Run
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
-from evalgate.evidence.fields import Integer
-from evalgate.evidence.identity import run_identity as identity_of
-from evalgate.evidence.model import Answer, Result, Sample
-from evalgate.evidence.read import Written, decode_lines, read_bytes
+from evalgate.evidence.model import Answer, Integer, Result, Sample
+from evalgate.evidence.outputs import run_identity as identity_of
 from evalgate.history.store import Store
+from evalgate.reader import Written, decode_lines, read_bytes
 from evalgate.verify.baseline import load_entry
 from evalgate.verify.expect import config_identity, config_key
 from evalgate.verify.records import Entry
@@ -43,7 +42,7 @@ UNRECORDED_STATUSES = frozenset({"skipped"})
 
 
 def run_identity(entry: Entry) -> str:
-    """The identity of the run behind a gated line: evalgate.evidence.identity's, by what its
+    """The identity of the run behind a gated line: evalgate.evidence.outputs's, by what its
     result file holds (evalgate's run id, else the sha256 of the harness's files)."""
     return identity_of(str(entry.path))
 

@@ -4,8 +4,7 @@ beside this file, where they are shipped)."""
 import sys
 from pathlib import Path
 
-from evalgate.schemas import HERE
-from evalgate.schemas.generated import TYPES, generate
+from evalgate.schemas import HERE, TYPES, generate
 
 folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
 for name in TYPES:

@@ -129,7 +129,7 @@ class EvalSettings(Group):
         if not value.strip():
             return None
         from evalgate.errors import ArtifactError
-        from evalgate.evidence.read import decode
+        from evalgate.reader import decode
 
         example = '{"enable_thinking": false}'
         try:  # the one reader: a repeated key, or an integer past what a float holds, refused

@@ -15,13 +15,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from evalgate.environment import DEFAULT_MAX_DROP, not_a_margin
 from evalgate.numbers import COUNT_MAX
-from evalgate.settings.environment import DEFAULT_MAX_DROP, not_a_margin
 from evalgate.settings.fields import SAID, Flag, Group
 
 MARGIN_COMMANDS = frozenset({"compare", "verify"})
 """The commands whose own margin --max-drop is: they refuse one out of range in the words they
-always have (evalgate.settings.environment.not_a_margin)."""
+always have (evalgate.environment.not_a_margin)."""
 
 
 class GateSettings(Group):

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from evalgate.compare import DEFAULT_FLIPS
+from evalgate.history.fit import Policy
 from evalgate.numbers import COUNT_MAX
-from evalgate.rules.floors import Policy
 from evalgate.settings.fields import Flag, Group, split_list
 
 

@@ -2,7 +2,7 @@
 file (--config, or $EVALGATE_CONFIG), else its default; read once, at the top of a command,
 each value with where it came from (docs/settings.md, "Precedence").
 
-The config file is YAML read by evalgate's one YAML reader (evalgate.yamlfile: its size, depth
+The config file is YAML read by evalgate's one YAML reader (evalgate.reader: its size, depth
 and aliases bounded), its numbers read by the one rule for numbers as a flag's are; its keys
 are the long flags' names (base-url or base_url). A key that names no setting is refused with
 the nearest one that does.
@@ -183,8 +183,7 @@ def _keys() -> dict[str, list[Setting]]:
 def read_config(path: str, command: str | None) -> dict[str, Any]:
     """The config file's values by setting: YAML through evalgate's one reader, a mapping of
     settings, each key naming one (for `command`, where the key names one of several)."""
-    from evalgate.evidence.read import read_bytes
-    from evalgate.yamlfile import MAX_CHARS, load_yaml
+    from evalgate.reader import MAX_CHARS, load_yaml, read_bytes
 
     what = f"The config file {path}"
     try:

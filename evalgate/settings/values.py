@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic.fields import FieldInfo
 
+from evalgate.environment import variables
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings, NetworkSettings
-from evalgate.settings.environment import variables
 from evalgate.settings.evaluation import EvalSettings
 from evalgate.settings.fields import Flag, Group
 from evalgate.settings.gate import GateSettings, LabelsSettings

@@ -1,19 +1,122 @@
-"""Finding a sweep's eval results on disk, which files make which runs, nothing dropped silently:
-verify's input edge (docs/verify.md, "What it finds"). files.py reads each file found.
+"""A sweep's files, each read into what verify judges: a run (Found), or why not (a Note).
+
+evalgate's result.json is read whole into the evidence model, and verify keeps what the gate
+rule needs. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval
+set (a meta_env.json and its lm-eval results) gives its runs through harness_output.py.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import msgspec
+from msgspec import structs
 
-from evalgate.errors import UsageError
-from evalgate.evidence.artifacts import HOOK_NAME, META_NAME, RESULT_NAME
-from evalgate.evidence.harness_layout import EVALGATE_DIR, is_results_file
-from evalgate.verify import files
+from evalgate import reader as json_file
+from evalgate.errors import ArtifactError, FormatError, UsageError
+from evalgate.evidence.artifacts import HOOK_NAME, META_NAME, RESULT_NAME, read_hook, read_result
+from evalgate.evidence.folder import holder
+from evalgate.evidence.harness import EVALGATE_DIR, is_results_file
+from evalgate.evidence.model import Labels, Result
+from evalgate.verify import harness_runs as harness_output
 from evalgate.verify.records import Collection, Found, Note
+
+
+def read(path: str, reader: Any, notes: Collection) -> Any:
+    """`reader(path)`, or None with the reason the file is not usable noted as malformed: a
+    reader's error is about that one file, never the end of the sweep."""
+    try:
+        return reader(path)
+    except ArtifactError as exc:
+        notes.malformed.append(Note(path, exc.message))
+        return None
+
+
+def result(path: str, notes: Collection) -> Found | None:
+    """The run one result.json holds, as verify needs it (None: noted as malformed)."""
+    run = read(path, read_result, notes)
+    if run is None:
+        return None
+    return Found(
+        path=path,
+        source="evalgate",
+        model=run.model,
+        labels=run.labels,
+        scores=tuple(run.scores),
+        status=run.status,
+        stage=run.stage,
+        reason=run.reason + (f" ({run.error.type})" if run.error else ""),
+        failed_on_scores=any(not c.passed for c in run.checks),
+        verdict=run.verdict,
+        early_stop=run.eval.early_stop if run.eval else None,
+        holder=holder(os.path.dirname(path)) if run.status == "running" else None,
+        task=task_of(run),
+    )
+
+
+def task_of(run: Result) -> str | None:
+    """The task a result.json names; one written before results named it (before 0.2.0): its
+    eval's task, and with no eval None (GSM8K), as it was read then."""
+    if isinstance(run.task, str):
+        return run.task
+    return run.eval.task if run.eval else None
+
+
+def lm_eval(path: str, notes: Collection) -> Any:
+    """An lm-eval results file's document, or None (noted: unreadable, or not lm-eval's)."""
+    doc = read(path, json_file.read, notes)
+    if doc is not None and (not isinstance(doc, dict) or "lm_eval_version" not in doc):
+        notes.ignored.append(Note(path, f"{path} is not an lm-eval result (no lm_eval_version)"))
+        return None
+    return doc
+
+
+def hook(path: str, sibling: Found | None, notes: Collection) -> list[Found]:
+    """The runs an `evalgate hook` summary lists as "not run" (an earlier run stopped it),
+    labelled like a run found beside it."""
+    summary = read(path, read_hook, notes)
+    if summary is None:
+        return []
+    labels = sibling.labels if sibling else Labels()
+    model = sibling.model if sibling else None
+    return [
+        Found(
+            path,
+            "evalgate",
+            model,
+            structs.replace(labels, concurrency=run.concurrency),
+            (),
+            "skipped",
+            None,
+            run.reason or "not run",
+            task=sibling.task if sibling else None,
+        )
+        for run in summary.runs
+        if run.status == "not run"
+    ]
+
+
+def harness_set(meta_path: str, paths: list[str], notes: Collection) -> list[Found]:
+    """The runs one meta_env.json and its lm-eval results describe (read now, not before)."""
+    files = [(path, doc) for path in paths if (doc := lm_eval(path, notes)) is not None]
+    try:
+        runs, unusable = harness_output.runs(meta_path, json_file.read(meta_path), files)
+    except ArtifactError as exc:  # the meta_env.json cannot be read
+        reason = exc.message
+    except FormatError as exc:
+        reason = f"{meta_path} {exc}"
+    else:
+        notes.malformed += unusable
+        return runs
+    lost = f"; the {len(files)} lm-eval result(s) it describes go unchecked" if files else ""
+    notes.malformed.append(Note(meta_path, reason + lost))
+    return []
+
+
+# Finding a sweep's eval results on disk, which files make which runs, nothing dropped silently:
+# verify's input edge (docs/verify.md, "What it finds"). py reads each file found.
 
 # -- the files under one folder ------------------------------------------------------------------
 
@@ -136,10 +239,10 @@ def _harness_runs(root: str, tree: Tree, notes: Collection) -> Iterator[Found]:
             notes.ignored.append(Note(path, _MIRROR.format(path=path)))
         elif meta in sets:
             sets[meta].append(path)
-        elif files.lm_eval(path, notes) is not None:
+        elif lm_eval(path, notes) is not None:
             notes.malformed.append(Note(path, _NO_META.format(path=path)))
     for meta, paths in sets.items():
-        yield from files.harness_set(meta, paths, notes)
+        yield from harness_set(meta, paths, notes)
 
 
 def _tree_runs(root: str, notes: Collection) -> Iterator[Found]:
@@ -151,7 +254,7 @@ def _tree_runs(root: str, notes: Collection) -> Iterator[Found]:
     hooks = {os.path.dirname(path): path for path in tree.hooks}
     siblings: dict[str, Found] = {}  # a run under each hook's folder, to label its skipped runs
     for path in tree.results:
-        run = files.result(path, notes)
+        run = result(path, notes)
         if run is None:
             continue
         folder = path
@@ -161,7 +264,7 @@ def _tree_runs(root: str, notes: Collection) -> Iterator[Found]:
                 siblings.setdefault(folder, run)
         yield run
     for folder, path in hooks.items():
-        yield from files.hook(path, siblings.get(folder), notes)
+        yield from hook(path, siblings.get(folder), notes)
 
 
 # -- the paths given -----------------------------------------------------------------------------
@@ -201,7 +304,7 @@ def runs(paths: Iterable[str], notes: Collection) -> Iterator[Found]:
             for run in _tree_runs(os.path.normpath(root), notes):
                 count += 1
                 yield run
-        elif (item := files.result(root, notes)) is not None:
+        elif (item := result(root, notes)) is not None:
             count += 1
             yield item
         if not count and len(notes.malformed) == before:

@@ -14,9 +14,8 @@ from msgspec import Meta, structs
 
 from evalgate._version import __version__
 from evalgate.errors import VerdictCode
-from evalgate.evidence.fields import Count, Fraction, Record
+from evalgate.evidence.model import Count, Fraction, Record, Score, to_document
 from evalgate.evidence.model import Outcome as CheckOutcome
-from evalgate.evidence.model import Score, to_document
 from evalgate.verify.expect import Expectation
 from evalgate.verify.records import (
     OUTCOMES,

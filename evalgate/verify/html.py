@@ -1,20 +1,24 @@
 """`evalgate verify --html`: the sweep's verdict as one self-contained page (templates/verify.html,
-through evalgate.page), the problems first (docs/verify.md, "Outputs").
+through evalgate.templates), the problems first (docs/verify.md, "Outputs").
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import msgspec
 
-from evalgate import page
-from evalgate.page import Mark, Scale
-from evalgate.verify import baseline_html
-from evalgate.verify.records import OUTCOMES, CheckRow, Entry
-from evalgate.verify.report import deciding, rank, short_keys
+from evalgate import templates
+from evalgate.compare.paired import Finding
+from evalgate.compare.views import Bar, Differences, difference_chart
+from evalgate.scrub import capped
+from evalgate.templates import Mark, Scale
+from evalgate.verify.records import OUTCOMES, BaselineSummary, CheckRow, Entry, Versus
+from evalgate.verify.report import LISTED, deciding, rank, short_keys, standing
 from evalgate.verify.sweep import Report
+from evalgate.verify.waivers import describe
 
 MAX_CHART_ROWS = 500
 """Rows drawn per chart; a bigger sweep draws its problems first, then the configs nearest
@@ -43,7 +47,7 @@ class Row(NamedTuple):
     """A chart's row: its words, the check drawn (None: no score) with its threshold, and what
     the drawing says (or, with no score, why there is none)."""
 
-    line: page.Line
+    line: templates.Line
     check: CheckRow | None
     described: str
     marks: list[Mark]
@@ -66,9 +70,9 @@ def _row(config: _Config, label: str, first: int) -> Row:
         "config": config.index,
         "margin": "-1e9" if check is None else f"{check.value - check.threshold:.6f}",
         "problem": int(outcome != "pass"),
-        **page.groups(entry.labels, entry.model),
+        **templates.groups(entry.labels, entry.model),
     }
-    line = page.Line(page.tone(outcome), outcome.upper(), label, data=data)
+    line = templates.Line(templates.tone(outcome), outcome.upper(), label, data=data)
     if check is None:
         return Row(line, None, f"{outcome}: {entry.reason}", [])
     described = (
@@ -146,11 +150,11 @@ LEGEND = (
 
 class Listed(NamedTuple):
     """A config in the table: its place in the report, its outcome's rank, the deciding check,
-    its label values (page.GROUPS)."""
+    its label values (templates.GROUPS)."""
 
     place: int
     rank: int
-    tone: page.Tone
+    tone: templates.Tone
     entry: Entry
     check: CheckRow | None
     groups: dict[str, str]
@@ -162,27 +166,134 @@ def listed(report: Report) -> list[Listed]:
         Listed(
             i,
             rank(e.outcome),
-            page.tone(e.outcome),
+            templates.tone(e.outcome),
             e,
             deciding(e.checks),
-            page.groups(e.labels, e.model),
+            templates.groups(e.labels, e.model),
         )
         for i, e in sorted(enumerate(report.entries), key=lambda p: (rank(p[1].outcome), p[0]))
     ]
 
 
 def render(report: Report) -> str:
-    return page.render(
+    return templates.render_page(
         "verify.html",
         title=f"evalgate verify: {report.verdict.upper()}",
-        tone=page.tone(report.verdict),
+        tone=templates.tone(report.verdict),
         summary=f"exit {report.exit_code}: {report.reason}",
-        counts=[(o, report.count(o), page.tone(o)) for o in OUTCOMES],
+        counts=[(o, report.count(o), templates.tone(o)) for o in OUTCOMES],
         report=report,
-        groups=page.GROUPS,
+        groups=templates.GROUPS,
         charts=charts(report),
         listed=listed(report),
-        baseline=baseline_html.section(report.entries, report.baseline)
-        if report.baseline
-        else None,
+        baseline=section(report.entries, report.baseline) if report.baseline else None,
     )
+
+
+# The page's comparison with the baseline (--baseline): a second chart, then each regressed
+# config's lost questions (docs/verify.md, "Against the last good sweep", reports), as
+# templates/baseline.html shows them.
+
+SHOWN_CHARS = 120
+"""Characters of an answer or question shown on the page; the rest is counted, not shown."""
+LEGEND = (
+    "Dot: the sweep's score minus the baseline's, in points, on the deciding filter over the "
+    "paired questions; bar: its 95% interval; dashed line: the margin (--max-drop); thin line: "
+    "no change. A REGRESSION is a drop significant after Holm's adjustment over every config "
+    "compared, of at least half the margin; EQUIVALENT when the whole interval lies right of "
+    "the margin."
+)
+
+
+def chart(entries: Sequence[Entry], summary: BaselineSummary) -> Differences:
+    """Each compared config's difference and interval against the margin, the regressions
+    first, then by their drop."""
+    compared = sorted(
+        (
+            (e.versus.difference, i, e, e.versus)
+            for i, e in enumerate(entries)
+            if e.versus is not None and e.versus.difference is not None
+        ),
+        key=lambda t: (-Finding(t[3].standing).rank, t[0], t[1]),
+    )
+    margin = -summary.max_drop
+    common, names = short_keys([entry for _, _, entry, _ in compared])
+    bars = []
+    for first, ((point, index, entry, versus), name) in enumerate(
+        zip(compared, names, strict=True)
+    ):
+        data = {
+            "first": first,
+            "config": index,
+            "margin": f"{point - margin:.6f}",
+            "problem": int(versus.standing == "regression" and versus.waiver is None),
+            **templates.groups(entry.labels, entry.model),
+        }
+        tone = "warn" if versus.waiver is not None else templates.tone(versus.standing)
+        note = f"{versus.lost} lost, {versus.gained} gained of {versus.n}"
+        line = templates.Line(tone, standing(versus), name, note, data)
+        interval = (versus.low or 0.0, versus.high or 0.0)
+        bars.append(Bar(line, entry.key, versus.filter, point, interval))
+    regressed = sum(1 for _, _, _, v in compared if v.standing == "regression")
+    title = (
+        f"Against the baseline: paired difference of {len(compared)} configs"
+        f"{' of ' + common if common else ''} "
+        f"({regressed} regression{'s' if regressed != 1 else ''}, listed first)"
+    )
+    return difference_chart(title, margin, bars, LEGEND)
+
+
+class Lost(NamedTuple):
+    """A regressed config's lost questions: the table's caption, whether the regression was
+    waived (and how), and each question's doc_id, target, answers and text, cut to
+    SHOWN_CHARS."""
+
+    caption: str
+    waived: str | None
+    rows: list[tuple[int, list[str]]]
+
+
+def _lost(entry: Entry, versus: Versus) -> Lost:
+    rows = [
+        (
+            flip.doc_id,
+            [
+                capped(text, SHOWN_CHARS)
+                for text in (
+                    flip.target,
+                    flip.baseline_answer,
+                    flip.candidate_answer,
+                    flip.question,
+                )
+            ],
+        )
+        for flip in versus.lost_questions
+    ]
+    shown = len(versus.lost_questions)
+    more = f" (the first {shown} of {versus.lost})" if versus.lost > shown else ""
+    waived = describe(versus.waiver) if versus.waiver is not None else None
+    return Lost(f"Lost questions of {entry.key} on {versus.filter}{more}", waived, rows)
+
+
+class Section(NamedTuple):
+    """What the page says against the baseline: the chart, the regressions' lost questions,
+    and the configs not compared (their standing, key and why)."""
+
+    chart: Differences
+    lost: list[Lost]
+    listed: list[tuple[str, str, str]]
+
+
+def section(entries: Sequence[Entry], summary: BaselineSummary) -> Section:
+    listed = [
+        (e.versus.standing.upper(), e.key, e.versus.reason)
+        for e in entries
+        if e.versus is not None and e.versus.standing in LISTED
+    ]
+    listed += [("MISSING", b.key, f"in the baseline: {b.path}") for b in summary.missing]
+    lost = [
+        _lost(e, e.versus)
+        for e in entries
+        if e.versus is not None and e.versus.standing == "regression"
+    ]
+    return Section(chart(entries, summary), lost, listed)

@@ -10,11 +10,17 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import Meta
 
-from evalgate.evidence.fields import Count, Delta, Fraction
-from evalgate.evidence.model import EarlyStopRecord, Score, VerdictRecord
+from evalgate.evidence.model import (
+    Count,
+    Delta,
+    EarlyStopRecord,
+    Fraction,
+    Labels,
+    Score,
+    VerdictRecord,
+)
 from evalgate.evidence.model import Outcome as CheckOutcome
-from evalgate.evidence.stage_records import Labels
-from evalgate.rules.stats import wilson_interval
+from evalgate.gate.verdict import wilson_interval
 
 SetOutcome = Literal["missing", "unexpected", "duplicate"]
 """A problem with the set of results (expect.py)."""

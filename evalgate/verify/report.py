@@ -1,6 +1,6 @@
 """The forms a sweep's verdict takes for people: a terminal table, a GitHub job summary
 (templates/summary.md) and annotations, each a string; every text a result file gave is made
-safe for its form as it is placed (evalgate.templates, evalgate.outside).
+safe for its form as it is placed (evalgate.templates, evalgate.scrub).
 """
 
 from __future__ import annotations
@@ -9,14 +9,16 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from evalgate import outside, templates
-from evalgate.templates import line
-from evalgate.verify import baseline_report
-from evalgate.verify.records import FAILING, OUTCOMES, CheckRow, Entry
+from evalgate import scrub as outside
+from evalgate import templates
+from evalgate.compare.comparison import points
+from evalgate.templates import Said, line
+from evalgate.verify.records import FAILING, OUTCOMES, BaselineSummary, CheckRow, Entry, Versus
 from evalgate.verify.sweep import Report
+from evalgate.verify.waivers import describe
 
 if TYPE_CHECKING:
-    from evalgate.page import Scale
+    from evalgate.templates import Scale
 
 MARKS = {
     "pass": "✅",
@@ -103,10 +105,10 @@ def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
     against the baseline, the paired difference and its interval)."""
     if report.baseline is None:
         return HEADER, _cells
-    return [*HEADER, *baseline_report.HEADER], lambda entry: [
+    return [*HEADER, *HEADER], lambda entry: [
         *_cells(entry),
-        baseline_report.standing(entry.versus),
-        line("{}", baseline_report.difference(entry.versus)),  # names a filter: outside text
+        standing(entry.versus),
+        line("{}", difference(entry.versus)),  # names a filter: outside text
     ]
 
 
@@ -137,7 +139,7 @@ def terminal_lines(report: Report, *, quiet: bool = False) -> Iterator[str]:
                 yield line("  {:<12} {}\n", "", entry.path)
         yield "\n"
     if report.baseline is not None:
-        found = baseline_report.findings(report.entries, report.baseline)
+        found = findings(report.entries, report.baseline)
         yield from (line(said.text + "\n", *said.values) for said in found)
         yield "\n"
     for note in report.ignored:
@@ -173,7 +175,7 @@ class Chart(NamedTuple):
 def charts(report: Report) -> list[Chart]:
     """A chart per task that GitHub draws itself (mermaid's xychart): each config's deciding
     score as a bar, its threshold as a line; at most MAX_CHART_BARS configs, problems first."""
-    from evalgate.page import Scale  # the HTML page's module: only the chart needs it
+    from evalgate.templates import Scale  # the HTML page's module: only the chart needs it
 
     found = []
     tasks = dict.fromkeys(c.task for e in report.entries for c in e.checks)
@@ -212,7 +214,7 @@ def _markdown(report: Report, rows: int) -> str:
         unscored=sum(1 for e in report.entries if not e.checks),
         problems=[e for e in report.entries if e.outcome != "pass"],
         passed=[e for e in report.entries if e.outcome == "pass"],
-        findings=list(baseline_report.findings(report.entries, report.baseline))[:rows]
+        findings=list(findings(report.entries, report.baseline))[:rows]
         if report.baseline is not None
         else [],
     )
@@ -247,3 +249,115 @@ def workflow_commands(report: Report) -> str:
                 f"{level} entries: see the job summary"
             )
     return "".join(each + "\n" for each in lines)
+
+
+# A sweep's verdict as JUnit XML (templates/junit.xml), one testcase per config
+# (docs/verify.md, "Outputs").
+
+
+class Case(NamedTuple):
+    """A config's testcase: its entries (a malformed file is its own case), the first path
+    given, and how it ended: a failure or an error (`ended`, with the first bad entry), skipped
+    (inconclusive), or passed."""
+
+    key: str
+    entries: list[Entry]
+    path: str | None
+    ended: str | None
+    first: Entry | None
+
+    @property
+    def lines(self) -> list[tuple[Entry, str | None]]:
+        """Each entry with its line against the baseline, if any."""
+        return [(e, junit_line(e.versus) if e.versus is not None else None) for e in self.entries]
+
+
+def _case(key: str, entries: list[Entry]) -> Case:
+    path = next((e.path for e in entries if e.path), None)
+    bad = [e for e in entries if e.outcome in FAILING]
+    if bad:
+        broken = [e for e in bad if e.outcome in ("error", "malformed")]
+        ended = "error" if broken and len(broken) == len(bad) else "failure"
+        return Case(key, entries, path, ended, bad[0])
+    unsure = next((e for e in entries if e.outcome == "inconclusive"), None)
+    return Case(key, entries, path, None, unsure)
+
+
+def junit(report: Report) -> str:
+    """JUnit XML: one testcase per config (a malformed file is its own case)."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in report.entries:
+        groups.setdefault(entry.key, []).append(entry)
+    cases = [_case(key, entries) for key, entries in groups.items()]
+    tally = {
+        "tests": len(cases),
+        "failures": sum(1 for c in cases if c.ended == "failure"),
+        "errors": sum(1 for c in cases if c.ended == "error"),
+        "skipped": sum(1 for c in cases if c.ended is None and c.first is not None),
+    }
+    return templates.render("junit.xml", cases=cases, tally=tally)
+
+
+# The comparison with the baseline (--baseline) in each form the verdict takes: its lines are
+# evalgate's words with the outside values apart (templates.Said), each made safe by the output
+# that shows it (docs/verify.md, "Against the last good sweep").
+
+HEADER = ["VS BASELINE", "DIFF (95% CI)"]
+LISTED = ("protocol", "early-stop", "new", "not compared")
+"""Standings listed with their reason: the configs that were not compared."""
+
+
+def difference(versus: Versus | None) -> str:
+    """'-6.07 [-7.62, -4.70] strict-match', or '-' when not compared."""
+    if versus is None or versus.difference is None or versus.low is None or versus.high is None:
+        return "-"
+    return (
+        f"{points(versus.difference)} [{points(versus.low)}, {points(versus.high)}] {versus.filter}"
+    )
+
+
+def standing(versus: Versus | None) -> str:
+    """'REGRESSION', 'REGRESSION (waived)', 'NEW', ... or '-' without a comparison."""
+    if versus is None:
+        return "-"
+    return versus.standing.upper() + (" (waived)" if versus.waiver is not None else "")
+
+
+def findings(entries: Iterable[Entry], summary: BaselineSummary) -> Iterator[Said]:
+    """The section's lines (no line ends): waived regressions, each config not compared and
+    why, the warnings, the baseline's configs missing from the sweep, unused waivers."""
+    paths = ", ".join(["{}"] * len(summary.paths))
+    yield Said(
+        f"Against the baseline {paths} ({{}} results; margin {{:.1f}} points; one-sided exact "
+        "tests, Holm's adjustment over the configs):",
+        (*summary.paths, summary.configs, summary.max_drop * 100),
+    )
+    for entry in entries:
+        versus = entry.versus
+        if versus is None:
+            continue
+        if versus.waiver is not None:
+            yield Said(
+                "  WAIVED       {}: {}; {}", (entry.key, versus.reason, describe(versus.waiver))
+            )
+        elif versus.standing in LISTED:
+            yield Said("  {:<12} {}: {}", (versus.standing.upper(), entry.key, versus.reason))
+        for warning in versus.warnings:
+            yield Said("  WARNING      {}: {}", (entry.key, warning))
+    for base in summary.missing:
+        yield Said(
+            "  MISSING      {}: in the baseline ({}), not in this sweep (fails only with --expect)",
+            (base.key, base.path),
+        )
+    for note in summary.unreadable:
+        yield Said("  UNREADABLE   {}", (note.reason,))
+    for waiver in summary.unused_waivers:
+        yield Said(
+            "  UNUSED       the waiver of {} names no config of this sweep", (waiver.config,)
+        )
+
+
+def junit_line(versus: Versus) -> str:
+    """One line for a config's JUnit testcase (made XML-safe by the caller)."""
+    waived = f" ({describe(versus.waiver)})" if versus.waiver is not None else ""
+    return f"against the baseline: {versus.standing}{waived}: {versus.reason}"

@@ -23,13 +23,12 @@ import msgspec
 from msgspec import structs
 
 from evalgate.errors import ExitCode, ThresholdsError, VerdictCode
-from evalgate.evidence.stage_records import Labels
-from evalgate.rules.stats import standard_error
-from evalgate.rules.verdict import GATED_METRIC, decide
+from evalgate.evidence.model import Labels
+from evalgate.gate.verdict import GATED_METRIC, decide, standard_error
 from evalgate.tasks.dataset import full_size, known_name
 from evalgate.thresholds import TASK_KEY, Floor, Thresholds, check_task_keys, resolve_floor
 from evalgate.verify.collect import runs
-from evalgate.verify.expect import Expectation, config_key, config_task, told_apart
+from evalgate.verify.expect import Expectation, check_set, config_key, config_task, told_apart
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
@@ -42,7 +41,6 @@ from evalgate.verify.records import (
     Outcome,
     Verdict,
 )
-from evalgate.verify.setcheck import check_set
 
 
 class Report(msgspec.Struct, frozen=True):

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from evalgate.errors import ArtifactError, UsageError
-from evalgate.evidence.read import read, read_bytes
+from evalgate.reader import read, read_bytes
 from evalgate.verify.records import Waiver
 
 FIELDS = ("config", "reason", "who", "until")
@@ -90,7 +90,7 @@ def parse_waivers(data: Any, source: str) -> Waivers:
 def load_waivers(path: str) -> Waivers:
     """--waivers: a .json file read as JSON, any other as YAML (JSON is YAML too)."""
     from evalgate.errors import YamlRefused
-    from evalgate.yamlfile import MAX_CHARS, load_yaml
+    from evalgate.reader import MAX_CHARS, load_yaml
 
     try:
         if Path(path).suffix.lower() == ".json":

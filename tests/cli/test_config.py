@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.yamlfile import MAX_CHARS
+from evalgate.reader import MAX_CHARS
 from tests.conftest import run_subprocess
 
 SERVED = ["--osl", "1024", "--served-max-model-len", "16384"]

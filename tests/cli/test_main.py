@@ -10,7 +10,7 @@ import pytest
 
 from evalgate.cli import build_parser, main
 from evalgate.errors import ConnectionFailed, ExitCode
-from evalgate.gate import preflight
+from evalgate.probe import preflight
 from tests.conftest import load_result, run_args
 
 

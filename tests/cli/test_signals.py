@@ -145,10 +145,12 @@ def stopped_while_importing(
 
 
 BEFORE_THE_COMMAND = [
-    pytest.param("evalgate.outside", signal.SIGTERM, id="while evalgate is imported"),
-    pytest.param("evalgate.outside", signal.SIGINT, id="while evalgate is imported, Ctrl-C"),
-    pytest.param("evalgate.cli.flags", signal.SIGTERM, id="before the settings are read"),
-    pytest.param("evalgate.cli.flags", signal.SIGHUP, id="before the settings are read, SIGHUP"),
+    pytest.param("evalgate.scrub", signal.SIGTERM, id="while evalgate is imported"),
+    pytest.param("evalgate.scrub", signal.SIGINT, id="while evalgate is imported, Ctrl-C"),
+    pytest.param("evalgate.cli.arguments", signal.SIGTERM, id="before the settings are read"),
+    pytest.param(
+        "evalgate.cli.arguments", signal.SIGHUP, id="before the settings are read, SIGHUP"
+    ),
 ]
 
 
@@ -177,9 +179,7 @@ def test_a_stop_once_the_command_began_before_the_run_took_its_folder_is_exit_6(
     8c36240: ended by SIGTERM itself."""
     out = tmp_path / "run"
     argv = run_args("http://127.0.0.1:9/v1", out)
-    code, stdout, stderr = stopped_while_importing(
-        tmp_path, "evalgate.gate.run", argv, signal.SIGTERM
-    )
+    code, stdout, stderr = stopped_while_importing(tmp_path, "evalgate.run", argv, signal.SIGTERM)
 
     assert code == 6, stderr
     assert stderr == "AbortedError: interrupted by SIGTERM\n"
@@ -190,7 +190,7 @@ def test_a_stop_once_the_command_began_before_the_run_took_its_folder_is_exit_6(
 @pytest.mark.parametrize(
     "module",
     [
-        pytest.param("evalgate.gate.dispatch", id="the dispatch half-imported"),
+        pytest.param("evalgate.eval.dispatch", id="the dispatch half-imported"),
         pytest.param("lm_eval.filters", id="mid-eval, lm-eval half-imported"),
     ],
 )

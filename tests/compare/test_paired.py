@@ -8,6 +8,7 @@ import pytest
 from scipy.optimize import brentq, minimize_scalar
 from scipy.stats import binomtest, norm
 
+from evalgate.compare.comparison import questions_to_settle
 from evalgate.compare.paired import (
     Cluster,
     Finding,
@@ -19,9 +20,8 @@ from evalgate.compare.paired import (
     mcnemar_exact_p,
     score_interval,
 )
-from evalgate.compare.reason import questions_to_settle
+from evalgate.environment import DEFAULT_MAX_DROP
 from evalgate.errors import ExitCode
-from evalgate.settings.environment import DEFAULT_MAX_DROP
 
 
 def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:

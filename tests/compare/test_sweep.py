@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.compare.paired import Finding, PairedCounts, mcnemar_exact_p, one_sided_p
-from evalgate.compare.sweep import config_p, holm, judge_pairs
+from evalgate.compare.paired import (
+    Finding,
+    PairedCounts,
+    config_p,
+    holm,
+    judge_pairs,
+    mcnemar_exact_p,
+    one_sided_p,
+)
 
 
 def table(n: int, lost: int, gained: int) -> PairedCounts:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.engine import dynamo
-from evalgate.engine.cards import model_card
+from evalgate.engine import answers as dynamo
+from evalgate.engine.discovery import model_card
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
 from evalgate.scrub import capped
 from tests.conftest import FAST, deadline, load_result, load_samples

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from evalgate.engine.cards import ModelCard, is_placeholder, pick_card, served_limit
-from evalgate.lengths import Limit
+from evalgate.engine.discovery import ModelCard, is_placeholder, pick_card, served_limit
+from evalgate.evidence.model import Limit
 from tests.conftest import FAST, deadline, load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.engine.request import generation_body, probe_body
-from evalgate.gate.run import run_gate
+from evalgate.engine.client import generation_body, probe_body
+from evalgate.run import run_gate
 from evalgate.settings.values import Settings
 from tests.conftest import deadline, load_result
 from tests.fakeengine import FakeEngine, load_gsm8k

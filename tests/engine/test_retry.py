@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from tenacity import RetryError
 
-from evalgate.engine.retry import RetryPolicy, should_retry
+from evalgate.engine.http import RetryPolicy, should_retry
 from evalgate.engine.wire import EngineError, parse_error
 from evalgate.errors import (
     AnswerTooLarge,

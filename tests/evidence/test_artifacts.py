@@ -27,13 +27,13 @@ import msgspec
 import pytest
 
 from evalgate.cli import main
+from evalgate.environment import variables
 from evalgate.errors import ArtifactError
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result
-from evalgate.gate.record import RunLog, build_result, labels
-from evalgate.gate.run import run_gate
+from evalgate.gate.runlog import RunLog, build_result, labels
+from evalgate.run import run_gate
 from evalgate.schemas import validation_errors
-from evalgate.settings.environment import variables
 from evalgate.settings.values import SETTINGS, Settings
 from tests.conftest import deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault

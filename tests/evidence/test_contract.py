@@ -26,18 +26,16 @@ from jsonschema import Draft202012Validator
 from msgspec import inspect
 
 from evalgate import schemas
-from evalgate.compare.document import ComparisonDocument
+from evalgate.compare.views import ComparisonDocument
 from evalgate.errors import ArtifactError
-from evalgate.evidence.fields import INT64
 from evalgate.evidence.journal import JournalLine
-from evalgate.evidence.model import HookSummary, Result, Sample
-from evalgate.evidence.read import decode
+from evalgate.evidence.model import INT64, HookSummary, Result, Sample
 from evalgate.history.record import Asked
-from evalgate.schemas import validation_errors, validator
-from evalgate.schemas.generated import FROZEN, TYPES, generate
+from evalgate.reader import decode
+from evalgate.schemas import FROZEN, TYPES, generate, validation_errors, validator
 from evalgate.thresholds import ThresholdsFile
 from evalgate.verify.document import VerdictDocument
-from evalgate.verify.lm_eval_run import LineRecord
+from evalgate.verify.harness_runs import LineRecord
 
 DATA = Path(__file__).parent / "data"
 KINDS = {"result": Result, "sample": Sample, "hook": HookSummary}

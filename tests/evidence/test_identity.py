@@ -1,4 +1,4 @@
-"""A run's identity is what it holds, not where it lies (evalgate.evidence.identity.run_identity):
+"""A run's identity is what it holds, not where it lies (evalgate.evidence.outputs.run_identity):
 a copied, renamed or linked run folder is the same run, another run at the same path is
 another; a baseline whose runs are the sweep's own is refused (exit 2) naming them.
 
@@ -103,7 +103,7 @@ def test_an_earlier_sweep_is_compared_in_both_layouts(tmp_path):
 def test_run_identity_is_content_not_path(tmp_path):
     """evalgate's result: its run id, kept by a copy. The harness's lm-eval result: a hash of
     its results and samples, the same for a copy, another for another run at the same path."""
-    from evalgate.evidence.identity import CONTENT, run_identity  # the module a history uses
+    from evalgate.evidence.outputs import CONTENT, run_identity  # the module a history uses
 
     today = layouts(tmp_path, "today")
     result = today["evalgate"] / "today-conc4" / "result.json"

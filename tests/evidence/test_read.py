@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result, Sample
-from evalgate.evidence.read import MAX_DEPTH, Written, decode, decode_lines, read
+from evalgate.reader import MAX_DEPTH, Written, decode, decode_lines, read
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 

@@ -1,17 +1,17 @@
-"""evalgate.gate.context: EVAL_MAX_MODEL_LEN, the output budget and the served limits, as tables."""
+"""evalgate.context.budget: EVAL_MAX_MODEL_LEN, the output budget and the served limits, as tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from evalgate.errors import ContextError
-from evalgate.gate.context import (
+from evalgate.context.budget import (
     Limit,
     choose_budget,
     derive_context,
     derive_max_model_len,
     served_limits_from_args,
 )
+from evalgate.errors import ContextError
 
 NATIVE_QWEN = Limit(262144, "config max_position_embeddings")
 NATIVE_16K = Limit(16384, "config max_position_embeddings")

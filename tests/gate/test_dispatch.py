@@ -7,14 +7,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from evalgate.engine.client import EvalClient
-from evalgate.engine.request import generation_body
-from evalgate.gate.dispatch import Dispatch, Request
-from evalgate.gate.replies import Replies
+from evalgate.engine.client import EvalClient, generation_body
+from evalgate.eval.dispatch import Dispatch, Request
+from evalgate.eval.replies import Replies
 from evalgate.settings.endpoint import NetworkSettings
 from evalgate.tasks.dataset import load_dataset
-from evalgate.tasks.prompts import build_prompts
-from evalgate.tasks.spec import load_task
+from evalgate.tasks.spec import build_prompts, load_task
 from tests.conftest import FAST, load_result, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine, find_question
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.rules.sequential import SequentialTest
+from evalgate.gate.sequential import SequentialTest
 from tests.conftest import deadline, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from evalgate.eval.lm_eval import extract_scores
 from evalgate.evidence.model import Score
-from evalgate.gate.evaluate import extract_scores
 from evalgate.tasks.dataset import reference_answer
 
 GSM8K = {

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.evidence import harness_files
+from evalgate.environment import job_environment
+from evalgate.evidence import harness as harness_files
 from evalgate.schemas import validation_errors
-from evalgate.settings.environment import job_environment
 from evalgate.settings.values import Settings
 from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine

@@ -12,13 +12,12 @@ import json
 
 import pytest
 
+from evalgate.context.limits import estimate_tokens, longest_prompt_tokens, merge_tokenize_limit
 from evalgate.engine.discovery import TokenCount
 from evalgate.engine.served import counted
-from evalgate.gate.limits import estimate_tokens, longest_prompt_tokens, merge_tokenize_limit
-from evalgate.lengths import Limit
+from evalgate.evidence.model import Limit
 from evalgate.tasks.dataset import load_dataset
-from evalgate.tasks.prompts import Prompt, build_prompts
-from evalgate.tasks.spec import load_task
+from evalgate.tasks.spec import Prompt, build_prompts, load_task
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 CONTEXT = ["context", "--isl", "1024", "--osl", "1024", "--format", "json"]

@@ -1,4 +1,4 @@
-"""evalgate.gate.native: vLLM 0.32's native maximum length, on real models' config.json files.
+"""evalgate.context.limits: vLLM 0.32's native maximum length, on real models' config.json files.
 
 The files under tests/data/model_configs/ are the published config.json of each model. The
 expected values of the real models and of the rule table were checked against vLLM 0.32.0 itself
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from evalgate.context.limits import load_native_max_len, native_max_len
 from evalgate.errors import ContextError
-from evalgate.gate.native import load_native_max_len, native_max_len
 
 CONFIGS = Path(__file__).parent / "data" / "model_configs"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from evalgate.context.budget import EvalContext
 from evalgate.engine.wire import EngineError
-from evalgate.gate.context import EvalContext
-from evalgate.gate.probe import suggest_fix
-from evalgate.lengths import Limit
+from evalgate.evidence.model import Limit
+from evalgate.probe.preflight import suggest_fix
 
 VLLM_MAX_TOKENS = (
     "max_tokens=1500 cannot be greater than max_model_len=1024. Please request fewer output "

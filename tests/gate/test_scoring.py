@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalgate.gate.early_stop import AnswerScorer, gated_filters
+from evalgate.eval.stage import AnswerScorer, gated_filters
 from evalgate.tasks.spec import load_task
 from tests.fakeengine import GSM8K_TEST
 

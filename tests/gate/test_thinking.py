@@ -1,11 +1,11 @@
-"""InlineThinking (evalgate.gate.replies): the part of an answer scored when its thinking is
+"""InlineThinking (evalgate.eval.replies): the part of an answer scored when its thinking is
 written into it."""
 
 from __future__ import annotations
 
 import pytest
 
-from evalgate.gate.replies import InlineThinking, Split
+from evalgate.eval.replies import InlineThinking, Split
 
 SPLITS = [
     # (case, markers, answer as sent, split)

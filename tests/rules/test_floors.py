@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from evalgate.rules.floors import (
+from evalgate.history.fit import (
     MIN_RUNS,
     BetaBinomialFit,
     IxFit,

@@ -8,7 +8,7 @@ import pytest
 from scipy import integrate
 from scipy.stats import beta as beta_distribution
 
-from evalgate.rules.sequential import (
+from evalgate.gate.sequential import (
     PRIOR_WEIGHT,
     PrefixReader,
     SequentialTest,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evalgate.rules.stats import standard_error, wilson_interval
+from evalgate.gate.verdict import standard_error, wilson_interval
 
 
 @pytest.mark.parametrize(

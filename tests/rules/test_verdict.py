@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from evalgate.errors import ExitCode
 from evalgate.evidence.model import Score
-from evalgate.rules.verdict import decide, judge
+from evalgate.gate.verdict import decide, judge
 from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 
 FULL = GSM8K_TEST_SIZE

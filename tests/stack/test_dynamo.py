@@ -19,7 +19,7 @@ from urllib import request
 
 import pytest
 
-from evalgate.engine import dynamo
+from evalgate.engine import answers as dynamo
 from tests.conftest import load_result, load_samples, run_subprocess
 
 from . import stack

@@ -26,10 +26,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from evalgate.tasks.dataset import load_dataset
-from evalgate.tasks.gpqa import load_gpqa
-from evalgate.tasks.prompts import Prompt, build_prompts
-from evalgate.tasks.spec import load_task
+from evalgate.tasks.dataset import load_dataset, load_gpqa
+from evalgate.tasks.spec import Prompt, build_prompts, load_task
 from tests.conftest import FAST, load_result, load_samples, run_subprocess
 
 from . import stack

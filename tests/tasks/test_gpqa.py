@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from evalgate.errors import DatasetError, UsageError
-from evalgate.tasks.gpqa import load_gpqa, process_docs
-from evalgate.tasks.prompts import build_prompts
-from evalgate.tasks.spec import load_task
+from evalgate.tasks.dataset import load_gpqa, process_docs
+from evalgate.tasks.spec import build_prompts, load_task
 from tests.conftest import load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
 

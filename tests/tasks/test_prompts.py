@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 
 from evalgate.tasks.dataset import load_dataset
-from evalgate.tasks.prompts import Prompt, build_prompts, longest_candidates
-from evalgate.tasks.spec import FEWSHOT_SEED, lm_eval_config, load_task, tasks_dir
+from evalgate.tasks.spec import (
+    FEWSHOT_SEED,
+    Prompt,
+    build_prompts,
+    lm_eval_config,
+    load_task,
+    longest_candidates,
+    tasks_dir,
+)
 
 LIMIT = 40
 

@@ -222,7 +222,7 @@ def test_lm_evals_templates_are_sandboxed_for_a_payload_past_the_parser(tmp_path
     from jinja2.exceptions import SecurityError
     from lm_eval.api.task import ConfigurableTask
 
-    from evalgate.gate.evaluate import sandbox_templates
+    from evalgate.eval.lm_eval import sandbox_templates
 
     monkeypatch.chdir(tmp_path)
     sandbox_templates()

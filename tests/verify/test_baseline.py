@@ -15,9 +15,9 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.errors import ExitCode
-from evalgate.page import esc
 from evalgate.schemas import validation_errors
 from evalgate.scrub import capped
+from evalgate.templates import esc
 from tests import outputs as ht
 from tests.browser import look
 from tests.verify.sweeps import (

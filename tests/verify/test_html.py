@@ -17,8 +17,7 @@ import pytest
 
 from evalgate._version import __version__
 from evalgate.errors import ExitCode
-from evalgate.evidence.model import Score
-from evalgate.evidence.stage_records import Labels
+from evalgate.evidence.model import Labels, Score
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import html, sweep
 from evalgate.verify.collect import Collection, Found, Note

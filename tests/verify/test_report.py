@@ -11,16 +11,15 @@ import pytest
 from msgspec import structs
 
 from evalgate import scrub
-from evalgate.evidence.model import to_document
-from evalgate.evidence.stage_records import Labels
-from evalgate.rules.verdict import Score
+from evalgate.evidence.model import Labels, to_document
+from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import report, sweep
 from evalgate.verify.collect import Collection, Found, Note
 from evalgate.verify.document import document as verdict_document
 from evalgate.verify.expect import Expectation, parse_expectation
-from evalgate.verify.junit import junit
+from evalgate.verify.report import junit
 
 THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
 

@@ -28,11 +28,12 @@ from msgspec import structs
 from evalgate import cli
 from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence.artifacts import NOT_A_RESULT, read_result
-from evalgate.evidence.stage_records import Labels
-from evalgate.rules.verdict import Score
+from evalgate.evidence.model import Labels
+from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
-from evalgate.verify import collect, expect, setcheck, sweep
+from evalgate.verify import collect, expect, sweep
+from evalgate.verify import expect as setcheck
 from tests.conftest import run_subprocess
 from tests.verify.sweeps import answers, evalgate_sweep
 

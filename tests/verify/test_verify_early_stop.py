@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalgate.rules.sequential import SequentialTest
+from evalgate.gate.sequential import SequentialTest
 from evalgate.schemas import validation_errors
 from tests.verify.test_verify import result_doc, run_cli
 

@@ -1,0 +1,1 @@
+"""The eval: lm-eval's requests answered by the engine, stage by stage."""
