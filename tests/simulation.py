@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalgate.compare import paired as sweep
+from evalgate.compare import paired
 from evalgate.compare.paired import (
     Cluster,
     Finding,
@@ -359,9 +359,9 @@ def simulate_sweep(
     dropped = [flip_rate / 2 + drop, flip_rate / 2, 1 - flip_rate - drop]
     failed = found = false = 0
     # The same statistics, each table computed once: the sweep repeats few distinct tables.
-    saved = (sweep.difference_interval, sweep.one_sided_p)
-    sweep.difference_interval = cache(difference_interval)  # type: ignore[assignment]
-    sweep.one_sided_p = cache(one_sided_p)  # type: ignore[assignment]
+    saved = (paired.difference_interval, paired.one_sided_p)
+    paired.difference_interval = cache(difference_interval)  # type: ignore[assignment]
+    paired.one_sided_p = cache(one_sided_p)  # type: ignore[assignment]
     try:
         for _ in range(runs):
             cells = rng.multinomial(questions, shares, configs)
@@ -371,13 +371,15 @@ def simulate_sweep(
                 counts = PairedCounts(rest, lost, gained, 0)
                 pairs[str(index)] = dict.fromkeys(FILTERS, counts)
             regressed = {
-                c.key for c in sweep.judge_pairs(pairs, max_drop) if c.finding is Finding.REGRESSION
+                c.key
+                for c in paired.judge_pairs(pairs, max_drop)
+                if c.finding is Finding.REGRESSION
             }
             failed += bool(regressed)
             found += "0" in regressed
             false += bool(regressed - {"0"})
     finally:
-        sweep.difference_interval, sweep.one_sided_p = saved
+        paired.difference_interval, paired.one_sided_p = saved
     return SweepRates(drop, runs, failed / runs, found / runs, false / runs)
 
 

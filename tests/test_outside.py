@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from evalgate import scrub
-from evalgate import scrub as outside
 from tests import outputs
 
 
@@ -51,19 +50,19 @@ TERMINAL = [
 
 @pytest.mark.parametrize(("text", "line"), [c[1:] for c in TERMINAL], ids=[c[0] for c in TERMINAL])
 def test_terminal_makes_one_safe_line(text, line):
-    assert outside.terminal(text) == line
+    assert scrub.terminal(text) == line
 
 
 def test_terminal_caps_long_text_and_says_how_long():
-    shown = outside.terminal("x" * 1_000_000)
+    shown = scrub.terminal("x" * 1_000_000)
 
-    assert shown == "x" * outside.TERMINAL_CHARS + "… (1,000,000 characters)"
+    assert shown == "x" * scrub.TERMINAL_CHARS + "… (1,000,000 characters)"
 
 
 def test_terminal_json_is_the_exact_text_in_ascii_with_no_command():
     document = {"reason": "a\n::stop-commands::t ##[error]x \x7f é \u202e"}
 
-    text = outside.terminal_json(document)
+    text = scrub.terminal_json(document)
 
     assert json.loads(text) == document
     assert text.isascii() and "##[" not in text and "\x7f" not in text
@@ -79,8 +78,8 @@ WORKFLOW = [
 
 @pytest.mark.parametrize(("text", "escaped"), WORKFLOW)
 def test_workflow_commands_are_escaped_as_github_documents(text, escaped):
-    assert outside.workflow_data(text) == escaped
-    assert outside.workflow_property(f"{text}: a,b") == f"{escaped}%3A a%2Cb"
+    assert scrub.workflow_data(text) == escaped
+    assert scrub.workflow_property(f"{text}: a,b") == f"{escaped}%3A a%2Cb"
 
 
 MARKDOWN = [
@@ -94,12 +93,12 @@ MARKDOWN = [
 
 @pytest.mark.parametrize(("text", "cell"), MARKDOWN)
 def test_markdown_keeps_a_cell_one_cell_of_literal_text(text, cell):
-    assert outside.markdown(text) == cell
-    assert len(outputs.gfm_cells(f"| {outside.markdown(text)} | next |")) == 2
+    assert scrub.markdown(text) == cell
+    assert len(outputs.gfm_cells(f"| {scrub.markdown(text)} | next |")) == 2
 
 
 def test_mermaid_labels_keep_plain_characters_only():
-    assert outside.mermaid('conc=8 tp/2 (fp8) %%{init: {"x": 1}}%% "q" a\nb') == (
+    assert scrub.mermaid('conc=8 tp/2 (fp8) %%{init: {"x": 1}}%% "q" a\nb') == (
         "\"conc=8 tp/2 (fp8) ???init: ?'x': 1???? 'q' a?nb\""
     )
 
@@ -108,15 +107,15 @@ def test_mermaid_labels_keep_plain_characters_only():
     ("text", "code"), [("a/b", "`a/b`"), ("a`b", "``a`b``"), ("`x", "`` `x ``"), ("<b>|", "`<b>|`")]
 )
 def test_markdown_code_is_fenced_longer_than_the_text(text, code):
-    assert outside.markdown_code(text) == code
+    assert scrub.markdown_code(text) == code
 
 
 def test_xml_replaces_what_xml_1_0_forbids_so_the_file_parses(tmp_path):
     import xml.etree.ElementTree as ET
 
     text = "a\x00b\x1b[0mc\x0bd\ud800e ]]> <x> \ufffe"
-    root = ET.Element("testcase", name=outside.xml(text))
-    root.text = outside.xml(text)
+    root = ET.Element("testcase", name=scrub.xml(text))
+    root.text = scrub.xml(text)
     (tmp_path / "j.xml").write_text(ET.tostring(root, encoding="unicode"), encoding="utf-8")
 
     parsed = outputs.junit(tmp_path / "j.xml")
@@ -126,7 +125,7 @@ def test_xml_replaces_what_xml_1_0_forbids_so_the_file_parses(tmp_path):
 
 def test_html_shows_controls_and_leaves_the_markup_to_the_template():
     """The page's template escapes the text (tests/test_page.py): cleaning it must not."""
-    assert outside.html("<b onclick='x'>&\x00\x1b[31m") == "<b onclick='x'>&\\x00"
+    assert scrub.html("<b onclick='x'>&\x00\x1b[31m") == "<b onclick='x'>&\\x00"
 
 
 def test_json_text_is_exact_and_always_writable_as_utf8(tmp_path):
@@ -160,14 +159,14 @@ def test_every_neutraliser_scrubs_first():
     scrub.configure([secret])
 
     for shown in (
-        outside.terminal(secret),
-        outside.terminal_json({"k": secret}),
-        outside.workflow_data(secret),
-        outside.workflow_property(secret),
-        outside.markdown(secret),
-        outside.markdown_code(secret),
-        outside.xml(secret),
-        outside.html(secret),
+        scrub.terminal(secret),
+        scrub.terminal_json({"k": secret}),
+        scrub.workflow_data(secret),
+        scrub.workflow_property(secret),
+        scrub.markdown(secret),
+        scrub.markdown_code(secret),
+        scrub.xml(secret),
+        scrub.html(secret),
         scrub.json_text([secret]),
     ):
         assert "sk-a" not in shown and "e&lt;f" not in shown
@@ -175,8 +174,8 @@ def test_every_neutraliser_scrubs_first():
 
 
 def test_listed_shows_the_first_items_and_how_many_more():
-    assert outside.listed(["a", "b"]) == "['a', 'b']"
-    assert outside.listed([f"m{i}" for i in range(100_000)]) == (
+    assert scrub.listed(["a", "b"]) == "['a', 'b']"
+    assert scrub.listed([f"m{i}" for i in range(100_000)]) == (
         "['m0', 'm1', 'm2', 'm3', 'm4'] and 99,995 more"
     )
 
@@ -200,7 +199,7 @@ def _labels(schema: object, name: str | None = None) -> Iterator[str]:
 def test_every_label_of_every_document_evalgate_writes_is_its_own_and_never_scrubbed():
     """A field that holds only evalgate's words is left alone by the scrub (a key `pass` must
     not unmake a status): each enum or const field of the schemas is in OWN_FIELDS."""
-    schemas = sorted((Path(outside.__file__).parent / "schemas").glob("*.schema.json"))
+    schemas = sorted((Path(scrub.__file__).parent / "schemas").glob("*.schema.json"))
     labels = {n for path in schemas for n in _labels(json.loads(path.read_text()))}
 
     assert labels <= scrub.OWN_FIELDS

@@ -12,9 +12,8 @@ from urllib.parse import quote
 import pytest
 
 from evalgate import scrub
-from evalgate import scrub as outside
-from evalgate.compare import views as compare_report
-from evalgate.engine import answers as dynamo
+from evalgate.compare import views
+from evalgate.engine import answers
 from evalgate.engine.answers import Completion, Problems
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, parse_error
 from evalgate.environment import credentials_environment, variables
@@ -263,7 +262,7 @@ def _engine_error(status: int, body: str) -> list[str]:
 
 
 def _dynamo_reason(text: str) -> list[str]:
-    said = dynamo.ready_answer(503, json.dumps({"ready": False, "reason": text}))
+    said = answers.ready_answer(503, json.dumps({"ready": False, "reason": text}))
     assert said is not None
     return [said[1]]
 
@@ -298,14 +297,14 @@ CAPS: list[tuple[str, int, Callable[[str], list[str]]]] = [
         lambda t: _engine_error(500, WRAPPED + t[len(WRAPPED) :]),  # the offset is the text's
     ),
     ("Dynamo's reason", MAX_MESSAGE_CHARS, _dynamo_reason),
-    ("a model id listed", 100, lambda t: [outside.listed([t, "other"])]),
+    ("a model id listed", 100, lambda t: [scrub.listed([t, "other"])]),
     ("an answer past its budget", 64, _answer),
     ("an implausible value noted", 80, _noted),
     ("a lost answer's cell", SHOWN_CHARS, lambda t: [esc(capped(t, SHOWN_CHARS))]),
-    ("compare's question", 100, lambda t: [compare_report._short(t)]),
-    ("a terminal line", outside.TERMINAL_CHARS, lambda t: [outside.terminal(t)]),
-    ("a workflow command", outside.TERMINAL_CHARS, lambda t: [outside.workflow_data(t)]),
-    ("the job summary", outside.TERMINAL_CHARS, lambda t: [outside.markdown(t)]),
+    ("compare's question", 100, lambda t: [views._short(t)]),
+    ("a terminal line", scrub.TERMINAL_CHARS, lambda t: [scrub.terminal(t)]),
+    ("a workflow command", scrub.TERMINAL_CHARS, lambda t: [scrub.workflow_data(t)]),
+    ("the job summary", scrub.TERMINAL_CHARS, lambda t: [scrub.markdown(t)]),
     *((f"capped at {n}", n, lambda t, n=n: [capped(t, n)]) for n in (40, 60, 200, 300)),
 ]
 

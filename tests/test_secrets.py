@@ -25,7 +25,7 @@ from urllib.parse import quote
 import msgspec
 import pytest
 
-from evalgate import scrub as outside
+from evalgate import scrub
 from evalgate.cli import main
 from evalgate.engine.client import EvalClient
 from evalgate.engine.wire import MAX_MESSAGE_CHARS
@@ -604,7 +604,7 @@ def test_verifys_reports_cut_no_answer_or_model_across_the_key(tmp_path):
     cand = evalgate_sweep(tmp_path / "cand", "c", {4: answers(lost=80)})
     for folder in (*base.iterdir(), *cand.iterdir()):  # one label: the configs pair
         result = json.loads((folder / "result.json").read_text())
-        result["labels"]["hardware"] = FILL * (outside.TERMINAL_CHARS - 20) + CUT_KEY
+        result["labels"]["hardware"] = FILL * (scrub.TERMINAL_CHARS - 20) + CUT_KEY
         (folder / "result.json").write_text(json.dumps(result))
     for folder in cand.iterdir():
         records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]

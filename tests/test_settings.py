@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli import arguments as flags
-from evalgate.cli import build_parser
+from evalgate.cli import arguments, build_parser
 from evalgate.engine.urls import Endpoint, Network
 from evalgate.errors import UsageError
 from evalgate.evidence.harness import Job
@@ -51,7 +50,7 @@ def read(found, field):
 
 
 def settings(*argv):
-    return flags.settings_from_args(PARSER.parse_args(["run", *argv]))
+    return arguments.settings_from_args(PARSER.parse_args(["run", *argv]))
 
 
 # -- environment names ----------------------------------------------------------------------
@@ -246,7 +245,7 @@ def test_precedence(monkeypatch, argv, environment, field, expected):
 def test_context_subcommand_reads_flags_and_env(monkeypatch):
     monkeypatch.setenv("OSL", "1024")
 
-    found = flags.settings_from_args(PARSER.parse_args(["context", "--isl", "5"]))
+    found = arguments.settings_from_args(PARSER.parse_args(["context", "--isl", "5"]))
 
     assert (found.context.isl, found.context.osl) == (5, 1024)
 

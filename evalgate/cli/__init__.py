@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from evalgate.cli import stop
 
 if TYPE_CHECKING:
-    from evalgate.cli.program import EPILOG, RECORDING, SUBCOMMANDS, build_parser, main
+    from evalgate.cli.arguments import SUBCOMMANDS
+    from evalgate.cli.program import EPILOG, RECORDING, build_parser, main
 
 __all__ = ["EPILOG", "RECORDING", "SUBCOMMANDS", "build_parser", "console", "main"]
 

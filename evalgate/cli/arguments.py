@@ -29,6 +29,9 @@ from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, valu
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
 from evalgate.templates import line
 
+SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
+"""The commands, in the order --help lists them."""
+
 if TYPE_CHECKING:
     from evalgate.evidence.outputs import Output
 
@@ -167,7 +170,6 @@ def advice(command: str, options: Mapping[str, bool], flag: str, value: str | No
 
 def _commands_taking(flag: str) -> list[str]:
     """The commands that take `flag` (--limit: run, context, probe, hook)."""
-    from evalgate.cli.program import SUBCOMMANDS
     from evalgate.settings.values import COMMANDS, SETTINGS
 
     return [
@@ -382,7 +384,6 @@ def print_config(loaded: Loaded, command: str) -> Iterator[str]:
 def settings_table() -> str:
     """docs/settings.md's tables, one per group, generated from the model: each setting's
     flag, variables, default, meaning and range, and the commands that take it."""
-    from evalgate.cli import SUBCOMMANDS
 
     lines: list[str] = []
     for group in GROUPS:
@@ -422,10 +423,15 @@ def json_outputs(path: str | None) -> list[Output]:
 def put_json(path: str, document: Any) -> None:
     """The command's document: printed on stdout for `--json -`, else written whole to the file
     (an ArtifactError when it cannot be)."""
-    from evalgate.cli.program import print_json
     from evalgate.evidence.outputs import write_output
 
     if path == STDOUT:
         print_json(document)
     else:
         write_output(path, scrub.json_text(document, indent=2) + "\n", label="--json")
+
+
+def print_json(document: object) -> None:
+    """A JSON document on stdout (`--json`): its exact text minus secrets, in ASCII
+    (evalgate.scrub)."""
+    print(scrub.terminal_json(document))

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.compare.comparison import compare_runs
     from evalgate.compare.views import comparison_document, render_markdown, render_text
     from evalgate.errors import ArtifactError, UsageError
@@ -36,16 +36,16 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.evidence.outputs import Output, check_outputs, write_output
     from evalgate.templates import line
 
-    loaded = flags.load_from_args(args)
+    loaded = arguments.load_from_args(args)
     settings = loaded.settings
     shown = settings.output
-    if shown.json_file == flags.STDOUT and shown.markdown:
+    if shown.json_file == arguments.STDOUT and shown.markdown:
         raise UsageError(
             f"--json - (set by {loaded.origin('json_file')}) and --markdown (set by "
             f"{loaded.origin('markdown')}) both print on stdout: give one of them, or write "
             "the document to a file with --json FILE."
         )
-    outputs = flags.json_outputs(shown.json_file)
+    outputs = arguments.json_outputs(shown.json_file)
     if shown.html:
         outputs.append(Output("--html", shown.html))
     if outputs:  # before the runs are read: never onto them, nothing written if refused
@@ -57,17 +57,17 @@ def command(args: argparse.Namespace) -> int:
         allow_protocol_drift=settings.gate.allow_protocol_drift,
     )
     if shown.json_file:
-        flags.put_json(
+        arguments.put_json(
             shown.json_file, to_document(comparison_document(comparison, flips=shown.flips))
         )
-    if shown.json_file != flags.STDOUT:
+    if shown.json_file != arguments.STDOUT:
         render = render_markdown if shown.markdown else render_text
         print(render(comparison, flips=shown.flips), end="")
     if shown.html:
-        from evalgate.compare import views as html
+        from evalgate.compare import views
 
         try:
-            write_output(shown.html, html.render(comparison), label="--html")
+            write_output(shown.html, views.render(comparison), label="--html")
         except ArtifactError as exc:  # the verdict stands, its exit code said last
             print(line("ArtifactError: {}", exc.message), file=sys.stderr)
             said = "evalgate compare: {} (exit {}); not written (see above): --html {}"

@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     import sys
 
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.errors import UsageError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import check_outputs
@@ -44,23 +44,23 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.tasks.spec import build_prompts, load_data, load_task
     from evalgate.templates import line
 
-    settings = flags.settings_from_args(args)
+    settings = arguments.settings_from_args(args)
     asked, shown = settings.eval, settings.output
     json_file = shown.json_file
-    if json_file == flags.STDOUT and shown.format == "text":
+    if json_file == arguments.STDOUT and shown.format == "text":
         raise UsageError(
             "--json - and --format text both print on stdout: give one of them, or write the "
             "document to a file with --json FILE."
         )
-    check_outputs(flags.json_outputs(json_file))
+    check_outputs(arguments.json_outputs(json_file))
     spec = load_task(settings.endpoint.api, asked.task)
     dataset = load_data(asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)
     context, _, _ = derive(settings.context, settings.endpoint, prompts)
     document = to_document(context_record(context)) | {"warnings": list(context.warnings)}
     if json_file:
-        flags.put_json(json_file, document)
-    if json_file != flags.STDOUT:  # with --json -, the document alone is on stdout
+        arguments.put_json(json_file, document)
+    if json_file != arguments.STDOUT:  # with --json -, the document alone is on stdout
         _print(shown.format, context, document)
     if shown.explain:
         out = sys.stdout if shown.format == "text" else sys.stderr  # env and JSON stay parseable
@@ -73,7 +73,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
     """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
-    from evalgate.cli.program import print_json
+    from evalgate.cli.arguments import print_json
 
     if form == "json":
         print_json(document)

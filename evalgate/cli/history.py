@@ -57,12 +57,12 @@ def guard(*locations: str | None) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.errors import UsageError
     from evalgate.history import look
     from evalgate.history.store import open_history
 
-    settings = flags.settings_from_args(args)
+    settings = arguments.settings_from_args(args)
     guard(args.history)
     asked, shown = settings.history, settings.output
     where = look.parse_where(asked.where)
@@ -91,10 +91,10 @@ def command(args: argparse.Namespace) -> int:
 
 def _check_outputs(history: str, json_file: str | None, html: str | None) -> None:
     """--json and --html checked before the history is read, never written onto the history."""
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.evidence.outputs import Output, check_outputs
 
-    outputs = flags.json_outputs(json_file) + ([Output("--html", html)] if html else [])
+    outputs = arguments.json_outputs(json_file) + ([Output("--html", html)] if html else [])
     check_outputs(outputs, [history])
 
 
@@ -183,18 +183,18 @@ def _outputs(
 ) -> None:
     import msgspec
 
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.evidence.outputs import write_output
     from evalgate.history import look
 
     json_file = shown.json_file
     if shown.html:
-        from evalgate.history import look as page
+        from evalgate.history import look
 
-        write_output(shown.html, page.render(store.location, found, where), label="--html")
+        write_output(shown.html, look.render(store.location, found, where), label="--html")
     if json_file:
-        flags.put_json(json_file, msgspec.to_builtins(look.document(store, found, where)))
-        if json_file == flags.STDOUT:
+        arguments.put_json(json_file, msgspec.to_builtins(look.document(store, found, where)))
+        if json_file == arguments.STDOUT:
             return
     for row in table(found, last or None):
         sys.stdout.write(row + "\n")

@@ -33,11 +33,11 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.run import require_eval_extra
 
     require_eval_extra("evalgate hook")  # before the staging folder is touched
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.hook import parse_concurrencies, run_hook
     from evalgate.templates import line
 
-    settings = flags.settings_from_args(args)
+    settings = arguments.settings_from_args(args)
     asked = settings.eval
     concurrencies = (
         parse_concurrencies(asked.concurrency) if asked.concurrency else [asked.num_concurrent]

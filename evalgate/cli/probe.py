@@ -31,24 +31,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.errors import EvalgateError
     from evalgate.evidence.outputs import check_outputs
 
-    settings = flags.settings_from_args(args)
+    settings = arguments.settings_from_args(args)
     json_file = settings.output.json_file
-    check_outputs(flags.json_outputs(json_file))
+    check_outputs(arguments.json_outputs(json_file))
     try:
         document, said = _probe(settings)
     except EvalgateError as exc:
         if json_file:  # as `run --json` gives its error: the document is never missing
             error = {"type": type(exc).__name__, "message": exc.message}
             failed = {"outcome": "error", "exit_code": int(exc.exit_code), "error": error}
-            flags.put_json(json_file, failed)
+            arguments.put_json(json_file, failed)
         raise
     if json_file:
-        flags.put_json(json_file, document)
-    if json_file != flags.STDOUT:
+        arguments.put_json(json_file, document)
+    if json_file != arguments.STDOUT:
         print(said)
     return 0
 

@@ -19,15 +19,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
 from evalgate import scrub
-from evalgate import scrub as outside
 from evalgate._version import __version__
 from evalgate.cli import arguments as habits
 from evalgate.cli import stop
+from evalgate.cli.arguments import SUBCOMMANDS
 from evalgate.environment import credentials_environment
 from evalgate.errors import EvalgateError, ExitCode, UsageError
 from evalgate.templates import line
 
-SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
 RECORDING = ("run", "hook")
 """Commands whose verdict is recorded on disk: output that cannot be printed leaves their exit
 code as recorded. For the others, and for any command's --help, --version or --print-config,
@@ -80,7 +79,7 @@ class _Parser(argparse.ArgumentParser):
         """The subcommands' parsers, by name."""
 
     def error(self, message: str) -> NoReturn:
-        super().error(outside.terminal(habits.explained(message, self.words)))
+        super().error(scrub.terminal(habits.explained(message, self.words)))
 
     def check(self, command: str, words: Sequence[str]) -> None:
         """Refuse (exit 2) the first flag in `words` this command does not take, with the
@@ -148,14 +147,14 @@ class _OneLine(logging.Formatter):
     safe line, a traceback safe line by line (evalgate.scrub)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        record.message = outside.terminal(record.message)
+        record.message = scrub.terminal(record.message)
         return super().formatMessage(record)
 
     def formatException(self, ei: Any) -> str:
         return self.formatStack(super().formatException(ei))  # as a stack: line by line
 
     def formatStack(self, stack_info: str) -> str:
-        return outside.terminal_block(super().formatStack(stack_info))
+        return scrub.terminal_block(super().formatStack(stack_info))
 
 
 def _configure_logging(verbose: int) -> None:
@@ -297,12 +296,6 @@ def _command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return int(ExitCode.EVAL)
-
-
-def print_json(document: object) -> None:
-    """A JSON document on stdout (`--json`): its exact text minus secrets, in ASCII
-    (evalgate.scrub)."""
-    print(outside.terminal_json(document))
 
 
 def end(code: int) -> NoReturn:

@@ -64,16 +64,16 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.run import own_folder, require_eval_extra, run_gate
 
     require_eval_extra("evalgate run")  # before the output folder is touched
-    from evalgate import scrub as outside
-    from evalgate.cli import arguments as flags
+    from evalgate import scrub
+    from evalgate.cli import arguments
     from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.templates import line
 
-    loaded = flags.load_from_args(args)
+    loaded = arguments.load_from_args(args)
     settings = loaded.settings
     json_file, gate = settings.output.json_file, settings.gate
-    if outputs := flags.json_outputs(json_file):  # before the run: never onto what it reads
+    if outputs := arguments.json_outputs(json_file):  # before the run: never onto what it reads
         from evalgate.evidence.outputs import check_outputs
 
         reads = [settings.output.output_dir, gate.baseline, gate.thresholds]
@@ -85,18 +85,18 @@ def command(args: argparse.Namespace) -> int:
     outcome = run_gate(settings, progress=progress_printer(), resume=settings.output.resume)
     if json_file:
         try:
-            flags.put_json(json_file, to_document(outcome.result))
+            arguments.put_json(json_file, to_document(outcome.result))
         except ArtifactError as exc:  # the verdict is recorded: its exit code stands
             print(line("ArtifactError: {}", exc.message), file=sys.stderr)
     if outcome.error is not None:
         if getattr(args, "verbose", 0):
             shown = "".join(traceback.format_exception(outcome.error))
-            print(outside.terminal_block(shown), file=sys.stderr)
+            print(scrub.terminal_block(shown), file=sys.stderr)
         print(line("{}: {}", type(outcome.error).__name__, outcome.error.message), file=sys.stderr)
         print(f"stage: {outcome.result.stage}", file=sys.stderr)
     for warning in outcome.result.warnings:
         print(line("warning: {}", warning), file=sys.stderr)
-    if json_file != flags.STDOUT and outcome.error is None:  # an error was said above
+    if json_file != arguments.STDOUT and outcome.error is None:  # an error was said above
         print(line("{}: {}", outcome.status.upper(), outcome.reason))
         if outcome.comparison:
             print(outcome.comparison)  # compare's report: its outside text made safe there

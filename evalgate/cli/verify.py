@@ -53,13 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.environment import ci_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
     from evalgate.verify.expect import load_expectation
 
-    settings = flags.settings_from_args(args)
+    settings = arguments.settings_from_args(args)
     gate, shown = settings.gate, settings.output
     environment = ci_environment()
     thresholds = load_thresholds(gate.thresholds)
@@ -128,11 +128,11 @@ def _check_outputs(
 ) -> None:
     """Every report asked for, checked before any verdict is printed (found after it, a bad
     path would turn a printed PASS into exit 2), against every file verify reads."""
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.evidence.outputs import Output, check_outputs
 
     shown, gate = settings.output, settings.gate
-    json_file = None if shown.json_file == flags.STDOUT else shown.json_file
+    json_file = None if shown.json_file == arguments.STDOUT else shown.json_file
     outputs = [
         Output(label, path, append)
         for label, path, append in (
@@ -169,7 +169,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
     """The verdict on stdout, and in each report asked for; the verdict line last, naming each
     report that could not be written (which leaves the verdict's exit code as it is). With
     --json -, the document alone is on stdout, and the verdict on stderr."""
-    from evalgate.cli import arguments as flags
+    from evalgate.cli import arguments
     from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import write_output
@@ -177,7 +177,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
     from evalgate.verify.document import document
 
     shown = settings.output
-    said = sys.stderr if shown.json_file == flags.STDOUT else sys.stdout
+    said = sys.stderr if shown.json_file == arguments.STDOUT else sys.stdout
     lines = report.terminal_lines(result, quiet=shown.quiet)
     while chunk := "".join(itertools.islice(lines, 4096)):  # stdout may be unbuffered
         said.write(chunk)
@@ -200,7 +200,7 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
         from evalgate.verify.report import junit
 
         attempt("--junit", shown.junit, lambda: junit(result))
-    if shown.json_file and shown.json_file != flags.STDOUT:
+    if shown.json_file and shown.json_file != arguments.STDOUT:
         attempt(
             "--json",
             shown.json_file,
@@ -212,6 +212,6 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
         attempt("--html", shown.html, lambda: html.render(result))
     said.write(report.verdict_line(result, unwritten))
     said.flush()
-    if shown.json_file == flags.STDOUT:
-        flags.put_json(flags.STDOUT, to_document(document(result)))
+    if shown.json_file == arguments.STDOUT:
+        arguments.put_json(arguments.STDOUT, to_document(document(result)))
         sys.stdout.flush()

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import aiohttp
 from tenacity import RetryCallState
 
-from evalgate.engine import answers as dynamo
+from evalgate.engine import answers
 from evalgate.engine.answers import Completion, Problems, error_answer, parse_answer
 from evalgate.engine.http import (
     FAILURES,
@@ -117,7 +117,7 @@ async def first_event(response: aiohttp.ClientResponse, cap: int) -> None:
                     f"its first event is not JSON: {capped(event, 200)!r}"
                 ) from exc
             if isinstance(answer, dict) and "error" in answer:  # an error sent as an event
-                raise EngineAnswerError(dynamo.stream_error(answer, event, response.status))
+                raise EngineAnswerError(answers.stream_error(answer, event, response.status))
             return
         if len(seen) < KEPT_OF_NO_STREAM and not text.startswith(":"):
             seen += line
@@ -304,7 +304,7 @@ def worker_words(
             send_probe(body, **{**client, "base_url": url, "attempts": 1})
         except RequestFailed as answer:
             error = answer.error  # the engine's words only in an answer it gave
-            if not isinstance(answer.__cause__, EngineAnswerError) or dynamo.wordless(error):
+            if not isinstance(answer.__cause__, EngineAnswerError) or answers.wordless(error):
                 continue
             said = f"The worker {label} answers the same request itself: {error.describe()}."
         else:
@@ -317,7 +317,7 @@ def worker_words(
     else:
         error = rejected.engine_error
         asked = "No --worker-url worker answered the same request with words either."
-        said = f"{dynamo.NO_WORDS} {asked if worker_urls else dynamo.ASK_WORKERS}"
+        said = f"{answers.NO_WORDS} {asked if worker_urls else answers.ASK_WORKERS}"
     found = ProbeError(f"{rejected.message} {said}")
     found.engine_error = error
     return found

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from tenacity import RetryCallState
 
-from evalgate.engine import answers as dynamo
+from evalgate.engine import answers
 from evalgate.engine.discovery import EngineInfo, ModelCard, is_placeholder, pick_card, served_limit
 from evalgate.engine.http import FAILURES, RetryPolicy, should_retry, tls_to_plain_http
 from evalgate.engine.urls import Endpoint, redact_url, server_root
@@ -103,7 +103,7 @@ def _dynamo_check(info: EngineInfo, model: str, cards: list[ModelCard], timeout:
     """Raise what can change by waiting: Dynamo says the model is not ready, or lists no model
     because no worker has registered one yet."""
     url = f"{info.url}/models/{quote(model, safe='')}/ready"
-    answer = dynamo.ready_answer(*info.answer("GET", url, timeout=timeout)[:2])
+    answer = answers.ready_answer(*info.answer("GET", url, timeout=timeout)[:2])
     if answer is None:
         return  # not Dynamo: /v1/models decides
     state, reason = answer
@@ -188,7 +188,7 @@ class Served:
     engine: EngineRecord | None = None
     """What the endpoint said it is (None: there was no endpoint to ask)."""
     unread_window: str | None = None
-    """Dynamo's context_window, said when nothing else limits the context (dynamo.py)."""
+    """Dynamo's context_window, said when nothing else limits the context (answers.py)."""
 
 
 def record(endpoint: Endpoint, engine: EngineRecord | None = None) -> EndpointRecord:
@@ -232,7 +232,7 @@ def survey(
         listed = served_limit(ready.cards, model, "the endpoint", info.notes)
         limits += [listed] if listed else []
         if card and card.context_window is not None and card.max_model_len is None:
-            unread = dynamo.context_window_note(card.context_window, card.id, "the endpoint")
+            unread = answers.context_window_note(card.context_window, card.id, "the endpoint")
     else:
         on_stage("context")
     workers: list[str] = []

@@ -28,13 +28,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 from evalgate.errors import ThresholdsError
+from evalgate.settings.output import Policy
 from evalgate.thresholds import Thresholds, parse_thresholds, resolve_floor
 
-Policy = Literal["beta-binomial", "ix"]
-POLICIES: tuple[Policy, ...] = ("beta-binomial", "ix")
 DEFAULT_POLICY: Policy = "beta-binomial"
 MIN_RUNS = 5
 """Fewer runs than this are too thin to fit: the spread between runs is then estimated from

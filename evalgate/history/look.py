@@ -28,7 +28,7 @@ from evalgate.history.record import (
     stored_run,
 )
 from evalgate.history.store import Store
-from evalgate.verify.baseline import load_entry
+from evalgate.verify.baseline import HistoryBaseline, load_entry
 from evalgate.verify.records import Collection, Entry
 
 DOCUMENT_SCHEMA = "evalgate.history/1"
@@ -208,15 +208,6 @@ def completed_runs(store: Store, where: Mapping[str, str] | None = None) -> list
 
 
 # -- the baseline a sweep is paired with ---------------------------------------------------------
-
-
-class HistoryBaseline(msgspec.Struct, frozen=True):
-    """Each of a sweep's configs with its last passing unmarked recorded run, and how to read
-    a run of either side for pairing."""
-
-    entries: list[Entry]
-    unreadable: Collection
-    load: Callable[[Entry], Run]
 
 
 def baseline(store: Store, results: Sequence[Entry], sweep: str | None) -> HistoryBaseline:

@@ -16,8 +16,7 @@ import msgspec
 
 from evalgate.context.budget import EvalContext
 from evalgate.context.limits import gather_context
-from evalgate.engine import answers as dynamo
-from evalgate.engine import served
+from evalgate.engine import answers, served
 from evalgate.engine.served import survey
 from evalgate.engine.urls import api_root
 from evalgate.engine.wire import EngineError, credentials_advice
@@ -109,9 +108,9 @@ def failed(failed: RequestFailed, context: EvalContext) -> ProbeError:
             f"({error.describe()}). Check that the engines behind {endpoint} are up and "
             "healthy; it answered /v1/models a moment ago."
         )
-    elif isinstance(cause, EngineAnswerError) and dynamo.worker_gone(error) is not None:
+    elif isinstance(cause, EngineAnswerError) and answers.worker_gone(error) is not None:
         said = (
-            f"{dynamo.worker_gone(error)}: no worker serves the model now. Check the workers "
+            f"{answers.worker_gone(error)}: no worker serves the model now. Check the workers "
             f"behind {endpoint} (their logs say why they stopped); it listed the model a moment "
             "ago."
         )
@@ -203,7 +202,7 @@ def probe(
         send_probe(body, **client)
     except RequestFailed as exc:
         rejected = failed(exc, context)
-        if rejected.engine_error is None or not dynamo.wordless(rejected.engine_error):
+        if rejected.engine_error is None or not answers.wordless(rejected.engine_error):
             raise rejected from exc
         raise worker_words(rejected, endpoint.worker_urls, body, client) from exc
     return accepted(context, prompt, time.monotonic() - started, strict=strict)

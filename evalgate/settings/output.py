@@ -9,9 +9,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from evalgate.compare import DEFAULT_FLIPS
-from evalgate.history.fit import Policy
 from evalgate.numbers import COUNT_MAX
 from evalgate.settings.fields import Flag, Group, split_list
+
+Policy = Literal["beta-binomial", "ix"]
+"""How `history --fit-thresholds` fits a floor (docs/history.md)."""
+POLICIES: tuple[Policy, ...] = ("beta-binomial", "ix")
 
 
 class OutputSettings(Group):

@@ -4,12 +4,12 @@ text safe itself (docs/architecture.md, "Rules that hold everywhere").
 
 - HTML (verify's, compare's and history's pages) and JUnit XML: jinja2 with autoescaping. A
   value is cleaned for its output first (secrets scrubbed, control characters made visible:
-  outside.html, outside.xml); jinja2 escapes a page's text, and JUnit's is escaped as
+  scrub.html, scrub.xml); jinja2 escapes a page's text, and JUnit's is escaped as
   ElementTree escapes it (text: & < >; an attribute's also quotes and line ends), so the file
   reads as it always has.
 - Markdown (verify's job summary, compare --markdown): jinja2, each value one cell
-  (outside.markdown); the filters `code` (inline code) and `mermaid` (a chart's label).
-- The terminal: str.format strings (`line`), each value one safe line (outside.terminal).
+  (scrub.markdown); the filters `code` (inline code) and `mermaid` (a chart's label).
+- The terminal: str.format strings (`line`), each value one safe line (scrub.terminal).
 
 Evalgate's own markup (a macro's output) is Markup and passes as it is. jinja2 is imported when
 a template is first rendered: verify's terminal report starts without it.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from evalgate import scrub as outside
+from evalgate import scrub
 from evalgate._version import __version__
 from evalgate.evidence.model import Labels
 
@@ -52,7 +52,7 @@ def _placed(values: tuple[object, ...], neutralise: Callable[[object], object]) 
 def line(text: str, *values: object) -> str:
     """`text` (evalgate's words, a str.format string) with `values` placed, each made one safe
     line for the terminal first."""
-    return text.format(*_placed(values, outside.terminal))
+    return text.format(*_placed(values, scrub.terminal))
 
 
 @functools.cache
@@ -64,12 +64,12 @@ def environment(kind: str) -> Environment:
     from markupsafe import Markup
 
     def xml(value: object, entities: dict[str, str] | None = None) -> Markup:
-        return Markup(escape(outside.xml(value), entities or {}))
+        return Markup(escape(scrub.xml(value), entities or {}))
 
     neutralisers: dict[str, Callable[[object], object]] = {
         "html": esc,  # a str: autoescaping escapes it
         "xml": xml,
-        "md": lambda value: Markup(outside.markdown(value)),
+        "md": lambda value: Markup(scrub.markdown(value)),
     }
     neutralise = neutralisers[kind]
 
@@ -94,8 +94,8 @@ def environment(kind: str) -> Environment:
     environment.filters |= {
         "said": said,
         "attribute": lambda value: value if isinstance(value, Markup) else xml(value, _ATTRIBUTE),
-        "code": lambda text: Markup(outside.markdown_code(text)),
-        "mermaid": lambda text: Markup(outside.mermaid(text)),
+        "code": lambda text: Markup(scrub.markdown_code(text)),
+        "mermaid": lambda text: Markup(scrub.mermaid(text)),
     }
     return environment
 
@@ -129,7 +129,7 @@ def tone(outcome: str) -> Tone:
     return TONES.get(outcome, "broken")
 
 
-esc = outside.html
+esc = scrub.html
 """Text (or a number) as a page shows it: scrubbed, its control characters made visible
 (evalgate.scrub); the page's template escapes it."""
 

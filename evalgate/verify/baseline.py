@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import structs
@@ -28,9 +27,6 @@ from evalgate.verify.harness_runs import UNRECORDED, load_lm_eval_run
 from evalgate.verify.records import BaselineSummary, Collection, Entry, LostQuestion, Versus
 from evalgate.verify.sweep import Report, Rule, gate_runs, ordered, summarise
 from evalgate.verify.waivers import Waivers, expired_reason
-
-if TYPE_CHECKING:
-    from evalgate.history.look import HistoryBaseline
 
 MAX_LOST = 20
 """Lost questions kept per regressed config (the count says how many there were)."""
@@ -344,6 +340,15 @@ def _tally(entries: Sequence[Entry]) -> str:
     waived = sum(1 for versus in compared if versus.waiver is not None)
     listed = ", ".join(f"{n} {standing}" for standing, n in counts.most_common())
     return listed + (f" ({waived} waived)" if waived else "")
+
+
+class HistoryBaseline(msgspec.Struct, frozen=True):
+    """Each of a sweep's configs with its last passing unmarked recorded run, and how to read
+    a run of either side for pairing."""
+
+    entries: list[Entry]
+    unreadable: Collection
+    load: Callable[[Entry], Run]
 
 
 def judge_against(

@@ -2,7 +2,7 @@
 
 evalgate's result.json is read whole into the evidence model, and verify keeps what the gate
 rule needs. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval
-set (a meta_env.json and its lm-eval results) gives its runs through harness_output.py.
+set (a meta_env.json and its lm-eval results) gives its runs through harness_runs.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from evalgate.evidence.artifacts import HOOK_NAME, META_NAME, RESULT_NAME, read_
 from evalgate.evidence.folder import holder
 from evalgate.evidence.harness import EVALGATE_DIR, is_results_file
 from evalgate.evidence.model import Labels, Result
-from evalgate.verify import harness_runs as harness_output
+from evalgate.verify import harness_runs
 from evalgate.verify.records import Collection, Found, Note
 
 
@@ -102,7 +102,7 @@ def harness_set(meta_path: str, paths: list[str], notes: Collection) -> list[Fou
     """The runs one meta_env.json and its lm-eval results describe (read now, not before)."""
     files = [(path, doc) for path in paths if (doc := lm_eval(path, notes)) is not None]
     try:
-        runs, unusable = harness_output.runs(meta_path, json_file.read(meta_path), files)
+        runs, unusable = harness_runs.runs(meta_path, json_file.read(meta_path), files)
     except ArtifactError as exc:  # the meta_env.json cannot be read
         reason = exc.message
     except FormatError as exc:

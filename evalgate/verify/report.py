@@ -9,8 +9,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from evalgate import scrub as outside
-from evalgate import templates
+from evalgate import scrub, templates
 from evalgate.compare.comparison import points
 from evalgate.templates import Said, line
 from evalgate.verify.records import FAILING, OUTCOMES, BaselineSummary, CheckRow, Entry, Versus
@@ -241,8 +240,8 @@ def workflow_commands(report: Report) -> str:
         shown = entries if len(entries) <= MAX_ANNOTATIONS else entries[: MAX_ANNOTATIONS - 1]
         for entry in shown:
             given = {"file": entry.path, "title": f"evalgate verify {entry.outcome}: {entry.key}"}
-            where = ",".join(f"{k}={outside.workflow_property(v)}" for k, v in given.items() if v)
-            lines.append(f"::{level} {where}::{outside.workflow_data(entry.reason)}")
+            where = ",".join(f"{k}={scrub.workflow_property(v)}" for k, v in given.items() if v)
+            lines.append(f"::{level} {where}::{scrub.workflow_data(entry.reason)}")
         if len(entries) > len(shown):
             lines.append(
                 f"::{level} title=evalgate verify::{len(entries) - len(shown)} more "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.engine import answers as dynamo
+from evalgate.engine import answers
 from evalgate.engine.discovery import model_card
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
 from evalgate.scrub import capped
@@ -116,7 +116,7 @@ READY = [
     ("status", "body", "decoded"), [c[1:] for c in READY], ids=[c[0] for c in READY]
 )
 def test_ready_answer(status, body, decoded):
-    assert dynamo.ready_answer(status, body) == decoded
+    assert answers.ready_answer(status, body) == decoded
 
 
 STREAMED = [
@@ -134,7 +134,7 @@ STREAMED = [
     ("event", "status"), [c[1:] for c in STREAMED], ids=[c[0] for c in STREAMED]
 )
 def test_a_streamed_error_counts_with_its_own_code(event, status):
-    error = dynamo.stream_error(event, json.dumps(event), 200)
+    error = answers.stream_error(event, json.dumps(event), 200)
     assert error.status == status
     inner = event["error"]
     assert error.message == (inner["message"] if isinstance(inner, dict) else inner)
@@ -150,7 +150,7 @@ def test_a_streamed_error_counts_with_its_own_code(event, status):
     ],
 )
 def test_wordless(error, wordless):
-    assert dynamo.wordless(error) is wordless
+    assert answers.wordless(error) is wordless
 
 
 GONE = [
@@ -192,7 +192,7 @@ GONE = [
     ("status", "body", "clause"), [c[1:] for c in GONE], ids=[c[0] for c in GONE]
 )
 def test_worker_gone(status, body, clause):
-    assert dynamo.worker_gone(parse_error(status, body)) == clause
+    assert answers.worker_gone(parse_error(status, body)) == clause
 
 
 # -- readiness: the model list is empty until a worker registers -------------------------------
@@ -366,7 +366,7 @@ def test_a_rejection_without_the_engines_words_says_where_they_are(cli, tmp_path
     assert reason.startswith(
         "The engine rejected the pre-flight request (HTTP 400: Invalid request)."
     )
-    assert reason.endswith(f" {dynamo.NO_WORDS} {dynamo.ASK_WORKERS}")
+    assert reason.endswith(f" {answers.NO_WORDS} {answers.ASK_WORKERS}")
     assert document["probe"]["engine_message"] == "Invalid request"
 
 

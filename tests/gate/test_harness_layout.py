@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.environment import job_environment
-from evalgate.evidence import harness as harness_files
+from evalgate.evidence import harness
 from evalgate.schemas import validation_errors
 from evalgate.settings.values import Settings
 from tests.conftest import load_result
@@ -277,7 +277,7 @@ def test_meta_env_is_the_harness_own_for_the_jobs_variables(monkeypatch):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = Settings()
-    meta = harness_files.meta_env(
+    meta = harness.meta_env(
         settings.labels,
         job_environment(env),
         [4, 8],

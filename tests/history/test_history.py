@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from evalgate.evidence.artifacts import read_samples, write_samples
-from evalgate.history import record as history_record
+from evalgate.history import record
 from evalgate.history.store import MIGRATIONS, SCHEMA_VERSION, Store, open_history
 from evalgate.thresholds import load_thresholds
 from evalgate.verify.sweep import verify as gate
@@ -115,7 +115,7 @@ def test_a_sweep_is_recorded_whole_with_every_field_and_again_adds_nothing(tmp_p
 
     # per question and filter: right or not, and the answer extracted
     [(blob,)] = rows(history, "SELECT questions FROM answers WHERE identity = 'one-conc4'")
-    stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=history_record.Answers)
+    stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=record.Answers)
     assert stored.doc_ids == list(range(1319))
     assert stored.correct["strict-match"].count("1") == right
     assert len(stored.extracted["flexible-extract"]) == 1319
@@ -184,7 +184,7 @@ def test_a_run_written_as_evalgate_writes_is_recorded_with_its_answers_unless_a_
     assert done.returncode == 0, done.stderr
     assert last_line(done.stderr).startswith("history: 1 run(s) recorded in ")
     [(blob,)] = rows(history, "SELECT questions FROM answers WHERE identity = 'one-conc4'")
-    stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=history_record.Answers)
+    stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=record.Answers)
     if said is None:
         assert "without its answers" not in done.stderr
         assert stored.doc_ids == list(range(1319))
@@ -462,8 +462,8 @@ def test_a_history_of_version_2_with_runs_in_it_is_upgraded_and_read_as_before(t
     else:
         store = Store(sqlite3.connect(history, isolation_level=None), "sqlite", history)
     with store:
-        context = history_record.Context("v2-night", "2026-05-01T02:00:00Z")
-        assert history_record.record(store, report, context).added == 2
+        context = record.Context("v2-night", "2026-05-01T02:00:00Z")
+        assert record.record(store, report, context).added == 2
     assert rows(history, "SELECT value FROM evalgate_history WHERE key = 'schema'") == [("2",)]
     assert "runs_in_order" not in _indexes(history)
 

@@ -19,7 +19,7 @@ from urllib import request
 
 import pytest
 
-from evalgate.engine import answers as dynamo
+from evalgate.engine import answers
 from tests.conftest import load_result, load_samples, run_subprocess
 
 from . import stack
@@ -262,7 +262,7 @@ def test_dynamo_without_vllms_words_asks_the_worker(dynamo_own, tmp_path):
     rejected = "The engine rejected the pre-flight request (HTTP 400: Invalid request)."
     alone = load_result(tmp_path / "alone")
     assert alone["reason"].startswith(rejected)
-    assert alone["reason"].endswith(f" {dynamo.NO_WORDS} {dynamo.ASK_WORKERS}")
+    assert alone["reason"].endswith(f" {answers.NO_WORDS} {answers.ASK_WORKERS}")
     asked = load_result(tmp_path / "worker")
     assert asked["reason"].startswith(rejected)
     assert asked["reason"].endswith(

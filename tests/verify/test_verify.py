@@ -33,7 +33,6 @@ from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import collect, expect, sweep
-from evalgate.verify import expect as setcheck
 from tests.conftest import run_subprocess
 from tests.verify.sweeps import answers, evalgate_sweep
 
@@ -814,7 +813,7 @@ def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     )
     manifest = expect.parse_expectation([{"topology": {"prefill_dp_attn": "true"}}], "e")
     entry = sweep.Entry(key, "pass", "", "p", "evalgate", "m", from_meta)
-    assert setcheck.check_set([entry], manifest) == []
+    assert expect.check_set([entry], manifest) == []
 
 
 def test_a_topology_is_written_as_its_values_are_whichever_came_first():
@@ -1040,7 +1039,7 @@ def _entries(*concs: int) -> list[sweep.Entry]:
 
 
 def test_check_set_duplicates_even_without_an_expectation():
-    [problem] = setcheck.check_set(_entries(4, 8, 8), None)
+    [problem] = expect.check_set(_entries(4, 8, 8), None)
     assert problem.outcome == "duplicate" and problem.key == "dsr1 conc=8"
     assert "2 results for one config: 8/result.json, 8/result.json" in problem.reason
 
@@ -1049,7 +1048,7 @@ def test_check_set_missing_and_unexpected():
     expectation = expect.parse_expectation(
         [{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "sweep.json"
     )
-    problems = setcheck.check_set(_entries(4, 8, 32), expectation)
+    problems = expect.check_set(_entries(4, 8, 32), expectation)
     assert [(p.outcome, p.key) for p in problems] == [
         ("missing", "dsr1 conc=16"),
         ("unexpected", "dsr1 conc=32"),
@@ -1059,14 +1058,14 @@ def test_check_set_missing_and_unexpected():
 
 def test_check_set_an_entry_matching_two_configs_is_ambiguous():
     expectation = expect.parse_expectation([{"model_prefix": "dsr1"}], "e.json")
-    [problem] = setcheck.check_set(_entries(4, 8), expectation)
+    [problem] = expect.check_set(_entries(4, 8), expectation)
     assert problem.outcome == "duplicate"
     assert "matches 2 configs: dsr1 conc=4; dsr1 conc=8" in problem.reason
 
 
 @pytest.mark.parametrize(("count", "outcome"), [(3, None), (4, "missing"), (2, "unexpected")])
 def test_check_set_count(count, outcome):
-    problems = setcheck.check_set(
+    problems = expect.check_set(
         _entries(1, 2, 3), expect.Expectation(str(count), count=count, configs=())
     )
     assert [p.outcome for p in problems] == ([outcome] if outcome else [])
@@ -1080,8 +1079,8 @@ def test_check_set_matches_topology_as_a_subset():
     )
     ok = expect.parse_expectation([{"topology": {"tp": 8}}], "e")
     wrong = expect.parse_expectation([{"topology": {"tp": 4}}], "e")
-    assert setcheck.check_set([entry], ok) == []
-    assert [p.outcome for p in setcheck.check_set([entry], wrong)] == ["missing", "unexpected"]
+    assert expect.check_set([entry], ok) == []
+    assert [p.outcome for p in expect.check_set([entry], wrong)] == ["missing", "unexpected"]
 
 
 # -- end to end through `evalgate verify` ---------------------------------------------------------
