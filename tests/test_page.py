@@ -1,4 +1,5 @@
-"""evalgate.templates: the page's templates: scales and ticks, escaping, tables, the skeleton; and the
+"""evalgate.templates: the page's templates: scales and ticks, escaping, tables, the skeleton; and
+the
 browser tier's own check for network references (so that "no reference" is an assertion that
 can fail)."""
 

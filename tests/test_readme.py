@@ -46,7 +46,8 @@ def test_settings_table_is_generated_from_the_settings_docstrings():
     table = re.search(r"<!-- settings:start -->\n(.*?)<!-- settings:end -->", SETTINGS, re.S)
     assert table is not None
     assert table.group(1) == settings_table(), (
-        "docs/settings.md's table is stale: regenerate it from evalgate.cli.arguments.settings_table()"
+        "docs/settings.md's table is stale: regenerate it from "
+        "evalgate.cli.arguments.settings_table()"
     )
     assert "](docs/settings.md)" in README
 

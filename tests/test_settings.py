@@ -1,4 +1,5 @@
-"""evalgate.settings and evalgate.cli.arguments: flag beats environment beats default, errors name the
+"""evalgate.settings and evalgate.cli.arguments: flag beats environment beats default, errors name
+the
 flag and the value, and the API key never shows."""
 
 from __future__ import annotations

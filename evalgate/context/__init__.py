@@ -1,1 +1,2 @@
-"""The eval's context: the output budget and the window, from the inputs and what the engines serve."""
+"""The eval's context: the output budget and the window, from the inputs and what the engines
+serve."""

@@ -53,18 +53,33 @@ def cannot_write(path: Path | str, exc: OSError) -> EvalFailedError:
 def os_failure(path: Path | str, exc: OSError) -> EvalFailedError:
     """An OSError that stopped a run: too many open files (while reading a module or opening a
     connection as likely as writing), else a write the disk refused (cannot_write)."""
-    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+    if exc.errno not in (errno.EMFILE, errno.ENFILE) and not _no_temp_dir_for_now(exc):
         return cannot_write(path, exc)
     import resource
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     opening = f" opening {exc.filename}" if exc.filename else ""
+    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+        exc = OSError(errno.EMFILE, f"Too many open files, by all signs (tempfile: {exc.strerror})")
     whose = "the system's" if exc.errno == errno.ENFILE else f"this process's ({soft}: ulimit -n)"
     return EvalFailedError(
         f"{exc.strerror}{opening}: the limit on open files, {whose}, is reached (a file being "
         "read or a connection, not the disk). Raise it (e.g. ulimit -n 4096) or lower "
         "--num-concurrent, and run again."
     )
+
+
+def _no_temp_dir_for_now(exc: OSError) -> bool:
+    """tempfile's "No usable temporary directory" hides why every folder refused a file (dill
+    asks while lm-eval loads, as connections open): when a folder takes one now, it was the
+    limit on open files, not the disk."""
+    if not isinstance(exc, FileNotFoundError) or "No usable temporary directory" not in str(exc):
+        return False
+    try:
+        with tempfile.TemporaryFile():
+            return True
+    except OSError as now:
+        return now.errno in (errno.EMFILE, errno.ENFILE)
 
 
 def refused_load(where: str, exc: ImportError | MemoryError) -> EvalFailedError:

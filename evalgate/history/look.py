@@ -269,7 +269,8 @@ def runs_in_order(history: ConfigHistory, last: int | None) -> Iterator[StoredRu
 
 
 # `evalgate history HISTORY --html FILE`: the trend page (templates/history.html, through
-# evalgate.templates). Per config, its accuracy per sweep (the lowest filter's) with the 95% interval as
+# evalgate.templates).
+# Per config, its accuracy per sweep (the lowest filter's) with the 95% interval as
 # a band, the floor as a line, fails and regressions marked in red, runs marked bad hollow;
 # configs that dropped first. One SVG path per band and line, so a year of nightly sweeps stays
 # small.

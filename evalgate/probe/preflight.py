@@ -160,7 +160,8 @@ def accepted(context: EvalContext, prompt: Prompt, latency: float, *, strict: bo
 
 # Before the eval: the endpoint waited for, the context derived, the probe sent. Shared by
 # `context`, `probe` and `run`, so the three never disagree about a number; what they establish
-# (Checked) serves the hook's next concurrency with no second probe (Dynamo's part: docs/run.md (3)).
+# (Checked) serves the hook's next concurrency with no second probe (Dynamo's part: docs/run.md
+# (3)).
 
 PROBE_TIMEOUT = 60.0
 """Seconds the probe may take to its first event, first byte to last (capped by --timeout)."""

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -529,3 +530,18 @@ def test_the_temporary_file_lives_beside_the_target(tmp_path, monkeypatch):
     [(src, dst)] = seen
     assert Path(src).parent == Path(dst).parent == tmp_path
     assert Path(src).name.startswith(".result.json.") and dst.endswith("result.json")
+
+
+def test_a_temp_folder_refused_for_a_moment_is_named_the_open_files_limit(tmp_path, monkeypatch):
+    """tempfile says "No usable temporary directory" whatever refused it (dill asks while lm-eval
+    loads): when a folder takes a file now, the limit on open files is named, not the disk."""
+    from evalgate.evidence import artifacts
+
+    hidden = FileNotFoundError(errno.ENOENT, "No usable temporary directory found in ['/tmp']")
+    said = artifacts.os_failure(tmp_path / "run", hidden).message
+    assert "Too many open files" in said and "ulimit -n" in said and "check the disk" not in said
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # no folder takes one now
+    said = artifacts.os_failure(tmp_path / "run", hidden).message
+    assert said.startswith(f"Cannot write {tmp_path / 'run'}: No usable temporary directory")
+    assert "check the disk" in said

@@ -1,4 +1,5 @@
-"""evalgate.context.budget: EVAL_MAX_MODEL_LEN, the output budget and the served limits, as tables."""
+"""evalgate.context.budget: EVAL_MAX_MODEL_LEN, the output budget and the served limits, as
+tables."""
 
 from __future__ import annotations
 
