@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalgate.history.fit import POLICIES, Policy, TooThin, fit_floor
+from evalgate.history.fit import TooThin, fit_floor
+from evalgate.settings.output import POLICIES, Policy
 
 QUESTIONS = 1319
 BANDS = ((0.85, 0.87), (0.87, 0.89), (0.89, 0.91), (0.91, 0.93), (0.93, 0.95), (0.95, 0.97))
