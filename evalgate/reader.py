@@ -23,7 +23,7 @@ from evalgate.errors import ArtifactError, YamlRefused
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-MAX_DEPTH = 64
+YAML_MAX_DEPTH = 64
 """Mappings and lists inside one another; lm-eval's task files and thresholds files use four."""
 MAX_NODES = 50_000
 """Values in one file (each key, scalar, list and mapping): a task file holds about a hundred,
@@ -92,10 +92,10 @@ class _Loader(yaml.SafeLoader):
         self._depth += 1
         self._nodes += 1
         try:
-            if self._depth > MAX_DEPTH or self._nodes > MAX_NODES:
+            if self._depth > YAML_MAX_DEPTH or self._nodes > MAX_NODES:
                 kind, what = (
-                    ("nesting", f"is nested more than {MAX_DEPTH} levels deep")
-                    if self._depth > MAX_DEPTH
+                    ("nesting", f"is nested more than {YAML_MAX_DEPTH} levels deep")
+                    if self._depth > YAML_MAX_DEPTH
                     else ("size", f"holds more than {MAX_NODES:,} values")
                 )
                 line = _line(self.peek_event())  # type: ignore[no-untyped-call]

@@ -172,8 +172,6 @@ def wait_until_ready(
 # tokens, and its version. The facts the context is derived from (gate/limits.py), as plain
 # values; the endpoint the settings describe enters the engine here (engine.urls.Endpoint).
 
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class Served:

@@ -141,8 +141,6 @@ def settle(
 # The eval stage of a gate run: journal opened, dispatch started, lm-eval run on its answers,
 # an early stop settled, the samples written.
 
-log = logging.getLogger(__name__)
-
 
 def protocol(
     spec: TaskSpec, dataset: Dataset, *, api: Api, limit: int | None, max_tokens: int

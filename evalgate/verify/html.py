@@ -196,7 +196,7 @@ def render(report: Report) -> str:
 
 SHOWN_CHARS = 120
 """Characters of an answer or question shown on the page; the rest is counted, not shown."""
-LEGEND = (
+BASELINE_LEGEND = (
     "Dot: the sweep's score minus the baseline's, in points, on the deciding filter over the "
     "paired questions; bar: its 95% interval; dashed line: the margin (--max-drop); thin line: "
     "no change. A REGRESSION is a drop significant after Holm's adjustment over every config "
@@ -240,7 +240,7 @@ def chart(entries: Sequence[Entry], summary: BaselineSummary) -> Differences:
         f"{' of ' + common if common else ''} "
         f"({regressed} regression{'s' if regressed != 1 else ''}, listed first)"
     )
-    return difference_chart(title, margin, bars, LEGEND)
+    return difference_chart(title, margin, bars, BASELINE_LEGEND)
 
 
 class Lost(NamedTuple):

@@ -104,7 +104,7 @@ def _columns(report: Report) -> tuple[list[str], Callable[[Entry], list[str]]]:
     against the baseline, the paired difference and its interval)."""
     if report.baseline is None:
         return HEADER, _cells
-    return [*HEADER, *HEADER], lambda entry: [
+    return [*HEADER, *BASELINE_HEADER], lambda entry: [
         *_cells(entry),
         standing(entry.versus),
         line("{}", difference(entry.versus)),  # names a filter: outside text
@@ -301,7 +301,7 @@ def junit(report: Report) -> str:
 # evalgate's words with the outside values apart (templates.Said), each made safe by the output
 # that shows it (docs/verify.md, "Against the last good sweep").
 
-HEADER = ["VS BASELINE", "DIFF (95% CI)"]
+BASELINE_HEADER = ["VS BASELINE", "DIFF (95% CI)"]
 LISTED = ("protocol", "early-stop", "new", "not compared")
 """Standings listed with their reason: the configs that were not compared."""
 

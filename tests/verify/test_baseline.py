@@ -315,15 +315,16 @@ def test_hostile_answers_and_model_names_are_neutralised_in_every_report(
 
 
 def test_verify_against_a_baseline_imports_neither_the_gate_nor_anything_heavy(sweeps):
-    """--baseline pairs with compare's modules; verify still starts without the gate's. (Its
+    """--baseline pairs with compare's modules; verify still starts without a run's stages. (Its
     settings are read by the one Settings model, so pydantic is loaded: not tested here, its
     start-up is measured by benchmarks/suite.py.)"""
     script = (
         "import sys\n"
         "from evalgate.cli import main\n"
         "code = main(sys.argv[1:])\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith(('evalgate.gate', "
-        "'lm_eval', 'numpy', 'httpx', 'aiohttp')))\n"
+        "loaded = sorted(m for m in sys.modules if m in ('evalgate.run', 'evalgate.hook') or "
+        "m.startswith(('evalgate.context', 'evalgate.probe', 'evalgate.eval.', 'lm_eval', "
+        "'numpy', 'httpx', 'aiohttp')))\n"
         "print('LOADED', loaded)\n"
         "sys.exit(code)\n"
     )
