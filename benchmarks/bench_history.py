@@ -251,10 +251,12 @@ def record_rows(root: Path, configs: int, runs: int, builds: list[Build]) -> lis
     return rows
 
 
-def record_header(builds: list[Build]) -> list[str]:
+def header(builds: list[Build], fourth: str) -> list[str]:
+    """A table's head: this checkout's figures, then `fourth` (the --record table's time
+    added, the history table's peak), then the other checkout's beside them."""
     theirs = builds[-1].label if len(builds) > 1 else "-"
     return [
-        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | added s: wall (CPU) "
+        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | {fourth} "
         f"| {theirs}: wall s | CPU s | ratio: wall / CPU | goal | met |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -434,15 +436,6 @@ def command_rows(
     return found
 
 
-def history_header(builds: list[Build]) -> list[str]:
-    theirs = builds[-1].label if len(builds) > 1 else "-"
-    return [
-        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | peak MB "
-        f"| {theirs}: wall s | CPU s | ratio: wall / CPU | goal | met |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-
-
 def section(
     configs: int, runs: int, history_configs: int, sweeps: int, against: Path | None = None
 ) -> str:
@@ -460,7 +453,7 @@ def section(
     if sweeps:  # --sweeps 0: the --record table alone
         with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
             long = [
-                *history_header(builds),
+                *header(builds, "peak MB"),
                 *history_rows(Path(name), history_configs, sweeps, runs, builds),
             ]
     beside = (
@@ -482,7 +475,7 @@ def section(
             f"- {builds[0].label}, {stamp()}; runs: {runs}; load average "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured{beside}",
             "",
-            *record_header(builds),
+            *header(builds, "added s: wall (CPU)"),
             *recording,
             "",
             *long,

@@ -177,6 +177,26 @@ def repeat(times: int, run: Callable[[int], tuple[float, float]]) -> tuple[list[
     return walls, max(peaks)
 
 
+def measured(
+    times: int,
+    command: Callable[[int], list[str]],
+    code: int,
+    says: str | tuple[str, ...],
+    *,
+    stream: str = "stdout",
+    build: Build = HERE,
+) -> tuple[list[float], float]:
+    """The walls of `times` runs of a command (the i-th run's `command(i)`) by `build`, each
+    checked to have done its job (`expect`), and their peak RSS (MB)."""
+
+    def run(i: int) -> tuple[float, float]:
+        wall, peak, done = timed(command(i), env=build.env, cwd=build.cwd)
+        expect(done, code, says, stream=stream)
+        return wall, peak
+
+    return repeat(times, run)
+
+
 def harness_task(tmp: Path, api: str = "chat") -> Path:
     """evalgate's task file with absolute data paths, for the plain lm-eval CLI."""
     folder = tmp / "tasks"
@@ -247,16 +267,22 @@ def incident(tmp: Path, repeats: int, harness_repeats: int, builds: list[Build])
 
 def incident_evalgate(tmp: Path, engine: FakeEngine, build: Build, repeats: int) -> Row:
     """`evalgate run` on the misconfigured budget: it stops at the probe."""
-
-    def ours(i: int) -> tuple[float, float]:
-        out = tmp / f"incident-{build.label}-{i}"
-        command = evalgate_run(engine.url, "fake-model", out, "--max-tokens", "12288", build=build)
-        wall, peak, done = timed(command, env=build.env, cwd=build.cwd)
-        expect(done, 3, "ProbeError: The engine rejected the pre-flight request", stream="stderr")
-        return wall, peak
-
     engine.clear()
-    walls, peak = repeat(repeats, ours)
+    walls, peak = measured(
+        repeats,
+        lambda i: evalgate_run(
+            engine.url,
+            "fake-model",
+            tmp / f"incident-{build.label}-{i}",
+            "--max-tokens",
+            "12288",
+            build=build,
+        ),
+        3,
+        "ProbeError: The engine rejected the pre-flight request",
+        stream="stderr",
+        build=build,
+    )
     return Row(
         "misconfigured budget: evalgate run (exit 3 at the probe)",
         walls,
@@ -268,18 +294,17 @@ def incident_evalgate(tmp: Path, engine: FakeEngine, build: Build, repeats: int)
 def incident_lm_eval(tmp: Path, engine: FakeEngine, repeats: int) -> Row:
     """lm-eval as the harness runs it on the misconfigured budget: every request rejected."""
     tasks = harness_task(tmp)
-
-    def theirs(i: int) -> tuple[float, float]:
-        out = tmp / f"harness-incident-{i}"
-        command = lm_eval_command(engine.url, tasks, max_tokens=12288, concurrent=64, out=out)
-        wall, peak, done = timed(command)
+    walls, peak = measured(
+        repeats,
+        lambda i: lm_eval_command(
+            engine.url, tasks, max_tokens=12288, concurrent=64, out=tmp / f"harness-incident-{i}"
+        ),
+        1,
         # REFERENCE §2: lm-eval 0.4.13 ends this storm with "RuntimeError: Session is closed",
         # or, when a retry's 400 is the last thing raised, with that 400
-        ended = ("RuntimeError: Session is closed", "400, message='Bad Request'")
-        expect(done, 1, ended, stream="stderr")
-        return wall, peak
-
-    walls, peak = repeat(repeats, theirs)
+        ("RuntimeError: Session is closed", "400, message='Bad Request'"),
+        stream="stderr",
+    )
     return Row(
         "misconfigured budget: lm-eval as the harness runs it",
         walls,
@@ -290,15 +315,13 @@ def incident_lm_eval(tmp: Path, engine: FakeEngine, repeats: int) -> Row:
 
 def real_engine_incident(tmp: Path, repeats: int, url: str, model: str) -> list[Row]:
     """The misconfigured budget against a real engine (scripts/engine-up single)."""
-
-    def ours(i: int) -> tuple[float, float]:
-        wall, peak, done = timed(
-            evalgate_run(url, model, tmp / f"engine-incident-{i}", "--max-tokens", "12288")
-        )
-        expect(done, 3, "ProbeError: The engine rejected the pre-flight request", stream="stderr")
-        return wall, peak
-
-    walls, peak = repeat(repeats, ours)
+    walls, peak = measured(
+        repeats,
+        lambda i: evalgate_run(url, model, tmp / f"engine-incident-{i}", "--max-tokens", "12288"),
+        3,
+        "ProbeError: The engine rejected the pre-flight request",
+        stream="stderr",
+    )
     return [
         Row(
             "misconfigured budget on the real stack (vLLM CPU + vllm-router): evalgate run",
@@ -344,17 +367,20 @@ def overhead_evalgate(
     tmp: Path, engine: FakeEngine, build: Build, repeats: int, *, concurrency: int, ideal: float
 ) -> Row:
     """`evalgate run` on full GSM8K with as many requests in flight as the engine serves."""
-
-    def ours(i: int) -> tuple[float, float]:
-        out = tmp / f"overhead-{build.label}-{i}"
-        command = evalgate_run(
-            engine.url, "fake-model", out, "--num-concurrent", str(concurrency), build=build
-        )
-        wall, peak, done = timed(command, env=build.env, cwd=build.cwd)
-        expect(done, 0, "PASS: strict-match 1.0000 ")
-        return wall, peak
-
-    walls, peak = repeat(repeats, ours)
+    walls, peak = measured(
+        repeats,
+        lambda i: evalgate_run(
+            engine.url,
+            "fake-model",
+            tmp / f"overhead-{build.label}-{i}",
+            "--num-concurrent",
+            str(concurrency),
+            build=build,
+        ),
+        0,
+        "PASS: strict-match 1.0000 ",
+        build=build,
+    )
     return Row(
         f"full GSM8K, ideal {ideal:.0f} s: evalgate run",
         walls,
@@ -369,17 +395,18 @@ def overhead_lm_eval(
 ) -> Row:
     """Plain lm-eval on the same task, concurrency and budget."""
     tasks = harness_task(tmp)
-
-    def theirs(i: int) -> tuple[float, float]:
-        out = tmp / f"harness-overhead-{i}"
-        command = lm_eval_command(
-            engine.url, tasks, max_tokens=8192, concurrent=concurrency, out=out
-        )
-        wall, peak, done = timed(command)
-        expect(done, 0, "exact_match", stream="stdout")
-        return wall, peak
-
-    walls, peak = repeat(repeats, theirs)
+    walls, peak = measured(
+        repeats,
+        lambda i: lm_eval_command(
+            engine.url,
+            tasks,
+            max_tokens=8192,
+            concurrent=concurrency,
+            out=tmp / f"harness-overhead-{i}",
+        ),
+        0,
+        "exact_match",
+    )
     return Row(
         f"full GSM8K, ideal {ideal:.0f} s: plain lm-eval",
         walls,
@@ -400,13 +427,13 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool, builds: list[Build]
         def measure(
             build: Build, root: Path = root, count: int = count, seconds: float = seconds
         ) -> Row:
-            def run(_: int) -> tuple[float, float]:
-                command = build.command("verify", str(root), "--min-samples", "0", "--no-github")
-                wall, peak, done = timed(command, env=build.env, cwd=build.cwd)
-                expect(done, 0, f"evalgate verify: PASS (exit 0): {count} results")
-                return wall, peak
-
-            walls, peak = repeat(repeats, run)
+            walls, peak = measured(
+                repeats,
+                lambda _: build.command("verify", str(root), "--min-samples", "0", "--no-github"),
+                0,
+                f"evalgate verify: PASS (exit 0): {count} results",
+                build=build,
+            )
             return Row(
                 f"evalgate verify, {count:,} artifacts",
                 walls,
@@ -421,12 +448,12 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool, builds: list[Build]
     write_run(baseline, [True] * 1319)
     write_run(candidate, [i >= 45 or i < 5 for i in range(1319)])
 
-    def compare(_: int) -> tuple[float, float]:
-        wall, peak, done = timed([EVALGATE, "compare", str(baseline), str(candidate)])
-        expect(done, 1, "evalgate compare: REGRESSION (exit 1)")
-        return wall, peak
-
-    walls, peak = repeat(repeats, compare)
+    walls, peak = measured(
+        repeats,
+        lambda _: [EVALGATE, "compare", str(baseline), str(candidate)],
+        1,
+        "evalgate compare: REGRESSION (exit 1)",
+    )
     rows.append(
         Row(
             "evalgate compare, full GSM8K (1319 x 2 filters)",
@@ -507,13 +534,7 @@ def startup_commands(tmp: Path) -> dict[str, Expected]:
 def startup_row(name: str, command: Expected, repeats: int, build: Build) -> Row:
     """One command's start-up by one build: timed, then run once more to list its imports."""
     arguments, code, says = command
-
-    def run(_: int) -> tuple[float, float]:
-        wall, peak, done = timed(build.command(*arguments), env=build.env, cwd=build.cwd)
-        expect(done, code, says)
-        return wall, peak
-
-    walls, peak = repeat(repeats, run)
+    walls, peak = measured(repeats, lambda _: build.command(*arguments), code, says, build=build)
     module = [sys.executable, "-X", "importtime", "-m", "evalgate.cli", *arguments]
     imports = subprocess.run(
         module, env=build.env, cwd=build.cwd, capture_output=True, text=True, check=False
