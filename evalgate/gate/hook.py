@@ -114,6 +114,7 @@ def run_hook(
 
 
 def _warn_tasks_dir(tasks: Path | None) -> None:
+    """The harness's EVAL_TASKS_DIR names a task file evalgate does not run: said, not refused."""
     if tasks and tasks.name != "gsm8k.yaml":
         log.warning(
             "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
