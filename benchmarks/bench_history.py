@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_verify_baseline import _copy, _template, size, timed  # noqa: E402
+from benchmarks.common import git_commit, stamp  # noqa: E402
 from tests.verify.sweeps import answers, baseline_answers  # noqa: E402
 
 CLI = [sys.executable, "-m", "evalgate.cli"]
@@ -75,16 +76,6 @@ class Build:
             check=True,
         )
         return int(done.stdout)
-
-
-def _commit(root: Path) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.stdout.strip() or root.name
 
 
 def _real_hashes(run: Path) -> None:
@@ -260,10 +251,12 @@ def record_rows(root: Path, configs: int, runs: int, builds: list[Build]) -> lis
     return rows
 
 
-def record_header(builds: list[Build]) -> list[str]:
+def header(builds: list[Build], fourth: str) -> list[str]:
+    """A table's head: this checkout's figures, then `fourth` (the --record table's time
+    added, the history table's peak), then the other checkout's beside them."""
     theirs = builds[-1].label if len(builds) > 1 else "-"
     return [
-        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | added s: wall (CPU) "
+        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | {fourth} "
         f"| {theirs}: wall s | CPU s | ratio: wall / CPU | goal | met |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -351,48 +344,28 @@ def as_schema(location: str, version: int) -> None:
             connection.execute(statement)
 
 
+HistoryCommand = tuple[str, list[str], float | None]
+"""A row of the history table: its name, the flags after `evalgate history H`, its goal (s)."""
+
+
 def history_rows(
     root: Path, configs: int, sweeps: int, runs: int, builds: list[Build]
 ) -> list[str]:
+    """The history table: each command over the long history on SQLite (and the page's size),
+    then on PostgreSQL where a server can start here."""
     started = time.perf_counter()
     history = build_history(root, configs, sweeps)
     built = time.perf_counter() - started
     megabytes = sum(p.stat().st_size for p in root.glob("history.db*")) / 2**20
-    sqlite_at = {}
-    for build in builds:
-        copy = root / f"history-{build.label}.db"
-        shutil.copyfile(history, copy)
-        as_schema(str(copy), build.schema())
-        sqlite_at[build.label] = str(copy)
     page = root / "trend.html"
-    commands: tuple[tuple[str, list[str], float | None], ...] = (
+    commands: tuple[HistoryCommand, ...] = (
         ("evalgate history H", [], 2.0),
         ("evalgate history H --json -", ["--json", "-"], None),
         ("evalgate history H --html FILE", ["--html", str(page)], 2.0),
         ("evalgate history H --where concurrency=1", ["--where", "concurrency=1"], None),
     )
-
-    def rows_for(store: str, at: dict[str, str], goals: bool) -> list[str]:
-        found = []
-        for name, extra, goal in commands:
-            timings: dict[str, Timings] = {b.label: [] for b in builds}
-            for _ in range(runs):  # the checkouts in turn, so that both see the same load
-                for b in builds:
-                    command = [*CLI, "history", at[b.label], *extra]
-                    timings[b.label].append(timed(command, 0, root=b.root))
-            mine = timings[builds[0].label]
-            other = timings[builds[-1].label] if len(builds) > 1 else None
-            wall = _median(mine, 0)
-            met = ("yes" if wall <= goal else "**no**") if goal and goals else ""
-            beside = f"{_cell(other)} | {_median(other, 1):.2f}" if other else " | "
-            found.append(
-                f"| {store}: {name} | {_cell(mine)} | {_median(mine, 1):.2f} "
-                f"| {max(t[2] for t in mine):.0f} | {beside} | {_ratio(mine, other)} "
-                f"| {f'<= {goal:g} s' if goal and goals else ''} | {met} |"
-            )
-        return found
-
-    rows = rows_for("SQLite", sqlite_at, True)
+    sqlite_at = sqlite_copies(root, history, builds)
+    rows = command_rows("SQLite", sqlite_at, commands, runs, builds, goals=True)
     page_mb = page.stat().st_size / 2**20
     rows.append(
         f"| the page's size | {page_mb:.2f} MB | | | | | | <= 5 MB "
@@ -400,14 +373,8 @@ def history_rows(
     )
     with postgres() as server:
         if server is not None:
-            pg_at = {}
-            for build in builds:
-                name = f"bench_long_{build.label}"
-                server.admin(f"CREATE DATABASE {name}")  # type: ignore[attr-defined]
-                pg_at[build.label] = server.url(name)  # type: ignore[attr-defined]
-                copy_history(history, pg_at[build.label])
-                as_schema(pg_at[build.label], build.schema())
-            rows += rows_for("PostgreSQL", pg_at, False)
+            pg_at = postgres_copies(server, history, builds)
+            rows += command_rows("PostgreSQL", pg_at, commands, runs, builds, goals=False)
     note = (
         f"History: {configs} configs x {sweeps} sweeps = {configs * sweeps:,} runs with their "
         f"answers, {megabytes:,.0f} MiB on disk (SQLite), recorded in {built:.0f} s by "
@@ -416,22 +383,67 @@ def history_rows(
     return [*rows, "", note]
 
 
-def history_header(builds: list[Build]) -> list[str]:
-    theirs = builds[-1].label if len(builds) > 1 else "-"
-    return [
-        f"| command | {builds[0].label}: wall s, median (min-max) | CPU s | peak MB "
-        f"| {theirs}: wall s | CPU s | ratio: wall / CPU | goal | met |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+def sqlite_copies(root: Path, history: Path, builds: list[Build]) -> dict[str, str]:
+    """A copy of the history for each checkout, at its schema, by label."""
+    at = {}
+    for build in builds:
+        copy = root / f"history-{build.label}.db"
+        shutil.copyfile(history, copy)
+        as_schema(str(copy), build.schema())
+        at[build.label] = str(copy)
+    return at
+
+
+def postgres_copies(server: object, history: Path, builds: list[Build]) -> dict[str, str]:
+    """The history copied into a database of the server for each checkout, at its schema."""
+    at = {}
+    for build in builds:
+        name = f"bench_long_{build.label}"
+        server.admin(f"CREATE DATABASE {name}")  # type: ignore[attr-defined]
+        at[build.label] = server.url(name)  # type: ignore[attr-defined]
+        copy_history(history, at[build.label])
+        as_schema(at[build.label], build.schema())
+    return at
+
+
+def command_rows(
+    store: str,
+    at: dict[str, str],
+    commands: tuple[HistoryCommand, ...],
+    runs: int,
+    builds: list[Build],
+    *,
+    goals: bool,
+) -> list[str]:
+    """A row for each command, timed `runs` times by each checkout on its copy in `store`."""
+    found = []
+    for name, extra, goal in commands:
+        timings: dict[str, Timings] = {b.label: [] for b in builds}
+        for _ in range(runs):  # the checkouts in turn, so that both see the same load
+            for b in builds:
+                command = [*CLI, "history", at[b.label], *extra]
+                timings[b.label].append(timed(command, 0, root=b.root))
+        mine = timings[builds[0].label]
+        other = timings[builds[-1].label] if len(builds) > 1 else None
+        wall = _median(mine, 0)
+        met = ("yes" if wall <= goal else "**no**") if goal and goals else ""
+        beside = f"{_cell(other)} | {_median(other, 1):.2f}" if other else " | "
+        found.append(
+            f"| {store}: {name} | {_cell(mine)} | {_median(mine, 1):.2f} "
+            f"| {max(t[2] for t in mine):.0f} | {beside} | {_ratio(mine, other)} "
+            f"| {f'<= {goal:g} s' if goal and goals else ''} | {met} |"
+        )
+    return found
 
 
 def section(
     configs: int, runs: int, history_configs: int, sweeps: int, against: Path | None = None
 ) -> str:
     """The BENCHMARKS.md section (benchmarks/suite.py --only history [--against CHECKOUT])."""
-    builds = [Build(_commit(ROOT), ROOT)]
+    builds = [Build(git_commit(ROOT, otherwise=ROOT.name), ROOT)]
     if against is not None:
-        builds.append(Build(_commit(against.resolve()), against.resolve()))
+        other = against.resolve()
+        builds.append(Build(git_commit(other, otherwise=other.name), other))
     with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-") as name:
         root = Path(name)
         sweep(root, configs)
@@ -441,10 +453,9 @@ def section(
     if sweeps:  # --sweeps 0: the --record table alone
         with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
             long = [
-                *history_header(builds),
+                *header(builds, "peak MB"),
                 *history_rows(Path(name), history_configs, sweeps, runs, builds),
             ]
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     beside = (
         f"; beside it {builds[1].label} (`--against`), timed by the same commands right after "
         "it, and the ratio of this checkout's medians to its"
@@ -461,10 +472,10 @@ def section(
             f"{history_configs} configs x {sweeps} sweeps (`python benchmarks/bench_history.py"
             f"{' --against CHECKOUT' if len(builds) > 1 else ''}`).",
             "",
-            f"- {builds[0].label}, {stamp}; runs: {runs}; load average "
+            f"- {builds[0].label}, {stamp()}; runs: {runs}; load average "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured{beside}",
             "",
-            *record_header(builds),
+            *header(builds, "added s: wall (CPU)"),
             *recording,
             "",
             *long,

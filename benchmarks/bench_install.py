@@ -23,7 +23,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import ROOT, commit, stamp
+
 GOAL_MB, GOAL_S = 60, 20
 """The core's goal: a CI job that only runs `verify` installs at most this much this fast."""
 
@@ -166,9 +167,5 @@ def section(rows: list[Install], stamp: str, commit: str) -> str:
 
 
 if __name__ == "__main__":
-    from datetime import datetime, timezone
-
-    from benchmarks.suite import commit
-
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(section(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 1), stamp, commit()))
+    started = stamp()
+    print(section(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 1), started, commit()))

@@ -40,20 +40,38 @@ STANDALONE = (
 )
 
 
+ENDPOINT = {
+    "base_url": "http://127.0.0.1:8000/v1",
+    "api": "chat",
+    "worker_urls": [],
+    "engine": {"owned_by": "vllm", "version": "0.32.0", "model_root": None},
+}
+CONTEXT = {
+    "eval_max_model_len": 2304,
+    "max_tokens": 1800,
+    "budget_policy": "fit",
+    "requested": None,
+    "native": {"value": 163840, "source": "config.json"},
+    "served": [{"value": 2304, "source": "/v1/models"}],
+    "prompt_tokens": {"value": 480, "source": "/tokenize"},
+    "steps": ["ISL + OSL + 256 = 2304", "served 2304 (/v1/models)"],
+}
+PROBE = {
+    "outcome": "ok",
+    "status_code": 200,
+    "engine_message": None,
+    "latency_s": 0.4,
+    "prompt_tokens": 480,
+    "max_tokens": 1800,
+    "doc_id": 7,
+}
+
+
 def result_document(index: int) -> dict[str, object]:
+    """A passing run's result.json: the `index`-th config of the sweep, its own model family,
+    hardware and concurrency."""
     prefix = PREFIXES[index % len(PREFIXES)]
-    score = 0.95 + (index % 40) / 1000
-    scores = [
-        {
-            "task": "gsm8k_evalgate_chat",
-            "metric": "exact_match",
-            "filter": f,
-            "value": score,
-            "stderr": round((score * (1 - score) / 1318) ** 0.5, 6),
-            "n": 1319,
-        }
-        for f in ("strict-match", "flexible-extract")
-    ]
+    scores = scores_of(0.95 + (index % 40) / 1000)
     return {
         "schema": "evalgate.result/1",
         "evalgate_version": "0.1.0",
@@ -78,52 +96,10 @@ def result_document(index: int) -> dict[str, object]:
             "concurrency": index + 1,
             "topology": {"tp": 8, "ep": 1, "dp_attention": False},
         },
-        "endpoint": {
-            "base_url": "http://127.0.0.1:8000/v1",
-            "api": "chat",
-            "worker_urls": [],
-            "engine": {"owned_by": "vllm", "version": "0.32.0", "model_root": None},
-        },
-        "context": {
-            "eval_max_model_len": 2304,
-            "max_tokens": 1800,
-            "budget_policy": "fit",
-            "requested": None,
-            "native": {"value": 163840, "source": "config.json"},
-            "served": [{"value": 2304, "source": "/v1/models"}],
-            "prompt_tokens": {"value": 480, "source": "/tokenize"},
-            "steps": ["ISL + OSL + 256 = 2304", "served 2304 (/v1/models)"],
-        },
-        "probe": {
-            "outcome": "ok",
-            "status_code": 200,
-            "engine_message": None,
-            "latency_s": 0.4,
-            "prompt_tokens": 480,
-            "max_tokens": 1800,
-            "doc_id": 7,
-        },
-        "eval": {
-            "task": "gsm8k_evalgate_chat",
-            "api": "chat",
-            "num_fewshot": 5,
-            "fewshot_seed": 1234,
-            "limit": None,
-            "num_concurrent": index + 1,
-            "max_tokens": 1800,
-            "temperature": 0.0,
-            "questions": 1319,
-            "lm_eval_version": "0.4.13",
-            "dataset": {"source": "bundled", "sha256": {"test.jsonl": "a", "train.jsonl": "b"}},
-            "requests": {
-                "total": 1319,
-                "completed": 1319,
-                "failed": 0,
-                "retried": 0,
-                "truncated": 0,
-                "empty": 0,
-            },
-        },
+        "endpoint": ENDPOINT,
+        "context": CONTEXT,
+        "probe": PROBE,
+        "eval": eval_record(index + 1),
         "scores": scores,
         "threshold": {"value": 0.91, "matched": f"prefix:{prefix}", "file": "thresholds.json"},
         "checks": [
@@ -138,6 +114,46 @@ def result_document(index: int) -> dict[str, object]:
         ],
         "warnings": [],
         "files": {"samples": "samples.jsonl"},
+    }
+
+
+def scores_of(score: float) -> list[dict[str, object]]:
+    """Both GSM8K filters at `score`, over the full test set."""
+    return [
+        {
+            "task": "gsm8k_evalgate_chat",
+            "metric": "exact_match",
+            "filter": f,
+            "value": score,
+            "stderr": round((score * (1 - score) / 1318) ** 0.5, 6),
+            "n": 1319,
+        }
+        for f in ("strict-match", "flexible-extract")
+    ]
+
+
+def eval_record(concurrency: int) -> dict[str, object]:
+    """The eval stage of full GSM8K at `concurrency`, every request answered."""
+    return {
+        "task": "gsm8k_evalgate_chat",
+        "api": "chat",
+        "num_fewshot": 5,
+        "fewshot_seed": 1234,
+        "limit": None,
+        "num_concurrent": concurrency,
+        "max_tokens": 1800,
+        "temperature": 0.0,
+        "questions": 1319,
+        "lm_eval_version": "0.4.13",
+        "dataset": {"source": "bundled", "sha256": {"test.jsonl": "a", "train.jsonl": "b"}},
+        "requests": {
+            "total": 1319,
+            "completed": 1319,
+            "failed": 0,
+            "retried": 0,
+            "truncated": 0,
+            "empty": 0,
+        },
     }
 
 

@@ -22,8 +22,8 @@ import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from benchmarks.common import ROOT, replace_section
 from evalgate.history.fit import TooThin, fit_floor
 from evalgate.settings.output import POLICIES, Policy
 
@@ -202,9 +202,7 @@ def section(rates: Sequence[BandRates], configs: int = CONFIGS) -> str:
 
 
 def main() -> int:
-    from benchmarks.suite import replace_section
-
-    output = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+    output = ROOT / "BENCHMARKS.md"
     body = section(simulate())
     print(body)
     output.write_text(replace_section(output.read_text(encoding="utf-8"), "floors", body))

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import functools
 import json
 import math
 import os
@@ -49,7 +50,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
@@ -57,11 +57,11 @@ import yaml
 from benchmarks import floors_sim
 from benchmarks.bench_compare import write_run
 from benchmarks.bench_verify import generate
+from benchmarks.common import ROOT, commit, git_commit, replace_section, stamp
 from evalgate.tasks.spec import load_task
 from tests import simulation
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 EVALGATE = str(BIN / "evalgate")
 LM_EVAL = str(BIN / "lm_eval")
@@ -177,6 +177,26 @@ def repeat(times: int, run: Callable[[int], tuple[float, float]]) -> tuple[list[
     return walls, max(peaks)
 
 
+def measured(
+    times: int,
+    command: Callable[[int], list[str]],
+    code: int,
+    says: str | tuple[str, ...],
+    *,
+    stream: str = "stdout",
+    build: Build = HERE,
+) -> tuple[list[float], float]:
+    """The walls of `times` runs of a command (the i-th run's `command(i)`) by `build`, each
+    checked to have done its job (`expect`), and their peak RSS (MB)."""
+
+    def run(i: int) -> tuple[float, float]:
+        wall, peak, done = timed(command(i), env=build.env, cwd=build.cwd)
+        expect(done, code, says, stream=stream)
+        return wall, peak
+
+    return repeat(times, run)
+
+
 def harness_task(tmp: Path, api: str = "chat") -> Path:
     """evalgate's task file with absolute data paths, for the plain lm-eval CLI."""
     folder = tmp / "tasks"
@@ -236,78 +256,72 @@ def evalgate_run(url: str, model: str, out: Path, *extra: str, build: Build = HE
 def incident(tmp: Path, repeats: int, harness_repeats: int, builds: list[Build]) -> list[Row]:
     """Served 9472, budget 12288: time until each tool gives up, and requests sent."""
     with FakeEngine(EngineBehaviour(max_model_len=9472)) as engine:
-
-        def measure(build: Build) -> Row:
-            def ours(i: int) -> tuple[float, float]:
-                out = tmp / f"incident-{build.label}-{i}"
-                command = evalgate_run(
-                    engine.url, "fake-model", out, "--max-tokens", "12288", build=build
-                )
-                wall, peak, done = timed(command, env=build.env, cwd=build.cwd)
-                expect(
-                    done,
-                    3,
-                    "ProbeError: The engine rejected the pre-flight request",
-                    stream="stderr",
-                )
-                return wall, peak
-
-            engine.clear()
-            walls, peak = repeat(repeats, ours)
-            return Row(
-                "misconfigured budget: evalgate run (exit 3 at the probe)",
-                walls,
-                peak_mb=peak,
-                note=f"{engine.total / repeats:.0f} request(s) sent",
-            )
-
-        rows = over_builds(builds, measure)
+        rows = over_builds(builds, lambda build: incident_evalgate(tmp, engine, build, repeats))
         engine.clear()
-        tasks = harness_task(tmp)
-
-        def theirs(i: int) -> tuple[float, float]:
-            wall, peak, done = timed(
-                lm_eval_command(
-                    engine.url,
-                    tasks,
-                    max_tokens=12288,
-                    concurrent=64,
-                    out=tmp / f"harness-incident-{i}",
-                )
-            )
-            # REFERENCE §2: lm-eval 0.4.13 ends this storm with "RuntimeError: Session is closed",
-            # or, when a retry's 400 is the last thing raised, with that 400
-            ended = ("RuntimeError: Session is closed", "400, message='Bad Request'")
-            expect(done, 1, ended, stream="stderr")
-            return wall, peak
-
-        harness_walls, harness_peak = repeat(harness_repeats, theirs)
-        sent_theirs = engine.total / harness_repeats
-    ratio = statistics.median(harness_walls) / rows[0].median
+        theirs = incident_lm_eval(tmp, engine, harness_repeats)
+    ratio = theirs.median / rows[0].median
     rows[0].goal, rows[0].ratio = "< 3 s, >= 30x faster", f"{ratio:.1f}x faster"
     rows[0].met = rows[0].median < 3 and ratio >= 30
-    rows.append(
-        Row(
-            "misconfigured budget: lm-eval as the harness runs it",
-            harness_walls,
-            peak_mb=harness_peak,
-            note=f"{sent_theirs:.0f} rejected requests sent",
-        )
+    return [*rows, theirs]
+
+
+def incident_evalgate(tmp: Path, engine: FakeEngine, build: Build, repeats: int) -> Row:
+    """`evalgate run` on the misconfigured budget: it stops at the probe."""
+    engine.clear()
+    walls, peak = measured(
+        repeats,
+        lambda i: evalgate_run(
+            engine.url,
+            "fake-model",
+            tmp / f"incident-{build.label}-{i}",
+            "--max-tokens",
+            "12288",
+            build=build,
+        ),
+        3,
+        "ProbeError: The engine rejected the pre-flight request",
+        stream="stderr",
+        build=build,
     )
-    return rows
+    return Row(
+        "misconfigured budget: evalgate run (exit 3 at the probe)",
+        walls,
+        peak_mb=peak,
+        note=f"{engine.total / repeats:.0f} request(s) sent",
+    )
+
+
+def incident_lm_eval(tmp: Path, engine: FakeEngine, repeats: int) -> Row:
+    """lm-eval as the harness runs it on the misconfigured budget: every request rejected."""
+    tasks = harness_task(tmp)
+    walls, peak = measured(
+        repeats,
+        lambda i: lm_eval_command(
+            engine.url, tasks, max_tokens=12288, concurrent=64, out=tmp / f"harness-incident-{i}"
+        ),
+        1,
+        # REFERENCE §2: lm-eval 0.4.13 ends this storm with "RuntimeError: Session is closed",
+        # or, when a retry's 400 is the last thing raised, with that 400
+        ("RuntimeError: Session is closed", "400, message='Bad Request'"),
+        stream="stderr",
+    )
+    return Row(
+        "misconfigured budget: lm-eval as the harness runs it",
+        walls,
+        peak_mb=peak,
+        note=f"{engine.total / repeats:.0f} rejected requests sent",
+    )
 
 
 def real_engine_incident(tmp: Path, repeats: int, url: str, model: str) -> list[Row]:
     """The misconfigured budget against a real engine (scripts/engine-up single)."""
-
-    def ours(i: int) -> tuple[float, float]:
-        wall, peak, done = timed(
-            evalgate_run(url, model, tmp / f"engine-incident-{i}", "--max-tokens", "12288")
-        )
-        expect(done, 3, "ProbeError: The engine rejected the pre-flight request", stream="stderr")
-        return wall, peak
-
-    walls, peak = repeat(repeats, ours)
+    walls, peak = measured(
+        repeats,
+        lambda i: evalgate_run(url, model, tmp / f"engine-incident-{i}", "--max-tokens", "12288"),
+        3,
+        "ProbeError: The engine rejected the pre-flight request",
+        stream="stderr",
+    )
     return [
         Row(
             "misconfigured budget on the real stack (vLLM CPU + vllm-router): evalgate run",
@@ -335,57 +349,71 @@ def overhead(tmp: Path, repeats: int, quick: bool, builds: list[Build]) -> list[
         stream_starts_at_once=True,
     )
     with FakeEngine(behaviour) as engine:
-
-        def measure(build: Build) -> Row:
-            def ours(i: int) -> tuple[float, float]:
-                out = tmp / f"overhead-{build.label}-{i}"
-                command = evalgate_run(
-                    engine.url, "fake-model", out, "--num-concurrent", str(concurrency), build=build
-                )
-                wall, peak, done = timed(command, env=build.env, cwd=build.cwd)
-                expect(done, 0, "PASS: strict-match 1.0000 ")
-                return wall, peak
-
-            walls, peak = repeat(repeats, ours)
-            return Row(
-                f"full GSM8K, ideal {ideal:.0f} s: evalgate run",
-                walls,
-                ratio=f"{statistics.median(walls) / ideal:.3f}x ideal",
-                peak_mb=peak,
-                note="readiness, context, probe, eval, gate, artifacts",
-            )
-
-        rows = over_builds(builds, measure)
-        tasks = harness_task(tmp)
-
-        def theirs(i: int) -> tuple[float, float]:
-            wall, peak, done = timed(
-                lm_eval_command(
-                    engine.url,
-                    tasks,
-                    max_tokens=8192,
-                    concurrent=concurrency,
-                    out=tmp / f"harness-overhead-{i}",
-                )
-            )
-            expect(done, 0, "exact_match", stream="stdout")
-            return wall, peak
-
-        harness_walls, harness_peak = repeat(repeats, theirs)
+        rows = over_builds(
+            builds,
+            lambda build: overhead_evalgate(
+                tmp, engine, build, repeats, concurrency=concurrency, ideal=ideal
+            ),
+        )
+        theirs = overhead_lm_eval(tmp, engine, repeats, concurrency=concurrency, ideal=ideal)
     ours_ratio = rows[0].median / ideal
-    theirs_ratio = statistics.median(harness_walls) / ideal
+    theirs_ratio = theirs.median / ideal
     rows[0].goal = "<= 1.06x ideal, no slower than lm-eval"
     rows[0].met = ours_ratio <= 1.06 and ours_ratio <= theirs_ratio
-    rows.append(
-        Row(
-            f"full GSM8K, ideal {ideal:.0f} s: plain lm-eval",
-            harness_walls,
-            ratio=f"{theirs_ratio:.3f}x ideal",
-            peak_mb=harness_peak,
-            note="lm-eval CLI, same task, concurrency and budget",
-        )
+    return [*rows, theirs]
+
+
+def overhead_evalgate(
+    tmp: Path, engine: FakeEngine, build: Build, repeats: int, *, concurrency: int, ideal: float
+) -> Row:
+    """`evalgate run` on full GSM8K with as many requests in flight as the engine serves."""
+    walls, peak = measured(
+        repeats,
+        lambda i: evalgate_run(
+            engine.url,
+            "fake-model",
+            tmp / f"overhead-{build.label}-{i}",
+            "--num-concurrent",
+            str(concurrency),
+            build=build,
+        ),
+        0,
+        "PASS: strict-match 1.0000 ",
+        build=build,
     )
-    return rows
+    return Row(
+        f"full GSM8K, ideal {ideal:.0f} s: evalgate run",
+        walls,
+        ratio=f"{statistics.median(walls) / ideal:.3f}x ideal",
+        peak_mb=peak,
+        note="readiness, context, probe, eval, gate, artifacts",
+    )
+
+
+def overhead_lm_eval(
+    tmp: Path, engine: FakeEngine, repeats: int, *, concurrency: int, ideal: float
+) -> Row:
+    """Plain lm-eval on the same task, concurrency and budget."""
+    tasks = harness_task(tmp)
+    walls, peak = measured(
+        repeats,
+        lambda i: lm_eval_command(
+            engine.url,
+            tasks,
+            max_tokens=8192,
+            concurrent=concurrency,
+            out=tmp / f"harness-overhead-{i}",
+        ),
+        0,
+        "exact_match",
+    )
+    return Row(
+        f"full GSM8K, ideal {ideal:.0f} s: plain lm-eval",
+        walls,
+        ratio=f"{statistics.median(walls) / ideal:.3f}x ideal",
+        peak_mb=peak,
+        note="lm-eval CLI, same task, concurrency and budget",
+    )
 
 
 def verify_and_compare(tmp: Path, repeats: int, quick: bool, builds: list[Build]) -> list[Row]:
@@ -399,13 +427,13 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool, builds: list[Build]
         def measure(
             build: Build, root: Path = root, count: int = count, seconds: float = seconds
         ) -> Row:
-            def run(_: int) -> tuple[float, float]:
-                command = build.command("verify", str(root), "--min-samples", "0", "--no-github")
-                wall, peak, done = timed(command, env=build.env, cwd=build.cwd)
-                expect(done, 0, f"evalgate verify: PASS (exit 0): {count} results")
-                return wall, peak
-
-            walls, peak = repeat(repeats, run)
+            walls, peak = measured(
+                repeats,
+                lambda _: build.command("verify", str(root), "--min-samples", "0", "--no-github"),
+                0,
+                f"evalgate verify: PASS (exit 0): {count} results",
+                build=build,
+            )
             return Row(
                 f"evalgate verify, {count:,} artifacts",
                 walls,
@@ -420,12 +448,12 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool, builds: list[Build]
     write_run(baseline, [True] * 1319)
     write_run(candidate, [i >= 45 or i < 5 for i in range(1319)])
 
-    def compare(_: int) -> tuple[float, float]:
-        wall, peak, done = timed([EVALGATE, "compare", str(baseline), str(candidate)])
-        expect(done, 1, "evalgate compare: REGRESSION (exit 1)")
-        return wall, peak
-
-    walls, peak = repeat(repeats, compare)
+    walls, peak = measured(
+        repeats,
+        lambda _: [EVALGATE, "compare", str(baseline), str(candidate)],
+        1,
+        "evalgate compare: REGRESSION (exit 1)",
+    )
     rows.append(
         Row(
             "evalgate compare, full GSM8K (1319 x 2 filters)",
@@ -438,7 +466,21 @@ def verify_and_compare(tmp: Path, repeats: int, quick: bool, builds: list[Build]
     return rows
 
 
+Expected = tuple[list[str], int, str]
+"""A command's arguments, its exit code and the line that shows it did its job."""
+
+
 def startup(tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
+    """Each command's start-up to its answer, and whether it imports lm-eval."""
+    rows = []
+    for name, command in startup_commands(tmp).items():
+        rows += over_builds(builds, functools.partial(startup_row, name, command, repeats))
+    return rows
+
+
+def startup_commands(tmp: Path) -> dict[str, Expected]:
+    """The commands timed, by name: their arguments, exit code and the line that shows each did
+    its job (over a sweep of one result, and a history that holds it)."""
     one = tmp / "one"
     one.mkdir()
     generate(one, 1, 0.0)
@@ -459,7 +501,7 @@ def startup(tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
         check=False,
     )
     expect(recorded, 0, "evalgate verify: PASS (exit 0)")
-    commands: dict[str, tuple[list[str], int, str]] = {
+    return {
         "evalgate --help": (["--help"], 0, "usage: evalgate"),
         # every command's flags, from the settings model; those that need an engine (or two
         # whole runs: compare, timed in full below) as far as their help
@@ -487,39 +529,26 @@ def startup(tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
             "evalgate verify: PASS (exit 0): 1 results",
         ),
     }
-    rows = []
-    for name, (arguments, code, says) in commands.items():
 
-        def measure(
-            build: Build,
-            name: str = name,
-            arguments: list[str] = arguments,
-            code: int = code,
-            says: str = says,
-        ) -> Row:
-            def run(_: int) -> tuple[float, float]:
-                wall, peak, done = timed(build.command(*arguments), env=build.env, cwd=build.cwd)
-                expect(done, code, says)
-                return wall, peak
 
-            walls, peak = repeat(repeats, run)
-            module = [sys.executable, "-X", "importtime", "-m", "evalgate.cli", *arguments]
-            imports = subprocess.run(
-                module, env=build.env, cwd=build.cwd, capture_output=True, text=True, check=False
-            ).stderr
-            loaded = {line.rsplit("|", 1)[-1].strip() for line in imports.splitlines()}
-            loads_lm_eval = any(name.split(".")[0] == "lm_eval" for name in loaded)
-            return Row(
-                f"start-up: {name}",
-                walls,
-                goal="< 0.5 s, no lm-eval",
-                met=statistics.median(walls) < 0.5 and not loads_lm_eval,
-                peak_mb=peak,
-                note="imports lm-eval" if loads_lm_eval else "lm-eval not imported",
-            )
-
-        rows += over_builds(builds, measure)
-    return rows
+def startup_row(name: str, command: Expected, repeats: int, build: Build) -> Row:
+    """One command's start-up by one build: timed, then run once more to list its imports."""
+    arguments, code, says = command
+    walls, peak = measured(repeats, lambda _: build.command(*arguments), code, says, build=build)
+    module = [sys.executable, "-X", "importtime", "-m", "evalgate.cli", *arguments]
+    imports = subprocess.run(
+        module, env=build.env, cwd=build.cwd, capture_output=True, text=True, check=False
+    ).stderr
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in imports.splitlines()}
+    loads_lm_eval = any(imported.split(".")[0] == "lm_eval" for imported in loaded)
+    return Row(
+        f"start-up: {name}",
+        walls,
+        goal="< 0.5 s, no lm-eval",
+        met=statistics.median(walls) < 0.5 and not loads_lm_eval,
+        peak_mb=peak,
+        note="imports lm-eval" if loads_lm_eval else "lm-eval not imported",
+    )
 
 
 def early_stop(tmp: Path, repeats: int, quick: bool) -> list[Row]:
@@ -537,52 +566,50 @@ def early_stop(tmp: Path, repeats: int, quick: bool) -> list[Row]:
             max_concurrency=concurrency,
         )
         with FakeEngine(behaviour) as engine:
-            medians = {}
-            for mode in ("off", "both"):
-                asked: list[int] = []
-
-                def run(
-                    i: int,
-                    mode: str = mode,
-                    asked: list[int] = asked,
-                    accuracy: float = accuracy,
-                    code: int = code,
-                ) -> tuple[float, float]:
-                    out = tmp / f"early-{accuracy}-{mode}-{i}"
-                    wall, peak, done = timed(
-                        evalgate_run(
-                            engine.url,
-                            "fake-model",
-                            out,
-                            "--num-concurrent",
-                            str(concurrency),
-                            "--early-stop",
-                            mode,
-                        )
-                    )
-                    assert done.returncode == code, done.stderr[-2000:]
-                    record = json.loads((out / "result.json").read_text())["eval"]
-                    asked.append((record.get("early_stop") or {}).get("questions_asked", 1319))
-                    return wall, peak
-
-                walls, peak = repeat(repeats, run)
-                medians[mode] = statistics.median(walls)
-                verdict = "PASS" if code == 0 else "FAIL"
-                name = (
-                    f"{verdict} at accuracy {accuracy}, latency {latency:g} s, --early-stop {mode}"
-                )
-                rows.append(
-                    Row(
-                        name,
-                        walls,
-                        peak_mb=peak,
-                        note=f"{statistics.median(asked):.0f} of 1319 questions asked",
-                    )
-                )
-            ratio = medians["off"] / medians["both"]
-            rows[-1].ratio = f"{ratio:.1f}x faster"
-            rows[-2].ratio = f"{medians['off'] / ideal:.2f}x ideal {ideal:g} s"
+            off, both = (
+                early_stop_row(tmp, engine, repeats, mode, code=code, concurrency=concurrency)
+                for mode in ("off", "both")
+            )
+        off.ratio = f"{off.median / ideal:.2f}x ideal {ideal:g} s"
+        both.ratio = f"{off.median / both.median:.1f}x faster"
+        rows += [off, both]
     return rows
+
+
+def early_stop_row(
+    tmp: Path, engine: FakeEngine, repeats: int, mode: str, *, code: int, concurrency: int
+) -> Row:
+    """`evalgate run --early-stop MODE` to its verdict (exit `code`), and the questions asked."""
+    behaviour = engine.behaviour
+    asked: list[int] = []
+
+    def run(i: int) -> tuple[float, float]:
+        out = tmp / f"early-{behaviour.accuracy}-{mode}-{i}"
+        wall, peak, done = timed(
+            evalgate_run(
+                engine.url,
+                "fake-model",
+                out,
+                "--num-concurrent",
+                str(concurrency),
+                "--early-stop",
+                mode,
+            )
+        )
+        assert done.returncode == code, done.stderr[-2000:]
+        record = json.loads((out / "result.json").read_text())["eval"]
+        asked.append((record.get("early_stop") or {}).get("questions_asked", 1319))
+        return wall, peak
+
+    walls, peak = repeat(repeats, run)
+    verdict = "PASS" if code == 0 else "FAIL"
+    return Row(
+        f"{verdict} at accuracy {behaviour.accuracy}, latency {behaviour.latency_s:g} s, "
+        f"--early-stop {mode}",
+        walls,
+        peak_mb=peak,
+        note=f"{statistics.median(asked):.0f} of 1319 questions asked",
+    )
 
 
 def simulation_section(runs: int) -> str:
@@ -633,7 +660,6 @@ def verify_baseline_section(quick: bool) -> str:
 
     configs, runs = (100, 1) if quick else (1000, 5)
     rows = [bench.measure(layout, configs, runs, 20) for layout in ("evalgate", "harness")]
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "\n".join(
             [
@@ -644,7 +670,7 @@ def verify_baseline_section(quick: bool) -> str:
                 "in the page cache; `evalgate compare` run once per pair, timed on 20 pairs "
                 "and scaled (`python benchmarks/bench_verify_baseline.py`).",
                 "",
-                f"- commit: {commit()}, {stamp}; runs: {runs}; load average "
+                f"- commit: {commit()}, {stamp()}; runs: {runs}; load average "
                 f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured",
                 "",
                 *bench.HEADER,
@@ -674,7 +700,6 @@ def table(rows: list[Row]) -> list[str]:
 
 
 def early_stop_section(rows: list[Row], repeats: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "\n".join(
             [
@@ -684,7 +709,7 @@ def early_stop_section(rows: list[Row], repeats: str) -> str:
                 "request, `--num-concurrent 64`, with `--early-stop off` (every question) and "
                 "`both` (stop once the sequential test is certain).",
                 "",
-                f"- commit: {commit()}, {stamp}; repeats: {repeats}; load average "
+                f"- commit: {commit()}, {stamp()}; repeats: {repeats}; load average "
                 f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured",
                 "",
                 *table(rows),
@@ -692,20 +717,6 @@ def early_stop_section(rows: list[Row], repeats: str) -> str:
         )
         + "\n"
     )
-
-
-def section(name: str, body: str) -> str:
-    return f"<!-- {name}:start -->\n{body}<!-- {name}:end -->\n"
-
-
-def replace_section(text: str, name: str, body: str) -> str:
-    """`text` with its `name` section replaced by `body` (appended when it has none)."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    if start in text and end in text:
-        before, rest = text.split(start, 1)
-        after = rest.split(end, 1)[1].lstrip("\n")
-        return before + section(name, body) + after
-    return text.rstrip("\n") + "\n\n" + section(name, body)
 
 
 def keep_by_hand(text: str, previous: Path) -> str:
@@ -732,35 +743,14 @@ def machine() -> str:
     )
 
 
-def git_commit(root: Path) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.stdout.strip() or "unknown"
-
-
-def commit() -> str:
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "evalgate"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return git_commit(ROOT) + (" (with uncommitted changes)" if dirty else "")
-
-
 def render(rows: list[Row], repeats: str, beside: str | None = None) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Benchmarks",
         "",
         "Written by `scripts/bench` (benchmarks/suite.py); do not edit by hand.",
         "",
         f"- machine: {machine()}",
-        f"- commit: {commit()}, {stamp}",
+        f"- commit: {commit()}, {stamp()}",
         f"- repeats: {repeats}; times are wall seconds of whole commands, start-up included",
         *(
             [
@@ -795,9 +785,9 @@ def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
     if args.only in (None, "install"):
         from benchmarks import bench_install
 
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        started = stamp()
         rows = bench_install.measure(1 if args.quick else 3)
-        sections["install"] = bench_install.section(rows, stamp, commit())
+        sections["install"] = bench_install.section(rows, started, commit())
     if args.only in (None, "history"):
         from benchmarks import bench_history
 
@@ -806,7 +796,7 @@ def own_sections(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
     return sections
 
 
-def main() -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick",
@@ -842,7 +832,11 @@ def main() -> int:
         help="also time another checkout of evalgate (e.g. a git worktree of an older commit) "
         "beside this one: start-ups, the incident, verify and the overhead",
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = arguments().parse_args()
     builds = [HERE]
     if args.against:
         label = git_commit(args.against.resolve())
@@ -852,23 +846,42 @@ def main() -> int:
     # evalgate's modules compiled, as an installed package's are: where PYTHONDONTWRITEBYTECODE
     # is set, an editable checkout would otherwise compile them again in every timed start-up.
     compileall.compile_dir(ROOT / "evalgate", quiet=1)
-    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="evalgate-bench-") as name:
         tmp = Path(name)
-        if args.only in (None, "startup"):
-            rows += startup(tmp, repeats, builds)
-        if args.only in (None, "incident"):
-            rows += incident(tmp, repeats, 1 if args.quick else 3, builds)
-            if args.engine_url:
-                rows += real_engine_incident(tmp, repeats, args.engine_url, args.engine_model)
-        if args.only in (None, "verify"):
-            rows += verify_and_compare(tmp, repeats, args.quick, builds)
-        if args.only in (None, "overhead"):
-            rows += overhead(tmp, 1 if args.quick else 3, args.quick, builds)
+        rows = table_rows(args, tmp, repeats, builds)
         sections = own_sections(args, tmp)
+    write_report(args, rows, sections, repeats, builds)
+    return 0
+
+
+def table_rows(args: argparse.Namespace, tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
+    """The measurements of BENCHMARKS.md's main table, as --only asks."""
+    rows: list[Row] = []
+    if args.only in (None, "startup"):
+        rows += startup(tmp, repeats, builds)
+    if args.only in (None, "incident"):
+        rows += incident(tmp, repeats, 1 if args.quick else 3, builds)
+        if args.engine_url:
+            rows += real_engine_incident(tmp, repeats, args.engine_url, args.engine_model)
+    if args.only in (None, "verify"):
+        rows += verify_and_compare(tmp, repeats, args.quick, builds)
+    if args.only in (None, "overhead"):
+        rows += overhead(tmp, 1 if args.quick else 3, args.quick, builds)
+    return rows
+
+
+def write_report(
+    args: argparse.Namespace,
+    rows: list[Row],
+    sections: dict[str, str],
+    repeats: int,
+    builds: list[Build],
+) -> None:
+    """BENCHMARKS.md rewritten whole, or (--only) just the section measured; a measurement of
+    the main table alone is printed and leaves the file as it is."""
+    said = "quick" if args.quick else f"{repeats} (lm-eval runs: 3)"
     if args.only is None:
-        beside = builds[1].label if len(builds) > 1 else None
-        text = render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)", beside)
+        text = render(rows, said, builds[1].label if len(builds) > 1 else None)
         for name, body in sections.items():
             text = replace_section(text, name, body)
         text = keep_by_hand(text, args.output)
@@ -883,9 +896,8 @@ def main() -> int:
         args.output.write_text(text)
         print(f"rewrote the {args.only} section of {args.output}", file=sys.stderr)
     else:
-        print(render(rows, "quick" if args.quick else f"{repeats} (lm-eval runs: 3)"))
+        print(render(rows, said))
         print(json.dumps({"note": "--only: BENCHMARKS.md left unchanged"}), file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -94,70 +94,102 @@ def run_hook(
         env = job_environment(environ)
         in_harness = settings.output.layout == "harness"
         stage = out / EVALGATE_DIR if in_harness else out
-        overwrite = settings.output.overwrite
         try:
             kept = _check_folders(
-                stage, concurrencies, resume=resume, harness=in_harness, overwrite=overwrite
+                stage,
+                concurrencies,
+                resume=resume,
+                harness=in_harness,
+                overwrite=settings.output.overwrite,
             )
         except ArtifactError:
             settings.endpoint.require()  # what is missing is said first, as a run says it
             raise
-        tasks = settings.eval.eval_tasks_dir
-        if in_harness and tasks and tasks.name != "gsm8k.yaml":
-            log.warning(
-                "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
-                "not that file",
-                tasks,
-            )
         harness = None
         if in_harness:
+            _warn_tasks_dir(settings.eval.eval_tasks_dir)
             harness = HarnessStage(out, settings, env, concurrencies)
-        topology = harness_files.job_topology(settings.labels, env)
+        hook = _Hook(settings, stage, env, harness, resume=resume, progress=progress)
+        runs, stopped = hook.gate_each(concurrencies, kept)
+        return _outcome(stage, runs, stopped)
+
+
+def _warn_tasks_dir(tasks: Path | None) -> None:
+    """The harness's EVAL_TASKS_DIR names a task file evalgate does not run: said, not refused."""
+    if tasks and tasks.name != "gsm8k.yaml":
+        log.warning(
+            "EVAL_TASKS_DIR is %s: evalgate runs its own copy of the harness's gsm8k task, "
+            "not that file",
+            tasks,
+        )
+
+
+@dataclass
+class _Hook:
+    """The runs of one hook, one concurrency after another against the same live engine."""
+
+    settings: Settings
+    stage: Path
+    env: Mapping[str, str]
+    harness: HarnessStage | None
+    resume: bool
+    progress: Progress | None
+
+    def gate_each(
+        self, concurrencies: Sequence[int], kept: Mapping[int, RunOutcome]
+    ) -> tuple[dict[int, RunOutcome | None], str | None]:
+        """Each concurrency's outcome (None: never run), and why the hook stopped early (if it
+        did): the first run that establishes the endpoint, context and probe lends them to the
+        rest; an abort, or an error before any run established them, stops the hook."""
+        topology = harness_files.job_topology(self.settings.labels, self.env)
         runs: dict[int, RunOutcome | None] = dict.fromkeys(concurrencies)
         prior: Checked | None = None
-        stopped: str | None = None
         wrote = False
         for concurrency in concurrencies:
             if concurrency in kept:  # --resume: a finished run stays as it is, counted
                 runs[concurrency] = kept[concurrency]
-                if harness is not None:
-                    harness.completed.append(concurrency)
+                if self.harness is not None:
+                    self.harness.completed.append(concurrency)
                 continue
-            run_dir = stage / f"conc-{concurrency}"
-            update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
-            if harness is not None and settings.gate.min_samples is None:
-                update["min_samples"] = 0  # the harness's validator decides on the point estimate
-            run_settings = settings.but(**update)
-            # The hook's own files are written once a run has made its folder its own: a run
-            # refused for its inputs leaves every file of the job as it was.
-            on_take = (
-                harness.write_meta
-                if harness is not None
-                else functools.partial(
-                    artifacts.write_json,
-                    run_dir / artifacts.META_NAME,
-                    meta_env(settings, concurrency, env),
-                )
-            )
-            outcome = runs[concurrency] = run_gate(
-                run_settings,
-                progress=progress,
-                resume=resume,
-                prior=prior,
-                topology=topology,
-                on_take=on_take,
-            )
+            outcome = runs[concurrency] = self.gate(concurrency, prior, topology)
             if not (outcome.taken or wrote) and outcome.error is not None:
                 raise outcome.error  # refused before this hook wrote a byte: exit 2, no hook.json
             wrote = True
-            if harness is not None:
-                harness.record(concurrency, outcome)
+            if self.harness is not None:
+                self.harness.record(concurrency, outcome)
             if outcome.status in ("pass", "fail", "inconclusive"):
                 prior = prior or outcome.checked
             if outcome.status == "aborted" or (outcome.status == "error" and prior is None):
-                stopped = f"{outcome.status} at stage {outcome.result.stage}: {outcome.reason}"
-                break
-        return _outcome(stage, runs, stopped)
+                return runs, f"{outcome.status} at stage {outcome.result.stage}: {outcome.reason}"
+        return runs, None
+
+    def gate(
+        self, concurrency: int, prior: Checked | None, topology: dict[str, Any] | None
+    ) -> RunOutcome:
+        """One run of the gate at `concurrency`, in its own folder of the staging folder."""
+        run_dir = self.stage / f"conc-{concurrency}"
+        update: dict[str, Any] = {"num_concurrent": concurrency, "output_dir": run_dir}
+        if self.harness is not None and self.settings.gate.min_samples is None:
+            update["min_samples"] = 0  # the harness's validator decides on the point estimate
+        # The hook's own files are written once a run has made its folder its own: a run
+        # refused for its inputs leaves every file of the job as it was.
+        on_take = (
+            self.harness.write_meta
+            if self.harness is not None
+            else functools.partial(
+                artifacts.write_json,
+                run_dir / artifacts.META_NAME,
+                meta_env(self.settings, concurrency, self.env),
+            )
+        )
+        return run_gate(
+            self.settings.but(**update),
+            progress=self.progress,
+            resume=self.resume,
+            prior=prior,
+            topology=topology,
+            on_take=on_take,
+        )
 
 
 @dataclass

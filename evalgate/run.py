@@ -33,7 +33,7 @@ from evalgate.gate.verdict import Verdict, decide
 from evalgate.probe.preflight import Checked, check, reuse
 from evalgate.settings.values import Settings, credentials
 from evalgate.tasks.dataset import Dataset, full_size
-from evalgate.tasks.spec import BUILT_IN, build_prompts, load_data, load_task
+from evalgate.tasks.spec import BUILT_IN, TaskSpec, build_prompts, load_data, load_task
 from evalgate.thresholds import Floor, check_task_keys, load_thresholds, resolve_floor
 
 if TYPE_CHECKING:
@@ -134,58 +134,17 @@ class GateRun:
         s = self.settings
         endpoint, asked, gate = s.endpoint, s.eval, s.gate
         run = self.log
-        if gate.baseline is not None:  # before anything is written: never over the baseline
-            refuse_overlap(gate.baseline, self.out)
-        try:
-            self.lock = folder.prepare(
-                self.out, overwrite=s.output.overwrite, resume=self.eval.resume
-            )
-        except ArtifactError:
-            endpoint.require()  # what is missing is said first: the folder's state comes after
-            raise
-        if self.lock.warning is not None:
-            run.warnings.append(self.lock.warning)
-        # An earlier run in the folder (one --resume continues, one --overwrite replaces) is
-        # left as it was until the inputs are checked: a run refused for them changes nothing
-        # (RELIABILITY.md, "A refusal changes nothing").
-        earlier = (artifacts.RESULT_NAME, artifacts.JOURNAL_NAME, *folder.STALE)
-        if not any((self.out / name).exists() for name in earlier):
-            self._take()
-
-        endpoint.require()
-        require_eval_extra("a gate run")
-        simulated = check_acceptance(
-            simulated_sources(asked.sglang_simulate_acc_len, s.context.server_args),
-            allowed=asked.allow_simulated_acceptance,
-        )
-        run.warnings += [simulated] if simulated else []
-        baseline: Run | None = None
-        if gate.baseline is not None:  # read before anything runs: a broken one fails in a second
-            baseline = load_run(gate.baseline)
-
+        self._hold_folder()
+        baseline = self._check_inputs()
         spec = load_task(endpoint.api, asked.task)
-        run.enter("thresholds")
-        run.task = asked.task if asked.task in BUILT_IN else spec.name  # a file's: now it is read
-        thresholds = load_thresholds(gate.thresholds)
-        check_task_keys(thresholds, [run.task])
-        floor = resolve_floor(thresholds, endpoint.model, to_document(run.labels), run.task)
-        run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
-
+        floor = self._floor(spec)
         run.enter("dataset")
         dataset = self.dataset = load_data(
             asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec
         )
         prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)
         if baseline is not None and gate.baseline is not None:  # found before the eval
-            # The budget is known after the probe: it is compared with the rest after the eval.
-            planned = protocol(
-                spec,
-                dataset,
-                api=endpoint.api,
-                limit=asked.limit,
-                max_tokens=baseline.eval.max_tokens,
-            )
-            check_baseline(baseline, gate.baseline, planned)
+            self._check_plan(baseline, gate.baseline, spec, dataset)
         if not self.taken:
             self._take()
 
@@ -202,6 +161,68 @@ class GateRun:
         if not verdict.problems:
             run.enter("done")
         return verdict.outcome, verdict.reason, int(verdict.exit_code)
+
+    def _hold_folder(self) -> None:
+        """The run's folder held, and made its own at once when no earlier run is in it."""
+        s = self.settings
+        if s.gate.baseline is not None:  # before anything is written: never over the baseline
+            refuse_overlap(s.gate.baseline, self.out)
+        try:
+            self.lock = folder.prepare(
+                self.out, overwrite=s.output.overwrite, resume=self.eval.resume
+            )
+        except ArtifactError:
+            s.endpoint.require()  # what is missing is said first: the folder's state comes after
+            raise
+        if self.lock.warning is not None:
+            self.log.warnings.append(self.lock.warning)
+        # An earlier run in the folder (one --resume continues, one --overwrite replaces) is
+        # left as it was until the inputs are checked: a run refused for them changes nothing
+        # (RELIABILITY.md, "A refusal changes nothing").
+        earlier = (artifacts.RESULT_NAME, artifacts.JOURNAL_NAME, *folder.STALE)
+        if not any((self.out / name).exists() for name in earlier):
+            self._take()
+
+    def _check_inputs(self) -> Run | None:
+        """What the run needs before it starts (the endpoint, lm-eval, an acceptance it may
+        simulate), and the --baseline run, if any, read."""
+        s = self.settings
+        s.endpoint.require()
+        require_eval_extra("a gate run")
+        simulated = check_acceptance(
+            simulated_sources(s.eval.sglang_simulate_acc_len, s.context.server_args),
+            allowed=s.eval.allow_simulated_acceptance,
+        )
+        self.log.warnings += [simulated] if simulated else []
+        if s.gate.baseline is None:
+            return None
+        return load_run(s.gate.baseline)  # read before anything runs: a broken one fails at once
+
+    def _floor(self, spec: TaskSpec) -> Floor:
+        """The threshold stage: the floor thresholds.json gives this run's model, labels and
+        task, recorded."""
+        run, asked = self.log, self.settings.eval
+        run.enter("thresholds")
+        run.task = asked.task if asked.task in BUILT_IN else spec.name  # a file's: now it is read
+        thresholds = load_thresholds(self.settings.gate.thresholds)
+        check_task_keys(thresholds, [run.task])
+        model = self.settings.endpoint.model
+        floor = resolve_floor(thresholds, model, to_document(run.labels), run.task)
+        run.threshold = ThresholdRecord(value=floor.value, matched=floor.matched, file=floor.file)
+        return floor
+
+    def _check_plan(self, baseline: Run, path: Path, spec: TaskSpec, dataset: Dataset) -> None:
+        """The eval's protocol as planned, checked against --baseline's before the eval (the
+        budget is known after the probe: it is compared with the rest after the eval)."""
+        asked = self.settings.eval
+        planned = protocol(
+            spec,
+            dataset,
+            api=self.settings.endpoint.api,
+            limit=asked.limit,
+            max_tokens=baseline.eval.max_tokens,
+        )
+        check_baseline(baseline, path, planned)
 
     def _judge(
         self, task: str, floor: Floor, baseline: Run | None, samples: list[Sample]

@@ -427,29 +427,7 @@ def fit_thresholds(
             lowest=in_use.file.default.get(task, 0.0),
         )
     ]
-    models = {name: dict(floors) for name, floors in in_use.file.models.items()}
-    overrides: list[dict[str, Any]] = []
-    for match, task, fit, _ in planned:
-        if isinstance(fit, TooThin) or fit.floor <= 0:  # a floor of 0 gates nothing
-            continue
-        if len(match) == 1:
-            models.setdefault(next(iter(match.values())), {})[task] = fit.floor
-        else:
-            why = f"fitted: {fit.describe()}"
-            overrides.append({"match": match, "thresholds": {task: fit.floor}, "why": why})
-    # The file in use's overrides stay, less the tasks refitted for the same match.
-    refitted = [(o["match"], task) for o in overrides for task in o["thresholds"]]
-    kept = []
-    for old in in_use.file.overrides:
-        floors = {t: v for t, v in old.thresholds.items() if (dict(old.match), t) not in refitted}
-        if floors:
-            kept.append({"match": dict(old.match), "thresholds": floors, "why": old.why})
-    document: dict[str, Any] = {
-        **({"$schema": in_use.file.schema} if in_use.file.schema else {}),
-        "default": dict(in_use.file.default),
-        "models": {name: floors for name, floors in sorted(models.items()) if floors},
-        "overrides": kept + overrides,
-    }
+    document = _document(in_use, planned)
     fitted = parse_thresholds(document, "the fitted thresholds")
     changes = [
         FloorChange(
@@ -464,6 +442,34 @@ def fit_thresholds(
         for match, task, fit, note in planned
     ]
     return FittedThresholds(document, changes, unkeyed)
+
+
+def _document(in_use: Thresholds, planned: Iterable[Planned]) -> dict[str, Any]:
+    """The file in use with the planned floors written in: a model's floor in its models
+    entry, a group's as an override (a floor of 0 gates nothing: left out)."""
+    models = {name: dict(floors) for name, floors in in_use.file.models.items()}
+    overrides: list[dict[str, Any]] = []
+    for match, task, fit, _ in planned:
+        if isinstance(fit, TooThin) or fit.floor <= 0:
+            continue
+        if len(match) == 1:
+            models.setdefault(next(iter(match.values())), {})[task] = fit.floor
+        else:
+            why = f"fitted: {fit.describe()}"
+            overrides.append({"match": match, "thresholds": {task: fit.floor}, "why": why})
+    # The file in use's overrides stay, less the tasks refitted for the same match.
+    refitted = [(o["match"], task) for o in overrides for task in o["thresholds"]]
+    kept = []
+    for old in in_use.file.overrides:
+        floors = {t: v for t, v in old.thresholds.items() if (dict(old.match), t) not in refitted}
+        if floors:
+            kept.append({"match": dict(old.match), "thresholds": floors, "why": old.why})
+    return {
+        **({"$schema": in_use.file.schema} if in_use.file.schema else {}),
+        "default": dict(in_use.file.default),
+        "models": {name: floors for name, floors in sorted(models.items()) if floors},
+        "overrides": kept + overrides,
+    }
 
 
 def _floor(thresholds: Thresholds, match: dict[str, str], task: str) -> tuple[float | None, str]:
