@@ -23,8 +23,7 @@ from evalgate.errors import (
     ExitCode,
     UsageError,
 )
-from evalgate.eval.lm_eval import check_acceptance, simulated_sources
-from evalgate.eval.stage import EvalStage, protocol
+from evalgate.eval.stage import EvalStage, check_acceptance, protocol, simulated_sources
 from evalgate.evidence import artifacts, folder
 from evalgate.evidence.model import Result, Sample, Status, ThresholdRecord, to_document
 from evalgate.gate import judge

@@ -227,8 +227,8 @@ def survey(
         card = ready.card
         engine = EngineRecord(owned_by=card.owned_by if card else None, version=info.version())
         on_stage("context")
-        listed = served_limit(ready.cards, model, "the endpoint", info.notes)
-        limits += [listed] if listed else []
+        stated = served_limit(ready.cards, model, "the endpoint", info.notes)
+        limits += [stated] if stated else []
         if card and card.context_window is not None and card.max_model_len is None:
             unread = answers.context_window_note(card.context_window, card.id, "the endpoint")
     else:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from evalgate.errors import UsageError
-from evalgate.eval.lm_eval import check_acceptance, simulated_sources
+from evalgate.eval.stage import check_acceptance, simulated_sources
 from tests.conftest import load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
