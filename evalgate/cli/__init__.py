@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from evalgate.cli import stop
 
 if TYPE_CHECKING:
-    from evalgate.cli.arguments import SUBCOMMANDS
+    from evalgate.cli.habits import SUBCOMMANDS
     from evalgate.cli.program import EPILOG, RECORDING, build_parser, main
 
 __all__ = ["EPILOG", "RECORDING", "SUBCOMMANDS", "build_parser", "console", "main"]

@@ -73,7 +73,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
     """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
-    from evalgate.cli.arguments import print_json
+    from evalgate.cli.habits import print_json
 
     if form == "json":
         print_json(document)

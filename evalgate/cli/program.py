@@ -20,9 +20,8 @@ from typing import Any, NoReturn, TextIO
 
 from evalgate import scrub
 from evalgate._version import __version__
-from evalgate.cli import arguments as habits
-from evalgate.cli import stop
-from evalgate.cli.arguments import SUBCOMMANDS
+from evalgate.cli import habits, stop
+from evalgate.cli.habits import SUBCOMMANDS
 from evalgate.environment import credentials_environment
 from evalgate.errors import EvalgateError, ExitCode, UsageError
 from evalgate.templates import line

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from evalgate import scrub
 from evalgate._version import __version__
-from evalgate.evidence.model import Labels
 
 if TYPE_CHECKING:
     from jinja2 import Environment
+
+    from evalgate.evidence.model import Labels
 
 _ATTRIBUTE = {'"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#09;"}
 """What an XML attribute's value escapes beyond & < > (as ElementTree writes it)."""
@@ -201,8 +202,8 @@ GROUPS = ("model", "hardware", "framework", "precision", "concurrency")
 def groups(labels: Labels | None, model: str | None) -> dict[str, str]:
     """A run's value of each of GROUPS, as its row's data-* attributes carry it: "(none)" when
     unset, the model_prefix label (else the model served) for the model."""
-    labels = labels or Labels()
-    values = {"model": labels.model_prefix or model, **{k: getattr(labels, k) for k in GROUPS[1:]}}
+    given = {k: getattr(labels, k) for k in ("model_prefix", *GROUPS[1:])} if labels else {}
+    values = {"model": given.get("model_prefix") or model, **{k: given.get(k) for k in GROUPS[1:]}}
     return {k: "(none)" if v is None else str(v) for k, v in values.items()}
 
 
