@@ -7,13 +7,13 @@
     │   ├── DatasetError          GSM8K files missing, altered or unreadable
     │   ├── ArtifactError         a result file is malformed, or would overwrite another run
     │   ├── HistoryError          the history cannot be opened, read or written as asked
-    │   ├── YamlRefused           a YAML file the one reader (yamlfile.py) does not take
+    │   ├── YamlRefused           a YAML file the one reader (reader.py) does not take
     │   └── FormatError           a benchmark harness file breaks its format
     ├── EndpointError      ENDPOINT  the engine cannot be used as configured
     │   ├── NotReadyError         the endpoint did not become ready before its deadline
     │   ├── ProbeError            the pre-flight request was rejected (or truncates, --strict)
     │   ├── RequestFailed         a request got no usable answer in all its attempts
-    │   └── what one attempt got instead of an answer (engine/retry.py: which are retried)
+    │   └── what one attempt got instead of an answer (engine/http.py: which are retried)
     │       ├── EngineAnswerError     the engine's error answer, parsed
     │       ├── TransientAnswer       an answer that may be right next time
     │       │   ├── TimedOut          no whole answer within the request's deadline

@@ -1,5 +1,7 @@
-"""YAML from outside (task files, thresholds files), read with its size bounded by its structure
-(RELIABILITY.md, "Task and thresholds files that try to do harm").
+"""The one reader of evalgate's inputs: YAML from outside (task files, thresholds files), its size
+bounded by its structure (RELIABILITY.md, "Task and thresholds files that try to do harm"); and
+JSON, evidence and every other input, decoded strictly with errors that name the JSON path, so a
+hostile file is malformed (ArtifactError, exit 2), never a crash.
 """
 
 from __future__ import annotations
@@ -177,16 +179,15 @@ def paths(node: Any, where: str) -> Iterator[tuple[str, Any]]:
             yield from paths(value, f"{where}[{index}]")
 
 
-# The one reader of JSON, evidence and every input: a strict decode whose errors name the JSON
-# path, so a hostile file is malformed (ArtifactError, exit 2), never a crash. The rules (msgspec,
-# then Python's json; nesting and integer bounds): docs/architecture.md, "One evidence contract".
+# JSON: msgspec, then Python's json; the nesting and integer bounds: docs/architecture.md, "One
+# evidence contract".
 
 MAX_DEPTH = 100
 """Arrays and objects nested deeper than this are refused in plain JSON values: no file
 evalgate reads nests more than a few levels (a model config, lm-eval's results: under 10)."""
 HUGE_INT = int(sys.float_info.max)
 """Integers of plain values are below this: past it no float holds them (a typed document's
-own integers are bounded by their types, to 64 bits: evidence/fields.py)."""
+own integers are bounded by their types, to 64 bits: evidence/model.py)."""
 _SHAPE = bytes(
     48 if chr(i).isdigit() and i < 128 else 58 if i in b":[,\n\r" else 32 if i in b" \t-" else 120
     for i in range(256)

@@ -1,6 +1,8 @@
-"""The configured secrets, scrubbed from the values evalgate prints or writes: an engine may echo
-what it was sent (docs/architecture.md, "Rules that hold everywhere"; RELIABILITY.md,
-"Secrets").
+"""What evalgate prints or writes, made safe on its way out: the configured secrets scrubbed from
+every value (an engine may echo what it was sent), then outside text made safe for its output
+where a template engine cannot: a terminal line, a workflow command's data, a Markdown cell, a
+mermaid label, what HTML and XML cannot show (docs/architecture.md, "Rules that hold
+everywhere"; RELIABILITY.md, "Secrets").
 
 A secret is scrubbed from a value (an outside text, a report cell, a document's string), never
 from a serialised document: evalgate's own field names and labels are not secrets, even when a
@@ -281,12 +283,8 @@ def json_text(
         return dumped(indent)
 
 
-# Outside text on its way out, made safe for its output where a template engine cannot: a
-# terminal line (control characters, line ends, GitHub's workflow commands), a workflow command's
-# data, a Markdown cell (its pipes, code spans, emphasis), a mermaid label, the characters an
-# HTML page or XML 1.0 cannot show. Its secrets are scrubbed first, in full before any cut
-# (evalgate.scrub). evalgate.templates applies these once to each value of an output; escaping
-# HTML and XML is the template engine's (docs/architecture.md, "Rules that hold everywhere").
+# Outside text made safe for its output, its secrets scrubbed first (text), in full before any
+# cut: evalgate.templates applies these once to each value; escaping HTML and XML is jinja2's.
 
 TERMINAL_CHARS = 2000
 """The most of one outside text (a whole message, a cell) shown on a line."""

@@ -1,7 +1,11 @@
-"""A filter's finding in words: its paired table, the margin, and what would settle it.
+"""Did a change cost accuracy? Two runs over the same questions, paired per filter (compare_runs:
+both runs loaded, one stopped early or measured another way refused, the answers paired per
+(question, repeat), each filter classified, the worst deciding; what each step means and why:
+docs/compare.md); and each filter's finding in words: its paired table, the margin, and what
+would settle it.
 
 Questions to settle an INCONCLUSIVE (an estimate): keep the four cells' proportions and grow n
-until compare's rule (compare.paired) would decide: when d > -m/2, until the interval's lower
+until compare's rule (compare/paired.py) would decide: when d > -m/2, until the interval's lower
 end passes -m (EQUIVALENT); when d < -m/2, until the exact test on the rescaled (rounded)
 discordant counts gives p < 0.05 (REGRESSION). It assumes the proportions hold, which they need
 not. When questions repeat, the estimate is made on the counts divided by the design effect,
@@ -160,11 +164,7 @@ def _advice(needed: int | None, counts: PairedCounts, baseline: Run) -> str:
     )
 
 
-# Did a change cost accuracy? Two runs over the same questions, paired per filter.
-#
-# compare_runs: both runs loaded, one stopped early or measured another way refused, the answers
-# paired per (question, repeat), each filter classified, the worst deciding. What each step means
-# and why: docs/compare.md.
+# The comparison.
 
 
 class Flip(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

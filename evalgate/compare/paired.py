@@ -1,4 +1,5 @@
-"""Two runs over the same questions: the paired statistics and the rule that reads them.
+"""Two runs over the same questions: the paired statistics and the rule that reads them; and a
+sweep against its baseline sweep, compare's rule per config with Holm's adjustment across them.
 
 Per filter, each question answered in both runs is lost, gained, both right or both wrong; the
 test counts questions, not answers, so a question asked twice (GPQA) is one cluster. The rule,
@@ -241,10 +242,8 @@ def classify(counts: PairedCounts, max_drop: float) -> tuple[Finding, float, tup
     return finding, p_value, interval
 
 
-# A sweep against its baseline sweep: compare's rule per config, Holm's adjustment across them.
-#
-# Holm, so that 200 unchanged configs do not fail a sweep by chance; why Holm and one-sided:
-# docs/verify.md, "Many configs, many tests".
+# A sweep: Holm, so that 200 unchanged configs do not fail a sweep by chance; why Holm and
+# one-sided: docs/verify.md, "Many configs, many tests".
 
 
 class FilterPair(msgspec.Struct, frozen=True):

@@ -1,9 +1,13 @@
-"""A Comparison for people: a terminal table and Markdown (the JSON document: document.py).
+"""A Comparison in each form it takes: a terminal table and Markdown, one self-contained page
+(compare --html; what it shows: docs/compare.md, "What it reports"), and the JSON document
+(compare --json, run --baseline's comparison.json), whose types state it: the schema
+comparison.schema.json is generated from them.
 
 Each form lists the first ``flips`` flipped questions per filter (the lost ones first), with
 both runs' answers. Every text the runs gave (paths, labels, filters, questions, answers) is
 made safe for its form as it is placed (a terminal line: templates.line; Markdown:
-templates/compare.md).
+templates/compare.md; the page: templates/compare.html); the document's texts are exact
+(scrub.json_text scrubs the secrets as it writes them).
 """
 
 from __future__ import annotations
@@ -174,10 +178,7 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
     )
 
 
-# `evalgate compare --html`: the comparison as one self-contained page (templates/compare.html,
-# through evalgate.templates).
-#
-# What the page shows: docs/compare.md, "What it reports".
+# The page.
 
 
 def _percent(value: float) -> str:
@@ -350,14 +351,11 @@ def render(comparison: Comparison) -> str:
     )
 
 
-# A Comparison as its JSON document (compare --json, run --baseline's comparison.json): the
-# types below state it, and schemas/comparison.schema.json is generated from them. Each filter
-# lists its first ``flips`` flipped questions (the lost ones first), with both runs' answers; the
-# texts are exact (scrub.json_text scrubs the secrets as it writes them).
+# The JSON document.
 
 
 class Method(Record, kw_only=True, frozen=True):
-    """How the runs were compared, in words (report.METHOD)."""
+    """How the runs were compared, in words."""
 
     test: str
     interval: str

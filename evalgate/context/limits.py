@@ -1,5 +1,7 @@
-"""The model's native maximum length, derived from its config.json as vLLM 0.32 does, so the
-context asked for is one the engine would accept (docs/run.md, 1).
+"""The numbers the context needs, weighed: the model's native maximum length, derived from its
+config.json as vLLM 0.32 does so the context asked for is one the engine would accept; every
+served limit with its source (all recorded, the smallest wins); the longest prompt's tokens
+(docs/run.md, 1). What the engines said is asked in engine/served.py.
 """
 
 from __future__ import annotations
@@ -159,9 +161,7 @@ def load_native_max_len(path: Path) -> NativeLength:
     return native_max_len(config, tokenizer, name=config_path.name)
 
 
-# Weighing the numbers the context needs: native maximum, every served limit with its source
-# (all recorded, the smallest wins), prompt length (docs/run.md, 1); what the engines said is
-# asked in engine/served.py.
+# The limits weighed, and the prompt's length.
 
 log = logging.getLogger(__name__)
 TURN_OVERHEAD_TOKENS = 16

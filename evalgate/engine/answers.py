@@ -1,4 +1,6 @@
-"""An engine's generation answer, decoded into typed values where it enters evalgate.
+"""An engine's answer, decoded into typed values where it enters evalgate: a generation, and
+what NVIDIA Dynamo's OpenAI frontend answers where it differs from vLLM and the routers (its
+readiness, its wordless rejections). Pure functions: the HTTP happens elsewhere.
 
 The answer is the engine's word, not evalgate's: each field is taken only when it has the type
 and range it must have. A count that is negative, `true` or a string, a finish_reason that is
@@ -137,10 +139,8 @@ def parse_answer(raw: Any, api: str, problems: Problems | None = None) -> Comple
     )
 
 
-# What NVIDIA Dynamo's OpenAI frontend answers, decoded (ai-dynamo 1.6.1, seen in front of vLLM).
-#
-# Pure functions only: the HTTP happens elsewhere. What the frontend answers where it differs from
-# vLLM and the routers, and what evalgate does with it: docs/harness.md, "NVIDIA Dynamo's frontend".
+# NVIDIA Dynamo's frontend (ai-dynamo 1.6.1, seen in front of vLLM); what evalgate does with its
+# answers: docs/harness.md, "NVIDIA Dynamo's frontend".
 
 ReadyState = Literal["ready", "not ready", "unlisted"]
 WORDLESS = frozenset({"Bad Request", "Invalid request"})

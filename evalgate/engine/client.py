@@ -1,9 +1,13 @@
-"""The body of a generation request: one builder for the probe and the eval.
+"""Generation requests, the probe's and the eval's: one body, one client, one request.
 
 The body is lm-eval's local-chat-completions / local-completions payload, as the benchmark
 harness sends it: the messages (chat) or the prompt (completions), the model, ``max_tokens``,
 the task's temperature, the stop strings (chat keeps the first 4, as lm-eval does), lm-eval's
 seed, then the task's other generation settings (top_p).
+
+The probe is the eval's body streamed through the same `EvalClient`, read to its first event,
+so it is the eval's request by construction; every attempt is retried by engine/http.py's policy
+and has a deadline on the whole answer (docs/harness.md, "Where evalgate differs on purpose" (7)).
 """
 
 from __future__ import annotations
@@ -85,11 +89,7 @@ def probe_body(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "stream": True}
 
 
-# Sending generation requests, the probe's and the eval's: one client, one request.
-#
-# The probe is the eval's body streamed through the same `EvalClient`, read to its first event,
-# so it is the eval's request by construction; every attempt is retried by engine.retry's policy
-# and has a deadline on the whole answer (docs/harness.md, "Where evalgate differs on purpose" (7)).
+# Sending them: one client for the probe and the eval.
 
 log = logging.getLogger(__name__)
 KEPT_OF_NO_STREAM = 4096

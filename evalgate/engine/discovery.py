@@ -1,9 +1,13 @@
-"""A /v1/models answer, typed: its model cards, and the one rule that picks the model's card
-(`pick_card`), for readiness, the engine's labels and the served limit alike.
+"""An engine's side doors, /readiness, /v1/models, /tokenize and /version: whether an endpoint is
+ready, what it serves (its model cards, its max_model_len, its version) and how long a prompt is
+in the engine's own tokens. Generation requests are engine/client.py's. Every answer is decoded
+into typed values here: a count or a length that is not a positive whole number (-3, `true`,
+"9472") is named in `EngineInfo.notes` and not used.
 
-A router may list a placeholder instead of the model it serves: sglang-router lists one card
-named `unknown`, with no max_model_len. NVIDIA Dynamo's frontend lists `context_window`
-instead, which is not read as a served limit (engine.dynamo).
+The one rule that picks the model's card (`pick_card`) serves readiness, the engine's labels and
+the served limit alike. A router may list a placeholder instead of the model it serves:
+sglang-router lists one card named `unknown`, with no max_model_len. NVIDIA Dynamo's frontend
+lists `context_window` instead, which is not read as a served limit (engine/answers.py).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ class ModelCard:
     """A max_model_len the card holds that is not a positive whole number ("9472", -1)."""
     context_window: int | None = None
     """Dynamo's `context_window`: a registered length or the model config's, so not a served
-    limit (engine.dynamo)."""
+    limit (engine/answers.py)."""
 
 
 def model_card(card: Any) -> ModelCard | None:
@@ -86,13 +90,7 @@ def served_limit(
     return Limit(card.max_model_len, f"/v1/models of {label}")
 
 
-# Talking to an engine's side doors: /readiness, /v1/models, /tokenize, /version.
-#
-# These requests tell evalgate whether an endpoint is ready, what it serves (its max_model_len, its
-# version) and how long a prompt is in the engine's own tokens. Generation requests, the probe's
-# and the eval's, are sent by engine/client.py. Every answer is decoded into typed values here:
-# a count or a length that is not a positive whole number (-3, `true`, "9472") is named in
-# `EngineInfo.notes` and not used.
+# The requests, from blocking code.
 
 log = logging.getLogger(__name__)
 

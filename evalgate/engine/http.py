@@ -1,4 +1,7 @@
-"""The one retry policy for every request evalgate sends an engine: readiness, probe and eval.
+"""The one HTTP layer: every request evalgate sends an engine, a router or a worker goes out
+through one client for one wire (aiohttp), so each gets the same deadlines, keepalive, cap on the
+decoded body and proxies (docs/architecture.md, "HTTP: one client, aiohttp"); and the one retry
+policy for all of them, readiness, probe and eval.
 
 Retry only what can succeed later, with attempts and total time both bounded; a 4xx is the
 engine's answer, not a glitch. What is retried and the bounds: RELIABILITY.md, the rules.
@@ -63,7 +66,7 @@ def tls_to_plain_http(exc: BaseException) -> bool:
 
 
 def should_retry(exc: BaseException) -> bool:
-    """Can the same request succeed later? (The table in the module docstring.)"""
+    """Can the same request succeed later? (RELIABILITY.md, the rules.)"""
     if isinstance(exc, EngineAnswerError):
         return bool(exc.error.retryable or exc.error.status == 200)
     if tls_to_plain_http(exc):
@@ -137,10 +140,7 @@ class RetryPolicy:
         return AsyncRetrying(**self._options(before_sleep))
 
 
-# The one HTTP layer: every request evalgate sends an engine, a router or a worker goes out here.
-#
-# One client for one wire, so every request gets the same deadlines, keepalive, cap on the
-# decoded body and proxies: docs/architecture.md, "HTTP: one client, aiohttp".
+# The client: a session, one exchange within its deadline, a body read within its cap.
 
 T = TypeVar("T")
 Reader = Callable[[aiohttp.ClientResponse], Awaitable[T]]
@@ -222,7 +222,7 @@ async def exchange(
 ) -> T:
     """One request, `read` taking its response, all within `deadline` seconds (aiohttp's total
     timeout runs from the connection to the body's last byte); `on_sent` is called when its
-    headers have left. The library's errors become evalgate's (engine.retry)."""
+    headers have left. The library's errors become evalgate's, which should_retry judges."""
     timeout = aiohttp.ClientTimeout(total=deadline, sock_connect=network.connect_timeout)
     try:
         async with session.request(

@@ -1,8 +1,11 @@
-"""Wait, with a deadline, until the endpoint serves the model.
+"""What the engines serve, asked once before the eval: the endpoint waited for, with a deadline,
+until it serves the model; its card's limit and each --worker-url's, the longest prompts in the
+engine's own tokens, and its version. The facts the context is derived from (context/limits.py),
+as plain values; the endpoint the settings describe enters the engine here (engine.urls.Endpoint).
 
-What each check asks, what is retried and what fails at once (401, 404, a model list naming
-other models: waiting cannot change them): docs/run.md, "Readiness, then the probe"; behind
-Dynamo's frontend: docs/harness.md, "What evalgate does with it".
+What each readiness check asks, what is retried and what fails at once (401, 404, a model list
+naming other models: waiting cannot change them): docs/run.md, "Readiness, then the probe";
+behind Dynamo's frontend: docs/harness.md, "What evalgate does with it".
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class Readiness:
     cards: list[ModelCard]
     """Its /v1/models, as listed."""
     card: ModelCard | None
-    """The card of the model (engine.cards.pick_card)."""
+    """The card of the model (engine.discovery.pick_card)."""
     warnings: tuple[str, ...] = ()
 
 
@@ -167,10 +170,7 @@ def wait_until_ready(
     return Readiness(cards, card, tuple(warnings))
 
 
-# What the engines serve, asked once before the eval: the endpoint waited for until it serves
-# the model, its card's limit and each --worker-url's, the longest prompts in the engine's own
-# tokens, and its version. The facts the context is derived from (gate/limits.py), as plain
-# values; the endpoint the settings describe enters the engine here (engine.urls.Endpoint).
+# The survey, once the endpoint is ready.
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Running lm-eval in-process on evalgate's task, and reading its answer; the model it evaluates
-(GateLM) turns each of its requests into the body the engine receives (engine.request, the
+(GateLM) turns each of its requests into the body the engine receives (generation_body, the
 probe's builder too), answered by the run's Dispatch. lm-eval is imported here only, when an
 eval runs: `--help`, `context`, `probe` and `verify` never pay for it.
 """
@@ -55,7 +55,7 @@ class GateLM(LM):  # type: ignore[misc]  # lm-eval's LM is untyped
 
     # -- generation ---------------------------------------------------------------------------
     def _request(self, instance: Any) -> Request:
-        """The body lm-eval's local-*-completions model sends (engine.request: what it holds)."""
+        """The body lm-eval's local-*-completions model sends (generation_body: what it holds)."""
         context, gen_kwargs = instance.args
         # The task file's own values, as written (lm-eval turns a temperature of 0 into 0.0;
         # the harness's job overrides it with its gen_kwargs, and the engine receives 0).

@@ -98,7 +98,7 @@ class Replies:
     engine_notes: list[str] = field(default_factory=list, init=False)
     """Implausible values the engine's answers carried (not used)."""
     worker_gone: str | None = field(default=None, init=False)
-    """What Dynamo's frontend said when the model's worker went away (engine.dynamo)."""
+    """What Dynamo's frontend said when the model's worker went away (engine.answers)."""
 
     def recorded(self) -> RequestCounts:
         """The counts as result.json records them."""

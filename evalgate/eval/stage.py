@@ -1,6 +1,7 @@
-"""--early-stop in a gate run: the filters its sequential test reads, each answer scored the
-moment it arrives as lm-eval will score it after the eval (the test needs each verdict while the
-eval runs), and what a run that stopped keeps (docs/early-stop.md, "Read in dispatch order").
+"""The eval stage of a gate run: journal opened, dispatch started, lm-eval run on its answers, an
+early stop settled, the samples written. Also --early-stop's scoring, each answer as it arrives
+(its test needs each verdict while the eval runs: docs/early-stop.md, "Read in dispatch order"),
+and the refusal of simulated speculative decoding.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def check_acceptance(sources: Sequence[str], *, allowed: bool) -> str | None:
     )
 
 
+# --early-stop: the filters its test reads, each answer scored as lm-eval will score it after
+# the eval, and what a run that stopped keeps.
+
 log = logging.getLogger(__name__)
 
 
@@ -199,8 +203,7 @@ def settle(
     return prefix_result(evaluation, sent.dispatched[: checked.n]), kept
 
 
-# The eval stage of a gate run: journal opened, dispatch started, lm-eval run on its answers,
-# an early stop settled, the samples written.
+# The stage.
 
 
 def protocol(

@@ -1,6 +1,7 @@
-"""The benchmark harness's eval files: their names, and its meta_env.json read back, so
-`evalgate verify` reads a harness sweep and `hook --layout harness` writes what the harness's
-workflow takes (docs/harness.md, "What stays the same" and "What evalgate adds").
+"""The benchmark harness's eval files: their names, its meta_env.json read back, and each file
+written from what `evalgate hook` produced, so `evalgate verify` reads a harness sweep and the
+harness's validator and collector read evalgate's eval as their own (docs/harness.md, "What
+stays the same" and "What evalgate adds").
 """
 
 from __future__ import annotations
@@ -131,9 +132,8 @@ def meta_labels(meta: Any) -> tuple[str | None, Labels, dict[str, Any]]:
     return model, labels, batch
 
 
-# The benchmark harness's eval files, written from what `evalgate hook` produced, so its
-# validator and collector read evalgate's eval as their own (docs/harness.md, "What stays the
-# same"). Pure functions build each document; the I/O: ``stage_run``, gate.hook's ``write_meta``.
+# The files written: pure functions build each document; the I/O is ``stage_run`` and hook.py's
+# ``write_meta``.
 
 _RESULT_NAME = re.compile(r".*_([^_]+)_([^_]+)_tp")
 """RESULT_FILENAME as the harness reads precision and framework from it."""

@@ -1,4 +1,7 @@
-"""Lengths in tokens: a limit with where it came from, and vLLM's shorthand for lengths."""
+"""The evidence contract: result.json, one line of samples.jsonl, and hook.json, down to a length
+in tokens with where it came from (Limit); the schemas and the reader follow from it. Its types,
+drawn: docs/architecture.md, "The evidence contract".
+"""
 
 from __future__ import annotations
 
@@ -19,13 +22,12 @@ class Limit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     source: str
 
 
-# The evidence contract's building blocks: the base record, bounded numbers and the names a
-# field may hold (evidence/model.py puts them together).
+# The building blocks: bounded numbers, the names a field may hold, the base record.
 
 INT64 = 2**63
 """Every integer of a typed document is below this in magnitude, as every count and length
 evalgate writes is: msgspec refuses one past it as it decodes, naming its JSON path (arithmetic
-on it would overflow wherever it went next). Plain values are evidence/read.py's to bound."""
+on it would overflow wherever it went next). Plain values are reader.py's to bound."""
 Integer = Annotated[int, Meta(ge=-INT64, le=INT64 - 1)]
 Count = Annotated[int, Meta(ge=0, le=INT64 - 1)]
 Positive = Annotated[int, Meta(ge=1, le=INT64 - 1)]
@@ -175,8 +177,7 @@ class ProbeRecord(Record, kw_only=True, frozen=True):
     doc_id: Integer | None = None
 
 
-# The evidence contract: result.json, one line of samples.jsonl, and hook.json; the schemas and
-# the reader follow from it. Its types, drawn: docs/architecture.md, "The evidence contract".
+# The documents, result.json, one line of samples.jsonl and hook.json, and their parts.
 
 RESULT_SCHEMA: Final = "evalgate.result/1"
 
@@ -274,7 +275,7 @@ class ThresholdRecord(Record, kw_only=True, frozen=True):
 
 
 class Check(Record, kw_only=True, frozen=True):
-    """The gate rule's judgment of one Score (rules/verdict.py), beside the score's metric,
+    """The gate rule's judgment of one Score (gate/verdict.py), beside the score's metric,
     filter, value and n."""
 
     metric: str

@@ -1,7 +1,11 @@
-"""Which run a file holds: its identity is what it holds, never where it lies (docs/verify.md,
-"How a config and a run are identified"). A copied, renamed or linked run folder is the same
-run; another run downloaded to the same path is another. Every place that pairs or matches
-runs (verify --baseline, compare, a history of runs) keys them by ``run_identity``.
+"""Which run a result file holds, and where a command may write its own files: never onto a file
+the command reads, never onto evidence, and found before anything is written (RELIABILITY.md,
+"Evidence is never an output").
+
+``check_outputs`` is the one check every command makes of the paths it will write (a report, a
+database, a fitted thresholds file, a page); ``write_output`` writes one of them whole (or
+appends to it), its values scrubbed of the secrets as each was made safe for it
+(evalgate.templates, scrub.json_text), never the text as a whole.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from evalgate.evidence.folder import LOCK_NAME
 from evalgate.evidence.harness import is_results_file, samples_path
 from evalgate.reader import decode, read_bytes
 
+# A run's identity is what it holds, never where it lies: a copied, renamed or linked run folder
+# is the same run, another run downloaded to the same path is another. Every place that pairs or
+# matches runs keys them by run_identity (docs/verify.md, "How a config and a run are identified").
 CONTENT = "sha256:"
 """How an identity drawn from a run's bytes begins (evalgate's own run ids are hex digits)."""
 
@@ -61,14 +68,7 @@ def run_identity(result_file: Path | str) -> str:
     return CONTENT + digest.hexdigest()
 
 
-# Where a command may write its own files (reports now; any file a later feature writes: a
-# database, a fitted thresholds file, a page): never onto a file the command reads, never onto
-# evidence, and found before anything is written (RELIABILITY.md, "Evidence is never an output").
-#
-# ``check_outputs`` is the one check every command makes of the paths it will write;
-# ``write_output`` writes one of them whole (or appends to it); its values were scrubbed of the
-# secrets as each was made safe for it (evalgate.templates, scrub.json_text), never the text as a
-# whole.
+# Where a command may write.
 
 EVIDENCE_NAMES = frozenset(
     (

@@ -1,5 +1,5 @@
 """The gate stage of a run: the run-level problems beside the scores, and with --baseline the
-comparison, that the one gate rule (rules/verdict.py) weighs with them.
+comparison, that the one gate rule (gate/verdict.py) weighs with them.
 """
 
 from __future__ import annotations

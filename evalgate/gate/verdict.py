@@ -1,10 +1,11 @@
-"""How sure a score is: its standard error and its 95% Wilson interval.
+"""The gate rule: one run's scores against their threshold, pure and never PASS by default; and
+how sure a score is, its standard error and its 95% Wilson interval. One rule for run, hook and
+verify, so a result's verdict is the same from the run that wrote it and from verify reading it
+(the rule, step by step: docs/verify.md, "How each result is gated").
 
 A GSM8K score is a proportion of n questions answered right. Its 95% Wilson score interval is
 the range of true accuracies the sample is consistent with; it stays inside [0, 1] and behaves
 at small n and near 0 or 1, where the normal-approximation interval does not.
-
-The gate rule that uses them is rules/verdict.py.
 """
 
 from __future__ import annotations
@@ -42,10 +43,7 @@ def standard_error(p: float, n: int, reported: float | None = None) -> float | N
     return math.sqrt(max(p * (1 - p), 0.0) / (n - 1))
 
 
-# The gate rule: one run's scores against their threshold. Pure, and never PASS by default.
-#
-# One rule for run, hook and verify, so a result's verdict is the same from the run that wrote it
-# and from verify reading it. The rule, step by step: docs/verify.md, "How each result is gated".
+# The rule.
 
 GATED_METRIC = "exact_match"
 REQUIRED_FILTERS = {"gsm8k": ("strict-match", "flexible-extract"), "gpqa": ("extract_abcd",)}

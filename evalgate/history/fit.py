@@ -1,5 +1,8 @@
-"""Floors fitted from a config's past runs, by one of two policies (docs/history.md, "Fitted
-floors").
+"""A thresholds file fitted from recorded runs (docs/history.md, "Fitted floors"): a floor per
+model and task from its past runs, by one of two policies; an override where a hardware,
+framework, precision or KV-cache dtype group's runs differ from the model's others; and a summary
+of each floor against the file in use. Pure: runs and the file in use in, the document and its
+summary out; the command writes it.
 
 `beta-binomial` (the default): a run's score is its right answers of n questions; the runs'
 own accuracies vary around the config's mean beyond binomial noise (a beta-binomial: mean mu,
@@ -16,8 +19,6 @@ floor = max(0.90, Q1 - 1.5 IQR - 0.02 rounded down to two decimals). The PR does
 quartile method; these are numpy's default, linear interpolation between order statistics
 (`statistics.quantiles`'s inclusive method). Its 0.90 is the harness's GSM8K default;
 `lowest` carries it.
-
-Pure: a config's runs in, a floor out; evalgate/history/fit.py turns them into a thresholds file.
 """
 
 from __future__ import annotations
@@ -251,13 +252,8 @@ def t_cdf(t: float, df: int) -> float:
     return 0.5 + both / 2
 
 
-# A thresholds file fitted from recorded runs (docs/history.md, "Fitted floors"): a floor per
-# model and task, an override where a hardware, framework, precision or KV-cache dtype group's
-# runs differ from the model's others, and a summary of each floor against the file in use.
-#
-# The runs given are the completed ones not marked bad, passing or failing alike: fitting only
-# from passes cuts the lower tail and ratchets the floor up at every refit. Pure: runs and the
-# file in use in, the document and its summary out; the command writes it.
+# The file. The runs given are the completed ones not marked bad, passing or failing alike:
+# fitting only from passes cuts the lower tail and ratchets the floor up at every refit.
 
 GROUP_LABELS = ("hardware", "framework", "precision", "kv_cache_dtype")
 """The labels whose values make a group of a model's runs that may earn its own override."""

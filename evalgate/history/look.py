@@ -1,5 +1,6 @@
-"""The history read back: each config's runs in time order (the `history` command's table and
---json document), the baseline a sweep is paired with, and the completed runs a fit takes.
+"""The history read back: each config's runs in time order (the `history` command's table, its
+--json document and its --html trend page), the baseline a sweep is paired with, and the
+completed runs a fit takes.
 
 A run or sweep marked bad is shown, with who marked it, when and why, and left out of baselines
 and fits (record.mark).
@@ -268,12 +269,10 @@ def runs_in_order(history: ConfigHistory, last: int | None) -> Iterator[StoredRu
     yield from history.runs[-last:] if last else history.runs
 
 
-# `evalgate history HISTORY --html FILE`: the trend page (templates/history.html, through
-# evalgate.templates).
-# Per config, its accuracy per sweep (the lowest filter's) with the 95% interval as
-# a band, the floor as a line, fails and regressions marked in red, runs marked bad hollow;
-# configs that dropped first. One SVG path per band and line, so a year of nightly sweeps stays
-# small.
+# -- the trend page (templates/history.html) -----------------------------------------------------
+# Per config, its accuracy per sweep (the lowest filter's) with the 95% interval as a band, the
+# floor as a line, fails and regressions marked in red, runs marked bad hollow; configs that
+# dropped first. One SVG path per band and line, so a year of nightly sweeps stays small.
 
 WIDTH = 720
 HEIGHT = 120

@@ -1,6 +1,8 @@
-"""The pre-flight probe: what its answer means, and the fix to suggest. One request exactly as the
-eval will send it, so a budget the engine rejects fails in seconds, not after the eval's
-retries (docs/run.md, 3).
+"""Before the eval: the endpoint waited for, the context derived, the probe sent, one request
+exactly as the eval will send it, so a budget the engine rejects fails in seconds, not after the
+eval's retries (docs/run.md, 3); what its answer means, and the fix to suggest. Shared by
+`context`, `probe` and `run`, so the three never disagree about a number; what they establish
+(Checked) serves the hook's next concurrency with no second probe.
 """
 
 from __future__ import annotations
@@ -158,10 +160,7 @@ def accepted(context: EvalContext, prompt: Prompt, latency: float, *, strict: bo
     )
 
 
-# Before the eval: the endpoint waited for, the context derived, the probe sent. Shared by
-# `context`, `probe` and `run`, so the three never disagree about a number; what they establish
-# (Checked) serves the hook's next concurrency with no second probe (Dynamo's part: docs/run.md
-# (3)).
+# The steps, in order (Dynamo's part: docs/run.md (3)).
 
 PROBE_TIMEOUT = 60.0
 """Seconds the probe may take to its first event, first byte to last (capped by --timeout)."""

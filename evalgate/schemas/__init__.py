@@ -1,8 +1,8 @@
-"""evalgate's JSON schemas, for users and other tools: each generated from its type
-(schemas/generated.py: result, sample and hook from evidence/model.py, thresholds from
-thresholds.py, verdict from verify/document.py, comparison from compare/document.py), and
-verdict-1, the frozen schema of the verdicts written before evalgate.verdict/2; what the
-generated ones cannot say: docs/architecture.md, "One evidence contract".
+"""evalgate's JSON schemas, for users and other tools: each generated from its type (TYPES:
+result, sample and hook from evidence/model.py, thresholds from thresholds.py, verdict from
+verify/document.py, comparison from compare/views.py; ``python -m evalgate.schemas`` writes
+them), and verdict-1, the frozen schema of the verdicts written before evalgate.verdict/2; what
+the generated ones cannot say: docs/architecture.md, "One evidence contract".
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ def validation_errors(name: str, document: Any) -> list[str]:
     return schema_problems(validator(name), document)
 
 
-# The schemas generated from their types; ``python -m evalgate.schemas`` writes them. No other
-# schema is shipped but those FROZEN.
+# No schema is shipped but these and those FROZEN.
 
 TYPES = {
     "result": ("evalgate result", Result),

@@ -1,6 +1,7 @@
 """The data a task asks: GSM8K, from where it comes (shipped, a folder or the hub) with proof
-that it is the published data set, and the files a user's task file names (docs/run.md,
-4). GPQA-diamond's: tasks/gpqa.py.
+that it is the published data set; GPQA-diamond as the benchmark harness asks it, from the data
+the user supplies (gated: it cannot ship), shuffled and repeated; and the files a user's task
+file names (docs/run.md, 4).
 """
 
 from __future__ import annotations
@@ -202,8 +203,7 @@ def _rows(path: Path, data: bytes, fields: dict[str, str]) -> list[dict[str, Any
     return rows
 
 
-# GPQA-diamond as the benchmark harness asks it: the data the user supplies (gated: it cannot
-# ship), shuffled and repeated (docs/run.md, 4).
+# GPQA-diamond.
 
 TASK = "gpqa_diamond_cot_n_shot"
 FILES = ("gpqa_diamond.csv", "gpqa_diamond.jsonl")

@@ -1,6 +1,7 @@
-"""The eval's prompts, built as lm-eval builds them but without it, so the probe can send the
-longest one in seconds; a test holds them to lm-eval's, and the eval checks that no prompt it
-sends is longer than the one probed.
+"""The task lm-eval runs, evalgate's own task files (docs/run.md, 4) or the user's, handed to
+lm-eval as a config dict pointed at the chosen data; and its prompts, built as lm-eval builds
+them but without it, so the probe can send the longest one in seconds (a test holds them to
+lm-eval's, and the eval checks that no prompt it sends is longer than the one probed).
 """
 
 from __future__ import annotations
@@ -94,8 +95,7 @@ def longest_candidates(prompts: Sequence[Prompt], count: int = 3) -> list[Prompt
     return sorted(prompts, key=lambda p: p.chars, reverse=True)[:count]
 
 
-# The task lm-eval runs: evalgate's own task files (docs/run.md, 4)
-# or the user's, handed to lm-eval as a config dict pointed at the chosen data.
+# The task.
 
 FEWSHOT_SEED = 1234
 """lm-eval's default few-shot seed; evalgate pins it so two runs draw the same shots."""
@@ -137,7 +137,7 @@ class TaskSpec:
 
     @property
     def temperature(self) -> float:
-        """The temperature every request carries: the task's, else 0 (engine.request)."""
+        """The temperature every request carries: the task's, else 0 (engine/client.py)."""
         return float(self.sampling.get("temperature", 0))
 
     @property

@@ -1,6 +1,8 @@
-"""The two small languages of a task file, its templates and its regular expressions, held to
-what evalgate and lm-eval read alike and to what cannot backtrack for hours on one answer
-(RELIABILITY.md, "Task and thresholds files that try to do harm").
+"""A user's lm-eval task file (``--task FILE``), checked whole before anything is sent: lm-eval
+would import its code, render its templates unsandboxed and load the metrics it names. Its two
+small languages, templates and regular expressions, are held to what evalgate and lm-eval read
+alike and to what cannot backtrack for hours on one answer (RELIABILITY.md, "Task and thresholds
+files that try to do harm").
 """
 
 from __future__ import annotations
@@ -80,9 +82,7 @@ def _parts(arg: Any) -> Iterator[Any]:
             yield from _parts(item)
 
 
-# A user's lm-eval task file (``--task FILE``), checked whole before anything is sent: lm-eval
-# would import its code, render its templates unsandboxed and load the metrics it names
-# (RELIABILITY.md, "Task and thresholds files that try to do harm").
+# The file, checked whole.
 
 EXACT_MATCH_OPTIONS = (
     "metric", "aggregation", "higher_is_better", "ignore_case", "ignore_punctuation",
@@ -178,7 +178,7 @@ def _count(where: _Where, value: Any) -> int:
 
 
 def _template(where: _Where, value: Any) -> str:
-    """A field lm-eval renders with jinja2: plain ``{{field}}`` substitutions (tasks/syntax.py)."""
+    """A field lm-eval renders with jinja2: plain ``{{field}}`` substitutions (plain_template)."""
     text = _text(where, value)
     if where.key.endswith(("doc_to_text", "doc_to_target")) and "{{" not in text:
         text = "{{" + text + "}}"  # lm-eval reads a bare name as that field of the doc
@@ -247,7 +247,7 @@ def _step(where: _Where, value: Any) -> dict[str, Any]:
 
 
 def _regex(where: _Where, value: Any) -> str:
-    """A regular expression lm-eval applies to each answer (tasks/syntax.py)."""
+    """A regular expression lm-eval applies to each answer (pattern_problem)."""
     text = _text(where, value)
     problem = pattern_problem(text)
     if problem:

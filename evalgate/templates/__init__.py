@@ -1,6 +1,6 @@
-"""The reports' templates, and what fills them: every value a template is given reaches its
-output through that output's neutraliser (evalgate.scrub), so no report module makes outside
-text safe itself (docs/architecture.md, "Rules that hold everywhere").
+"""The reports' templates, and what fills them, the pages' tones and scales included: every value
+a template is given reaches its output through that output's neutraliser (evalgate.scrub), so no
+report module makes outside text safe itself (docs/architecture.md, "Rules that hold everywhere").
 
 - HTML (verify's, compare's and history's pages) and JUnit XML: jinja2 with autoescaping. A
   value is cleaned for its output first (secrets scrubbed, control characters made visible:
@@ -106,10 +106,9 @@ def render(name: str, **context: object) -> str:
     return environment(name.rpartition(".")[2]).get_template(name).render(context)
 
 
-# Self-contained HTML pages, opened offline as CI artifacts: what verify/html.py, compare/html.py
-# and history/page.py give their templates (templates/page.html, the skeleton; charts.html, the
-# tables and SVG interval charts): tones, scales, the words of a chart's row (docs/verify.md,
-# "Outputs").
+# The HTML pages, self-contained so they open offline as CI artifacts: what verify/html.py,
+# compare/views.py and history/look.py give page.html (the skeleton) and charts.html (the tables
+# and SVG interval charts).
 
 Tone = Literal["pass", "warn", "fail", "broken", "info"]
 """A colour family; "broken": there was no score to judge."""

@@ -1,6 +1,7 @@
 """`evalgate verify SWEEP --baseline BASELINE`: each config of the sweep paired with the same
 config of an earlier sweep as `evalgate compare` pairs two runs, one config at a time so that only
-their tables are held (docs/verify.md, "Against the last good sweep"; docs/architecture.md).
+their tables are held; then each config's finding put on its verdict line, the waivers applied,
+the verdict reached again (docs/verify.md, "Against the last good sweep"; docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -264,8 +265,7 @@ def findings(
     return {i: judged[v.key] if isinstance(v, Pending) else v for i, v in found.items()}, broken
 
 
-# A sweep's verdict against its baseline: each config's finding (baseline.py) on its verdict line,
-# the waivers applied, the verdict reached again (docs/verify.md, "Against the last good sweep").
+# The verdict against the baseline.
 
 
 class BaselineRequest(msgspec.Struct, frozen=True):

@@ -1,4 +1,6 @@
-"""A sweep's files, each read into what verify judges: a run (Found), or why not (a Note).
+"""A sweep's eval results found on disk, which files make which runs, nothing dropped silently:
+verify's input edge (docs/verify.md, "What it finds"). Each file is read into what verify
+judges: a run (Found), or why not (a Note).
 
 evalgate's result.json is read whole into the evidence model, and verify keeps what the gate
 rule needs. An ``evalgate hook`` summary gives the runs it lists as "not run"; a harness eval
@@ -114,9 +116,6 @@ def harness_set(meta_path: str, paths: list[str], notes: Collection) -> list[Fou
     notes.malformed.append(Note(meta_path, reason + lost))
     return []
 
-
-# Finding a sweep's eval results on disk, which files make which runs, nothing dropped silently:
-# verify's input edge (docs/verify.md, "What it finds"). py reads each file found.
 
 # -- the files under one folder ------------------------------------------------------------------
 

@@ -1,5 +1,8 @@
-"""The set checks of a sweep: two results for one config are a duplicate, always; with an
-expectation (``--expect``, expect.py), a config missing or unexpected is a problem too."""
+"""A sweep's set of configs: how each is named, what ``--expect`` asks for (a count, or a
+manifest of partial configs each matched by exactly one config found: docs/verify.md, "The
+expected set"), and the set checks: two results for one config are a duplicate, always; with an
+expectation, a config missing or unexpected is a problem too.
+"""
 
 from __future__ import annotations
 
@@ -106,16 +109,10 @@ def check_set(results: Sequence[Entry], expectation: Expectation | None) -> list
     return problems
 
 
-# A sweep's set of configs: how each is named, and what ``--expect`` asks for (the set
-# checks: setcheck.py).
-#
 # A config is identified by (task, model, model_prefix, hardware, framework, precision,
 # kv_cache_dtype, isl, osl, concurrency, topology) and named by a readable key, e.g.
 # ``dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64 tp=8`` (GSM8K) or
 # ``dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64 tp=8 task=gpqa_diamond_cot_n_shot``.
-#
-# The expectation (``--expect``), a count or a manifest of partial configs each matched by
-# exactly one config found: docs/verify.md, "The expected set".
 
 FIELDS = frozenset(("model", "task", *LABEL_NAMES))
 _ALIASES = {"conc": "concurrency"}

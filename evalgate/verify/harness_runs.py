@@ -1,6 +1,7 @@
-"""An lm-eval run of the benchmark harness read back as compare's Run, to pair it question by
-question: its results_*.json (the protocol) and the samples_<task>_*.jsonl beside it (the
-answers; docs/verify.md, "Against the last good sweep").
+"""The benchmark harness's eval output read back: a meta_env.json and the lm-eval results it
+describes, as the runs verify judges (docs/verify.md, "What it finds"); and one lm-eval run as
+compare's Run, to pair it question by question: its results_*.json (the protocol) and the
+samples_<task>_*.jsonl beside it (the answers; docs/verify.md, "Against the last good sweep").
 """
 
 from __future__ import annotations
@@ -199,9 +200,8 @@ def load_lm_eval_run(results: str, status: Status) -> Run:
     return evaluated_run(path, result, samples)
 
 
-# The benchmark harness's eval output, a meta_env.json and the lm-eval results it describes, as
-# runs (docs/verify.md, "What it finds"). Pure: the documents arrive parsed (files.py reads them);
-# one that breaks its format raises FormatError, whose message says how.
+# The eval output as runs. Pure: the documents arrive parsed (collect.py reads them); one that
+# breaks its format raises FormatError, whose message says how.
 
 CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
 

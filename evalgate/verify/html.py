@@ -1,5 +1,6 @@
 """`evalgate verify --html`: the sweep's verdict as one self-contained page (templates/verify.html,
-through evalgate.templates), the problems first (docs/verify.md, "Outputs").
+through evalgate.templates), the problems first (docs/verify.md, "Outputs"); with --baseline, a
+second chart, then each regressed config's lost questions (templates/baseline.html).
 """
 
 from __future__ import annotations
@@ -190,9 +191,7 @@ def render(report: Report) -> str:
     )
 
 
-# The page's comparison with the baseline (--baseline): a second chart, then each regressed
-# config's lost questions (docs/verify.md, "Against the last good sweep", reports), as
-# templates/baseline.html shows them.
+# The comparison with the baseline (docs/verify.md, "Against the last good sweep", reports).
 
 SHOWN_CHARS = 120
 """Characters of an answer or question shown on the page; the rest is counted, not shown."""

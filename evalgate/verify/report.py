@@ -1,6 +1,7 @@
-"""The forms a sweep's verdict takes for people: a terminal table, a GitHub job summary
-(templates/summary.md) and annotations, each a string; every text a result file gave is made
-safe for its form as it is placed (evalgate.templates, evalgate.scrub).
+"""The forms a sweep's verdict takes: a terminal table, a GitHub job summary (templates/summary.md)
+and annotations, JUnit XML (templates/junit.xml, one testcase per config), each a string, with
+the comparison with the baseline (--baseline) in each; every text a result file gave is made
+safe for its form as it is placed (evalgate.templates, evalgate.scrub; docs/verify.md, "Outputs").
 """
 
 from __future__ import annotations
@@ -250,8 +251,7 @@ def workflow_commands(report: Report) -> str:
     return "".join(each + "\n" for each in lines)
 
 
-# A sweep's verdict as JUnit XML (templates/junit.xml), one testcase per config
-# (docs/verify.md, "Outputs").
+# JUnit XML.
 
 
 class Case(NamedTuple):
@@ -297,9 +297,8 @@ def junit(report: Report) -> str:
     return templates.render("junit.xml", cases=cases, tally=tally)
 
 
-# The comparison with the baseline (--baseline) in each form the verdict takes: its lines are
-# evalgate's words with the outside values apart (templates.Said), each made safe by the output
-# that shows it (docs/verify.md, "Against the last good sweep").
+# The comparison with the baseline: its lines are evalgate's words with the outside values apart
+# (templates.Said), each made safe by the output that shows it.
 
 BASELINE_HEADER = ["VS BASELINE", "DIFF (95% CI)"]
 LISTED = ("protocol", "early-stop", "new", "not compared")

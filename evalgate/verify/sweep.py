@@ -1,7 +1,7 @@
 """`evalgate verify`: gate a whole sweep's results at once, and check the set is complete.
 
 One stream in one process: each result found (collect.py) is gated as it is read, on its own
-threshold (thresholds.py) by the same rule as `evalgate run` (rules/verdict.py, with the
+threshold (thresholds.py) by the same rule as `evalgate run` (gate/verdict.py, with the
 parameters the run recorded), and only its verdict line is kept; then the set itself is checked
 (expect.py): nothing found is a failure, two results for one config are a failure, and with an
 expectation (``--expect``) a missing or unexpected config is too. A run that stopped early
@@ -265,7 +265,7 @@ def verify(
     min_samples: int | None = None,
 ) -> Report:
     """Find every result under `paths`, gating each as it is read, and decide (reads files;
-    never prints or exits). verify.against compares the report with a baseline sweep."""
+    never prints or exits). baseline.judge_against compares the report with a baseline sweep."""
     notes = Collection()
     notes.found = runs(paths, notes)  # one stream: the notes are complete once it is read
     return judge_sweep(notes, Rule(thresholds, min_samples), paths=paths, expectation=expectation)
