@@ -311,34 +311,9 @@ def loopback_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
                         Fault("error", status=400, message="max_tokens is too large for this model")
                     )
                 folder = runs[name] = root / f"eval_fake_{hardware}_conc{conc}"
-                code = main(
-                    [
-                        "run",
-                        "--base-url",
-                        engine.url,
-                        "--model",
-                        "fake-model",
-                        "--model-prefix",
-                        "fake",
-                        "--hardware",
-                        hardware,
-                        "--framework",
-                        "vllm",
-                        "--precision",
-                        "fp8",
-                        "--isl",
-                        "1024",
-                        "--osl",
-                        "512",
-                        "--limit",
-                        str(SWEEP_QUESTIONS),
-                        "--num-concurrent",
-                        str(conc),
-                        "--output-dir",
-                        str(folder),
-                        *FAST,
-                    ]
-                )
+                options = {"model_prefix": "fake", "hardware": hardware, "framework": "vllm"}
+                options |= {"precision": "fp8", "limit": SWEEP_QUESTIONS, "num_concurrent": conc}
+                code = main(run_args(engine.url, folder, **options))
             assert code == {"error": 3, "fail": 1, "inconclusive": 5}.get(name, 0), (name, code)
     broken = runs["malformed"] = root / "eval_fake_h100_conc16"
     broken.mkdir(parents=True)

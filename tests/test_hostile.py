@@ -334,9 +334,9 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
         with deadline(60, engine):
             from evalgate.gate.run import run_gate
 
-            library = {"osl": 1024, "limit": LIMIT, "min_samples": 0}  # its defaults otherwise
-            defaults = {"num_concurrent": None, "ready_timeout": None}
-            outcome = run_gate(run_settings(engine.url, out, **library, **defaults))
+            given = {"osl": 1024, "limit": LIMIT, "min_samples": 0}
+            defaults = {"num_concurrent": None, "ready_timeout": None}  # the library's own
+            outcome = run_gate(run_settings(engine.url, out, **given, **defaults))
     finally:
         os.umask(old)
 

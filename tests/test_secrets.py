@@ -332,8 +332,8 @@ def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers,
 
 def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    no_deadlines = {"timeout": None, "max_attempts": None, "min_samples": 0}
-    settings = run_settings(with_password(engine.url), tmp_path / "run", **(COMMON | no_deadlines))
+    given = COMMON | {"timeout": None, "max_attempts": None, "min_samples": 0}  # None: the default
+    settings = run_settings(with_password(engine.url), tmp_path / "run", **given)
 
     with deadline(30, engine):
         outcome = run_gate(settings)

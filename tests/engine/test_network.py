@@ -302,8 +302,8 @@ def test_a_worker_slow_to_list_its_models_is_not_lost(cli, tmp_path):
 
         with Front(engine.root_url, {"/v1/models": models}) as worker:
             quick = {"keepalive_idle": 1, "keepalive_interval": 1, "keepalive_probes": 1}
-            args = run_args(engine.url, tmp_path / "run", worker_url=worker.url,
-                            discovery_timeout=1, **quick, **(RUN | {"limit": 16}))  # fmt: skip
+            given = {"worker_url": worker.url, "discovery_timeout": 1, "limit": 16}
+            args = run_args(engine.url, tmp_path / "run", **(RUN | quick | given))
             result, _ = timed(cli, worker, *args)
             polls = worker.seen.count("/v1/models") - 1
 
