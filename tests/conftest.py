@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -77,14 +77,20 @@ _STACK_VARS = (
 FAST = ["--retry-wait-min", "0", "--retry-wait-max", "0", "--ready-timeout", "5"]
 
 
-def run_args(url: str, out: Path | None, *extra: str) -> list[str]:
-    """`evalgate run` as the loopback tests call it: fake-model at `url`, ISL 1024, OSL 512, into
-    `out` (None: no --output-dir), 8 in flight, retries without waiting; then `extra`."""
-    folder = ["--output-dir", str(out)] if out is not None else []
-    return [
-        "run", "--base-url", url, "--model", "fake-model", "--isl", "1024", "--osl", "512",
-        *folder, "--num-concurrent", "8", *FAST, *extra,
-    ]  # fmt: skip
+def run_args(
+    url: str | None, out: Path | None = None, *extra: str, command: str = "run", **options: object
+) -> list[str]:
+    """`evalgate COMMAND` as the loopback tests call it: fake-model at `url` (None: no --base-url),
+    ISL 1024, OSL 512, into `out` (None: no --output-dir), 8 in flight (run), retries without
+    waiting; each of `options` by name replaces or adds one (num_concurrent=2: --num-concurrent
+    2; True: the flag alone; None or False leaves it out); then `extra` as given."""
+    words: list[str] = []
+    for flag, value in _options(url, out, command, options).items():
+        if value is True:
+            words.append(flag)
+        elif value is not None and value is not False:
+            words += [flag, str(value)]
+    return [command, *words, *extra]
 
 
 @contextlib.contextmanager
@@ -106,9 +112,14 @@ def isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every test runs `isolated` (fixtures of a wider scope use it themselves)."""
+    """Every test runs `isolated` (fixtures of a wider scope use it themselves), with no secrets
+    to scrub configured before or after it (the CLI configures its own)."""
+    from evalgate import scrub
+
+    scrub.configure([])
     with isolated(monkeypatch):
         yield
+    scrub.configure([])
 
 
 @contextlib.contextmanager
@@ -133,14 +144,21 @@ def deadline(seconds: float, engine: FakeEngine | None = None) -> Iterator[None]
 
 
 @pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    """A fake vLLM 0.32 serving `fake-model` at 4096 tokens, answering every question right."""
-    with FakeEngine(EngineBehaviour(max_model_len=4096)) as fake:
+def behaviour() -> EngineBehaviour:
+    """What `engine` serves: a module or a test that needs another engine overrides this fixture
+    (or parametrizes it)."""
+    return EngineBehaviour()
+
+
+@pytest.fixture
+def engine(behaviour: EngineBehaviour) -> Iterator[FakeEngine]:
+    """A fake vLLM 0.32 serving `fake-model` at 4096 tokens, answering every question right
+    unless `behaviour` says otherwise."""
+    with FakeEngine(behaviour) as fake:
         yield fake
 
 
-@dataclass
-class CliResult:
+class CliResult(NamedTuple):
     code: int
     out: str
     err: str
@@ -152,10 +170,15 @@ class CliResult:
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Any:
-    """Run `evalgate ARGS...` in-process; return exit code and captured output."""
+    """Run `evalgate ARGS...` in-process; return exit code and captured output. With `within`,
+    the run must end within that many seconds (`engine` is stopped if it does not)."""
 
-    def run(*args: str) -> CliResult:
-        code = main(list(args))
+    def run(
+        *args: str | Path, within: float | None = None, engine: FakeEngine | None = None
+    ) -> CliResult:
+        limit = deadline(within, engine) if within is not None else contextlib.nullcontext()
+        with limit:
+            code = main([str(arg) for arg in args])
         captured = capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
 
@@ -166,16 +189,12 @@ def run_subprocess(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`python -m evalgate.cli ARGS` as its own process: start-up included."""
-    full_env = {
-        k: v for k, v in os.environ.items() if not (k.startswith("EVALGATE_") or k in _READ_VARS)
-    }
-    full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "evalgate.cli", *args],
+        [*EVALGATE, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=full_env,
+        env=child_env(**(env or {})),
         check=False,
         cwd=cwd,
     )
@@ -183,7 +202,7 @@ def run_subprocess(
 
 def load_result(folder: Path) -> dict[str, Any]:
     """result.json of a run folder, checked against the schema."""
-    document = json.loads((folder / "result.json").read_text())
+    document = json.loads((folder / "result.json").read_text(encoding="utf-8"))
     assert validation_errors("result", document) == []
     return dict(document)
 
@@ -292,34 +311,9 @@ def loopback_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
                         Fault("error", status=400, message="max_tokens is too large for this model")
                     )
                 folder = runs[name] = root / f"eval_fake_{hardware}_conc{conc}"
-                code = main(
-                    [
-                        "run",
-                        "--base-url",
-                        engine.url,
-                        "--model",
-                        "fake-model",
-                        "--model-prefix",
-                        "fake",
-                        "--hardware",
-                        hardware,
-                        "--framework",
-                        "vllm",
-                        "--precision",
-                        "fp8",
-                        "--isl",
-                        "1024",
-                        "--osl",
-                        "512",
-                        "--limit",
-                        str(SWEEP_QUESTIONS),
-                        "--num-concurrent",
-                        str(conc),
-                        "--output-dir",
-                        str(folder),
-                        *FAST,
-                    ]
-                )
+                options = {"model_prefix": "fake", "hardware": hardware, "framework": "vllm"}
+                options |= {"precision": "fp8", "limit": SWEEP_QUESTIONS, "num_concurrent": conc}
+                code = main(run_args(engine.url, folder, **options))
             assert code == {"error": 3, "fail": 1, "inconclusive": 5}.get(name, 0), (name, code)
     broken = runs["malformed"] = root / "eval_fake_h100_conc16"
     broken.mkdir(parents=True)
@@ -392,3 +386,112 @@ def fresh_venv(path: Path, dist: Path) -> Venv:
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
     return Venv(path, env)
+
+
+# -- evalgate in a process of its own --------------------------------------------------------------
+
+EVALGATE = [sys.executable, "-m", "evalgate.cli"]
+"""The console script `evalgate` is `evalgate.cli:main`."""
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The test's environment (no evalgate variable of the developer's shell), this checkout's
+    evalgate first on the path, and `extra`."""
+    env = {
+        k: v for k, v in os.environ.items() if not (k.startswith("EVALGATE_") or k in _READ_VARS)
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env | extra
+
+
+def start_subprocess(
+    *args: str, env: dict[str, str] | None = None, **popen: Any
+) -> subprocess.Popen[str]:
+    """`evalgate ARGS` started in its own process and left running, where run_subprocess would
+    wait: for a test that signals it, races it against another or hands it its own streams
+    (`popen`; stdout and stderr are pipes unless it says otherwise)."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    popen.setdefault("cwd", ROOT)
+    return subprocess.Popen([*EVALGATE, *args], text=True, env=child_env(**(env or {})), **popen)
+
+
+def finish(child: subprocess.Popen[str], timeout: float = 60) -> CliResult:
+    """Exit code, stdout and stderr of `child` once it ends; killed, failing the test, if it is
+    still running `timeout` seconds later."""
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail(f"evalgate was still running {timeout} s later")
+    return CliResult(child.returncode, out, err)
+
+
+def _options(
+    url: str | None, out: Path | None, command: str, options: dict[str, object]
+) -> dict[str, object]:
+    """run_args' options by flag, None where one is left out."""
+    named: dict[str, object] = {"--base-url": url, "--model": "fake-model", "--isl": 1024}
+    named |= {"--osl": 512, "--output-dir": out}
+    named["--num-concurrent"] = 8 if command == "run" else None
+    named |= dict(zip(FAST[::2], FAST[1::2], strict=True))
+    return named | {"--" + name.replace("_", "-"): value for name, value in options.items()}
+
+
+def run_settings(url: str, out: Path, **fields: object) -> Any:
+    """The Settings of `evalgate run` with run_args(url, out, **fields), for the tests that call
+    the library (run_gate) where a user runs the command."""
+    from evalgate.settings.values import Settings
+
+    named = _options(url, out, "run", fields)
+    return Settings(**{f[2:].replace("-", "_"): v for f, v in named.items() if v is not None})
+
+
+def modules_loaded_by(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds once it has run `statement` (an import): what a
+    command's start-up costs."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"import sys; {statement}; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return set(done.stdout.split())
+
+
+def eval_client(url: str, **given: Any) -> Any:
+    """evalgate's client for the eval's requests to `url`: chat, no key, a 30 s timeout, two
+    attempts without waiting, one connection; `given` replaces any of these."""
+    from evalgate.engine.client import EvalClient
+    from evalgate.settings.endpoint import NetworkSettings
+
+    options = {"api_key": None, "api": "chat", "timeout": 30, "attempts": 2, "wait_min": 0}
+    options |= {"wait_max": 0, "max_connections": 1, "network": NetworkSettings()}
+    return EvalClient(base_url=url, **(options | given))
+
+
+@pytest.fixture
+def shown(chromium: str, screenshot: Any, request: pytest.FixtureRequest) -> Any:
+    """shown(page, name, probes, readme=None): what headless Chromium did and showed on `page`
+    (tests.browser.look), which drew without an error or a request of its own into a real
+    screenshot `name`; with --update-screenshots, the page as the README shows it is copied to
+    `readme`, a (path, height in pixels) pair."""
+    from tests.browser import look
+
+    def show(page: Path, name: str, probes: dict[str, str], readme: Any = None) -> Any:
+        shot = screenshot(name)
+        seen = look(chromium, page, probes, screenshot=shot)
+        print(f"screenshot: {shot}")
+        assert seen.errors == []
+        assert seen.requests == []
+        assert shot.stat().st_size > 20_000  # a real picture, not a blank page
+        if readme is not None and request.config.getoption("--update-screenshots"):
+            target, height = readme
+            kept = screenshot(f"{name}-readme")
+            look(chromium, page, {}, screenshot=kept, max_height=height)
+            shutil.copyfile(kept, target)
+        return seen
+
+    return show

@@ -1055,56 +1055,54 @@ def chat_response(
 ) -> Json:
     """A `chat.completion` object (the answer in `answer_field` of each message; the thinking,
     if any, in `thinking`)."""
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": index,
-                "message": _message(choice.text, answer_field)
-                | ({thinking: choice.reasoning} if thinking else {}),
-                "logprobs": None,
-                "finish_reason": choice.finish_reason,
-                "stop_reason": choice.stop_reason,
-                "token_ids": None,
-            }
-            for index, choice in enumerate(completion.choices)
-        ],
-        "service_tier": None,
-        "system_fingerprint": None,
-        "usage": _usage(completion),
-        "prompt_logprobs": None,
-        "prompt_token_ids": None,
-        "kv_transfer_params": None,
-    }
+    choices = [
+        {
+            "index": index,
+            "message": _message(choice.text, answer_field)
+            | ({thinking: choice.reasoning} if thinking else {}),
+        }
+        | _ending(choice)
+        for index, choice in enumerate(completion.choices)
+    ]
+    tail = {"prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None}
+    return _response("chat.completion", "chatcmpl", model, choices, completion) | tail
 
 
 def completions_response(model: str, completion: Completion) -> Json:
     """A `text_completion` object."""
+    choices = [
+        {"index": index, "text": choice.text}
+        | _ending(choice)
+        | {"prompt_logprobs": None, "prompt_token_ids": None}
+        for index, choice in enumerate(completion.choices)
+    ]
+    tail = {"kv_transfer_params": None}
+    return _response("text_completion", "cmpl", model, choices, completion) | tail
+
+
+def _response(
+    kind: str, prefix: str, model: str, choices: list[Json], completion: Completion
+) -> Json:
+    """What vLLM's chat and completions answers begin with, in its order."""
     return {
-        "id": f"cmpl-{uuid.uuid4().hex}",
-        "object": "text_completion",
+        "id": f"{prefix}-{uuid.uuid4().hex}",
+        "object": kind,
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {
-                "index": index,
-                "text": choice.text,
-                "logprobs": None,
-                "finish_reason": choice.finish_reason,
-                "stop_reason": choice.stop_reason,
-                "token_ids": None,
-                "prompt_logprobs": None,
-                "prompt_token_ids": None,
-            }
-            for index, choice in enumerate(completion.choices)
-        ],
+        "choices": choices,
         "service_tier": None,
         "system_fingerprint": None,
         "usage": _usage(completion),
-        "kv_transfer_params": None,
+    }
+
+
+def _ending(choice: Choice) -> Json:
+    """How a choice of vLLM's ends, in its order."""
+    return {
+        "logprobs": None,
+        "finish_reason": choice.finish_reason,
+        "stop_reason": choice.stop_reason,
+        "token_ids": None,
     }
 
 
@@ -1654,7 +1652,37 @@ def _parse_object(raw: bytes) -> tuple[Json | None, str | None]:
     return parsed, None
 
 
-class FakeEngine:
+class Served:
+    """A server at `host` and `port` answering the OpenAI API under /v1."""
+
+    host: str
+
+    @property
+    def port(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL, ending in /v1."""
+        return f"{self.root_url}/v1"
+
+
+class _Count:
+    """One of the engine's counters (`_name` on it), read under its lock."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = f"_{name}"
+
+    def __get__(self, engine: FakeEngine, owner: type | None = None) -> int:
+        with engine._cond:
+            return int(getattr(engine, self.field))
+
+
+class FakeEngine(Served):
     """A running fake engine on 127.0.0.1. Use as a context manager, or call stop().
 
     `FakeEngine(behaviour, **overrides)` sets `overrides` on the behaviour (a new default one
@@ -1753,15 +1781,6 @@ class FakeEngine:
     def port(self) -> int:
         return self._port
 
-    @property
-    def root_url(self) -> str:
-        return f"http://{self.host}:{self._port}"
-
-    @property
-    def url(self) -> str:
-        """The OpenAI base URL, ending in /v1."""
-        return f"{self.root_url}/v1"
-
     # -- control
 
     def release(self) -> None:
@@ -1823,33 +1842,14 @@ class FakeEngine:
         with self._cond:
             return self._attempts[question.strip()]
 
-    @property
-    def in_flight(self) -> int:
-        """Generation requests received and not finished."""
-        with self._cond:
-            return self._in_flight
-
-    @property
-    def peak_in_flight(self) -> int:
-        with self._cond:
-            return self._peak_in_flight
-
-    @property
-    def active(self) -> int:
-        """Generation requests holding a concurrency slot now."""
-        with self._cond:
-            return self._active
-
-    @property
-    def peak_active(self) -> int:
-        with self._cond:
-            return self._peak_active
-
-    @property
-    def hanging(self) -> int:
-        """Requests held by a "hang" fault now."""
-        with self._cond:
-            return self._hanging
+    in_flight = _Count()
+    """Generation requests received and not finished."""
+    peak_in_flight = _Count()
+    active = _Count()
+    """Generation requests holding a concurrency slot now."""
+    peak_active = _Count()
+    hanging = _Count()
+    """Requests held by a "hang" fault now."""
 
     # -- used by the handlers
 

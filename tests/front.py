@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.fakeengine import Served
+
 Answer = Callable[["Handler"], None]
 Rewrite = Callable[[str, Any], Any]
 
@@ -92,7 +94,7 @@ class _Server(ThreadingHTTPServer):
     front: Front
 
 
-class Front:
+class Front(Served):
     """A running front door; use as a context manager."""
 
     def __init__(
@@ -116,12 +118,8 @@ class Front:
         self._thread.start()
 
     @property
-    def root_url(self) -> str:
-        return f"http://{self.host}:{self._server.server_address[1]}"
-
-    @property
-    def url(self) -> str:
-        return f"{self.root_url}/v1"
+    def port(self) -> int:
+        return int(self._server.server_address[1])
 
     def stop(self) -> None:
         self.stopped.set()

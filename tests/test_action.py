@@ -142,20 +142,18 @@ def checkout_env() -> dict[str, str]:
     return keep | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
+def on_sweep(sweep: Sweep, tmp: Path, inputs: dict[str, str]) -> ActionRun:
+    """The action with `inputs`, the sweep's thresholds and this checkout's evalgate."""
+    given = inputs | {"thresholds": str(sweep.thresholds), "install": "false"}
+    return run_action(given, tmp, checkout_env())
+
+
 def test_a_passing_sweep_passes_with_its_outputs_summary_and_reports(
     loopback_sweep: Sweep, tmp_path
 ):
     runs = loopback_sweep.runs
-    run = run_action(
-        {
-            "results": f"{runs['pass']}\n{runs['pass_conc8']}\n",
-            "thresholds": str(loopback_sweep.thresholds),
-            "expect": "2",
-            "install": "false",
-        },
-        tmp_path,
-        checkout_env(),
-    )
+    results = f"{runs['pass']}\n{runs['pass_conc8']}\n"
+    run = on_sweep(loopback_sweep, tmp_path, {"results": results, "expect": "2"})
     print(run.outputs)
     assert run.exit_code == 0, run.log
     reports = "evalgate-reports"
@@ -176,17 +174,12 @@ def test_a_passing_sweep_passes_with_its_outputs_summary_and_reports(
 
 def test_a_failing_sweep_fails_after_setting_its_outputs(loopback_sweep: Sweep, tmp_path):
     runs = loopback_sweep.runs
-    run = run_action(
-        {
-            "results": f"{runs['pass']}\n{runs['fail']}",
-            "thresholds": str(loopback_sweep.thresholds),
-            "waivers": "",  # empty: no waivers, no error
-            "report-dir": "out/reports",
-            "install": "false",
-        },
-        tmp_path,
-        checkout_env(),
-    )
+    inputs = {
+        "results": f"{runs['pass']}\n{runs['fail']}",
+        "waivers": "",  # empty: no waivers, no error
+        "report-dir": "out/reports",
+    }
+    run = on_sweep(loopback_sweep, tmp_path, inputs)
     print(run.outputs)
     assert run.exit_code == 1, run.log
     assert run.outputs["verdict"] == "fail"
@@ -202,18 +195,13 @@ def test_each_baseline_line_is_its_own_baseline_and_args_pass_through(
     loopback_sweep: Sweep, tmp_path
 ):
     runs = loopback_sweep.runs
-    run = run_action(
-        {
-            "results": f"{runs['pass']}\n{runs['pass_conc8']}",
-            "thresholds": str(loopback_sweep.thresholds),
-            # another sweep's runs (a sweep is never its own baseline), a blank line between
-            "baseline": f"{runs['pass_h100']}\n\n{runs['pass_h100_conc8']}\n",
-            "args": "--max-drop\n0.5",
-            "install": "false",
-        },
-        tmp_path,
-        checkout_env(),
-    )
+    inputs = {
+        "results": f"{runs['pass']}\n{runs['pass_conc8']}",
+        # another sweep's runs (a sweep is never its own baseline), a blank line between
+        "baseline": f"{runs['pass_h100']}\n\n{runs['pass_h100_conc8']}\n",
+        "args": "--max-drop\n0.5",
+    }
+    run = on_sweep(loopback_sweep, tmp_path, inputs)
     assert run.exit_code == 0, run.log
     verdict = json.loads((tmp_path / run.outputs["json"]).read_text())
     assert verdict["baseline"]["paths"] == [str(runs["pass_h100"]), str(runs["pass_h100_conc8"])]

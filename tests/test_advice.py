@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST, load_result, run_args, run_subprocess
+from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import GENERATION_PATHS, FakeEngine, Fault
 from tests.front import Answer, Front, Handler
 
@@ -44,10 +44,6 @@ def gateway(engine: FakeEngine, status: int, paths: tuple[str, ...]) -> Front:
     return Front(engine.root_url, dict.fromkeys(paths, keyed(status)))
 
 
-def endpoint(url: str) -> list[str]:
-    return ["--base-url", url, "--model", "fake-model", "--isl", "1024", "--osl", "512", *FAST]
-
-
 def error_lines(stderr: str, kind: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(f"{kind}: ")]
 
@@ -59,9 +55,9 @@ def test_generation_refused_without_a_key_names_the_key_not_the_length(tmp_path)
     """The models are listed without a key; generation answers 401. The probe said "Serve a
     larger --max-model-len, or lower the budget with --max-tokens"."""
     with FakeEngine() as engine, gateway(engine, 401, GENERATION_PATHS) as front:
-        probed = run_subprocess("probe", *endpoint(front.url))
+        probed = run_subprocess(*run_args(front.url, command="probe"))
         ran = run_subprocess(*run_args(front.url, tmp_path / "run"))
-        keyed_probe = run_subprocess("probe", *endpoint(front.url), "--api-key", KEY)
+        keyed_probe = run_subprocess(*run_args(front.url, api_key=KEY, command="probe"))
 
     assert probed.returncode == 3, probed.stderr
     [line] = error_lines(probed.stderr, "ProbeError")
@@ -79,10 +75,10 @@ def test_generation_refused_without_a_key_names_the_key_not_the_length(tmp_path)
 def test_discovery_refused_names_the_key_and_its_variables_work(tmp_path):
     """/v1/models answers 403 without the key: the model list is refused, so readiness is."""
     with FakeEngine() as engine, gateway(engine, 403, ("/v1/models",)) as front:
-        context = run_subprocess("context", *endpoint(front.url))
+        context = run_subprocess(*run_args(front.url, command="context"))
         ran = run_subprocess(*run_args(front.url, tmp_path / "run"))
         by_variable = {
-            name: run_subprocess("probe", *endpoint(front.url), env={name: KEY})
+            name: run_subprocess(*run_args(front.url, command="probe"), env={name: KEY})
             for name in ("EVALGATE_API_KEY", "OPENAI_API_KEY")
         }
 
@@ -101,7 +97,7 @@ def test_a_key_refused_during_the_eval_names_the_key_not_the_prompt(tmp_path):
     "the probe passed, so the prompt is unusual"."""
     with FakeEngine() as engine:
         engine.inject(Fault("error", status=401, nth=NOT_PROBE, message="Unauthorized"))
-        ran = run_subprocess(*run_args(engine.url, tmp_path / "run", "--limit", "10"))
+        ran = run_subprocess(*run_args(engine.url, tmp_path / "run", limit=10))
 
     assert ran.returncode == 4, ran.stderr
     [line] = error_lines(ran.stderr, "EvalFailedError")
@@ -116,7 +112,7 @@ def test_a_worker_that_refuses_the_key_names_it(tmp_path):
         FakeEngine() as worker,
         gateway(worker, 401, ("/v1/models",)) as door,
     ):
-        done = run_subprocess("context", *endpoint(engine.url), "--worker-url", door.url)
+        done = run_subprocess(*run_args(engine.url, worker_url=door.url, command="context"))
 
     assert done.returncode == 3, done.stderr
     [line] = error_lines(done.stderr, "EndpointError")
@@ -130,7 +126,7 @@ def test_tokenize_refusing_the_key_is_said_before_the_estimate_it_leads_to():
     """/tokenize was passed over as absent: the context then came from an estimate, and its
     error said to raise ISL/OSL with no word of the key."""
     with FakeEngine() as engine, gateway(engine, 401, ("/tokenize",)) as front:
-        done = run_subprocess("context", *endpoint(front.url))
+        done = run_subprocess(*run_args(front.url, command="context"))
 
     lines = done.stderr.splitlines()
     warned = [i for i, line in enumerate(lines) if line.startswith("/tokenize of ")]
@@ -171,7 +167,7 @@ def test_a_misspelt_task_key_is_refused_naming_the_task_it_means(tmp_path, where
     path = thresholds(tmp_path, {"default": {"gsm8k": 0.9}, where: entry})
     with FakeEngine() as engine:
         done = run_subprocess(
-            *run_args(engine.url, tmp_path / "run", "--limit", "10", "--min-samples", "0"),
+            *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
             *("--thresholds", str(path), "--hardware", "b200"),
         )
         sent = engine.total
@@ -208,7 +204,7 @@ def test_a_key_that_is_no_misspelling_is_kept(tmp_path, data, floor, matched):
     path = thresholds(tmp_path, data)
     with FakeEngine() as engine:
         done = run_subprocess(
-            *run_args(engine.url, tmp_path / "run", "--limit", "10", "--min-samples", "0"),
+            *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
             "--thresholds",
             str(path),
         )
@@ -222,7 +218,7 @@ def test_verify_knows_the_tasks_of_the_results_it_gates(tmp_path):
     of that task; nothing is written when it is refused."""
     run = tmp_path / "sweep" / "run"
     with FakeEngine() as engine:
-        done = run_subprocess(*run_args(engine.url, run, "--limit", "10", "--min-samples", "0"))
+        done = run_subprocess(*run_args(engine.url, run, limit=10, min_samples=0))
     assert done.returncode == 0, done.stderr
     [task] = {score["task"] for score in load_result(run)["scores"]}
     assert task == "gsm8k_evalgate_chat"
@@ -273,7 +269,7 @@ def test_the_last_line_names_the_floor_and_its_entry(tmp_path, data, matched):
     path = thresholds(tmp_path, data)
     with FakeEngine() as engine:
         done = run_subprocess(
-            *run_args(engine.url, tmp_path / "run", "--limit", "10", "--min-samples", "0"),
+            *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
             "--thresholds", str(path), "--hardware", "b200",
         )  # fmt: skip
 
@@ -291,7 +287,7 @@ def test_run_baseline_just_after_a_run_warns_of_no_status_and_records_the_final_
     flags = ("--limit", "20", "--min-samples", "0")
     with FakeEngine() as engine:
         before = run_subprocess(*run_args(engine.url, first, *flags))
-        done = run_subprocess(*run_args(engine.url, second, *flags, "--baseline", str(first)))
+        done = run_subprocess(*run_args(engine.url, second, *flags, baseline=first))
 
     assert before.returncode == 0, before.stderr
     result = load_result(second)
@@ -315,11 +311,10 @@ def test_an_error_is_said_once_on_stderr_with_nothing_on_stdout(tmp_path):
     """It was said twice: `ERROR: ...` on stdout and `NotReadyError: ...` on stderr."""
     with FakeEngine() as engine:
         engine.inject(Fault("error", status=503, paths={"/v1/models"}, message="loading"))
-        ran = run_subprocess(*run_args(engine.url, tmp_path / "run", "--ready-timeout", "1"))
+        ran = run_subprocess(*run_args(engine.url, tmp_path / "run", ready_timeout=1))
         hooked = run_subprocess(
-            "hook", *endpoint(engine.url), "--ready-timeout", "1", "--output-dir",
-            str(tmp_path / "hook"),
-        )  # fmt: skip
+            *run_args(engine.url, tmp_path / "hook", ready_timeout=1, command="hook")
+        )
 
     reason = load_result(tmp_path / "run")["reason"]
     assert ran.returncode == 3, ran.stderr

@@ -3,10 +3,8 @@ and every name listed resolves (lazily: `import evalgate` stays light)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import evalgate
+from tests.conftest import modules_loaded_by
 
 PUBLIC = [
     "AbortedError",
@@ -70,11 +68,6 @@ def test_an_unknown_name_is_an_attribute_error():
 
 
 def test_importing_evalgate_loads_neither_lm_eval_nor_pydantic():
-    loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, evalgate; print(' '.join(sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    loaded = modules_loaded_by("import evalgate")
     assert "lm_eval" not in loaded
     assert "pydantic" not in loaded

@@ -99,12 +99,6 @@ def final_number(text: str) -> str:
     return text.rsplit("#### ", 1)[1].strip()
 
 
-@pytest.fixture
-def engine():
-    with FakeEngine(EngineBehaviour(max_model_len=4096)) as running:
-        yield running
-
-
 # --- formats -----------------------------------------------------------------------------------
 
 
@@ -231,17 +225,25 @@ def chunks_of(events: list[str]) -> list[dict[str, Any]]:
     return [json.loads(e) for e in events[:-1]]
 
 
+STREAMED = chat_body(JANET.question, stream=True, stream_options={"include_usage": True})
+"""JANET's question, its answer streamed with the usage last."""
+
+
+def asked_twice(engine: FakeEngine) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """JANET's question to `engine`, answered whole and then streamed (its JSON chunks)."""
+    plain = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
+    return plain, chunks_of(stream(engine.url + "/chat/completions", STREAMED)[1])
+
+
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 def test_a_reasoning_model_streams_its_thinking_before_its_answer(field):
     behaviour = EngineBehaviour(thinking=field, thinking_tokens=14)
     with FakeEngine(behaviour) as engine:
-        plain = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
-        body = chat_body(JANET.question, stream=True, stream_options={"include_usage": True})
-        chunks = chunks_of(stream(engine.url + "/chat/completions", body)[1])
+        plain, chunks = asked_twice(engine)
         client = openai.OpenAI(base_url=engine.url, api_key="none", max_retries=0)
         parsed = list(
             client.chat.completions.create(
-                model="fake-model", messages=body["messages"], stream=True
+                model="fake-model", messages=STREAMED["messages"], stream=True
             )
         )
     message = plain["choices"][0]["message"]
@@ -273,9 +275,7 @@ def test_a_reasoning_model_streams_its_thinking_before_its_answer(field):
 def test_a_stream_cut_while_thinking_sends_only_reasoning_then_length(field):
     behaviour = EngineBehaviour(thinking=field, endless_thinking=1.0)
     with FakeEngine(behaviour) as engine:
-        plain = post_json(engine.url + "/chat/completions", chat_body(JANET.question))[1]
-        body = chat_body(JANET.question, stream=True, stream_options={"include_usage": True})
-        chunks = chunks_of(stream(engine.url + "/chat/completions", body)[1])
+        plain, chunks = asked_twice(engine)
     assert plain["choices"][0]["message"]["content"] is None
     assert plain["choices"][0]["finish_reason"] == "length"
     deltas = [c["choices"][0] for c in chunks[1:-1]]

@@ -16,27 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import json
 import shutil
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evalgate.cli import main
-from evalgate.engine.client import EvalClient
 from evalgate.errors import RequestFailed
 from evalgate.run import RunOutcome, run_gate
-from evalgate.schemas import validation_errors
-from evalgate.settings.endpoint import NetworkSettings
-from evalgate.settings.values import Settings
 from evalgate.tasks.dataset import bundled_dir
-from tests.conftest import deadline, load_samples
+from tests.conftest import deadline, eval_client, load_result, load_samples, run_args, run_settings
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, refused_url
 
 MODEL = "fake-model"
@@ -51,9 +45,15 @@ DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
 
 
 @pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine(EngineBehaviour(accuracy=ACCURACY)) as running:
-        yield running
+def behaviour() -> EngineBehaviour:
+    """The `engine` fixture's: 19 of the first 20 questions right."""
+    return EngineBehaviour(accuracy=ACCURACY)
+
+
+RUN = {
+    "osl": 1024, "limit": LIMIT, "num_concurrent": 4, "ready_timeout": 2, "timeout": 2,
+    "max_attempts": 3,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -74,34 +74,7 @@ class Gate:
         return [(s["filter"], s["value"], s["n"]) for s in self.doc["scores"]]
 
     def samples(self) -> list[dict[str, Any]]:
-        lines = (self.out / "samples.jsonl").read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines]
-
-
-def settings(target: FakeEngine | str, out: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "base_url": target if isinstance(target, str) else target.url,
-        "model": MODEL,
-        "isl": 1024,
-        "osl": 1024,
-        "limit": LIMIT,
-        "num_concurrent": 4,
-        "retry_wait_min": 0,
-        "retry_wait_max": 0,
-        "ready_timeout": 2,
-        "timeout": 2,
-        "max_attempts": 3,
-        "output_dir": out,
-        "min_samples": 0,  # faults, not statistics: the point estimate decides
-    }
-    return Settings(**(values | overrides))
-
-
-def read_result(out: Path) -> dict[str, Any]:
-    """result.json as written, checked against its schema."""
-    doc = json.loads((out / "result.json").read_text(encoding="utf-8"))
-    assert validation_errors("result", doc) == []
-    return doc
+        return load_samples(self.out)
 
 
 def gate(target: FakeEngine | str, out: Path, *, within: float = 30.0, **overrides: Any) -> Gate:
@@ -109,9 +82,10 @@ def gate(target: FakeEngine | str, out: Path, *, within: float = 30.0, **overrid
     engine = target if isinstance(target, FakeEngine) else None
     started = time.monotonic()
     with deadline(within, engine):
-        outcome = run_gate(settings(target, out, **overrides))
+        url = target if isinstance(target, str) else target.url
+        outcome = run_gate(run_settings(url, out, **(RUN | {"min_samples": 0} | overrides)))
     elapsed = time.monotonic() - started
-    doc = read_result(out)
+    doc = load_result(out)
     assert outcome.result_path == out / "result.json"
     assert (doc["status"], doc["exit_code"], doc["run_id"]) == (
         outcome.status,
@@ -131,46 +105,6 @@ def assert_error(run: Gate, *, code: int, stage: str, says: str) -> None:
     assert says in run.outcome.reason
     assert run.doc["error"]["message"] == run.outcome.reason
     assert run.doc["scores"] == [] and run.doc["checks"] == []
-
-
-def cli(args: list[str], capsys, *, within: float = 30.0, engine: FakeEngine | None = None):
-    """`evalgate <args>` under a deadline: exit code, stdout, stderr."""
-    with deadline(within, engine):
-        code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_args(target: FakeEngine | str, out: Path, *extra: str) -> list[str]:
-    url = target if isinstance(target, str) else target.url
-    return [
-        "run",
-        "--base-url",
-        url,
-        "--model",
-        MODEL,
-        "--isl",
-        "1024",
-        "--osl",
-        "1024",
-        "--limit",
-        str(LIMIT),
-        "--num-concurrent",
-        "4",
-        "--retry-wait-min",
-        "0",
-        "--retry-wait-max",
-        "0",
-        "--ready-timeout",
-        "2",
-        "--timeout",
-        "2",
-        "--max-attempts",
-        "3",
-        "--output-dir",
-        str(out),
-        *extra,
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -398,21 +332,20 @@ def test_a_hung_probe_fails_within_its_timeout(engine, tmp_path):
 
 
 def test_acceptance_a_hanging_server_fails_within_its_timeout_with_the_stage_named(
-    engine, tmp_path, capsys
+    engine, tmp_path, cli
 ):
     engine.inject(Fault("hang", nth=NOT_PROBE))
     out = tmp_path / "run"
 
     started = time.monotonic()
     code, stdout, stderr = cli(
-        run_args(engine, out, "--timeout", "0.5", "--max-attempts", "2"),
-        capsys,
+        *run_args(engine.url, out, **(RUN | {"timeout": 0.5, "max_attempts": 2})),
         within=20,
         engine=engine,
     )
     elapsed = time.monotonic() - started
 
-    doc = read_result(out)
+    doc = load_result(out)
     assert code == 4
     assert "stage: eval" in stderr
     assert "EvalFailedError: " in stderr
@@ -452,17 +385,7 @@ def test_a_trickling_answer_is_cut_at_the_timeout():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = EvalClient(
-        base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
-        api_key=None,
-        api="chat",
-        timeout=0.3,
-        attempts=2,
-        wait_min=0,
-        wait_max=0,
-        max_connections=1,
-        network=NetworkSettings(),
-    )
+    client = eval_client(f"http://127.0.0.1:{server.server_address[1]}/v1", timeout=0.3)
 
     async def ask() -> RequestFailed:
         try:
@@ -750,16 +673,16 @@ def test_a_garbled_probe_stream_still_leaves_a_result(engine, tmp_path):
 # -- bad input: exit 2 with a message that names the input --------------------------------------
 
 
-def test_thresholds_missing_is_a_usage_error(engine, tmp_path, capsys):
+def test_thresholds_missing_is_a_usage_error(engine, tmp_path, cli):
     out = tmp_path / "run"
     missing = tmp_path / "nope.json"
 
-    code, _, err = cli(run_args(engine, out, "--thresholds", str(missing)), capsys)
+    code, _, err = cli(*run_args(engine.url, out, thresholds=missing, **RUN), within=30)
 
     assert code == 2
     assert f"ThresholdsError: Cannot read thresholds file {missing}: " in err
     assert "Pass --thresholds with an existing file" in err
-    doc = read_result(out)
+    doc = load_result(out)
     assert (doc["status"], doc["stage"], doc["exit_code"]) == ("error", "thresholds", 2)
     assert engine.log == []  # the engine was never asked anything
 
@@ -774,17 +697,17 @@ def test_thresholds_missing_is_a_usage_error(engine, tmp_path, capsys):
     ],
     ids=["cut JSON", "a string threshold", "a threshold over 1", "not an object"],
 )
-def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, capsys, text, says):
+def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, cli, text, says):
     path = tmp_path / "thresholds.json"
     path.write_text(text, encoding="utf-8")
     out = tmp_path / "run"
 
-    code, _, err = cli(run_args(engine, out, "--thresholds", str(path)), capsys)
+    code, _, err = cli(*run_args(engine.url, out, thresholds=path, **RUN), within=30)
 
     assert code == 2
     assert "ThresholdsError: " in err and says in err
     assert "stage: thresholds" in err
-    assert read_result(out)["stage"] == "thresholds"
+    assert load_result(out)["stage"] == "thresholds"
     assert engine.log == []
 
 
@@ -797,29 +720,27 @@ def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, capsys, text, 
     ],
     ids=["a repeated key (the last would pass)", "an empty model key", "a NaN floor"],
 )
-def test_an_ambiguous_thresholds_file_stops_before_anything_runs(
-    engine, tmp_path, capsys, text, says
-):
+def test_an_ambiguous_thresholds_file_stops_before_anything_runs(engine, tmp_path, cli, text, says):
     path = tmp_path / "thresholds.json"
     path.write_text(text, encoding="utf-8")
     out = tmp_path / "run"
 
-    code, stdout, err = cli(run_args(engine, out, "--thresholds", str(path)), capsys)
+    code, stdout, err = cli(*run_args(engine.url, out, thresholds=path, **RUN), within=30)
 
     assert code == 2
     assert "ThresholdsError: " in err and says in err
     assert "PASS" not in stdout and "FAIL" not in stdout
-    doc = read_result(out)
+    doc = load_result(out)
     assert (doc["status"], doc["stage"], doc["exit_code"]) == ("error", "thresholds", 2)
     assert doc["eval"] is None
     assert engine.log == []
 
 
-def test_a_binary_thresholds_file_is_a_usage_error(engine, tmp_path, capsys):
+def test_a_binary_thresholds_file_is_a_usage_error(engine, tmp_path, cli):
     path = tmp_path / "thresholds.json"
     path.write_bytes(b'{"default": {"gsm8k": 0.9}}\xff\xfe')
 
-    code, _, err = cli(run_args(engine, tmp_path / "run", "--thresholds", str(path)), capsys)
+    code, _, err = cli(*run_args(engine.url, tmp_path / "run", thresholds=path, **RUN), within=30)
 
     assert code == 2
     assert "ThresholdsError: " in err
@@ -864,15 +785,15 @@ def _bad_line(folder: Path) -> Path:
     ],
     ids=["no folder", "no train split", "one changed byte", "a bad line"],
 )
-def test_a_bad_dataset_is_a_usage_error(engine, tmp_path, capsys, make, says):
+def test_a_bad_dataset_is_a_usage_error(engine, tmp_path, cli, make, says):
     folder = make(tmp_path / "gsm8k")
     out = tmp_path / "run"
 
-    code, _, err = cli(run_args(engine, out, "--dataset-dir", str(folder)), capsys)
+    code, _, err = cli(*run_args(engine.url, out, dataset_dir=folder, **RUN), within=30)
 
     assert code == 2
     assert "DatasetError: " in err and says in err
-    assert read_result(out)["stage"] == "dataset"
+    assert load_result(out)["stage"] == "dataset"
     assert engine.log == []
 
 
@@ -891,11 +812,11 @@ def test_a_bad_dataset_is_a_usage_error(engine, tmp_path, capsys, make, says):
     ],
     ids=lambda case: case[0],
 )
-def test_a_bad_setting_is_a_usage_error(tmp_path, capsys, case):
+def test_a_bad_setting_is_a_usage_error(tmp_path, cli, case):
     flag, value, shown, says = case
     out = tmp_path / "run"
 
-    code, _, err = cli([*run_args(refused_url(), out), flag, value], capsys)
+    code, _, err = cli(*run_args(refused_url(), out, **RUN), flag, value, within=30)
 
     assert code == 2
     assert f"UsageError: Invalid settings: {flag} = {shown} (set by {flag} or " in err
@@ -912,11 +833,11 @@ def test_a_bad_setting_is_a_usage_error(tmp_path, capsys, case):
     ],
     ids=lambda case: case[0],
 )
-def test_a_bad_environment_variable_is_a_usage_error(tmp_path, capsys, monkeypatch, case):
+def test_a_bad_environment_variable_is_a_usage_error(tmp_path, cli, monkeypatch, case):
     variable, value, flag, says = case
     monkeypatch.setenv(variable, value)
 
-    code, _, err = cli(["run", "--output-dir", str(tmp_path / "run")], capsys)
+    code, _, err = cli("run", "--output-dir", str(tmp_path / "run"), within=30)
 
     assert code == 2
     assert f"UsageError: Invalid settings: {flag} = {value!r} (set by {flag} or " in err
@@ -924,36 +845,38 @@ def test_a_bad_environment_variable_is_a_usage_error(tmp_path, capsys, monkeypat
     assert says in err
 
 
-def test_a_flag_of_the_wrong_type_is_a_usage_error(tmp_path, capsys):
-    code, _, err = cli([*run_args(refused_url(), tmp_path / "run"), "--limit", "ten"], capsys)
+def test_a_flag_of_the_wrong_type_is_a_usage_error(tmp_path, cli):
+    code, _, err = cli(
+        *run_args(refused_url(), tmp_path / "run", **RUN), "--limit", "ten", within=30
+    )
 
     assert code == 2  # read by the same rule as its variable (evalgate.numbers)
     assert "--limit = 'ten' (set by --limit or EVALGATE_LIMIT or EVAL_LIMIT): not a whole" in err
 
 
-def test_a_length_flag_that_is_not_a_token_count_names_the_forms_it_takes(tmp_path, capsys):
-    code, _, err = cli([*run_args(refused_url(), tmp_path / "run"), "--isl", "8x"], capsys)
+def test_a_length_flag_that_is_not_a_token_count_names_the_forms_it_takes(tmp_path, cli):
+    code, _, err = cli(*run_args(refused_url(), tmp_path / "run", **RUN), "--isl", "8x", within=30)
 
     assert code == 2
     assert "--isl = '8x' (set by --isl or EVALGATE_ISL or ISL): not a whole number of tokens" in err
     assert "write e.g. 8192, 8k (8000) or 8K (8192)" in err
 
 
-def test_missing_endpoint_settings_are_named(tmp_path, capsys):
+def test_missing_endpoint_settings_are_named(tmp_path, cli):
     out = tmp_path / "run"
 
-    code, _, err = cli(["run", "--isl", "1024", "--osl", "1024", "--output-dir", str(out)], capsys)
+    code, _, err = cli("run", "--isl", "1024", "--osl", "1024", "--output-dir", str(out), within=30)
 
     assert code == 2
     assert "UsageError: Missing --base-url, --model: set the flag(s)" in err
-    assert read_result(out)["stage"] == "settings"
+    assert load_result(out)["stage"] == "settings"
 
 
-def test_an_output_folder_that_cannot_be_created_is_a_usage_error(engine, tmp_path, capsys):
+def test_an_output_folder_that_cannot_be_created_is_a_usage_error(engine, tmp_path, cli):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder", encoding="utf-8")
 
-    code, _, err = cli(run_args(engine, blocker / "run"), capsys)
+    code, _, err = cli(*run_args(engine.url, blocker / "run", **RUN), within=30)
 
     assert code == 2
     assert f"ArtifactError: Cannot create the output folder {blocker / 'run'}: " in err
@@ -972,26 +895,28 @@ BAD_URLS = [
 
 
 @pytest.mark.parametrize("url", [u for u, _ in BAD_URLS], ids=[why for _, why in BAD_URLS])
-def test_a_malformed_base_url_is_a_usage_error(tmp_path, capsys, url):
+def test_a_malformed_base_url_is_a_usage_error(tmp_path, cli, url):
     out = tmp_path / "run"
 
-    code, _, err = cli([*run_args(url, out), "--ready-timeout", "0.2"], capsys, within=10)
+    code, _, err = cli(*run_args(url, out, **RUN), "--ready-timeout", "0.2", within=10)
 
     assert code == 2
     assert "--base-url" in err
 
 
-def test_a_malformed_worker_url_is_a_usage_error(engine, tmp_path, capsys):
+def test_a_malformed_worker_url_is_a_usage_error(engine, tmp_path, cli):
     code, _, err = cli(
-        [*run_args(engine, tmp_path / "run"), "--worker-url", "decode:8000/v1"], capsys
+        *run_args(engine.url, tmp_path / "run", **RUN), "--worker-url", "decode:8000/v1", within=30
     )
 
     assert code == 2
     assert "--worker-url" in err
 
 
-def test_a_url_with_a_query_names_what_to_drop(tmp_path, capsys):
-    code, _, err = cli(run_args("http://127.0.0.1:8000/v1?x=1", tmp_path / "run"), capsys)
+def test_a_url_with_a_query_names_what_to_drop(tmp_path, cli):
+    code, _, err = cli(
+        *run_args("http://127.0.0.1:8000/v1?x=1", tmp_path / "run", **RUN), within=30
+    )
 
     assert code == 2
     assert "'http://127.0.0.1:8000/v1?x=1' has a query or fragment (?x=1)" in err
@@ -1048,7 +973,7 @@ def test_a_redirect_names_where_it_points(engine, tmp_path):
 
 
 @pytest.mark.parametrize("router", ["vllm-router", "sglang-router"])
-def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, capsys, router):
+def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, cli, router):
     """vllm-router's 500 "... Connection refused (os error 111)" is no HTTP status 111 from the
     worker, and no verdict on the prompt: the worker at that URL went away."""
     worker = "http://127.0.0.1:18201"
@@ -1058,11 +983,11 @@ def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, capsys
 
         started = time.monotonic()
         code, stdout, stderr = cli(
-            run_args(front, out, "--served-max-model-len", "4096"), capsys, engine=front
+            *run_args(front.url, out, served_max_model_len=4096, **RUN), within=30, engine=front
         )
         elapsed = time.monotonic() - started
 
-    doc = read_result(out)
+    doc = load_result(out)
     assert (code, doc["status"], doc["stage"], doc["exit_code"]) == (4, "error", "eval", 4)
     reason = doc["reason"]
     assert f"The worker {worker} behind the router is unreachable" in reason

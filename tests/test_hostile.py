@@ -9,21 +9,27 @@ each condition with its test.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evalgate.schemas import validation_errors
-from tests.conftest import _READ_VARS, deadline
-from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
+from tests.conftest import (
+    EVALGATE,
+    child_env,
+    deadline,
+    load_result,
+    run_args,
+    run_settings,
+    run_subprocess,
+    start_subprocess,
+)
+from tests.fakeengine import REPO_ROOT, Fault
 
 MODEL = "fake-model"
 BASH = shutil.which("bash") or "/bin/bash"
@@ -32,66 +38,10 @@ NOT_PROBE = frozenset(range(2, 100_000))
 """`Fault.nth` that spares the first generation request: the pre-flight probe."""
 
 
-@pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
-        yield running
-
-
-def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        engine.url,
-        "--model",
-        MODEL,
-        "--isl",
-        "1024",
-        "--osl",
-        "1024",
-        "--limit",
-        str(LIMIT),
-        "--num-concurrent",
-        "2",
-        "--retry-wait-min",
-        "0",
-        "--retry-wait-max",
-        "0",
-        "--ready-timeout",
-        "5",
-        "--timeout",
-        "60",
-        "--max-attempts",
-        "2",
-        "--min-samples",  # the environment, not statistics: the point estimate decides
-        "0",
-        "--output-dir",
-        str(out),
-        *extra,
-    ]
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not (k.startswith("EVALGATE_") or k in _READ_VARS)
-    }
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    return env | extra
-
-
-def evalgate(*args: str, **popen: Any) -> subprocess.Popen[str]:
-    """`evalgate ARGS` as its own process (the console script is `evalgate.cli:main`)."""
-    popen.setdefault("stdout", subprocess.PIPE)
-    popen.setdefault("stderr", subprocess.PIPE)
-    popen.setdefault("env", child_env())
-    popen.setdefault("cwd", REPO_ROOT)
-    return subprocess.Popen([sys.executable, "-m", "evalgate.cli", *args], text=True, **popen)
-
-
-def read_result(out: Path) -> dict[str, Any]:
-    doc = json.loads((out / "result.json").read_text(encoding="utf-8"))
-    assert validation_errors("result", doc) == []
-    return dict(doc)
+RUN = {
+    "osl": 1024, "limit": LIMIT, "num_concurrent": 2, "timeout": 60, "max_attempts": 2,
+    "min_samples": 0,  # the environment, not statistics: the point estimate decides
+}  # fmt: skip
 
 
 # -- signals: whatever a terminal or a scheduler sends, the result is written ----------------------
@@ -110,7 +60,7 @@ def test_a_signal_mid_eval_writes_an_aborted_result_with_the_answers(engine, tmp
     engine.inject(Fault("hang", nth=NOT_PROBE - {2, 3}))  # two answers, then silence
     out = tmp_path / "run"
     with deadline(90, engine):
-        child = evalgate(*run_args(engine, out))
+        child = start_subprocess(*run_args(engine.url, out, **RUN))
         try:
             assert engine.wait_until(lambda e: e.hanging >= 2, timeout=60)
             child.send_signal(signum)
@@ -122,7 +72,7 @@ def test_a_signal_mid_eval_writes_an_aborted_result_with_the_answers(engine, tmp
     assert "AbortedError: interrupted by a signal" in stderr
     assert "Traceback" not in stderr
     assert stdout == ""  # no verdict: the error is said once, on stderr
-    doc = read_result(out)
+    doc = load_result(out)
     assert (doc["status"], doc["stage"], doc["exit_code"]) == ("aborted", "eval", 6)
     journal = (out / "journal.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(journal) == 1 + 2
@@ -136,7 +86,7 @@ def test_a_signal_mid_eval_writes_an_aborted_result_with_the_answers(engine, tmp
 def shell(command: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     """`evalgate ARGS` started by bash with the redirections in `command` ("$@" is evalgate)."""
     return subprocess.run(
-        [BASH, "-c", command, "evalgate", sys.executable, "-m", "evalgate.cli", *args],
+        [BASH, "-c", command, "evalgate", *EVALGATE, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -149,21 +99,21 @@ def shell(command: str, *args: str, timeout: float = 90) -> subprocess.Completed
 def test_a_run_with_stderr_closed_still_passes_and_records_it(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" 2>&-', *run_args(engine, out))
+        done = shell('"$@" 2>&-', *run_args(engine.url, out, **RUN))
 
     assert done.returncode == 0, done.stdout
     assert done.stdout.startswith("PASS: ")
-    assert read_result(out)["status"] == "pass"
+    assert load_result(out)["status"] == "pass"
 
 
 def test_an_error_with_stderr_closed_still_has_its_exit_code_and_result(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" 2>&-', *run_args(engine, out, "--thresholds", str(tmp_path / "no")))
+        done = shell('"$@" 2>&-', *run_args(engine.url, out, thresholds=tmp_path / "no", **RUN))
 
     assert done.returncode == 2
     assert "InternalError" not in done.stdout
-    assert read_result(out)["stage"] == "thresholds"
+    assert load_result(out)["stage"] == "thresholds"
     assert engine.log == []
 
 
@@ -183,9 +133,9 @@ def test_other_commands_with_stderr_closed_keep_their_exit_code(tmp_path, comman
 def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_code(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" >/dev/full', *run_args(engine, out, "--json", "-"))
+        done = shell('"$@" >/dev/full', *run_args(engine.url, out, json="-", **RUN))
 
-    doc = read_result(out)
+    doc = load_result(out)
     assert (doc["status"], doc["exit_code"]) == ("pass", 0)
     assert done.returncode == doc["exit_code"], done.stderr
     assert "could not write to stdout (No space left on device)" in done.stderr
@@ -196,10 +146,10 @@ def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_cod
 def test_a_run_with_stdout_and_stderr_on_a_full_device_keeps_its_exit_code(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" >/dev/full 2>/dev/full', *run_args(engine, out))
+        done = shell('"$@" >/dev/full 2>/dev/full', *run_args(engine.url, out, **RUN))
 
     assert done.returncode == 0
-    assert read_result(out)["status"] == "pass"
+    assert load_result(out)["status"] == "pass"
 
 
 def test_context_with_stdout_on_a_full_device_is_an_error_not_a_silent_success():
@@ -229,25 +179,15 @@ def test_verify_into_a_closed_pipe_keeps_its_exit_code(tmp_path):
 # -- what can be checked before the eval is checked before the eval -------------------------------
 
 
-def in_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    from evalgate.cli import main
-
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_a_missing_baseline_is_refused_before_the_eval(engine, tmp_path, capsys):
+def test_a_missing_baseline_is_refused_before_the_eval(engine, tmp_path, cli):
     out = tmp_path / "run"
     with deadline(60, engine):
-        code, _, err = in_process(
-            run_args(engine, out, "--baseline", str(tmp_path / "nowhere")), capsys
-        )
+        code, _, err = cli(*run_args(engine.url, out, baseline=tmp_path / "nowhere", **RUN))
 
     assert code == 2
     assert f"{tmp_path / 'nowhere'} is neither a run folder holding result.json" in err
     assert engine.total == 0  # no probe, no eval
-    assert read_result(out)["status"] == "error"
+    assert load_result(out)["status"] == "error"
 
 
 @pytest.mark.parametrize(
@@ -259,21 +199,21 @@ def test_a_missing_baseline_is_refused_before_the_eval(engine, tmp_path, capsys)
     ids=["another API", "another question count"],
 )
 def test_a_baseline_measured_differently_is_refused_before_the_eval(
-    engine, tmp_path, capsys, baseline_flags, says
+    engine, tmp_path, cli, baseline_flags, says
 ):
     base = tmp_path / "base"
     with deadline(60, engine):
-        assert in_process([*run_args(engine, base), *baseline_flags], capsys)[0] == 0
+        assert cli(*run_args(engine.url, base, **RUN), *baseline_flags)[0] == 0
     engine.clear()
     out = tmp_path / "run"
 
     with deadline(60, engine):
-        code, _, err = in_process(run_args(engine, out, "--baseline", str(base)), capsys)
+        code, _, err = cli(*run_args(engine.url, out, baseline=base, **RUN))
 
     assert code == 2, err
     assert "was not measured the same way as this run" in err and says in err
     assert engine.total == 0
-    assert read_result(out)["eval"] is None
+    assert load_result(out)["eval"] is None
 
 
 # -- the disk: full, read-only, a folder where a file should be ------------------------------------
@@ -328,16 +268,14 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("size", [4, 12, 24, 40, 48], ids=lambda n: f"{n} KiB")
-def test_a_full_disk_is_an_error_that_says_what_to_do_never_a_pass(
-    engine, small_disk, capsys, size
-):
+def test_a_full_disk_is_an_error_that_says_what_to_do_never_a_pass(engine, small_disk, cli, size):
     """The disk fills up at whichever write: the first result, the journal, the samples, the
     raw results or the final result. Never a pass, never "please report it"; a result.json that
     is left says what the exit code says."""
     out = small_disk(size * 1024) / "run"
     engine.behaviour.reply_tokens = 400  # long answers: the journal and samples fill the disk
     with deadline(60, engine):
-        code, stdout, err = in_process(run_args(engine, out), capsys)
+        code, stdout, err = cli(*run_args(engine.url, out, **RUN))
 
     assert code == 4, err
     assert "please report it" not in err and "Traceback" not in err
@@ -345,16 +283,16 @@ def test_a_full_disk_is_an_error_that_says_what_to_do_never_a_pass(
     assert "free space or choose another --output-dir" in err
     assert "PASS" not in stdout
     if (out / "result.json").exists():
-        doc = read_result(out)
+        doc = load_result(out)
         assert doc["status"] in ("running", "error")
         assert doc["exit_code"] == code
     journal = out / "journal.jsonl"
     assert not journal.exists() or journal.stat().st_size > 0
 
 
-def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_only_dir, capsys):
+def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_only_dir, cli):
     with deadline(60, engine):
-        code, _, err = in_process(run_args(engine, read_only_dir), capsys)
+        code, _, err = cli(*run_args(engine.url, read_only_dir, **RUN))
 
     assert code == 2
     assert f"ArtifactError: The output folder {read_only_dir} is not writable" in err
@@ -363,9 +301,9 @@ def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_
     assert engine.log == []
 
 
-def test_an_output_folder_under_a_read_only_folder_is_refused(engine, read_only_dir, capsys):
+def test_an_output_folder_under_a_read_only_folder_is_refused(engine, read_only_dir, cli):
     with deadline(60, engine):
-        code, _, err = in_process(run_args(engine, read_only_dir / "run"), capsys)
+        code, _, err = cli(*run_args(engine.url, read_only_dir / "run", **RUN))
 
     assert code == 2
     assert f"ArtifactError: Cannot create the output folder {read_only_dir / 'run'}" in err
@@ -373,13 +311,13 @@ def test_an_output_folder_under_a_read_only_folder_is_refused(engine, read_only_
 
 
 @pytest.mark.parametrize("overwrite", [False, True], ids=["", "--overwrite"])
-def test_a_result_json_that_is_a_folder_is_refused(engine, tmp_path, capsys, overwrite):
+def test_a_result_json_that_is_a_folder_is_refused(engine, tmp_path, cli, overwrite):
     out = tmp_path / "run"
     (out / "result.json").mkdir(parents=True)
     (out / "result.json" / "keep.txt").write_text("mine\n")
     extra = ["--overwrite"] if overwrite else []
     with deadline(60, engine):
-        code, _, err = in_process(run_args(engine, out, *extra), capsys)
+        code, _, err = cli(*run_args(engine.url, out, *extra, **RUN))
 
     assert code == 2
     assert f"ArtifactError: {out / 'result.json'} is a folder, not a result" in err
@@ -395,21 +333,10 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
     try:
         with deadline(60, engine):
             from evalgate.run import run_gate
-            from evalgate.settings.values import Settings
 
-            outcome = run_gate(
-                Settings(
-                    base_url=engine.url,
-                    model=MODEL,
-                    isl=1024,
-                    osl=1024,
-                    limit=LIMIT,
-                    retry_wait_min=0,
-                    retry_wait_max=0,
-                    min_samples=0,
-                    output_dir=out,
-                )
-            )
+            given = {"osl": 1024, "limit": LIMIT, "min_samples": 0}
+            defaults = {"num_concurrent": None, "ready_timeout": None}  # the library's own
+            outcome = run_gate(run_settings(engine.url, out, **given, **defaults))
     finally:
         os.umask(old)
 
@@ -422,9 +349,9 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
 def test_a_run_outside_a_git_checkout_prints_no_git_error(engine, tmp_path):
     work = tmp_path / "not-a-checkout"
     work.mkdir()
-    env = child_env(GIT_CEILING_DIRECTORIES=str(tmp_path))
+    env = {"GIT_CEILING_DIRECTORIES": str(tmp_path)}
     with deadline(90, engine):
-        child = evalgate(*run_args(engine, work / "run"), cwd=work, env=env)
+        child = start_subprocess(*run_args(engine.url, work / "run", **RUN), cwd=work, env=env)
         stdout, stderr = child.communicate(timeout=80)
 
     assert child.returncode == 0, stderr
@@ -438,45 +365,33 @@ def test_a_run_outside_a_git_checkout_prints_no_git_error(engine, tmp_path):
 
 def test_verify_of_a_fifo_named_result_json_does_not_hang(tmp_path):
     os.mkfifo(tmp_path / "result.json")
-    child = evalgate("verify", str(tmp_path), "--no-github")
-    try:
-        stdout, stderr = child.communicate(timeout=60)
-    finally:
-        child.kill()
+    done = run_subprocess("verify", str(tmp_path), "--no-github", timeout=60)
 
-    assert child.returncode == 1, stderr
-    assert "is not a regular file (a FIFO, a device or a socket)" in stdout
+    assert done.returncode == 1, done.stderr
+    assert "is not a regular file (a FIFO, a device or a socket)" in done.stdout
 
 
 def test_a_run_into_a_folder_with_a_fifo_result_does_not_hang(engine, tmp_path):
     os.mkfifo(tmp_path / "result.json")
     with deadline(60, engine):
-        child = evalgate(*run_args(engine, tmp_path), "--overwrite")
-        try:
-            _, stderr = child.communicate(timeout=50)
-        finally:
-            child.kill()
+        done = run_subprocess(*run_args(engine.url, tmp_path, "--overwrite", **RUN), timeout=50)
 
-    assert child.returncode == 2, stderr
-    assert "is not a regular file (a FIFO, a device or a socket)" in stderr
+    assert done.returncode == 2, done.stderr
+    assert "is not a regular file (a FIFO, a device or a socket)" in done.stderr
     assert engine.log == []
 
 
 @pytest.mark.parametrize("given", ["the folder", "its result.json"])
-def test_a_baseline_that_is_the_output_folder_is_never_written_over(
-    engine, tmp_path, capsys, given
-):
+def test_a_baseline_that_is_the_output_folder_is_never_written_over(engine, tmp_path, cli, given):
     base = tmp_path / "base"
     with deadline(60, engine):
-        assert in_process(run_args(engine, base), capsys)[0] == 0
+        assert cli(*run_args(engine.url, base, **RUN))[0] == 0
     before = {f.name: f.read_bytes() for f in base.iterdir()}
     engine.clear()
     baseline = base if given == "the folder" else base / "result.json"
 
     with deadline(60, engine):
-        code, _, err = in_process(
-            run_args(engine, base, "--overwrite", "--baseline", str(baseline)), capsys
-        )
+        code, _, err = cli(*run_args(engine.url, base, "--overwrite", baseline=baseline, **RUN))
 
     assert code == 2
     assert "the run would write over the run it compares with" in err

@@ -14,13 +14,11 @@ import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
-from evalgate.cli import main
 from tests import outputs as ht
-from tests.conftest import FAST, deadline
+from tests.conftest import load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
 DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
@@ -30,15 +28,8 @@ LIMIT = 10
 # -- one hostile string, every output ------------------------------------------------------------
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str], engine: FakeEngine | None = None):
-    with deadline(120, engine):
-        code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
-    tmp_path, capsys, monkeypatch
+    tmp_path, cli, monkeypatch
 ):
     hostile, name, expected = ht.HOSTILE, ht.as_name(ht.HOSTILE), ht.scrubbed(ht.HOSTILE)
     inputs = tmp_path / "inputs"  # what the user and the engine hand evalgate: may hold secrets
@@ -57,44 +48,27 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
     behaviour = EngineBehaviour(
         model=hostile, version=hostile, owned_by=hostile, trailer=f"\n{hostile}", accuracy=1.0
     )
-    labels = [
-        f"--{flag}"
-        for flag in (
-            "model-prefix", "hardware", "framework", "precision", "kv-cache-dtype", "spec-decoding"
-        )
-    ]  # fmt: skip
     streams: dict[str, tuple[str, str]] = {}
     with FakeEngine(behaviour) as engine:
         url = ht.with_password(engine.url)
         worker = ht.with_password(engine.url, ht.WORKER_USER, ht.WORKER_PASSWORD)
-        common = [
-            "--base-url", url, "--worker-url", worker, "--api-key", ht.KEY, "--model", hostile,
-            "--isl", "1024", "--osl", "512", "--limit", str(LIMIT), "--max-attempts", "2",
-            "--min-samples", "0", "--thresholds", str(thresholds), *FAST,
-            *(arg for flag in labels for arg in (flag, hostile)),
-        ]  # fmt: skip
+        labels = ("model_prefix", "hardware", "framework", "precision", "kv_cache_dtype")
+        common = {
+            "worker_url": worker, "api_key": ht.KEY, "model": hostile, "limit": LIMIT,
+            "max_attempts": 2, "min_samples": 0, "thresholds": thresholds, "num_concurrent": None,
+            **dict.fromkeys((*labels, "spec_decoding"), hostile),
+        }  # fmt: skip
         # an engine error for one question (allowed), the answers carrying the string
         engine.inject(Fault("error", questions={DOCS[3].question}, message=hostile))
-        run_a = [*common, "--max-failed-requests", "1", "--output-dir", str(a)]
-        streams["run A"] = _run(["run", *run_a, "--json", "-"], capsys, engine)[1:]
+        run_a = run_args(url, a, json="-", max_failed_requests=1, **common)
+        streams["run A"] = cli(*run_a, within=120, engine=engine)[1:]
         engine.behaviour.accuracy = 0.5
-        run_b = [
-            *common,
-            "--max-failed-requests",
-            "1",
-            "--output-dir",
-            str(b),
-            "--baseline",
-            str(a),
-        ]
-        streams["run B"] = _run(["run", *run_b], capsys, engine)[1:]
+        run_b = run_args(url, b, baseline=a, max_failed_requests=1, **common)
+        streams["run B"] = cli(*run_b, within=120, engine=engine)[1:]
         engine.behaviour.accuracy = 1.0
-        streams["hook"] = _run(
-            ["hook", *common, "--max-failed-requests", "1", "--concurrency", "2",
-             "--layout", "harness", "--output-dir", str(hook)],
-            capsys,
-            engine,
-        )[1:]  # fmt: skip
+        hook_args = {"command": "hook", "concurrency": 2, "layout": "harness"}
+        hooked = run_args(url, hook, max_failed_requests=1, **hook_args, **common)
+        streams["hook"] = cli(*hooked, within=120, engine=engine)[1:]
         engine.clear()
         engine.inject(
             Fault(
@@ -104,9 +78,8 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
                 message=f"Incorrect API key provided: {ht.KEY}. {hostile}",
             )
         )
-        code, *streams["run C (401, -v)"] = _run(
-            ["-v", "run", *common, "--output-dir", str(c)], capsys, engine
-        )
+        run_c = run_args(url, c, **common)
+        code, *streams["run C (401, -v)"] = cli("-v", *run_c, within=120, engine=engine)
         assert code == 3
 
     # verify and compare read no settings: the credentials of their environment are the secrets
@@ -115,17 +88,16 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
     monkeypatch.setenv("WORKER_URLS", f"http://127.0.0.1:1/v1,{worker}")
     reports = out / "reports"
     junit, verdict, page = reports / "junit.xml", reports / "verdict.json", reports / "page.html"
-    code, *streams["verify"] = _run(
-        ["verify", str(out), str(inputs), "--github", "--thresholds", str(thresholds),
-         "--junit", str(junit), "--json", str(verdict), "--html", str(page)],
-        capsys,
+    code, *streams["verify"] = cli(
+        "verify", out, inputs, "--github", "--thresholds", thresholds, "--junit", junit,
+        "--json", verdict, "--html", page, within=120,
     )  # fmt: skip
     assert code == 1
     compare = ["compare", str(a), str(b), "--allow-protocol-drift"]
-    streams["compare"] = _run(compare, capsys)[1:]
-    streams["compare --markdown"] = _run([*compare, "--markdown"], capsys)[1:]
-    streams["compare --json --html"] = _run(
-        [*compare, "--json", "-", "--html", str(reports / "compare.html")], capsys
+    streams["compare"] = cli(*compare, within=120)[1:]
+    streams["compare --markdown"] = cli(*compare, "--markdown", within=120)[1:]
+    streams["compare --json --html"] = cli(
+        *compare, "--json", "-", "--html", str(reports / "compare.html"), within=120
     )[1:]
 
     # terminal: every line of every stream as GitHub's runner reads it
@@ -144,7 +116,7 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
     )  # the 6 problems
     assert ht.markdown_tables(streams["compare --markdown"][0], "compare --markdown") >= 2
     # JSON: the exact text minus secrets
-    result = json.loads((a / "result.json").read_text(encoding="utf-8"))
+    result = load_result(a)
     assert result["labels"]["hardware"] == expected
     assert json.loads(streams["run A"][0]) == result
     samples = ht.json_documents(a / "samples.jsonl")
@@ -171,12 +143,7 @@ NOT_PROBE = frozenset(range(2, 100_000))
 """`Fault.nth` that spares the first generation request: the pre-flight probe."""
 
 
-def run_args(url: str, out: Path, *extra: str) -> list[str]:
-    return [
-        "run", "--base-url", url, "--model", "fake-model", "--isl", "1024", "--osl", "512",
-        "--limit", "4", "--max-attempts", "1", "--timeout", "10", "--output-dir", str(out),
-        *FAST, *extra,
-    ]  # fmt: skip
+RUN = {"limit": 4, "max_attempts": 1, "timeout": 10, "num_concurrent": None}
 
 
 def commands(text: str) -> list[str]:
@@ -184,27 +151,31 @@ def commands(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.lstrip().startswith("::")]
 
 
-def test_an_engine_error_cannot_inject_a_workflow_command(tmp_path, capsys):
+def test_an_engine_error_cannot_inject_a_workflow_command(tmp_path, cli):
     """2: the engine's words, a newline then workflow commands, stay inside one line."""
     words = "bad request\n::stop-commands::tok\n::error::forged"
     with FakeEngine(EngineBehaviour()) as engine:
         engine.inject(Fault("error", status=400, nth={1}, message=words))
-        code, out, err = _run(run_args(engine.url, tmp_path / "run"), capsys, engine)
+        code, out, err = cli(
+            *run_args(engine.url, tmp_path / "run", **RUN), within=120, engine=engine
+        )
 
     assert code == 3
     assert commands(out + err) == []
     [line] = [line for line in err.splitlines() if line.startswith("ProbeError: ")]
     assert "bad request\\n::stop-commands::tok\\n::error::forged" in line
-    result = json.loads((tmp_path / "run" / "result.json").read_text(encoding="utf-8"))
+    result = load_result(tmp_path / "run")
     assert result["probe"]["engine_message"] == words  # evidence: the exact text
 
 
-def test_an_aiohttp_error_of_several_lines_stays_one_line(tmp_path, capsys):
+def test_an_aiohttp_error_of_several_lines_stays_one_line(tmp_path, cli):
     """2: aiohttp writes its HTTP errors on two lines ("400, message:\\n  Not enough data...");
     the error evalgate prints is still one."""
     with FakeEngine(EngineBehaviour()) as engine:
         engine.inject(Fault("die_mid_stream", nth=NOT_PROBE))
-        code, _, err = _run(run_args(engine.url, tmp_path / "run"), capsys, engine)
+        code, _, err = cli(
+            *run_args(engine.url, tmp_path / "run", **RUN), within=120, engine=engine
+        )
 
     assert code == 4
     [line] = [line for line in err.splitlines() if line.startswith("EvalFailedError: ")]
@@ -212,7 +183,7 @@ def test_an_aiohttp_error_of_several_lines_stays_one_line(tmp_path, capsys):
     assert line.endswith("the run cannot be gated.")
 
 
-def test_a_folder_name_cannot_stop_verifys_annotations(tmp_path, capsys):
+def test_a_folder_name_cannot_stop_verifys_annotations(tmp_path, cli):
     """2: a folder named with a newline and `::stop-commands::` is listed among the problems
     and annotated; no line of stdout is a command but evalgate's own ::error."""
     folder = tmp_path / "sweep" / "x\n::stop-commands::tok\n::warning::forged"
@@ -220,7 +191,7 @@ def test_a_folder_name_cannot_stop_verifys_annotations(tmp_path, capsys):
     (folder / "result.json").write_text("{}", encoding="utf-8")
     summary = tmp_path / "summary.md"
 
-    code, out, _ = _run(["verify", str(tmp_path / "sweep"), "--github"], capsys)
+    code, out, _ = cli("verify", str(tmp_path / "sweep"), "--github", within=120)
 
     assert code == 1
     [annotation] = commands(out)
@@ -263,12 +234,11 @@ def many_models() -> Iterator[str]:
         server.server_close()
 
 
-def test_a_huge_model_list_is_echoed_as_its_first_ids_and_a_count(many_models, tmp_path, capsys):
+def test_a_huge_model_list_is_echoed_as_its_first_ids_and_a_count(many_models, tmp_path, cli):
     """3: a model missing from a list of 100,000: the first ids, then how many more."""
-    args = run_args(many_models, tmp_path / "run")
-    args[args.index("fake-model")] = "not-served"
+    args = run_args(many_models, tmp_path / "run", model="not-served", **RUN)
 
-    code, out, err = _run(args, capsys)
+    code, out, err = cli(*args, within=120)
 
     assert code == 3
     [line] = [line for line in err.splitlines() if line.startswith("EndpointError: ")]
@@ -277,25 +247,24 @@ def test_a_huge_model_list_is_echoed_as_its_first_ids_and_a_count(many_models, t
     assert len(out) + len(err) < 5000
 
 
-def test_a_huge_model_list_is_not_logged_whole_when_ready(many_models, capsys):
+def test_a_huge_model_list_is_not_logged_whole_when_ready(many_models, cli):
     """3: the same list when the model is in it: the log line says how many, not which."""
-    code, _, err = _run(
-        ["context", "--base-url", many_models, "--model", "model-000000", "--isl", "3000",
-         "--osl", "512", "--served-max-model-len", "8192", *FAST],
-        capsys,
-    )  # fmt: skip
+    args = run_args(many_models, command="context", model="model-000000", isl=3000)
+    code, _, err = cli(*args, "--served-max-model-len", "8192", within=120)
 
     assert code == 0
     assert "and 99,995 more" in err
     assert len(err) < 5000
 
 
-def test_a_huge_error_body_is_echoed_as_its_start_and_its_length(tmp_path, capsys):
+def test_a_huge_error_body_is_echoed_as_its_start_and_its_length(tmp_path, cli):
     """3: a 100 kB error body: its first few hundred characters, then its length."""
     body = "Unauthorized: " + "x" * 100_000
     with FakeEngine(EngineBehaviour()) as engine:
         engine.inject(Fault("error", status=401, paths={"/v1/models"}, message=body))
-        code, _, err = _run(run_args(engine.url, tmp_path / "run"), capsys, engine)
+        code, _, err = cli(
+            *run_args(engine.url, tmp_path / "run", **RUN), within=120, engine=engine
+        )
 
     assert code == 3
     [line] = [line for line in err.splitlines() if line.startswith("EndpointError: ")]
@@ -307,23 +276,23 @@ def test_a_huge_error_body_is_echoed_as_its_start_and_its_length(tmp_path, capsy
 
 
 def test_a_label_that_is_not_utf8_is_recorded_exactly_and_printed_safely(
-    tmp_path, capsys, monkeypatch
+    tmp_path, cli, monkeypatch
 ):
     """A job variable holding bytes that are not UTF-8 (Python reads them as lone surrogates):
     result.json is still written, those bytes as U+FFFD; no line of output is a command."""
     label = os.fsdecode(b"b200\xff\n::stop-commands::t")
     monkeypatch.setenv("RUNNER_TYPE", label)
     with FakeEngine(EngineBehaviour()) as engine:
-        args = [*run_args(engine.url, tmp_path / "run"), "--min-samples", "0"]
-        code, out, err = _run(args, capsys, engine)
+        args = run_args(engine.url, tmp_path / "run", min_samples=0, **RUN)
+        code, out, err = cli(*args, within=120, engine=engine)
 
     assert code == 0, err
     assert commands(out + err) == []
-    result = json.loads((tmp_path / "run" / "result.json").read_text(encoding="utf-8"))
+    result = load_result(tmp_path / "run")
     assert result["labels"]["hardware"] == "b200\ufffd\n::stop-commands::t"
 
 
-def test_verify_reports_a_folder_whose_name_is_not_utf8(tmp_path, capsys):
+def test_verify_reports_a_folder_whose_name_is_not_utf8(tmp_path, cli):
     """Every report is written, and parses, when a result's folder name is not UTF-8 (the JSON
     writes those bytes as U+FFFD, the terminal escapes them) and the file holds a lone
     surrogate escape (malformed)."""
@@ -332,10 +301,9 @@ def test_verify_reports_a_folder_whose_name_is_not_utf8(tmp_path, capsys):
     (folder / "result.json").write_text('{"schema": "\\ud800<b>|</b>"}', encoding="utf-8")
     reports = tmp_path / "reports"
 
-    code, out, err = _run(
-        ["verify", str(tmp_path / "sweep"), "--github", "--junit", str(reports / "junit.xml"),
-         "--json", str(reports / "verdict.json"), "--html", str(reports / "page.html")],
-        capsys,
+    code, out, err = cli(
+        "verify", tmp_path / "sweep", "--github", "--junit", reports / "junit.xml",
+        "--json", reports / "verdict.json", "--html", reports / "page.html", within=120,
     )  # fmt: skip
 
     assert code == 1, err
@@ -347,7 +315,7 @@ def test_verify_reports_a_folder_whose_name_is_not_utf8(tmp_path, capsys):
     assert ht.Page((reports / "page.html").read_text(encoding="utf-8")).tags["script"] == 1
 
 
-def test_a_label_cannot_direct_the_summarys_chart(tmp_path, capsys, monkeypatch):
+def test_a_label_cannot_direct_the_summarys_chart(tmp_path, cli, monkeypatch):
     """mermaid reads `%%{init: ...}%%` anywhere in a chart: a label keeps its plain characters
     only; the table below still holds it whole, escaped."""
     summary = tmp_path / "summary.md"
@@ -355,10 +323,10 @@ def test_a_label_cannot_direct_the_summarys_chart(tmp_path, capsys, monkeypatch)
     evil = '%%{init: {"theme": "dark"}}%%"]\n```\n</details><img src=x onerror=alert(1)>|x|'
     with FakeEngine(EngineBehaviour(accuracy=0.5)) as engine:
         for folder, hardware in (("1", "b200"), ("2", evil)):
-            args = run_args(engine.url, tmp_path / "sweep" / folder, "--hardware", hardware)
-            _run([*args, "--min-samples", "0"], capsys, engine)
+            args = run_args(engine.url, tmp_path / "sweep" / folder, hardware=hardware, **RUN)
+            cli(*args, "--min-samples", "0", within=120, engine=engine)
 
-    code, out, _ = _run(["verify", str(tmp_path / "sweep"), "--github"], capsys)
+    code, out, _ = cli("verify", str(tmp_path / "sweep"), "--github", within=120)
 
     assert code == 1
     assert len(commands(out)) == 2  # both annotations, nothing else
@@ -369,9 +337,9 @@ def test_a_label_cannot_direct_the_summarys_chart(tmp_path, capsys, monkeypatch)
     assert "onerror=alert(1)&gt;\\|x\\|" in text
 
 
-def test_an_argument_argparse_cannot_place_is_quoted_on_one_line(capsys):
+def test_an_argument_argparse_cannot_place_is_quoted_on_one_line(cli):
     """A third folder given to compare (a name with a newline and a command in it)."""
-    assert main(["compare", "a", "b", "c\n::stop-commands::t"]) == 2
-    err = capsys.readouterr().err
+    code, _, err = cli("compare", "a", "b", "c\n::stop-commands::t")
+    assert code == 2
     assert commands(err) == []
     assert "unrecognized arguments: c\\n::stop-commands::t" in err

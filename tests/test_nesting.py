@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST, run_subprocess
+from tests.conftest import load_result, run_args, run_subprocess
 
 DOCUMENTS = Path(__file__).parent / "evidence" / "data" / "documents"
 DEPTHS = [150, 5_000, 1_000_000]
@@ -52,15 +52,11 @@ def test_context_refuses_a_deep_model_config(cli, tmp_path, depth, shape):
 def test_run_refuses_a_deep_model_config_and_records_why(cli, engine, tmp_path, depth):
     config, out = tmp_path / "config.json", tmp_path / "out"
     config.write_text(brackets(depth))
-    args = ["run", "--base-url", engine.url, "--model", "fake-model", "--isl", "1024"]
-
-    done = cli(
-        *args, "--osl", "512", "--output-dir", str(out), *FAST, "--model-config", str(config)
-    )
+    done = cli(*run_args(engine.url, out, model_config=config, num_concurrent=None))
 
     assert done.code == 2
     assert f"ContextError: {config} " in done.err
-    result = json.loads((out / "result.json").read_text())
+    result = load_result(out)
     assert (result["status"], result["error"]["type"]) == ("error", "ContextError")
 
 
@@ -142,10 +138,7 @@ def test_verify_refuses_a_deep_expect_file(cli, tmp_path, depth):
 def test_run_refuses_a_deep_baseline_before_sending_anything(cli, engine, tmp_path, depth):
     baseline = good_run(tmp_path / "baseline")
     (baseline / "result.json").write_text(_deep_value(depth))
-    args = ["run", "--base-url", engine.url, "--model", "fake-model", "--isl", "1024"]
-
-    done = cli(*args, "--osl", "512", "--output-dir", str(tmp_path / "out"), *FAST,
-               "--baseline", str(baseline))  # fmt: skip
+    done = cli(*run_args(engine.url, tmp_path / "out", baseline=baseline, num_concurrent=None))
 
     assert done.code == 2
     assert f"ArtifactError: {baseline / 'result.json'} " in done.err
@@ -156,9 +149,7 @@ def test_run_into_a_folder_holding_a_deep_result_refuses_to_bury_it(cli, engine,
     out = tmp_path / "out"
     out.mkdir()
     (out / "result.json").write_text(brackets(1_000_000))
-    args = ["run", "--base-url", engine.url, "--model", "fake-model", "--isl", "1024"]
-
-    done = cli(*args, "--osl", "512", "--output-dir", str(out), *FAST)
+    done = cli(*run_args(engine.url, out, num_concurrent=None))
 
     assert done.code == 2
     assert "already holds a result (status unreadable)" in done.err
@@ -168,19 +159,18 @@ def test_run_into_a_folder_holding_a_deep_result_refuses_to_bury_it(cli, engine,
 @pytest.mark.parametrize("where", ["header", "answer"])
 def test_resume_reads_a_journal_with_a_deep_line_as_far_as_it_is_json(cli, engine, tmp_path, where):
     out = tmp_path / "out"
-    args = ["run", "--base-url", engine.url, "--model", "fake-model", "--isl", "1024"]
-    args += ["--osl", "512", "--output-dir", str(out), "--limit", "4", "--min-samples", "0", *FAST]
+    args = run_args(engine.url, out, limit=4, min_samples=0, num_concurrent=None)
     assert cli(*args).code == 0
     journal = (out / "journal.jsonl").read_text().splitlines()
     journal[0 if where == "header" else 2] = brackets(1_000_000)
     (out / "journal.jsonl").write_text("\n".join(journal) + "\n")
-    result = json.loads((out / "result.json").read_text())
+    result = load_result(out)
     (out / "result.json").write_text(json.dumps(result | {"status": "aborted"}))
     sent = len(engine.requests)
 
     done = cli(*args, "--resume")
 
     assert done.code == 0, done.err
-    resumed = json.loads((out / "result.json").read_text())["eval"]["requests"]["resumed"]
+    resumed = load_result(out)["eval"]["requests"]["resumed"]
     asked = len(engine.requests) - sent - 1  # the probe is sent again
     assert (resumed, asked) == ((0, 4) if where == "header" else (1, 3))

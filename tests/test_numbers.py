@@ -11,7 +11,7 @@ import pytest
 from evalgate.cli.arguments import flag_name
 from evalgate.environment import variables
 from evalgate.settings.values import SETTINGS
-from tests.conftest import FAST, load_result, run_args, run_subprocess
+from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 CONTEXT = {"--isl": "4096", "--osl": "1024", "--served-max-model-len": "16384"}
@@ -98,12 +98,6 @@ def test_each_numeric_setting_takes_its_largest_value_and_refuses_the_next(field
     assert f"out of range: give {span}." in refused.stderr
 
 
-@pytest.fixture(scope="module")
-def fake() -> FakeEngine:
-    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        yield engine
-
-
 HUGE = [
     # (case, argv, environment, what the refusal names): the review's numbers on 8c36240
     ("ISL 10^20", ["--isl", "1" + "0" * 20], {}, "--isl = 100000000000000000000"),
@@ -126,34 +120,12 @@ HUGE = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("argv", "environment", "says"), [c[1:] for c in HUGE], ids=[c[0] for c in HUGE]
-)
-def test_a_number_past_its_range_is_refused_before_anything_is_sent_or_written(
-    fake, tmp_path, argv, environment, says
-):
-    out = tmp_path / "run"
-    fake.clear()
-
-    given = run_args(fake.url, out, *argv)
-    for variable in environment:  # a flag would win over the variable
-        given = _without(given, flag_name(variable.lower()))
-
-    done = run_subprocess(*given, env=environment)
-
-    assert done.returncode == 2, done.stderr
-    assert "UsageError: Invalid settings: " in done.stderr and says in done.stderr
-    assert "please report" not in done.stderr
-    assert fake.log == []  # nothing sent
-    assert not out.exists()  # nothing written
-
-
-def test_the_largest_keepalive_the_kernel_takes_is_set_on_every_connection(fake, tmp_path):
+def test_the_largest_keepalive_the_kernel_takes_is_set_on_every_connection(engine, tmp_path):
     """idle 32,767 s + 16,651 s x 127 probes: 2,147,444,000 ms, within TCP_USER_TIMEOUT's range;
     the run connects (before, 100000 failed every connection with EINVAL until --ready-timeout)."""
     out = tmp_path / "run"
     keepalive = ["--keepalive-idle", "32767", "--keepalive-interval", "16651"]
-    argv = run_args(fake.url, out, *keepalive, "--keepalive-probes", "127", "--limit", "5")
+    argv = run_args(engine.url, out, *keepalive, keepalive_probes=127, limit=5)
 
     done = run_subprocess(*argv, "--min-samples", "0")
 
@@ -175,28 +147,24 @@ def test_the_largest_keepalive_the_kernel_takes_is_set_on_every_connection(fake,
     ids=["--concurrency 10^20", "EVAL_CONC past 65,535", "CONC in Arabic-Indic digits"],
 )
 def test_the_hook_refuses_a_concurrency_out_of_range_once(
-    fake, tmp_path, command, environment, says
+    engine, tmp_path, command, environment, says
 ):
     out = tmp_path / "stage"
-    fake.clear()
-    argv = [*command, "--base-url", fake.url, "--model", "fake-model", "--isl", "1024"]
-
-    done = run_subprocess(*argv, "--osl", "512", "--output-dir", str(out), *FAST, env=environment)
+    name, *flags = command
+    done = run_subprocess(*run_args(engine.url, out, *flags, command=name), env=environment)
 
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("UsageError: Invalid settings: --concurrency") == 1, done.stderr
     assert says in done.stderr
     assert "please report" not in done.stderr
-    assert fake.log == [] and not out.exists()
+    assert engine.log == [] and not out.exists()
 
 
-def test_the_hook_takes_the_largest_concurrency(fake, tmp_path):
+def test_the_hook_takes_the_largest_concurrency(engine, tmp_path):
     """65,535 in flight (at most, over 3 questions): the hook runs it and passes."""
     out = tmp_path / "stage"
-    argv = ["hook", "--base-url", fake.url, "--model", "fake-model", "--isl", "1024"]
-    limits = ["--concurrency", "65535", "--limit", "3", "--min-samples", "0"]
-
-    done = run_subprocess(*argv, "--osl", "512", "--output-dir", str(out), *FAST, *limits)
+    limits = {"concurrency": 65535, "limit": 3, "min_samples": 0}
+    done = run_subprocess(*run_args(engine.url, out, command="hook", **limits))
 
     assert done.returncode == 0, done.stderr
     assert "conc 65535: PASS" in done.stdout
@@ -216,22 +184,31 @@ DIGITS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("argv", "environment", "says"), [c[1:] for c in DIGITS], ids=[c[0] for c in DIGITS]
-)
-def test_a_number_not_in_ascii_digits_is_refused_by_one_rule(
-    fake, tmp_path, argv, environment, says
-):
-    out = tmp_path / "run"
-    fake.clear()
+REFUSED = [(*case, "UsageError: Invalid settings: ") for case in HUGE]
+REFUSED += [(*case, "ASCII digits 0-9") for case in DIGITS]
+"""A number past its range, and one not in ASCII digits (one rule), by flag or variable:
+(case, flags, variables, what the error says, what every such error says)."""
 
-    given = _without(run_args(fake.url, out, *argv), "--isl") if "ISL" in environment else None
-    done = run_subprocess(*(given or run_args(fake.url, out, *argv)), env=environment)
+
+@pytest.mark.parametrize("case", [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_a_number_out_of_its_rule_is_refused_before_anything_is_sent_or_written(
+    engine, tmp_path, case
+):
+    argv, environment, says, rule = case
+    out = tmp_path / "run"
+
+    given = run_args(engine.url, out, *argv)
+    for variable in environment:  # a flag would win over the variable
+        [field] = [field for field in SETTINGS if variable in variables(field)]
+        given = _without(given, flag_name(field))
+
+    done = run_subprocess(*given, env=environment)
 
     assert done.returncode == 2, done.stderr
-    assert says in done.stderr
-    assert "ASCII digits 0-9" in done.stderr
-    assert fake.log == [] and not out.exists()
+    assert rule in done.stderr and says in done.stderr
+    assert "please report" not in done.stderr
+    assert engine.log == []  # nothing sent
+    assert not out.exists()  # nothing written
 
 
 def test_a_served_length_in_other_digits_is_refused(tmp_path):
@@ -299,7 +276,7 @@ def test_verify_takes_the_largest_min_samples(tmp_path):
     """2,147,483,647 questions: a verdict (inconclusive for a short run), not a crash."""
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        assert run_subprocess(*run_args(engine.url, out, "--limit", "5")).returncode == 5
+        assert run_subprocess(*run_args(engine.url, out, limit=5)).returncode == 5
 
     done = run_subprocess("verify", str(out), "--min-samples", "2147483647")
 

@@ -13,15 +13,6 @@ import pytest
 from evalgate import scrub
 from tests import outputs
 
-
-@pytest.fixture(autouse=True)
-def no_secrets() -> Iterator[None]:
-    """No secrets configured before or after each test (the CLI configures its own)."""
-    scrub.configure([])
-    yield
-    scrub.configure([])
-
-
 # -- each output's neutraliser --------------------------------------------------------------------
 
 TERMINAL = [

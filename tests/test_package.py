@@ -6,7 +6,6 @@ extra. The full install (the eval extra) is exercised by tests/test_readme.py.""
 from __future__ import annotations
 
 import email
-import json
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from evalgate._version import DISTRIBUTION, EVAL_EXTRA, __version__
-from tests.conftest import Sweep, Venv, fresh_venv
+from tests.conftest import Sweep, Venv, fresh_venv, load_result
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("run", "hook", "verify", "compare", "context", "probe")
@@ -196,7 +195,7 @@ def test_run_gate_without_the_extra_is_a_usage_error_in_its_result(core: Venv, e
         f"2 error a gate run needs the eval extra (lm-eval), which this install lacks: "
         f"{EVAL_EXTRA}\n"
     )
-    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    result = load_result(tmp_path / "out")
     assert (result["status"], result["exit_code"]) == ("error", 2)
 
 

@@ -15,6 +15,7 @@ import pytest
 from evalgate.cli.arguments import settings_table
 from evalgate.errors import ExitCode
 from evalgate.schemas import validation_errors
+from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,8 +84,7 @@ def test_python_quickstart_runs_against_an_engine(tmp_path, monkeypatch):
         done.stdout.strip() == "pass 0 strict-match 1.0000 (95% CI 0.9287-1.0000, n=50), "
         "flexible-extract 1.0000 (95% CI 0.9287-1.0000, n=50) >= threshold 0.9000 (default)"
     )
-    document = json.loads((tmp_path / "result.json").read_text())
-    assert validation_errors("result", document) == []
+    load_result(tmp_path)  # valid against the schema
 
 
 @pytest.mark.parametrize("block", [b for b in blocks("json") if '"default"' in b])

@@ -6,7 +6,7 @@ import base64
 import json
 import random
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from urllib.parse import quote
 
 import pytest
@@ -26,13 +26,6 @@ from evalgate.verify.html import SHOWN_CHARS
 
 KEY = "sk-evalgate-PLANTED/+123"  # a slash and a plus: URL-encoding and JSON writers differ
 PAIR = "gate:pw-PLANTED-456"
-
-
-@pytest.fixture(autouse=True)
-def no_secrets() -> Iterator[None]:
-    scrub.configure([])
-    yield
-    scrub.configure([])
 
 
 FORMS = [

@@ -17,7 +17,6 @@ import logging
 import subprocess
 import threading
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,18 +25,23 @@ import msgspec
 import pytest
 
 from evalgate import scrub
-from evalgate.cli import main
-from evalgate.engine.client import EvalClient
 from evalgate.engine.wire import MAX_MESSAGE_CHARS
 from evalgate.errors import ExitCode
 from evalgate.eval.replies import MAX_CHARS_PER_TOKEN
 from evalgate.run import run_gate
 from evalgate.schemas import validation_errors
-from evalgate.settings.endpoint import NetworkSettings
 from evalgate.settings.values import Settings
 from evalgate.verify.html import SHOWN_CHARS
 from tests import fakeengine
-from tests.conftest import FAST, deadline, load_result, load_samples, run_args, run_subprocess
+from tests.conftest import (
+    deadline,
+    eval_client,
+    load_result,
+    load_samples,
+    run_args,
+    run_settings,
+    run_subprocess,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, thresholds
 
@@ -69,12 +73,6 @@ def headers(monkeypatch) -> list[tuple[str, str | None]]:
     return seen
 
 
-@pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
-        yield running
-
-
 def with_password(url: str) -> str:
     return url.replace("http://", f"http://{USER}:{PASSWORD}@", 1)
 
@@ -97,64 +95,26 @@ def assert_nowhere(*texts: str) -> None:
 POINT = ["--min-samples", "0"]  # secrets, not statistics: the point estimate decides
 
 
-def common_args(url: str) -> list[str]:
-    return [
-        "--base-url",
-        url,
-        "--model",
-        MODEL,
-        "--isl",
-        "1024",
-        "--osl",
-        "1024",
-        "--limit",
-        str(LIMIT),
-        "--retry-wait-min",
-        "0",
-        "--retry-wait-max",
-        "0",
-        "--ready-timeout",
-        "1",
-        "--timeout",
-        "2",
-        "--max-attempts",
-        "2",
-    ]
-
-
-class Cli:
-    """`evalgate <args>` under a deadline; `out` is a fresh output folder for it."""
-
-    def __init__(self, out: Path, capsys: Any) -> None:
-        self.out = out
-        self._capsys = capsys
-
-    def __call__(self, args: list[str], engine: FakeEngine | None = None) -> tuple[int, str, str]:
-        with deadline(30, engine):
-            code = main(args)
-        captured = self._capsys.readouterr()
-        return code, captured.out, captured.err
-
-
-@pytest.fixture
-def cli(tmp_path, capsys) -> Cli:
-    return Cli(tmp_path / "run", capsys)
+COMMON = {
+    "osl": 1024, "limit": LIMIT, "ready_timeout": 1, "timeout": 2, "max_attempts": 2,
+    "num_concurrent": None,
+}  # fmt: skip
 
 
 # -- the key ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("source", ["--api-key", "EVALGATE_API_KEY", "OPENAI_API_KEY"])
-def test_a_planted_key_is_sent_and_found_nowhere(engine, headers, cli, monkeypatch, source):
-    out = cli.out
-    args = ["-v", "-v", "run", *common_args(engine.url), *POINT, "--output-dir", str(out)]
-    args += ["--json", "-"]
-    if source == "--api-key":
-        args += ["--api-key", KEY]
-    else:
-        monkeypatch.setenv(source, KEY)
+def test_a_planted_key_is_sent_and_found_nowhere(engine, headers, cli, tmp_path, source):
+    out = tmp_path / "run"
+    args = ["-v", "-v", *run_args(engine.url, out, *POINT, json="-", **COMMON)]
+    with pytest.MonkeyPatch.context() as patch:
+        if source == "--api-key":
+            args += ["--api-key", KEY]
+        else:
+            patch.setenv(source, KEY)
 
-    code, stdout, stderr = cli(args, engine)
+        code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 0
     assert json.loads(stdout)["status"] == "pass"
@@ -189,20 +149,18 @@ FAILURES = [
 
 
 @pytest.mark.parametrize("case", [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES])
-def test_no_secret_in_the_errors_of_a_failed_run(engine, headers, cli, case):
+def test_no_secret_in_the_errors_of_a_failed_run(engine, headers, cli, tmp_path, case):
     make_fault, code, stage = case
     engine.inject(make_fault())
-    out = cli.out
+    out = tmp_path / "run"
     url = with_password(engine.url)
 
-    got, stdout, stderr = cli(
-        ["-v", "-v", "run", *common_args(url), "--api-key", KEY, "--output-dir", str(out)],
-        engine,
-    )
+    args = run_args(url, out, api_key=KEY, **COMMON)
+    got, stdout, stderr = cli("-v", "-v", *args, within=30, engine=engine)
 
     assert got == code
     assert f"stage: {stage}" in stderr
-    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    result = load_result(out)
     assert result["stage"] == stage
     assert result["endpoint"] is None or result["endpoint"]["base_url"] == engine.url
     assert headers and {auth for _, auth in headers} == {BASIC}  # user:password wins, as in httpx
@@ -212,7 +170,7 @@ def test_no_secret_in_the_errors_of_a_failed_run(engine, headers, cli, case):
 # -- secrets the engine echoes back (issue 26, 1) -------------------------------------------------
 
 
-def test_a_key_the_engine_echoes_back_is_scrubbed_from_every_output(engine, cli):
+def test_a_key_the_engine_echoes_back_is_scrubbed_from_every_output(engine, cli, tmp_path):
     """OpenAI's 401 names the key it refused: the message is kept, the key is not."""
     engine.inject(
         Fault(
@@ -222,21 +180,22 @@ def test_a_key_the_engine_echoes_back_is_scrubbed_from_every_output(engine, cli)
             message=f"Incorrect API key provided: {KEY}. You can find your API key at ...",
         )
     )
-    out = cli.out
+    out = tmp_path / "run"
 
-    code, stdout, stderr = cli(
-        ["run", *common_args(engine.url), "--api-key", KEY, "--output-dir", str(out)], engine
-    )
+    args = run_args(engine.url, out, api_key=KEY, **COMMON)
+    code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 3
     assert "HTTP 401: Incorrect API key provided: ***. You can find" in stderr
     assert stdout == ""  # the error is said once, on stderr
-    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    result = load_result(out)
     assert "Incorrect API key provided: ***." in result["reason"]
     assert_nowhere(stdout, stderr, files_text(out))
 
 
-def test_url_passwords_the_engine_echoes_are_scrubbed_from_samples_and_journal(engine, cli):
+def test_url_passwords_the_engine_echoes_are_scrubbed_from_samples_and_journal(
+    engine, cli, tmp_path
+):
     """A proxy's 403 names the URL with its password; an answer quotes a worker's URL: neither
     password reaches samples.jsonl, journal.jsonl, result.json or the terminal (each of
     --base-url and --worker-url)."""
@@ -251,14 +210,14 @@ def test_url_passwords_the_engine_echoes_are_scrubbed_from_samples_and_journal(e
             message=f"forbidden: {url}/chat/completions",
         )
     )
-    out = cli.out
+    out = tmp_path / "run"
 
-    args = ["run", *common_args(url), "--worker-url", worker, *POINT, "--output-dir", str(out)]
-    code, stdout, stderr = cli(args, engine)
+    args = run_args(url, out, *POINT, worker_url=worker, **COMMON)
+    code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 4  # a 4xx stops the eval; the answers so far are kept
     port = engine.url.rsplit(":", 1)[1]
-    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    samples = load_samples(out)
     [failed] = [s for s in samples if s["error"]]
     # the user info as a whole ("user:password") is masked
     assert failed["error"] == f"HTTP 403: forbidden: http://***@127.0.0.1:{port}/chat/completions"
@@ -271,48 +230,43 @@ def test_url_passwords_the_engine_echoes_are_scrubbed_from_samples_and_journal(e
     assert_nowhere(stdout, stderr, files_text(out))
 
 
-def test_an_answer_is_scored_as_the_engine_sent_it_and_stored_scrubbed(engine, cli):
+def test_an_answer_is_scored_as_the_engine_sent_it_and_stored_scrubbed(engine, cli, tmp_path):
     """Scrubbing comes after scoring: an answer ending in the key ends in its digits for the
     flexible filter (the last number), though samples.jsonl shows the key masked."""
     engine.behaviour.trailer = f"\n{KEY}"
-    out = cli.out
+    out = tmp_path / "run"
 
-    code, _, _ = cli(
-        ["run", *common_args(engine.url), "--api-key", KEY, *POINT, "--output-dir", str(out)],
-        engine,
-    )
+    args = run_args(engine.url, out, *POINT, api_key=KEY, **COMMON)
+    code, _, _ = cli(*args, within=30, engine=engine)
 
     assert code == 1  # flexible-extract reads -123: every answer wrong
-    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    samples = load_samples(out)
     assert {s["filters"]["flexible-extract"]["extracted"] for s in samples} == {"-123"}
     assert all(s["filters"]["strict-match"]["correct"] for s in samples)
     assert all(s["response"].endswith("\n***") for s in samples)
     assert_nowhere(files_text(out))
 
 
-def test_a_placeholder_key_is_sent_but_not_scrubbed(engine, cli):
+def test_a_placeholder_key_is_sent_but_not_scrubbed(engine, cli, tmp_path):
     """vLLM's convention `EMPTY` (a listed placeholder) is no secret: scrubbing it
     would shred ordinary text."""
     engine.behaviour.trailer = "\nEMPTY"
-    out = cli.out
+    out = tmp_path / "run"
 
-    code, _, _ = cli(
-        ["run", *common_args(engine.url), "--api-key", "EMPTY", *POINT, "--output-dir", str(out)],
-        engine,
-    )
+    args = run_args(engine.url, out, *POINT, api_key="EMPTY", **COMMON)
+    code, _, _ = cli(*args, within=30, engine=engine)
 
     assert code == 0
-    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    samples = load_samples(out)
     assert all(s["response"].endswith("\nEMPTY") for s in samples)
 
 
-def test_no_secret_when_the_endpoint_is_never_ready(cli):
+def test_no_secret_when_the_endpoint_is_never_ready(cli, tmp_path):
     url = with_password(f"http://127.0.0.1:{unused_port()}/v1")
-    out = cli.out
+    out = tmp_path / "run"
 
-    code, stdout, stderr = cli(
-        ["-v", "-v", "run", *common_args(url), "--api-key", KEY, "--output-dir", str(out)]
-    )
+    args = run_args(url, out, api_key=KEY, **COMMON)
+    code, stdout, stderr = cli("-v", "-v", *args, within=30)
 
     assert code == 3
     assert "was not ready after" in stderr
@@ -330,22 +284,9 @@ def test_no_secret_in_evalgates_logs_outcome_or_exception_chain(
     if fails:
         engine.inject(Fault("error", status=400, questions={DOCS[4].question}))
     caplog.set_level(logging.DEBUG, logger="evalgate")
-    settings = Settings(
-        base_url=with_password(engine.url),
-        worker_urls=[with_password(engine.url)],
-        api_key=KEY,
-        model=MODEL,
-        isl=1024,
-        osl=1024,
-        limit=LIMIT,
-        retry_wait_min=0,
-        retry_wait_max=0,
-        ready_timeout=1,
-        timeout=2,
-        max_attempts=2,
-        output_dir=tmp_path / "run",
-        min_samples=0,
-    )
+    url = with_password(engine.url)
+    given = {"worker_urls": [url], "api_key": KEY, "min_samples": 0}
+    settings = run_settings(url, tmp_path / "run", **given, **COMMON)
 
     with deadline(30, engine):
         outcome = run_gate(settings)
@@ -368,17 +309,7 @@ def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers,
     """The eval's own requests: the URL the HTTP library gets has no password (whatever it
     logs); the credentials go as basic auth, as before."""
     caplog.set_level(logging.DEBUG)  # every logger: aiohttp, asyncio, evalgate
-    client = EvalClient(
-        base_url=with_password(engine.url),
-        api_key=KEY,
-        api="chat",
-        timeout=2,
-        attempts=1,
-        wait_min=0,
-        wait_max=0,
-        max_connections=1,
-        network=NetworkSettings(),
-    )
+    client = eval_client(with_password(engine.url), api_key=KEY, timeout=2, attempts=1)
     body = {
         "model": MODEL,
         "messages": [{"role": "user", "content": f"Question: {DOCS[0].question}\nAnswer:"}],
@@ -401,18 +332,8 @@ def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers,
 
 def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    settings = Settings(
-        base_url=with_password(engine.url),
-        model=MODEL,
-        isl=1024,
-        osl=1024,
-        limit=LIMIT,
-        retry_wait_min=0,
-        retry_wait_max=0,
-        ready_timeout=1,
-        output_dir=tmp_path / "run",
-        min_samples=0,
-    )
+    given = COMMON | {"timeout": None, "max_attempts": None, "min_samples": 0}  # None: the default
+    settings = run_settings(with_password(engine.url), tmp_path / "run", **given)
 
     with deadline(30, engine):
         outcome = run_gate(settings)
@@ -444,11 +365,12 @@ def test_context_and_probe_output_holds_no_secret(engine, headers, cli, monkeypa
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     url = with_password(engine.url)
 
-    args = common_args(url)
+    options = COMMON | {"command": command, "worker_url": url}
     if command == "context":  # no probe there: no --timeout, --max-attempts
-        args = args[: args.index("--timeout")]
+        options |= {"timeout": None, "max_attempts": None}
 
-    code, stdout, stderr = cli(["-v", "-v", command, *args, "--worker-url", url, *extra], engine)
+    args = run_args(url, None, *extra, **options)
+    code, stdout, stderr = cli("-v", "-v", *args, within=30, engine=engine)
 
     assert code == 0
     assert stdout.strip()
@@ -461,23 +383,13 @@ def test_context_and_probe_output_holds_no_secret(engine, headers, cli, monkeypa
     assert_nowhere(stdout, stderr)
 
 
-def test_the_hook_stages_no_secret(engine, headers, cli, monkeypatch):
+def test_the_hook_stages_no_secret(engine, headers, cli, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ROUTER_URL", engine.url)
-    stage = cli.out
+    stage = tmp_path / "run"
 
-    code, stdout, stderr = cli(
-        [
-            "hook",
-            *common_args(engine.url)[2:],
-            *POINT,
-            "--concurrency",
-            "2",
-            "--output-dir",
-            str(stage),
-        ],
-        engine,
-    )
+    args = run_args(None, stage, *POINT, command="hook", concurrency=2, **COMMON)  # ROUTER_URL
+    code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 0
     assert {p.name for p in (stage / "conc-2").iterdir()} >= {"result.json", "meta_env.json"}
@@ -488,23 +400,22 @@ def test_the_hook_stages_no_secret(engine, headers, cli, monkeypatch):
 # -- bad input that holds a secret ---------------------------------------------------------------
 
 
-def test_a_settings_error_does_not_echo_the_secrets(cli, monkeypatch):
+def test_a_settings_error_does_not_echo_the_secrets(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("EVALGATE_API_KEY", KEY)
     url = with_password("http://127.0.0.1:8000/v1")
 
-    code, stdout, stderr = cli(
-        ["run", *common_args(url), "--limit", "0", "--output-dir", str(cli.out)]
-    )
+    args = run_args(url, tmp_path / "run", **(COMMON | {"limit": 0}))
+    code, stdout, stderr = cli(*args, within=30)
 
     assert code == 2
     assert "Invalid settings: --limit = 0" in stderr
     assert_nowhere(stdout, stderr)
 
 
-def test_a_bad_url_with_a_password_is_a_usage_error_that_hides_it(cli):
+def test_a_bad_url_with_a_password_is_a_usage_error_that_hides_it(cli, tmp_path):
     url = f"ftp://{USER}:{PASSWORD}@127.0.0.1:{unused_port()}/v1"
 
-    code, stdout, stderr = cli(["run", *common_args(url), "--output-dir", str(cli.out)])
+    code, stdout, stderr = cli(*run_args(url, tmp_path / "run", **COMMON), within=30)
 
     assert code == 2
     assert "--base-url" in stderr
@@ -555,8 +466,7 @@ def test_an_engine_error_quoting_the_key_across_its_cut_keeps_no_part_of_it(rout
         engine.inject(Fault("error", status=400, message=words))
         served = ["--api-key", CUT_KEY, "--served-max-model-len", "4096", "--limit", "2"]
         ran = run_subprocess(*run_args(engine.url, out, *served))  # Dynamo lists no length
-        endpoint = run_args(engine.url, out)[1:9]
-        probe = run_subprocess("probe", "--json", "-", *endpoint, *FAST, *served)
+        probe = run_subprocess(*run_args(engine.url, None, *served, command="probe", json="-"))
 
     result = load_result(out)
     assert (ran.returncode, result["stage"], probe.returncode) == (3, "probe", 3), ran.stderr
@@ -568,7 +478,7 @@ def test_a_model_id_holding_the_key_across_its_cut_keeps_no_part_of_it(tmp_path)
     """A listed model id is quoted to 100 characters: the key starts at 90."""
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour(listed_model=FILL * 90 + CUT_KEY)) as engine:
-        ran = run_subprocess(*run_args(engine.url, out, "--api-key", CUT_KEY, "--limit", "2"))
+        ran = run_subprocess(*run_args(engine.url, out, api_key=CUT_KEY, limit=2))
 
     assert ran.returncode == 3, ran.stderr
     assert "does not serve model 'fake-model'; it serves ['~~~~" in ran.stderr
@@ -583,7 +493,7 @@ def test_an_answer_past_its_budget_cut_across_the_key_keeps_no_part_of_it(tmp_pa
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour(answer_text=answer)) as engine:
         ran = run_subprocess(
-            *run_args(engine.url, out, "--api-key", CUT_KEY, "--limit", "2"),
+            *run_args(engine.url, out, api_key=CUT_KEY, limit=2),
             *("--max-tokens", str(budget), "--min-samples", "0"),
         )
 
@@ -603,11 +513,11 @@ def test_verifys_reports_cut_no_answer_or_model_across_the_key(tmp_path):
     base = evalgate_sweep(tmp_path / "base", "b", {4: baseline_answers()})
     cand = evalgate_sweep(tmp_path / "cand", "c", {4: answers(lost=80)})
     for folder in (*base.iterdir(), *cand.iterdir()):  # one label: the configs pair
-        result = json.loads((folder / "result.json").read_text())
+        result = load_result(folder)
         result["labels"]["hardware"] = FILL * (scrub.TERMINAL_CHARS - 20) + CUT_KEY
         (folder / "result.json").write_text(json.dumps(result))
     for folder in cand.iterdir():
-        records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+        records = load_samples(folder)
         for record in records:
             for answer in record["filters"].values():
                 answer["extracted"] = FILL * (SHOWN_CHARS - 20) + CUT_KEY
@@ -654,7 +564,7 @@ def test_a_key_that_spells_evalgates_own_words_leaves_every_document_whole(
         url = engine.url.replace("http://", f"http://{user}", 1)
         environment = environment or {"ROUTER_URL": url}
         for out in runs:
-            done = run_subprocess(*run_args(url, out, *flags, "--limit", "4", "--min-samples", "0"))
+            done = run_subprocess(*run_args(url, out, *flags, limit=4, min_samples=0))
             assert done.returncode == 0, done.stderr
     verdict = tmp_path / "verdict.json"
     verified = run_subprocess("verify", str(runs[0]), "--json", str(verdict), env=environment)
@@ -686,7 +596,7 @@ def test_a_short_url_password_the_engine_echoes_is_scrubbed_everywhere(tmp_path)
     with FakeEngine(EngineBehaviour()) as engine:
         engine.inject(Fault("error", status=403, paths={"/v1/models"}, message=echoed))
         url = engine.url.replace("http://", "http://bob:hunter2@", 1)
-        ran = run_subprocess(*run_args(url, out, "--limit", "2"))
+        ran = run_subprocess(*run_args(url, out, limit=2))
 
     assert ran.returncode == 3, ran.stderr
     assert "no access for *** (password ***, header Basic ***)" in ran.stderr  # the pair is one
@@ -697,7 +607,7 @@ def test_a_short_url_password_the_engine_echoes_is_scrubbed_everywhere(tmp_path)
 def test_a_key_too_short_to_scrub_is_warned_of_once_and_never_shown(tmp_path):
     with FakeEngine(EngineBehaviour()) as engine:
         ran = run_subprocess(
-            *run_args(engine.url, tmp_path / "run", "--limit", "2", *POINT),
+            *run_args(engine.url, tmp_path / "run", *POINT, limit=2),
             env={"EVALGATE_API_KEY": "k9Z"},
         )
 
@@ -718,7 +628,7 @@ def test_a_key_given_by_flag_is_scrubbed_from_a_settings_error(tmp_path):
     key = "sk-Zk3pQ8wLx2Vb7Nm4Rt9Yc1Hd6"
     url = f"http://127.0.0.1:{unused_port()}/v1?api-key={key}"  # a query is refused, and quoted
 
-    done = run_subprocess(*run_args(url, tmp_path / "run", "--api-key", key))
+    done = run_subprocess(*run_args(url, tmp_path / "run", api_key=key))
 
     assert done.returncode == ExitCode.USAGE, done.stderr
     assert "has a query or fragment (?api-key=***)" in done.stderr
@@ -735,7 +645,7 @@ def test_a_password_in_a_routers_own_url_encoding_is_scrubbed(tmp_path):
         engine.inject(Fault("worker_unreachable", worker_url=worker))
         url = engine.url.replace("http://", f"http://gate:{quote(password, safe='')}@", 1)
         served = ["--served-max-model-len", "4096"]  # the router lists no length
-        done = run_subprocess(*run_args(url, out, "--limit", "2", *POINT, *served))
+        done = run_subprocess(*run_args(url, out, *POINT, *served, limit=2))
 
     assert done.returncode == ExitCode.ENDPOINT, done.stderr
     assert "error sending request for url (http://***@127.0.0.1:" in done.stderr
@@ -750,7 +660,7 @@ def test_a_key_a_json_writer_escaped_in_its_own_way_is_scrubbed(tmp_path):
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour()) as engine:
         engine.inject(Fault("error", status=400, message=f'upstream said {{"key": "{quoted}"}}'))
-        done = run_subprocess(*run_args(engine.url, out, "--api-key", key, "--limit", "2"))
+        done = run_subprocess(*run_args(engine.url, out, api_key=key, limit=2))
 
     assert done.returncode == ExitCode.ENDPOINT, done.stderr
     assert 'upstream said {"key": "***"}' in done.stderr
@@ -765,7 +675,7 @@ def test_two_secrets_that_overlap_in_a_text_are_masked_as_one(tmp_path):
     with FakeEngine(EngineBehaviour()) as engine:
         engine.inject(Fault("error", status=400, message=f"{key}Pb9Kc3Vn7Yd1 is not allowed"))
         url = engine.url.replace("http://", f"http://gate:{password}@", 1)
-        done = run_subprocess(*run_args(url, out, "--api-key", key, "--limit", "2"))
+        done = run_subprocess(*run_args(url, out, api_key=key, limit=2))
 
     assert done.returncode == ExitCode.ENDPOINT, done.stderr
     assert "(HTTP 400: *** is not allowed)" in done.stderr

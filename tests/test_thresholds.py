@@ -371,14 +371,31 @@ def test_an_empty_model_key_from_python_is_refused():
         parse_thresholds({"default": {"gsm8k": 0.9}, "models": {"": {"gsm8k": 0.1}}}, "t.json")
 
 
-def test_invalid_json_names_the_file_and_line(tmp_path):
-    path = tmp_path / "thresholds.json"
-    path.write_text('{\n  "default": {"gsm8k": 0.9,}\n}\n', encoding="utf-8")
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        (
+            "thresholds.json",
+            '{\n  "default": {"gsm8k": 0.9,}\n}\n',
+            "not valid JSON (line 2 column",
+        ),
+        (
+            "thresholds.yaml",
+            "default:\n  gsm8k: 0.9\n    bad: [\n",
+            "not valid YAML (line 3 column",
+        ),
+    ],
+    ids=["json", "yaml"],
+)
+def test_invalid_json_or_yaml_names_the_file_and_line(tmp_path, name, text, says):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
 
     with pytest.raises(ThresholdsError) as caught:
         load_thresholds(path)
 
-    assert caught.value.message.startswith(f"{path} is not valid JSON (line 2 column")
+    assert caught.value.message.startswith(f"{path} is {says}")
+    assert caught.value.exit_code == 2
 
 
 def test_missing_file_says_what_to_do(tmp_path):
@@ -456,17 +473,6 @@ def test_a_yaml_file_breaking_the_schema_names_the_json_path(tmp_path):
         load_thresholds(path)
 
     assert "$.default.gsm8k: '0.9' is not of type 'number'" in caught.value.message
-    assert caught.value.exit_code == 2
-
-
-def test_invalid_yaml_names_the_file_and_line(tmp_path):
-    path = tmp_path / "thresholds.yaml"
-    path.write_text("default:\n  gsm8k: 0.9\n    bad: [\n", encoding="utf-8")
-
-    with pytest.raises(ThresholdsError) as caught:
-        load_thresholds(path)
-
-    assert caught.value.message.startswith(f"{path} is not valid YAML (line 3 column")
     assert caught.value.exit_code == 2
 
 

@@ -11,7 +11,7 @@ import pytest
 from evalgate.cli import build_parser, main
 from evalgate.errors import ConnectionFailed, ExitCode
 from evalgate.probe import preflight
-from tests.conftest import load_result, run_args
+from tests.conftest import finish, load_result, run_args, start_subprocess
 
 
 @pytest.mark.parametrize(
@@ -129,26 +129,21 @@ def test_too_few_file_descriptors_are_named_not_blamed_on_the_disk(tmp_path):
     write .../tqdm/gui.py ... check the disk"."""
     import resource
 
-    from tests.conftest import load_result, run_args
     from tests.fakeengine import EngineBehaviour, FakeEngine
 
     def few() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
 
     out = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        argv = run_args(engine.url, out, "--num-concurrent", "64")
-        done = subprocess.run(
-            [sys.executable, "-m", "evalgate.cli", *argv],
-            capture_output=True, text=True, env=env, preexec_fn=few, timeout=300, check=False,
-        )  # fmt: skip
+        argv = run_args(engine.url, out, num_concurrent=64)
+        code, _, err = finish(start_subprocess(*argv, preexec_fn=few), 300)
 
     # where the 41st descriptor is refused (a module read, a connection) varies with timing;
     # the cause is named wherever it is
-    assert done.returncode == 4, done.stderr
-    assert "Too many open files" in done.stderr, done.stderr
-    assert "check the disk" not in done.stderr and "Cannot write" not in done.stderr
+    assert code == 4, err
+    assert "Too many open files" in err, err
+    assert "check the disk" not in err and "Cannot write" not in err
     assert "Too many open files" in load_result(out)["reason"]
 
 
@@ -164,18 +159,15 @@ def test_a_memory_limit_is_named_not_reported_as_a_bug(tmp_path):
         resource.setrlimit(resource.RLIMIT_AS, (300_000 * 1024, 300_000 * 1024))
 
     out = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        done = subprocess.run(
-            [sys.executable, "-m", "evalgate.cli", *run_args(engine.url, out, "--limit", "10")],
-            capture_output=True, text=True, env=env, preexec_fn=little, timeout=300, check=False,
-        )  # fmt: skip
+        argv = run_args(engine.url, out, limit=10)
+        code, _, err = finish(start_subprocess(*argv, preexec_fn=little), 300)
 
-    assert done.returncode == 4, done.stderr
-    said = [text for text in done.stderr.splitlines() if text.startswith("EvalFailedError")]
-    assert len(said) == 1 and len(said[0]) < 800, done.stderr
+    assert code == 4, err
+    said = [text for text in err.splitlines() if text.startswith("EvalFailedError")]
+    assert len(said) == 1 and len(said[0]) < 800, err
     assert "ulimit -v: 300000 KiB" in said[0] and "pip check" in said[0]
-    assert "please report" not in done.stderr
+    assert "please report" not in err
     result = load_result(out)
     assert (result["status"], result["exit_code"]) == ("error", 4)
     assert "ulimit -v: 300000 KiB" in result["reason"]
@@ -184,19 +176,11 @@ def test_a_memory_limit_is_named_not_reported_as_a_bug(tmp_path):
 def test_context_with_stdout_closed_is_exit_2_not_numbers_written_nowhere():
     """`evalgate context >&-`: its numbers are its product; 8c36240 exited 0 having written
     them nowhere (`>/dev/full` was already exit 2)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
     argv = ["context", "--isl", "4096", "--osl", "1024", "--served-max-model-len", "8192"]
-    done = subprocess.run(
-        [sys.executable, "-m", "evalgate.cli", *argv],
-        capture_output=True, text=True, env=env, timeout=120,
-        preexec_fn=lambda: os.close(1), check=False,
-    )  # fmt: skip
+    code, _, err = finish(start_subprocess(*argv, preexec_fn=lambda: os.close(1)), 120)
 
-    assert done.returncode == 2, done.stderr
-    assert (
-        "OutputError: could not write to stdout (the stream is closed); redirect stdout"
-        in done.stderr
-    )
+    assert code == 2, err
+    assert "OutputError: could not write to stdout (the stream is closed); redirect stdout" in err
 
 
 @pytest.mark.parametrize(
@@ -215,16 +199,15 @@ def test_printed_output_lost_is_exit_2_even_for_run_and_hook(argv, stdout):
     lost, it is exit 2, and no result.json is claimed to hold a verdict. Before, `run
     --print-config >/dev/full` was exit 0, saying "result.json holds the verdict" (none was
     written), and `--help >&-` was exit 0."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
     with open("/dev/full", "w") as full:
-        done = subprocess.run(
-            [sys.executable, "-m", "evalgate.cli", *argv],
-            stdout=full if stdout == "full" else None, stderr=subprocess.PIPE, text=True,
-            env=env, timeout=120, check=False,
+        child = start_subprocess(
+            *argv,
+            stdout=full if stdout == "full" else None,
             preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None,
-        )  # fmt: skip
+        )
+        code, _, err = finish(child, 120)
 
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith("OutputError: could not write to stdout ("), done.stderr
-    assert "redirect stdout to a writable file and run again" in done.stderr
-    assert "result.json" not in done.stderr
+    assert code == 2, err
+    assert err.startswith("OutputError: could not write to stdout ("), err
+    assert "redirect stdout to a writable file and run again" in err
+    assert "result.json" not in err

@@ -5,7 +5,6 @@ runs between any two lines) still stops the run, quietly."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, load_result, run_args
+from tests.conftest import ROOT, load_result, run_args, run_subprocess, start_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 # The signal arrives while a weakref callback runs, as when an import's module lock is freed:
@@ -124,12 +123,8 @@ def stopped_while_importing(
     seam.mkdir()
     (seam / "sitecustomize.py").write_text(HOLD_IMPORT)
     held = tmp_path / "held"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
-    env |= {"PYTHONPATH": f"{seam}:{ROOT}", "HOLD_IMPORT": module, "HELD": str(held)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "evalgate.cli", *argv],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    env = {"PYTHONPATH": f"{seam}:{ROOT}", "HOLD_IMPORT": module, "HELD": str(held)}
+    process = start_subprocess(*argv, env=env)
     try:
         deadline = time.monotonic() + 300
         while not held.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -294,13 +289,9 @@ def test_a_second_stop_while_the_first_is_recorded_still_leaves_it_recorded(
     seam.mkdir()
     (seam / "sitecustomize.py").write_text(STOP_AT_A_WRITE)
     out = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
-    env |= {"PYTHONPATH": f"{seam}:{ROOT}", "AT": at, "SIGNAL": name}
+    env = {"PYTHONPATH": f"{seam}:{ROOT}", "AT": at, "SIGNAL": name}
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        done = subprocess.run(
-            [sys.executable, "-m", "evalgate.cli", *run_args(engine.url, out, "--limit", "20")],
-            capture_output=True, text=True, env=env, timeout=300, check=False,
-        )  # fmt: skip
+        done = run_subprocess(*run_args(engine.url, out, limit=20), env=env, timeout=300)
 
     assert done.returncode == 6, done.stderr
     assert "Traceback" not in done.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -13,11 +11,11 @@ from typing import Any
 import pytest
 from scipy.stats import binomtest
 
-from evalgate import cli
 from evalgate.compare.comparison import compare_runs
 from evalgate.evidence.artifacts import NOT_A_RESULT
 from evalgate.schemas import validation_errors
 from evalgate.tasks.dataset import bundled_dir
+from tests.conftest import load_result, modules_loaded_by
 
 FILTERS = ("strict-match", "flexible-extract")
 
@@ -164,62 +162,83 @@ def paired_outcomes(
     return base + shared, cand + shared
 
 
-@pytest.fixture
-def evalgate(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
-    """Run `evalgate compare ...` through the real entry point; returns (code, stdout, stderr)."""
-
-    def run(*argv: str | Path) -> tuple[int, str, str]:
-        code = cli.main(["compare", *map(str, argv)])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def write_pair(folder: Path, n: int, limit: int | None = None, **outcomes: Any) -> None:
+    """Runs a and b in `folder`: n paired questions, as paired_outcomes(n, **outcomes) has them
+    (and a --limit of `limit`, where given)."""
+    base, cand = paired_outcomes(n, **outcomes)
+    given = {} if limit is None else {"limit": limit}
+    write_run(folder / "a", base, **given)
+    write_run(folder / "b", cand, **given)
 
 
-def comparison_json(evalgate, *argv: str | Path) -> tuple[int, dict[str, Any]]:
-    code, out, _ = evalgate(*argv, "--json", "-")
+def comparison_json(cli: Any, *argv: str | Path) -> tuple[int, dict[str, Any]]:
+    code, out, _ = cli("compare", *argv, "--json", "-")
     document = json.loads(out)
     assert validation_errors("comparison", document) == []
     assert document["exit_code"] == code
     return code, document
 
 
-def test_identical_full_runs_are_equivalent(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+def test_identical_full_runs_are_equivalent(tmp_path, cli):
+    write_pair(tmp_path, 1319)
+    code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
     assert code == 0
     assert document["verdict"] == "equivalent"
     for flt in document["filters"]:
         assert (flt["n"], flt["lost"], flt["gained"], flt["p_value"]) == (1319, 0, 0, 1.0)
         assert flt["flips"] == []
         assert flt["ci_low"] > -0.02
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b")
     assert code == 0
     assert out.startswith("evalgate compare: EQUIVALENT (exit 0)")
     assert "any drop is within the 2.0-point margin" in out
 
 
-def test_a_certain_drop_within_the_margin_is_a_regression(tmp_path, evalgate):
-    """21 of 1319 lost and none gained: -1.6 points, p = 1e-6. The drop is certain and at least
-    half the 2-point margin, so the change cost accuracy."""
-    base, cand = paired_outcomes(1319, lost=21)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
-    assert code == 1
-    assert out.startswith("evalgate compare: REGRESSION (exit 1)")
-    assert "21 lost, 0 gained: -1.59 points" in out
-    assert "McNemar p = 9.5e-07" in out
-    assert "a significant drop of at least half the 2.0-point margin" in out
+VERDICTS = [
+    # (case, flips of 1319 questions, exit code, verdict, what the report says of it)
+    (
+        # -1.6 points, p = 1e-6: the drop is certain and at least half the 2-point margin, so
+        # the change cost accuracy
+        "a certain drop within the margin is a regression",
+        {"lost": 21},
+        1,
+        "REGRESSION",
+        [
+            "21 lost, 0 gained: -1.59 points",
+            "McNemar p = 9.5e-07",
+            "a significant drop of at least half the 2.0-point margin",
+        ],
+    ),
+    (
+        "a significant gain of practical size is improved",
+        {"lost": 5, "gained": 40},
+        0,
+        "IMPROVED",
+        ["a significant gain of at least half the 2.0-point margin"],
+    ),
+    (
+        "a significant gain below half the margin is equivalent, and said",
+        {"lost": 0, "gained": 12},  # +0.9 points, p = 0.0005
+        0,
+        "EQUIVALENT",
+        ["the candidate is significantly better"],
+    ),
+]
 
 
-def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(tmp_path, evalgate):
-    base, cand = paired_outcomes(50)
-    write_run(tmp_path / "a", base, limit=50)
-    write_run(tmp_path / "b", cand, limit=50)
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+@pytest.mark.parametrize("case", [v[1:] for v in VERDICTS], ids=[v[0] for v in VERDICTS])
+def test_the_verdict_and_its_reason_are_said(tmp_path, cli, case):
+    flips, code, verdict, says = case
+    write_pair(tmp_path, 1319, **flips)
+    done = cli("compare", tmp_path / "a", tmp_path / "b")
+    assert done.code == code
+    assert done.out.startswith(f"evalgate compare: {verdict} (exit {code})")
+    assert all(said in done.out for said in says), done.out
+
+
+def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(tmp_path, cli):
+    write_pair(tmp_path, 50, limit=50)
+    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b")
     assert code == 5
     assert out.startswith("evalgate compare: INCONCLUSIVE (exit 5)")
     assert "0 lost, 0 gained" in out
@@ -229,15 +248,15 @@ def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(
         "about 189 paired questions would settle it at these rates (an estimate): compare "
         "runs of at least 189 questions" in out
     )
-    _, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    _, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
     assert [f["questions_to_settle"] for f in document["filters"]] == [189, 189]
 
 
-def test_forty_lost_five_gained_is_a_regression(tmp_path, evalgate):
+def test_forty_lost_five_gained_is_a_regression(tmp_path, cli):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "bf16", base)
     write_run(tmp_path / "fp8", cand, labels={"kv_cache_dtype": "fp8"})
-    code, document = comparison_json(evalgate, tmp_path / "bf16", tmp_path / "fp8")
+    code, document = comparison_json(cli, tmp_path / "bf16", tmp_path / "fp8")
     assert code == 1
     assert document["verdict"] == "regression"
     independent = binomtest(5, 45, 0.5, alternative="two-sided").pvalue
@@ -263,7 +282,7 @@ def test_forty_lost_five_gained_is_a_regression(tmp_path, evalgate):
         "candidate_answer": "0",
     }
 
-    code, out, err = evalgate(tmp_path / "bf16", tmp_path / "fp8", "--flips", "3")
+    code, out, err = cli("compare", tmp_path / "bf16", tmp_path / "fp8", "--flips", "3")
     assert (code, err) == (1, "")
     assert out.startswith("evalgate compare: REGRESSION (exit 1)")
     assert "changed    kv_cache_dtype bf16 -> fp8" in out
@@ -274,11 +293,9 @@ def test_forty_lost_five_gained_is_a_regression(tmp_path, evalgate):
     assert "Flipped questions, flexible-extract: the same as strict-match." in out
 
 
-def test_markdown_report(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319, lost=40, gained=5)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b", "--markdown", "--flips", "2")
+def test_markdown_report(tmp_path, cli):
+    write_pair(tmp_path, 1319, lost=40, gained=5)
+    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b", "--markdown", "--flips", "2")
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == "## evalgate compare: REGRESSION"
@@ -296,65 +313,43 @@ def test_markdown_report(tmp_path, evalgate):
     assert len(flips) == 2
 
 
-def test_worst_filter_decides(tmp_path, evalgate):
+def test_worst_filter_decides(tmp_path, cli):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "a", {"strict-match": base, "flexible-extract": base})
     write_run(tmp_path / "b", {"strict-match": cand, "flexible-extract": base})
-    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
     assert code == 1
     assert [f["verdict"] for f in document["filters"]] == ["regression", "equivalent"]
     assert document["reason"].startswith("strict-match: 40 lost, 5 gained")
     assert "flexible-extract" not in document["reason"]
 
 
-def test_a_significant_gain_of_practical_size_is_improved(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319, lost=5, gained=40)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
-    assert code == 0
-    assert out.startswith("evalgate compare: IMPROVED (exit 0)")
-    assert "a significant gain of at least half the 2.0-point margin" in out
-
-
-def test_a_significant_gain_below_half_the_margin_is_equivalent_and_said(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319, lost=0, gained=12)  # +0.9 points, p = 0.0005
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
-    assert code == 0
-    assert out.startswith("evalgate compare: EQUIVALENT (exit 0)")
-    assert "the candidate is significantly better" in out
-
-
-def test_more_questions_than_gsm8k_has_are_needed(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319, lost=50, gained=40)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+def test_more_questions_than_gsm8k_has_are_needed(tmp_path, cli):
+    write_pair(tmp_path, 1319, lost=50, gained=40)
+    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b")
     assert code == 5
     assert (
         "more than the 1319 questions gsm8k has: no rerun can settle it. Widen "
         "--max-drop or accept the uncertainty" in out
     )
-    code, _ = comparison_json(evalgate, tmp_path / "a", tmp_path / "b", "--max-drop", "0.03")
+    code, _ = comparison_json(cli, tmp_path / "a", tmp_path / "b", "--max-drop", "0.03")
     assert code == 0
 
 
-def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, evalgate):
+def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, cli):
     # A task of 400 questions (the addition example's size), run whole: what it would take is
     # weighed against its 400 questions, not against GSM8K's 1319.
     base, cand = paired_outcomes(400, lost=26, gained=24)
     for folder, correct in (("a", base), ("b", cand)):
         write_run(tmp_path / folder, correct, task="addition_chat", questions=400)
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b")
     assert code == 5
     assert "more than the 400 questions addition_chat has: no rerun can settle it" in out
     assert "1319" not in out
     # Under --limit the whole set is unknown: the advice is to compare more questions.
     for folder, correct in (("c", base), ("d", cand)):
         write_run(tmp_path / folder, correct, task="addition_chat", questions=400, limit=400)
-    code, out, _ = evalgate(tmp_path / "c", tmp_path / "d")
+    code, out, _ = cli("compare", tmp_path / "c", tmp_path / "d")
     assert code == 5
     assert "would settle it at these rates (an estimate): compare runs of at least" in out
     assert "no rerun can settle it" not in out
@@ -383,28 +378,28 @@ def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, evalgate):
         ),
     ],
 )
-def test_protocol_drift_is_refused_and_named(tmp_path, evalgate, change, named):
+def test_protocol_drift_is_refused_and_named(tmp_path, cli, change, named):
     base, cand = paired_outcomes(60)
     write_run(tmp_path / "a", base)
     write_run(tmp_path / "b", cand, **change)
-    code, out, err = evalgate(tmp_path / "a", tmp_path / "b")
+    code, out, err = cli("compare", tmp_path / "a", tmp_path / "b")
     assert (code, out) == (2, "")
     assert err.startswith("UsageError: The runs ")
     assert "were not measured the same way" in err
     assert named in err
     assert "pass --allow-protocol-drift to compare them anyway." in err
 
-    code, out, _ = evalgate(tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
+    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
     assert code == 5
     assert "protocol differences allowed by --allow-protocol-drift:" in out
     assert named in out
 
 
-def test_question_set_drift(tmp_path, evalgate):
+def test_question_set_drift(tmp_path, cli):
     base, cand = paired_outcomes(60)
     write_run(tmp_path / "a", base)
     write_run(tmp_path / "b", cand[:50], question_edits={3: "What is 2 + 2?"})
-    code, _, err = evalgate(tmp_path / "a", tmp_path / "b")
+    code, _, err = cli("compare", tmp_path / "a", tmp_path / "b")
     assert code == 2
     assert (
         "question set: baseline 60 questions, candidate 50 questions (10 only in the "
@@ -413,19 +408,17 @@ def test_question_set_drift(tmp_path, evalgate):
     assert "question text: baseline" in err
     assert "(differs for 1 shared questions: doc_id 3)" in err
 
-    code, document = comparison_json(
-        evalgate, tmp_path / "a", tmp_path / "b", "--allow-protocol-drift"
-    )
+    code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
     assert document["excluded"]["unpaired"] == [3]
     assert [f["n"] for f in document["filters"]] == [49, 49]
     assert {d["field"] for d in document["protocol_drift"]} == {"question set", "question text"}
 
 
-def test_failed_requests_are_left_out_and_reported(tmp_path, evalgate):
+def test_failed_requests_are_left_out_and_reported(tmp_path, cli):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base, failed=[4])
     write_run(tmp_path / "b", cand, failed=[9, 12])
-    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
     assert code == 0
     assert document["excluded"] == {
         "failed_baseline": [4],
@@ -437,26 +430,24 @@ def test_failed_requests_are_left_out_and_reported(tmp_path, evalgate):
         "questions left out because their request failed in the candidate run: 2 "
         "(doc_id 9, 12)" in document["warnings"]
     )
-    _, out, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    _, out, _ = cli("compare", tmp_path / "a", tmp_path / "b")
     assert (
         "warning: questions left out because their request failed in the baseline run: 1 "
         "(doc_id 4)" in out
     )
 
 
-def test_a_result_file_can_stand_for_its_folder(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, _, _ = evalgate(tmp_path / "a" / "result.json", tmp_path / "b")
+def test_a_result_file_can_stand_for_its_folder(tmp_path, cli):
+    write_pair(tmp_path, 1319)
+    code, _, _ = cli("compare", tmp_path / "a" / "result.json", tmp_path / "b")
     assert code == 0
 
 
-def test_interrupted_run_is_compared_with_a_warning(tmp_path, evalgate):
+def test_interrupted_run_is_compared_with_a_warning(tmp_path, cli):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
     write_run(tmp_path / "b", cand, status="aborted", stage="eval")
-    _, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    _, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
     assert (
         "the candidate run ended with status aborted: its samples may be incomplete"
         in (document["warnings"])
@@ -464,14 +455,12 @@ def test_interrupted_run_is_compared_with_a_warning(tmp_path, evalgate):
 
 
 @pytest.mark.parametrize("status", ["aborted", "error", "running"])
-def test_a_run_stopped_after_its_eval_is_compared_without_a_status_warning(
-    tmp_path, evalgate, status
-):
+def test_a_run_stopped_after_its_eval_is_compared_without_a_status_warning(tmp_path, cli, status):
     """Its eval ended (stage gate): every answer is in its samples, whatever stopped it then."""
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
     write_run(tmp_path / "b", cand, status=status, stage="gate")
-    _, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
+    _, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
     assert not [w for w in document["warnings"] if "ended with status" in w], document["warnings"]
 
 
@@ -504,35 +493,35 @@ def _break(folder: Path, name: str, text: str | None) -> None:
         ),
     ],
 )
-def test_unusable_runs_are_usage_errors(tmp_path, evalgate, damage, message):
+def test_unusable_runs_are_usage_errors(tmp_path, cli, damage, message):
     base, cand = paired_outcomes(20)
     write_run(tmp_path / "a", base)
     b = write_run(tmp_path / "b", cand)
     _break(b, *damage)
-    code, out, err = evalgate(tmp_path / "a", b)
+    code, out, err = cli("compare", tmp_path / "a", b)
     assert (code, out) == (2, "")
     assert err.startswith("ArtifactError: " + message.format(b=b))
 
 
-def test_a_repeated_doc_id_is_refused(tmp_path, evalgate):
+def test_a_repeated_doc_id_is_refused(tmp_path, cli):
     base, cand = paired_outcomes(20)
     write_run(tmp_path / "a", base)
     b = write_run(tmp_path / "b", cand)
     lines = (b / "samples.jsonl").read_text(encoding="utf-8").splitlines()
     _break(b, "samples.jsonl", "\n".join([*lines, lines[0]]) + "\n")
-    code, _, err = evalgate(tmp_path / "a", b)
+    code, _, err = cli("compare", tmp_path / "a", b)
     assert code == 2
     assert f"ArtifactError: {b}/samples.jsonl line 21 repeats doc_id 0." in err
 
 
-def test_a_run_that_never_evaluated_is_refused(tmp_path, evalgate):
+def test_a_run_that_never_evaluated_is_refused(tmp_path, cli):
     base, cand = paired_outcomes(20)
     write_run(tmp_path / "a", base)
     b = write_run(tmp_path / "b", cand)
-    result = json.loads((b / "result.json").read_text(encoding="utf-8"))
+    result = load_result(b)
     result.update(eval=None, status="error", stage="readiness", reason="endpoint never ready")
     _break(b, "result.json", json.dumps(result))
-    code, _, err = evalgate(tmp_path / "a", b)
+    code, _, err = cli("compare", tmp_path / "a", b)
     assert code == 2
     assert (
         f"ArtifactError: {b}/result.json has no eval section: that run stopped at stage "
@@ -541,11 +530,9 @@ def test_a_run_that_never_evaluated_is_refused(tmp_path, evalgate):
 
 
 @pytest.mark.parametrize("value", ["2", "-0.01", "1"])
-def test_max_drop_is_a_fraction(tmp_path, evalgate, value):
-    base, cand = paired_outcomes(20)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    code, _, err = evalgate(tmp_path / "a", tmp_path / "b", "--max-drop", value)
+def test_max_drop_is_a_fraction(tmp_path, cli, value):
+    write_pair(tmp_path, 20)
+    code, _, err = cli("compare", tmp_path / "a", tmp_path / "b", "--max-drop", value)
     assert code == 2
     assert (
         f"UsageError: --max-drop {float(value)} is not a fraction in [0, 1): 0.02 means two "
@@ -554,9 +541,7 @@ def test_max_drop_is_a_fraction(tmp_path, evalgate, value):
 
 
 def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
-    base, cand = paired_outcomes(1319, lost=40, gained=5)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
+    write_pair(tmp_path, 1319, lost=40, gained=5)
     comparison = compare_runs(
         tmp_path / "a", tmp_path / "b", max_drop=0.02, allow_protocol_drift=False
     )
@@ -564,19 +549,13 @@ def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
 
 
 def test_cli_module_stays_light():
-    loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, evalgate.cli.compare; print(' '.join(sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).parents[2],
-    ).stdout.split()
+    loaded = modules_loaded_by("import evalgate.cli.compare")
     assert "evalgate.compare.comparison" not in loaded
     assert "lm_eval" not in loaded
 
 
 @pytest.mark.parametrize("how", ["the same folder", "the folder and its result.json", "a copy"])
-def test_a_run_compared_with_itself_is_refused(tmp_path, evalgate, how):
+def test_a_run_compared_with_itself_is_refused(tmp_path, cli, how):
     base, _ = paired_outcomes(1319)
     run = write_run(tmp_path / "a", base)
     other = {
@@ -589,7 +568,7 @@ def test_a_run_compared_with_itself_is_refused(tmp_path, evalgate, how):
         for name in ("result.json", "samples.jsonl"):
             (other / name).write_bytes((run / name).read_bytes())
 
-    code, out, err = evalgate(run, other)
+    code, out, err = cli("compare", run, other)
 
     assert code == 2
     assert "UsageError: Both arguments are the same run (run_id a: " in err
@@ -597,16 +576,14 @@ def test_a_run_compared_with_itself_is_refused(tmp_path, evalgate, how):
     assert "EQUIVALENT" not in out
 
 
-def test_two_different_models_are_compared_with_a_warning(tmp_path, evalgate):
-    base, cand = paired_outcomes(1319)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand)
-    document = json.loads((tmp_path / "b" / "result.json").read_text())
+def test_two_different_models_are_compared_with_a_warning(tmp_path, cli):
+    write_pair(tmp_path, 1319)
+    document = load_result(tmp_path / "b")
     document["model"] = "Qwen/Qwen3-8B-FP8"
     (tmp_path / "b" / "result.json").write_text(json.dumps(document))
 
-    code, document = comparison_json(evalgate, tmp_path / "a", tmp_path / "b")
-    _, text, _ = evalgate(tmp_path / "a", tmp_path / "b")
+    code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
+    _, text, _ = cli("compare", tmp_path / "a", tmp_path / "b")
 
     assert code == 0
     warning = (

@@ -20,7 +20,7 @@ from evalgate.engine import answers
 from evalgate.engine.discovery import model_card
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
 from evalgate.scrub import capped
-from tests.conftest import FAST, deadline, load_result, load_samples
+from tests.conftest import deadline, load_result, load_samples, run_args
 from tests.fakeengine import DYNAMO_NOT_READY, EngineBehaviour, FakeEngine, Fault
 
 MODEL = "fake-model"
@@ -44,16 +44,8 @@ def frontend(**changes: object) -> FakeEngine:
     return FakeEngine(behaviour)
 
 
-def args(command: str, engine: FakeEngine, *extra: str) -> list[str]:
-    return [
-        command, "--base-url", engine.url, "--model", MODEL, "--isl", "1024", "--osl", "1024",
-        "--limit", "5", *FAST, *extra,
-    ]  # fmt: skip
-
-
-def run(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    more = ["--output-dir", str(out), "--num-concurrent", "2", "--min-samples", "0"]
-    return args("run", engine, *more, "--max-attempts", "3", *extra)
+CONTEXT = {"command": "context", "osl": 1024, "limit": 5}
+RUN = {"osl": 1024, "limit": 5, "num_concurrent": 2, "min_samples": 0, "max_attempts": 3}
 
 
 def model_config(folder: Path) -> Path:
@@ -207,7 +199,7 @@ def test_readiness_waits_for_dynamos_worker_to_register(cli):
 
         threading.Thread(target=register, daemon=True).start()
         with deadline(30, engine):
-            done = cli(*args("context", engine, "--json", "-", "--served-max-model-len", "2048"))
+            done = cli(*run_args(engine.url, json="-", served_max_model_len=2048, **CONTEXT))
         checks = [r.status for r in engine.log if r.path == f"/v1/models/{MODEL}/ready"]
 
     assert done.code == 0, done.err
@@ -219,7 +211,7 @@ def test_readiness_waits_for_dynamos_worker_to_register(cli):
 
 def test_a_frontend_whose_worker_never_registers_is_not_ready(cli):
     with frontend(model_dropped=True) as engine, deadline(30, engine):
-        done = cli(*args("context", engine, "--served-max-model-len", "2048"))
+        done = cli(*run_args(engine.url, served_max_model_len=2048, **CONTEXT))
 
     assert done.code == 3, done.err
     line = next(x for x in done.err.splitlines() if x.startswith("NotReadyError: "))
@@ -232,7 +224,7 @@ def test_a_frontend_whose_worker_never_registers_is_not_ready(cli):
 
 def test_another_model_behind_dynamo_fails_at_once(cli):
     with frontend() as engine, deadline(30, engine):
-        done = cli(*args("context", engine, "--served-max-model-len", "2048", "--model", "other"))
+        done = cli(*run_args(engine.url, served_max_model_len=2048, model="other", **CONTEXT))
 
     assert done.code == 3
     assert f"does not serve model 'other'; it serves ['{MODEL}']" in done.err
@@ -250,7 +242,7 @@ NOTE = (
 
 def test_context_window_alone_is_no_served_limit_and_says_so(cli):
     with frontend() as engine, deadline(30, engine):
-        done = cli(*args("context", engine))
+        done = cli(*run_args(engine.url, **CONTEXT))
 
     assert done.code == 2
     assert NOTE in done.err  # logged before the error
@@ -259,9 +251,7 @@ def test_context_window_alone_is_no_served_limit_and_says_so(cli):
 
 def test_context_window_is_recorded_as_a_warning_beside_the_native_maximum(cli, tmp_path):
     with frontend() as engine, deadline(30, engine):
-        done = cli(
-            *args("context", engine, "--json", "-", "--model-config", str(model_config(tmp_path)))
-        )
+        done = cli(*run_args(engine.url, json="-", model_config=model_config(tmp_path), **CONTEXT))
 
     assert done.code == 0, done.err
     document = json.loads(done.out)
@@ -276,7 +266,7 @@ def test_a_worker_url_gives_the_served_limit_and_no_warning(cli):
         FakeEngine(EngineBehaviour(max_model_len=SERVED)) as worker,
         deadline(30, engine),
     ):
-        done = cli(*args("context", engine, "--json", "-", "--worker-url", worker.url))
+        done = cli(*run_args(engine.url, json="-", worker_url=worker.url, **CONTEXT))
 
     assert done.code == 0, done.err
     document = json.loads(done.out)
@@ -292,7 +282,9 @@ def test_an_overstated_context_window_never_reaches_the_eval(cli, tmp_path):
     out = tmp_path / "run"
     config = str(model_config(tmp_path))
     with frontend() as engine, deadline(30, engine):
-        done = cli(*run(engine, out, "--isl", "4096", "--osl", "4096", "--model-config", config))
+        done = cli(
+            *run_args(engine.url, out, "--osl", "4096", isl=4096, model_config=config, **RUN)
+        )
         bodies = generation_bodies(engine)
 
     assert done.code == 3, done.err
@@ -320,7 +312,7 @@ def test_behind_dynamo_a_run_with_the_workers_limit_stays_within_it(cli, tmp_pat
         FakeEngine(EngineBehaviour(max_model_len=SERVED)) as worker,
         deadline(60, engine),
     ):
-        done = cli(*run(engine, out, "--worker-url", worker.url))
+        done = cli(*run_args(engine.url, out, worker_url=worker.url, **RUN))
         bodies = generation_bodies(engine)
 
     assert done.code == 0, done.err
@@ -338,7 +330,7 @@ def test_behind_dynamo_a_run_with_the_workers_limit_stays_within_it(cli, tmp_pat
 def test_a_rejected_budget_through_dynamo_fails_at_the_probe_with_the_engines_words(cli, tmp_path):
     out = tmp_path / "run"
     with frontend() as engine, deadline(30, engine):
-        done = cli(*run(engine, out, "--served-max-model-len", "2048", "--max-tokens", "12288"))
+        done = cli(*run_args(engine.url, out, served_max_model_len=2048, max_tokens=12288, **RUN))
         bodies = generation_bodies(engine)
 
     assert done.code == 3, done.err
@@ -358,7 +350,7 @@ def test_a_rejected_budget_through_dynamo_fails_at_the_probe_with_the_engines_wo
 def test_a_rejection_without_the_engines_words_says_where_they_are(cli, tmp_path):
     out = tmp_path / "run"
     with frontend(dynamo_words=False) as engine, deadline(30, engine):
-        done = cli(*run(engine, out, "--served-max-model-len", "2048", "--max-tokens", "12288"))
+        done = cli(*run_args(engine.url, out, served_max_model_len=2048, max_tokens=12288, **RUN))
 
     assert done.code == 3, done.err
     document = load_result(out)
@@ -377,7 +369,7 @@ def test_given_a_worker_url_evalgate_asks_the_worker_for_its_words(cli, tmp_path
         FakeEngine(EngineBehaviour(max_model_len=SERVED)) as worker,
         deadline(30, engine),
     ):
-        done = cli(*run(engine, out, "--worker-url", worker.url, "--max-tokens", "12288"))
+        done = cli(*run_args(engine.url, out, worker_url=worker.url, max_tokens=12288, **RUN))
         asked = generation_bodies(worker)
 
     assert done.code == 3, done.err
@@ -400,7 +392,7 @@ def test_a_worker_that_accepts_what_the_frontend_rejected_is_said_so(cli, tmp_pa
         FakeEngine(EngineBehaviour(max_model_len=SERVED)) as worker,
         deadline(30, engine),
     ):
-        done = cli(*run(engine, out, "--worker-url", worker.url, "--max-tokens", "1500"))
+        done = cli(*run_args(engine.url, out, worker_url=worker.url, max_tokens=1500, **RUN))
 
     assert done.code == 3, done.err
     reason = load_result(out)["reason"]
@@ -417,7 +409,7 @@ def test_a_model_dropped_mid_eval_names_the_worker_that_went_away(cli, tmp_path)
     out = tmp_path / "run"
     with frontend() as engine, deadline(30, engine):
         engine.inject(Fault("worker_gone", nth=NOT_PROBE))
-        done = cli(*run(engine, out, "--served-max-model-len", "2048"))
+        done = cli(*run_args(engine.url, out, served_max_model_len=2048, **RUN))
 
     assert done.code == 4, done.err
     document = load_result(out)
@@ -453,7 +445,7 @@ def test_a_worker_gone_mid_eval_is_named_when_the_retries_run_out(cli, tmp_path,
     out = tmp_path / "run"
     with frontend() as engine, deadline(30, engine):
         engine.inject(Fault("router_busy", nth=NOT_PROBE, message=message))
-        done = cli(*run(engine, out, "--served-max-model-len", "2048"))
+        done = cli(*run_args(engine.url, out, served_max_model_len=2048, **RUN))
 
     assert done.code == 4, done.err
     reason = load_result(out)["reason"]
@@ -469,7 +461,7 @@ def test_the_503s_then_the_404_of_a_dead_worker_end_the_eval_naming_it(cli, tmp_
     with frontend() as engine, deadline(30, engine):
         engine.inject(Fault("router_busy", nth=frozenset({2, 3})))
         engine.inject(Fault("worker_gone", nth=NOT_PROBE))
-        done = cli(*run(engine, out, "--served-max-model-len", "2048"))
+        done = cli(*run_args(engine.url, out, served_max_model_len=2048, **RUN))
 
     assert done.code == 4, done.err
     reason = load_result(out)["reason"]

@@ -14,54 +14,15 @@ import pytest
 
 from evalgate.engine.discovery import ModelCard, is_placeholder, pick_card, served_limit
 from evalgate.evidence.model import Limit
-from tests.conftest import FAST, deadline, load_result
+from tests.conftest import deadline, load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
 MODEL = "fake-model"
 
 
-def context_args(engine: FakeEngine, *extra: str) -> list[str]:
-    return [
-        "context",
-        "--json",
-        "-",
-        "--base-url",
-        engine.url,
-        "--model",
-        MODEL,
-        "--isl",
-        "1024",
-        "--osl",
-        "1024",
-        "--limit",
-        "5",
-        *FAST,
-        *extra,
-    ]
-
-
-def run_args(engine: FakeEngine, out, *extra: str, model: str = MODEL) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        engine.url,
-        "--model",
-        model,
-        "--isl",
-        "1024",
-        "--osl",
-        "1024",
-        "--limit",
-        "10",
-        "--num-concurrent",
-        "4",
-        "--output-dir",
-        str(out),
-        "--min-samples",
-        "0",  # routers' shapes, not statistics: the point estimate decides
-        *FAST,
-        *extra,
-    ]
+CONTEXT = {"command": "context", "json": "-", "osl": 1024, "limit": 5}
+RUN = {"osl": 1024, "limit": 10, "num_concurrent": 4, "min_samples": 0}
+"""Routers' shapes, not statistics: the point estimate decides."""
 
 
 @pytest.fixture
@@ -78,7 +39,7 @@ def sglang_router():
 def test_one_check_reads_the_model_list_once(cli, router):
     with FakeEngine(EngineBehaviour(router=router)) as engine:
         with deadline(30, engine):
-            result = cli(*context_args(engine))
+            result = cli(*run_args(engine.url, **CONTEXT))
 
         paths = [record.path for record in engine.log]
     assert result.code == 0, result.err
@@ -129,7 +90,7 @@ def test_served_limit_follows_the_picked_card():
 def test_a_router_listing_unknown_runs_to_a_pass_with_a_warning(sglang_router, cli, tmp_path):
     out = tmp_path / "run"
     with deadline(60, sglang_router):
-        result = cli(*run_args(sglang_router, out, "--served-max-model-len", "4096"))
+        result = cli(*run_args(sglang_router.url, out, served_max_model_len=4096, **RUN))
 
     assert result.code == 0, result.err
     assert result.out.splitlines()[0].startswith("PASS: ")
@@ -151,7 +112,7 @@ def test_a_wrong_model_name_behind_the_placeholder_fails_at_the_probe(sglang_rou
     out = tmp_path / "run"
     with deadline(30, sglang_router):
         result = cli(
-            *run_args(sglang_router, out, "--served-max-model-len", "4096", model="smollm")
+            *run_args(sglang_router.url, out, served_max_model_len=4096, model="smollm", **RUN)
         )
 
     assert result.code == 3, result.err
@@ -168,7 +129,7 @@ def test_a_router_listing_unknown_with_no_limit_anywhere_is_the_clear_context_er
     sglang_router, cli
 ):
     with deadline(30, sglang_router):
-        result = cli(*context_args(sglang_router))
+        result = cli(*run_args(sglang_router.url, **CONTEXT))
 
     assert result.code == 2
     assert "ContextError: Cannot derive EVAL_MAX_MODEL_LEN: missing" in result.err
@@ -178,7 +139,7 @@ def test_a_router_listing_unknown_with_no_limit_anywhere_is_the_clear_context_er
 
 def test_the_workers_limit_comes_from_worker_url_behind_the_placeholder(sglang_router, cli):
     with FakeEngine(EngineBehaviour(max_model_len=3072)) as worker, deadline(30, sglang_router):
-        result = cli(*context_args(sglang_router, "--worker-url", worker.url))
+        result = cli(*run_args(sglang_router.url, worker_url=worker.url, **CONTEXT))
 
     assert result.code == 0, result.err
     document = json.loads(result.out)
@@ -197,7 +158,7 @@ def test_no_healthy_worker_is_not_ready_within_the_ready_timeout(cli, tmp_path, 
         out = tmp_path / "run"
         with deadline(20, front):
             result = cli(
-                *run_args(front, out, "--served-max-model-len", "4096"),
+                *run_args(front.url, out, served_max_model_len=4096, **RUN),
                 "--ready-timeout",
                 "0.5",
                 "--retry-wait-min",
@@ -231,7 +192,7 @@ def test_workers_coming_up_are_waited_out(cli, tmp_path):
         out = tmp_path / "run"
         with deadline(60, front):
             result = cli(
-                *run_args(front, out, "--served-max-model-len", "4096"),
+                *run_args(front.url, out, served_max_model_len=4096, **RUN),
                 "--ready-timeout",
                 "30",
                 "--retry-wait-min",
@@ -258,7 +219,7 @@ def test_no_available_workers_as_json_is_waited_out(sglang_router, cli, tmp_path
     sglang_router.inject(fault)
     out = tmp_path / "run"
     with deadline(60, sglang_router):
-        result = cli(*run_args(sglang_router, out, "--served-max-model-len", "4096"))
+        result = cli(*run_args(sglang_router.url, out, served_max_model_len=4096, **RUN))
 
     assert result.code == 0, result.err
     assert fault.hits == 2

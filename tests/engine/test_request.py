@@ -11,8 +11,7 @@ import pytest
 
 from evalgate.engine.client import generation_body, probe_body
 from evalgate.run import run_gate
-from evalgate.settings.values import Settings
-from tests.conftest import deadline, load_result
+from tests.conftest import deadline, load_result, run_settings
 from tests.fakeengine import FakeEngine, load_gsm8k
 
 DOCS = sorted(load_gsm8k().values(), key=lambda doc: doc.index)
@@ -20,19 +19,8 @@ DOCS = sorted(load_gsm8k().values(), key=lambda doc: doc.index)
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_the_probe_sends_byte_for_byte_the_body_the_eval_sends(engine: FakeEngine, tmp_path, api):
-    settings = Settings(
-        base_url=engine.url,
-        model="fake-model",
-        api=api,
-        isl=1024,
-        osl=1024,
-        limit=6,
-        num_concurrent=2,
-        retry_wait_min=0,
-        retry_wait_max=0,
-        ready_timeout=5,
-        min_samples=0,
-        output_dir=tmp_path / "run",
+    settings = run_settings(
+        engine.url, tmp_path / "run", api=api, osl=1024, limit=6, num_concurrent=2, min_samples=0
     )
     with deadline(60, engine):
         outcome = run_gate(settings)

@@ -14,7 +14,6 @@ takes one to two minutes: the silence that declares a host dead is a minute by d
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests import netns
-from tests.conftest import ROOT, load_result, load_samples
+from tests.conftest import EVALGATE, ROOT, finish, load_result, load_samples, run_args
 
 REASON = netns.available()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"vanished-host tests: {REASON}")
@@ -33,6 +32,8 @@ that gets no answer within --connect-timeout (30 s), and room for a shared machi
 CAP_S = 300
 """Killed past this, the test failing (26c619c waits out --timeout, 1800 s)."""
 ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+NETWORK = {"min_samples": 0, "ready_timeout": 60, "retry_wait_min": None, "retry_wait_max": None}
+"""`evalgate run` with its default network settings (waits between attempts included)."""
 
 
 @pytest.fixture
@@ -76,14 +77,6 @@ def start_router(ns: netns.Namespaces) -> tuple[subprocess.Popen[str], str]:
     return router, router.stdout.readline().strip()
 
 
-def evalgate(ns: netns.Namespaces, base_url: str, out: Path, *extra: str) -> subprocess.Popen[str]:
-    """`evalgate run` in near, with default network settings."""
-    args = [sys.executable, "-m", "evalgate.cli", "run", "--base-url", base_url, "--model",
-            "fake-model", "--isl", "1024", "--osl", "512", "--min-samples", "0",
-            "--ready-timeout", "60", "--output-dir", str(out), *extra]  # fmt: skip
-    return ns.popen_in(ns.near, args, env=ENV, cwd=ROOT)
-
-
 def answered(out: Path) -> int:
     """Answers in the journal (its first line is the run's fingerprint, not an answer)."""
     journal = out / "journal.jsonl"
@@ -101,25 +94,35 @@ def cut_after_answers(ns: netns.Namespaces, run: subprocess.Popen[str], out: Pat
     return time.monotonic()
 
 
-def finish(run: subprocess.Popen[str], cap: float = CAP_S) -> tuple[str, str]:
-    try:
-        return run.communicate(timeout=cap)
-    except subprocess.TimeoutExpired:
-        run.kill()
-        run.communicate()
-        pytest.fail(f"evalgate was still running {cap} s later")
-
-
 def stop(*processes: subprocess.Popen[str]) -> None:
     for process in processes:
         process.kill()
         process.communicate()
 
 
-def assert_ended_naming(out: Path, stderr: str, code: int, named: str) -> None:
+def run_and_cut(
+    ns: netns.Namespaces, url: str, out: Path, *others: subprocess.Popen[str], **options: object
+) -> tuple[int, str, float]:
+    """`evalgate run` in near against `url`, far cut once its eval has answers: its exit code,
+    stderr, and how long after the loss it ended; `others` are stopped with it."""
+    argv = run_args(url, out, **options, **NETWORK)
+    run = ns.popen_in(ns.near, [*EVALGATE, *argv], env=ENV, cwd=ROOT)
+    try:
+        lost = cut_after_answers(ns, run, out)
+        code, _, stderr = finish(run, CAP_S)
+        after = time.monotonic() - lost
+    finally:
+        stop(run, *others)
+    return code, stderr, after
+
+
+def assert_ended_naming(out: Path, ended: tuple[int, str, float], named: str) -> None:
+    """Exit 4 within about two minutes of the loss, `named` in the error, the answers kept."""
+    code, stderr, after = ended
     assert code == 4, stderr
     assert named in stderr
     assert "stopped answering" in stderr
+    assert after < LOSS_BOUND_S, f"ended {after:.0f} s after the loss"
     document = load_result(out)
     assert (document["status"], document["stage"], document["exit_code"]) == ("error", "eval", 4)
     assert named in document["reason"]
@@ -129,16 +132,8 @@ def assert_ended_naming(out: Path, stderr: str, code: int, named: str) -> None:
 def test_a_vanished_engine_ends_the_run_within_two_minutes_naming_it(namespaces, tmp_path):
     engine = start_engine(namespaces, latency_s=3)
     out = tmp_path / "run"
-    run = evalgate(namespaces, f"{ENGINE}/v1", out, "--limit", "60", "--num-concurrent", "4")
-    try:
-        lost = cut_after_answers(namespaces, run, out)
-        _, stderr = finish(run)
-        after = time.monotonic() - lost
-    finally:
-        stop(run, engine)
-
-    assert_ended_naming(out, stderr, run.returncode, ENGINE)
-    assert after < LOSS_BOUND_S, f"ended {after:.0f} s after the loss"
+    ended = run_and_cut(namespaces, f"{ENGINE}/v1", out, engine, limit=60, num_concurrent=4)
+    assert_ended_naming(out, ended, ENGINE)
 
 
 def test_a_live_engine_answering_after_100_s_still_passes(namespaces, tmp_path):
@@ -146,9 +141,10 @@ def test_a_live_engine_answering_after_100_s_still_passes(namespaces, tmp_path):
     engine = start_engine(namespaces, latency_s=100)
     out = tmp_path / "run"
     started = time.monotonic()
-    run = evalgate(namespaces, f"{ENGINE}/v1", out, "--limit", "2", "--num-concurrent", "2")
+    argv = run_args(f"{ENGINE}/v1", out, limit=2, num_concurrent=2, **NETWORK)
+    run = namespaces.popen_in(namespaces.near, [*EVALGATE, *argv], env=ENV, cwd=ROOT)
     try:
-        _, stderr = finish(run)
+        _, _, stderr = finish(run, CAP_S)
     finally:
         stop(run, engine)
 
@@ -165,14 +161,6 @@ def test_a_worker_vanishing_behind_the_router_ends_the_eval_naming_it(namespaces
     router, router_url = start_router(namespaces)
     out = tmp_path / "run"
     worker = f"{ENGINE}/v1"
-    args = ("--limit", "60", "--num-concurrent", "4", "--worker-url", worker)
-    run = evalgate(namespaces, router_url, out, *args)
-    try:
-        lost = cut_after_answers(namespaces, run, out)
-        _, stderr = finish(run)
-        after = time.monotonic() - lost
-    finally:
-        stop(run, router, engine)
-
-    assert_ended_naming(out, stderr, run.returncode, f"Worker {worker} stopped answering")
-    assert after < LOSS_BOUND_S, f"ended {after:.0f} s after the loss"
+    options = {"limit": 60, "num_concurrent": 4, "worker_url": worker}
+    ended = run_and_cut(namespaces, router_url, out, router, engine, **options)
+    assert_ended_naming(out, ended, f"Worker {worker} stopped answering")

@@ -20,100 +20,39 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from evalgate.cli import main
-from evalgate.environment import variables
 from evalgate.errors import ArtifactError
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result
 from evalgate.gate.runlog import RunLog, build_result, labels
 from evalgate.run import run_gate
-from evalgate.schemas import validation_errors
-from evalgate.settings.values import SETTINGS, Settings
-from tests.conftest import deadline
-from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
+from evalgate.settings.values import Settings
+from tests.conftest import (
+    child_env,
+    deadline,
+    load_result,
+    run_args,
+    run_settings,
+    start_subprocess,
+)
+from tests.fakeengine import REPO_ROOT, Fault
 
 MODEL = "fake-model"
 LIMIT = 10
 NOT_PROBE = frozenset(range(2, 100_000))
-ENV_NAMES = {name for field in SETTINGS for name in variables(field)}
 
 
-@pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
-        yield running
-
-
-def settings(engine: FakeEngine, out: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "base_url": engine.url,
-        "model": MODEL,
-        "isl": 1024,
-        "osl": 1024,
-        "limit": LIMIT,
-        "num_concurrent": 2,
-        "retry_wait_min": 0,
-        "retry_wait_max": 0,
-        "ready_timeout": 2,
-        "timeout": 5,
-        "output_dir": out,
-        "min_samples": 0,  # evidence, not statistics: the point estimate decides
-    }
-    return Settings(**(values | overrides))
-
-
-def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        engine.url,
-        "--model",
-        MODEL,
-        "--isl",
-        "1024",
-        "--osl",
-        "1024",
-        "--limit",
-        str(LIMIT),
-        "--min-samples",  # evidence, not statistics: the point estimate decides
-        "0",
-        "--num-concurrent",
-        "2",
-        "--retry-wait-min",
-        "0",
-        "--retry-wait-max",
-        "0",
-        "--ready-timeout",
-        "2",
-        "--output-dir",
-        str(out),
-        *extra,
-    ]
-
-
-def evalgate_process(args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
-    """`python -m evalgate.cli <args>` with none of the caller's evalgate variables."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
-    return subprocess.Popen(
-        [sys.executable, "-m", "evalgate.cli", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        text=True,
-        **kwargs,
-    )
-
-
-def read_result(folder: Path) -> dict[str, Any]:
-    doc = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-    assert validation_errors("result", doc) == []
-    return doc
+RUN = {
+    "osl": 1024, "limit": LIMIT, "num_concurrent": 2, "ready_timeout": 2,
+    "min_samples": 0,  # evidence, not statistics: the point estimate decides
+}  # fmt: skip
+GATE = {**RUN, "timeout": 5}
+"""run_gate's settings: those of the CLI's runs, with a 5 s timeout."""
 
 
 def a_result(status: str = "error", **fields: Any) -> Result:
@@ -180,7 +119,7 @@ def test_a_write_that_fails_leaves_the_old_result_whole(tmp_path, monkeypatch, f
 
     monkeypatch.undo()
     assert (tmp_path / "result.json").read_bytes() == before
-    assert read_result(tmp_path)["run_id"] == "the-old-run"
+    assert load_result(tmp_path)["run_id"] == "the-old-run"
     assert leftovers(tmp_path) == []  # the temporary file is gone too
 
 
@@ -246,11 +185,10 @@ def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes)
     template.write_text(a_document(), encoding="utf-8")
     folder = tmp_path / "out"
     folder.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(folder), str(template)],
         cwd=REPO_ROOT,
-        env=env,
+        env=child_env(),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -264,7 +202,7 @@ def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes)
         writer.kill()
         writer.wait(10)
 
-    doc = read_result(folder)  # parses and validates: never half a file
+    doc = load_result(folder)  # parses and validates: never half a file
     assert doc["run_id"] in (f"write-{writes}", f"write-{writes + 1}")
     assert all(
         name.startswith(".result.json.") and name.endswith(".tmp") for name in leftovers(folder)
@@ -279,16 +217,14 @@ def test_two_runs_into_different_folders_do_not_interfere(engine, tmp_path):
     there, here = tmp_path / "there", tmp_path / "here"
 
     with deadline(90, engine):
-        process = evalgate_process(
-            run_args(engine, there), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
+        process = start_subprocess(*run_args(engine.url, there, **RUN))
         try:
-            local = run_gate(settings(engine, here))
+            local = run_gate(run_settings(engine.url, here, **GATE))
         finally:
             process.communicate(timeout=80)
 
     assert (process.returncode, local.exit_code) == (0, 0)
-    docs = [read_result(folder) for folder in (there, here)]
+    docs = [load_result(folder) for folder in (there, here)]
     assert docs[0]["run_id"] != docs[1]["run_id"]
     for folder, doc in zip((there, here), docs, strict=True):
         assert doc["status"] == "pass"
@@ -301,19 +237,15 @@ def test_two_runs_into_different_folders_do_not_interfere(engine, tmp_path):
     assert engine.total == 2 * (1 + LIMIT)  # a probe and LIMIT questions each
 
 
-def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, capsys):
+def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, cli):
     out = tmp_path / "run"
-    with deadline(30, engine):
-        assert main(run_args(engine, out)) == 0
+    assert cli(*run_args(engine.url, out, **RUN), within=30, engine=engine).code == 0
     first = (out / "result.json").read_bytes()
     files = {p.name: p.read_bytes() for p in out.iterdir()}
     asked = len(engine.log)
-    capsys.readouterr()
 
-    with deadline(30, engine):
-        code = main(run_args(engine, out))
+    code, _, err = cli(*run_args(engine.url, out, **RUN), within=30, engine=engine)
 
-    err = capsys.readouterr().err
     assert code == 2
     assert (
         f"ArtifactError: {out / 'result.json'} already holds a result (status pass). Choose "
@@ -327,11 +259,11 @@ def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, caps
 def test_overwrite_replaces_the_result(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(30, engine):
-        first = run_gate(settings(engine, out))
-        second = run_gate(settings(engine, out, overwrite=True))
+        first = run_gate(run_settings(engine.url, out, **GATE))
+        second = run_gate(run_settings(engine.url, out, **(GATE | {"overwrite": True})))
 
     assert (first.exit_code, second.exit_code) == (0, 0)
-    assert read_result(out)["run_id"] == second.result.run_id != first.result.run_id
+    assert load_result(out)["run_id"] == second.result.run_id != first.result.run_id
 
 
 @pytest.mark.parametrize(
@@ -349,7 +281,7 @@ def test_a_folder_with_a_result_is_refused(engine, tmp_path, case):
     out.mkdir()
     (out / "result.json").write_text(content, encoding="utf-8")
 
-    outcome = run_gate(settings(engine, out), resume=resume)
+    outcome = run_gate(run_settings(engine.url, out, **GATE), resume=resume)
 
     assert (outcome.exit_code, outcome.status) == (2, "error")
     assert f"already holds a result (status {status})" in outcome.reason
@@ -364,7 +296,7 @@ def test_a_folder_with_a_binary_result_is_refused(engine, tmp_path):
     out.mkdir()
     (out / "result.json").write_bytes(b"\xff\xfe\x00garbage")
 
-    outcome = run_gate(settings(engine, out))
+    outcome = run_gate(run_settings(engine.url, out, **GATE))
 
     assert outcome.exit_code == 2
 
@@ -377,9 +309,11 @@ def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_
             raise KeyboardInterrupt
 
     with deadline(30, engine):
-        stopped = run_gate(settings(engine, out, num_concurrent=1), progress=interrupt)
+        stopped = run_gate(
+            run_settings(engine.url, out, **(GATE | {"num_concurrent": 1})), progress=interrupt
+        )
 
-    doc = read_result(out)
+    doc = load_result(out)
     assert (stopped.exit_code, doc["status"], doc["stage"]) == (6, "aborted", "eval")
     assert doc["reason"] == "interrupted by a signal"
     journal = (out / "journal.jsonl").read_text(encoding="utf-8").splitlines()
@@ -390,15 +324,17 @@ def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_
     asked = engine.total
 
     with deadline(30, engine):
-        resumed = run_gate(settings(engine, out, num_concurrent=1), resume=True)
+        resumed = run_gate(
+            run_settings(engine.url, out, **(GATE | {"num_concurrent": 1})), resume=True
+        )
 
-    doc = read_result(out)
+    doc = load_result(out)
     assert (resumed.exit_code, doc["status"]) == (0, "pass")
     assert doc["eval"]["requests"]["resumed"] == len(answered)
     assert engine.total - asked == 1 + LIMIT - len(answered)  # a new probe, then the rest only
 
 
-def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
+def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, cli):
     """A scheduler's SIGTERM, delivered to this process while `evalgate run` waits on the
     engine: the CLI turns it into an abort that still writes the result."""
     from evalgate.cli.stop import terminate_as_interrupt
@@ -416,17 +352,17 @@ def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
 
     sender = threading.Thread(target=terminate_when_hanging, daemon=True)
     sender.start()
-    with deadline(60, engine):
-        code = main([*run_args(engine, out), "--timeout", "60"])
+    code, stdout, stderr = cli(
+        *run_args(engine.url, out, timeout=60, **RUN), within=60, engine=engine
+    )
     sender.join(5)
-    captured = capsys.readouterr()
 
     assert sent == [True]
     assert code == 6
-    assert "AbortedError: interrupted by a signal" in captured.err
-    assert "stage: eval" in captured.err
-    assert captured.out == ""  # no verdict: the error is said once, on stderr
-    doc = read_result(out)
+    assert "AbortedError: interrupted by a signal" in stderr
+    assert "stage: eval" in stderr
+    assert stdout == ""  # no verdict: the error is said once, on stderr
+    doc = load_result(out)
     assert (doc["status"], doc["stage"], doc["exit_code"]) == ("aborted", "eval", 6)
     assert doc["task"] == "gsm8k"
     journal = (out / "journal.jsonl").read_text(encoding="utf-8").splitlines()
@@ -445,7 +381,7 @@ def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monke
     monkeypatch.setattr(artifacts, "write_json", full_disk)
 
     with deadline(30, engine):
-        outcome = run_gate(settings(engine, tmp_path / "run"))
+        outcome = run_gate(run_settings(engine.url, tmp_path / "run", **GATE))
 
     assert not (tmp_path / "run" / "result.json").exists()
     assert outcome.exit_code != 0
@@ -454,8 +390,8 @@ def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monke
 def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(30, engine):
-        assert run_gate(settings(engine, out)).exit_code == 0
-    old = read_result(out)["run_id"]
+        assert run_gate(run_settings(engine.url, out, **GATE)).exit_code == 0
+    old = load_result(out)["run_id"]
 
     class Killed(BaseException):
         """The process dies here (SIGKILL, the OOM killer): nothing after it runs."""
@@ -465,9 +401,9 @@ def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
             raise Killed
 
     with deadline(30, engine), pytest.raises(Killed):
-        run_gate(settings(engine, out, overwrite=True), progress=die)
+        run_gate(run_settings(engine.url, out, **(GATE | {"overwrite": True})), progress=die)
 
-    doc = read_result(out)
+    doc = load_result(out)
     assert doc["run_id"] != old
     assert (doc["status"], doc["task"]) == ("running", "gsm8k")  # named from the first write on
 
@@ -489,7 +425,7 @@ def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
     ],
     ids=["missing", "truncated", "fields missing", "unknown status"],
 )
-def test_a_bad_result_file_is_a_usage_error(tmp_path, capsys, content, says, compare_says):
+def test_a_bad_result_file_is_a_usage_error(tmp_path, cli, content, says, compare_says):
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.mkdir()
     bad.mkdir()
@@ -499,11 +435,11 @@ def test_a_bad_result_file_is_a_usage_error(tmp_path, capsys, content, says, com
 
     with pytest.raises(ArtifactError) as refused:
         artifacts.read_result(bad / "result.json")
-    code = main(["compare", str(bad), str(good)])
+    code, _, err = cli("compare", bad, good)
 
     assert says in refused.value.message
     assert code == 2
-    assert f"ArtifactError: {bad}" in (err := capsys.readouterr().err)
+    assert f"ArtifactError: {bad}" in err
     assert (compare_says or says) in err
 
 

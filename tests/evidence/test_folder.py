@@ -15,16 +15,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import _READ_VARS, deadline
-from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
+from tests.conftest import deadline, finish, load_result, run_args, start_subprocess
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
 LOCK = ".evalgate.lock"
 LIMIT = 10
@@ -37,48 +35,11 @@ def hang_after_two() -> Fault:
     return Fault("hang", nth=NOT_PROBE - {2, 3})
 
 
-@pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
-        yield running
-
-
-def common(engine: FakeEngine) -> list[str]:
-    return [
-        "--base-url", engine.url, "--model", "fake-model", "--isl", "1024", "--osl", "1024",
-        "--limit", str(LIMIT), "--num-concurrent", "2", "--retry-wait-min", "0",
-        "--retry-wait-max", "0", "--ready-timeout", "5", "--timeout", "60",
-        "--max-attempts", "2", "--min-samples", "0",
-    ]  # fmt: skip
-
-
-def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return ["run", *common(engine), "--output-dir", str(out), *extra]
-
-
-def evalgate(*args: str, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[str]:
-    """`evalgate ARGS` as its own process, with none of the caller's evalgate variables."""
-    clean = {
-        k: v for k, v in os.environ.items() if not (k.startswith("EVALGATE_") or k in _READ_VARS)
-    }
-    clean["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), clean.get("PYTHONPATH", "")])
-    popen.setdefault("cwd", REPO_ROOT)
-    return subprocess.Popen(
-        [sys.executable, "-m", "evalgate.cli", *args],
-        env=clean | (env or {}),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        **popen,
-    )
-
-
-def finish(child: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
-    try:
-        _, err = child.communicate(timeout=timeout)
-    finally:
-        child.kill()
-    return child.returncode, err
+RUN = {
+    "osl": 1024, "limit": LIMIT, "num_concurrent": 2, "timeout": 60, "max_attempts": 2,
+    "min_samples": 0,
+}  # fmt: skip
+HOOK = {"command": "hook", "concurrency": 2, **RUN}
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -94,7 +55,7 @@ def mid_eval(engine: FakeEngine, *args: str) -> Iterator[subprocess.Popen[str]]:
     folder is locked; stopped at the end, if still running, by SIGTERM as a scheduler stops a
     job (it then records itself as aborted, exit 6). The engine answers again afterwards."""
     engine.inject(hang_after_two())
-    child = evalgate(*args)
+    child = start_subprocess(*args)
     try:
         assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
         yield child
@@ -115,10 +76,10 @@ def test_a_second_run_into_a_folder_in_use_exits_2_naming_the_folder_and_its_hol
     """Whatever it is told (--overwrite, --resume), a second process refuses a folder a live run
     holds: before it asks the engine anything, and without touching the first run's files."""
     out = tmp_path / "run"
-    with deadline(240, engine), mid_eval(engine, *run_args(engine, out)) as first:
+    with deadline(240, engine), mid_eval(engine, *run_args(engine.url, out, **RUN)) as first:
         files, asked = snapshot(out), len(engine.log)
         for extra in ([], ["--overwrite"], ["--resume"]):
-            code, err = finish(evalgate(*run_args(engine, out, *extra)))
+            code, _, err = finish(start_subprocess(*run_args(engine.url, out, *extra, **RUN)))
 
             assert code == 2, err
             assert f"{out} is in use by another evalgate run (process {first.pid})" in err
@@ -128,42 +89,40 @@ def test_a_second_run_into_a_folder_in_use_exits_2_naming_the_folder_and_its_hol
         assert (out / LOCK).read_text().strip() == str(first.pid)
 
     assert first.returncode == 6  # the first run went on undisturbed to its own end
-    assert json.loads((out / "result.json").read_text())["status"] == "aborted"
+    assert load_result(out)["status"] == "aborted"
 
 
 def test_a_lock_left_by_a_killed_run_does_not_block_the_next(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(240, engine):
-        with mid_eval(engine, *run_args(engine, out)) as first:
+        with mid_eval(engine, *run_args(engine.url, out, **RUN)) as first:
             first.kill()  # SIGKILL: nothing of the run's own ends its lock
             first.wait(30)
         assert (out / LOCK).is_file()
         assert (out / LOCK).read_text().strip() == str(first.pid)
 
-        code, err = finish(evalgate(*run_args(engine, out, "--resume")), 120)
+        code, _, err = finish(start_subprocess(*run_args(engine.url, out, "--resume", **RUN)), 120)
 
     assert code == 0, err
-    doc = json.loads((out / "result.json").read_text())
+    doc = load_result(out)
     assert doc["status"] == "pass"
     assert doc["eval"]["requests"]["resumed"] == 2, err
-
-
-def hook_args(engine: FakeEngine, stage: Path) -> list[str]:
-    return ["hook", *common(engine), "--concurrency", "2", "--output-dir", str(stage)]
 
 
 def test_a_hook_holds_its_staging_folder_and_each_run_folder(engine, tmp_path):
     """A second hook into the same staging folder, and a run into the folder of the concurrency
     the hook is running, are refused; the hook's files stay as they were."""
     stage = tmp_path / "stage"
-    with deadline(240, engine), mid_eval(engine, *hook_args(engine, stage)) as first:
+    with deadline(240, engine), mid_eval(engine, *run_args(engine.url, stage, **HOOK)) as first:
         files, asked = snapshot(stage), len(engine.log)
 
-        code, err = finish(evalgate(*hook_args(engine, stage)))
+        code, _, err = finish(start_subprocess(*run_args(engine.url, stage, **HOOK)))
         assert code == 2, err
         assert f"{stage} is in use by another evalgate run (process {first.pid})" in err
 
-        code, err = finish(evalgate(*run_args(engine, stage / "conc-2", "--overwrite")))
+        code, _, err = finish(
+            start_subprocess(*run_args(engine.url, stage / "conc-2", "--overwrite", **RUN))
+        )
         assert code == 2, err
         in_use = f"{stage / 'conc-2'} is in use by another evalgate run (process {first.pid})"
         assert in_use in err
@@ -193,12 +152,12 @@ def test_a_file_system_without_locks_runs_unlocked_and_says_so(
     monkeypatch.setattr(fcntl, "flock", no_locks)
     out = tmp_path / "run"
     with deadline(120, engine):
-        done = cli(*run_args(engine, out))
+        done = cli(*run_args(engine.url, out, **RUN))
 
     says = f"{out} cannot be locked ({os.strerror(code)}): nothing stops a second run"
     assert done.code == 0, done.err
     assert f"warning: {says}" in done.err
-    assert any(says in w for w in json.loads((out / "result.json").read_text())["warnings"])
+    assert any(says in w for w in load_result(out)["warnings"])
 
 
 # -- no write through a link ---------------------------------------------------------------------
@@ -224,7 +183,7 @@ def test_a_file_evalgate_writes_in_place_as_a_link_is_refused(engine, tmp_path, 
     (out / name).symlink_to(victim)
 
     with deadline(120, engine):
-        done = cli(*run_args(engine, out, *extra))
+        done = cli(*run_args(engine.url, out, *extra, **RUN))
 
     assert done.code == 2, done.err
     assert f"{out / name} is a symbolic link" in done.err
@@ -248,7 +207,9 @@ def test_a_hook_run_folder_that_is_a_link_is_refused(engine, tmp_path, layout, l
     (stage / link).symlink_to(elsewhere, target_is_directory=True)
 
     with deadline(120, engine):
-        code, err = finish(evalgate(*hook_args(engine, stage), "--layout", layout), 110)
+        code, _, err = finish(
+            start_subprocess(*run_args(engine.url, stage, **HOOK), "--layout", layout), 110
+        )
 
     assert code == 2, err
     assert f"{stage / link} is a symbolic link: evalgate would write into what it points to" in err
@@ -268,13 +229,13 @@ def test_files_written_by_rename_replace_a_link_and_leave_its_target(engine, tmp
         (out / name).symlink_to(victims[name])
 
     with deadline(120, engine):
-        done = cli(*run_args(engine, out, "--overwrite"))
+        done = cli(*run_args(engine.url, out, "--overwrite", **RUN))
 
     assert done.code == 0, done.err
     for name, victim in victims.items():
         assert victim.read_text() == f"precious {name}\n"
         assert (out / name).is_file() and not (out / name).is_symlink()
-    assert json.loads((out / "result.json").read_text())["status"] == "pass"
+    assert load_result(out)["status"] == "pass"
 
 
 # -- never the working directory by accident -----------------------------------------------------
@@ -290,13 +251,13 @@ def test_an_empty_output_dir_is_refused_not_taken_as_the_working_directory(
 ):
     work = tmp_path / "work"
     work.mkdir()
-    args = [command, *common(engine)]
+    args = run_args(engine.url, command=command, **RUN)
     if how == "flag":
         args += ["--output-dir", ""]
     env = {"EVALGATE_OUTPUT_DIR": ""} if how == "environment" else {}
 
     with deadline(120, engine):
-        code, err = finish(evalgate(*args, env=env, cwd=work), 110)
+        code, _, err = finish(start_subprocess(*args, env=env, cwd=work), 110)
 
     assert code == 2, err
     assert "--output-dir = '' (set by --output-dir or EVALGATE_OUTPUT_DIR)" in err
@@ -312,7 +273,7 @@ def test_a_lock_file_that_is_a_folder_is_refused_naming_it(tmp_path):
     out = tmp_path / "run"
     (out / LOCK_NAME).mkdir(parents=True)
     with FakeEngine(EngineBehaviour()) as engine:
-        code, err = finish(evalgate(*run_args(engine, out)), 120)
+        code, _, err = finish(start_subprocess(*run_args(engine.url, out, **RUN)), 120)
         sent = list(engine.log)
 
     assert code == 2, err

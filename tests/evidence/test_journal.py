@@ -4,14 +4,13 @@ earlier evalgate: black-box, a run stopped mid-eval in its own process, then res
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import deadline, load_samples
-from tests.evidence.test_folder import evalgate, finish, mid_eval, run_args
-from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.conftest import deadline, finish, load_result, load_samples, run_args, start_subprocess
+from tests.evidence.test_folder import RUN, mid_eval
+from tests.fakeengine import FakeEngine
 
 HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
 HEADER += ["max_tokens", "questions"]
@@ -22,15 +21,9 @@ OLDEST = ["key", "doc_id", "text", "finish_reason", "completion_tokens"]
 """An answer line as evalgate wrote it before it kept the answer's field and reasoning."""
 
 
-@pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine(EngineBehaviour(accuracy=1.0)) as running:
-        yield running
-
-
 def interrupted(engine: FakeEngine, out: Path) -> list[dict[str, object]]:
     """A run stopped by SIGTERM after two answers: its journal's lines, header first."""
-    with mid_eval(engine, *run_args(engine, out)):
+    with mid_eval(engine, *run_args(engine.url, out, **RUN)):
         pass
     return [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
 
@@ -45,12 +38,12 @@ def test_a_journal_in_its_recorded_format_is_resumed(engine, tmp_path, form):
         if form == "oldest form":
             older = [lines[0]] + [{k: line[k] for k in OLDEST} for line in lines[1:]]
             (out / "journal.jsonl").write_text("".join(json.dumps(x) + "\n" for x in older))
-        code, err = finish(evalgate(*run_args(engine, out, "--resume")), 120)
+        code, _, err = finish(start_subprocess(*run_args(engine.url, out, "--resume", **RUN)), 120)
         assert code == 0, err
         clean = tmp_path / "clean"
-        assert finish(evalgate(*run_args(engine, clean)), 120)[0] == 0
+        assert finish(start_subprocess(*run_args(engine.url, clean, **RUN)), 120)[0] == 0
 
-    doc = json.loads((out / "result.json").read_text())
+    doc = load_result(out)
     assert doc["eval"]["requests"]["resumed"] == 2, err
     assert load_samples(out) == load_samples(clean)  # the kept answers, as if never stopped
 
@@ -68,12 +61,12 @@ def test_junk_lines_in_a_journal_are_neither_counted_nor_kept(engine, tmp_path):
         )
         with (out / "journal.jsonl").open("a") as journal:
             journal.write(junk)
-        code, err = finish(evalgate(*run_args(engine, out, "--resume")), 240)
+        code, _, err = finish(start_subprocess(*run_args(engine.url, out, "--resume", **RUN)), 240)
 
     assert code == 0, err
     assert "resuming: 2 answers from " in err
     assert "(150000 answering no question of this run are dropped)" in err
-    doc = json.loads((out / "result.json").read_text())
+    doc = load_result(out)
     assert doc["eval"]["requests"]["resumed"] == 2
     kept = (out / "journal.jsonl").read_text().splitlines()
     assert len(kept) == 1 + doc["eval"]["questions"]  # the header, and one line per question

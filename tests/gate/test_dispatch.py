@@ -10,10 +10,9 @@ from pathlib import Path
 from evalgate.engine.client import EvalClient, generation_body
 from evalgate.eval.dispatch import Dispatch, Request
 from evalgate.eval.replies import Replies
-from evalgate.settings.endpoint import NetworkSettings
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.spec import build_prompts, load_task
-from tests.conftest import FAST, load_result, load_samples
+from tests.conftest import eval_client, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, find_question
 
 MODEL = "fake-model"
@@ -36,17 +35,7 @@ def _requests(limit: int, *, max_tokens: int = 256) -> list[Request]:
 
 def _dispatch(engine: FakeEngine) -> Dispatch:
     def client() -> EvalClient:
-        return EvalClient(
-            base_url=engine.url,
-            api_key=None,
-            api="chat",
-            timeout=30,
-            attempts=2,
-            wait_min=0,
-            wait_max=0,
-            max_connections=4,
-            network=NetworkSettings(),
-        )
+        return eval_client(engine.url, max_connections=4)
 
     replies = Replies(MODEL, "chat", max_tokens=256, max_failed=0, journal=None, thinking=None)
     return Dispatch(client_factory=client, replies=replies, num_concurrent=4)
@@ -57,9 +46,8 @@ def test_a_run_sends_each_question_once_and_lm_eval_takes_the_early_answers(
 ):
     caplog.set_level(logging.INFO, logger="evalgate")
     result = cli(
-        "run", "--base-url", engine.url, "--model", MODEL, "--isl", "1024", "--osl", "512",
-        "--output-dir", str(tmp_path), "--limit", "40", "--min-samples", "0", *FAST, "-v",
-    )  # fmt: skip
+        *run_args(engine.url, tmp_path, "-v", limit=40, min_samples=0, num_concurrent=None)
+    )
 
     assert result.code == 0, result.err
     assert "lm-eval asked for the 40 requests under way since the probe passed" in result.err

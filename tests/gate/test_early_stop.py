@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from evalgate.gate.sequential import SequentialTest
 from tests.conftest import deadline, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
-
-
-def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return run_args(engine.url, out, *extra)
 
 
 def _generation_requests(engine: FakeEngine) -> int:
@@ -28,7 +23,7 @@ def passed_early(tmp_path_factory):
 
     with FakeEngine(EngineBehaviour(max_model_len=4096, accuracy=0.97)) as engine:
         with deadline(120, engine):
-            code = main(_args(engine, out, "--early-stop", "both"))
+            code = main(run_args(engine.url, out, early_stop="both"))
         sent = _generation_requests(engine)
     return code, out, sent
 
@@ -80,7 +75,7 @@ def test_verify_accepts_the_early_pass(passed_early, cli, tmp_path):
 def test_compare_refuses_an_early_stopped_run(passed_early, engine, cli, tmp_path):
     _, out, _ = passed_early
     full = tmp_path / "full"
-    assert cli(*_args(engine, full, "--limit", "20", "--min-samples", "0")).code == 0
+    assert cli(*run_args(engine.url, full, limit=20, min_samples=0)).code == 0
     result = cli("compare", str(full), str(out))
     assert result.code == 2
     assert f"The candidate run {out} stopped early (--early-stop both) after" in result.err
@@ -91,7 +86,7 @@ def test_compare_refuses_an_early_stopped_run(passed_early, engine, cli, tmp_pat
 def test_a_broken_engine_fails_after_at_most_40_questions(cli, tmp_path):
     with FakeEngine(EngineBehaviour(max_model_len=4096, accuracy=0.0)) as engine:
         with deadline(60, engine):
-            result = cli(*_args(engine, tmp_path, "--early-stop", "both"))
+            result = cli(*run_args(engine.url, tmp_path, early_stop="both"))
         sent = _generation_requests(engine)
     assert result.code == 1
     assert result.out.startswith("FAIL: strict-match 0.0000 (95% CI 0.0000-")
@@ -106,7 +101,7 @@ def test_a_broken_engine_fails_after_at_most_40_questions(cli, tmp_path):
 def test_a_088_engine_never_passes(cli, tmp_path):
     behaviour = EngineBehaviour(max_model_len=4096, accuracy=0.88)
     with FakeEngine(behaviour) as engine, deadline(240, engine):
-        result = cli(*_args(engine, tmp_path, "--early-stop", "both"))
+        result = cli(*run_args(engine.url, tmp_path, early_stop="both"))
     assert result.code == 1, result.text
     doc = load_result(tmp_path)
     assert doc["status"] == "fail"
@@ -118,7 +113,7 @@ def test_a_088_engine_never_passes_though_its_wrong_answers_arrive_last(cli, tmp
     fifty answers would all be right and pass a 0.88 engine."""
     behaviour = EngineBehaviour(max_model_len=4096, accuracy=0.88, wrong_latency_s=0.3)
     with FakeEngine(behaviour) as engine, deadline(240, engine):
-        result = cli(*_args(engine, tmp_path, "--early-stop", "both", "--num-concurrent", "64"))
+        result = cli(*run_args(engine.url, tmp_path, early_stop="both", num_concurrent=64))
     assert result.code == 1, result.text
     doc = load_result(tmp_path)
     assert doc["status"] == "fail"
@@ -141,7 +136,7 @@ def test_a_088_engine_never_passes_though_its_wrong_answers_arrive_last(cli, tmp
 def test_fail_mode_does_not_stop_a_passing_run(cli, tmp_path):
     with FakeEngine(EngineBehaviour(max_model_len=4096, accuracy=1.0)) as engine:
         with deadline(60, engine):
-            result = cli(*_args(engine, tmp_path, "--early-stop", "fail", "--limit", "100"))
+            result = cli(*run_args(engine.url, tmp_path, early_stop="fail", limit=100))
         sent = _generation_requests(engine)
     assert result.code == 0
     record = load_result(tmp_path)["eval"]["early_stop"]
@@ -152,7 +147,7 @@ def test_fail_mode_does_not_stop_a_passing_run(cli, tmp_path):
 
 
 def test_early_stop_off_records_nothing_and_writes_lm_eval_results(engine, cli, tmp_path):
-    result = cli(*_args(engine, tmp_path, "--limit", "20", "--min-samples", "0"))
+    result = cli(*run_args(engine.url, tmp_path, limit=20, min_samples=0))
     assert result.code == 0, result.text
     doc = load_result(tmp_path)
     assert doc["eval"]["early_stop"] is None
@@ -162,7 +157,7 @@ def test_early_stop_off_records_nothing_and_writes_lm_eval_results(engine, cli, 
 
 
 def test_early_stop_with_a_baseline_is_refused_up_front(engine, cli, tmp_path):
-    result = cli(*_args(engine, tmp_path, "--early-stop", "both", "--baseline", str(tmp_path)))
+    result = cli(*run_args(engine.url, tmp_path, early_stop="both", baseline=tmp_path))
     assert result.code == 2
     assert "a run stopped early cannot be compared with --baseline" in result.err
     assert not engine.requests
@@ -176,7 +171,7 @@ def test_early_stop_with_a_baseline_is_refused_up_front(engine, cli, tmp_path):
     ],
 )
 def test_a_bad_alpha_is_a_usage_error(engine, cli, tmp_path, value, says):
-    result = cli(*_args(engine, tmp_path, "--early-stop", "both", "--alpha", value))
+    result = cli(*run_args(engine.url, tmp_path, early_stop="both", alpha=value))
     assert result.code == 2
     assert says in result.err
     assert not engine.requests

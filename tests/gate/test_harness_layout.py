@@ -108,6 +108,14 @@ def uploaded(folder: Path) -> list[str]:
     )
 
 
+def as_uploaded(job: Path, folder: Path) -> Path:
+    """`folder`, made to hold what the workflow uploads from `job` (uploaded) and nothing else."""
+    folder.mkdir()
+    for name in uploaded(job):
+        shutil.copy(job / name, folder / name)
+    return folder
+
+
 def collect_rows(root: Path) -> list[dict[str, Any]]:
     """The collector: folders (root, its direct subfolders) holding a meta_env.json; in each,
     the *.json files carrying lm_eval_version; a batch gives one row per completed _conc<N>."""
@@ -401,10 +409,7 @@ def test_verify_names_and_gates_the_job_alike_from_either_files(tmp_path, cli):
     assert code == 1, output  # 0.90: below dsr1's 0.91
     thresholds = tmp_path / "thresholds.yaml"
     thresholds.write_text(HARNESS_YAML)
-    harness_only = tmp_path / "harness"
-    harness_only.mkdir()
-    for name in uploaded(out):
-        shutil.copy(out / name, harness_only / name)
+    harness_only = as_uploaded(out, tmp_path / "harness")
     evalgate_only = tmp_path / "evalgate"
     shutil.copytree(out / "evalgate", evalgate_only)
 

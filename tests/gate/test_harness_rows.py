@@ -20,7 +20,13 @@ import pytest
 
 from tests.conftest import FAST, load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
-from tests.gate.test_harness_layout import collect_rows, harness_thresholds, uploaded, validate
+from tests.gate.test_harness_layout import (
+    as_uploaded,
+    collect_rows,
+    harness_thresholds,
+    uploaded,
+    validate,
+)
 from tests.test_thresholds import HARNESS_YAML
 
 MODEL_CONFIGS = Path(__file__).parent / "data" / "model_configs"
@@ -168,10 +174,7 @@ def test_a_single_node_job_is_labelled_by_its_ep_size_and_dp_attention(cli, tmp_
     # evalgate verify names the job alike from the harness's files and from either layout's.
     thresholds = tmp_path / "thresholds.yaml"
     thresholds.write_text(HARNESS_YAML)
-    harness_only = tmp_path / "harness-files"
-    harness_only.mkdir()
-    for name in uploaded(harness):
-        shutil.copy(harness / name, harness_only / name)
+    harness_only = as_uploaded(harness, tmp_path / "harness-files")
     keys = set()
     for folder in (harness_only, harness / "evalgate", ours):
         written = tmp_path / f"{folder.name}.json"

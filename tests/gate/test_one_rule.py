@@ -7,34 +7,12 @@ folder, both through the CLI.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import FAST, load_result
+from tests.conftest import load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
 QUESTIONS = list(load_gsm8k())
-
-
-def run_args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        engine.url,
-        "--model",
-        "fake-model",
-        "--isl",
-        "1024",
-        "--osl",
-        "512",
-        "--num-concurrent",
-        "16",
-        "--output-dir",
-        str(out),
-        *FAST,
-        *extra,
-    ]
 
 
 CASES = [
@@ -63,7 +41,7 @@ def test_run_and_verify_reach_the_same_verdict(cli, tmp_path, case):
     _, behaviour, flags, outcome, code = case
     out = tmp_path / "run"
     with FakeEngine(behaviour) as engine:
-        ran = cli(*run_args(engine, out, *flags))
+        ran = cli(*run_args(engine.url, out, *flags, num_concurrent=16))
     verified = cli("verify", str(out), "--no-github")
 
     result = load_result(out)
@@ -77,7 +55,7 @@ def test_too_many_truncated_answers_fail_run_and_verify_alike(cli, tmp_path):
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour()) as engine:
         engine.inject(Fault("length", questions={q for q in QUESTIONS[:10]}))
-        ran = cli(*run_args(engine, out, "--limit", "50", "--max-truncated-rate", "0.05"))
+        ran = cli(*run_args(engine.url, out, limit=50, max_truncated_rate=0.05, num_concurrent=16))
     verified = cli("verify", str(out), "--no-github")
 
     result = load_result(out)
@@ -91,11 +69,11 @@ def test_a_regression_against_the_baseline_is_recorded_and_fails_verify(cli, tmp
     exit 0, and `evalgate verify` then passed the regressed run."""
     baseline, candidate = tmp_path / "baseline", tmp_path / "candidate"
     with FakeEngine(EngineBehaviour()) as engine:
-        assert cli(*run_args(engine, baseline, "--limit", "300")).code == 0
+        assert cli(*run_args(engine.url, baseline, limit=300, num_concurrent=16)).code == 0
     # 0.96 at n = 300 clears 0.90 beyond doubt (95% CI 0.931-0.977): the gate alone passes;
     # but 12 of the baseline's right answers are now wrong, none gained.
     with FakeEngine(EngineBehaviour(accuracy=0.96)) as engine:
-        ran = cli(*run_args(engine, candidate, "--limit", "300", "--baseline", str(baseline)))
+        ran = cli(*run_args(engine.url, candidate, limit=300, baseline=baseline, num_concurrent=16))
     verified = cli("verify", str(candidate), "--no-github")
 
     result = load_result(candidate)
@@ -113,7 +91,11 @@ def test_a_regression_against_the_baseline_is_recorded_and_fails_verify(cli, tmp
 
 def test_a_missing_baseline_fails_before_anything_is_sent(cli, tmp_path):
     with FakeEngine(EngineBehaviour()) as engine:
-        ran = cli(*run_args(engine, tmp_path / "run", "--baseline", str(tmp_path / "nowhere")))
+        ran = cli(
+            *run_args(
+                engine.url, tmp_path / "run", baseline=tmp_path / "nowhere", num_concurrent=16
+            )
+        )
         sent = len(engine.requests)
 
     assert ran.code == 2

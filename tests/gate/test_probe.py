@@ -96,13 +96,12 @@ def test_probe_json_prints_the_error_document_on_exit_3():
     """`probe --json` printed nothing on exit 3, where `run --json` prints its error document."""
     import json
 
-    from tests.conftest import FAST, run_subprocess
+    from tests.conftest import run_args, run_subprocess
     from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth={1}, message="max_tokens is too large"))
-        argv = ["--base-url", engine.url, "--model", "fake-model", "--isl", "1024", "--osl", "512"]
-        done = run_subprocess("probe", "--json", "-", *argv, *FAST)
+        done = run_subprocess(*run_args(engine.url, command="probe", json="-"))
 
     assert done.returncode == 3, done.stderr
     document = json.loads(done.stdout)

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import FAST, load_result, load_samples, run_args, run_subprocess
+from tests.conftest import load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import CHAT_PATH, FILLER, EngineBehaviour, FakeEngine, count_tokens
 
 QUESTIONS = 100
 FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 """The two fields vLLM's reasoning parsers put the thinking in (older releases, 0.32)."""
-
-
-def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return run_args(engine.url, out, "--limit", str(QUESTIONS), "--min-samples", "0", *extra)
+RUN = {"limit": QUESTIONS, "min_samples": 0}
+"""Every run asks the 100 questions and is decided on its point estimate."""
 
 
 def _probed_once_streamed(engine: FakeEngine, doc: dict[str, object]) -> None:
@@ -31,7 +30,7 @@ def _probed_once_streamed(engine: FakeEngine, doc: dict[str, object]) -> None:
 def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_path, field):
     behaviour = EngineBehaviour(thinking=field, endless_thinking=0.3)
     with FakeEngine(behaviour) as engine:
-        result = cli(*_args(engine, tmp_path, "--max-truncated-rate", "0.2"))
+        result = cli(*run_args(engine.url, tmp_path, max_truncated_rate="0.2", **RUN))
     assert result.code == 1, result.text
     doc = load_result(tmp_path)
     _probed_once_streamed(engine, doc)
@@ -70,7 +69,7 @@ def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_p
 @FIELDS
 def test_thinking_that_ends_in_time_passes_and_keeps_the_reasoning(cli, tmp_path, field):
     with FakeEngine(EngineBehaviour(thinking=field)) as engine:
-        result = cli(*_args(engine, tmp_path))
+        result = cli(*run_args(engine.url, tmp_path, **RUN))
     assert result.code == 0, result.text
     doc = load_result(tmp_path)
     _probed_once_streamed(engine, doc)
@@ -90,22 +89,7 @@ def test_the_probe_accepts_a_stream_that_only_thinks(cli, field):
     deltas only, and is still the engine accepting the request."""
     behaviour = EngineBehaviour(thinking=field, endless_thinking=1.0)
     with FakeEngine(behaviour) as engine:
-        result = cli(
-            "probe",
-            "--base-url",
-            engine.url,
-            "--model",
-            "fake-model",
-            "--isl",
-            "1024",
-            "--osl",
-            "512",
-            "--limit",
-            "5",
-            *FAST,
-            "--json",
-            "-",
-        )
+        result = cli(*run_args(engine.url, command="probe", limit=5, json="-"))
     assert result.code == 0, result.text
     outcome = json.loads(result.out)
     assert outcome["outcome"] == "ok"
@@ -116,7 +100,7 @@ def test_the_probe_accepts_a_stream_that_only_thinks(cli, field):
 
 
 def test_a_plain_model_reports_no_reasoning(engine, cli, tmp_path):
-    assert cli(*_args(engine, tmp_path)).code == 0
+    assert cli(*run_args(engine.url, tmp_path, **RUN)).code == 0
     requests = load_result(tmp_path)["eval"]["requests"]
     assert requests["reasoning_tokens"] is None and requests["cut_while_thinking"] == 0
     assert requests["inline_thinking"] == 0  # no thinking: the whole answer, unchanged
@@ -126,16 +110,8 @@ def test_a_plain_model_reports_no_reasoning(engine, cli, tmp_path):
 
 
 def test_thinking_options_go_into_every_request_the_probe_s_included(engine, cli, tmp_path):
-    result = cli(
-        *_args(
-            engine,
-            tmp_path,
-            "--chat-template-kwargs",
-            '{"enable_thinking": false}',
-            "--reasoning-effort",
-            "low",
-        )
-    )
+    thinking = ["--chat-template-kwargs", '{"enable_thinking": false}', "--reasoning-effort", "low"]
+    result = cli(*run_args(engine.url, tmp_path, *thinking, **RUN))
     assert result.code == 0, result.text
     bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
     assert len(bodies) == QUESTIONS + 1  # the questions and the probe
@@ -148,7 +124,9 @@ def test_thinking_options_go_into_every_request_the_probe_s_included(engine, cli
 
 
 def test_chat_template_kwargs_must_be_a_json_object(engine, cli, tmp_path):
-    result = cli(*_args(engine, tmp_path, "--chat-template-kwargs", "enable_thinking=false"))
+    result = cli(
+        *run_args(engine.url, tmp_path, chat_template_kwargs="enable_thinking=false", **RUN)
+    )
     assert result.code == 2
     assert "--chat-template-kwargs = 'enable_thinking=false'" in result.err
     assert "not valid JSON (line 1 column 1: Expecting value); give one such as" in result.err
@@ -172,7 +150,7 @@ def test_chat_template_kwargs_the_record_cannot_hold_are_refused_before_anything
     request and then crashed the record (exit 4, result.json left "running"; the record now
     holds it, below); a repeated key was read as its last value; NaN was sent and recorded as
     no JSON reader outside Python reads it."""
-    done = run_subprocess(*_args(engine, tmp_path, "--chat-template-kwargs", value))
+    done = run_subprocess(*run_args(engine.url, tmp_path, chat_template_kwargs=value, **RUN))
     assert done.returncode == 2, done.stderr
     assert f"--chat-template-kwargs = {value!r}"[:100] in done.stderr  # a long one is cut
     assert said in done.stderr
@@ -186,7 +164,9 @@ def test_chat_template_kwargs_of_a_plain_integer_past_64_bits_are_sent_and_recor
     """A plain value, bounded as the reader bounds plain values (below what a float holds):
     the record holds what the flag took, and reads back (verify passes the run)."""
     big = 10**23
-    result = cli(*_args(engine, tmp_path, "--chat-template-kwargs", f'{{"budget": {big}}}'))
+    result = cli(
+        *run_args(engine.url, tmp_path, chat_template_kwargs=f'{{"budget": {big}}}', **RUN)
+    )
     assert result.code == 0, result.text
     bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
     assert all(b["chat_template_kwargs"] == {"budget": big} for b in bodies)
@@ -199,17 +179,24 @@ def test_chat_template_kwargs_of_a_plain_integer_past_64_bits_are_sent_and_recor
 INLINE = pytest.mark.parametrize("api", ["chat", "completions"])
 
 
+def failed_thinking_inline(cli: Any, out: Path, behaviour: EngineBehaviour, **options: object):
+    """result.json of a run that fails (exit 1) against an engine writing its thinking into
+    every answer (`behaviour`)."""
+    with FakeEngine(behaviour) as engine:
+        result = cli(*run_args(engine.url, out, **options, **RUN))
+    assert result.code == 1, result.text
+    doc = load_result(out)
+    assert doc["eval"]["requests"]["inline_thinking"] == QUESTIONS
+    return doc
+
+
 @INLINE
 def test_thinking_in_the_answer_is_not_scored_only_what_follows_its_end(cli, tmp_path, api):
     """`<think> … #### 18 …</think> … #### 19`: the answer is 19, whatever the scratchpad says.
     Every answer is wrong (accuracy 0) while every scratchpad holds the right number."""
     behaviour = EngineBehaviour(inline_thinking="open", accuracy=0.0)
-    with FakeEngine(behaviour) as engine:
-        result = cli(*_args(engine, tmp_path, "--api", api))
-    assert result.code == 1, result.text
-    doc = load_result(tmp_path)
+    doc = failed_thinking_inline(cli, tmp_path, behaviour, api=api)
     requests = doc["eval"]["requests"]
-    assert requests["inline_thinking"] == QUESTIONS
     assert requests["cut_while_thinking"] == 0 and requests["truncated"] == 0
     assert all(s["value"] == 0.0 for s in doc["scores"])
     for sample in load_samples(tmp_path):
@@ -224,11 +211,7 @@ def test_thinking_in_the_answer_is_not_scored_only_what_follows_its_end(cli, tmp
 def test_an_end_marker_without_its_start_scores_what_follows(cli, tmp_path):
     """A chat template that opens the block in the prompt: the answer holds only `</think>`."""
     behaviour = EngineBehaviour(inline_thinking="prompt", accuracy=0.5)
-    with FakeEngine(behaviour) as engine:
-        result = cli(*_args(engine, tmp_path))
-    doc = load_result(tmp_path)
-    assert result.code == 1, result.text  # half right: below the threshold
-    assert doc["eval"]["requests"]["inline_thinking"] == QUESTIONS
+    doc = failed_thinking_inline(cli, tmp_path, behaviour)  # half right: below the threshold
     assert all(s["value"] == 0.5 for s in doc["scores"])
     samples = load_samples(tmp_path)
     assert all("</think>" not in s["response"] for s in samples)
@@ -240,12 +223,8 @@ def test_an_answer_cut_inside_its_thinking_scores_nothing(cli, tmp_path, api):
     """30 of 100 answers run out of budget before `</think>`: scored from their scratchpad
     (as a whole-text scorer does) every answer would be right and the run would pass."""
     behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
-    with FakeEngine(behaviour) as engine:
-        result = cli(*_args(engine, tmp_path, "--api", api))
-    assert result.code == 1, result.text
-    doc = load_result(tmp_path)
+    doc = failed_thinking_inline(cli, tmp_path, behaviour, api=api)
     requests = doc["eval"]["requests"]
-    assert requests["inline_thinking"] == QUESTIONS
     assert requests["cut_while_thinking"] == 30 and requests["truncated"] == 30
     assert requests["empty"] == 0 and requests["from_reasoning"] == 0
     assert all(s["value"] == 0.7 for s in doc["scores"])
@@ -268,7 +247,7 @@ def test_an_empty_end_marker_scores_the_whole_answer_as_the_harness_does(cli, tm
     """--think-end-marker '': the harness's way, so the scratchpads of the cut answers count."""
     behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
     with FakeEngine(behaviour) as engine:
-        result = cli(*_args(engine, tmp_path, "--think-end-marker", ""))
+        result = cli(*run_args(engine.url, tmp_path, think_end_marker="", **RUN))
     assert result.code == 0, result.text
     doc = load_result(tmp_path)
     requests = doc["eval"]["requests"]
@@ -282,10 +261,10 @@ def test_a_resumed_run_takes_the_thinking_apart_again(cli, tmp_path):
     """The journal keeps each answer as it came: resumed, it is scored and counted alike."""
     behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
     with FakeEngine(behaviour) as engine:
-        assert cli(*_args(engine, tmp_path)).code == 1
+        assert cli(*run_args(engine.url, tmp_path, **RUN)).code == 1
         first = load_result(tmp_path)
         engine.clear()
-        result = cli(*_args(engine, tmp_path, "--resume", "--overwrite"))
+        result = cli(*run_args(engine.url, tmp_path, "--resume", "--overwrite", **RUN))
         asked = [r for r in engine.requests if not r.stream]
     assert result.code == 1, result.text
     assert asked == []  # every answer came from the journal

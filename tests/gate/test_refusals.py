@@ -9,8 +9,10 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import FAST, run_args, run_subprocess
+from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 from tests.gate.test_harness_layout import SERVED, job_env
 from tests.gate.test_harness_layout import run as harness_hook
@@ -25,13 +27,9 @@ def checksums(folder: Path) -> dict[str, str]:
     }
 
 
-def hook_args(url: str, out: Path, *extra: str) -> list[str]:
-    """`evalgate hook` in evalgate's layout: conc 4 and 8, 20 questions each."""
-    return [
-        "hook", "--base-url", url, "--model", "fake-model", "--isl", "1024", "--osl", "512",
-        "--output-dir", str(out), "--concurrency", "4 8", "--limit", "20", "--min-samples", "0",
-        *FAST, *extra,
-    ]  # fmt: skip
+HOOK = {"command": "hook", "concurrency": "4 8", "limit": 20, "min_samples": 0}
+"""`evalgate hook` in evalgate's layout: conc 4 and 8, 20 questions each."""
+RUN = {"limit": 10, "min_samples": 0}
 
 
 def verify_code(folder: Path) -> tuple[int, str]:
@@ -39,23 +37,43 @@ def verify_code(folder: Path) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
-def test_a_refused_run_leaves_every_file_as_it_was(tmp_path):
-    out = tmp_path / "run"
-    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        first = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
-        assert first.returncode == 0, first.stderr
-        before = checksums(out)
-        asked = len(engine.requests)
-        again = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
-        resumed = run_subprocess(
-            *run_args(engine.url, out, "--limit", "10", "--min-samples", "0", "--resume")
-        )
-        assert len(engine.requests) == asked  # the engine never asked
-    for refused in (again, resumed):
-        assert refused.returncode == 2, refused.stderr
-        assert "already holds a result (status pass)" in refused.stderr
+RERUNS = [
+    # (command, its options, what a rerun says, what a rerun with --resume says, files kept)
+    (
+        "run",
+        RUN,
+        ["already holds a result (status pass)"],
+        ["already holds a result (status pass)"],
+        {"result.json", "samples.jsonl", "journal.jsonl"},
+    ),
+    (
+        "hook",
+        HOOK,
+        ["conc-4/result.json already holds a result (status pass)"],
+        ["every concurrency staged in", "has finished (4: pass, 8: pass): nothing to continue"],
+        {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", [r[1:] for r in RERUNS], ids=[r[0] for r in RERUNS])
+def test_a_refused_rerun_leaves_every_file_and_the_verdict_as_they_were(engine, tmp_path, case):
+    options, again_says, resumed_says, kept = case
+    out = tmp_path / "out"
+    first = run_subprocess(*run_args(engine.url, out, **options))
+    assert first.returncode == 0, first.stderr
+    before = checksums(out)
+    verdict = verify_code(out)
+    asked = len(engine.requests)
+    again = run_subprocess(*run_args(engine.url, out, **options))
+    resumed = run_subprocess(*run_args(engine.url, out, "--resume", **options))
+    assert len(engine.requests) == asked  # the engine never asked
     assert checksums(out) == before
-    assert {"result.json", "samples.jsonl", "journal.jsonl"} <= set(before)
+    for refused, says in ((again, again_says), (resumed, resumed_says)):
+        assert refused.returncode == 2, refused.stderr
+        assert all(said in refused.stderr for said in says), refused.stderr
+    assert kept <= set(before)
+    assert verify_code(out) == verdict and verdict[0] == 0
 
 
 def test_a_resume_refused_for_its_inputs_leaves_the_run_it_would_continue(tmp_path):
@@ -64,49 +82,16 @@ def test_a_resume_refused_for_its_inputs_leaves_the_run_it_would_continue(tmp_pa
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[5], message="max_tokens is too large"))
-        first = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
-    assert json.loads((out / "result.json").read_text())["status"] == "error", first.stderr
+        first = run_subprocess(*run_args(engine.url, out, **RUN))
+    assert load_result(out)["status"] == "error", first.stderr
     before = checksums(out)
     missing = tmp_path / "no-such-thresholds.json"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        resumed = run_subprocess(
-            *run_args(
-                engine.url,
-                out,
-                "--limit",
-                "10",
-                "--min-samples",
-                "0",
-                "--resume",
-                "--thresholds",
-                str(missing),
-            )
-        )
+        resumed = run_subprocess(*run_args(engine.url, out, "--resume", thresholds=missing, **RUN))
     assert resumed.returncode == 2, resumed.stderr
     assert str(missing) in resumed.stderr
     assert checksums(out) == before
-    assert json.loads((out / "result.json").read_text())["status"] == "error"
-
-
-def test_a_refused_hook_rerun_leaves_every_file_and_the_verdict_as_they_were(tmp_path):
-    out = tmp_path / "stage"
-    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        first = run_subprocess(*hook_args(engine.url, out))
-        assert first.returncode == 0, first.stderr
-        before = checksums(out)
-        verdict = verify_code(out)
-        asked = len(engine.requests)
-        again = run_subprocess(*hook_args(engine.url, out))
-        resumed = run_subprocess(*hook_args(engine.url, out, "--resume"))
-        assert len(engine.requests) == asked
-    assert checksums(out) == before
-    for refused in (again, resumed):
-        assert refused.returncode == 2, refused.stderr
-    assert "conc-4/result.json already holds a result (status pass)" in again.stderr
-    assert "every concurrency staged in" in resumed.stderr
-    assert "has finished (4: pass, 8: pass): nothing to continue" in resumed.stderr
-    assert {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"} <= set(before)
-    assert verify_code(out) == verdict and verdict[0] == 0
+    assert load_result(out)["status"] == "error"
 
 
 def test_a_refused_harness_hook_rerun_leaves_the_jobs_files_and_its_pass(tmp_path):
@@ -135,11 +120,11 @@ def test_a_hook_resumed_keeps_its_finished_runs_as_they_were_and_continues_the_r
     out = tmp_path / "stage"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
-        first = run_subprocess(*hook_args(engine.url, out))
-    assert json.loads((out / "conc-8" / "result.json").read_text())["status"] == "error"
+        first = run_subprocess(*run_args(engine.url, out, **HOOK))
+    assert load_result(out / "conc-8")["status"] == "error"
     kept = {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")}
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        resumed = run_subprocess(*hook_args(engine.url, out, "--resume"))
+        resumed = run_subprocess(*run_args(engine.url, out, "--resume", **HOOK))
     assert first.returncode != 0 and resumed.returncode == 0, resumed.stderr
     assert {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")} == kept
     summary = json.loads((out / "hook.json").read_text())
@@ -173,24 +158,26 @@ def test_a_run_overwrite_refused_for_its_inputs_leaves_the_run_it_would_replace(
     """--overwrite with a thresholds file that is not there, a task unknown, a baseline that is
     no run: exit 2, and the passing run's files as they were (not an error result)."""
     out = tmp_path / "run"
-    given = ("--limit", "10", "--min-samples", "0", "--overwrite")
     bad = [
         ("--thresholds", str(tmp_path / "missing.json")),
         ("--task", "no-such-task"),
         ("--baseline", str(tmp_path / "nowhere")),
     ]
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        first = run_subprocess(*run_args(engine.url, out, "--limit", "10", "--min-samples", "0"))
+        first = run_subprocess(*run_args(engine.url, out, **RUN))
         assert first.returncode == 0, first.stderr
         before = checksums(out)
         asked = len(engine.requests)
-        refusals = [run_subprocess(*run_args(engine.url, out, *given, *flags)) for flags in bad]
+        refusals = [
+            run_subprocess(*run_args(engine.url, out, "--overwrite", *flags, **RUN))
+            for flags in bad
+        ]
         assert len(engine.requests) == asked
     for refused, (_, value) in zip(refusals, bad, strict=True):
         assert refused.returncode == 2, refused.stderr
         assert value in refused.stderr
     assert checksums(out) == before
-    assert json.loads((out / "result.json").read_text())["status"] == "pass"
+    assert load_result(out)["status"] == "pass"
 
 
 def test_a_hook_overwrite_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path):
@@ -199,9 +186,9 @@ def test_a_hook_overwrite_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_pa
     stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
     refuse = ("--overwrite", "--thresholds", str(missing))
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        assert run_subprocess(*hook_args(engine.url, stage)).returncode == 0
+        assert run_subprocess(*run_args(engine.url, stage, **HOOK)).returncode == 0
         stage_before = checksums(stage)
-        refused = run_subprocess(*hook_args(engine.url, stage, *refuse))
+        refused = run_subprocess(*run_args(engine.url, stage, *refuse, **HOOK))
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         code, output = harness_hook(job_env(engine.port), job)
         assert code == 0, output
@@ -219,16 +206,16 @@ def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path)
     stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
-        run_subprocess(*hook_args(engine.url, stage))
+        run_subprocess(*run_args(engine.url, stage, **HOOK))
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[50], message="max_tokens is too large"))
         harness_hook(job_env(engine.port), job)
-    assert json.loads((stage / "conc-8" / "result.json").read_text())["status"] == "error"
+    assert load_result(stage / "conc-8")["status"] == "error"
     assert json.loads((job / "meta_env.json").read_text())["failed_eval_concs"] == [8]
     before = checksums(stage), checksums(job)
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         refused = run_subprocess(
-            *hook_args(engine.url, stage, "--resume", "--thresholds", str(missing))
+            *run_args(engine.url, stage, "--resume", thresholds=missing, **HOOK)
         )
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         job_code, job_said = harness_hook(

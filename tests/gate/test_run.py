@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,12 +16,8 @@ rule (an interval straddling the threshold below the full set is inconclusive) h
 tests."""
 
 
-def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
-    return run_args(engine.url, out, *POINT, *extra)
-
-
 def test_every_answer_right_passes(engine, cli, tmp_path):
-    result = cli(*_args(engine, tmp_path, "--limit", "50"))
+    result = cli(*run_args(engine.url, tmp_path, *POINT, limit=50))
     assert result.code == 0, result.err
     assert result.out.startswith(
         "PASS: strict-match 1.0000 (95% CI 0.9287-1.0000, n=50), "
@@ -64,7 +59,7 @@ def test_every_answer_right_passes(engine, cli, tmp_path):
 
 def test_eighty_five_percent_fails_naming_metric_score_and_threshold(cli, tmp_path):
     with FakeEngine(EngineBehaviour(max_model_len=4096, accuracy=0.85)) as engine:
-        result = cli(*_args(engine, tmp_path, "--limit", "40"))
+        result = cli(*run_args(engine.url, tmp_path, *POINT, limit=40))
     score = expected_right(40, 0.85) / 40
     assert result.code == 1
     assert result.out.startswith(f"FAIL: strict-match {score:.4f} (95% CI ")
@@ -76,7 +71,7 @@ def test_eighty_five_percent_fails_naming_metric_score_and_threshold(cli, tmp_pa
 
 
 def test_completions_api_uses_lm_evals_standard_prompt(engine, cli, tmp_path):
-    result = cli(*_args(engine, tmp_path, "--limit", "10", "--api", "completions"))
+    result = cli(*run_args(engine.url, tmp_path, *POINT, limit=10, api="completions"))
     assert result.code == 0, result.err
     prompts = [r.body["prompt"] for r in engine.requests if r.path == "/v1/completions"]
     assert len(prompts) == 11  # ten questions and the probe
@@ -90,7 +85,7 @@ def test_the_original_incident_fails_at_the_probe_in_seconds(tmp_path):
     with FakeEngine(EngineBehaviour(max_model_len=9472)) as engine:
         started = time.monotonic()
         done = run_subprocess(
-            *_args(engine, tmp_path, "--max-tokens", "12288", "--isl", "8192", "--osl", "1024")
+            *run_args(engine.url, tmp_path, *POINT, max_tokens=12288, isl=8192, osl=1024)
         )
         wall = time.monotonic() - started
         sent = len(engine.requests)
@@ -121,7 +116,7 @@ def test_a_400_mid_eval_stops_at_once_with_what_was_done(cli, tmp_path):
                 message="Sampling parameters are invalid for this request.",
             )
         )
-        result = cli(*_args(engine, tmp_path, "--limit", "60", "--num-concurrent", "1"))
+        result = cli(*run_args(engine.url, tmp_path, *POINT, limit=60, num_concurrent=1))
         attempts = engine.attempts(bad)
         total = len(engine.requests)
     assert result.code == 4
@@ -154,7 +149,7 @@ def test_bad_thresholds_are_a_usage_error_naming_the_json_path(
 ):
     thresholds = tmp_path / "thresholds.json"
     thresholds.write_text(f'{{"default": {{"gsm8k": {default}}}}}')
-    result = cli(*_args(engine, tmp_path / "out", "--limit", "5", "--thresholds", str(thresholds)))
+    result = cli(*run_args(engine.url, tmp_path / "out", *POINT, limit=5, thresholds=thresholds))
     assert result.code == 2
     assert path in result.err
     assert len(engine.requests) == 0  # nothing was sent to the engine
@@ -163,13 +158,13 @@ def test_bad_thresholds_are_a_usage_error_naming_the_json_path(
 
 
 def test_an_existing_result_is_never_overwritten_silently(engine, cli, tmp_path):
-    assert cli(*_args(engine, tmp_path, "--limit", "5")).code == 0
+    assert cli(*run_args(engine.url, tmp_path, *POINT, limit=5)).code == 0
     before = (tmp_path / "result.json").read_text()
-    again = cli(*_args(engine, tmp_path, "--limit", "5"))
+    again = cli(*run_args(engine.url, tmp_path, *POINT, limit=5))
     assert again.code == 2
     assert "already holds a result (status pass)" in again.err
     assert (tmp_path / "result.json").read_text() == before
-    assert cli(*_args(engine, tmp_path, "--limit", "5", "--overwrite")).code == 0
+    assert cli(*run_args(engine.url, tmp_path, *POINT, "--overwrite", limit=5)).code == 0
 
 
 def test_missing_model_is_a_usage_error_with_evidence(engine, cli, tmp_path):
@@ -182,7 +177,7 @@ def test_missing_model_is_a_usage_error_with_evidence(engine, cli, tmp_path):
 def test_truncation_is_counted_and_can_be_gated(cli, tmp_path):
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("length", share=1.0, tokens=5))
-        result = cli(*_args(engine, tmp_path, "--limit", "10", "--max-truncated-rate", "0.5"))
+        result = cli(*run_args(engine.url, tmp_path, *POINT, limit=10, max_truncated_rate="0.5"))
     assert result.code == 1
     assert "100.0% of answers were truncated or empty, over --max-truncated-rate 50.0%" in (
         result.out

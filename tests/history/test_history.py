@@ -267,23 +267,10 @@ def test_runs_and_sweeps_marked_bad_are_shown_and_a_sweep_deleted_is_gone(tmp_pa
     marked = history_cli(history, "--mark-sweep", "n2", "--reason", "driver bug", "--by", "alice")
     assert marked.returncode == 0, marked.stderr
     assert marked.stdout.strip() == "marked bad: n2 (2 run(s)) by alice: driver bug"
-    run = history_cli(
-        history,
-        "--mark-run",
-        "three-conc8",
-        "--reason",
-        "noisy node",
-        env={"USER": "carol", "GITHUB_ACTOR": ""},
-    )
+    carol, bob = ({"USER": user, "GITHUB_ACTOR": ""} for user in ("carol", "bob"))
+    run = history_cli(history, "--mark-run", "three-conc8", "--reason", "noisy node", env=carol)
     assert run.returncode == 0, run.stderr
-    deleted = history_cli(
-        history,
-        "--delete-sweep",
-        "n1",
-        "--reason",
-        "recorded twice",
-        env={"USER": "bob", "GITHUB_ACTOR": ""},
-    )
+    deleted = history_cli(history, "--delete-sweep", "n1", "--reason", "recorded twice", env=bob)
     assert deleted.returncode == 0, deleted.stderr
     assert deleted.stdout.strip() == "deleted: n1 (2 run(s)) by bob: recorded twice"
 

@@ -5,13 +5,11 @@ the configs that dropped first. The history is built through `verify --record`."
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from evalgate.cli import main
-from tests.browser import look
 from tests.conftest import isolated
 from tests.verify.sweeps import THRESHOLDS, answers, evalgate_sweep
 
@@ -46,31 +44,22 @@ def history_page(tmp_path_factory) -> Path:
     return page
 
 
-def test_the_trend_page_shows_each_configs_accuracy_over_time_dropped_first(
-    history_page, chromium, screenshot, request
-):
-    shot = screenshot("history-trend")
-    seen = look(
-        chromium,
-        history_page,
-        {
-            "captions": "[...document.querySelectorAll('figure.trend figcaption')]"
-            ".map(f => f.innerText)",
-            "bands": "document.querySelectorAll('svg.trend path.band').length",
-            "lines": "[...document.querySelectorAll('svg.trend polyline.trend')]"
-            ".map(p => p.getAttribute('points').split(' ').length)",
-            "floors": "document.querySelectorAll('svg.trend polyline.floor').length",
-            "failed": "[...document.querySelectorAll('svg.trend circle.failed')]"
-            ".map(c => c.textContent)",
-            "marked": "document.querySelectorAll('svg.trend circle.marked').length",
-            "summary": "document.querySelector('header .summary').innerText",
-            "width": "document.querySelector('svg.trend').getBoundingClientRect().width",
-        },
-        screenshot=shot,
-    )
-    assert seen.errors == []
-    assert seen.requests == []
-    v = seen.values
+TREND = {
+    "captions": "[...document.querySelectorAll('figure.trend figcaption')].map(f => f.innerText)",
+    "bands": "document.querySelectorAll('svg.trend path.band').length",
+    "lines": "[...document.querySelectorAll('svg.trend polyline.trend')]"
+    ".map(p => p.getAttribute('points').split(' ').length)",
+    "floors": "document.querySelectorAll('svg.trend polyline.floor').length",
+    "failed": "[...document.querySelectorAll('svg.trend circle.failed')].map(c => c.textContent)",
+    "marked": "document.querySelectorAll('svg.trend circle.marked').length",
+    "summary": "document.querySelector('header .summary').innerText",
+    "width": "document.querySelector('svg.trend').getBoundingClientRect().width",
+}
+"""What the trend page shows, read in the browser."""
+
+
+def test_the_trend_page_shows_each_configs_accuracy_over_time_dropped_first(history_page, shown):
+    v = shown(history_page, "history-trend", TREND, readme=(README_SHOT, 900)).values
     assert v["summary"] == "3 configs, 24 runs, 1 dropped"
     captions = v["captions"]
     assert captions[0].startswith("DROPPED qwen3 h100 vllm fp8 kv=bf16 isl=1024 osl=1024 conc=4")
@@ -86,11 +75,6 @@ def test_the_trend_page_shows_each_configs_accuracy_over_time_dropped_first(
     ]
     assert v["marked"] == 3  # night three, one dot per config
     assert v["width"] > 600
-    assert shot.stat().st_size > 20_000
-    if request.config.getoption("--update-screenshots"):
-        readme = screenshot("history-trend-readme")
-        look(chromium, history_page, {}, screenshot=readme, max_height=900)
-        shutil.copyfile(readme, README_SHOT)
 
 
 def test_the_readme_shows_the_trend_page_the_browser_tier_draws():

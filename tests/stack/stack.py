@@ -160,6 +160,25 @@ def server_root(base_url: str) -> str:
     return base_url.removesuffix("/").removesuffix("/v1")
 
 
+def chat(url: str, model: str, content: str, max_tokens: int, **more: Any) -> tuple[int, Any]:
+    """POST one user message to `url`/chat/completions (an OpenAI base URL): status and answer."""
+    message = {"role": "user", "content": content}
+    body = {"model": model, "messages": [message], "max_tokens": max_tokens, **more}
+    return http_json(f"{url}/chat/completions", body)
+
+
+def worker_limit(running: EngineStack) -> list[dict[str, object]]:
+    """The served limit evalgate reads from the worker behind `running`'s router: 2048."""
+    return [{"value": 2048, "source": f"/v1/models of worker {running.engine_url}"}]
+
+
+def refusal(url: str, model: str, max_tokens: int) -> str:
+    """The engine's own words refusing a one-word chat request for `max_tokens` (HTTP 400)."""
+    status, body = chat(url, model, "Hi", max_tokens)
+    assert status == 400, body
+    return str(body["error"]["message"])
+
+
 def http_json(url: str, body: Any = None, timeout: float = 120.0) -> tuple[int, Any]:
     """GET (or POST `body` as JSON) and return the status and the decoded JSON answer.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,18 +19,16 @@ from urllib import request
 import pytest
 
 from evalgate.engine import answers
-from tests.conftest import load_result, load_samples, run_subprocess
+from tests.conftest import load_result, run_subprocess
 
-from . import stack
-from .stack import EngineStack, http_json, server_root
+from .conftest import engine_args, serving
+from .stack import EngineStack, http_json, server_root, worker_limit
 from .test_engine_run import (
-    FAILS_WITHIN,
     RUN_TIMEOUT,
-    args,
-    assert_gated_fail,
     error_line,
+    gated_fail,
     kill_mid_eval,
-    run_args,
+    refused_at_probe,
 )
 
 pytestmark = pytest.mark.engine
@@ -113,64 +110,35 @@ def test_dynamo_frontend_answers_as_seen(engine_dynamo: EngineStack) -> None:
 
 def test_dynamo_context_takes_the_limit_from_the_worker_not_context_window(engine_dynamo, cli):
     base = ("context --json -", engine_dynamo.router_url, engine_dynamo.model)
-    alone = cli(*args(*base, "--isl 1024 --osl 1024 --limit 8"))
-    given = cli(*args(*base, "--isl 1024 --osl 1024 --limit 8", raw=worker(engine_dynamo)))
+    alone = cli(*engine_args(*base, "--isl 1024 --osl 1024 --limit 8"))
+    given = cli(*engine_args(*base, "--isl 1024 --osl 1024 --limit 8", raw=worker(engine_dynamo)))
 
     assert alone.code == 2  # no served limit, no native maximum: nothing to derive from
     assert "lists context_window 8192 for smollm2-135m (Dynamo's frontend): not read" in alone.err
     assert given.code == 0, given.err
     document = json.loads(given.out)
-    assert document["served"] == [
-        {"value": 2048, "source": f"/v1/models of worker {engine_dynamo.engine_url}"}
-    ]
+    assert document["served"] == worker_limit(engine_dynamo)
     assert document["eval_max_model_len"] == 2048
     assert document["prompt_tokens"]["source"].startswith("estimate")  # no /tokenize
     assert f"{engine_dynamo.router_url} is ready" in given.err
 
 
 def test_dynamo_full_small_eval_completes_with_evidence(engine_dynamo, tmp_path):
-    questions = 8
-    out = tmp_path / "run"
-    done = run_subprocess(
-        *run_args(
-            engine_dynamo.router_url,
-            engine_dynamo.model,
-            out,
-            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-            raw=worker(engine_dynamo),
-        ),
-        timeout=RUN_TIMEOUT,
+    raw = worker(engine_dynamo)
+    _, document, _ = gated_fail(
+        engine_dynamo, tmp_path / "run", 8, "--isl 1024 --osl 1024", raw=raw
     )
-    document, _ = assert_gated_fail(done, out, questions)
 
     assert document["endpoint"]["engine"]["owned_by"] == "nvidia"
     assert document["probe"]["outcome"] == "ok"
-    assert document["context"]["served"] == [
-        {"value": 2048, "source": f"/v1/models of worker {engine_dynamo.engine_url}"}
-    ]
+    assert document["context"]["served"] == worker_limit(engine_dynamo)
     assert document["eval"]["max_tokens"] < 2048
 
 
 def test_dynamo_incident_fails_at_the_probe_with_vllms_words(engine_dynamo, tmp_path):
     out = tmp_path / "run"
-    started = time.monotonic()
-    done = run_subprocess(
-        *run_args(
-            engine_dynamo.router_url,
-            engine_dynamo.model,
-            out,
-            "--isl 1024 --osl 1024 --max-tokens 12288",
-            raw=worker(engine_dynamo),
-        ),
-        timeout=RUN_TIMEOUT,
-    )
-    elapsed = time.monotonic() - started
-    assert done.returncode == 3, done.stderr
-    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
-
-    document = load_result(out)
-    assert (document["status"], document["stage"]) == ("error", "probe")
-    assert document["probe"]["status_code"] == 400
+    lengths = "--isl 1024 --osl 1024 --max-tokens 12288"
+    done, document = refused_at_probe(engine_dynamo, out, lengths, raw=worker(engine_dynamo))
     assert document["probe"]["engine_message"] == VLLM_WORDS
     assert document["eval"] is None and not (out / "journal.jsonl").exists()
     line = error_line(done.stderr, "ProbeError")
@@ -185,11 +153,12 @@ def test_dynamo_overstated_context_window_never_reaches_the_eval(engine_dynamo, 
     budget it allows is more than vLLM serves: the probe says so, before any eval request."""
     out = tmp_path / "run"
     done = run_subprocess(
-        *run_args(
+        *engine_args(
+            "run",
             engine_dynamo.router_url,
             engine_dynamo.model,
-            out,
             "--isl 4096 --osl 4096 --limit 4",
+            out=out,
             raw=["--model-config", str(model_config(engine_dynamo))],
         ),
         timeout=RUN_TIMEOUT,
@@ -219,21 +188,11 @@ def dynamo_own(
     """Dynamo's frontend in front of a worker that reports vLLM's rejections as Dynamo's own vLLM
     worker does (the frontend then says only "Bad Request"); other ports, its own run directory:
     its worker gets killed, which the session's shared stacks must never be."""
-    env = {
-        "EVALGATE_ENGINE_RUN": str(tmp_path_factory.mktemp("dynamo-own")),
-        "EVALGATE_DYNAMO_FRONTEND_PORT": "18013",
-        "EVALGATE_DYNAMO_ENGINE_PORT": "18420",
-        "EVALGATE_DYNAMO_FRONTEND_RPC_PORT": "18430",
-        "EVALGATE_DYNAMO_FRONTEND_STREAM_PORT": "18431",
-        "EVALGATE_DYNAMO_WORKER_RPC_PORT": "18432",
-        "EVALGATE_DYNAMO_WORKER_STREAM_PORT": "18433",
-        "EVALGATE_DYNAMO_REJECT_WITH": "http-error",
-    }
-    running = stack.up("dynamo", env)
-    try:
-        yield running
-    finally:
-        stack.down("dynamo", env)
+    yield from serving(
+        "dynamo", tmp_path_factory.mktemp("dynamo-own"), FRONTEND_PORT=18013, ENGINE_PORT=18420,
+        FRONTEND_RPC_PORT=18430, FRONTEND_STREAM_PORT=18431, WORKER_RPC_PORT=18432,
+        WORKER_STREAM_PORT=18433, REJECT_WITH="http-error",
+    )  # fmt: skip
 
 
 def test_dynamo_without_vllms_words_asks_the_worker(dynamo_own, tmp_path):
@@ -248,11 +207,12 @@ def test_dynamo_without_vllms_words_asks_the_worker(dynamo_own, tmp_path):
     ):
         out = tmp_path / how
         runs[how] = run_subprocess(
-            *run_args(
+            *engine_args(
+                "run",
                 dynamo_own.router_url,
                 dynamo_own.model,
-                out,
                 "--isl 1024 --osl 1024 --max-tokens 12288",
+                out=out,
                 raw=given,
             ),
             timeout=RUN_TIMEOUT,
@@ -274,23 +234,10 @@ def test_dynamo_without_vllms_words_asks_the_worker(dynamo_own, tmp_path):
 
 
 def test_dynamo_worker_killed_mid_eval_names_what_went_away(dynamo_own, tmp_path):
-    out = tmp_path / "run"
-    questions = 40
-    arguments = run_args(
-        dynamo_own.router_url,
-        dynamo_own.model,
-        out,
-        f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-        "--max-attempts 2 --timeout 300",
+    _, document, samples = kill_mid_eval(
+        dynamo_own, tmp_path / "run", "worker.pid", timeout=300, gives_up_within=60, wait=400,
         raw=[*worker(dynamo_own), *WAITING],
-    )
-    run = kill_mid_eval(arguments, out, dynamo_own.run_dir / "worker.pid", wait=400)
-    stdout, stderr, after_kill = run.stdout, run.stderr, run.after_kill
-
-    assert run.returncode == 4, stderr
-    assert after_kill < 60, f"took {after_kill:.1f} s to give up after the kill"
-    document = load_result(out)
-    assert (document["status"], document["stage"]) == ("error", "eval")
+    )  # fmt: skip
     reason = document["reason"]
     assert re.match(
         r"Dynamo's frontend (no longer lists the model|cannot reach the model's worker|has no "
@@ -299,7 +246,5 @@ def test_dynamo_worker_killed_mid_eval_names_what_went_away(dynamo_own, tmp_path
         reason,
     ), reason
     assert "rejected" not in reason and "unusual" not in reason
-    assert error_line(stderr, "EvalFailedError") == f"EvalFailedError: {reason}"
-    assert stdout == ""  # no verdict: the error is said once, on stderr
-    failed = [s for s in load_samples(out) if s["error"] is not None]
+    failed = [s for s in samples if s["error"] is not None]
     assert failed and all(re.match(r"HTTP (5\d\d|404): ", s["error"]) for s in failed), failed

@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -28,10 +27,11 @@ import pytest
 
 from evalgate.tasks.dataset import load_dataset, load_gpqa
 from evalgate.tasks.spec import Prompt, build_prompts, load_task
-from tests.conftest import FAST, load_result, load_samples, run_subprocess
+from tests.conftest import load_result, load_samples, run_subprocess, start_subprocess
 
 from . import stack
-from .stack import EngineStack, http_json, server_root
+from .conftest import engine_args
+from .stack import EngineStack, http_json, refusal, server_root
 
 pytestmark = pytest.mark.engine
 
@@ -48,20 +48,6 @@ IGNORED = (",", r"\$", "(?s).*#### ", r"\.$")
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def args(
-    command: str, base_url: str, model: str, *extra: str, raw: Sequence[str] = ()
-) -> list[str]:
-    """evalgate arguments: `command` and each of `extra` split on spaces, `raw` kept whole."""
-    words = [word for text in (command, *extra) for word in text.split()]
-    return [*words, "--base-url", base_url, "--model", model, *FAST, *raw]
-
-
-def run_args(
-    base_url: str, model: str, out: Path, *extra: str, raw: Sequence[str] = ()
-) -> list[str]:
-    return args("run", base_url, model, *extra, raw=[*raw, "--output-dir", str(out)])
 
 
 def real_prompt_tokens(base_url: str, model: str, api: str, limit: int) -> list[int]:
@@ -122,6 +108,39 @@ def error_line(stderr: str, kind: str) -> str:
     return next(line for line in stderr.splitlines() if line.startswith(f"{kind}: "))
 
 
+def refused_at_probe(
+    running: EngineStack, out: Path, *extra: str, raw: Sequence[str] = ()
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`evalgate run` through `running`'s router that the engine's 400 stops at the probe within
+    seconds (exit 3): the process, and its result.json."""
+    started = time.monotonic()
+    done = run_subprocess(
+        *engine_args("run", running.router_url, running.model, *extra, out=out, raw=raw),
+        timeout=RUN_TIMEOUT,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3, done.stderr
+    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
+    document = load_result(out)
+    assert (document["status"], document["stage"]) == ("error", "probe")
+    assert document["probe"]["status_code"] == 400
+    return done, document
+
+
+def gated_fail(
+    running: EngineStack, out: Path, questions: int, *extra: str, raw: Sequence[str] = ()
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], list[dict[str, Any]]]:
+    """`evalgate run` of `questions` questions, 2 in flight, through `running`'s router, which
+    gets every answer and gates them: FAIL (assert_gated_fail). The process, result.json and
+    samples.jsonl."""
+    limit = f"--limit {questions} --num-concurrent 2"
+    done = run_subprocess(
+        *engine_args("run", running.router_url, running.model, limit, *extra, out=out, raw=raw),
+        timeout=RUN_TIMEOUT,
+    )
+    return (done, *assert_gated_fail(done, out, questions))
+
+
 def assert_gated_fail(
     done: subprocess.CompletedProcess[str], out: Path, questions: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -180,7 +199,7 @@ def test_context_reads_the_served_limit_and_real_prompt_tokens(engine_single, cl
     assert 1000 < longest < 2048  # 5-shot GSM8K in SmolLM2's tokens
 
     result = cli(
-        *args(
+        *engine_args(
             "context --json -",
             url,
             engine_single.model,
@@ -209,7 +228,9 @@ def test_probe_accepts_the_derived_budget_through_the_router(engine_single, cli)
     router = engine_single.router_url
     longest = max(real_prompt_tokens(router, engine_single.model, "chat", 8))
     result = cli(
-        *args("probe --json -", router, engine_single.model, "--isl 1024 --osl 1024 --limit 8")
+        *engine_args(
+            "probe --json -", router, engine_single.model, "--isl 1024 --osl 1024 --limit 8"
+        )
     )
     assert result.code == 0, result.err
     document = json.loads(result.out)
@@ -226,38 +247,18 @@ def test_probe_accepts_the_derived_budget_through_the_router(engine_single, cli)
 
 def test_over_large_budget_fails_at_the_probe_with_vllms_own_words(engine_single, tmp_path):
     out = tmp_path / "run"
-    started = time.monotonic()
-    done = run_subprocess(
-        *run_args(
-            engine_single.router_url,
-            engine_single.model,
-            out,
-            "--isl 1024 --osl 1024 --max-tokens 12288",
-        ),
-        timeout=RUN_TIMEOUT,
+    done, document = refused_at_probe(
+        engine_single, out, "--isl 1024 --osl 1024 --max-tokens 12288"
     )
-    elapsed = time.monotonic() - started
-    assert done.returncode == 3, done.stderr
-    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
 
     # What vLLM itself answers to that budget, asked directly.
-    status, body = http_json(
-        f"{engine_single.engine_url}/chat/completions",
-        {
-            "model": engine_single.model,
-            "messages": [{"role": "user", "content": "Hi"}],
-            "max_tokens": 12288,
-        },
-    )
-    assert status == 400, body
-    vllm_message = body["error"]["message"]
+    assert engine_single.engine_url is not None
+    vllm_message = refusal(engine_single.engine_url, engine_single.model, 12288)
     assert vllm_message == (
         "max_tokens=12288 cannot be greater than max_model_len=2048. Please request fewer "
         "output tokens. (parameter=max_tokens, value=12288)"
     )
 
-    document = load_result(out)
-    assert document["status"] == "error" and document["stage"] == "probe"
     assert document["exit_code"] == 3
     assert document["error"]["type"] == "ProbeError"
     probe = document["probe"]
@@ -293,16 +294,9 @@ def test_full_run_through_the_router_fails_the_gate_on_real_answers(engine_singl
     router = engine_single.router_url
     longest = max(real_prompt_tokens(router, engine_single.model, api, questions))
     out = tmp_path / "run"
-    done = run_subprocess(
-        *run_args(
-            router,
-            engine_single.model,
-            out,
-            f"--api {api} --isl 1024 --osl 256 --limit {questions} --num-concurrent 2",
-        ),
-        timeout=RUN_TIMEOUT,
+    done, document, samples = gated_fail(
+        engine_single, out, questions, f"--api {api} --isl 1024 --osl 256"
     )
-    document, samples = assert_gated_fail(done, out, questions)
 
     engine = document["endpoint"]["engine"]
     assert engine["owned_by"] == "vllm" and engine["version"] == "0.32.0"
@@ -357,12 +351,13 @@ def test_gpqa_shaped_run_through_the_router(engine_single, tmp_path):
     longest = max(counts)
     out = tmp_path / "run"
     done = run_subprocess(
-        *run_args(
+        *engine_args(
+            "run",
             router,
             engine_single.model,
-            out,
             f"--task {GPQA} --dataset-dir {data} --limit {asked} --min-samples 0",
             "--isl 256 --osl 64 --max-tokens 64 --num-concurrent 2",
+            out=out,
         ),
         timeout=RUN_TIMEOUT,
     )
@@ -417,15 +412,32 @@ class Killed(NamedTuple):
     answered_before: int
 
 
-def kill_mid_eval(run_arguments: list[str], out: Path, pid_file: Path, wait: float) -> Killed:
-    """Run evalgate with `run_arguments` in its own process, wait (at most `wait` s) for its
-    first answer in the journal, SIGKILL the process group named in `pid_file`, and collect."""
-    command = [sys.executable, "-m", "evalgate.cli", *run_arguments]
-    # The autouse clean_env fixture left only the stack's EVALGATE_* variables: drop those too.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
-    process = subprocess.Popen(
-        command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+KILLED_RUN = 40
+"""Questions in a run whose engine (or worker) is killed mid-eval, 2 in flight."""
+
+
+def kill_mid_eval(
+    running: EngineStack,
+    out: Path,
+    pid_file: str,
+    *,
+    timeout: int,
+    gives_up_within: float,
+    wait: float,
+    raw: Sequence[str] = (),
+) -> tuple[Killed, dict[str, Any], list[dict[str, Any]]]:
+    """`evalgate run` through `running`'s router in its own process (two attempts of at most
+    `timeout` s each); once its journal has an answer (within `wait` s), SIGKILL the process
+    group named in `pid_file` (in the stack's run directory). The run ends with exit 4 at the
+    eval within `gives_up_within` s of the kill, saying why once, on stderr: how it ended, its
+    result.json and its samples."""
+    lengths = f"--isl 1024 --osl 1024 --limit {KILLED_RUN} --num-concurrent 2"
+    attempts = f"--max-attempts 2 --timeout {timeout}"
+    arguments = engine_args(
+        "run", running.router_url, running.model, lengths, attempts, out=out, raw=raw
     )
+    # start_subprocess drops the stack's EVALGATE_* variables the autouse clean_env left.
+    process = start_subprocess(*arguments)
     try:
         deadline = time.monotonic() + wait
         while journal_answers(out) < 1:
@@ -433,7 +445,7 @@ def kill_mid_eval(run_arguments: list[str], out: Path, pid_file: Path, wait: flo
             assert time.monotonic() < deadline, f"no answer within {wait:.0f} s"
             time.sleep(0.2)
         answered_before = journal_answers(out)
-        os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        os.killpg(int((running.run_dir / pid_file).read_text()), signal.SIGKILL)
         killed = time.monotonic()
         stdout, stderr = process.communicate(timeout=120)
         after_kill = time.monotonic() - killed
@@ -441,7 +453,14 @@ def kill_mid_eval(run_arguments: list[str], out: Path, pid_file: Path, wait: flo
         if process.poll() is None:
             process.kill()
             process.communicate()
-    return Killed(process.returncode, stdout, stderr, after_kill, answered_before)
+    run = Killed(process.returncode, stdout, stderr, after_kill, answered_before)
+    assert run.returncode == 4, stderr
+    assert after_kill < gives_up_within, f"took {after_kill:.1f} s to give up after the kill"
+    document = load_result(out)
+    assert (document["status"], document["stage"]) == ("error", "eval")
+    assert error_line(stderr, "EvalFailedError") == f"EvalFailedError: {document['reason']}"
+    assert stdout == ""  # no verdict: the error is said once, on stderr
+    return run, document, load_samples(out)
 
 
 @pytest.fixture
@@ -463,21 +482,10 @@ def dedicated_single(
 
 def test_engine_killed_mid_eval_is_an_eval_error_with_evidence(dedicated_single, tmp_path):
     out = tmp_path / "run"
-    questions = 40
-    arguments = run_args(
-        dedicated_single.router_url,
-        dedicated_single.model,
-        out,
-        f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-        "--max-attempts 2 --timeout 60",
+    run, document, samples = kill_mid_eval(
+        dedicated_single, out, "engine.pid", timeout=60, gives_up_within=60, wait=300
     )
-    run = kill_mid_eval(arguments, out, dedicated_single.run_dir / "engine.pid", wait=300)
-    stdout, stderr, after_kill, answered_before = run[1:]
 
-    assert run.returncode == 4, stderr
-    assert after_kill < 60, f"took {after_kill:.1f} s to give up after the kill"
-    document = load_result(out)
-    assert document["status"] == "error" and document["stage"] == "eval"
     assert document["exit_code"] == 4
     assert document["error"]["type"] == "EvalFailedError"
     reason = document["reason"]
@@ -491,15 +499,13 @@ def test_engine_killed_mid_eval_is_an_eval_error_with_evidence(dedicated_single,
         r"scored, so the run cannot be gated\.",
         reason,
     ), reason
-    assert error_line(stderr, "EvalFailedError") == f"EvalFailedError: {reason}"
-    assert stdout == ""  # no verdict: the error is said once, on stderr
     requests = document["eval"]["requests"]
-    assert requests["total"] == questions
+    assert requests["total"] == KILLED_RUN
     assert requests["failed"] >= 1
-    assert answered_before <= requests["completed"] < questions
+    assert run.answered_before <= requests["completed"] < KILLED_RUN
     assert document["scores"] == [] and document["checks"] == []
 
-    samples = load_samples(out)  # the answers received before the kill, and the failures
+    # samples: the answers received before the kill, and the failures
     answered = [s for s in samples if s["error"] is None]
     failed = [s for s in samples if s["error"] is not None]
     assert len(answered) == requests["completed"] and len(failed) == requests["failed"]
@@ -517,7 +523,7 @@ def test_pd_context_reads_each_workers_limit(engine_pd, cli):
     assert engine_pd.prefill_url is not None and engine_pd.decode_url is not None
     longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", 5))
     result = cli(
-        *args(
+        *engine_args(
             "context --json -",
             engine_pd.router_url,
             engine_pd.model,
@@ -558,18 +564,8 @@ def test_pd_given_the_workers_clamps_to_the_decode_and_completes(engine_pd, tmp_
     assert engine_pd.decode_max_model_len == 1536 < engine_pd.router_max_model_len == 3072
     questions = 5
     longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", questions))
-    out = tmp_path / "run"
-    done = run_subprocess(
-        *run_args(
-            engine_pd.router_url,
-            engine_pd.model,
-            out,
-            f"{PD_LENGTHS} --limit {questions} --num-concurrent 2",
-            raw=workers_given(engine_pd, how),
-        ),
-        timeout=RUN_TIMEOUT,
-    )
-    document, _ = assert_gated_fail(done, out, questions)
+    raw = workers_given(engine_pd, how)
+    _, document, _ = gated_fail(engine_pd, tmp_path / "run", questions, PD_LENGTHS, raw=raw)
 
     context = document["context"]
     assert context["eval_max_model_len"] == 1536
@@ -586,29 +582,14 @@ def test_pd_router_only_the_probe_catches_the_decodes_rejection(engine_pd, tmp_p
     longest = max(real_prompt_tokens(engine_pd.router_url, engine_pd.model, "chat", 5))
     budget = 3072 - longest  # what the router's card allows...
     assert budget > 1536  # ...and more than the decode takes as max_tokens
-    out = tmp_path / "run"
-    started = time.monotonic()
-    done = run_subprocess(
-        *run_args(
-            engine_pd.router_url,
-            engine_pd.model,
-            out,
-            f"{PD_LENGTHS} --limit 5 --num-concurrent 2 --max-tokens {budget}",
-        ),
-        timeout=RUN_TIMEOUT,
-    )
-    elapsed = time.monotonic() - started
-    assert done.returncode == 3, done.stderr
-    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
+    extra = f"{PD_LENGTHS} --limit 5 --num-concurrent 2 --max-tokens {budget}"
+    done, document = refused_at_probe(engine_pd, tmp_path / "run", extra)
 
     decode_message = (
         f"max_tokens={budget} cannot be greater than max_model_len=1536. Please request fewer "
         f"output tokens. (parameter=max_tokens, value={budget})"
     )
-    document = load_result(out)
-    assert document["status"] == "error" and document["stage"] == "probe"
     assert document["exit_code"] == 3
-    assert document["probe"]["status_code"] == 400
     assert document["probe"]["engine_message"] == decode_message
     assert document["context"]["served"] == [
         {"value": 3072, "source": "/v1/models of the endpoint"},
@@ -631,7 +612,7 @@ def test_pd_router_only_a_budget_the_decode_would_cut_is_never_silent(engine_pd,
     assert status == 200 and body["max_model_len"] == 1536  # the router's /tokenize tells
 
     result = cli(
-        *args(
+        *engine_args(
             "probe --json -",
             engine_pd.router_url,
             engine_pd.model,

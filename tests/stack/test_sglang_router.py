@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from urllib import error, request
 
 import pytest
 
-from tests.conftest import load_result, load_samples, run_subprocess
-
-from . import stack
-from .stack import EngineStack, http_json, server_root
+from .conftest import engine_args, serving
+from .stack import EngineStack, chat, http_json, refusal, server_root, worker_limit
 from .test_engine_run import (
-    FAILS_WITHIN,
-    RUN_TIMEOUT,
-    args,
-    assert_gated_fail,
     error_line,
+    gated_fail,
     kill_mid_eval,
-    run_args,
+    refused_at_probe,
 )
 
 pytestmark = pytest.mark.engine
@@ -70,14 +64,7 @@ def test_sglang_router_answers_as_seen(engine_sglang: EngineStack) -> None:
     assert models["data"] == [{"id": "unknown", "object": "model", "owned_by": "local"}]
     assert http_json(f"{root}/tokenize", {"model": engine_sglang.model, "prompt": "Hi"})[0] == 404
 
-    status, body = http_json(
-        f"{engine_sglang.router_url}/chat/completions",
-        {
-            "model": engine_sglang.model,
-            "messages": [{"role": "user", "content": "What is 2 + 3?"}],
-            "max_tokens": 8,
-        },
-    )
+    status, body = chat(engine_sglang.router_url, engine_sglang.model, "What is 2 + 3?", 8)
     assert status == 200 and body["model"] == engine_sglang.model
     assert 0 < body["usage"]["completion_tokens"] <= 8
 
@@ -87,7 +74,7 @@ def test_sglang_router_answers_as_seen(engine_sglang: EngineStack) -> None:
 
 def test_sglang_context_takes_the_limit_from_the_worker(engine_sglang, cli):
     result = cli(
-        *args(
+        *engine_args(
             "context --json -",
             engine_sglang.router_url,
             engine_sglang.model,
@@ -97,9 +84,7 @@ def test_sglang_context_takes_the_limit_from_the_worker(engine_sglang, cli):
     )
     assert result.code == 0, result.err
     document = json.loads(result.out)
-    assert document["served"] == [
-        {"value": 2048, "source": f"/v1/models of worker {engine_sglang.engine_url}"}
-    ]
+    assert document["served"] == worker_limit(engine_sglang)
     assert document["eval_max_model_len"] == 2048
     assert document["prompt_tokens"]["source"].startswith("estimate")  # no /tokenize
     assert any(w.startswith(unknown_warning(engine_sglang)) for w in document["warnings"])
@@ -107,65 +92,30 @@ def test_sglang_context_takes_the_limit_from_the_worker(engine_sglang, cli):
 
 
 def test_sglang_full_small_eval_completes_with_evidence(engine_sglang, tmp_path):
-    questions = 8
-    out = tmp_path / "run"
-    done = run_subprocess(
-        *run_args(
-            engine_sglang.router_url,
-            engine_sglang.model,
-            out,
-            f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-            raw=worker(engine_sglang),
-        ),
-        timeout=RUN_TIMEOUT,
+    raw = worker(engine_sglang)
+    done, document, _ = gated_fail(
+        engine_sglang, tmp_path / "run", 8, "--isl 1024 --osl 1024", raw=raw
     )
-    document, _ = assert_gated_fail(done, out, questions)
 
     assert document["endpoint"]["engine"]["owned_by"] == "local"  # the router's placeholder card
     assert document["probe"]["outcome"] == "ok"
-    assert document["context"]["served"] == [
-        {"value": 2048, "source": f"/v1/models of worker {engine_sglang.engine_url}"}
-    ]
+    assert document["context"]["served"] == worker_limit(engine_sglang)
     (warning,) = [w for w in document["warnings"] if w.startswith(unknown_warning(engine_sglang))]
     assert f"warning: {warning}" in done.stderr
 
 
 def test_sglang_incident_fails_at_the_probe_with_vllms_words(engine_sglang, tmp_path):
     # What vLLM answers through the router: the router renames max_tokens before vLLM sees it.
-    status, body = http_json(
-        f"{engine_sglang.router_url}/chat/completions",
-        {
-            "model": engine_sglang.model,
-            "messages": [{"role": "user", "content": "Hi"}],
-            "max_tokens": 12288,
-        },
-    )
-    assert status == 400, body
-    vllm_message = body["error"]["message"]
+    vllm_message = refusal(engine_sglang.router_url, engine_sglang.model, 12288)
     assert vllm_message == (
         "max_completion_tokens=12288 cannot be greater than max_model_len=2048. Please request "
         "fewer output tokens. (parameter=max_completion_tokens, value=12288)"
     )
 
-    out = tmp_path / "run"
-    started = time.monotonic()
-    done = run_subprocess(
-        *run_args(
-            engine_sglang.router_url,
-            engine_sglang.model,
-            out,
-            "--isl 1024 --osl 1024 --max-tokens 12288",
-            raw=worker(engine_sglang),
-        ),
-        timeout=RUN_TIMEOUT,
+    lengths = "--isl 1024 --osl 1024 --max-tokens 12288"
+    done, document = refused_at_probe(
+        engine_sglang, tmp_path / "run", lengths, raw=worker(engine_sglang)
     )
-    elapsed = time.monotonic() - started
-    assert done.returncode == 3, done.stderr
-    assert elapsed < FAILS_WITHIN, f"took {elapsed:.1f} s"
-
-    document = load_result(out)
-    assert (document["status"], document["stage"]) == ("error", "probe")
-    assert document["probe"]["status_code"] == 400
     assert document["probe"]["engine_message"] == vllm_message
     assert document["eval"] is None
     line = error_line(done.stderr, "ProbeError")
@@ -184,18 +134,10 @@ def router_first(
 ) -> Iterator[EngineStack]:
     """sglang-router up, its worker (the engine) still starting; other ports, its own run
     directory: its engine gets killed, which the session's shared stacks must never be."""
-    env = {
-        "EVALGATE_ENGINE_RUN": str(tmp_path_factory.mktemp("sglang-router-first")),
-        "EVALGATE_SGLANG_ROUTER_PORT": "18012",
-        "EVALGATE_SGLANG_METRICS_PORT": "18096",
-        "EVALGATE_SGLANG_ENGINE_PORT": "18310",
-        "EVALGATE_SGLANG_ROUTER_FIRST": "1",
-    }
-    running = stack.up("sglang", env)
-    try:
-        yield running
-    finally:
-        stack.down("sglang", env)
+    yield from serving(
+        "sglang", tmp_path_factory.mktemp("sglang-router-first"), ROUTER_PORT=18012,
+        METRICS_PORT=18096, ENGINE_PORT=18310, ROUTER_FIRST=1,
+    )  # fmt: skip
 
 
 def test_sglang_readiness_waits_for_the_worker(router_first, tmp_path):
@@ -205,40 +147,17 @@ def test_sglang_readiness_waits_for_the_worker(router_first, tmp_path):
     assert body == {"status": "not ready", "reason": "insufficient healthy workers"}
     assert http_text(f"{root}/health") == (200, "OK")  # liveness says nothing of the workers
 
-    out = tmp_path / "run"
-    done = run_subprocess(
-        *run_args(
-            router_first.router_url,
-            router_first.model,
-            out,
-            "--isl 1024 --osl 256 --limit 2 --num-concurrent 2",
-            raw=[*worker(router_first), *WAITING],
-        ),
-        timeout=RUN_TIMEOUT,
-    )
-    document, _ = assert_gated_fail(done, out, 2)
+    raw = [*worker(router_first), *WAITING]
+    _, document, _ = gated_fail(router_first, tmp_path / "run", 2, "--isl 1024 --osl 256", raw=raw)
     assert document["timings"]["readiness"] > 5  # it waited for the worker, then went on
     assert http_json(f"{root}/readiness")[0] == 200
 
 
 def test_sglang_worker_killed_mid_eval_names_the_unreachable_worker(router_first, tmp_path):
-    out = tmp_path / "run"
-    questions = 40
-    arguments = run_args(
-        router_first.router_url,
-        router_first.model,
-        out,
-        f"--isl 1024 --osl 1024 --limit {questions} --num-concurrent 2",
-        "--max-attempts 2 --timeout 60",
+    _, document, samples = kill_mid_eval(
+        router_first, tmp_path / "run", "engine.pid", timeout=60, gives_up_within=30, wait=400,
         raw=[*worker(router_first), *WAITING],
-    )
-    run = kill_mid_eval(arguments, out, router_first.run_dir / "engine.pid", wait=400)
-    stdout, stderr, after_kill = run.stdout, run.stderr, run.after_kill
-
-    assert run.returncode == 4, stderr
-    assert after_kill < 30, f"took {after_kill:.1f} s to give up after the kill"
-    document = load_result(out)
-    assert (document["status"], document["stage"]) == ("error", "eval")
+    )  # fmt: skip
     reason = document["reason"]
     worker_root = server_root(str(router_first.engine_url))
     assert reason.startswith(
@@ -246,7 +165,5 @@ def test_sglang_worker_killed_mid_eval_names_the_unreachable_worker(router_first
         "during the eval. "
     ), reason
     assert "rejected" not in reason
-    assert error_line(stderr, "EvalFailedError") == f"EvalFailedError: {reason}"
-    assert stdout == ""  # no verdict: the error is said once, on stderr
-    failed = [s for s in load_samples(out) if s["error"] is not None]
+    failed = [s for s in samples if s["error"] is not None]
     assert failed and all(re.match(r"HTTP 5\d\d: ", s["error"]) for s in failed), failed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .stack import EngineStack, http_json, server_root
+from .stack import EngineStack, chat, http_json, refusal, server_root
 
 pytestmark = pytest.mark.engine
 
@@ -52,30 +52,15 @@ def test_pd_router_reports_prefill_length_decode_its_own(engine_pd: EngineStack)
 
 
 def test_pd_decode_limit_comes_back_through_router(engine_pd: EngineStack) -> None:
-    status, body = http_json(
-        f"{engine_pd.router_url}/chat/completions",
-        {
-            "model": engine_pd.model,
-            "messages": [{"role": "user", "content": "Hi"}],
-            "max_tokens": 2000,
-        },
-    )
-    assert status == 400, body
-    assert "cannot be greater than max_model_len=1536" in body["error"]["message"]
+    message = refusal(engine_pd.router_url, engine_pd.model, 2000)
+    assert "cannot be greater than max_model_len=1536" in message
 
 
 @pytest.mark.parametrize("topology", ["single", "pd"])
 def test_chat_completion_through_router(topology: str, request: pytest.FixtureRequest) -> None:
     running: EngineStack = request.getfixturevalue(f"engine_{topology}")
-    status, body = http_json(
-        f"{running.router_url}/chat/completions",
-        {
-            "model": running.model,
-            "messages": [{"role": "user", "content": "What is 2 + 3? Answer with a number."}],
-            "max_tokens": 16,
-            "temperature": 0,
-        },
-    )
+    question = "What is 2 + 3? Answer with a number."
+    status, body = chat(running.router_url, running.model, question, 16, temperature=0)
     assert status == 200, body
     text = body["choices"][0]["message"]["content"]
     assert isinstance(text, str) and text.strip()

@@ -29,10 +29,6 @@ def write_csv(folder: Path, rows: list[dict[str, str]]) -> Path:
     return path
 
 
-def _args(engine: FakeEngine, out: Path, data: Path, *extra: str) -> list[str]:
-    return run_args(engine.url, out, "--task", TASK, "--dataset-dir", str(data), *extra)
-
-
 def test_every_question_is_asked_twice_with_its_choices_shuffled_by_a_fixed_seed():
     rows = gpqa_rows(20)
     docs = process_docs(rows)
@@ -123,7 +119,7 @@ def test_gpqa_is_gated_on_its_one_filter_against_the_030_floor(cli, tmp_path, ac
     data = write_csv(tmp_path / "data", rows)
     behaviour = EngineBehaviour(accuracy=accuracy, choice_docs=choice_docs(rows))
     with FakeEngine(behaviour) as engine:
-        result = cli(*_args(engine, tmp_path / "out", data.parent))
+        result = cli(*run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=data.parent))
     assert result.code == code, result.text
     outcome = "PASS" if code == 0 else "FAIL"
     assert result.out.startswith(f"{outcome}: extract_abcd {accuracy:.4f} (95% CI ")
@@ -146,7 +142,7 @@ def test_gpqa_is_gated_on_its_one_filter_against_the_030_floor(cli, tmp_path, ac
 
 
 def test_without_the_data_exit_2_names_the_file_and_where_to_get_it(engine, cli, tmp_path):
-    result = cli(*_args(engine, tmp_path / "out", tmp_path / "empty"))
+    result = cli(*run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=tmp_path / "empty"))
     assert result.code == 2
     assert f"gpqa_diamond.csv not found in {tmp_path / 'empty'}" in result.err
     assert "Idavidrein/gpqa" in result.err
@@ -155,7 +151,7 @@ def test_without_the_data_exit_2_names_the_file_and_where_to_get_it(engine, cli,
 
 
 def test_without_a_dataset_dir_exit_2_says_the_data_cannot_ship(engine, cli, tmp_path):
-    args = _args(engine, tmp_path / "out", tmp_path)
+    args = run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=tmp_path)
     index = args.index("--dataset-dir")
     del args[index : index + 2]
     result = cli(*args)
@@ -164,7 +160,7 @@ def test_without_a_dataset_dir_exit_2_says_the_data_cannot_ship(engine, cli, tmp
 
 
 def test_an_unknown_task_is_a_usage_error(engine, cli, tmp_path):
-    result = cli(*_args(engine, tmp_path / "out", tmp_path, "--task", "mmlu"))
+    result = cli(*run_args(engine.url, tmp_path / "out", task="mmlu", dataset_dir=tmp_path))
     assert result.code == 2
     assert "--task 'mmlu' is neither a task evalgate knows" in result.err
 
@@ -186,7 +182,7 @@ def test_a_loglikelihood_task_is_refused_with_a_clear_message(tmp_path):
 def test_the_cli_refuses_a_loglikelihood_task_with_exit_2(engine, cli, tmp_path):
     path = tmp_path / "hellaswag.yaml"
     path.write_text("task: hellaswag\noutput_type: multiple_choice\n", encoding="utf-8")
-    result = cli(*_args(engine, tmp_path / "out", tmp_path, "--task", str(path)))
+    result = cli(*run_args(engine.url, tmp_path / "out", task=path, dataset_dir=tmp_path))
     assert result.code == 2
     assert "is a multiple_choice task (task 'hellaswag')" in result.err
     assert "Traceback" not in result.text
@@ -211,10 +207,7 @@ def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp
     with FakeEngine(EngineBehaviour(accuracy=0.85)) as engine:
         for task in ("gsm8k", str(path)):
             out = tmp_path / ("file" if task == str(path) else "built-in")
-            args = _args(engine, out, tmp_path, "--task", task, "--limit", "40")
-            index = args.index("--dataset-dir")
-            del args[index : index + 2]
-            result = cli(*args, "--min-samples", "0")
+            result = cli(*run_args(engine.url, out, task=task, limit=40, min_samples=0))
             assert result.code == 1, result.text  # 0.85 is below gsm8k's 0.90
             doc = load_result(out)
             assert doc["threshold"]["value"] == 0.9

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import load_result, run_args, run_subprocess
-from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.fakeengine import FakeEngine
 
 PAYLOAD = "{{ cycler.__init__.__globals__.os.popen('id > PWNED').read() }}"
 ROWS = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(6)]
@@ -62,14 +62,8 @@ def _run(engine: FakeEngine, tmp_path: Path, task: Path, *extra: str) -> tuple[i
     return done.returncode, done.stdout + done.stderr
 
 
-@pytest.fixture
-def fake() -> FakeEngine:
-    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        yield engine
-
-
-def test_a_plain_task_file_runs(fake, tmp_path):
-    code, text = _run(fake, tmp_path, _task(tmp_path, GOOD))
+def test_a_plain_task_file_runs(engine, tmp_path):
+    code, text = _run(engine, tmp_path, _task(tmp_path, GOOD))
     assert code in (0, 1), text
     assert "Traceback" not in text
 
@@ -136,37 +130,37 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("text", "names"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
 def test_a_task_file_that_could_run_code_is_refused_before_anything_is_sent(
-    fake, tmp_path, text, names
+    engine, tmp_path, text, names
 ):
-    code, out = _run(fake, tmp_path, _task(tmp_path, text))
+    code, out = _run(engine, tmp_path, _task(tmp_path, text))
     assert not (tmp_path / "PWNED").exists(), "the task file ran a command"
     assert code == 2, out
     assert names in out
     assert "Traceback" not in out
-    assert fake.requests == []
+    assert engine.requests == []
 
 
-def test_an_unknown_key_is_named(fake, tmp_path):
-    code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + "process_docs_v2: whatever\n"))
+def test_an_unknown_key_is_named(engine, tmp_path):
+    code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + "process_docs_v2: whatever\n"))
     assert code == 2, out
     assert "process_docs_v2" in out
     assert "keys evalgate knows" in out
-    assert fake.requests == []
+    assert engine.requests == []
 
 
-def test_the_keys_known_are_listed_in_one_order_whatever_the_hash_seed(fake, tmp_path):
+def test_the_keys_known_are_listed_in_one_order_whatever_the_hash_seed(engine, tmp_path):
     task = _task(
         tmp_path, GOOD.replace("higher_is_better: true", "higher_is_better: true\n    bogus: 1")
     )
     outs = set()
     for seed in ("1", "2", "3"):
-        args = run_args(fake.url, tmp_path / seed, "--task", str(task), "--min-samples", "0")
+        args = run_args(engine.url, tmp_path / seed, "--task", str(task), "--min-samples", "0")
         done = run_subprocess(*args, env={"PYTHONHASHSEED": seed}, timeout=300, cwd=tmp_path)
         assert done.returncode == 2, done.stdout + done.stderr
         assert "bogus is not a key evalgate knows here (metric, aggregation," in done.stderr
         outs.add(done.stderr.split("knows here", 1)[1].split(")", 1)[0])
     assert len(outs) == 1, outs
-    assert fake.requests == []
+    assert engine.requests == []
 
 
 BOMB = """\
@@ -182,34 +176,34 @@ i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 """
 
 
-def test_a_yaml_alias_bomb_in_a_task_file_is_refused(fake, tmp_path):
+def test_a_yaml_alias_bomb_in_a_task_file_is_refused(engine, tmp_path):
     text = GOOD + "metadata:\n" + "".join("  " + line + "\n" for line in BOMB.splitlines())
-    code, out = _run(fake, tmp_path, _task(tmp_path, text))
+    code, out = _run(engine, tmp_path, _task(tmp_path, text))
     assert code == 2, out
     assert "alias" in out
-    assert fake.requests == []
+    assert engine.requests == []
 
 
-def test_a_yaml_alias_bomb_in_a_thresholds_file_is_refused(fake, tmp_path):
+def test_a_yaml_alias_bomb_in_a_thresholds_file_is_refused(engine, tmp_path):
     path = tmp_path / "floors.yaml"
     path.write_text("default:\n  gsm8k: 0.9\nmodels:\n" + "".join(
         "  " + line + "\n" for line in BOMB.splitlines()
     ), encoding="utf-8")  # fmt: skip
-    done = run_subprocess(*run_args(fake.url, tmp_path / "out", "--thresholds", str(path)))
+    done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
     assert done.returncode == 2, done.stderr
     assert "alias" in done.stderr
-    assert fake.requests == []
+    assert engine.requests == []
 
 
 @pytest.mark.parametrize("kind", ["task", "thresholds"])
-def test_deeply_nested_yaml_is_refused(fake, tmp_path, kind):
+def test_deeply_nested_yaml_is_refused(engine, tmp_path, kind):
     deep = "[" * 100_000 + "]" * 100_000
     if kind == "task":
-        code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata: {deep}\n"))
+        code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata: {deep}\n"))
     else:
         path = tmp_path / "floors.yaml"
         path.write_text(f"default: {deep}\n", encoding="utf-8")
-        done = run_subprocess(*run_args(fake.url, tmp_path / "out", "--thresholds", str(path)))
+        done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
         code, out = done.returncode, done.stderr
     assert code == 2, out
     assert "nested" in out
@@ -232,25 +226,25 @@ def test_lm_evals_templates_are_sandboxed_for_a_payload_past_the_parser(tmp_path
     assert ConfigurableTask.resolve_field({"question": "q"}, "Q: {{question}}") == "Q: q"
 
 
-def test_the_task_s_temperature_is_sent_and_recorded(fake, tmp_path):
+def test_the_task_s_temperature_is_sent_and_recorded(engine, tmp_path):
     """A task whose generation_kwargs set temperature 0.6: every request the engine saw carries
     0.6, and result.json's eval.temperature (compare's protocol check reads it) says 0.6."""
     task = _task(tmp_path, GOOD.replace("temperature: 0\n", "temperature: 0.6\n"))
-    code, text = _run(fake, tmp_path, task)
+    code, text = _run(engine, tmp_path, task)
     assert code in (0, 1), text
-    sent = [r.body for r in fake.log if r.path.endswith("/chat/completions")]
+    sent = [r.body for r in engine.log if r.path.endswith("/chat/completions")]
     assert sent, "no generation request reached the engine"
     assert {body["temperature"] for body in sent if isinstance(body, dict)} == {0.6}
     assert load_result(tmp_path / "out")["eval"]["temperature"] == 0.6
 
 
-def test_a_single_stop_string_is_sent_as_one_stop_sequence(fake, tmp_path):
+def test_a_single_stop_string_is_sent_as_one_stop_sequence(engine, tmp_path):
     """`until: "</s>"` (a string, as lm-eval also takes it): the probe and every eval request
     stop at "</s>", not at each of its characters."""
     task = _task(tmp_path, GOOD.replace('until: ["</s>"]', 'until: "</s>"'))
-    code, text = _run(fake, tmp_path, task)
+    code, text = _run(engine, tmp_path, task)
     assert code in (0, 1), text
-    sent = [r.body for r in fake.log if r.path.endswith("/chat/completions")]
+    sent = [r.body for r in engine.log if r.path.endswith("/chat/completions")]
     assert len(sent) > 1, "the probe and the eval's requests should reach the engine"
     assert [body["stop"] for body in sent] == [["</s>"]] * len(sent)
 
@@ -258,39 +252,39 @@ def test_a_single_stop_string_is_sent_as_one_stop_sequence(fake, tmp_path):
 @pytest.mark.parametrize("digits", [309, 5000])
 @pytest.mark.parametrize("kind", ["task", "thresholds.yaml", "thresholds.json"])
 def test_an_integer_past_what_a_float_holds_is_refused_the_same_in_yaml_and_json(
-    fake, tmp_path, kind, digits
+    engine, tmp_path, kind, digits
 ):
     """One bound for both readers: 5,000 digits in YAML crashed (exit 4, InternalError) where
     the same in JSON was exit 2."""
     number = "9" * digits
     if kind == "task":
-        code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
+        code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
     else:
         path = tmp_path / f"floors.{kind.split('.')[1]}"
         body = f'{{"default": {{"gsm8k": 0.9}}, "n": {number}}}'
         path.write_text(
             body if kind.endswith("json") else f"default: {{gsm8k: 0.9}}\nn: {number}\n"
         )
-        done = run_subprocess(*run_args(fake.url, tmp_path / "out", "--thresholds", str(path)))
+        done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
         code, out = done.returncode, done.stderr
     assert code == 2, out
     assert f"holds an integer of {digits:,} digits" in out
     assert "past what a float holds" in out
-    assert "InternalError" not in out and fake.requests == []
+    assert "InternalError" not in out and engine.requests == []
 
 
-def test_underscores_in_a_yaml_integer_are_not_counted_as_its_digits(fake, tmp_path):
+def test_underscores_in_a_yaml_integer_are_not_counted_as_its_digits(engine, tmp_path):
     """308 digits with YAML's separators (9_9_9..., 615 characters) are the number JSON reads
     as 308 digits: read, not refused as "an integer of 308 digits, past what a float holds"."""
     number = "_".join("9" * 308)
-    code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
+    code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
     assert code in (0, 1), out
     assert "past what a float holds" not in out
 
 
-def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(fake, tmp_path):
+def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(engine, tmp_path):
     """308 digits: read (the task runs); 309 are refused, above."""
-    code, out = _run(fake, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n"))
+    code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n"))
     assert code in (0, 1), out
     assert "holds an integer" not in out
 
@@ -314,17 +308,17 @@ REPEATED = [
 @pytest.mark.parametrize(
     ("name", "text", "says"), [r[1:] for r in REPEATED], ids=[r[0] for r in REPEATED]
 )
-def test_a_repeated_key_is_refused_in_every_file_a_run_reads(fake, tmp_path, name, text, says):
+def test_a_repeated_key_is_refused_in_every_file_a_run_reads(engine, tmp_path, name, text, says):
     """msgspec and a plain YAML load keep the last of a repeated key: each file is read by the
     one reader, which refuses it naming the key, before anything is sent."""
     task = _task(tmp_path, GOOD)
     (tmp_path / name).write_text(text, encoding="utf-8")
     floor = tmp_path / name if name.startswith("floor") else Path(_floor(tmp_path))
-    args = run_args(fake.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
+    args = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
 
     done = run_subprocess(*args, "--thresholds", str(floor), timeout=300, cwd=tmp_path)
 
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
     assert "InternalError" not in done.stderr
-    assert fake.requests == []
+    assert engine.requests == []

@@ -19,7 +19,7 @@ from evalgate.schemas import validation_errors
 from evalgate.scrub import capped
 from evalgate.templates import esc
 from tests import outputs as ht
-from tests.browser import look
+from tests.conftest import load_result
 from tests.verify.sweeps import (
     CONCS,
     answers,
@@ -257,7 +257,7 @@ def test_an_early_stopped_run_and_a_baseline_below_its_floor_are_reported(sweeps
     shutil.copytree(sweeps["same"], cand)
     shutil.rmtree(cand / "same-conc4")
     evalgate_sweep(cand, "up", {4: [i % 5 != 0 or i % 10 == 5 for i in range(1319)]})
-    result = json.loads((cand / "same-conc8" / "result.json").read_text())
+    result = load_result(cand / "same-conc8")
     result["eval"]["early_stop"] = {
         "mode": "both", "alpha": 0.05, "prior_weight": 1.0, "stopped": True, "decision": "pass",
         "questions": 1319, "questions_used": 200, "questions_asked": 264, "filters": [],
@@ -283,7 +283,7 @@ def test_hostile_answers_and_model_names_are_neutralised_in_every_report(
     base = evalgate_sweep(tmp_path / "base", "b", {4: baseline_answers(), 8: baseline_answers()})
     cand = evalgate_sweep(tmp_path / "cand", "c", {4: answers(lost=80), 8: answers()})
     for folder in (*base.iterdir(), *cand.iterdir()):
-        result = json.loads((folder / "result.json").read_text())
+        result = load_result(folder)
         result["model"] = result["labels"]["hardware"] = hostile
         (folder / "result.json").write_text(json.dumps(result))
         lines = (folder / "samples.jsonl").read_text().splitlines()
@@ -386,16 +386,10 @@ def baseline_page(sweeps, tmp_path, capsys) -> Path:
 
 
 def test_the_browser_shows_each_configs_difference_against_the_margin_regression_first(
-    baseline_page, chromium, screenshot, request
+    baseline_page, shown
 ):
-    shot = screenshot("verify-baseline")
-    seen = look(
-        chromium,
-        baseline_page,
-        {"rows": BASELINE_ROWS, "marks": BASELINE_MARKS, "text": "document.body.innerText"},
-        screenshot=shot,
-    )
-    assert seen.errors == [] and seen.requests == []
+    probes = {"rows": BASELINE_ROWS, "marks": BASELINE_MARKS, "text": "document.body.innerText"}
+    seen = shown(baseline_page, "verify-baseline", probes, readme=(README_SHOT, 1500))
     rows = [row.split("\n") for row in seen.values["rows"]]
     assert rows[0][:2] == ["REGRESSION", f"conc={DROPPED} 90 lost, 10 gained of 1319"]
     assert rows[0][-1] == "-6.07 [-7.62, -4.70] pts"
@@ -405,11 +399,6 @@ def test_the_browser_shows_each_configs_difference_against_the_margin_regression
         f"Lost questions of {key(DROPPED)} on strict-match (the first 20 of 90)"
         in (seen.values["text"])
     )
-    assert shot.stat().st_size > 20_000
-    if request.config.getoption("--update-screenshots"):
-        readme = screenshot("verify-baseline-readme")
-        look(chromium, baseline_page, {}, screenshot=readme, max_height=1500)
-        shutil.copyfile(readme, README_SHOT)
 
 
 def test_the_readme_shows_the_baseline_chart():

@@ -9,7 +9,6 @@ screenshots (their folder is printed at the end of the session).
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +100,9 @@ def test_a_sweep_with_no_score_at_all_still_draws_its_rows():
 
 
 def test_cli_writes_the_page_and_keeps_its_exit_code(loopback_sweep, cli, tmp_path):
-    out = tmp_path / "report" / "verify.html"
-    result = cli(*verify_args(loopback_sweep), "--html", str(out))
+    sweep, out = loopback_sweep, tmp_path / "report" / "verify.html"
+    result = cli("verify", sweep.root, "--expect", sweep.manifest, "--thresholds", sweep.thresholds,
+                 "--html", out)  # fmt: skip
     assert result.code == ExitCode.FAIL, result.text
     page = out.read_text(encoding="utf-8")
     assert network_references(page) == []
@@ -113,21 +113,12 @@ def test_cli_writes_the_page_and_keeps_its_exit_code(loopback_sweep, cli, tmp_pa
 def test_an_unwritable_html_path_is_a_usage_error(loopback_sweep, cli, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = cli(*verify_args(loopback_sweep), "--html", str(blocker / "verify.html"))
+    sweep = loopback_sweep
+    result = cli("verify", sweep.root, "--expect", sweep.manifest, "--thresholds", sweep.thresholds,
+                 "--html", blocker / "verify.html")  # fmt: skip
     assert result.code == ExitCode.USAGE
     assert f"ArtifactError: Cannot write {blocker / 'verify.html'}: " in result.err
     assert "Pass a writable path." in result.err
-
-
-def verify_args(sweep_: Any) -> list[str]:
-    return [
-        "verify",
-        str(sweep_.root),
-        "--expect",
-        str(sweep_.manifest),
-        "--thresholds",
-        str(sweep_.thresholds),
-    ]
 
 
 # -- in the browser ------------------------------------------------------------------------------
@@ -160,30 +151,24 @@ def verify_page(loopback_sweep, tmp_path_factory) -> Path:
     return out
 
 
+REPORT = {
+    "title": "document.querySelector('figcaption').innerText",
+    "first": FIRST_ROW,
+    "rows": ROWS,
+    "dots": "document.querySelectorAll('.chart svg.bar circle.point').length",
+    "intervals": "document.querySelectorAll('.chart svg.bar line.ci').length",
+    "thresholds": "document.querySelectorAll('.chart svg.bar line.threshold').length",
+    "table": "document.querySelector('table tbody').innerText",
+    "footer": "document.querySelector('footer').innerText",
+    "text": "document.body.innerText",
+}
+"""What the verify page shows, read in the browser."""
+
+
 def test_the_browser_shows_the_failing_config_first_with_its_score_and_threshold(
-    verify_page, chromium, screenshot, request
+    verify_page, shown
 ):
-    shot = screenshot("verify-report")
-    seen = look(
-        chromium,
-        verify_page,
-        {
-            "title": "document.querySelector('figcaption').innerText",
-            "first": FIRST_ROW,
-            "rows": ROWS,
-            "dots": "document.querySelectorAll('.chart svg.bar circle.point').length",
-            "intervals": "document.querySelectorAll('.chart svg.bar line.ci').length",
-            "thresholds": "document.querySelectorAll('.chart svg.bar line.threshold').length",
-            "table": "document.querySelector('table tbody').innerText",
-            "footer": "document.querySelector('footer').innerText",
-            "text": "document.body.innerText",
-        },
-        screenshot=shot,
-    )
-    print(f"screenshot: {shot}")
-    assert seen.errors == []
-    assert seen.requests == []
-    v = seen.values
+    v = shown(verify_page, "verify-report", REPORT, readme=(README_SHOT, 1150)).values
     assert v["title"] == (
         "gsm8k: fake vllm fp8 isl=1024 osl=512: exact_match of 10 configs "
         "(6 with a problem, listed first)"
@@ -211,11 +196,6 @@ def test_the_browser_shows_the_failing_config_first_with_its_score_and_threshold
         "expected set\n--expect expected-evals.json: 9 configs\nmin samples\nas each run recorded\n"
     )
     assert v["footer"].endswith(f"evalgate\n{__version__}")
-    assert shot.stat().st_size > 20_000  # a real picture, not a blank page
-    if request.config.getoption("--update-screenshots"):
-        readme = screenshot("verify-report-readme")
-        look(chromium, verify_page, {}, screenshot=readme, max_height=1150)
-        shutil.copyfile(readme, README_SHOT)
 
 
 def pathlike(text: str, name: str) -> str:

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import structs
 
-from evalgate import cli
+import evalgate.cli
 from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence.artifacts import NOT_A_RESULT, read_result
 from evalgate.evidence.model import Labels
@@ -33,7 +33,7 @@ from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import parse_thresholds
 from evalgate.verify import collect, expect, sweep
-from tests.conftest import run_subprocess
+from tests.conftest import finish, run_subprocess, start_subprocess
 from tests.verify.sweeps import answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -269,17 +269,11 @@ def thresholds(data: dict[str, Any] | None = None) -> Any:
     )
 
 
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = cli.main(["verify", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture(autouse=True)
 def _verify_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dispatch through the real `evalgate` parser, building only the verify subcommand, so these
     tests depend on no other subcommand's module; and no GitHub Actions environment leaks in."""
-    monkeypatch.setattr(cli, "SUBCOMMANDS", ("verify",))
+    monkeypatch.setattr(evalgate.cli, "SUBCOMMANDS", ("verify",))
     for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "EVALGATE_THRESHOLDS"):
         monkeypatch.delenv(name, raising=False)
 
@@ -1086,17 +1080,17 @@ def test_check_set_matches_topology_as_a_subset():
 # -- end to end through `evalgate verify` ---------------------------------------------------------
 
 
-def test_an_empty_folder_fails_and_says_so(tmp_path, capsys):
-    code, out, _ = run_cli([str(tmp_path)], capsys)
+def test_an_empty_folder_fails_and_says_so(tmp_path, cli):
+    code, out, _ = cli("verify", str(tmp_path))
     assert code == ExitCode.FAIL
     assert f"no eval results found under {tmp_path}" in out
     assert out.rstrip().endswith(f"FAIL (exit 1): no eval results found under {tmp_path}")
 
 
-def test_one_empty_path_among_others_fails(tmp_path, capsys):
+def test_one_empty_path_among_others_fails(tmp_path, cli):
     write_result(tmp_path / "a")
     (tmp_path / "b").mkdir()
-    code, out, _ = run_cli([str(tmp_path / "a"), str(tmp_path / "b")], capsys)
+    code, out, _ = cli("verify", str(tmp_path / "a"), str(tmp_path / "b"))
     assert code == ExitCode.FAIL
     assert f"no eval results found under {tmp_path / 'b'}" in out
 
@@ -1116,25 +1110,26 @@ def test_one_empty_path_among_others_fails(tmp_path, capsys):
         ),
     ],
 )
-def test_usage_errors_exit_2(tmp_path, capsys, args, message):
+def test_usage_errors_exit_2(tmp_path, cli, args, message):
     write_result(tmp_path)
-    code, _, err = run_cli([a.format(tmp=tmp_path) for a in args], capsys)
+    code, _, err = cli("verify", *[a.format(tmp=tmp_path) for a in args])
     assert code == ExitCode.USAGE
     assert message.format(tmp=tmp_path) in err
 
 
-def test_a_bad_thresholds_file_exits_2(tmp_path, capsys):
+def test_a_bad_thresholds_file_exits_2(tmp_path, cli):
     write_result(tmp_path / "r")
     bad = tmp_path / "t.json"
     bad.write_text(json.dumps({"default": {"gsm8k": 1.5}}))
-    code, _, err = run_cli([str(tmp_path / "r"), "--thresholds", str(bad)], capsys)
+    code, _, err = cli("verify", str(tmp_path / "r"), "--thresholds", str(bad))
     assert code == ExitCode.USAGE
     assert "ThresholdsError: " in err and "is not a valid thresholds file" in err
 
 
-def test_bad_min_samples_is_a_usage_error(tmp_path, capsys):
-    assert cli.main(["verify", str(tmp_path), "--min-samples", "-1"]) == 2
-    assert "-1 is out of range: give 0 to 2,147,483,647" in capsys.readouterr().err
+def test_bad_min_samples_is_a_usage_error(tmp_path, cli):
+    code, _, err = cli("verify", tmp_path, "--min-samples", "-1")
+    assert code == 2
+    assert "-1 is out of range: give 0 to 2,147,483,647" in err
 
 
 def mixed_tree(root: Path) -> dict[str, Path]:
@@ -1170,15 +1165,15 @@ def mixed_tree(root: Path) -> dict[str, Path]:
     return paths
 
 
-def test_a_mixed_tree_lists_everything_and_fails(tmp_path, capsys, monkeypatch):
+def test_a_mixed_tree_lists_everything_and_fails(tmp_path, cli, monkeypatch):
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     summary.write_text("earlier step\n")
     paths = mixed_tree(tmp_path / "artifacts")
     junit_path, json_path = tmp_path / "out" / "junit.xml", tmp_path / "out" / "verdict.json"
-    code, out, err = run_cli(
-        [str(tmp_path / "artifacts"), "--junit", str(junit_path), "--json", str(json_path)], capsys
+    code, out, err = cli(
+        "verify", str(tmp_path / "artifacts"), "--junit", str(junit_path), "--json", str(json_path)
     )
     assert code == ExitCode.FAIL, err
 
@@ -1268,89 +1263,89 @@ def assert_markdown_tables(text: str) -> None:
         assert row > at + 1
 
 
-def test_expect_names_the_missing_config(tmp_path, capsys):
+def test_expect_names_the_missing_config(tmp_path, cli):
     for conc in (4, 8, 32):
         write_result(tmp_path / f"c{conc}", conc=conc)
     manifest = tmp_path / "expect.json"
     manifest.write_text(
         json.dumps([{"model_prefix": "dsr1", "hardware": "b200", "concurrency": [4, 8, 16, 32]}])
     )
-    code, out, _ = run_cli([str(tmp_path), "--expect", str(manifest)], capsys)
+    code, out, _ = cli("verify", str(tmp_path), "--expect", str(manifest))
     assert code == ExitCode.FAIL
     assert (f"expected config dsr1 b200 conc=16 (--expect {manifest}) has no result") in out
     assert "MISSING      dsr1 b200 conc=16" in out
 
 
-def test_expect_a_count(tmp_path, capsys):
+def test_expect_a_count(tmp_path, cli):
     for conc in (4, 8):
         write_result(tmp_path / f"c{conc}", conc=conc)
-    code, out, _ = run_cli([str(tmp_path), "--expect", "3"], capsys)
+    code, out, _ = cli("verify", str(tmp_path), "--expect", "3")
     assert code == ExitCode.FAIL
     assert "expected 3 configs (--expect 3), found 2" in out
-    assert run_cli([str(tmp_path), "--expect", "2"], capsys)[0] == ExitCode.PASS
+    assert cli("verify", str(tmp_path), "--expect", "2")[0] == ExitCode.PASS
 
 
-def test_expect_unexpected_and_duplicate(tmp_path, capsys):
+def test_expect_unexpected_and_duplicate(tmp_path, cli):
     write_result(tmp_path / "a", conc=4)
     write_result(tmp_path / "b", conc=4)
     write_result(tmp_path / "c", conc=128)
     manifest = tmp_path / "expect.json"
     manifest.write_text(json.dumps({"configs": [{"model_prefix": "dsr1", "conc": 4}]}))
-    code, out, _ = run_cli([str(tmp_path), "--expect", str(manifest)], capsys)
+    code, out, _ = cli("verify", str(tmp_path), "--expect", str(manifest))
     assert code == ExitCode.FAIL
     assert "2 results for one config: " in out
     assert "dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=128 is not in the expected set" in out
 
 
-def test_a_small_sample_is_inconclusive(tmp_path, capsys):
+def test_a_small_sample_is_inconclusive(tmp_path, cli):
     write_result(tmp_path, n=50, scores=(0.92, 0.92), prefix="kimik2.5")  # threshold 0.90
-    code, out, _ = run_cli([str(tmp_path)], capsys)
+    code, out, _ = cli("verify", str(tmp_path))
     assert code == ExitCode.INCONCLUSIVE == 5
     assert "INCONCLUSIVE kimik2.5" in out
     assert "95% interval straddles the threshold and n < 1319" in out
     assert "evalgate verify: INCONCLUSIVE (exit 5)" in out
-    code, out, _ = run_cli([str(tmp_path), "--min-samples", "0"], capsys)
+    code, out, _ = cli("verify", str(tmp_path), "--min-samples", "0")
     assert code == ExitCode.PASS
 
 
-def test_a_full_run_passes(tmp_path, capsys):
+def test_a_full_run_passes(tmp_path, cli):
     write_result(tmp_path / "run", scores=(0.95, 0.95), prefix="kimik2.5")
-    code, out, _ = run_cli([str(tmp_path)], capsys)
+    code, out, _ = cli("verify", str(tmp_path))
     assert code == ExitCode.PASS
     assert "evalgate verify: PASS (exit 0): 1 results for 1 configs: 1 pass" in out
     assert "::" not in out  # no annotations outside GitHub Actions
 
 
-def test_inconclusive_and_failure_together_fail(tmp_path, capsys):
+def test_inconclusive_and_failure_together_fail(tmp_path, cli):
     write_result(tmp_path / "a", n=50, scores=(0.92, 0.92), conc=1)
     write_result(tmp_path / "b", scores=(0.5, 0.5), conc=2)
-    assert run_cli([str(tmp_path)], capsys)[0] == ExitCode.FAIL
+    assert cli("verify", str(tmp_path))[0] == ExitCode.FAIL
 
 
-def test_thresholds_from_the_environment(tmp_path, capsys, monkeypatch):
+def test_thresholds_from_the_environment(tmp_path, cli, monkeypatch):
     write_result(tmp_path / "r", scores=(0.95, 0.95))
     strict = tmp_path / "strict.json"
     strict.write_text(json.dumps({"default": {"gsm8k": 0.99}}))
     monkeypatch.setenv("EVALGATE_THRESHOLDS", str(strict))
-    code, out, _ = run_cli([str(tmp_path / "r")], capsys)
+    code, out, _ = cli("verify", str(tmp_path / "r"))
     assert code == ExitCode.FAIL
     assert "below threshold 0.9900 (default)" in out
 
 
-def test_no_github_output_when_turned_off(tmp_path, capsys, monkeypatch):
+def test_no_github_output_when_turned_off(tmp_path, cli, monkeypatch):
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     write_result(tmp_path / "r", scores=(0.5, 0.5))
-    code, out, _ = run_cli([str(tmp_path / "r"), "--no-github"], capsys)
+    code, out, _ = cli("verify", str(tmp_path / "r"), "--no-github")
     assert code == ExitCode.FAIL
     assert "::error" not in out and not summary.exists()
 
 
-def test_quiet_prints_problems_and_the_verdict_only(tmp_path, capsys):
+def test_quiet_prints_problems_and_the_verdict_only(tmp_path, cli):
     write_result(tmp_path / "a", conc=4)
     write_result(tmp_path / "b", conc=8, scores=(0.5, 0.5))
-    code, out, _ = run_cli([str(tmp_path), "-q"], capsys)
+    code, out, _ = cli("verify", str(tmp_path), "-q")
     assert code == ExitCode.FAIL
     assert "conc=4" not in out and "conc=8" in out and "RESULT" not in out
 
@@ -1546,12 +1541,12 @@ def test_collect_searches_overlapping_paths_once(tmp_path):
     assert out.empty == []
 
 
-def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tmp_path, capsys):
+def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tmp_path, cli):
     write_result(tmp_path / "runs" / "a", conc=4)
     manifest = tmp_path / "expect.json"
     manifest.write_text(json.dumps([{"concurrency": 4}, {"concurrency": 4}]))
 
-    code, out, err = run_cli([str(tmp_path / "runs"), "--expect", str(manifest)], capsys)
+    code, out, err = cli("verify", str(tmp_path / "runs"), "--expect", str(manifest))
 
     assert code == ExitCode.USAGE
     assert "lists the config {'concurrency': 4} twice" in err
@@ -1559,14 +1554,14 @@ def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tm
 
 
 def test_a_manifest_whose_lists_multiply_past_any_sweep_is_refused_before_it_is_expanded(
-    tmp_path, capsys
+    tmp_path, cli
 ):
     write_result(tmp_path / "runs" / "a", conc=4)
     manifest = tmp_path / "expect.json"
     axes = {name: list(range(1, 1001)) for name in ("isl", "osl", "concurrency")}
     manifest.write_text(json.dumps([{"model_prefix": ["dsr1", "gptoss"], **axes}]))
 
-    code, out, err = run_cli([str(tmp_path / "runs"), "--expect", str(manifest)], capsys)
+    code, out, err = cli("verify", str(tmp_path / "runs"), "--expect", str(manifest))
 
     assert code == ExitCode.USAGE
     assert "entry 0 expands to 2,000,000,000 configs (the product of its lists)" in err
@@ -1577,7 +1572,7 @@ def test_a_manifest_whose_lists_multiply_past_any_sweep_is_refused_before_it_is_
 @pytest.mark.parametrize("flag", ["--junit", "--json", "GITHUB_STEP_SUMMARY"])
 @pytest.mark.parametrize("where", ["under a file", "a folder"])
 def test_an_unwritable_output_is_refused_before_any_verdict_is_printed(
-    tmp_path, capsys, monkeypatch, flag, where
+    tmp_path, cli, monkeypatch, flag, where
 ):
     write_result(tmp_path / "runs" / "a")
     blocker = tmp_path / "blocker"
@@ -1590,7 +1585,7 @@ def test_an_unwritable_output_is_refused_before_any_verdict_is_printed(
     else:
         args += [flag, str(target)]
 
-    code, out, err = run_cli(args, capsys)
+    code, out, err = cli("verify", *args)
 
     assert code == ExitCode.USAGE
     assert out == ""  # no verdict printed that the exit code would then contradict
@@ -1611,27 +1606,25 @@ def test_a_report_whose_write_fails_midway_leaves_the_old_report_whole(tmp_path,
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails, not kills
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "evalgate.cli", "verify", str(tmp_path / "runs"), flag, str(target)],
-        capture_output=True,
-        text=True,
-        env=env | {"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
-        preexec_fn=limited,
-        timeout=120,
-        check=False,
+    done = finish(
+        start_subprocess(
+            "verify",
+            str(tmp_path / "runs"),
+            flag,
+            str(target),
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+            preexec_fn=limited,
+        ),
+        120,
     )
 
     # the verdict's exit code stands, and the verdict line, printed last, says what is missing
-    assert done.returncode == ExitCode.PASS, done.stderr
-    assert f"ArtifactError: Cannot write {target}: File too large ({flag})." in done.stderr
-    assert done.stdout.splitlines()[-1].startswith("evalgate verify: PASS (exit 0): ")
-    assert done.stdout.splitlines()[-1].endswith(f"; not written (see above): {flag} {target}")
+    assert done.code == ExitCode.PASS, done.err
+    assert f"ArtifactError: Cannot write {target}: File too large ({flag})." in done.err
+    assert done.out.splitlines()[-1].startswith("evalgate verify: PASS (exit 0): ")
+    assert done.out.splitlines()[-1].endswith(f"; not written (see above): {flag} {target}")
     assert target.read_text() == "the earlier report\n"
     assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
-
-
-VERIFY = (sys.executable, "-m", "evalgate.cli", "verify")
 
 
 def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_path):
@@ -1640,17 +1633,9 @@ def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_pat
     write_result(tmp_path / "runs" / "a")
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open first: verify's open never waits
     try:
-        done = subprocess.run(
-            [*VERIFY, str(tmp_path / "runs"), "--json", str(fifo)],
-            capture_output=True,
-            text=True,
-            env=env | {"PYTHONPATH": str(ROOT)},
-            timeout=120,
-            check=False,
-        )
+        done = run_subprocess("verify", str(tmp_path / "runs"), "--json", str(fifo))
         written = os.read(reader, 1 << 16).decode()  # one result's verdict fits the pipe
     finally:
         os.close(reader)
@@ -1661,7 +1646,7 @@ def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "runs"]
 
 
-def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mode(tmp_path, capsys):
+def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mode(tmp_path, cli):
     write_result(tmp_path / "runs" / "a")
     shared = tmp_path / "shared" / "verdict.json"
     shared.parent.mkdir()
@@ -1670,7 +1655,7 @@ def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mod
     link = tmp_path / "verdict.json"
     link.symlink_to(shared)
 
-    code, _, err = run_cli([str(tmp_path / "runs"), "--json", str(link)], capsys)
+    code, _, err = cli("verify", str(tmp_path / "runs"), "--json", str(link))
 
     assert code == ExitCode.PASS, err
     assert link.is_symlink()
@@ -1679,13 +1664,13 @@ def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mod
     assert sorted(p.name for p in shared.parent.iterdir()) == ["verdict.json"]
 
 
-def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, capsys):
+def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, cli):
     result = write_result(tmp_path / "runs" / "a")
     before = result.read_bytes()
     link = tmp_path / "report.json"
     link.symlink_to(result)
 
-    code, out, err = run_cli([str(tmp_path / "runs"), "--json", str(link)], capsys)
+    code, out, err = cli("verify", str(tmp_path / "runs"), "--json", str(link))
 
     assert code == ExitCode.USAGE
     assert f"--json {link} takes the name of a run's evidence" in err
@@ -1694,11 +1679,11 @@ def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flag", ["--json", "--junit"])
-def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, capsys, flag):
+def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, cli, flag):
     result = write_result(tmp_path / "runs" / "a")
     before = result.read_bytes()
 
-    code, out, err = run_cli([str(tmp_path / "runs"), flag, str(result)], capsys)
+    code, out, err = cli("verify", str(tmp_path / "runs"), flag, str(result))
 
     assert code == ExitCode.USAGE
     assert f"{flag} {result} takes the name of a run's evidence" in err
@@ -1712,19 +1697,14 @@ def test_a_manifest_or_a_result_repeating_a_key_is_refused(tmp_path):
     manifest = tmp_path / "expect.json"
     manifest.write_text('{"count": 1, "count": 2}')
 
-    refused = subprocess.run(
-        [*VERIFY, str(tmp_path / "runs"), "--expect", str(manifest)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    refused = run_subprocess("verify", str(tmp_path / "runs"), "--expect", str(manifest))
     assert refused.returncode == ExitCode.USAGE
     assert f"--expect: {manifest} repeats the key 'count' in one object ($)" in refused.stderr
 
     text = path.read_text()
     path.write_text(text.replace('"status": "pass"', '"status": "error", "status": "pass"', 1))
     assert path.read_text() != text
-    malformed = subprocess.run(
-        [*VERIFY, str(tmp_path / "runs")], capture_output=True, text=True, timeout=120, check=False
-    )
+    malformed = run_subprocess("verify", str(tmp_path / "runs"))
     assert malformed.returncode == ExitCode.FAIL, malformed.stdout  # malformed, as verify fails it
     assert "repeats the key 'status' in one object ($)" in malformed.stdout
 
@@ -1733,13 +1713,11 @@ def test_a_job_summary_that_cannot_be_written_keeps_the_verdicts_exit_code(tmp_p
     """GITHUB_STEP_SUMMARY on a full disk (/dev/full): the verdict printed is the exit code, and
     the verdict line, printed last, names the report it could not write."""
     write_result(tmp_path / "runs" / "a")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
-    env |= {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": "/dev/full"}
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": "/dev/full"}
 
-    done = subprocess.run(
-        [*VERIFY, str(tmp_path / "runs"), "--json", str(tmp_path / "verdict.json")],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+    done = run_subprocess(
+        "verify", str(tmp_path / "runs"), "--json", str(tmp_path / "verdict.json"), env=env
+    )
 
     assert done.returncode == ExitCode.PASS, done.stderr
     last = done.stdout.splitlines()[-1]

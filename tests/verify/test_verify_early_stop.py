@@ -8,7 +8,7 @@ from typing import Any
 
 from evalgate.gate.sequential import SequentialTest
 from evalgate.schemas import validation_errors
-from tests.verify.test_verify import result_doc, run_cli
+from tests.verify.test_verify import result_doc
 
 
 def _stopped(n: int, right: int, alpha: float, decision: str | None) -> dict[str, Any]:
@@ -46,9 +46,9 @@ def test_the_case_is_one_the_interval_alone_cannot_decide():
     assert 5 <= test.e_value(35, 35) < 7
 
 
-def test_an_early_pass_is_accepted_though_n_is_small(tmp_path, capsys):
+def test_an_early_pass_is_accepted_though_n_is_small(tmp_path, cli):
     folder = _write(tmp_path / "run", _stopped(35, 35, 0.2, "pass"))
-    code, out, _ = run_cli([str(folder), "--no-github", "--json", str(tmp_path / "v.json")], capsys)
+    code, out, _ = cli("verify", str(folder), "--no-github", "--json", str(tmp_path / "v.json"))
     assert code == 0, out
     verdict = json.loads((tmp_path / "v.json").read_text())
     (entry,) = verdict["entries"]
@@ -58,25 +58,25 @@ def test_an_early_pass_is_accepted_though_n_is_small(tmp_path, capsys):
     )
 
 
-def test_the_same_scores_without_the_early_stop_are_inconclusive(tmp_path, capsys):
+def test_the_same_scores_without_the_early_stop_are_inconclusive(tmp_path, cli):
     doc = _stopped(35, 35, 0.2, "pass")
     doc["eval"]["early_stop"]["stopped"] = False
     doc["eval"]["early_stop"]["decision"] = None
     folder = _write(tmp_path / "run", doc)
-    code, out, _ = run_cli([str(folder), "--no-github"], capsys)
+    code, out, _ = cli("verify", str(folder), "--no-github")
     assert code == 5, out
     assert "INCONCLUSIVE" in out
 
 
-def test_an_early_pass_is_not_certain_at_a_stricter_threshold(tmp_path, capsys):
+def test_an_early_pass_is_not_certain_at_a_stricter_threshold(tmp_path, cli):
     folder = _write(tmp_path / "run", _stopped(35, 35, 0.2, "pass"))
     strict = tmp_path / "thresholds.json"
     strict.write_text(json.dumps({"default": {"gsm8k": 0.97}, "models": {"dsr1": {"gsm8k": 0.97}}}))
-    code, out, _ = run_cli([str(folder), "--no-github", "--thresholds", str(strict)], capsys)
+    code, out, _ = cli("verify", str(folder), "--no-github", "--thresholds", str(strict))
     assert code == 5, out  # 35 of 35 is neither certain above 0.97 nor below it
 
 
-def test_an_early_fail_is_a_failure(tmp_path, capsys):
+def test_an_early_fail_is_a_failure(tmp_path, cli):
     folder = _write(tmp_path / "run", _stopped(5, 0, 0.05, "fail"))
-    code, out, _ = run_cli([str(folder), "--no-github"], capsys)
+    code, out, _ = cli("verify", str(folder), "--no-github")
     assert code == 1, out

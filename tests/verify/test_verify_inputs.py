@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_args, run_subprocess
+from tests.conftest import load_result, run_args, run_subprocess, start_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 from tests.verify.test_verify import lm_eval_doc, write_result
 
@@ -57,15 +57,15 @@ def test_a_run_killed_outright_is_interrupted_at_the_stage_it_last_recorded(tmp_
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("hang", nth=range(2, 100_000)))  # the probe answers, the eval hangs
-        command = [sys.executable, "-m", "evalgate.cli", *run_args(engine.url, out)]
-        run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args = run_args(engine.url, out)
+        run = start_subprocess(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             assert engine.wait_until(lambda e: e.total >= 2, timeout=120), "the eval never began"
         finally:
             run.kill()  # SIGKILL: the run writes nothing more
             run.wait()
             engine.release()
-    recorded = json.loads((out / "result.json").read_text())
+    recorded = load_result(out)
     assert (recorded["status"], recorded["stage"]) == ("running", "eval")
 
     done = verify(str(out))
