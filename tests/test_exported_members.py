@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import evalgate
 
 PUBLIC = [
@@ -48,10 +50,12 @@ PUBLIC = [
 ]
 
 
+@pytest.mark.unit
 def test_all_is_pinned():
     assert evalgate.__all__ == PUBLIC
 
 
+@pytest.mark.unit
 def test_every_public_name_resolves_and_is_what_it_claims():
     for name in PUBLIC:
         member = getattr(evalgate, name)
@@ -60,6 +64,7 @@ def test_every_public_name_resolves_and_is_what_it_claims():
     assert isinstance(evalgate.__version__, str)
 
 
+@pytest.mark.unit
 def test_an_unknown_name_is_an_attribute_error():
     try:
         evalgate.no_such_member  # noqa: B018
@@ -69,6 +74,7 @@ def test_an_unknown_name_is_an_attribute_error():
         raise AssertionError("evalgate.no_such_member resolved")
 
 
+@pytest.mark.loopback
 def test_importing_evalgate_loads_neither_lm_eval_nor_pydantic():
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, evalgate; print(' '.join(sys.modules))"],

@@ -13,6 +13,8 @@ from evalgate.rules.floors import MIN_RUNS, TooThin
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 
+pytestmark = pytest.mark.unit
+
 N = 1319
 FILTERS = ("strict-match", "flexible-extract")
 

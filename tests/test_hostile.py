@@ -25,6 +25,8 @@ from evalgate.schemas import validation_errors
 from tests.conftest import _READ_VARS, deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 BASH = shutil.which("bash") or "/bin/bash"
 LIMIT = 10

@@ -23,6 +23,8 @@ from tests import outputs as ht
 from tests.conftest import FAST, deadline
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
+pytestmark = pytest.mark.loopback
+
 DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
 LIMIT = 10
 

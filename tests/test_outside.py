@@ -13,6 +13,8 @@ import pytest
 from evalgate import outside, scrub
 from tests import outputs
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(autouse=True)
 def no_secrets() -> Iterator[None]:

@@ -20,6 +20,8 @@ import pytest
 from evalgate._version import DISTRIBUTION, EVAL_EXTRA, __version__
 from tests.conftest import Sweep, Venv, fresh_venv
 
+pytestmark = pytest.mark.loopback
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("run", "hook", "verify", "compare", "context", "probe")
 EVAL_STACK = ("lm_eval", "datasets", "pyarrow", "torch")

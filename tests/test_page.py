@@ -11,6 +11,8 @@ from evalgate._version import __version__
 from evalgate.page import Scale
 from tests.browser import network_references
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("values", "floor", "low", "high", "ticks"),

@@ -41,6 +41,8 @@ from tests.conftest import FAST, deadline, load_result, load_samples, run_args, 
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, thresholds
 
+pytestmark = pytest.mark.loopback
+
 KEY = "sk-evalgate-PLANTED-123"
 USER = "gate"
 PASSWORD = "pw-PLANTED-456"  # noqa: S105  (planted, to be searched for)

@@ -13,6 +13,8 @@ from evalgate.errors import ConnectionFailed, ExitCode
 from evalgate.gate import preflight
 from tests.conftest import load_result, run_args
 
+pytestmark = pytest.mark.loopback
+
 
 @pytest.mark.parametrize(
     ("argv", "verbose"),

@@ -184,6 +184,7 @@ def comparison_json(evalgate, *argv: str | Path) -> tuple[int, dict[str, Any]]:
     return code, document
 
 
+@pytest.mark.unit
 def test_identical_full_runs_are_equivalent(tmp_path, evalgate):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
@@ -201,6 +202,7 @@ def test_identical_full_runs_are_equivalent(tmp_path, evalgate):
     assert "any drop is within the 2.0-point margin" in out
 
 
+@pytest.mark.unit
 def test_a_certain_drop_within_the_margin_is_a_regression(tmp_path, evalgate):
     """21 of 1319 lost and none gained: -1.6 points, p = 1e-6. The drop is certain and at least
     half the 2-point margin, so the change cost accuracy."""
@@ -215,6 +217,7 @@ def test_a_certain_drop_within_the_margin_is_a_regression(tmp_path, evalgate):
     assert "a significant drop of at least half the 2.0-point margin" in out
 
 
+@pytest.mark.unit
 def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(tmp_path, evalgate):
     base, cand = paired_outcomes(50)
     write_run(tmp_path / "a", base, limit=50)
@@ -233,6 +236,7 @@ def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(
     assert [f["questions_to_settle"] for f in document["filters"]] == [189, 189]
 
 
+@pytest.mark.unit
 def test_forty_lost_five_gained_is_a_regression(tmp_path, evalgate):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "bf16", base)
@@ -274,6 +278,7 @@ def test_forty_lost_five_gained_is_a_regression(tmp_path, evalgate):
     assert "Flipped questions, flexible-extract: the same as strict-match." in out
 
 
+@pytest.mark.unit
 def test_markdown_report(tmp_path, evalgate):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "a", base)
@@ -296,6 +301,7 @@ def test_markdown_report(tmp_path, evalgate):
     assert len(flips) == 2
 
 
+@pytest.mark.unit
 def test_worst_filter_decides(tmp_path, evalgate):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "a", {"strict-match": base, "flexible-extract": base})
@@ -307,6 +313,7 @@ def test_worst_filter_decides(tmp_path, evalgate):
     assert "flexible-extract" not in document["reason"]
 
 
+@pytest.mark.unit
 def test_a_significant_gain_of_practical_size_is_improved(tmp_path, evalgate):
     base, cand = paired_outcomes(1319, lost=5, gained=40)
     write_run(tmp_path / "a", base)
@@ -317,6 +324,7 @@ def test_a_significant_gain_of_practical_size_is_improved(tmp_path, evalgate):
     assert "a significant gain of at least half the 2.0-point margin" in out
 
 
+@pytest.mark.unit
 def test_a_significant_gain_below_half_the_margin_is_equivalent_and_said(tmp_path, evalgate):
     base, cand = paired_outcomes(1319, lost=0, gained=12)  # +0.9 points, p = 0.0005
     write_run(tmp_path / "a", base)
@@ -327,6 +335,7 @@ def test_a_significant_gain_below_half_the_margin_is_equivalent_and_said(tmp_pat
     assert "the candidate is significantly better" in out
 
 
+@pytest.mark.unit
 def test_more_questions_than_gsm8k_has_are_needed(tmp_path, evalgate):
     base, cand = paired_outcomes(1319, lost=50, gained=40)
     write_run(tmp_path / "a", base)
@@ -341,6 +350,7 @@ def test_more_questions_than_gsm8k_has_are_needed(tmp_path, evalgate):
     assert code == 0
 
 
+@pytest.mark.unit
 def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, evalgate):
     # A task of 400 questions (the addition example's size), run whole: what it would take is
     # weighed against its 400 questions, not against GSM8K's 1319.
@@ -360,6 +370,7 @@ def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, evalgate):
     assert "no rerun can settle it" not in out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("change", "named"),
     [
@@ -400,6 +411,7 @@ def test_protocol_drift_is_refused_and_named(tmp_path, evalgate, change, named):
     assert named in out
 
 
+@pytest.mark.unit
 def test_question_set_drift(tmp_path, evalgate):
     base, cand = paired_outcomes(60)
     write_run(tmp_path / "a", base)
@@ -421,6 +433,7 @@ def test_question_set_drift(tmp_path, evalgate):
     assert {d["field"] for d in document["protocol_drift"]} == {"question set", "question text"}
 
 
+@pytest.mark.unit
 def test_failed_requests_are_left_out_and_reported(tmp_path, evalgate):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base, failed=[4])
@@ -444,6 +457,7 @@ def test_failed_requests_are_left_out_and_reported(tmp_path, evalgate):
     )
 
 
+@pytest.mark.unit
 def test_a_result_file_can_stand_for_its_folder(tmp_path, evalgate):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
@@ -452,6 +466,7 @@ def test_a_result_file_can_stand_for_its_folder(tmp_path, evalgate):
     assert code == 0
 
 
+@pytest.mark.unit
 def test_interrupted_run_is_compared_with_a_warning(tmp_path, evalgate):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
@@ -463,6 +478,7 @@ def test_interrupted_run_is_compared_with_a_warning(tmp_path, evalgate):
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("status", ["aborted", "error", "running"])
 def test_a_run_stopped_after_its_eval_is_compared_without_a_status_warning(
     tmp_path, evalgate, status
@@ -483,6 +499,7 @@ def _break(folder: Path, name: str, text: str | None) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -514,6 +531,7 @@ def test_unusable_runs_are_usage_errors(tmp_path, evalgate, damage, message):
     assert err.startswith("ArtifactError: " + message.format(b=b))
 
 
+@pytest.mark.unit
 def test_a_repeated_doc_id_is_refused(tmp_path, evalgate):
     base, cand = paired_outcomes(20)
     write_run(tmp_path / "a", base)
@@ -525,6 +543,7 @@ def test_a_repeated_doc_id_is_refused(tmp_path, evalgate):
     assert f"ArtifactError: {b}/samples.jsonl line 21 repeats doc_id 0." in err
 
 
+@pytest.mark.unit
 def test_a_run_that_never_evaluated_is_refused(tmp_path, evalgate):
     base, cand = paired_outcomes(20)
     write_run(tmp_path / "a", base)
@@ -540,6 +559,7 @@ def test_a_run_that_never_evaluated_is_refused(tmp_path, evalgate):
     ) in err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["2", "-0.01", "1"])
 def test_max_drop_is_a_fraction(tmp_path, evalgate, value):
     base, cand = paired_outcomes(20)
@@ -553,6 +573,7 @@ def test_max_drop_is_a_fraction(tmp_path, evalgate, value):
     )
 
 
+@pytest.mark.unit
 def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "a", base)
@@ -563,6 +584,7 @@ def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
     assert int(comparison.exit_code) == 1  # its time is measured in BENCHMARKS.md
 
 
+@pytest.mark.loopback
 def test_cli_module_stays_light():
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, evalgate.cli.compare; print(' '.join(sys.modules))"],
@@ -575,6 +597,7 @@ def test_cli_module_stays_light():
     assert "lm_eval" not in loaded
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("how", ["the same folder", "the folder and its result.json", "a copy"])
 def test_a_run_compared_with_itself_is_refused(tmp_path, evalgate, how):
     base, _ = paired_outcomes(1319)
@@ -597,6 +620,7 @@ def test_a_run_compared_with_itself_is_refused(tmp_path, evalgate, how):
     assert "EQUIVALENT" not in out
 
 
+@pytest.mark.unit
 def test_two_different_models_are_compared_with_a_warning(tmp_path, evalgate):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)

@@ -7,6 +7,8 @@ import pytest
 from evalgate.compare.paired import Finding, PairedCounts, mcnemar_exact_p, one_sided_p
 from evalgate.compare.sweep import config_p, holm, judge_pairs
 
+pytestmark = pytest.mark.unit
+
 
 def table(n: int, lost: int, gained: int) -> PairedCounts:
     return PairedCounts(n - lost - gained, lost, gained, 0)

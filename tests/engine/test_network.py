@@ -21,6 +21,8 @@ from tests.conftest import FAST, ROOT, deadline, load_result, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.front import Front, Handler, comments, gzip_bomb, gzipped, json_answer, trickle
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 CHAT = "/v1/chat/completions"
 

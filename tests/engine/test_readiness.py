@@ -17,6 +17,8 @@ from evalgate.lengths import Limit
 from tests.conftest import FAST, deadline, load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 
 

@@ -163,6 +163,7 @@ def _interrupt_before_rename(monkeypatch) -> type[BaseException]:
     return KeyboardInterrupt
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "fail",
     [_fail_fsync, _fail_replace, _interrupt_before_rename],
@@ -183,6 +184,7 @@ def test_a_write_that_fails_leaves_the_old_result_whole(tmp_path, monkeypatch, f
     assert leftovers(tmp_path) == []  # the temporary file is gone too
 
 
+@pytest.mark.unit
 def test_a_write_that_breaks_midway_leaves_the_old_result_whole(tmp_path, monkeypatch):
     artifacts.write_result(tmp_path, a_result(run_id="the-old-run"))
     before = (tmp_path / "result.json").read_bytes()
@@ -209,6 +211,7 @@ def test_a_write_that_breaks_midway_leaves_the_old_result_whole(tmp_path, monkey
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.unit
 def test_a_first_write_that_fails_leaves_no_result_at_all(tmp_path, monkeypatch):
     _fail_replace(monkeypatch)
 
@@ -218,6 +221,7 @@ def test_a_first_write_that_fails_leaves_no_result_at_all(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.unit
 def test_an_invalid_result_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ArtifactError, match="breaks its own schema"):
         artifacts.write_result(tmp_path, a_result(status="maybe"))
@@ -239,6 +243,7 @@ while True:
 """
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("writes", [1, 4, 9])
 def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes):
     template = tmp_path / "template.json"
@@ -273,6 +278,7 @@ def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes)
 # -- a run's evidence ----------------------------------------------------------------------------
 
 
+@pytest.mark.loopback
 def test_two_runs_into_different_folders_do_not_interfere(engine, tmp_path):
     """One run in another process, one in this one, at the same time, against one engine."""
     there, here = tmp_path / "there", tmp_path / "here"
@@ -300,6 +306,7 @@ def test_two_runs_into_different_folders_do_not_interfere(engine, tmp_path):
     assert engine.total == 2 * (1 + LIMIT)  # a probe and LIMIT questions each
 
 
+@pytest.mark.loopback
 def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, capsys):
     out = tmp_path / "run"
     with deadline(30, engine):
@@ -323,6 +330,7 @@ def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, caps
     assert len(engine.log) == asked  # refused before the engine was asked anything
 
 
+@pytest.mark.loopback
 def test_overwrite_replaces_the_result(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(30, engine):
@@ -333,6 +341,7 @@ def test_overwrite_replaces_the_result(engine, tmp_path):
     assert read_result(out)["run_id"] == second.result.run_id != first.result.run_id
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     "case",
     [
@@ -358,6 +367,7 @@ def test_a_folder_with_a_result_is_refused(engine, tmp_path, case):
     assert engine.log == []
 
 
+@pytest.mark.loopback
 def test_a_folder_with_a_binary_result_is_refused(engine, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -368,6 +378,7 @@ def test_a_folder_with_a_binary_result_is_refused(engine, tmp_path):
     assert outcome.exit_code == 2
 
 
+@pytest.mark.loopback
 def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_path):
     out = tmp_path / "run"
 
@@ -397,6 +408,7 @@ def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_
     assert engine.total - asked == 1 + LIMIT - len(answered)  # a new probe, then the rest only
 
 
+@pytest.mark.loopback
 def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
     """A scheduler's SIGTERM, delivered to this process while `evalgate run` waits on the
     engine: the CLI turns it into an abort that still writes the result."""
@@ -433,6 +445,7 @@ def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) is not terminate_as_interrupt  # restored
 
 
+@pytest.mark.loopback
 def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monkeypatch):
     write_json = artifacts.write_json
 
@@ -450,6 +463,7 @@ def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monke
     assert outcome.exit_code != 0
 
 
+@pytest.mark.loopback
 def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(30, engine):
@@ -474,6 +488,7 @@ def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
 # -- result files given as input -------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("content", "says", "compare_says"),
     [
@@ -506,6 +521,7 @@ def test_a_bad_result_file_is_a_usage_error(tmp_path, capsys, content, says, com
     assert (compare_says or says) in err
 
 
+@pytest.mark.unit
 def test_a_binary_result_file_is_a_usage_error(tmp_path):
     (tmp_path / "result.json").write_bytes(b"\xff\xfe\x00garbage")
 
@@ -513,6 +529,7 @@ def test_a_binary_result_file_is_a_usage_error(tmp_path):
         artifacts.read_result(tmp_path / "result.json")
 
 
+@pytest.mark.unit
 def test_the_temporary_file_lives_beside_the_target(tmp_path, monkeypatch):
     """Same folder, so the rename is atomic (no copy across file systems)."""
     seen: list[tuple[str, str]] = []

@@ -26,6 +26,8 @@ from evalgate.evidence.folder import LOCK_NAME
 from tests.conftest import _READ_VARS, deadline
 from tests.fakeengine import REPO_ROOT, EngineBehaviour, FakeEngine, Fault
 
+pytestmark = pytest.mark.loopback
+
 LOCK = ".evalgate.lock"
 LIMIT = 10
 NOT_PROBE = frozenset(range(2, 100_000))

@@ -13,6 +13,8 @@ from tests.conftest import deadline, load_samples
 from tests.evidence.test_folder import evalgate, finish, mid_eval, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
 HEADER += ["max_tokens", "questions"]
 LINE = ["key", "doc_id", "text", "finish_reason", "completion_tokens", "source", "reasoning"]

@@ -13,6 +13,8 @@ from evalgate.gate.context import (
     served_limits_from_args,
 )
 
+pytestmark = pytest.mark.unit
+
 NATIVE_QWEN = Limit(262144, "config max_position_embeddings")
 NATIVE_16K = Limit(16384, "config max_position_embeddings")
 ROUTER = "http://router:8000/v1/models"

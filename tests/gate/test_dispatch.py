@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pytest
+
 from evalgate.engine.client import EvalClient
 from evalgate.engine.request import generation_body
 from evalgate.gate.dispatch import Dispatch, Request
@@ -17,6 +19,8 @@ from evalgate.tasks.prompts import build_prompts
 from evalgate.tasks.spec import load_task
 from tests.conftest import FAST, load_result, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine, find_question
+
+pytestmark = pytest.mark.loopback
 
 MODEL = "fake-model"
 

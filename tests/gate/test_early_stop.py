@@ -11,6 +11,8 @@ from evalgate.rules.sequential import SequentialTest
 from tests.conftest import deadline, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 
 def _args(engine: FakeEngine, out: Path, *extra: str) -> list[str]:
     return run_args(engine.url, out, *extra)

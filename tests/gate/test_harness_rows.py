@@ -23,6 +23,8 @@ from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.gate.test_harness_layout import collect_rows, harness_thresholds, uploaded, validate
 from tests.test_thresholds import HARNESS_YAML
 
+pytestmark = pytest.mark.loopback
+
 MODEL_CONFIGS = Path(__file__).parent / "data" / "model_configs"
 SERVED = "dsr1-fp8"
 NATIVE = 163840  # DeepSeek-R1's max_position_embeddings (yarn: already scaled)

@@ -18,6 +18,8 @@ import pytest
 from evalgate.errors import ContextError
 from evalgate.gate.native import load_native_max_len, native_max_len
 
+pytestmark = pytest.mark.unit
+
 CONFIGS = Path(__file__).parent / "data" / "model_configs"
 
 

@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import FAST, load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
+pytestmark = pytest.mark.loopback
+
 QUESTIONS = list(load_gsm8k())
 
 

@@ -9,11 +9,15 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from evalgate.evidence.folder import LOCK_NAME
 from tests.conftest import FAST, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 from tests.gate.test_harness_layout import SERVED, job_env
 from tests.gate.test_harness_layout import run as harness_hook
+
+pytestmark = pytest.mark.loopback
 
 
 def checksums(folder: Path) -> dict[str, str]:

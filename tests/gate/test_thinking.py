@@ -7,6 +7,8 @@ import pytest
 
 from evalgate.gate.replies import InlineThinking, Split
 
+pytestmark = pytest.mark.unit
+
 SPLITS = [
     # (case, markers, answer as sent, split)
     (

@@ -46,6 +46,7 @@ def history_page(tmp_path_factory) -> Path:
     return page
 
 
+@pytest.mark.browser
 def test_the_trend_page_shows_each_configs_accuracy_over_time_dropped_first(
     history_page, chromium, screenshot, request
 ):
@@ -93,6 +94,7 @@ def test_the_trend_page_shows_each_configs_accuracy_over_time_dropped_first(
         shutil.copyfile(readme, README_SHOT)
 
 
+@pytest.mark.unit
 def test_the_readme_shows_the_trend_page_the_browser_tier_draws():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "](docs/history-trend.png)" in readme

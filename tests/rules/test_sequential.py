@@ -16,6 +16,8 @@ from evalgate.rules.sequential import (
     log_e_value,
 )
 
+pytestmark = pytest.mark.unit
+
 FILTERS = ("strict-match", "flexible-extract")
 
 

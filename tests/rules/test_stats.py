@@ -8,6 +8,8 @@ import pytest
 
 from evalgate.rules.stats import standard_error, wilson_interval
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("p", "n", "low", "high"),
