@@ -28,6 +28,63 @@ SCREENSHOTS = ROOT / "build" / "test-artifacts" / "browser"
 """Where the browser tier keeps its screenshots (emptied when a session takes its first)."""
 _TAKEN: list[Path] = []
 
+# -- the tiers ---------------------------------------------------------------------------------
+# Every test is in exactly one tier (pyproject.toml's markers): `pytest -m unit` is the quick check
+# of a change, and a unit test that reaches for a socket or a process fails, saying so.
+
+pytest_plugins = ("pytester",)  # tests/test_tiers.py runs planted tests in a pytest of their own
+TIERS = ("unit", "loopback", "browser", "postgres", "engine")
+UNIT_ONLY = "unit tests open no socket and start no process: mark it loopback"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse the collection when a test is in no tier or in more than one, naming each."""
+    wrong = []
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+        if len(tiers) != 1:
+            wrong.append(f"{item.nodeid}: {' and '.join(tiers) or 'no tier'}")
+    if wrong:
+        raise pytest.UsageError(
+            f"{len(wrong)} test(s) not in exactly one tier; mark each with one of "
+            f"{', '.join(TIERS)} (pytestmark = pytest.mark.TIER):\n  " + "\n  ".join(wrong)
+        )
+
+
+@pytest.fixture(autouse=True)
+def unit_tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the unit tier, creating a socket or starting a process raises AssertionError."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    import asyncio
+    import socket
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(UNIT_ONLY)
+
+    create = socket.socket.__init__
+
+    def wrap_only(self: socket.socket, family=-1, type=-1, proto=-1, fileno=None) -> None:
+        # asyncio's event loop wakes itself through socket.socketpair(), which wraps the pair's
+        # descriptors (fileno given): let that through; a new socket has no fileno yet
+        if fileno is None:
+            refuse()
+        create(self, family, type, proto, fileno)
+
+    monkeypatch.setattr(socket.socket, "__init__", wrap_only)
+    for owner, name in (
+        (socket, "create_connection"),
+        (subprocess.Popen, "__init__"),
+        (os, "fork"),
+        (os, "posix_spawn"),
+        (os, "posix_spawnp"),
+        (asyncio, "create_subprocess_exec"),
+        (asyncio, "create_subprocess_shell"),
+    ):
+        monkeypatch.setattr(owner, name, refuse)
+
+
 # Variables evalgate reads: a developer's shell must not leak into the tests.
 _READ_VARS = (
     "ISL",

@@ -26,6 +26,8 @@ import yaml
 
 from tests.conftest import Sweep
 
+pytestmark = pytest.mark.loopback
+
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 BASH = shutil.which("bash") or "/bin/bash"

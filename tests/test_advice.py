@@ -17,6 +17,8 @@ from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import GENERATION_PATHS, FakeEngine, Fault
 from tests.front import Answer, Front, Handler
 
+pytestmark = pytest.mark.loopback
+
 KEY = "sk-gate-7Qm2Vx9Lp4"
 ADVICE = (
     "The server refused the credentials: pass the API key it expects with --api-key, or set "

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import yaml
 
 from evalgate.tasks.spec import build_prompts, load_file_data, load_task
@@ -40,6 +41,7 @@ def rows(name: str) -> list[dict[str, str]]:
     return [json.loads(line) for line in lines]
 
 
+@pytest.mark.unit
 def test_the_data_are_what_make_data_writes_and_every_answer_is_the_sum():
     module = make_data()
     drawn = module.pairs(module.SHOTS + module.QUESTIONS)
@@ -52,6 +54,7 @@ def test_the_data_are_what_make_data_writes_and_every_answer_is_the_sum():
         assert row["answer"] == f"{a} + {b} = {a + b}\n#### {a + b}"
 
 
+@pytest.mark.unit
 def test_the_task_file_is_one_evalgate_runs_with_the_same_start_for_every_prompt():
     raw = yaml.safe_load(TASK.read_text())
     assert set(raw) <= KNOWN_KEYS
@@ -70,6 +73,7 @@ def test_the_task_file_is_one_evalgate_runs_with_the_same_start_for_every_prompt
     assert questions == [row["question"] for row in data.test]
 
 
+@pytest.mark.unit
 def test_the_floor_is_the_examples_own():
     floor = resolve_floor(
         load_thresholds(EXAMPLE / "thresholds.json"), "smollm2-135m", task="addition_chat"
@@ -77,6 +81,7 @@ def test_the_floor_is_the_examples_own():
     assert (floor.value, floor.matched) == (0.25, "default")
 
 
+@pytest.mark.loopback
 def test_a_run_of_the_example_task_goes_through(engine, cli, tmp_path: Path):
     """The fake engine does not know the sums (it answers `#### 0`): a real FAIL on every
     answer, from a run that read the example's own files."""

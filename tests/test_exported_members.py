@@ -3,6 +3,8 @@ and every name listed resolves (lazily: `import evalgate` stays light)."""
 
 from __future__ import annotations
 
+import pytest
+
 import evalgate
 from tests.conftest import modules_loaded_by
 
@@ -46,10 +48,12 @@ PUBLIC = [
 ]
 
 
+@pytest.mark.unit
 def test_all_is_pinned():
     assert evalgate.__all__ == PUBLIC
 
 
+@pytest.mark.unit
 def test_every_public_name_resolves_and_is_what_it_claims():
     for name in PUBLIC:
         member = getattr(evalgate, name)
@@ -58,6 +62,7 @@ def test_every_public_name_resolves_and_is_what_it_claims():
     assert isinstance(evalgate.__version__, str)
 
 
+@pytest.mark.unit
 def test_an_unknown_name_is_an_attribute_error():
     try:
         evalgate.no_such_member  # noqa: B018
@@ -67,6 +72,7 @@ def test_an_unknown_name_is_an_attribute_error():
         raise AssertionError("evalgate.no_such_member resolved")
 
 
+@pytest.mark.loopback
 def test_importing_evalgate_loads_neither_lm_eval_nor_pydantic():
     loaded = modules_loaded_by("import evalgate")
     assert "lm_eval" not in loaded

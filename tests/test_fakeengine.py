@@ -36,6 +36,8 @@ from tests.fakeengine import (
     wrong_number,
 )
 
+pytestmark = pytest.mark.loopback
+
 DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
 JANET = DOCS[0]  # "Janet's ducks lay 16 eggs per day. ..." -> 18
 

@@ -33,6 +33,8 @@ from evalgate.tasks.dataset import bundled_dir
 from tests.conftest import deadline, eval_client, load_result, load_samples, run_args, run_settings
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, refused_url
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 LIMIT = 20
 ACCURACY = 0.95  # 19 of the first 20 questions right: above the shipped 0.90, and not 1.0

@@ -12,6 +12,8 @@ from evalgate.history.fit import MIN_RUNS, RecordedRun, TooThin, differ, fit_thr
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 
+pytestmark = pytest.mark.unit
+
 N = 1319
 FILTERS = ("strict-match", "flexible-extract")
 

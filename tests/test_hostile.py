@@ -31,6 +31,8 @@ from tests.conftest import (
 )
 from tests.fakeengine import REPO_ROOT, Fault
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 BASH = shutil.which("bash") or "/bin/bash"
 LIMIT = 10

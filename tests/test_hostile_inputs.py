@@ -52,6 +52,7 @@ THRESHOLDS = [
 ]  # fmt: skip
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("name", "text", "says"), [t[1:] for t in THRESHOLDS], ids=[t[0] for t in THRESHOLDS]
 )
@@ -67,6 +68,7 @@ def test_a_hostile_thresholds_file_is_exit_2_naming_it(cli, tmp_path, name, text
     assert says in done.err
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_a_thresholds_file_that_is_not_a_regular_file_is_refused_unread(tmp_path, kind):
     good_run(tmp_path / "run")
@@ -82,6 +84,7 @@ def test_a_thresholds_file_that_is_not_a_regular_file_is_refused_unread(tmp_path
     assert f"ThresholdsError: {path} is not a regular file" in done.stderr
 
 
+@pytest.mark.unit
 def test_a_thresholds_error_quoting_a_huge_value_stays_short(cli, tmp_path):
     good_run(tmp_path / "run")
     path = tmp_path / "t.json"
@@ -109,6 +112,7 @@ CONFIGS = [
 ]  # fmt: skip
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("text", "says"), [c[1:] for c in CONFIGS], ids=[c[0] for c in CONFIGS])
 def test_a_model_config_with_numbers_past_a_float_is_exit_2(cli, tmp_path, text, says):
     config = tmp_path / "config.json"
@@ -124,6 +128,7 @@ def test_a_model_config_with_numbers_past_a_float_is_exit_2(cli, tmp_path, text,
 # -- result trees and compare inputs -------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_verify_reports_a_result_holding_an_integer_past_64_bits_malformed(cli, tmp_path):
     """And the rest of the tree as usual (before: InternalError, nothing reported)."""
     good = good_run(tmp_path / "tree" / "good")
@@ -227,6 +232,7 @@ def _run_task(cli, engine, folder: Path, text: str, data: dict[str, str] | None 
     return cli(*args, "--thresholds", str(floor), "--limit", "3", "--overwrite")
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(("text", "says"), [t[1:] for t in TASKS], ids=[t[0] for t in TASKS])
 def test_a_task_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
     cli, engine, tmp_path, text, says
@@ -239,6 +245,7 @@ def test_a_task_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
     assert engine.requests == []
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(("data", "says"), [d[1:] for d in DATA], ids=[d[0] for d in DATA])
 def test_a_data_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
     cli, engine, tmp_path, data, says
@@ -257,6 +264,7 @@ def test_a_data_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
     assert engine.requests == []
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
 def test_a_data_row_holding_nan_is_refused_before_anything_is_sent(engine, tmp_path, number):
     """Python's json reads NaN and Infinity, the datasets library does not: before, the run
@@ -275,6 +283,7 @@ def test_a_data_row_holding_nan_is_refused_before_anything_is_sent(engine, tmp_p
     assert engine.requests == []
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("extra", ["/etc/passwd", "nothere.jsonl", "fifo"])
 def test_every_data_file_is_read_not_only_the_splits_evalgate_asks(cli, engine, tmp_path, extra):
     if extra == "fifo":
@@ -288,6 +297,7 @@ def test_every_data_file_is_read_not_only_the_splits_evalgate_asks(cli, engine, 
     assert engine.requests == []
 
 
+@pytest.mark.loopback
 def test_shots_drawn_from_the_split_asked_are_the_prompts_lm_eval_sends(cli, engine, tmp_path):
     done = _run_task(cli, engine, tmp_path, _edit("fewshot_split: train", "fewshot_split: test"))
 
@@ -295,6 +305,7 @@ def test_shots_drawn_from_the_split_asked_are_the_prompts_lm_eval_sends(cli, eng
     assert "prompts differ" not in done.err and "please report" not in done.err
 
 
+@pytest.mark.unit
 def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli, tmp_path):
     """The harness's own lm-eval output: a plain document, its integers bounded by a float."""
     from tests.verify.test_verify import lm_eval_doc, write_harness
@@ -314,6 +325,7 @@ def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli,
     assert "holds an integer of 401 digits, past what a float holds" in done.out
 
 
+@pytest.mark.loopback
 def test_a_shot_needs_the_fields_of_its_question_and_answer_only(cli, engine, tmp_path):
     """The description is rendered for the question asked, never for a shot."""
     text = _edit('"Answer each question."', '"Subject: {{subject}}"')

@@ -21,6 +21,8 @@ from tests import outputs as ht
 from tests.conftest import load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
+pytestmark = pytest.mark.loopback
+
 DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
 LIMIT = 10
 

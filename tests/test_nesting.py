@@ -35,6 +35,7 @@ def good_run(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("shape", [brackets, inside])
 def test_context_refuses_a_deep_model_config(cli, tmp_path, depth, shape):
@@ -48,6 +49,7 @@ def test_context_refuses_a_deep_model_config(cli, tmp_path, depth, shape):
     assert "InternalError" not in done.err
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("depth", [5_000, 1_000_000])
 def test_run_refuses_a_deep_model_config_and_records_why(cli, engine, tmp_path, depth):
     config, out = tmp_path / "config.json", tmp_path / "out"
@@ -60,6 +62,7 @@ def test_run_refuses_a_deep_model_config_and_records_why(cli, engine, tmp_path, 
     assert (result["status"], result["error"]["type"]) == ("error", "ContextError")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("suffix", [".json", ".txt"])
 def test_verify_refuses_deep_thresholds(cli, tmp_path, depth, suffix):
@@ -73,6 +76,7 @@ def test_verify_refuses_deep_thresholds(cli, tmp_path, depth, suffix):
     assert f"ThresholdsError: {thresholds} {TOO_DEEP}" in done.err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("depth", [5_000, 1_000_000])
 @pytest.mark.parametrize("where", ["result.json", "samples.jsonl"])
 def test_compare_refuses_a_deep_run(cli, tmp_path, depth, where):
@@ -96,6 +100,7 @@ def _deep_value(depth: int) -> str:
     return json.dumps(doc).replace('"@"', brackets(depth))
 
 
+@pytest.mark.loopback
 def test_verify_reports_each_deep_file_malformed_and_the_rest_as_usual(tmp_path):
     tree, report = tmp_path / "tree", tmp_path / "verdict.json"
     good = good_run(tree / "good")
@@ -122,6 +127,7 @@ def test_verify_reports_each_deep_file_malformed_and_the_rest_as_usual(tmp_path)
     assert "InternalError" not in done.stderr
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("depth", [5_000, 1_000_000])
 def test_verify_refuses_a_deep_expect_file(cli, tmp_path, depth):
     good_run(tmp_path / "run")
@@ -134,6 +140,7 @@ def test_verify_refuses_a_deep_expect_file(cli, tmp_path, depth):
     assert f"UsageError: --expect: {manifest} {TOO_DEEP}" in done.err
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("depth", [5_000, 1_000_000])
 def test_run_refuses_a_deep_baseline_before_sending_anything(cli, engine, tmp_path, depth):
     baseline = good_run(tmp_path / "baseline")
@@ -145,6 +152,7 @@ def test_run_refuses_a_deep_baseline_before_sending_anything(cli, engine, tmp_pa
     assert engine.requests == []
 
 
+@pytest.mark.loopback
 def test_run_into_a_folder_holding_a_deep_result_refuses_to_bury_it(cli, engine, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -156,6 +164,7 @@ def test_run_into_a_folder_holding_a_deep_result_refuses_to_bury_it(cli, engine,
     assert (out / "result.json").read_text() == brackets(1_000_000)
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("where", ["header", "answer"])
 def test_resume_reads_a_journal_with_a_deep_line_as_far_as_it_is_json(cli, engine, tmp_path, where):
     out = tmp_path / "out"

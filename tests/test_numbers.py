@@ -14,6 +14,8 @@ from evalgate.settings.values import SETTINGS
 from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 CONTEXT = {"--isl": "4096", "--osl": "1024", "--served-max-model-len": "16384"}
 """`evalgate context` with nothing to wait for: every setting is read, none is used to connect."""
 TOKENS = ("2147483647", "2147483648", "1 to 2,147,483,647")

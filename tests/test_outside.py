@@ -13,6 +13,9 @@ import pytest
 from evalgate import scrub
 from tests import outputs
 
+pytestmark = pytest.mark.unit
+
+
 # -- each output's neutraliser --------------------------------------------------------------------
 
 TERMINAL = [

@@ -19,6 +19,8 @@ import pytest
 from evalgate._version import DISTRIBUTION, EVAL_EXTRA, __version__
 from tests.conftest import Sweep, Venv, fresh_venv, load_result
 
+pytestmark = pytest.mark.loopback
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("run", "hook", "verify", "compare", "context", "probe")
 EVAL_STACK = ("lm_eval", "datasets", "pyarrow", "torch")

@@ -13,6 +13,8 @@ from evalgate._version import __version__
 from evalgate.templates import Scale
 from tests.browser import network_references
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("values", "floor", "low", "high", "ticks"),

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +42,8 @@ from evalgate.hook import parse_concurrencies
 from evalgate.settings.values import SETTINGS, value_of
 from evalgate.tasks.dataset import bundled_dir, load_dataset
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
+
+pytestmark = pytest.mark.unit
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

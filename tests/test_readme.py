@@ -32,6 +32,7 @@ def section(text: str, title: str) -> str:
     return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
+@pytest.mark.unit
 def test_the_readmes_exit_codes_are_exit_codes_own():
     """Every code and its meaning as evalgate.ExitCode states them, and no other."""
     table = re.search(r"<!-- exit-codes:start -->\n(.*?)<!-- exit-codes:end -->", README, re.S)
@@ -43,6 +44,7 @@ def test_the_readmes_exit_codes_are_exit_codes_own():
     )
 
 
+@pytest.mark.unit
 def test_settings_table_is_generated_from_the_settings_docstrings():
     table = re.search(r"<!-- settings:start -->\n(.*?)<!-- settings:end -->", SETTINGS, re.S)
     assert table is not None
@@ -53,6 +55,7 @@ def test_settings_table_is_generated_from_the_settings_docstrings():
     assert "](docs/settings.md)" in README
 
 
+@pytest.mark.unit
 def test_the_two_commands_exist_and_ci_calls_the_test_command():
     commands = re.findall(r"```console\n(.*?)```", section(README, "The two commands"), re.S)
     assert [c.strip() for c in commands] == ["scripts/quickstart", "scripts/test"]
@@ -61,6 +64,7 @@ def test_the_two_commands_exist_and_ci_calls_the_test_command():
     assert "scripts/test" in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.loopback
 def test_python_quickstart_runs_against_an_engine(tmp_path, monkeypatch):
     (code,) = blocks("python")
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
@@ -87,11 +91,13 @@ def test_python_quickstart_runs_against_an_engine(tmp_path, monkeypatch):
     load_result(tmp_path)  # valid against the schema
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("block", [b for b in blocks("json") if '"default"' in b])
 def test_thresholds_example_is_valid(block):
     assert validation_errors("thresholds", json.loads(block)) == []
 
 
+@pytest.mark.unit
 def test_the_readme_upload_step_is_the_example_workflows():
     yaml = pytest.importorskip("yaml")
     steps = [step for block in blocks("yaml") for step in yaml.safe_load(block)]
@@ -106,6 +112,7 @@ def test_the_readme_upload_step_is_the_example_workflows():
     assert "evalgate-reports/evalgate-report.html" in step["with"]["path"].split()
 
 
+@pytest.mark.unit
 def test_the_quickstart_timing_names_a_date_and_every_phase_the_script_reports():
     script = (ROOT / "scripts" / "quickstart").read_text()
     [phases] = re.findall(r'say "phases: (.*)"', script)
@@ -153,6 +160,7 @@ def expected_code(shown: list[str]) -> int:
     return 1 if any(("FAIL" in line or "REGRESSION" in line) for line in shown) else 0
 
 
+@pytest.mark.loopback
 def test_every_command_of_the_first_60_lines_runs_as_written_from_the_wheel(dist, tmp_path):
     """The install lines in a fresh virtualenv (pip finding evalgate-bench in the built dist,
     the rest on the registry); the hook and the config change against test engines answering

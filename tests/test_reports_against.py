@@ -33,6 +33,8 @@ from tests.verify.sweeps import (
     thresholds,
 )
 
+pytestmark = pytest.mark.loopback
+
 
 @pytest.fixture(scope="module")
 def against(request: pytest.FixtureRequest) -> Path:

@@ -24,6 +24,8 @@ from evalgate.settings.values import Settings, credentials
 from evalgate.templates import esc
 from evalgate.verify.html import SHOWN_CHARS
 
+pytestmark = pytest.mark.unit
+
 KEY = "sk-evalgate-PLANTED/+123"  # a slash and a plus: URL-encoding and JSON writers differ
 PAIR = "gate:pw-PLANTED-456"
 

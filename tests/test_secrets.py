@@ -45,6 +45,8 @@ from tests.conftest import (
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, thresholds
 
+pytestmark = pytest.mark.loopback
+
 KEY = "sk-evalgate-PLANTED-123"
 USER = "gate"
 PASSWORD = "pw-PLANTED-456"  # noqa: S105  (planted, to be searched for)

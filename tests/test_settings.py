@@ -18,6 +18,8 @@ from evalgate.settings.endpoint import EndpointSettings, NetworkSettings
 from evalgate.settings.gate import LabelsSettings
 from evalgate.settings.values import SETTINGS, value_of
 
+pytestmark = pytest.mark.unit
+
 KEY = "sk-planted-7f3a9c1e-do-not-print"
 
 

@@ -31,6 +31,8 @@ from tests.simulation import (
     sweep_table,
 )
 
+pytestmark = pytest.mark.unit
+
 RUNS = 2000
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,8 @@ import pytest
 from evalgate import scrub, templates
 from evalgate.templates import Said, line
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "evalgate"
 HOSTILE = "a|b <i>x</i> & \"q\" 'p'\n::warning::y \x1b[31mred\x00"

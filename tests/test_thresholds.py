@@ -20,6 +20,8 @@ from evalgate.thresholds import (
     resolve_floor,
 )
 
+pytestmark = pytest.mark.unit
+
 # -- the shipped file -----------------------------------------------------------------------
 
 # REFERENCE.md §3: the benchmark harness's per-model floors, default 0.90.

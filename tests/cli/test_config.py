@@ -13,6 +13,8 @@ import pytest
 from evalgate.reader import MAX_CHARS
 from tests.conftest import run_subprocess
 
+pytestmark = pytest.mark.loopback
+
 SERVED = ["--osl", "1024", "--served-max-model-len", "16384"]
 """`evalgate context` with nothing to wait for: EVAL_MAX_MODEL_LEN = ISL + 1024 + 256."""
 

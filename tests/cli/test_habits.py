@@ -15,6 +15,8 @@ from evalgate.schemas import validation_errors
 from tests.conftest import deadline, load_result, run_args, run_subprocess
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, thresholds
 
+pytestmark = pytest.mark.loopback
+
 # -- a flag the command does not take -------------------------------------------------------------
 
 MISTAKES = [

@@ -19,6 +19,8 @@ from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.gate.test_refusals import checksums
 from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep, thresholds
 
+pytestmark = pytest.mark.loopback
+
 SHORT = ("--limit", "5", "--min-samples", "0")
 OWN = re.compile(r"^output: (evalgate-results/run-\d{8}-\d{6}(?:-\d+)?) \(this run's own; ", re.M)
 

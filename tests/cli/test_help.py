@@ -12,6 +12,8 @@ from evalgate.cli import SUBCOMMANDS, build_parser
 from evalgate.errors import ExitCode
 from tests.conftest import run_subprocess
 
+pytestmark = pytest.mark.loopback
+
 
 @pytest.mark.parametrize("command", [[], *([name] for name in SUBCOMMANDS)], ids=" ".join)
 def test_every_help_exits_0_and_names_the_command(command):

@@ -13,6 +13,8 @@ from evalgate.errors import ConnectionFailed, ExitCode
 from evalgate.probe import preflight
 from tests.conftest import finish, load_result, run_args, start_subprocess
 
+pytestmark = pytest.mark.loopback
+
 
 @pytest.mark.parametrize(
     ("argv", "verbose"),

@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import ROOT, load_result, run_args, run_subprocess, start_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 # The signal arrives while a weakref callback runs, as when an import's module lock is freed:
 # the KeyboardInterrupt raised there cannot propagate, so Python prints it as "Exception ignored".
 LANDS_IN_A_CALLBACK = """

@@ -179,6 +179,7 @@ def comparison_json(cli: Any, *argv: str | Path) -> tuple[int, dict[str, Any]]:
     return code, document
 
 
+@pytest.mark.unit
 def test_identical_full_runs_are_equivalent(tmp_path, cli):
     write_pair(tmp_path, 1319)
     code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b")
@@ -226,6 +227,7 @@ VERDICTS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("case", [v[1:] for v in VERDICTS], ids=[v[0] for v in VERDICTS])
 def test_the_verdict_and_its_reason_are_said(tmp_path, cli, case):
     flips, code, verdict, says = case
@@ -236,6 +238,7 @@ def test_the_verdict_and_its_reason_are_said(tmp_path, cli, case):
     assert all(said in done.out for said in says), done.out
 
 
+@pytest.mark.unit
 def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(tmp_path, cli):
     write_pair(tmp_path, 50, limit=50)
     code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b")
@@ -252,6 +255,7 @@ def test_identical_small_runs_are_inconclusive_and_say_how_many_would_settle_it(
     assert [f["questions_to_settle"] for f in document["filters"]] == [189, 189]
 
 
+@pytest.mark.unit
 def test_forty_lost_five_gained_is_a_regression(tmp_path, cli):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "bf16", base)
@@ -293,6 +297,7 @@ def test_forty_lost_five_gained_is_a_regression(tmp_path, cli):
     assert "Flipped questions, flexible-extract: the same as strict-match." in out
 
 
+@pytest.mark.unit
 def test_markdown_report(tmp_path, cli):
     write_pair(tmp_path, 1319, lost=40, gained=5)
     code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b", "--markdown", "--flips", "2")
@@ -313,6 +318,7 @@ def test_markdown_report(tmp_path, cli):
     assert len(flips) == 2
 
 
+@pytest.mark.unit
 def test_worst_filter_decides(tmp_path, cli):
     base, cand = paired_outcomes(1319, lost=40, gained=5)
     write_run(tmp_path / "a", {"strict-match": base, "flexible-extract": base})
@@ -324,6 +330,9 @@ def test_worst_filter_decides(tmp_path, cli):
     assert "flexible-extract" not in document["reason"]
 
 
+@pytest.mark.unit
+@pytest.mark.unit
+@pytest.mark.unit
 def test_more_questions_than_gsm8k_has_are_needed(tmp_path, cli):
     write_pair(tmp_path, 1319, lost=50, gained=40)
     code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b")
@@ -336,6 +345,7 @@ def test_more_questions_than_gsm8k_has_are_needed(tmp_path, cli):
     assert code == 0
 
 
+@pytest.mark.unit
 def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, cli):
     # A task of 400 questions (the addition example's size), run whole: what it would take is
     # weighed against its 400 questions, not against GSM8K's 1319.
@@ -355,6 +365,7 @@ def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, cli):
     assert "no rerun can settle it" not in out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("change", "named"),
     [
@@ -395,6 +406,7 @@ def test_protocol_drift_is_refused_and_named(tmp_path, cli, change, named):
     assert named in out
 
 
+@pytest.mark.unit
 def test_question_set_drift(tmp_path, cli):
     base, cand = paired_outcomes(60)
     write_run(tmp_path / "a", base)
@@ -414,6 +426,7 @@ def test_question_set_drift(tmp_path, cli):
     assert {d["field"] for d in document["protocol_drift"]} == {"question set", "question text"}
 
 
+@pytest.mark.unit
 def test_failed_requests_are_left_out_and_reported(tmp_path, cli):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base, failed=[4])
@@ -437,12 +450,15 @@ def test_failed_requests_are_left_out_and_reported(tmp_path, cli):
     )
 
 
+@pytest.mark.unit
+@pytest.mark.unit
 def test_a_result_file_can_stand_for_its_folder(tmp_path, cli):
     write_pair(tmp_path, 1319)
     code, _, _ = cli("compare", tmp_path / "a" / "result.json", tmp_path / "b")
     assert code == 0
 
 
+@pytest.mark.unit
 def test_interrupted_run_is_compared_with_a_warning(tmp_path, cli):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
@@ -454,6 +470,7 @@ def test_interrupted_run_is_compared_with_a_warning(tmp_path, cli):
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("status", ["aborted", "error", "running"])
 def test_a_run_stopped_after_its_eval_is_compared_without_a_status_warning(tmp_path, cli, status):
     """Its eval ended (stage gate): every answer is in its samples, whatever stopped it then."""
@@ -472,6 +489,7 @@ def _break(folder: Path, name: str, text: str | None) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -503,6 +521,7 @@ def test_unusable_runs_are_usage_errors(tmp_path, cli, damage, message):
     assert err.startswith("ArtifactError: " + message.format(b=b))
 
 
+@pytest.mark.unit
 def test_a_repeated_doc_id_is_refused(tmp_path, cli):
     base, cand = paired_outcomes(20)
     write_run(tmp_path / "a", base)
@@ -514,6 +533,7 @@ def test_a_repeated_doc_id_is_refused(tmp_path, cli):
     assert f"ArtifactError: {b}/samples.jsonl line 21 repeats doc_id 0." in err
 
 
+@pytest.mark.unit
 def test_a_run_that_never_evaluated_is_refused(tmp_path, cli):
     base, cand = paired_outcomes(20)
     write_run(tmp_path / "a", base)
@@ -529,6 +549,7 @@ def test_a_run_that_never_evaluated_is_refused(tmp_path, cli):
     ) in err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["2", "-0.01", "1"])
 def test_max_drop_is_a_fraction(tmp_path, cli, value):
     write_pair(tmp_path, 20)
@@ -540,6 +561,7 @@ def test_max_drop_is_a_fraction(tmp_path, cli, value):
     )
 
 
+@pytest.mark.unit
 def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
     write_pair(tmp_path, 1319, lost=40, gained=5)
     comparison = compare_runs(
@@ -548,12 +570,14 @@ def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
     assert int(comparison.exit_code) == 1  # its time is measured in BENCHMARKS.md
 
 
+@pytest.mark.loopback
 def test_cli_module_stays_light():
     loaded = modules_loaded_by("import evalgate.cli.compare")
     assert "evalgate.compare.comparison" not in loaded
     assert "lm_eval" not in loaded
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("how", ["the same folder", "the folder and its result.json", "a copy"])
 def test_a_run_compared_with_itself_is_refused(tmp_path, cli, how):
     base, _ = paired_outcomes(1319)
@@ -576,6 +600,7 @@ def test_a_run_compared_with_itself_is_refused(tmp_path, cli, how):
     assert "EQUIVALENT" not in out
 
 
+@pytest.mark.unit
 def test_two_different_models_are_compared_with_a_warning(tmp_path, cli):
     write_pair(tmp_path, 1319)
     document = load_result(tmp_path / "b")

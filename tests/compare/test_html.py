@@ -24,6 +24,7 @@ def compare_html(cli, tmp_path):
     return run
 
 
+@pytest.mark.unit
 def test_the_page_shows_protocol_drift_and_left_out_questions(tmp_path, compare_html):
     base, cand = paired_outcomes(200, lost=3, gained=1)
     write_run(tmp_path / "a", base, max_tokens=1024)
@@ -42,6 +43,7 @@ def test_the_page_shows_protocol_drift_and_left_out_questions(tmp_path, compare_
     assert "<p>The same questions as strict-match.</p>" in page
 
 
+@pytest.mark.unit
 def test_identical_runs_say_nothing_flipped(tmp_path, compare_html):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base)
@@ -53,6 +55,7 @@ def test_identical_runs_say_nothing_flipped(tmp_path, compare_html):
     assert "None: every paired question was answered alike by both runs." in page
 
 
+@pytest.mark.unit
 def test_questions_are_escaped(tmp_path, compare_html):
     base, cand = paired_outcomes(20, lost=1)
     write_run(tmp_path / "a", base, question_edits={0: "Is 3 < 4 & <b>bold</b>?"})
@@ -67,6 +70,7 @@ FLIPS = """Array.from(document.querySelectorAll('section')).filter(
 ).map(s => Array.from(s.querySelectorAll('tbody')).map(b => b.innerText))[0]"""
 
 
+@pytest.mark.browser
 def test_the_browser_shows_the_difference_its_interval_and_the_flipped_questions(
     loopback_sweep, cli, tmp_path, shown
 ):
@@ -94,6 +98,7 @@ def test_the_browser_shows_the_difference_its_interval_and_the_flipped_questions
     assert len(question) > 40  # the question's text, in full
 
 
+@pytest.mark.loopback
 def test_a_page_that_cannot_be_written_keeps_the_verdicts_exit_code(tmp_path):
     """The verdict is printed first: a page the disk refuses after it (/dev/full) keeps the
     verdict's exit code, and the last line says it and names the page. Before, the report said

@@ -23,6 +23,8 @@ from evalgate.compare.paired import (
 from evalgate.environment import DEFAULT_MAX_DROP
 from evalgate.errors import ExitCode
 
+pytestmark = pytest.mark.unit
+
 
 def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:
     """A 2x2 table of n questions: the concordant ones split about `right` : 1 - `right`."""

@@ -7,10 +7,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from evalgate.schemas import validation_errors
 from tests.conftest import load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, answered_right, choice_docs, gpqa_rows
 from tests.tasks.test_gpqa import write_csv
+
+pytestmark = pytest.mark.loopback
 
 TASK = "gpqa_diamond_cot_n_shot"
 QUESTIONS = 50

@@ -14,6 +14,8 @@ from evalgate.compare.paired import (
     one_sided_p,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def table(n: int, lost: int, gained: int) -> PairedCounts:
     return PairedCounts(n - lost - gained, lost, gained, 0)

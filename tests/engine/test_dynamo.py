@@ -23,6 +23,8 @@ from evalgate.scrub import capped
 from tests.conftest import deadline, load_result, load_samples, run_args
 from tests.fakeengine import DYNAMO_NOT_READY, EngineBehaviour, FakeEngine, Fault
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 SERVED = 2048
 CONFIG_LENGTH = 8192  # what Dynamo lists when the worker registers no length

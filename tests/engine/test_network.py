@@ -20,6 +20,8 @@ from tests.conftest import ROOT, deadline, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.front import Front, Handler, comments, gzip_bomb, gzipped, json_answer, trickle
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 CHAT = "/v1/chat/completions"
 

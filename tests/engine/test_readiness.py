@@ -17,6 +17,8 @@ from evalgate.evidence.model import Limit
 from tests.conftest import deadline, load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
+pytestmark = pytest.mark.loopback
+
 MODEL = "fake-model"
 
 

@@ -17,6 +17,7 @@ from tests.fakeengine import FakeEngine, load_gsm8k
 DOCS = sorted(load_gsm8k().values(), key=lambda doc: doc.index)
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_the_probe_sends_byte_for_byte_the_body_the_eval_sends(engine: FakeEngine, tmp_path, api):
     settings = run_settings(
@@ -40,6 +41,7 @@ def test_the_probe_sends_byte_for_byte_the_body_the_eval_sends(engine: FakeEngin
     assert probe.question == DOCS[document["probe"]["doc_id"]].question.strip()
 
 
+@pytest.mark.unit
 def test_the_probe_body_adds_only_the_streaming_key():
     body = generation_body(
         api="chat",

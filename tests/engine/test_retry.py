@@ -20,6 +20,8 @@ from evalgate.errors import (
 from evalgate.errors import EngineAnswerError as SideDoorError
 from evalgate.errors import TimedOut as AnswerTimedOut
 
+pytestmark = pytest.mark.unit
+
 VLLM_400 = json.dumps({"error": {"message": "max_tokens=9 cannot be greater", "code": 400}})
 WORKER_REFUSED = (
     "Transparent proxy request failed: Network error: Decode request failed to "

@@ -24,7 +24,10 @@ from tests import netns
 from tests.conftest import EVALGATE, ROOT, finish, load_result, load_samples, run_args
 
 REASON = netns.available()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"vanished-host tests: {REASON}")
+pytestmark = [
+    pytest.mark.loopback,
+    pytest.mark.skipif(REASON is not None, reason=f"vanished-host tests: {REASON}"),
+]
 ENGINE = f"http://{netns.FAR_IP}:8000"
 LOSS_BOUND_S = 150
 """The run ends within about two minutes of the loss: one minute of silence, a reconnection

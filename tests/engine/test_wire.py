@@ -12,6 +12,8 @@ import pytest
 
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, credentials_advice, parse_error
 
+pytestmark = pytest.mark.unit
+
 VLLM_MAX_TOKENS = (
     "max_tokens=12288 cannot be greater than max_model_len=2048. Please request fewer output "
     "tokens. (parameter=max_tokens, value=12288)"

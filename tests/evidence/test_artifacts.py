@@ -103,6 +103,7 @@ def _interrupt_before_rename(monkeypatch) -> type[BaseException]:
     return KeyboardInterrupt
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "fail",
     [_fail_fsync, _fail_replace, _interrupt_before_rename],
@@ -123,6 +124,7 @@ def test_a_write_that_fails_leaves_the_old_result_whole(tmp_path, monkeypatch, f
     assert leftovers(tmp_path) == []  # the temporary file is gone too
 
 
+@pytest.mark.unit
 def test_a_write_that_breaks_midway_leaves_the_old_result_whole(tmp_path, monkeypatch):
     artifacts.write_result(tmp_path, a_result(run_id="the-old-run"))
     before = (tmp_path / "result.json").read_bytes()
@@ -149,6 +151,7 @@ def test_a_write_that_breaks_midway_leaves_the_old_result_whole(tmp_path, monkey
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.unit
 def test_a_first_write_that_fails_leaves_no_result_at_all(tmp_path, monkeypatch):
     _fail_replace(monkeypatch)
 
@@ -158,6 +161,7 @@ def test_a_first_write_that_fails_leaves_no_result_at_all(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.unit
 def test_an_invalid_result_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ArtifactError, match="breaks its own schema"):
         artifacts.write_result(tmp_path, a_result(status="maybe"))
@@ -179,6 +183,7 @@ while True:
 """
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("writes", [1, 4, 9])
 def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes):
     template = tmp_path / "template.json"
@@ -212,6 +217,7 @@ def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes)
 # -- a run's evidence ----------------------------------------------------------------------------
 
 
+@pytest.mark.loopback
 def test_two_runs_into_different_folders_do_not_interfere(engine, tmp_path):
     """One run in another process, one in this one, at the same time, against one engine."""
     there, here = tmp_path / "there", tmp_path / "here"
@@ -237,6 +243,7 @@ def test_two_runs_into_different_folders_do_not_interfere(engine, tmp_path):
     assert engine.total == 2 * (1 + LIMIT)  # a probe and LIMIT questions each
 
 
+@pytest.mark.loopback
 def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, cli):
     out = tmp_path / "run"
     assert cli(*run_args(engine.url, out, **RUN), within=30, engine=engine).code == 0
@@ -256,6 +263,7 @@ def test_an_existing_result_is_never_overwritten_silently(engine, tmp_path, cli)
     assert len(engine.log) == asked  # refused before the engine was asked anything
 
 
+@pytest.mark.loopback
 def test_overwrite_replaces_the_result(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(30, engine):
@@ -266,6 +274,7 @@ def test_overwrite_replaces_the_result(engine, tmp_path):
     assert load_result(out)["run_id"] == second.result.run_id != first.result.run_id
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     "case",
     [
@@ -291,6 +300,7 @@ def test_a_folder_with_a_result_is_refused(engine, tmp_path, case):
     assert engine.log == []
 
 
+@pytest.mark.loopback
 def test_a_folder_with_a_binary_result_is_refused(engine, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -301,6 +311,7 @@ def test_a_folder_with_a_binary_result_is_refused(engine, tmp_path):
     assert outcome.exit_code == 2
 
 
+@pytest.mark.loopback
 def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_path):
     out = tmp_path / "run"
 
@@ -334,6 +345,7 @@ def test_an_interrupted_run_keeps_its_answers_and_resumes_from_them(engine, tmp_
     assert engine.total - asked == 1 + LIMIT - len(answered)  # a new probe, then the rest only
 
 
+@pytest.mark.loopback
 def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, cli):
     """A scheduler's SIGTERM, delivered to this process while `evalgate run` waits on the
     engine: the CLI turns it into an abort that still writes the result."""
@@ -370,6 +382,7 @@ def test_sigterm_mid_eval_writes_an_aborted_result(engine, tmp_path, cli):
     assert signal.getsignal(signal.SIGTERM) is not terminate_as_interrupt  # restored
 
 
+@pytest.mark.loopback
 def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monkeypatch):
     write_json = artifacts.write_json
 
@@ -387,6 +400,7 @@ def test_a_result_that_cannot_be_written_is_never_a_pass(engine, tmp_path, monke
     assert outcome.exit_code != 0
 
 
+@pytest.mark.loopback
 def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(30, engine):
@@ -411,6 +425,7 @@ def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
 # -- result files given as input -------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("content", "says", "compare_says"),
     [
@@ -443,6 +458,7 @@ def test_a_bad_result_file_is_a_usage_error(tmp_path, cli, content, says, compar
     assert (compare_says or says) in err
 
 
+@pytest.mark.unit
 def test_a_binary_result_file_is_a_usage_error(tmp_path):
     (tmp_path / "result.json").write_bytes(b"\xff\xfe\x00garbage")
 
@@ -450,6 +466,7 @@ def test_a_binary_result_file_is_a_usage_error(tmp_path):
         artifacts.read_result(tmp_path / "result.json")
 
 
+@pytest.mark.unit
 def test_the_temporary_file_lives_beside_the_target(tmp_path, monkeypatch):
     """Same folder, so the rename is atomic (no copy across file systems)."""
     seen: list[tuple[str, str]] = []
@@ -468,6 +485,7 @@ def test_the_temporary_file_lives_beside_the_target(tmp_path, monkeypatch):
     assert Path(src).name.startswith(".result.json.") and dst.endswith("result.json")
 
 
+@pytest.mark.unit
 def test_a_temp_folder_refused_for_a_moment_is_named_the_open_files_limit(tmp_path, monkeypatch):
     """tempfile says "No usable temporary directory" whatever refused it (dill asks while lm-eval
     loads): when a folder takes a file now, the limit on open files is named, not the disk."""

@@ -83,12 +83,14 @@ def changed(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
     return doc
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", TYPES)
 def test_the_schema_files_are_generated_from_the_model(name):
     checked_in = (schemas.HERE / f"{name}.schema.json").read_text("utf-8")
     assert checked_in == generate(name), "run: python -m evalgate.schemas"
 
 
+@pytest.mark.loopback
 def test_deleting_the_schemas_and_running_the_generator_gives_every_file_back(tmp_path):
     """The generator, in its own process, writes into an empty folder every schema shipped,
     byte for byte; the others shipped are the frozen ones of earlier versions."""
@@ -136,6 +138,7 @@ def _unbounded_integers(kind: Any) -> list[str]:
     return found
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "kind",
     [
@@ -150,6 +153,7 @@ def test_every_integer_of_a_typed_document_is_bounded_to_64_bits_by_its_type(kin
     assert _unbounded_integers(kind) == []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", KINDS)
 def test_todays_documents_are_valid_to_both_schemas_and_the_reader(name):
     doc = document(name)
@@ -207,6 +211,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("name", "path", "value"), REFUSED)
 def test_a_document_refused_today_is_refused_now(name, path, value):
     doc = changed(document(name), path, value)
@@ -215,6 +220,7 @@ def test_a_document_refused_today_is_refused_now(name, path, value):
     assert validation_errors(name, doc) != []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("path", "value", "says"),
     [
@@ -307,6 +313,7 @@ def _lacks_prior_weight(name: str, doc: Any) -> bool:
     return isinstance(stop, dict) and "prior_weight" not in stop
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), name=st.sampled_from(sorted(KINDS)))
 def test_a_changed_document_gets_the_answer_it_got_before(data, name):
@@ -323,6 +330,7 @@ def test_a_changed_document_gets_the_answer_it_got_before(data, name):
 # -- the verdict and the comparison: generated, answering as 3df58c7's hand-written schemas ------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", OUTPUTS)
 def test_the_documents_3df58c7_wrote_are_valid_to_both_schemas(name):
     doc = document(name)
@@ -378,6 +386,7 @@ OUTPUT_CHANGES = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("name", "path", "value", "valid"), OUTPUT_CHANGES)
 def test_a_verdict_or_comparison_changed_gets_the_answer_it_got_before(name, path, value, valid):
     doc = changed(document(name), path, value)
@@ -420,6 +429,7 @@ def _shapes(doc: Any) -> list[tuple[Any, ...]]:
 VALUES = [DELETE, None, True, 0, -1, 2, 0.5, 1.5, -0.5, "", "x", "pass", [], ["x"], {}, {"x": 1}]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", OUTPUTS)
 def test_every_change_in_every_place_of_a_verdict_or_comparison_gets_the_answer_it_got_before(
     name,
@@ -436,6 +446,7 @@ def test_every_change_in_every_place_of_a_verdict_or_comparison_gets_the_answer_
             _same_answer(name, changed(doc, (*path, "extra"), 1))
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), name=st.sampled_from(OUTPUTS))
 def test_any_changes_to_a_verdict_or_comparison_get_the_answer_they_got_before(data, name):

@@ -24,6 +24,8 @@ from evalgate.evidence.folder import LOCK_NAME
 from tests.conftest import deadline, finish, load_result, run_args, start_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
+pytestmark = pytest.mark.loopback
+
 LOCK = ".evalgate.lock"
 LIMIT = 10
 NOT_PROBE = frozenset(range(2, 100_000))

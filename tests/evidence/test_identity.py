@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import run_subprocess
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, harness_sweep, thresholds
 
+pytestmark = pytest.mark.loopback
+
 CONCS = (4, 8)
 
 

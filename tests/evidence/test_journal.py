@@ -12,6 +12,8 @@ from tests.conftest import deadline, finish, load_result, load_samples, run_args
 from tests.evidence.test_folder import RUN, mid_eval
 from tests.fakeengine import FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
 HEADER += ["max_tokens", "questions"]
 LINE = ["key", "doc_id", "text", "finish_reason", "completion_tokens", "source", "reasoning"]

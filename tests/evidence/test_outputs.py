@@ -19,6 +19,8 @@ import pytest
 
 from tests.conftest import Sweep, run_subprocess
 
+pytestmark = pytest.mark.loopback
+
 REPORTS = ("--json", "--junit", "--html")
 
 

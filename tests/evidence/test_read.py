@@ -16,6 +16,8 @@ from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result, Sample
 from evalgate.reader import MAX_DEPTH, Written, decode, decode_lines, read
 
+pytestmark = pytest.mark.unit
+
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
 

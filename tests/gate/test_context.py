@@ -14,6 +14,8 @@ from evalgate.context.budget import (
 )
 from evalgate.errors import ContextError
 
+pytestmark = pytest.mark.unit
+
 NATIVE_QWEN = Limit(262144, "config max_position_embeddings")
 NATIVE_16K = Limit(16384, "config max_position_embeddings")
 ROUTER = "http://router:8000/v1/models"

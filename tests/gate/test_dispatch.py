@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pytest
+
 from evalgate.engine.client import EvalClient, generation_body
 from evalgate.eval.dispatch import Dispatch, Request
 from evalgate.eval.replies import Replies
@@ -14,6 +16,8 @@ from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.spec import build_prompts, load_task
 from tests.conftest import eval_client, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, find_question
+
+pytestmark = pytest.mark.loopback
 
 MODEL = "fake-model"
 

@@ -10,6 +10,8 @@ from evalgate.gate.sequential import SequentialTest
 from tests.conftest import deadline, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 
 def _generation_requests(engine: FakeEngine) -> int:
     return sum(1 for r in engine.requests if r.path.endswith("completions")) - 1  # the probe

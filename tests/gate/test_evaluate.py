@@ -8,6 +8,8 @@ from evalgate.eval.lm_eval import extract_scores
 from evalgate.evidence.model import Score
 from evalgate.tasks.dataset import reference_answer
 
+pytestmark = pytest.mark.unit
+
 GSM8K = {
     "alias": "gsm8k_evalgate_chat",
     "exact_match,strict-match": 0.75,

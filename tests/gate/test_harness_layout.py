@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalgate.environment import job_environment
 from evalgate.evidence import harness
 from evalgate.schemas import validation_errors
@@ -31,6 +33,8 @@ from evalgate.settings.values import Settings
 from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.test_thresholds import HARNESS_YAML
+
+pytestmark = pytest.mark.loopback
 
 SERVED = "dsr1-fp8"
 UPLOAD = ("meta_env.json", "results*.json", "sample*.jsonl")

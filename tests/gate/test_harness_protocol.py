@@ -20,6 +20,8 @@ from evalgate.tasks.dataset import load_dataset
 from tests.conftest import FAST, deadline, load_result, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine, RequestRecord
 
+pytestmark = pytest.mark.loopback
+
 CONTEXT = 9472
 HARNESS_BUDGET = CONTEXT - 4096  # the harness's rule: ctx - 4096 when ctx > 4096
 

@@ -29,6 +29,8 @@ from tests.gate.test_harness_layout import (
 )
 from tests.test_thresholds import HARNESS_YAML
 
+pytestmark = pytest.mark.loopback
+
 MODEL_CONFIGS = Path(__file__).parent / "data" / "model_configs"
 SERVED = "dsr1-fp8"
 NATIVE = 163840  # DeepSeek-R1's max_position_embeddings (yarn: already scaled)

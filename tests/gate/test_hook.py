@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import load_result, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine, refused_url
 
+pytestmark = pytest.mark.loopback
+
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = ROOT / "scripts" / "node0-eval-hook.sh"
 

@@ -23,6 +23,7 @@ from tests.fakeengine import EngineBehaviour, FakeEngine
 CONTEXT = ["context", "--isl", "1024", "--osl", "1024", "--format", "json"]
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("listed", ["9472", -1, 0, 9472.5, True, None], ids=repr)
 def test_an_unreadable_max_model_len_on_v1_models_is_warned_not_dropped(cli, listed):
     behaviour = EngineBehaviour(max_model_len=4096, listed_max_model_len=listed)
@@ -46,6 +47,7 @@ def test_an_unreadable_max_model_len_on_v1_models_is_warned_not_dropped(cli, lis
         assert f"warning: {warned[0]}" in done.err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "args",
     [
@@ -63,6 +65,7 @@ def test_a_server_argument_length_that_cannot_be_read_is_an_error(cli, args):
     assert "not a number of tokens" in done.err
 
 
+@pytest.mark.unit
 def test_a_model_config_without_a_usable_length_key_is_an_error(cli, tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096}))
@@ -96,6 +99,7 @@ ESTIMATES = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("prompt", "tokens"), [c[1:] for c in ESTIMATES], ids=[c[0] for c in ESTIMATES]
 )
@@ -103,6 +107,7 @@ def test_estimate_tokens(prompt, tokens):
     assert estimate_tokens(prompt) == tokens
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("api", "tokens", "measured"), [("chat", 2045, 1853), ("completions", 1698, 1663)]
 )
@@ -135,6 +140,7 @@ MERGES = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("served", "told", "merged"), [c[1:] for c in MERGES], ids=[c[0] for c in MERGES]
 )
@@ -175,6 +181,7 @@ COUNTS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("counts", "told", "longest", "limit"), [c[1:] for c in COUNTS], ids=[c[0] for c in COUNTS]
 )
@@ -186,6 +193,7 @@ def test_longest_prompt_tokens(counts, told, longest, limit):
     assert reported == limit
 
 
+@pytest.mark.unit
 def test_no_endpoint_means_the_estimate():
     tokens, prompt, reported = longest_prompt_tokens([], CANDIDATES)
 

@@ -18,6 +18,8 @@ import pytest
 from evalgate.context.limits import load_native_max_len, native_max_len
 from evalgate.errors import ContextError
 
+pytestmark = pytest.mark.unit
+
 CONFIGS = Path(__file__).parent / "data" / "model_configs"
 
 

@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
+pytestmark = pytest.mark.loopback
+
 QUESTIONS = list(load_gsm8k())
 
 

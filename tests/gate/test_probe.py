@@ -85,6 +85,7 @@ FIXES = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("message", "derived", "suggestion"), [c[1:] for c in FIXES], ids=[c[0] for c in FIXES]
 )
@@ -92,6 +93,7 @@ def test_suggest_fix(message, derived, suggestion):
     assert suggest_fix(EngineError(400, message), derived) == suggestion
 
 
+@pytest.mark.loopback
 def test_probe_json_prints_the_error_document_on_exit_3():
     """`probe --json` printed nothing on exit 3, where `run --json` prints its error document."""
     import json

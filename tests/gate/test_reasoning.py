@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import CHAT_PATH, FILLER, EngineBehaviour, FakeEngine, count_tokens
 
+pytestmark = pytest.mark.loopback
+
 QUESTIONS = 100
 FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 """The two fields vLLM's reasoning parsers put the thinking in (older releases, 0.32)."""

@@ -17,6 +17,8 @@ from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 from tests.gate.test_harness_layout import SERVED, job_env
 from tests.gate.test_harness_layout import run as harness_hook
 
+pytestmark = pytest.mark.loopback
+
 
 def checksums(folder: Path) -> dict[str, str]:
     """The sha256 of every file under `folder` (the lock file aside), by relative path."""

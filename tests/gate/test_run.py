@@ -10,6 +10,8 @@ import pytest
 from tests.conftest import load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, expected_right
 
+pytestmark = pytest.mark.loopback
+
 POINT = ["--min-samples", "0"]
 """Small runs decided on their point estimate, as the benchmark harness decides; the default
 rule (an interval straddling the threshold below the full set is inconclusive) has its own

@@ -10,6 +10,8 @@ from evalgate.eval.stage import AnswerScorer, gated_filters
 from evalgate.tasks.spec import load_task
 from tests.fakeengine import GSM8K_TEST
 
+pytestmark = pytest.mark.unit
+
 DOC = json.loads(GSM8K_TEST.read_text(encoding="utf-8").splitlines()[0])  # answer: 18
 
 

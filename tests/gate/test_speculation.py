@@ -13,6 +13,8 @@ from evalgate.eval.stage import check_acceptance, simulated_sources
 from tests.conftest import load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 SOURCES = [
     # (case, SGLANG_SIMULATE_ACC_LEN, server arguments, sources found)
     ("nothing set", None, [], []),

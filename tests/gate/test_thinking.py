@@ -7,6 +7,8 @@ import pytest
 
 from evalgate.eval.replies import InlineThinking, Split
 
+pytestmark = pytest.mark.unit
+
 SPLITS = [
     # (case, markers, answer as sent, split)
     (

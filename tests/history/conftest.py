@@ -118,7 +118,13 @@ def postgres_server() -> Iterator[Server]:
         yield server
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+# each case's tier: an SQLite file beside the CLI's processes (loopback), or the server
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", marks=pytest.mark.loopback),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def history(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A new, empty history location: an SQLite file's path, or a PostgreSQL database's URL."""
     if request.param == "sqlite":

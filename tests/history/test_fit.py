@@ -8,6 +8,8 @@ import math
 import statistics
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_subprocess
 from tests.history.test_history import history_cli, thresholds, verify
 from tests.verify.sweeps import N, answers, evalgate_sweep
@@ -109,6 +111,7 @@ def test_policy_ix_gives_the_harness_rule(tmp_path, history):
     assert "too thin to fit: 2 runs, need 5" in summary_line(done.stdout, "model_prefix=thin")
 
 
+@pytest.mark.loopback
 def test_a_fitted_file_onto_evidence_or_an_input_is_refused_and_nothing_is_written(tmp_path):
     history = str(tmp_path / "history.db")
     first = recorded(tmp_path, history)

@@ -128,6 +128,7 @@ def test_a_sweep_is_recorded_whole_with_every_field_and_again_adds_nothing(tmp_p
     assert rows(history, "SELECT count(*) FROM runs") == [(3,)]
 
 
+@pytest.mark.loopback
 def test_a_record_that_fails_keeps_the_verdict_and_says_the_history_was_not_written(
     tmp_path, small_disk
 ):
@@ -158,6 +159,7 @@ def as_evalgate_writes(run: Path, broken: str = "", into: str = "") -> None:
     path.write_text("".join(lines))
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("broken", "into", "said"),
     [
@@ -495,6 +497,7 @@ def _listing(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("case", "message"),
     [
@@ -537,6 +540,7 @@ def test_a_file_that_is_no_history_is_refused_and_left_as_it_was(tmp_path, case,
         assert _listing(place) == before
 
 
+@pytest.mark.loopback
 def test_a_where_that_is_not_label_equals_value_is_refused(tmp_path):
     history = tmp_path / "history.db"
     sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
@@ -550,6 +554,7 @@ def test_a_where_that_is_not_label_equals_value_is_refused(tmp_path):
     assert not (tmp_path / "nothing.db").exists()
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -566,6 +571,7 @@ def test_a_last_out_of_range_is_refused_naming_the_range(tmp_path, value, messag
     assert not (tmp_path / "history.db").exists()
 
 
+@pytest.mark.loopback
 def test_a_url_to_nothing_is_refused_naming_it_without_its_password(tmp_path):
     pytest.importorskip("psycopg")
     from tests.history.conftest import PASSWORD, USER
@@ -587,6 +593,7 @@ def test_a_url_to_nothing_is_refused_naming_it_without_its_password(tmp_path):
     assert PASSWORD not in shown.stdout + shown.stderr
 
 
+@pytest.mark.loopback
 def test_a_postgresql_history_without_the_extra_names_the_install_line(tmp_path):
     blocker = tmp_path / "blocked" / "psycopg"
     blocker.mkdir(parents=True)
@@ -758,6 +765,7 @@ def test_a_server_that_goes_away_mid_record_leaves_nothing_half_written(tmp_path
     assert rows(direct, "SELECT count(*) FROM answers") == [(9,)]
 
 
+@pytest.mark.loopback
 def test_a_sweep_id_without_a_history_is_refused(tmp_path):
     sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
     done = verify(tmp_path, str(sweep), "--sweep-id", "n1")

@@ -58,6 +58,7 @@ TREND = {
 """What the trend page shows, read in the browser."""
 
 
+@pytest.mark.browser
 def test_the_trend_page_shows_each_configs_accuracy_over_time_dropped_first(history_page, shown):
     v = shown(history_page, "history-trend", TREND, readme=(README_SHOT, 900)).values
     assert v["summary"] == "3 configs, 24 runs, 1 dropped"
@@ -77,6 +78,7 @@ def test_the_trend_page_shows_each_configs_accuracy_over_time_dropped_first(hist
     assert v["width"] > 600
 
 
+@pytest.mark.unit
 def test_the_readme_shows_the_trend_page_the_browser_tier_draws():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "](docs/history-trend.png)" in readme

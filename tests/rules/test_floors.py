@@ -21,6 +21,8 @@ from evalgate.history.fit import (
     t_quantile,
 )
 
+pytestmark = pytest.mark.unit
+
 N = 1319
 
 

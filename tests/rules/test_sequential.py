@@ -16,6 +16,8 @@ from evalgate.gate.sequential import (
     log_e_value,
 )
 
+pytestmark = pytest.mark.unit
+
 FILTERS = ("strict-match", "flexible-extract")
 
 

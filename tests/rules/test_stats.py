@@ -8,6 +8,8 @@ import pytest
 
 from evalgate.gate.verdict import standard_error, wilson_interval
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("p", "n", "low", "high"),

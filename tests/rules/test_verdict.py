@@ -17,6 +17,8 @@ from evalgate.evidence.model import Score
 from evalgate.gate.verdict import decide, judge
 from evalgate.tasks.dataset import GSM8K_TEST_SIZE
 
+pytestmark = pytest.mark.unit
+
 FULL = GSM8K_TEST_SIZE
 
 

@@ -10,6 +10,8 @@ import pytest
 from evalgate.errors import DatasetError
 from evalgate.tasks.dataset import PUBLISHED_SHA256, bundled_dir, load_dataset
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def bundled():

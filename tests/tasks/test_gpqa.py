@@ -29,6 +29,7 @@ def write_csv(folder: Path, rows: list[dict[str, str]]) -> Path:
     return path
 
 
+@pytest.mark.unit
 def test_every_question_is_asked_twice_with_its_choices_shuffled_by_a_fixed_seed():
     rows = gpqa_rows(20)
     docs = process_docs(rows)
@@ -51,6 +52,7 @@ def test_every_question_is_asked_twice_with_its_choices_shuffled_by_a_fixed_seed
     assert len({d["answer"] for d in docs}) == 4  # the correct answer is not always (A)
 
 
+@pytest.mark.unit
 def test_the_prompt_is_the_harness_s(tmp_path):
     write_csv(tmp_path, gpqa_rows(3))
     dataset = load_gpqa(tmp_path)
@@ -66,6 +68,7 @@ def test_the_prompt_is_the_harness_s(tmp_path):
     )
 
 
+@pytest.mark.unit
 def test_jsonl_of_the_same_rows_gives_the_same_docs(tmp_path):
     rows = gpqa_rows(5)
     write_csv(tmp_path / "csv", rows)
@@ -76,6 +79,7 @@ def test_jsonl_of_the_same_rows_gives_the_same_docs(tmp_path):
     assert load_gpqa(tmp_path / "jsonl").test == load_gpqa(tmp_path / "csv").test
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("line", "says"),
     [
@@ -95,6 +99,7 @@ def test_a_bad_jsonl_line_is_named_with_where_the_data_comes_from(tmp_path, line
     assert caught.value.message.endswith("put it in that folder.")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
@@ -113,6 +118,7 @@ def test_malformed_data_names_the_file_and_what_to_do(tmp_path, content, expecte
     )
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(("accuracy", "code"), [(0.6, 0), (0.1, 1)])
 def test_gpqa_is_gated_on_its_one_filter_against_the_030_floor(cli, tmp_path, accuracy, code):
     rows = gpqa_rows(QUESTIONS)
@@ -141,6 +147,7 @@ def test_gpqa_is_gated_on_its_one_filter_against_the_030_floor(cli, tmp_path, ac
     assert samples[0]["question"] == samples[1]["question"] == rows[0]["Question"]
 
 
+@pytest.mark.loopback
 def test_without_the_data_exit_2_names_the_file_and_where_to_get_it(engine, cli, tmp_path):
     result = cli(*run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=tmp_path / "empty"))
     assert result.code == 2
@@ -150,6 +157,7 @@ def test_without_the_data_exit_2_names_the_file_and_where_to_get_it(engine, cli,
     assert engine.requests == []  # nothing was sent
 
 
+@pytest.mark.loopback
 def test_without_a_dataset_dir_exit_2_says_the_data_cannot_ship(engine, cli, tmp_path):
     args = run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=tmp_path)
     index = args.index("--dataset-dir")
@@ -159,12 +167,14 @@ def test_without_a_dataset_dir_exit_2_says_the_data_cannot_ship(engine, cli, tmp
     assert "give --dataset-dir DIR with gpqa_diamond.csv in it" in result.err
 
 
+@pytest.mark.loopback
 def test_an_unknown_task_is_a_usage_error(engine, cli, tmp_path):
     result = cli(*run_args(engine.url, tmp_path / "out", task="mmlu", dataset_dir=tmp_path))
     assert result.code == 2
     assert "--task 'mmlu' is neither a task evalgate knows" in result.err
 
 
+@pytest.mark.unit
 def test_a_loglikelihood_task_is_refused_with_a_clear_message(tmp_path):
     path = tmp_path / "arc.yaml"
     path.write_text(
@@ -179,6 +189,7 @@ def test_a_loglikelihood_task_is_refused_with_a_clear_message(tmp_path):
     )
 
 
+@pytest.mark.loopback
 def test_the_cli_refuses_a_loglikelihood_task_with_exit_2(engine, cli, tmp_path):
     path = tmp_path / "hellaswag.yaml"
     path.write_text("task: hellaswag\noutput_type: multiple_choice\n", encoding="utf-8")
@@ -194,6 +205,7 @@ HARNESS_GSM8K = Path(__file__).parent / "data" / "harness_gsm8k.yaml"
 `dataset_path: openai/gsm8k` / `dataset_name: main` pointed at local JSONL files (TRAIN, TEST)."""
 
 
+@pytest.mark.loopback
 def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp_path):
     from evalgate.tasks.dataset import bundled_dir
 
@@ -216,6 +228,7 @@ def test_a_harness_shaped_gsm8k_task_file_scores_like_the_built_in_task(cli, tmp
     assert {f for f, _, _ in scores["gsm8k"]} == {"strict-match", "flexible-extract"}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

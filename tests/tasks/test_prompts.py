@@ -81,6 +81,7 @@ def recorded(request, dataset):
     return api, lm_eval_contexts(api, dataset)
 
 
+@pytest.mark.loopback
 def test_prompts_are_exactly_lm_evals(recorded, dataset):
     api, contexts = recorded
     ours = {p.doc_id: p for p in build_prompts(load_task(api), dataset.test, dataset.train, LIMIT)}
@@ -96,6 +97,7 @@ def test_prompts_are_exactly_lm_evals(recorded, dataset):
             assert prompt.text == context, f"doc {doc_id}"
 
 
+@pytest.mark.unit
 def test_chat_prompt_shape(dataset):
     spec = load_task("chat")
     prompt = build_prompts(spec, dataset.test, dataset.train, 1)[0]
@@ -110,6 +112,7 @@ def test_chat_prompt_shape(dataset):
     assert "#### " in prompt.messages[1]["content"]
 
 
+@pytest.mark.unit
 def test_completions_prompt_shape(dataset):
     spec = load_task("completions")
     prompt = build_prompts(spec, dataset.test, dataset.train, 1)[0]
@@ -119,6 +122,7 @@ def test_completions_prompt_shape(dataset):
     assert prompt.text.endswith(f"Question: {dataset.test[0]['question']}\nAnswer:")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("limit", "count"), [(1, 1), (LIMIT, LIMIT), (None, 1319), (5000, 1319)])
 def test_limit_is_respected(dataset, limit, count):
     prompts = build_prompts(load_task("completions"), dataset.test, dataset.train, limit)
@@ -126,6 +130,7 @@ def test_limit_is_respected(dataset, limit, count):
     assert [p.doc_id for p in prompts] == list(range(count))
 
 
+@pytest.mark.unit
 def test_shots_are_drawn_per_question(dataset):
     prompts = build_prompts(load_task("chat"), dataset.test, dataset.train, 3)
 
@@ -133,6 +138,7 @@ def test_shots_are_drawn_per_question(dataset):
     assert len(first_shots) == 3
 
 
+@pytest.mark.unit
 def test_same_seed_same_prompts(dataset):
     spec = load_task("chat")
 
@@ -175,6 +181,7 @@ LONGEST = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("prompts", "count", "doc_ids"),
     [case[1:] for case in LONGEST],
@@ -184,6 +191,7 @@ def test_longest_candidates(prompts, count, doc_ids):
     assert [p.doc_id for p in longest_candidates(prompts, count)] == doc_ids
 
 
+@pytest.mark.unit
 def test_longest_candidates_on_the_real_eval(dataset):
     prompts = build_prompts(load_task("chat"), dataset.test, dataset.train)
 
@@ -194,6 +202,7 @@ def test_longest_candidates_on_the_real_eval(dataset):
     assert found[0].chars >= found[1].chars >= found[2].chars
 
 
+@pytest.mark.unit
 def test_task_templates_render_exactly_as_lm_evals_jinja():
     """evalgate hands lm-eval its templates as plain substitutions (lm-eval would compile the
     jinja string 22k times a run); they must give the same text for every question."""

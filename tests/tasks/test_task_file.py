@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import FakeEngine
 
+pytestmark = pytest.mark.loopback
+
 PAYLOAD = "{{ cycler.__init__.__globals__.os.popen('id > PWNED').read() }}"
 ROWS = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(6)]
 

@@ -70,6 +70,7 @@ def sweeps(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.loopback
 def test_an_unchanged_sweep_passes_and_every_config_is_equivalent(sweeps, tmp_path, capsys):
     flags, out = reports(tmp_path)
     code, stdout, _ = run(
@@ -86,6 +87,7 @@ def test_an_unchanged_sweep_passes_and_every_config_is_equivalent(sweeps, tmp_pa
     assert document["counts"]["regression"] == 0
 
 
+@pytest.mark.loopback
 def test_a_drop_that_clears_its_floor_fails_and_is_named_in_every_report(
     sweeps, tmp_path, capsys, monkeypatch
 ):
@@ -138,6 +140,7 @@ def test_a_drop_that_clears_its_floor_fails_and_is_named_in_every_report(
     assert esc(capped(lost["question"], 120)) in page
 
 
+@pytest.mark.loopback
 def test_new_missing_and_protocol_changed_configs_are_listed(sweeps, tmp_path, capsys):
     candidate = tmp_path / "candidate"
     shutil.copytree(sweeps["same"], candidate)
@@ -161,6 +164,7 @@ def test_new_missing_and_protocol_changed_configs_are_listed(sweeps, tmp_path, c
     assert f"{key(64)} is in the baseline" in stdout
 
 
+@pytest.mark.unit
 def test_the_harness_layout_as_baseline_and_as_candidate(tmp_path, capsys):
     limits = thresholds(tmp_path)
     base = harness_sweep(tmp_path / "base", {c: baseline_answers() for c in CONCS[:3]})
@@ -184,6 +188,7 @@ def test_the_harness_layout_as_baseline_and_as_candidate(tmp_path, capsys):
         assert "against the baseline: 3 equivalent" in stdout
 
 
+@pytest.mark.loopback
 def test_a_waived_regression_passes_and_an_expired_waiver_fails(sweeps, tmp_path, capsys):
     waivers = tmp_path / "waivers.yaml"
     waivers.write_text(
@@ -211,6 +216,7 @@ def test_a_waived_regression_passes_and_an_expired_waiver_fails(sweeps, tmp_path
     assert "regressed against the baseline (its waiver expired)" in stdout
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -232,6 +238,7 @@ def test_a_malformed_waiver_file_is_a_usage_error(sweeps, tmp_path, capsys, text
     assert message in stderr and str(waivers) in stderr
 
 
+@pytest.mark.loopback
 def test_a_baseline_with_no_result_and_waivers_without_a_baseline_are_usage_errors(
     sweeps, tmp_path, capsys
 ):
@@ -247,6 +254,7 @@ def test_a_baseline_with_no_result_and_waivers_without_a_baseline_are_usage_erro
     assert "--waivers applies to --baseline: pass the baseline sweep too." in stderr
 
 
+@pytest.mark.loopback
 def test_an_early_stopped_run_and_a_baseline_below_its_floor_are_reported(sweeps, tmp_path, capsys):
     base = tmp_path / "base2"
     shutil.copytree(sweeps["base"], base)
@@ -271,6 +279,7 @@ def test_an_early_stopped_run_and_a_baseline_below_its_floor_are_reported(sweeps
     assert "IMPROVED" in stdout
 
 
+@pytest.mark.unit
 def test_hostile_answers_and_model_names_are_neutralised_in_every_report(
     tmp_path, capsys, monkeypatch
 ):
@@ -314,6 +323,7 @@ def test_hostile_answers_and_model_names_are_neutralised_in_every_report(
     ht.assert_no_secret(out["verdict.json"].read_text(), "verdict.json")
 
 
+@pytest.mark.loopback
 def test_verify_against_a_baseline_imports_neither_the_gate_nor_anything_heavy(sweeps):
     """--baseline pairs with compare's modules; verify still starts without a run's stages. (Its
     settings are read by the one Settings model, so pydantic is loaded: not tested here, its
@@ -347,6 +357,7 @@ FIXTURE = Path(__file__).parent / "data" / "baseline-v1"
 kept as it is, and read as a baseline by every future version."""
 
 
+@pytest.mark.unit
 def test_a_sweep_in_todays_format_reads_as_a_baseline_forever(tmp_path, capsys):
     right = [i % 10 != 3 for i in range(50)]
     cand = evalgate_sweep(tmp_path / "cand", "now", {4: right, 8: right}, limit=50, questions=50)
@@ -385,6 +396,7 @@ def baseline_page(sweeps, tmp_path, capsys) -> Path:
     return out["page.html"]
 
 
+@pytest.mark.browser
 def test_the_browser_shows_each_configs_difference_against_the_margin_regression_first(
     baseline_page, shown
 ):
@@ -401,6 +413,7 @@ def test_the_browser_shows_each_configs_difference_against_the_margin_regression
     )
 
 
+@pytest.mark.unit
 def test_the_readme_shows_the_baseline_chart():
     readme = (README_SHOT.parents[1] / "README.md").read_text(encoding="utf-8")
     assert "](docs/verify-baseline.png)" in readme
@@ -415,6 +428,7 @@ def _verify(
     return run_subprocess("verify", *map(str, args), env=env)
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("suffix", ["json", "yaml"])
 def test_a_waiver_repeating_a_key_is_refused_in_json_as_in_yaml(sweeps, tmp_path, suffix):
     """{"config": "other", "config": K}: JSON's reader kept the last and waived K (exit 0)."""
@@ -431,6 +445,7 @@ def test_a_waiver_repeating_a_key_is_refused_in_json_as_in_yaml(sweeps, tmp_path
     assert done.stdout == ""
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     "until", ["2099-W01", "20990101", "2099-001", "\u0662\u0660\u0669\u0669-01-01"]
 )
@@ -453,6 +468,7 @@ def test_a_waiver_date_is_read_in_the_one_documented_form(sweeps, tmp_path, suff
     )
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("suffix", ["json", "yaml"])
 def test_a_waiver_integer_is_bounded_the_same_in_json_and_yaml(sweeps, tmp_path, suffix):
     """308 digits are read (and refused as no text), 309 are past what a float holds."""

@@ -59,6 +59,7 @@ def chart_rows(page: str) -> list[list[str]]:
 # -- the page's content, without a browser -------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_problems_come_first_in_each_task_chart_and_unscored_rows_in_the_first():
     page = page_of(
         found(4, ("gsm8k", 0.95), ("gsm8k_cot", 0.80)),
@@ -82,6 +83,7 @@ def test_problems_come_first_in_each_task_chart_and_unscored_rows_in_the_first()
     ]
 
 
+@pytest.mark.unit
 def test_the_page_references_nothing_outside_itself_and_escapes_what_it_shows():
     hostile = '<img src="https://example.com/x.png" onerror="alert(1)">'
     page = page_of(found(4, ("gsm8k", 0.95), hardware=hostile))
@@ -93,12 +95,14 @@ def test_the_page_references_nothing_outside_itself_and_escapes_what_it_shows():
     assert page.startswith("<!DOCTYPE html>")
 
 
+@pytest.mark.unit
 def test_a_sweep_with_no_score_at_all_still_draws_its_rows():
     page = page_of(found(16, status="error", stage="eval", reason="engine died"))
     assert chart_rows(page) == [["ERROR dsr1 b200 conc=16"]]
     assert "1 config without a score" in page
 
 
+@pytest.mark.loopback
 def test_cli_writes_the_page_and_keeps_its_exit_code(loopback_sweep, cli, tmp_path):
     sweep, out = loopback_sweep, tmp_path / "report" / "verify.html"
     result = cli("verify", sweep.root, "--expect", sweep.manifest, "--thresholds", sweep.thresholds,
@@ -110,6 +114,7 @@ def test_cli_writes_the_page_and_keeps_its_exit_code(loopback_sweep, cli, tmp_pa
     assert str(loopback_sweep.thresholds) in page  # the inputs, in the footer
 
 
+@pytest.mark.loopback
 def test_an_unwritable_html_path_is_a_usage_error(loopback_sweep, cli, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -165,6 +170,7 @@ REPORT = {
 """What the verify page shows, read in the browser."""
 
 
+@pytest.mark.browser
 def test_the_browser_shows_the_failing_config_first_with_its_score_and_threshold(
     verify_page, shown
 ):
@@ -204,6 +210,7 @@ def pathlike(text: str, name: str) -> str:
     return path
 
 
+@pytest.mark.browser
 def test_the_browser_groups_by_hardware_and_sorts_the_table(verify_page, chromium, screenshot):
     shot = screenshot("verify-report-grouped")
     seen = look(
@@ -233,12 +240,14 @@ def test_the_browser_groups_by_hardware_and_sorts_the_table(verify_page, chromiu
     assert scores == ["-"] * 4 + ["0.7000", "0.9600"] + ["1.0000"] * 4
 
 
+@pytest.mark.unit
 def test_the_readme_shows_the_screenshot_the_browser_tier_makes():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "](docs/verify-report.png)" in readme
     assert README_SHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.unit
 def test_a_big_sweep_draws_its_problems_and_the_closest_passes_and_tables_every_config():
     items = [found(c, ("gsm8k", 0.95 + c / 1e7)) for c in range(1, 2001)]
     items += [found(c, ("gsm8k", 0.5)) for c in range(5001, 5004)]

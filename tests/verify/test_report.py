@@ -21,6 +21,8 @@ from evalgate.verify.document import document as verdict_document
 from evalgate.verify.expect import Expectation, parse_expectation
 from evalgate.verify.report import junit
 
+pytestmark = pytest.mark.unit
+
 THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
 
 

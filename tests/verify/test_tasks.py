@@ -24,6 +24,8 @@ from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
 from tests.tasks.test_gpqa import TASK as GPQA
 from tests.tasks.test_gpqa import write_csv
 
+pytestmark = pytest.mark.loopback
+
 QUESTIONS = 30
 GSM8K_KEY = "fake b200 vllm fp8 isl=1024 osl=512 conc=4"
 GPQA_KEY = f"{GSM8K_KEY} task={GPQA}"

@@ -311,6 +311,7 @@ def em2(value: float, n: int = 1319, task: str = "gsm8k") -> tuple[Score, Score]
 # -- the factories make what the formats say ------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("status", ["pass", "fail", "error", "aborted", "running"])
 def test_result_factory_is_schema_valid(status):
     assert validation_errors("result", result_doc(status=status)) == []
@@ -319,6 +320,7 @@ def test_result_factory_is_schema_valid(status):
 # -- reading ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
     path = tmp_path / "result.json"
     os.mkfifo(path)
@@ -337,6 +339,7 @@ def _sweep_of(tmp_path: Path, count: int) -> Path:
     return tmp_path
 
 
+@pytest.mark.unit
 def test_runs_judged_as_they_are_read_give_the_verdict_of_runs_judged_after_reading(tmp_path):
     """verify gates each run as it is read; judging the collected runs after gives the same
     report; two configs whose names collide are told apart by their models either way."""
@@ -356,6 +359,7 @@ def test_runs_judged_as_they_are_read_give_the_verdict_of_runs_judged_after_read
     assert len(keys) == 2 and len(set(keys)) == 2 and any("model=other/model" in k for k in keys)
 
 
+@pytest.mark.unit
 def test_a_run_folder_with_runs_below_it_counts_each_once(tmp_path):
     _sweep_of(tmp_path / "sweep", 8)
     write_result(tmp_path)  # the root is a run's folder, with runs in the folders below
@@ -363,6 +367,7 @@ def test_a_run_folder_with_runs_below_it_counts_each_once(tmp_path):
     assert len(out.found) == 8 and len(out.malformed) == 1  # the root's run, and 7 of the 8
 
 
+@pytest.mark.unit
 def test_collect_reads_an_evalgate_result(tmp_path):
     write_result(tmp_path / "a", kv="fp8", topology={"tp": 8, "dp_attention": False})
     out = collect.collect([str(tmp_path)])
@@ -387,16 +392,19 @@ def test_collect_reads_an_evalgate_result(tmp_path):
     ]
 
 
+@pytest.mark.unit
 def test_collect_a_nonexistent_path_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         collect.collect([str(tmp_path / "nope")])
 
 
+@pytest.mark.unit
 def test_collect_an_empty_folder_is_reported_empty(tmp_path):
     out = collect.collect([str(tmp_path)])
     assert out.found == [] and out.malformed == [] and out.empty == [str(tmp_path)]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
@@ -419,6 +427,7 @@ def test_collect_reports_a_malformed_result_with_path_and_reason(tmp_path, conte
     assert reason in note.reason
 
 
+@pytest.mark.unit
 def test_collect_names_the_bad_field_of_a_schema_invalid_result(tmp_path):
     doc = result_doc()
     doc["scores"][0]["value"] = 1.5
@@ -432,6 +441,7 @@ def test_collect_names_the_bad_field_of_a_schema_invalid_result(tmp_path):
     assert "$: Object missing required field `labels`" in note.reason
 
 
+@pytest.mark.unit
 def test_collect_reads_a_harness_eval_with_its_metadata(tmp_path):
     write_harness(
         tmp_path / "eval_gptoss_conc32", meta_env(spec_decoding="mtp", kv_cache_dtype="fp8")
@@ -460,6 +470,7 @@ def test_collect_reads_a_harness_eval_with_its_metadata(tmp_path):
     assert item.scores[0].stderr == pytest.approx(0.006003, abs=1e-6)  # as lm-eval wrote it
 
 
+@pytest.mark.unit
 def test_collect_reads_multinode_topology_and_unknown_labels(tmp_path):
     meta = meta_env(
         is_multinode=True,
@@ -489,6 +500,7 @@ def test_collect_reads_multinode_topology_and_unknown_labels(tmp_path):
     }
 
 
+@pytest.mark.unit
 def test_collect_finds_lm_eval_output_nested_under_the_model_name(tmp_path):
     write_harness(
         tmp_path / "job",
@@ -498,6 +510,7 @@ def test_collect_finds_lm_eval_output_nested_under_the_model_name(tmp_path):
     assert item.path.endswith("openai__gpt-oss-120b/results_2026-05-01T10-00-00.json")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("meta", "results", "reasons"),
     [
@@ -521,6 +534,7 @@ def test_collect_turns_a_skipped_or_failed_harness_eval_into_an_errored_run(
         assert item.labels.concurrency == 32
 
 
+@pytest.mark.unit
 def test_collect_expands_a_harness_batch_by_concurrency(tmp_path):
     meta = meta_env(
         conc=4,
@@ -553,6 +567,7 @@ def test_collect_expands_a_harness_batch_by_concurrency(tmp_path):
     assert note.path.endswith("results_t.json") and "no _conc<N> suffix" in note.reason
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("meta", "reason"),
     [
@@ -572,6 +587,7 @@ def test_collect_reports_a_malformed_meta_env(tmp_path, meta, reason):
     assert "the 1 lm-eval result(s) it describes go unchecked" in note.reason
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("doc", "reason"),
     [
@@ -590,12 +606,14 @@ def test_collect_reports_a_malformed_lm_eval_file(tmp_path, doc, reason):
     assert note.path == str(tmp_path / "results_x.json") and reason in note.reason
 
 
+@pytest.mark.unit
 def test_collect_lm_eval_without_metadata_is_malformed(tmp_path):
     (tmp_path / "results_x.json").write_text(json.dumps(lm_eval_doc()))
     [note] = collect.collect([str(tmp_path)]).malformed
     assert "is an lm-eval result with no meta_env.json beside it" in note.reason
 
 
+@pytest.mark.unit
 def test_collect_lists_a_results_file_that_is_not_lm_eval(tmp_path):
     write_harness(tmp_path)
     (tmp_path / "results_summary.json").write_text('{"rows": []}')
@@ -605,6 +623,7 @@ def test_collect_lists_a_results_file_that_is_not_lm_eval(tmp_path):
     assert note.reason.endswith("is not an lm-eval result (no lm_eval_version)")
 
 
+@pytest.mark.unit
 def test_collect_does_not_count_an_evalgate_runs_own_lm_eval_output(tmp_path):
     write_result(tmp_path / "run")
     (tmp_path / "run" / "raw").mkdir()
@@ -615,6 +634,7 @@ def test_collect_does_not_count_an_evalgate_runs_own_lm_eval_output(tmp_path):
     assert out.malformed == [] and out.ignored == []
 
 
+@pytest.mark.unit
 def test_collect_takes_result_files_named_on_the_command_line(tmp_path):
     path = write_result(tmp_path / "a")
     other = tmp_path / "b.json"
@@ -623,6 +643,7 @@ def test_collect_takes_result_files_named_on_the_command_line(tmp_path):
     assert [item.labels.concurrency for item in out.found] == [64, 8]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["meta_env.json", "results_2026.json"])
 def test_collect_refuses_a_harness_file_on_its_own(tmp_path, name):
     (tmp_path / name).write_text("{}")
@@ -641,6 +662,7 @@ FLOORS = {
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("item", "outcome", "reason"),
     [
@@ -709,6 +731,7 @@ def test_gate(item, outcome, reason):
     assert reason in entry.reason
 
 
+@pytest.mark.unit
 def test_a_zero_written_minus_zero_and_a_score_that_is_not_a_number_fail_as_written():
     """-0.0 is a zero and fails as one, its reason showing the value as the file has it; a NaN
     fails (a value that is not a number is never a pass), and each is decided on its own."""
@@ -720,12 +743,14 @@ def test_a_zero_written_minus_zero_and_a_score_that_is_not_a_number_fail_as_writ
     assert rule.gate(found(scores=em2(0.95)), "k").outcome == "pass"  # the same rule, after them
 
 
+@pytest.mark.unit
 def test_gate_min_samples_zero_decides_on_the_point_estimate():
     item = found(scores=em2(0.92, n=50), model_prefix="kimi")
     assert sweep.Rule(thresholds(FLOORS)).gate(item, "k").outcome == "inconclusive"
     assert sweep.Rule(thresholds(FLOORS), min_samples=0).gate(item, "k").outcome == "pass"
 
 
+@pytest.mark.unit
 @settings(deadline=None)  # timing varies on a shared CI machine; the property does not
 @given(
     values=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 3000)), max_size=2),
@@ -753,6 +778,7 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
 # -- config keys ---------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("model", "labels", "key"),
     [
@@ -785,6 +811,7 @@ def test_config_key(model, labels, key):
     assert expect.config_key(model, Labels(**labels)) == key
 
 
+@pytest.mark.unit
 def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     """evalgate's hook once recorded the job's variables as they are named (PREFILL_DP_ATTN
     "true"), the harness's meta_env.json names them prefill_dp_attention (true): one config."""
@@ -810,6 +837,7 @@ def test_one_job_gets_one_key_whichever_tool_spelled_its_topology():
     assert expect.check_set([entry], manifest) == []
 
 
+@pytest.mark.unit
 def test_a_topology_is_written_as_its_values_are_whichever_came_first():
     """True and 1 are equal (one key for a cache that ignored their types): each is written as
     it is, in either order."""
@@ -818,6 +846,7 @@ def test_a_topology_is_written_as_its_values_are_whichever_came_first():
             assert expect.config_key("m", Labels(topology={"tp": value})) == f"m tp={shown}"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("task", "n", "outcome"),
     [
@@ -839,6 +868,7 @@ def test_min_samples_defaults_to_each_tasks_full_size(task, n, outcome):
     assert entry.checks[0].threshold == 0.5
 
 
+@pytest.mark.unit
 def test_two_models_under_one_prefix_get_the_model_in_their_key():
     a, b = (
         sweep.Entry("dsr1 b200 conc=64", "pass", "", model=f.model, labels=f.labels)
@@ -854,6 +884,7 @@ def test_two_models_under_one_prefix_get_the_model_in_their_key():
 # -- the expected set ----------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("data", "count", "configs"),
     [
@@ -882,6 +913,7 @@ def test_parse_expectation(data, count, configs):
     assert expectation.configs == configs
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -935,6 +967,7 @@ def test_parse_expectation_rejects(data, message):
     assert message in raised.value.message
 
 
+@pytest.mark.unit
 def test_load_expectation(tmp_path):
     assert expect.load_expectation("12").count == 12
     manifest = tmp_path / "expect.json"
@@ -947,6 +980,7 @@ def test_load_expectation(tmp_path):
         expect.load_expectation(str(manifest))
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("count", "code", "said"),
     [
@@ -975,6 +1009,7 @@ MANIFEST_NUMBERS = [
 """A manifest's numeric fields, each with the setting whose range it takes, and its flag."""
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(("field", "setting", "flag"), MANIFEST_NUMBERS)
 def test_a_manifest_number_takes_its_settings_largest_value_and_refuses_the_next(
     tmp_path, field, setting, flag
@@ -1032,12 +1067,14 @@ def _entries(*concs: int) -> list[sweep.Entry]:
     ]
 
 
+@pytest.mark.unit
 def test_check_set_duplicates_even_without_an_expectation():
     [problem] = expect.check_set(_entries(4, 8, 8), None)
     assert problem.outcome == "duplicate" and problem.key == "dsr1 conc=8"
     assert "2 results for one config: 8/result.json, 8/result.json" in problem.reason
 
 
+@pytest.mark.unit
 def test_check_set_missing_and_unexpected():
     expectation = expect.parse_expectation(
         [{"model_prefix": "dsr1", "concurrency": [4, 8, 16]}], "sweep.json"
@@ -1050,6 +1087,7 @@ def test_check_set_missing_and_unexpected():
     assert "expected config dsr1 conc=16 (--expect sweep.json) has no result" in problems[0].reason
 
 
+@pytest.mark.unit
 def test_check_set_an_entry_matching_two_configs_is_ambiguous():
     expectation = expect.parse_expectation([{"model_prefix": "dsr1"}], "e.json")
     [problem] = expect.check_set(_entries(4, 8), expectation)
@@ -1057,6 +1095,7 @@ def test_check_set_an_entry_matching_two_configs_is_ambiguous():
     assert "matches 2 configs: dsr1 conc=4; dsr1 conc=8" in problem.reason
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("count", "outcome"), [(3, None), (4, "missing"), (2, "unexpected")])
 def test_check_set_count(count, outcome):
     problems = expect.check_set(
@@ -1067,6 +1106,7 @@ def test_check_set_count(count, outcome):
         assert f"expected {count} configs (--expect {count}), found 3" in problems[0].reason
 
 
+@pytest.mark.unit
 def test_check_set_matches_topology_as_a_subset():
     entry = sweep.Entry(
         "k", "pass", "", "p", "evalgate", "m", Labels(concurrency=4, topology={"tp": 8, "ep": 1})
@@ -1080,6 +1120,7 @@ def test_check_set_matches_topology_as_a_subset():
 # -- end to end through `evalgate verify` ---------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_an_empty_folder_fails_and_says_so(tmp_path, cli):
     code, out, _ = cli("verify", str(tmp_path))
     assert code == ExitCode.FAIL
@@ -1087,6 +1128,7 @@ def test_an_empty_folder_fails_and_says_so(tmp_path, cli):
     assert out.rstrip().endswith(f"FAIL (exit 1): no eval results found under {tmp_path}")
 
 
+@pytest.mark.unit
 def test_one_empty_path_among_others_fails(tmp_path, cli):
     write_result(tmp_path / "a")
     (tmp_path / "b").mkdir()
@@ -1095,6 +1137,7 @@ def test_one_empty_path_among_others_fails(tmp_path, cli):
     assert f"no eval results found under {tmp_path / 'b'}" in out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -1117,6 +1160,7 @@ def test_usage_errors_exit_2(tmp_path, cli, args, message):
     assert message.format(tmp=tmp_path) in err
 
 
+@pytest.mark.unit
 def test_a_bad_thresholds_file_exits_2(tmp_path, cli):
     write_result(tmp_path / "r")
     bad = tmp_path / "t.json"
@@ -1126,6 +1170,7 @@ def test_a_bad_thresholds_file_exits_2(tmp_path, cli):
     assert "ThresholdsError: " in err and "is not a valid thresholds file" in err
 
 
+@pytest.mark.unit
 def test_bad_min_samples_is_a_usage_error(tmp_path, cli):
     code, _, err = cli("verify", tmp_path, "--min-samples", "-1")
     assert code == 2
@@ -1165,6 +1210,7 @@ def mixed_tree(root: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.unit
 def test_a_mixed_tree_lists_everything_and_fails(tmp_path, cli, monkeypatch):
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
@@ -1263,6 +1309,7 @@ def assert_markdown_tables(text: str) -> None:
         assert row > at + 1
 
 
+@pytest.mark.unit
 def test_expect_names_the_missing_config(tmp_path, cli):
     for conc in (4, 8, 32):
         write_result(tmp_path / f"c{conc}", conc=conc)
@@ -1276,6 +1323,7 @@ def test_expect_names_the_missing_config(tmp_path, cli):
     assert "MISSING      dsr1 b200 conc=16" in out
 
 
+@pytest.mark.unit
 def test_expect_a_count(tmp_path, cli):
     for conc in (4, 8):
         write_result(tmp_path / f"c{conc}", conc=conc)
@@ -1285,6 +1333,7 @@ def test_expect_a_count(tmp_path, cli):
     assert cli("verify", str(tmp_path), "--expect", "2")[0] == ExitCode.PASS
 
 
+@pytest.mark.unit
 def test_expect_unexpected_and_duplicate(tmp_path, cli):
     write_result(tmp_path / "a", conc=4)
     write_result(tmp_path / "b", conc=4)
@@ -1297,6 +1346,7 @@ def test_expect_unexpected_and_duplicate(tmp_path, cli):
     assert "dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=128 is not in the expected set" in out
 
 
+@pytest.mark.unit
 def test_a_small_sample_is_inconclusive(tmp_path, cli):
     write_result(tmp_path, n=50, scores=(0.92, 0.92), prefix="kimik2.5")  # threshold 0.90
     code, out, _ = cli("verify", str(tmp_path))
@@ -1308,6 +1358,7 @@ def test_a_small_sample_is_inconclusive(tmp_path, cli):
     assert code == ExitCode.PASS
 
 
+@pytest.mark.unit
 def test_a_full_run_passes(tmp_path, cli):
     write_result(tmp_path / "run", scores=(0.95, 0.95), prefix="kimik2.5")
     code, out, _ = cli("verify", str(tmp_path))
@@ -1316,12 +1367,14 @@ def test_a_full_run_passes(tmp_path, cli):
     assert "::" not in out  # no annotations outside GitHub Actions
 
 
+@pytest.mark.unit
 def test_inconclusive_and_failure_together_fail(tmp_path, cli):
     write_result(tmp_path / "a", n=50, scores=(0.92, 0.92), conc=1)
     write_result(tmp_path / "b", scores=(0.5, 0.5), conc=2)
     assert cli("verify", str(tmp_path))[0] == ExitCode.FAIL
 
 
+@pytest.mark.unit
 def test_thresholds_from_the_environment(tmp_path, cli, monkeypatch):
     write_result(tmp_path / "r", scores=(0.95, 0.95))
     strict = tmp_path / "strict.json"
@@ -1332,6 +1385,7 @@ def test_thresholds_from_the_environment(tmp_path, cli, monkeypatch):
     assert "below threshold 0.9900 (default)" in out
 
 
+@pytest.mark.unit
 def test_no_github_output_when_turned_off(tmp_path, cli, monkeypatch):
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
@@ -1342,6 +1396,7 @@ def test_no_github_output_when_turned_off(tmp_path, cli, monkeypatch):
     assert "::error" not in out and not summary.exists()
 
 
+@pytest.mark.unit
 def test_quiet_prints_problems_and_the_verdict_only(tmp_path, cli):
     write_result(tmp_path / "a", conc=4)
     write_result(tmp_path / "b", conc=8, scores=(0.5, 0.5))
@@ -1350,6 +1405,7 @@ def test_quiet_prints_problems_and_the_verdict_only(tmp_path, cli):
     assert "conc=4" not in out and "conc=8" in out and "RESULT" not in out
 
 
+@pytest.mark.loopback
 def test_verify_imports_nothing_heavy(tmp_path):
     write_result(tmp_path / "r")
     script = (
@@ -1375,6 +1431,7 @@ def test_verify_imports_nothing_heavy(tmp_path):
     assert "HEAVY []" in done.stdout
 
 
+@pytest.mark.unit
 def test_collect_reads_an_evalgate_hook_staging_folder(tmp_path):
     """`evalgate hook` stages conc-<N>/ (result.json, meta_env.json) and hook.json."""
     stage = tmp_path / "stage"
@@ -1442,6 +1499,7 @@ def test_collect_reads_an_evalgate_hook_staging_folder(tmp_path):
     )
 
 
+@pytest.mark.unit
 def test_collect_reports_a_malformed_hook_summary(tmp_path):
     write_result(tmp_path / "conc-4")
     (tmp_path / "hook.json").write_text('{"runs": 3}')
@@ -1467,6 +1525,7 @@ def example_inputs(step: dict[str, Any], green: bool) -> dict[str, str]:
     return inputs
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("green", [True, False], ids=["against-last-green", "first-sweep"])
 def test_the_example_workflow_runs(tmp_path, green):
     """The example's gate step through action.yml, as a runner runs it (tests/test_action.py),
@@ -1527,6 +1586,7 @@ def test_the_example_workflow_runs(tmp_path, green):
     assert run.outputs["html"] in upload["with"]["path"].split()
 
 
+@pytest.mark.unit
 def test_the_documented_manifest_parses():
     text = (ROOT / "docs" / "verify.md").read_text()
     block = text.split("```json\n")[1].split("```")[0]
@@ -1534,6 +1594,7 @@ def test_the_documented_manifest_parses():
     assert len(expectation.configs) == 5 + 4
 
 
+@pytest.mark.unit
 def test_collect_searches_overlapping_paths_once(tmp_path):
     path = write_result(tmp_path / "a" / "run")
     out = collect.collect([str(tmp_path), str(tmp_path / "a"), str(path), str(tmp_path)])
@@ -1541,6 +1602,7 @@ def test_collect_searches_overlapping_paths_once(tmp_path):
     assert out.empty == []
 
 
+@pytest.mark.unit
 def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tmp_path, cli):
     write_result(tmp_path / "runs" / "a", conc=4)
     manifest = tmp_path / "expect.json"
@@ -1553,6 +1615,7 @@ def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tm
     assert "PASS" not in out
 
 
+@pytest.mark.unit
 def test_a_manifest_whose_lists_multiply_past_any_sweep_is_refused_before_it_is_expanded(
     tmp_path, cli
 ):
@@ -1569,6 +1632,7 @@ def test_a_manifest_whose_lists_multiply_past_any_sweep_is_refused_before_it_is_
     assert "PASS" not in out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--junit", "--json", "GITHUB_STEP_SUMMARY"])
 @pytest.mark.parametrize("where", ["under a file", "a folder"])
 def test_an_unwritable_output_is_refused_before_any_verdict_is_printed(
@@ -1592,6 +1656,7 @@ def test_an_unwritable_output_is_refused_before_any_verdict_is_printed(
     assert f"Cannot write {target}: " in err and f"({flag}). Pass a writable path." in err
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("flag", ["--junit", "--json", "--html"])
 def test_a_report_whose_write_fails_midway_leaves_the_old_report_whole(tmp_path, flag):
     """A write cut off partway (here the file-size limit, as a full disk or a kill would) never
@@ -1627,6 +1692,10 @@ def test_a_report_whose_write_fails_midway_leaves_the_old_report_whole(tmp_path,
     assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
 
 
+VERIFY = (sys.executable, "-m", "evalgate.cli", "verify")
+
+
+@pytest.mark.loopback
 def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_path):
     """`--json /dev/stdout`, `--json >(jq .)`: a stream is written as it is; replacing it with a
     file would lose the report (and, as root, /dev/stdout itself)."""
@@ -1646,6 +1715,7 @@ def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "runs"]
 
 
+@pytest.mark.unit
 def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mode(tmp_path, cli):
     write_result(tmp_path / "runs" / "a")
     shared = tmp_path / "shared" / "verdict.json"
@@ -1664,6 +1734,7 @@ def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mod
     assert sorted(p.name for p in shared.parent.iterdir()) == ["verdict.json"]
 
 
+@pytest.mark.unit
 def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, cli):
     result = write_result(tmp_path / "runs" / "a")
     before = result.read_bytes()
@@ -1678,6 +1749,7 @@ def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, cli):
     assert result.read_bytes() == before and link.is_symlink()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--json", "--junit"])
 def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, cli, flag):
     result = write_result(tmp_path / "runs" / "a")
@@ -1691,6 +1763,7 @@ def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, cli, flag):
     assert result.read_bytes() == before
 
 
+@pytest.mark.loopback
 def test_a_manifest_or_a_result_repeating_a_key_is_refused(tmp_path):
     """msgspec keeps the last of a repeated key: the one reader counts the keys itself."""
     path = write_result(tmp_path / "runs" / "a")
@@ -1709,6 +1782,7 @@ def test_a_manifest_or_a_result_repeating_a_key_is_refused(tmp_path):
     assert "repeats the key 'status' in one object ($)" in malformed.stdout
 
 
+@pytest.mark.loopback
 def test_a_job_summary_that_cannot_be_written_keeps_the_verdicts_exit_code(tmp_path):
     """GITHUB_STEP_SUMMARY on a full disk (/dev/full): the verdict printed is the exit code, and
     the verdict line, printed last, names the report it could not write."""

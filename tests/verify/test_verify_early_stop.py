@@ -6,9 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalgate.gate.sequential import SequentialTest
 from evalgate.schemas import validation_errors
 from tests.verify.test_verify import result_doc
+
+pytestmark = pytest.mark.unit
 
 
 def _stopped(n: int, right: int, alpha: float, decision: str | None) -> dict[str, Any]:

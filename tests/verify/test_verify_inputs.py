@@ -13,9 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import load_result, run_args, run_subprocess, start_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 from tests.verify.test_verify import lm_eval_doc, write_result
+
+pytestmark = pytest.mark.loopback
 
 HOLD_LOCK = (
     "import fcntl, os, sys\n"
