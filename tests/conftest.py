@@ -66,8 +66,7 @@ def unit_tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     create = socket.socket.__init__
 
     def wrap_only(self: socket.socket, family=-1, type=-1, proto=-1, fileno=None) -> None:
-        # asyncio's event loop wakes itself through socket.socketpair(), which wraps the pair's
-        # descriptors (fileno given): let that through; a new socket has no fileno yet
+        # asyncio's event loop needs socket.socketpair(), which wraps fds already made: allowed
         if fileno is None:
             refuse()
         create(self, family, type, proto, fileno)

@@ -118,7 +118,7 @@ def postgres_server() -> Iterator[Server]:
         yield server
 
 
-# each case's tier: an SQLite file beside the CLI's processes (loopback), or the server
+# each case's tier: SQLite's is loopback (the history tests run the CLI in its own process)
 @pytest.fixture(
     params=[
         pytest.param("sqlite", marks=pytest.mark.loopback),
