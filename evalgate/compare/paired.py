@@ -47,7 +47,10 @@ class Finding(Enum):
     @property
     def rank(self) -> int:
         """0 for the best finding; the worst of several findings has the highest rank."""
-        return list(Finding).index(self)
+        return _RANKS[self]
+
+
+_RANKS = {finding: rank for rank, finding in enumerate(Finding)}
 
 
 class Cluster(msgspec.Struct, frozen=True):
