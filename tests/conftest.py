@@ -32,7 +32,8 @@ _TAKEN: list[Path] = []
 # Every test is in exactly one tier (pyproject.toml's markers): `pytest -m unit` is the quick check
 # of a change, and a unit test that reaches for a socket or a process fails, saying so.
 
-pytest_plugins = ("pytester",)  # tests/test_tiers.py runs planted tests in a pytest of their own
+# tests/project/test_tiers.py runs planted tests in a pytest of their own
+pytest_plugins = ("pytester",)
 TIERS = ("unit", "loopback", "browser", "postgres", "engine")
 UNIT_ONLY = "unit tests open no socket and start no process: mark it loopback"
 
@@ -283,7 +284,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--against",
         metavar="CHECKOUT",
-        help="another checkout of evalgate whose reports tests/test_reports_against.py compares",
+        help=(
+            "another checkout of evalgate whose reports"
+            " tests/project/test_reports_against.py compares"
+        ),
     )
 
 

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import run_args, run_subprocess
 from tests.tasks.test_task_file import GOOD, _task
 
-DOCUMENTS = Path(__file__).parent / "evidence" / "data" / "documents"
+DOCUMENTS = Path(__file__).parent / "data" / "documents"
 BIG = "1" + "0" * 400
 """An integer of 401 digits: fine for Python, past any float and any count evalgate writes."""
 

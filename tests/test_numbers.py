@@ -16,14 +16,31 @@ from tests.fakeengine import EngineBehaviour, FakeEngine
 
 pytestmark = pytest.mark.loopback
 
+
 CONTEXT = {"--isl": "4096", "--osl": "1024", "--served-max-model-len": "16384"}
+
+
 """`evalgate context` with nothing to wait for: every setting is read, none is used to connect."""
+
+
 TOKENS = ("2147483647", "2147483648", "1 to 2,147,483,647")
+
+
 COUNT = ("2147483647", "2147483648", "0 to 2,147,483,647")
+
+
 SECONDS = ("604800.0", "604800.0000000001", "0 to 604,800")
+
+
 DEADLINE = ("604800.0", "604800.0000000001", "more than 0 to 604,800")
+
+
 KEEPALIVE = ("32767.0", "32767.000000000004", "1 to 32,767")
+
+
 FRACTION = ("0.9999999999999999", "1.0")
+
+
 RANGES = {
     # field: (the largest value taken, the smallest refused past it, the range stated)
     "isl": TOKENS,
@@ -54,9 +71,15 @@ RANGES = {
     "flips": COUNT,
     "last": COUNT,
 }
+
+
 """Every numeric setting's range (the kernel's limits for the keepalive: TCP_KEEPIDLE and
 TCP_KEEPINTVL at most 32,767 s, TCP_KEEPCNT at most 127)."""
+
+
 TOGETHER = {"retry_wait_min": {"EVALGATE_RETRY_WAIT_MAX": "604800"}}
+
+
 """What a largest value needs beside it (the longest wait is at least the shortest)."""
 
 
@@ -187,7 +210,11 @@ DIGITS = [
 
 
 REFUSED = [(*case, "UsageError: Invalid settings: ") for case in HUGE]
+
+
 REFUSED += [(*case, "ASCII digits 0-9") for case in DIGITS]
+
+
 """A number past its range, and one not in ASCII digits (one rule), by flag or variable:
 (case, flags, variables, what the error says, what every such error says)."""
 

@@ -6,7 +6,7 @@ would show as a traceback and exit 1 ("below threshold"). The engine's answers a
 a 4xx is never retried and an answer can always be written to the journal.
 
 The verdict's own properties (never PASS under the threshold or without a score; PASS when every
-exact_match clears it) live in tests/test_verdict.py.
+exact_match clears it) live in tests/gate/test_verdict.py.
 """
 
 from __future__ import annotations
@@ -337,7 +337,7 @@ def test_a_result_file_is_a_result_or_an_artifact_error(text):
         assert str(path) in exc.message
         return
     except UnicodeDecodeError:
-        return  # tests/test_artifacts.py: test_a_binary_result_file_is_a_usage_error
+        return  # tests/evidence/test_artifacts.py: test_a_binary_result_file_is_a_usage_error
     finally:
         path.unlink()
     assert isinstance(document, dict)

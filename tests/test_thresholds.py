@@ -22,7 +22,6 @@ from evalgate.thresholds import (
 
 pytestmark = pytest.mark.unit
 
-# -- the shipped file -----------------------------------------------------------------------
 
 # REFERENCE.md §3: the benchmark harness's per-model floors, default 0.90.
 SHIPPED = [
@@ -63,8 +62,6 @@ def test_shipped_default_for_an_unknown_model():
     assert (found.value, found.matched) == (0.90, "default")
 
 
-# -- resolution -----------------------------------------------------------------------------
-
 RULES = parse_thresholds(
     {
         "default": {"gsm8k": 0.90},
@@ -95,6 +92,7 @@ RULES = parse_thresholds(
     },
     "rules.json",
 )
+
 
 RESOLUTION = [
     # (case, model, labels, floor, matched)
@@ -209,8 +207,6 @@ def test_a_task_with_no_floor_anywhere_is_an_error():
         '"default".'
     )
 
-
-# -- broken files ---------------------------------------------------------------------------
 
 BAD_FILES = [
     # (case, file text, JSON path and reason the message must name)
@@ -516,9 +512,6 @@ def test_the_typed_model_takes_what_the_schema_takes(data):
         assert "is not a valid thresholds file: $" in exc.message
     else:
         assert fits
-
-
-# -- a key that misspells a task ---------------------------------------------------------------
 
 
 def levenshtein(a: str, b: str) -> int:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 from scipy.optimize import brentq, minimize_scalar
@@ -15,15 +18,21 @@ from evalgate.compare.paired import (
     PairedCounts,
     classify,
     clustered_exact_p,
+    config_p,
     design_effect,
     difference_interval,
+    holm,
+    judge_pairs,
     mcnemar_exact_p,
+    one_sided_p,
     score_interval,
 )
 from evalgate.environment import DEFAULT_MAX_DROP
 from evalgate.errors import ExitCode
-
-pytestmark = pytest.mark.unit
+from evalgate.schemas import validation_errors
+from tests.conftest import load_samples, run_args
+from tests.fakeengine import EngineBehaviour, FakeEngine, answered_right, choice_docs, gpqa_rows
+from tests.tasks.test_dataset import write_csv
 
 
 def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:
@@ -32,6 +41,7 @@ def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:
     return PairedCounts(both_right, lost, gained, n - lost - gained - both_right)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("lost", "gained", "expected"),
     [
@@ -47,6 +57,7 @@ def test_mcnemar_exact_known_values(lost, gained, expected):
     assert mcnemar_exact_p(lost, gained) == pytest.approx(expected, rel=1e-15)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("lost", "gained"),
     [
@@ -87,6 +98,7 @@ def _score_statistic(gained: int, lost: int, n: int, delta: float) -> float:
     return (gained - lost - n * delta) / math.sqrt(n * (2 * p21 + delta * (1 - delta)))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("n", "lost", "gained"),
     [
@@ -109,6 +121,7 @@ def test_tango_interval_matches_a_numerical_score_interval(n, lost, gained):
     assert interval[0] < estimate < interval[1]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("n", [10, 50, 188, 189, 1319])
 def test_no_flips_still_leaves_a_width(n):
     """With no discordant pair the interval is +-z^2/(n+z^2), not the Wald interval's zero."""
@@ -117,10 +130,12 @@ def test_no_flips_still_leaves_a_width(n):
     assert (low, high) == pytest.approx((-z2 / (n + z2), z2 / (n + z2)), abs=1e-12)
 
 
+@pytest.mark.unit
 def test_nothing_paired_is_the_widest_interval():
     assert difference_interval(PairedCounts(0, 0, 0, 0)) == (-1.0, 1.0)
 
 
+@pytest.mark.unit
 def test_all_flipped_one_way_reaches_the_bound():
     low, high = difference_interval(PairedCounts(0, 0, 10, 0))
     assert high == pytest.approx(1.0)
@@ -128,6 +143,7 @@ def test_all_flipped_one_way_reaches_the_bound():
     assert difference_interval(PairedCounts(0, 10, 0, 0)) == pytest.approx((-high, -low))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("counts", "max_drop", "finding"),
     [
@@ -157,6 +173,7 @@ def test_decide(counts, max_drop, finding):
     assert classify(counts, max_drop)[0] is finding
 
 
+@pytest.mark.unit
 def test_decide_returns_the_numbers_behind_the_finding():
     counts = table(1319, 40, 5)
     finding, p_value, interval = classify(counts, DEFAULT_MAX_DROP)
@@ -165,6 +182,7 @@ def test_decide_returns_the_numbers_behind_the_finding():
     assert finding.exit_code is ExitCode.FAIL
 
 
+@pytest.mark.unit
 def test_findings_rank_and_exit_codes():
     assert [f.exit_code for f in Finding] == [
         ExitCode.PASS, ExitCode.PASS, ExitCode.INCONCLUSIVE, ExitCode.FAIL
@@ -182,6 +200,7 @@ def _scaled(counts: PairedCounts, size: int) -> PairedCounts:
     return PairedCounts(both_right, lost, gained, size - lost - gained - both_right)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("counts", "expected"),
     [
@@ -196,6 +215,7 @@ def test_questions_to_settle_identical_runs(counts, expected):
     assert classify(_scaled(counts, expected - 1), 0.02)[0] is Finding.INCONCLUSIVE
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "counts",
     [table(400, 40, 25), table(300, 20, 10), table(1319, 50, 40), table(500, 20, 14)],
@@ -210,6 +230,7 @@ def test_questions_to_settle_is_about_where_the_rule_decides(counts):
     assert classify(_scaled(counts, round(needed * 1.15)), 0.02)[0] is not Finding.INCONCLUSIVE
 
 
+@pytest.mark.unit
 def test_questions_to_settle_on_the_equivalence_side_is_exact_for_the_interval():
     counts = table(1319, 50, 40)
     needed = questions_to_settle(counts, 0.02)
@@ -220,6 +241,7 @@ def test_questions_to_settle_on_the_equivalence_side_is_exact_for_the_interval()
     assert score_interval(40 * scale, 50 * scale, needed - 1)[0] <= -0.02
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "counts",
     # nothing paired; d = -margin / 2, where neither REGRESSION nor EQUIVALENT can be reached
@@ -227,9 +249,6 @@ def test_questions_to_settle_on_the_equivalence_side_is_exact_for_the_interval()
 )
 def test_questions_to_settle_out_of_reach(counts):
     assert questions_to_settle(counts, 0.02) is None
-
-
-# -- repeated questions: the clustered statistics, against values worked out by hand ------------
 
 
 def repeated(*clusters: tuple[int, int], questions: int = 50) -> PairedCounts:
@@ -242,6 +261,7 @@ def repeated(*clusters: tuple[int, int], questions: int = 50) -> PairedCounts:
     return PairedCounts(2 * questions - lost - gained, lost, gained, 0, tuple(shapes))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("totals", "expected"),
     [
@@ -261,11 +281,13 @@ def test_clustered_exact_p_known_values(totals, expected):
     assert clustered_exact_p(totals) == pytest.approx(expected, rel=1e-15)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("lost", "gained"), [(0, 0), (0, 5), (1, 5), (40, 5), (560, 500)])
 def test_clustered_exact_p_of_single_answers_is_mcnemar_to_the_bit(lost, gained):
     assert clustered_exact_p([-1] * lost + [1] * gained) == mcnemar_exact_p(lost, gained)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("counts", "expected"),
     [
@@ -286,6 +308,7 @@ def test_design_effect_known_values(counts, expected):
     assert design_effect(counts) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("counts", "finding", "p_value"),
     [
@@ -306,6 +329,7 @@ def test_clustered_classify_counts_questions_not_answers(counts, finding, p_valu
     )
 
 
+@pytest.mark.unit
 def test_clustered_interval_is_wider_than_the_naive_one_by_the_design_effect():
     clustered = repeated(*[(2, 0)] * 5)
     naive = PairedCounts(clustered.both_right, clustered.lost, clustered.gained, 0)
@@ -316,6 +340,7 @@ def test_clustered_interval_is_wider_than_the_naive_one_by_the_design_effect():
     assert (low, high) == pytest.approx(score_interval(0, 10 * 49 / 99, 100 * 49 / 99), abs=1e-12)
 
 
+@pytest.mark.unit
 def test_with_one_answer_per_question_clusters_change_nothing():
     for lost, gained in [(0, 0), (21, 0), (40, 5), (3, 12)]:
         plain = table(1319, lost, gained)
@@ -327,6 +352,7 @@ def test_with_one_answer_per_question_clusters_change_nothing():
         assert questions_to_settle(clustered, 0.02) == questions_to_settle(plain, 0.02)
 
 
+@pytest.mark.unit
 def test_questions_to_settle_counts_questions_when_they_repeat():
     counts = repeated(*[(2, 0)] * 5)  # INCONCLUSIVE at 50 questions
     needed = questions_to_settle(counts, DEFAULT_MAX_DROP)
@@ -335,6 +361,199 @@ def test_questions_to_settle_counts_questions_when_they_repeat():
     assert classify(grown, DEFAULT_MAX_DROP)[0] is Finding.REGRESSION
 
 
+@pytest.mark.unit
 def test_clusters_must_add_up_to_the_table():
     with pytest.raises(ValueError, match="the clusters do not add up to the table"):
         PairedCounts(10, 1, 0, 0, (Cluster(2, 1, 0),))
+
+
+# evalgate compare on GPQA-shaped runs (every question asked twice), made by `evalgate run`
+# against the fake engine on a made-up GPQA-shaped set.
+
+TASK = "gpqa_diamond_cot_n_shot"
+
+
+QUESTIONS = 50
+
+
+ACCURACY = 0.6
+
+
+def gpqa_run(cli, data: Path, out: Path, wrong: list[str]) -> None:
+    """`evalgate run` of GPQA-diamond at ACCURACY, the questions in `wrong` answered wrong."""
+    rows = gpqa_rows(QUESTIONS)
+    behaviour = EngineBehaviour(
+        accuracy=ACCURACY, choice_docs=choice_docs(rows), wrong_questions=frozenset(wrong)
+    )
+    with FakeEngine(behaviour) as engine:
+        result = cli(*run_args(engine.url, out, "--task", TASK, "--dataset-dir", str(data)))
+    assert result.code == 0, result.text
+
+
+@pytest.mark.loopback
+def test_compare_of_gpqa_runs_clusters_each_question_s_two_repeats(cli, tmp_path):
+    rows = gpqa_rows(QUESTIONS)
+    data = write_csv(tmp_path / "data", rows).parent
+    right = [row["Question"] for i, row in enumerate(rows) if answered_right(i, ACCURACY)]
+    gpqa_run(cli, data, tmp_path / "base", [])
+    gpqa_run(cli, data, tmp_path / "five", right[:5])  # 5 questions lost: 10 answers
+    gpqa_run(cli, data, tmp_path / "eight", right[:8])
+
+    samples = load_samples(tmp_path / "base")
+    assert [(s["doc_id"], s["cluster"], s["repeat"]) for s in samples[:4]] == [
+        (0, 0, 0),
+        (1, 0, 1),
+        (2, 2, 0),
+        (3, 2, 1),
+    ]
+
+    # Ten answers lost, all from five questions: counted as independent answers that is
+    # p = 2/1024, a REGRESSION; as five questions p = 2/32, not significant.
+    result = cli("compare", str(tmp_path / "base"), str(tmp_path / "five"))
+    assert result.code == 5, result.text
+    assert result.out.startswith("evalgate compare: INCONCLUSIVE (exit 5)")
+    assert (
+        "extract_abcd: 100 answers to 50 questions paired by (question, repeat); the repeats of "
+        "each question are one cluster in the statistics (design effect 2.02)." in result.out
+    )
+    assert "10 answers lost, 0 gained, of 100 answers to 50 questions: -10.00 points" in (
+        result.out
+    )
+    assert "clustered McNemar p = 0.062" in result.out
+    assert "repeated questions clustered: clustered exact McNemar test" in result.out
+
+    result = cli("compare", str(tmp_path / "base"), str(tmp_path / "eight"), "--json", "-")
+    assert result.code == 1, result.text
+    document = json.loads(result.out)
+    assert validation_errors("comparison", document) == []
+    assert document["verdict"] == "regression"
+    [flt] = document["filters"]
+    assert (flt["filter"], flt["n"], flt["questions"], flt["repeats_clustered"]) == (
+        "extract_abcd",
+        100,
+        50,
+        True,
+    )
+    assert (flt["lost"], flt["gained"], flt["p_value"]) == (16, 0, 2 / 2**8)
+    assert flt["design_effect"] > 1.9
+    assert "repeats" in document["method"]
+
+    result = cli("compare", str(tmp_path / "base"), str(tmp_path / "eight"), "--markdown")
+    assert result.code == 1
+    assert "- extract_abcd: 100 answers to 50 questions paired by (question, repeat)" in (
+        result.out
+    )
+
+    page = tmp_path / "compare.html"
+    result = cli("compare", str(tmp_path / "base"), str(tmp_path / "five"), "--html", str(page))
+    assert result.code == 5
+    html = page.read_text(encoding="utf-8")
+    assert "100 answers, 50 questions" in html
+    assert "over 100 paired answers to 50 questions, their repeats clustered" in html
+
+    # The same runs as written before samples recorded the repeats: counted as independent
+    # answers (p = 2/1024, a REGRESSION), with a warning that says so.
+    for name in ("base", "five"):
+        old = tmp_path / f"old-{name}"
+        shutil.copytree(tmp_path / name, old)
+        lines = (old / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+        stripped = []
+        for line in lines:
+            record = json.loads(line)
+            del record["cluster"], record["repeat"]
+            assert validation_errors("sample", record) == []
+            stripped.append(json.dumps(record) + "\n")
+        (old / "samples.jsonl").write_text("".join(stripped), encoding="utf-8")
+    result = cli("compare", str(tmp_path / "old-base"), str(tmp_path / "old-five"))
+    assert result.code == 1, result.text
+    assert "10 lost, 0 gained: -10.00 points" in result.out
+    assert "McNemar p = 0.002" in result.out
+    assert (
+        "warning: the baseline run asks 50 question(s) more than once but its samples do not "
+        "record the repeats" in result.out
+    )
+
+
+# The sweep rule: Holm's adjustment over configs, one-sided tests, compare's rule per filter.
+
+
+def sweep_table(n: int, lost: int, gained: int) -> PairedCounts:
+    return PairedCounts(n - lost - gained, lost, gained, 0)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("p", "adjusted"),
+    [
+        ([], []),
+        ([0.04], [0.04]),
+        ([0.01, 0.04, 0.03], [0.03, 0.06, 0.06]),  # 0.01*3, max(0.03*2, 0.03), 0.04*1 -> 0.06
+        ([0.5, 0.001, 0.2, 0.9], [1.0, 0.004, 0.6, 1.0]),
+        ([0.02, 0.02], [0.04, 0.04]),
+    ],
+)
+def test_holm(p, adjusted):
+    assert holm(p) == pytest.approx(adjusted)
+
+
+@pytest.mark.unit
+def test_one_sided_p_is_half_the_two_sided_in_the_direction_seen_and_near_one_against_it():
+    counts = sweep_table(1319, 40, 20)
+    assert one_sided_p(counts, drop=True) == pytest.approx(mcnemar_exact_p(40, 20) / 2)
+    assert one_sided_p(counts, drop=False) > 0.99
+    assert one_sided_p(sweep_table(1319, 0, 0), drop=True) == 1.0
+
+
+@pytest.mark.unit
+def test_a_config_p_is_its_smallest_filter_times_its_filters():
+    a, b = sweep_table(1319, 40, 20), sweep_table(1319, 30, 25)
+    assert config_p({"x": a, "y": b}, drop=True) == pytest.approx(2 * one_sided_p(a, drop=True))
+    assert config_p({}, drop=True) == 1.0
+
+
+def _sweep(changed: PairedCounts, others: int) -> dict[str, dict[str, PairedCounts]]:
+    pairs = {f"c{i}": {"strict-match": sweep_table(1319, 20, 20)} for i in range(others)}
+    pairs["changed"] = {"strict-match": changed}
+    return pairs
+
+
+@pytest.mark.unit
+def test_a_drop_compare_calls_a_regression_is_not_one_among_200_configs():
+    drop = sweep_table(1319, 35, 17)  # -1.4 points, two-sided p = 0.018
+    assert mcnemar_exact_p(35, 17) < 0.05
+    alone = {c.key: c for c in judge_pairs(_sweep(drop, 0), 0.02)}
+    assert alone["changed"].finding is Finding.REGRESSION
+    among = {c.key: c for c in judge_pairs(_sweep(drop, 199), 0.02)}
+    assert among["changed"].finding is Finding.INCONCLUSIVE
+    assert among["changed"].adjusted_drop == pytest.approx(min(1.0, 200 * among["changed"].p_drop))
+
+
+@pytest.mark.unit
+def test_a_clear_drop_is_a_regression_among_200_and_named_by_its_filter():
+    judged = {c.key: c for c in judge_pairs(_sweep(sweep_table(1319, 70, 15), 199), 0.02)}
+    changed = judged["changed"]
+    assert changed.finding is Finding.REGRESSION
+    assert changed.deciding.filter == "strict-match"
+    assert changed.adjusted_drop < 0.05
+    assert {c.finding for k, c in judged.items() if k != "changed"} == {Finding.EQUIVALENT}
+
+
+@pytest.mark.unit
+def test_a_clear_gain_is_improved_and_unchanged_configs_stay_equivalent():
+    judged = {c.key: c for c in judge_pairs(_sweep(sweep_table(1319, 15, 70), 49), 0.02)}
+    assert judged["changed"].finding is Finding.IMPROVED
+    assert judged["c0"].finding is Finding.EQUIVALENT
+
+
+@pytest.mark.unit
+def test_the_worst_filter_decides_a_config():
+    pairs = {
+        "k": {
+            "strict-match": sweep_table(1319, 80, 10),
+            "flexible-extract": sweep_table(1319, 20, 20),
+        }
+    }
+    (config,) = judge_pairs(pairs, 0.02)
+    assert config.finding is Finding.REGRESSION
+    assert config.deciding.filter == "strict-match"
+    assert [f.finding for f in config.filters] == [Finding.REGRESSION, Finding.EQUIVALENT]

@@ -14,26 +14,35 @@ from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, credentials_adv
 
 pytestmark = pytest.mark.unit
 
+
 VLLM_MAX_TOKENS = (
     "max_tokens=12288 cannot be greater than max_model_len=2048. Please request fewer output "
     "tokens. (parameter=max_tokens, value=12288)"
 )
+
+
 VLLM_PROMPT = (
     "This model's maximum context length is 2048 tokens. However, your prompt contains at least "
     "2049 input tokens, which exceeds this limit even without any output tokens. Please reduce "
     "the length of the input prompt. (parameter=input_tokens, value=2049)"
 )
+
+
 OLD_VLLM = (
     "This model's maximum context length is 9472 tokens. However, you requested 13000 tokens "
     "(712 in the messages, 12288 in the completion). Please reduce the length of the messages "
     "or completion."
 )
+
+
 SGLANG = (
     "Requested token count exceeds the model's maximum context length of 9472 tokens. You "
     "requested a total of 13000 tokens: 712 tokens from the input messages and 12288 tokens "
     "for the completion. Please reduce the number of tokens in the input messages or the "
     "completion to fit within the limit."
 )
+
+
 DECODE_MAX_TOKENS = (
     "max_tokens=1500 cannot be greater than max_model_len=1024. Please request fewer output "
     "tokens. (parameter=max_tokens, value=1500)"
@@ -71,9 +80,16 @@ def want(message, type_=None, code=None, param=None, wrapped=None, *, retry=Fals
 
 
 BAD_REQUEST = "BadRequestError"
+
+
 NOT_FOUND = "The model `dsr1` does not exist. Valid aliases: ['deepseek-r1']"
+
+
 VALIDATION = [{"loc": ["body", "max_tokens"], "msg": "Input should be greater than 0"}]
+
+
 ROUTER_WRAP = "Request processing failed: Prefill server error {} {}: "
+
 
 BODIES = [
     # (case, status, body, what the user sees)
@@ -213,6 +229,8 @@ def test_message_whitespace_is_kept_verbatim():
 
 
 WORKER = "http://127.0.0.1:18201"
+
+
 UNREACHABLE = [
     # (case, status, body, the cause shown)
     (

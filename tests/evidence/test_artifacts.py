@@ -43,7 +43,11 @@ from tests.conftest import (
 from tests.fakeengine import REPO_ROOT, Fault
 
 MODEL = "fake-model"
+
+
 LIMIT = 10
+
+
 NOT_PROBE = frozenset(range(2, 100_000))
 
 
@@ -51,7 +55,11 @@ RUN = {
     "osl": 1024, "limit": LIMIT, "num_concurrent": 2, "ready_timeout": 2,
     "min_samples": 0,  # evidence, not statistics: the point estimate decides
 }  # fmt: skip
+
+
 GATE = {**RUN, "timeout": 5}
+
+
 """run_gate's settings: those of the CLI's runs, with a 5 s timeout."""
 
 
@@ -74,9 +82,6 @@ def a_document(status: str = "error", **fields: Any) -> str:
 
 def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name != "result.json")
-
-
-# -- write_atomic: the old file or the new one, never half ---------------------------------------
 
 
 def _fail_fsync(monkeypatch) -> type[BaseException]:
@@ -212,9 +217,6 @@ def test_sigkill_while_writing_never_leaves_a_truncated_result(tmp_path, writes)
     assert all(
         name.startswith(".result.json.") and name.endswith(".tmp") for name in leftovers(folder)
     )
-
-
-# -- a run's evidence ----------------------------------------------------------------------------
 
 
 @pytest.mark.loopback
@@ -420,9 +422,6 @@ def test_a_killed_overwrite_run_does_not_leave_the_old_pass(engine, tmp_path):
     doc = load_result(out)
     assert doc["run_id"] != old
     assert (doc["status"], doc["task"]) == ("running", "gsm8k")  # named from the first write on
-
-
-# -- result files given as input -------------------------------------------------------------------
 
 
 @pytest.mark.unit

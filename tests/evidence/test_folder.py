@@ -26,9 +26,16 @@ from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
 pytestmark = pytest.mark.loopback
 
+
 LOCK = ".evalgate.lock"
+
+
 LIMIT = 10
+
+
 NOT_PROBE = frozenset(range(2, 100_000))
+
+
 """`Fault.nth` that spares the first generation request: the pre-flight probe."""
 
 
@@ -41,6 +48,8 @@ RUN = {
     "osl": 1024, "limit": LIMIT, "num_concurrent": 2, "timeout": 60, "max_attempts": 2,
     "min_samples": 0,
 }  # fmt: skip
+
+
 HOOK = {"command": "hook", "concurrency": 2, **RUN}
 
 
@@ -67,9 +76,6 @@ def mid_eval(engine: FakeEngine, *args: str) -> Iterator[subprocess.Popen[str]]:
         finish(child, 60)
         engine.behaviour.faults.clear()
         engine.release()
-
-
-# -- one run per folder --------------------------------------------------------------------------
 
 
 def test_a_second_run_into_a_folder_in_use_exits_2_naming_the_folder_and_its_holder(
@@ -162,9 +168,6 @@ def test_a_file_system_without_locks_runs_unlocked_and_says_so(
     assert any(says in w for w in load_result(out)["warnings"])
 
 
-# -- no write through a link ---------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     "case",
     [
@@ -238,9 +241,6 @@ def test_files_written_by_rename_replace_a_link_and_leave_its_target(engine, tmp
         assert victim.read_text() == f"precious {name}\n"
         assert (out / name).is_file() and not (out / name).is_symlink()
     assert load_result(out)["status"] == "pass"
-
-
-# -- never the working directory by accident -----------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,25 @@ from tests.fakeengine import FakeEngine
 
 pytestmark = pytest.mark.loopback
 
+
 HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
+
+
 HEADER += ["max_tokens", "questions"]
+
+
 LINE = ["key", "doc_id", "text", "finish_reason", "completion_tokens", "source", "reasoning"]
+
+
 LINE += ["reasoning_tokens"]
+
+
 """A journal's header and answer lines, key by key in their order, as evalgate writes them."""
+
+
 OLDEST = ["key", "doc_id", "text", "finish_reason", "completion_tokens"]
+
+
 """An answer line as evalgate wrote it before it kept the answer's field and reasoning."""
 
 

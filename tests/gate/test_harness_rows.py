@@ -19,19 +19,19 @@ from typing import Any
 import pytest
 
 from tests.conftest import FAST, load_result
-from tests.fakeengine import EngineBehaviour, FakeEngine
-from tests.gate.test_harness_layout import (
+from tests.evidence.test_harness import (
     as_uploaded,
     collect_rows,
     harness_thresholds,
     uploaded,
     validate,
 )
+from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.test_thresholds import HARNESS_YAML
 
 pytestmark = pytest.mark.loopback
 
-MODEL_CONFIGS = Path(__file__).parent / "data" / "model_configs"
+MODEL_CONFIGS = Path(__file__).parents[1] / "context" / "data" / "model_configs"
 SERVED = "dsr1-fp8"
 NATIVE = 163840  # DeepSeek-R1's max_position_embeddings (yarn: already scaled)
 HARNESS_BUDGET = min(NATIVE - 4096, 16384)

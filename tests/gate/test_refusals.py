@@ -13,9 +13,9 @@ import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
 from tests.conftest import load_result, run_args, run_subprocess
+from tests.evidence.test_harness import SERVED, job_env
+from tests.evidence.test_harness import run as harness_hook
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
-from tests.gate.test_harness_layout import SERVED, job_env
-from tests.gate.test_harness_layout import run as harness_hook
 
 pytestmark = pytest.mark.loopback
 

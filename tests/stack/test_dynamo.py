@@ -33,10 +33,13 @@ from .test_engine_run import (
 
 pytestmark = pytest.mark.engine
 
+
 VLLM_WORDS = (
     "max_tokens=12288 cannot be greater than max_model_len=2048. Please request fewer output "
     "tokens. (parameter=max_tokens, value=12288)"
 )
+
+
 # Waits between retries while a worker goes away: a busy loop of zero waits would outrun the
 # frontend's own bookkeeping.
 WAITING = ["--retry-wait-min", "0.5", "--retry-wait-max", "1"]
@@ -70,9 +73,6 @@ def over_budget(running: EngineStack) -> dict[str, Any]:
     }
 
 
-# --- what the frontend answers (docs/harness.md) ------------------------------------------------
-
-
 def test_dynamo_frontend_answers_as_seen(engine_dynamo: EngineStack) -> None:
     front = engine_dynamo.router_url
     root = server_root(front)
@@ -103,9 +103,6 @@ def test_dynamo_frontend_answers_as_seen(engine_dynamo: EngineStack) -> None:
     assert json.loads(events[0]) == {
         "error": {"message": VLLM_WORDS, "type": "invalid_request_error", "code": 400}
     }
-
-
-# --- context, the run, the incident -------------------------------------------------------------
 
 
 def test_dynamo_context_takes_the_limit_from_the_worker_not_context_window(engine_dynamo, cli):
@@ -176,9 +173,6 @@ def test_dynamo_overstated_context_window_never_reaches_the_eval(engine_dynamo, 
     assert "--served-max-model-len 2048" in document["reason"]
     assert any("context_window 8192" in warning for warning in document["warnings"])
     assert not (out / "journal.jsonl").exists()  # not one eval request was sent
-
-
-# --- a stack of its own: a worker that loses vLLM's words, then is killed -----------------------
 
 
 @pytest.fixture(scope="module")

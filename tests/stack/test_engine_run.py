@@ -35,19 +35,27 @@ from .stack import EngineStack, http_json, refusal, server_root
 
 pytestmark = pytest.mark.engine
 
+
 RUN_TIMEOUT = 600.0  # one `evalgate run` subprocess; the runs below take 20-60 s
+
+
 FAILS_WITHIN = 30.0  # "fails within seconds", the process's own start-up included
+
+
 # Prefill/decode: ISL + OSL + 256 = 3328 is above both served limits, so a budget derived from
 # the router's card (the prefill's 3072, minus the prompt) exceeds the 1536 tokens the decode
 # accepts as max_tokens, and only a clamp to the decode's limit gives a budget that works.
 PD_LENGTHS = "--isl 2048 --osl 1024"
+
+
 # lm-eval's gsm8k filters and exact_match normalisation (evalgate/tasks/gsm8k_evalgate_*.yaml)
 STRICT = r"#### (\-?[0-9\.\,]+)"
+
+
 FLEXIBLE = r"(-?[$0-9.,]{2,})|(-?[0-9]+)"
+
+
 IGNORED = (",", r"\$", "(?s).*#### ", r"\.$")
-
-
-# --- helpers ---------------------------------------------------------------------------------
 
 
 def real_prompt_tokens(base_url: str, model: str, api: str, limit: int) -> list[int]:
@@ -187,9 +195,6 @@ def assert_gated_fail(
     return document, samples
 
 
-# --- discovery: what evalgate reads from the real engine and router --------------------------
-
-
 @pytest.mark.parametrize("api", ["chat", "completions"])
 @pytest.mark.parametrize("via", ["engine", "router"])
 def test_context_reads_the_served_limit_and_real_prompt_tokens(engine_single, cli, via, api):
@@ -242,9 +247,6 @@ def test_probe_accepts_the_derived_budget_through_the_router(engine_single, cli)
     assert f" s (max_tokens {2048 - longest})" in result.err
 
 
-# --- the original incident: a budget above the served limit -----------------------------------
-
-
 def test_over_large_budget_fails_at_the_probe_with_vllms_own_words(engine_single, tmp_path):
     out = tmp_path / "run"
     done, document = refused_at_probe(
@@ -285,9 +287,6 @@ def test_over_large_budget_fails_at_the_probe_with_vllms_own_words(engine_single
     assert "stage: probe" in done.stderr.splitlines()
 
 
-# --- whole runs through the router ------------------------------------------------------------
-
-
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_full_run_through_the_router_fails_the_gate_on_real_answers(engine_single, tmp_path, api):
     questions = 5
@@ -310,10 +309,12 @@ def test_full_run_through_the_router_fails_the_gate_on_real_answers(engine_singl
     assert f"gsm8k: {questions}/{questions} answered" in done.stderr.splitlines()
 
 
-# --- GPQA-diamond on made-up questions ---------------------------------------------------------
-
 GPQA = "gpqa_diamond_cot_n_shot"
+
+
 ABCD = r"(?i)\b\(?([A-D])\)?\b"  # the task's extract_abcd filter, its last match
+
+
 MADE_UP = [  # in gpqa_diamond.csv's columns; of clearly different lengths, for the longest prompt
     ("What colour is the made-up fruit zibble?", "blue", "red", "green", "yellow"),
     (
@@ -391,9 +392,6 @@ def test_gpqa_shaped_run_through_the_router(engine_single, tmp_path):
     assert score["value"] == pytest.approx(right / asked)
 
 
-# --- the engine dies mid-eval ------------------------------------------------------------------
-
-
 def journal_answers(out: Path) -> int:
     try:
         return max(len((out / "journal.jsonl").read_text().splitlines()) - 1, 0)
@@ -413,6 +411,8 @@ class Killed(NamedTuple):
 
 
 KILLED_RUN = 40
+
+
 """Questions in a run whose engine (or worker) is killed mid-eval, 2 in flight."""
 
 
@@ -514,9 +514,6 @@ def test_engine_killed_mid_eval_is_an_eval_error_with_evidence(dedicated_single,
     # Retryable failures (the router's 5xx, or no answer at all), never an engine's 4xx verdict.
     assert all(re.match(r"HTTP 5\d\d: |no answer: ", s["error"]) for s in failed), failed
     assert journal_answers(out) == requests["completed"]
-
-
-# --- prefill/decode: the router shows the prefill's limit, the decode serves less -------------
 
 
 def test_pd_context_reads_each_workers_limit(engine_pd, cli):

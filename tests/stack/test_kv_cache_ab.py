@@ -30,12 +30,25 @@ from .stack import EngineStack
 
 pytestmark = pytest.mark.engine
 
+
 EXAMPLE = ROOT / "examples" / "addition"
+
+
 TASK = EXAMPLE / "addition_chat.yaml"
+
+
 THRESHOLDS = EXAMPLE / "thresholds.json"
+
+
 QUESTIONS = 400
+
+
 FILTERS = ("strict-match", "flexible-extract")
+
+
 CHANGE = ("--kv-cache-dtype", "fp8")
+
+
 RUN_TIMEOUT = 1800.0  # one 400-question run; only a guard against a hang (a loaded machine is slow)
 
 
@@ -96,9 +109,6 @@ def ab(
     return Runs(changed_engine, baseline, candidate, first, second)
 
 
-# --- what the changed engine serves -----------------------------------------------------------
-
-
 def test_the_changed_engine_serves_fp8_or_names_its_stand_in(engine_single, changed_engine):
     assert engine_single.kv_cache_dtype == "auto" and engine_single.stand_in == ""
     if changed_engine.stand_in:  # a CPU without AVX-512 or AMX: another precision, named
@@ -153,9 +163,6 @@ def test_a_cpu_without_avx512_or_amx_gets_a_named_stand_in(engine_installed, tmp
     assert "engine-up single: engine serves dtype bfloat16, kv_cache_dtype auto" in done.stderr
 
 
-# --- the example task passes on the real engine ---------------------------------------------
-
-
 def right_answers(samples: list[dict[str, Any]], name: str) -> int:
     return sum(sample["filters"][name]["correct"] for sample in samples)
 
@@ -189,9 +196,6 @@ def test_the_example_task_passes_on_the_real_engine(ab):
     assert done.stdout.splitlines()[-1] == (
         f"PASS: {', '.join(listed)} >= threshold {floor:.4f} (default)"
     )
-
-
-# --- the A/B: compare against the samples themselves ----------------------------------------
 
 
 def mcnemar_p(lost: int, gained: int) -> float:
@@ -288,9 +292,6 @@ def test_the_candidate_run_is_gated_against_its_baseline(ab):
         assert "the comparison with the baseline is inconclusive" in document["reason"]
     else:
         assert "baseline" not in document["reason"]
-
-
-# --- the protocol check: runs of different tasks are not compared ----------------------------
 
 
 def test_runs_of_different_tasks_are_refused(ab, engine_single, tmp_path):

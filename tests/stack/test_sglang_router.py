@@ -26,6 +26,7 @@ from .test_engine_run import (
 
 pytestmark = pytest.mark.engine
 
+
 # A worker that is still starting takes about a minute on two cores: poll twice a second, not in
 # a busy loop (the common arguments' zero waits), while it starts.
 WAITING = ["--ready-timeout", "300", "--retry-wait-min", "0.5", "--retry-wait-max", "1"]
@@ -49,9 +50,6 @@ def unknown_warning(running: EngineStack) -> str:
     return f"{running.router_url}/models does not name the model: it lists ['unknown']"
 
 
-# --- what sglang-router answers (REFERENCE.md §6) -----------------------------------------------
-
-
 def test_sglang_router_answers_as_seen(engine_sglang: EngineStack) -> None:
     root = server_root(engine_sglang.router_url)
     assert http_json(f"{root}/readiness") == (
@@ -67,9 +65,6 @@ def test_sglang_router_answers_as_seen(engine_sglang: EngineStack) -> None:
     status, body = chat(engine_sglang.router_url, engine_sglang.model, "What is 2 + 3?", 8)
     assert status == 200 and body["model"] == engine_sglang.model
     assert 0 < body["usage"]["completion_tokens"] <= 8
-
-
-# --- context, a full small eval, the incident ---------------------------------------------------
 
 
 def test_sglang_context_takes_the_limit_from_the_worker(engine_sglang, cli):
@@ -123,9 +118,6 @@ def test_sglang_incident_fails_at_the_probe_with_vllms_words(engine_sglang, tmp_
         f"ProbeError: The engine rejected the pre-flight request (HTTP 400: {vllm_message})."
     )
     assert "Drop --max-tokens 12288 to let evalgate derive the budget" in line
-
-
-# --- a stack of its own: the router starts before its worker, which is then killed -------------
 
 
 @pytest.fixture(scope="module")

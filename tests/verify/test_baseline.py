@@ -31,6 +31,8 @@ from tests.verify.sweeps import (
 )
 
 DROPPED = 16
+
+
 """The config whose answers lose 80 of the baseline's right ones: 6 points, over its floor."""
 
 
@@ -353,6 +355,8 @@ def test_verify_against_a_baseline_imports_neither_the_gate_nor_anything_heavy(s
 
 
 FIXTURE = Path(__file__).parent / "data" / "baseline-v1"
+
+
 """A sweep in the evidence format of today (result.json evalgate.result/1 and samples.jsonl):
 kept as it is, and read as a baseline by every future version."""
 
@@ -372,11 +376,11 @@ def test_a_sweep_in_todays_format_reads_as_a_baseline_forever(tmp_path, capsys):
     assert "+0.00 [-7.13, +7.13] strict-match" in stdout
 
 
-# -- in the browser ------------------------------------------------------------------------------
-
 BASELINE_ROWS = """Array.from(document.querySelectorAll('figure.chart')).filter(
   f => f.querySelector('figcaption').innerText.startsWith('Against the baseline')
 ).map(f => Array.from(f.querySelectorAll('.rows .row')).map(r => r.innerText))[0]"""
+
+
 BASELINE_MARKS = """(() => {
   const f = Array.from(document.querySelectorAll('figure.chart')).find(
     f => f.querySelector('figcaption').innerText.startsWith('Against the baseline'));
@@ -384,6 +388,8 @@ BASELINE_MARKS = """(() => {
           f.querySelectorAll('svg.bar line.ci').length,
           f.querySelectorAll('svg.bar line.margin').length];
 })()"""
+
+
 README_SHOT = Path(__file__).resolve().parents[2] / "docs" / "verify-baseline.png"
 
 

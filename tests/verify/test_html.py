@@ -24,7 +24,11 @@ from tests.browser import look, network_references
 from tests.conftest import ROOT, isolated
 
 FILTERS = ("strict-match", "flexible-extract")
+
+
 THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
+
+
 README_SHOT = ROOT / "docs" / "verify-report.png"
 
 
@@ -54,9 +58,6 @@ def chart_rows(page: str) -> list[list[str]]:
         ]
         for chart in charts
     ]  # fmt: skip
-
-
-# -- the page's content, without a browser -------------------------------------------------------
 
 
 @pytest.mark.unit
@@ -126,15 +127,19 @@ def test_an_unwritable_html_path_is_a_usage_error(loopback_sweep, cli, tmp_path)
     assert "Pass a writable path." in result.err
 
 
-# -- in the browser ------------------------------------------------------------------------------
-
 FIRST_ROW = "document.querySelector('.chart .rows .row').innerText"
+
+
 ROWS = "Array.from(document.querySelectorAll('.chart .rows > *')).map(e => e.innerText)"
+
+
 CLICK_SCORE = """(() => {
   Array.from(document.querySelectorAll('th')).find(th => th.textContent === 'Score').click();
   return Array.from(document.querySelectorAll('table tbody')).map(
     body => body.rows[0].cells[1].textContent + ' | ' + body.rows[0].cells[8].textContent);
 })()"""
+
+
 GROUP_BY_HARDWARE = """(() => {
   const select = document.getElementById('group-by');
   select.value = 'hardware';
@@ -167,6 +172,8 @@ REPORT = {
     "footer": "document.querySelector('footer').innerText",
     "text": "document.body.innerText",
 }
+
+
 """What the verify page shows, read in the browser."""
 
 

@@ -23,6 +23,7 @@ from evalgate.verify.report import junit
 
 pytestmark = pytest.mark.unit
 
+
 THRESHOLDS = parse_thresholds({"default": {"gsm8k": 0.90}}, "t.json")
 
 

@@ -21,8 +21,8 @@ import pytest
 from evalgate.schemas import HERE, validation_errors
 from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
-from tests.tasks.test_gpqa import TASK as GPQA
-from tests.tasks.test_gpqa import write_csv
+from tests.tasks.test_dataset import TASK as GPQA
+from tests.tasks.test_dataset import write_csv
 
 pytestmark = pytest.mark.loopback
 

@@ -1528,9 +1528,9 @@ def example_inputs(step: dict[str, Any], green: bool) -> dict[str, str]:
 @pytest.mark.loopback
 @pytest.mark.parametrize("green", [True, False], ids=["against-last-green", "first-sweep"])
 def test_the_example_workflow_runs(tmp_path, green):
-    """The example's gate step through action.yml, as a runner runs it (tests/test_action.py),
-    with the evalgate of this checkout (`install: false`)."""
-    from tests.test_action import checkout_env, run_action
+    """The example's gate step through action.yml, as a runner runs it
+    (tests/project/test_action.py), with the evalgate of this checkout (`install: false`)."""
+    from tests.project.test_action import checkout_env, run_action
 
     yaml = pytest.importorskip("yaml")
     workflow = yaml.safe_load((ROOT / "examples" / "github-actions-verify.yml").read_text())

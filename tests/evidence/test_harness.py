@@ -1,0 +1,419 @@
+"""`evalgate hook --layout harness`: the benchmark harness's workflow takes the evidence as its own.
+
+The hook runs as the harness's job would run it, with only the job's own variables set. The
+staged folder is then read the way the harness reads it (REFERENCE.md §5): its upload patterns,
+its collector (`utils/collect_eval_results.py`: the folder holding a meta_env.json, lm-eval
+results by their `lm_eval_version`, one row per `_conc<N>` file of a batch, labelled from
+meta_env.json) and its validator (`utils/evals/validate_scores.py`: threshold by the results'
+task name and `infmax_model_prefix`, every `exact_match,*` metric against it, the batch keys
+against the requested concurrencies). The readers below follow those rules; they are written
+here from the harness's documented behaviour, not taken from it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.environment import job_environment
+from evalgate.evidence import harness
+from evalgate.schemas import validation_errors
+from evalgate.settings.values import Settings
+from tests.conftest import load_result
+from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.test_thresholds import HARNESS_YAML
+
+pytestmark = pytest.mark.loopback
+
+
+SERVED = "dsr1-fp8"
+
+
+UPLOAD = ("meta_env.json", "results*.json", "sample*.jsonl")
+
+
+"""The eval artifact's path patterns in the harness's workflow (files of the working folder)."""
+
+
+CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
+
+
+def job_env(port: int, **extra: str) -> dict[str, str]:
+    """Only the benchmark harness's job variables (and evalgate on PATH)."""
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "MODEL": "deepseek-ai/DeepSeek-R1",
+        "MODEL_NAME": SERVED,
+        "MODEL_PREFIX": "dsr1",
+        "ISL": "1024",
+        "OSL": "1024",
+        "FRAMEWORK": "sglang",
+        "PRECISION": "fp8",
+        "RUNNER_TYPE": "b200",
+        "PREFILL_TP": "4",
+        "PREFILL_EP": "4",
+        "PREFILL_DP_ATTN": "true",
+        "PREFILL_NUM_WORKERS": "1",
+        "DECODE_TP": "8",
+        "DECODE_EP": "8",
+        "DECODE_DP_ATTN": "false",
+        "DECODE_NUM_WORKERS": "2",
+        "EVAL_CONC": "4 8",
+        "PORT": str(port),
+        "EVAL_MAX_MODEL_LEN": "4096",
+        "EVAL_LIMIT": "40",
+        "EVALGATE_RETRY_WAIT_MIN": "0",
+        "EVALGATE_RETRY_WAIT_MAX": "0",
+    }
+    env.update(extra)
+    return env
+
+
+def hook(env: dict[str, str], out: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "evalgate.cli",
+            "hook",
+            "--layout",
+            "harness",
+            "--output-dir",
+            str(out),
+            *args,
+        ],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def run(env: dict[str, str], out: Path, *args: str) -> tuple[int, str]:
+    process = hook(env, out, *args)
+    stdout, stderr = process.communicate(timeout=300)
+    return process.returncode, stdout + stderr
+
+
+def uploaded(folder: Path) -> list[str]:
+    """The files the workflow's eval artifact takes from the job's working folder."""
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.is_file() and any(fnmatch.fnmatch(p.name, pattern) for pattern in UPLOAD)
+    )
+
+
+def as_uploaded(job: Path, folder: Path) -> Path:
+    """`folder`, made to hold what the workflow uploads from `job` (uploaded) and nothing else."""
+    folder.mkdir()
+    for name in uploaded(job):
+        shutil.copy(job / name, folder / name)
+    return folder
+
+
+def collect_rows(root: Path) -> list[dict[str, Any]]:
+    """The collector: folders (root, its direct subfolders) holding a meta_env.json; in each,
+    the *.json files carrying lm_eval_version; a batch gives one row per completed _conc<N>."""
+    rows = []
+    sets = [root] if (root / "meta_env.json").exists() else []
+    sets += [d for d in root.iterdir() if d.is_dir() and (d / "meta_env.json").exists()]
+    for folder in sets:
+        meta = json.loads((folder / "meta_env.json").read_text())
+        completed = set(meta.get("completed_eval_concs", meta.get("eval_concs", [])))
+        for path in sorted(folder.glob("*.json")):
+            doc = json.loads(path.read_text())
+            if path.name == "meta_env.json" or "lm_eval_version" not in doc:
+                continue
+            match = CONC_SUFFIX.search(path.name)
+            if match is None or int(match.group(1)) not in completed:
+                continue
+            for task, metrics in doc["results"].items():
+                rows.append(
+                    {
+                        "model_prefix": meta.get("infmax_model_prefix", "unknown"),
+                        "hw": meta.get("hw", "unknown").upper(),
+                        "framework": meta.get("framework"),
+                        "precision": meta.get("precision"),
+                        "isl": int(meta.get("isl", 0)),
+                        "osl": int(meta.get("osl", 0)),
+                        "conc": int(match.group(1)),
+                        "prefill": (
+                            meta["prefill_tp"],
+                            meta["prefill_ep"],
+                            meta["prefill_dp_attention"],
+                            meta["prefill_num_workers"],
+                        ),
+                        "decode": (
+                            meta["decode_tp"],
+                            meta["decode_ep"],
+                            meta["decode_dp_attention"],
+                            meta["decode_num_workers"],
+                        ),
+                        "dp_attention": meta["dp_attention"],
+                        "task": task,
+                        "strict": metrics.get("exact_match,strict-match"),
+                        "flexible": metrics.get("exact_match,flexible-extract"),
+                        "n": doc["n-samples"][task]["effective"],
+                        "model": doc.get("model_name") or meta.get("model"),
+                    }
+                )
+    return rows
+
+
+def validate(folder: Path, thresholds: dict[str, Any], expected: list[int]) -> list[str]:
+    """The validator: its FAIL lines (empty: it passes)."""
+    meta = json.loads((folder / "meta_env.json").read_text())
+    failures = []
+    if set(meta["eval_concs"]) != set(expected):
+        failures.append("batched eval metadata does not match workflow concurrencies")
+    if meta["failed_eval_concs"]:
+        failures.append(
+            "batched eval failed for concurrency: " + ", ".join(map(str, meta["failed_eval_concs"]))
+        )
+    files = sorted(folder.glob("results*.json"))
+    staged = {int(m.group(1)) for p in files if (m := CONC_SUFFIX.search(p.name))}
+    if missing := sorted(set(expected) - staged):
+        failures.append("batched eval is missing result files for concurrency: " + str(missing))
+    prefix = meta.get("infmax_model_prefix")
+    checked = 0
+    for path in files:
+        for task, metrics in json.loads(path.read_text())["results"].items():
+            floor = thresholds["models"].get(prefix, {}).get(task)
+            floor = floor if floor is not None else thresholds["default"].get(task, 0.85)
+            for name, value in metrics.items():
+                if name.startswith("exact_match,") and "stderr" not in name:
+                    checked += 1
+                    if value < floor:
+                        failures.append(f"{path.name} {task} {name} = {value:.4f} (< {floor})")
+    if checked == 0:
+        failures.append("no metrics matched prefix 'exact_match,'")
+    return failures
+
+
+def harness_thresholds() -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load(HARNESS_YAML))
+
+
+def test_the_harness_takes_the_hooks_evidence_as_its_own(tmp_path):
+    out = tmp_path / "job"
+    behaviour = EngineBehaviour(model=SERVED, max_model_len=4096, accuracy=0.95)
+    with FakeEngine(behaviour) as engine:
+        code, output = run(job_env(engine.port), out)
+        asked = {r.body["model"] for r in engine.requests if r.body}
+    assert code == 0, output
+    assert asked == {SERVED}  # MODEL_NAME is the served name, PORT the endpoint
+
+    # The upload takes exactly the harness's files; evalgate's own stay out of its globs.
+    names = uploaded(out)
+    assert names[0] == "meta_env.json"
+    assert [n for n in names if n.startswith("results")] == sorted(
+        n for n in names if re.fullmatch(r"results_.+_conc(4|8)\.json", n)
+    )
+    assert len([n for n in names if re.fullmatch(r"samples_gsm8k_.+_conc(4|8)\.jsonl", n)]) == 2
+    assert len(names) == 5
+    for conc in (4, 8):
+        assert load_result(out / "evalgate" / f"conc-{conc}")["status"] == "pass"
+
+    rows = collect_rows(out)
+    right = 38 / 40  # ceil(40 * 0.95) answers right
+    assert sorted(r["conc"] for r in rows) == [4, 8]
+    for row in rows:
+        assert row == {
+            "model_prefix": "dsr1",
+            "hw": "B200",
+            "framework": "sglang",
+            "precision": "fp8",
+            "isl": 1024,
+            "osl": 1024,
+            "conc": row["conc"],
+            "prefill": (4, 4, True, 1),
+            "decode": (8, 8, False, 2),
+            "dp_attention": True,
+            "task": "gsm8k",
+            "strict": right,
+            "flexible": right,
+            "n": 40,
+            "model": SERVED,
+        }
+    assert validate(out, harness_thresholds(), [4, 8]) == []
+
+    # Each line of every samples file is an lm-eval sample record of that concurrency.
+    for path in out.glob("samples_gsm8k_*.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        assert len(records) == 80  # 40 questions, two filters
+        assert {r["filter"] for r in records} == {"strict-match", "flexible-extract"}
+
+
+def test_a_score_under_the_models_threshold_fails_both_gates(tmp_path):
+    """36 of 40 (0.90) passes the harness's default 0.90 and the validator's 0.85 fallback,
+    but not dsr1's 0.91: the task is named gsm8k and the prefix recorded, so it fails."""
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096, accuracy=0.9)) as engine:
+        code, output = run(job_env(engine.port), out)
+    assert code == 1, output
+    failures = validate(out, harness_thresholds(), [4, 8])
+    assert len(failures) == 4
+    assert all("gsm8k exact_match," in f and "= 0.9000 (< 0.91)" in f for f in failures)
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
+
+
+def test_meta_env_is_the_harness_own_for_the_jobs_variables(monkeypatch):
+    """Key for key (and in order) what append_lm_eval_summary writes for this job: framework
+    and precision from RESULT_FILENAME, EP from ENABLE_EP, workers from yD."""
+    env = job_env(
+        8888,
+        IS_MULTINODE="true",
+        SPEC_DECODING="mtp",
+        RESULT_FILENAME="dsr1_1k1k_fp4_trt_tp8-ep8_dpa",
+        PREFILL_EP="1",
+        PREFILL_ENABLE_EP="true",
+        yD="3",
+    )
+    for name in ("FRAMEWORK", "PRECISION", "DECODE_NUM_WORKERS"):
+        del env[name]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    meta = harness.meta_env(
+        settings.labels,
+        job_environment(env),
+        [4, 8],
+        [4],
+        [8],
+        served_model=settings.endpoint.served_model,
+        isl=settings.context.isl,
+        osl=settings.context.osl,
+    )
+    assert meta == {
+        "is_multinode": True,
+        "framework": "trt",
+        "precision": "fp4",
+        "spec_decoding": "mtp",
+        "recipe_fingerprint": "",
+        "tp": 4,
+        "pp": 1,
+        "dcp_size": 1,
+        "pcp_size": 1,
+        "conc": 4,
+        "eval_concs": [4, 8],
+        "completed_eval_concs": [4],
+        "failed_eval_concs": [8],
+        "ep": 4,
+        "dp_attention": True,
+        "prefill_tp": 4,
+        "prefill_pp": 1,
+        "prefill_dcp_size": 1,
+        "prefill_pcp_size": 1,
+        "prefill_ep": 4,
+        "prefill_dp_attention": True,
+        "prefill_num_workers": 1,
+        "decode_tp": 8,
+        "decode_pp": 1,
+        "decode_dcp_size": 1,
+        "decode_pcp_size": 1,
+        "decode_ep": 8,
+        "decode_dp_attention": False,
+        "decode_num_workers": 3,
+        "model": SERVED,
+        "infmax_model_prefix": "dsr1",
+        "hw": "b200",
+        "isl": "1024",
+        "osl": "1024",
+    }
+
+
+def test_a_rejected_probe_leaves_files_that_say_so(tmp_path):
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = run(job_env(engine.port), out, "--max-tokens", "12288")
+    assert code == 3, output
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [] and meta["failed_eval_concs"] == [4, 8]
+    assert uploaded(out) == ["meta_env.json"]  # the upload still has its file; no results
+    failures = validate(out, harness_thresholds(), [4, 8])
+    assert failures[0] == "batched eval failed for concurrency: 4, 8"
+    assert load_result(out / "evalgate" / "conc-4")["stage"] == "probe"
+    summary = json.loads((out / "evalgate" / "hook.json").read_text())
+    assert [r["status"] for r in summary["runs"]] == ["error", "not run"]
+
+
+def test_sigterm_mid_eval_is_recorded_as_a_failed_concurrency(tmp_path):
+    out = tmp_path / "job"
+    behaviour = EngineBehaviour(model=SERVED, max_model_len=4096, latency_s=0.2, max_concurrency=2)
+    with FakeEngine(behaviour) as engine:
+        process = hook(job_env(engine.port), out)
+        try:
+            assert engine.wait_until(
+                lambda e: sum(1 for r in e.requests if r.status == 200) > 5, timeout=120
+            ), "the eval never got going"
+            process.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            process.wait(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+    assert process.returncode == 6
+    assert took < 10
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["eval_concs"] == [4, 8]
+    assert meta["completed_eval_concs"] == [] and meta["failed_eval_concs"] == [4, 8]
+    assert load_result(out / "evalgate" / "conc-4")["status"] == "aborted"
+    assert not list(out.glob("results*.json"))
+
+
+def verdicts(cli: Any, folder: Path, thresholds: Path) -> list[tuple[str, str]]:
+    """(config key, outcome) of every result `evalgate verify` gates under `folder`."""
+    written = folder.parent / f"{folder.name}.verdict.json"
+    done = cli(
+        "verify",
+        str(folder),
+        "--thresholds",
+        str(thresholds),
+        "--min-samples",
+        "0",
+        "--no-github",
+        "--json",
+        str(written),
+    )
+    doc = json.loads(written.read_text())
+    assert validation_errors("verdict", doc) == []
+    assert done.code == doc["exit_code"] == 1, done.text
+    return sorted((e["key"], e["outcome"]) for e in doc["entries"])
+
+
+def test_verify_names_and_gates_the_job_alike_from_either_files(tmp_path, cli):
+    """The harness's files alone (as uploaded), evalgate's alone, and the staged folder with
+    both: the same configs, the same verdicts, with the harness's own thresholds.yaml."""
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096, accuracy=0.9)) as engine:
+        code, output = run(job_env(engine.port), out)
+    assert code == 1, output  # 0.90: below dsr1's 0.91
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(HARNESS_YAML)
+    harness_only = as_uploaded(out, tmp_path / "harness")
+    evalgate_only = tmp_path / "evalgate"
+    shutil.copytree(out / "evalgate", evalgate_only)
+
+    theirs = verdicts(cli, harness_only, thresholds)
+    ours = verdicts(cli, evalgate_only, thresholds)
+    both = verdicts(cli, out, thresholds)  # the harness's copies are not counted twice
+    key = "dsr1 b200 sglang fp8 isl=1024 osl=1024 conc={} tp=4 ep=4 dpa=true"
+    assert theirs == ours == both == [(key.format(4), "fail"), (key.format(8), "fail")]

@@ -1,0 +1,125 @@
+"""gate.probe: the change the probe suggests when the engine rejects it."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalgate.context.budget import EvalContext
+from evalgate.engine.wire import EngineError
+from evalgate.evidence.model import Limit
+from evalgate.probe.preflight import suggest_fix
+
+VLLM_MAX_TOKENS = (
+    "max_tokens=1500 cannot be greater than max_model_len=1024. Please request fewer output "
+    "tokens. (parameter=max_tokens, value=1500)"
+)
+
+
+VLLM_PROMPT = (
+    "This model's maximum context length is 1024 tokens. However, your prompt contains at least "
+    "1025 input tokens, which exceeds this limit even without any output tokens."
+)
+
+
+SGLANG_TOTAL = (
+    "Requested token count exceeds the model's maximum context length of 1024 tokens. You "
+    "requested a total of 2700 tokens: 1200 tokens from the input messages and 1500 tokens for "
+    "the completion."
+)
+
+
+SGLANG_INPUT = "The input (1200 tokens) is longer than the model's context length (1024 tokens)."
+
+
+ROUTER_CARD = Limit(2048, "/v1/models of the endpoint")
+
+
+def context(*, served=(ROUTER_CARD,), policy="fit", max_tokens=848, prompt=1200) -> EvalContext:
+    return EvalContext(
+        eval_max_model_len=2048,
+        max_tokens=max_tokens,
+        budget_policy=policy,
+        native=None,
+        served=tuple(served),
+        requested=2304,
+        prompt_tokens=Limit(prompt, "/tokenize") if prompt is not None else None,
+        steps=(),
+    )
+
+
+WORKER_SERVES_LESS = (
+    "The engine enforces 1024 tokens, but evalgate was told the served limit is 2048 "
+    "(/v1/models of the endpoint): a worker behind the router (often the decode) serves less. "
+    "Pass each worker with --worker-url, its server arguments with --server-config, or "
+    "--served-max-model-len 1024."
+)
+
+
+GENERIC = (
+    "Serve a larger --max-model-len, or lower the budget with --max-tokens; --explain on "
+    "`evalgate context` shows each number and its source."
+)
+
+
+FIXES = [
+    # (case, engine's message, context, the suggestion)
+    ("vLLM max_tokens, a worker serves less", VLLM_MAX_TOKENS, context(), WORKER_SERVES_LESS),
+    ("vLLM prompt too long, a worker serves less", VLLM_PROMPT, context(), WORKER_SERVES_LESS),
+    ("SGLang total, a worker serves less", SGLANG_TOTAL, context(), WORKER_SERVES_LESS),
+    ("SGLang input, a worker serves less", SGLANG_INPUT, context(), WORKER_SERVES_LESS),
+    (
+        "no served limit known",
+        VLLM_MAX_TOKENS,
+        context(served=()),
+        WORKER_SERVES_LESS.replace("2048 (/v1/models of the endpoint)", "unknown"),
+    ),
+    (
+        "the engine enforces what evalgate knew, a forced budget",
+        VLLM_MAX_TOKENS.replace("1024", "2048"),
+        context(policy="forced", max_tokens=12288),
+        "Drop --max-tokens 12288 to let evalgate derive the budget (about 848 here), or serve a "
+        "--max-model-len of at least 13488.",
+    ),
+    (
+        "a forced budget, prompt not measured",
+        "too many tokens",
+        context(policy="forced", max_tokens=4096, prompt=None),
+        "Drop --max-tokens 4096 to let evalgate derive the budget (about 2048 here), or serve a "
+        "--max-model-len of at least 4096.",
+    ),
+    ("no limit in the message, fit policy", "Bad Request", context(), GENERIC),
+    (
+        "the engine's limit above what evalgate knew",
+        VLLM_MAX_TOKENS.replace("1024", "4096"),
+        context(),
+        GENERIC,
+    ),
+]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("message", "derived", "suggestion"), [c[1:] for c in FIXES], ids=[c[0] for c in FIXES]
+)
+def test_suggest_fix(message, derived, suggestion):
+    assert suggest_fix(EngineError(400, message), derived) == suggestion
+
+
+@pytest.mark.loopback
+def test_probe_json_prints_the_error_document_on_exit_3():
+    """`probe --json` printed nothing on exit 3, where `run --json` prints its error document."""
+    import json
+
+    from tests.conftest import run_args, run_subprocess
+    from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth={1}, message="max_tokens is too large"))
+        done = run_subprocess(*run_args(engine.url, command="probe", json="-"))
+
+    assert done.returncode == 3, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["outcome"], document["exit_code"]) == ("error", 3)
+    assert document["error"]["type"] == "ProbeError"
+    assert "The engine rejected the pre-flight request" in document["error"]["message"]
+    assert "ProbeError: The engine rejected the pre-flight request" in done.stderr

@@ -1,0 +1,285 @@
+"""The GitHub Action (action.yml), run step by step as a runner runs a composite action: its
+expressions evaluated (only inputs.*, github.action_path, runner.temp and steps.*.outputs.*),
+each step's script run by bash with GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_ENV and
+GITHUB_ACTION_PATH set, what a step adds to GITHUB_ENV given to the steps after it.
+
+Most tests pass `install: false`, the action's own input for a runner that already has evalgate:
+the install step then takes the evalgate on PATH, this checkout's (the test environment's), and
+the verify step is what is tested. One test runs the install step as a user gets it: `pip
+install "$GITHUB_ACTION_PATH"` into a virtualenv under runner.temp (from the registry: slower).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, Sweep
+
+pytestmark = pytest.mark.loopback
+
+
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+
+
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+@dataclass
+class ActionRun:
+    outputs: dict[str, str]
+    summary: str
+    log: str
+    exit_code: int
+
+
+def evaluate(text: str, context: dict[str, Any]) -> str:
+    """`text` with each ${{ ... }} replaced; only the contexts the action may use are known."""
+
+    def value(match: re.Match[str]) -> str:
+        path = match.group(1)
+        head, _, rest = path.partition(".")
+        if head == "inputs":
+            return str(context["inputs"][rest])
+        if path in ("github.action_path", "runner.temp"):
+            return str(context[path])
+        step = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", path)
+        assert step is not None, f"action.yml uses an expression a test cannot vouch for: {path}"
+        return context["steps"].get(step.group(1), {}).get(step.group(2), "")
+
+    return EXPRESSION.sub(value, text)
+
+
+def read_commands_file(path: Path) -> dict[str, str]:
+    """GITHUB_OUTPUT / GITHUB_ENV: `name=value` lines, or `name<<DELIMITER` ... `DELIMITER`."""
+    values: dict[str, str] = {}
+    lines = iter(path.read_text(encoding="utf-8").splitlines()) if path.exists() else iter(())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            body = []
+            for inner in lines:
+                if inner == delimiter:
+                    break
+                body.append(inner)
+            values[name] = "\n".join(body)
+        elif line:
+            name, value = line.split("=", 1)
+            values[name] = value
+    return values
+
+
+def run_action(inputs: dict[str, str], tmp: Path, env: dict[str, str]) -> ActionRun:
+    given = {
+        name: inputs.get(name, spec.get("default", "")) for name, spec in ACTION["inputs"].items()
+    }
+    assert set(inputs) <= set(given), f"unknown inputs {set(inputs) - set(given)}"
+    for name, spec in ACTION["inputs"].items():
+        assert given[name] or not spec.get("required"), f"input {name} is required"
+    temp = tmp / "runner-temp"
+    temp.mkdir(exist_ok=True)
+    context: dict[str, Any] = {
+        "inputs": given,
+        "github.action_path": ROOT,
+        "runner.temp": temp,
+        "steps": {},
+    }
+    summary_file, env_file = tmp / "step-summary.md", tmp / "github-env"
+    added: dict[str, str] = {}
+    log, code = [], 0
+    assert ACTION["runs"]["using"] == "composite"
+    for number, step in enumerate(ACTION["runs"]["steps"]):
+        assert set(step) <= {"name", "id", "shell", "env", "run"}, "run: steps only"
+        assert "${{" not in step["run"], "an expression inside run: is script injection"
+        output_file = tmp / f"output-{number}"
+        script = tmp / f"step-{number}.sh"
+        script.write_text(step["run"], encoding="utf-8")
+        step_env = (
+            env
+            | added
+            | {
+                "GITHUB_ACTIONS": "true",
+                "GITHUB_ACTION_PATH": str(ROOT),
+                "RUNNER_TEMP": str(temp),
+                "GITHUB_OUTPUT": str(output_file),
+                "GITHUB_STEP_SUMMARY": str(summary_file),
+                "GITHUB_ENV": str(env_file),
+            }
+            | {k: evaluate(str(v), context) for k, v in step.get("env", {}).items()}
+        )
+        assert step["shell"] == "bash"
+        done = subprocess.run(  # the command line GitHub runs a `shell: bash` step with
+            [BASH, "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            env=step_env,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        log.append(done.stdout + done.stderr)
+        added |= read_commands_file(env_file)
+        if "id" in step:
+            context["steps"][step["id"]] = read_commands_file(output_file)
+        code = done.returncode
+        if code != 0:
+            break  # a failed step ends a composite action; later steps do not run
+    outputs = {name: evaluate(spec["value"], context) for name, spec in ACTION["outputs"].items()}
+    summary = summary_file.read_text(encoding="utf-8") if summary_file.exists() else ""
+    return ActionRun(outputs, summary, "".join(log), code)
+
+
+def checkout_env() -> dict[str, str]:
+    """This checkout's evalgate first on PATH (install: false takes it from there)."""
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
+    return keep | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def on_sweep(sweep: Sweep, tmp: Path, inputs: dict[str, str]) -> ActionRun:
+    """The action with `inputs`, the sweep's thresholds and this checkout's evalgate."""
+    given = inputs | {"thresholds": str(sweep.thresholds), "install": "false"}
+    return run_action(given, tmp, checkout_env())
+
+
+def test_a_passing_sweep_passes_with_its_outputs_summary_and_reports(
+    loopback_sweep: Sweep, tmp_path
+):
+    runs = loopback_sweep.runs
+    results = f"{runs['pass']}\n{runs['pass_conc8']}\n"
+    run = on_sweep(loopback_sweep, tmp_path, {"results": results, "expect": "2"})
+    print(run.outputs)
+    assert run.exit_code == 0, run.log
+    reports = "evalgate-reports"
+    assert run.outputs == {
+        "verdict": "pass",
+        "exit-code": "0",
+        "json": f"{reports}/evalgate-verdict.json",
+        "junit": f"{reports}/evalgate-junit.xml",
+        "html": f"{reports}/evalgate-report.html",
+    }
+    verdict = json.loads((tmp_path / run.outputs["json"]).read_text())
+    assert (verdict["verdict"], verdict["exit_code"], verdict["counts"]["pass"]) == ("pass", 0, 2)
+    assert "<testsuite" in (tmp_path / run.outputs["junit"]).read_text()
+    assert "<svg" in (tmp_path / run.outputs["html"]).read_text()
+    assert "PASS" in run.summary and "b200" in run.summary
+    assert "::error" not in run.log
+
+
+def test_a_failing_sweep_fails_after_setting_its_outputs(loopback_sweep: Sweep, tmp_path):
+    runs = loopback_sweep.runs
+    inputs = {
+        "results": f"{runs['pass']}\n{runs['fail']}",
+        "waivers": "",  # empty: no waivers, no error
+        "report-dir": "out/reports",
+    }
+    run = on_sweep(loopback_sweep, tmp_path, inputs)
+    print(run.outputs)
+    assert run.exit_code == 1, run.log
+    assert run.outputs["verdict"] == "fail"
+    assert run.outputs["exit-code"] == "1"
+    assert run.outputs["json"] == "out/reports/evalgate-verdict.json"
+    verdict = json.loads((tmp_path / run.outputs["json"]).read_text())
+    assert (verdict["verdict"], verdict["counts"]["fail"]) == ("fail", 1)
+    assert "FAIL" in run.summary
+    assert re.search(r"^::error.*", run.log, flags=re.M), run.log
+
+
+def test_each_baseline_line_is_its_own_baseline_and_args_pass_through(
+    loopback_sweep: Sweep, tmp_path
+):
+    runs = loopback_sweep.runs
+    inputs = {
+        "results": f"{runs['pass']}\n{runs['pass_conc8']}",
+        # another sweep's runs (a sweep is never its own baseline), a blank line between
+        "baseline": f"{runs['pass_h100']}\n\n{runs['pass_h100_conc8']}\n",
+        "args": "--max-drop\n0.5",
+    }
+    run = on_sweep(loopback_sweep, tmp_path, inputs)
+    assert run.exit_code == 0, run.log
+    verdict = json.loads((tmp_path / run.outputs["json"]).read_text())
+    assert verdict["baseline"]["paths"] == [str(runs["pass_h100"]), str(runs["pass_h100_conc8"])]
+    assert verdict["baseline"]["max_drop"] == 0.5
+
+
+def test_an_input_is_never_run_as_code(tmp_path):
+    planted = tmp_path / "planted"
+    run = run_action(
+        {"results": f'$(touch {planted})"; touch {planted}; "', "install": "false"},
+        tmp_path,
+        checkout_env(),
+    )
+    assert not planted.exists()
+    assert (run.exit_code, run.outputs["verdict"], run.outputs["exit-code"]) == (2, "error", "2")
+
+
+def test_a_missing_evalgate_with_install_false_says_what_to_do(tmp_path):
+    run = run_action({"results": "x", "install": "false"}, tmp_path, {"PATH": "/usr/bin:/bin"})
+    assert run.exit_code == 2
+    assert "no evalgate is on PATH: install evalgate-bench first" in run.log
+
+
+def test_the_install_step_installs_the_core_from_the_action_files(loopback_sweep: Sweep, tmp_path):
+    """As a user's runner: the core from GITHUB_ACTION_PATH into a virtualenv of its own, then
+    verify from there (the environment's evalgate is not on PATH)."""
+    runs = loopback_sweep.runs
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_"))}
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "evalgate").exists()
+    )
+    run = run_action(
+        {"results": str(runs["pass"]), "thresholds": str(loopback_sweep.thresholds)},
+        tmp_path,
+        env,
+    )
+    assert run.exit_code == 0, run.log
+    assert run.outputs["verdict"] == "pass"
+    venv = tmp_path / "runner-temp" / "evalgate-action"
+    python = venv / "bin" / "python"
+    missing = subprocess.run([python, "-c", "import lm_eval"], capture_output=True, check=False)
+    assert missing.returncode == 1, "the action installs the core, without lm-eval"
+
+
+def test_the_example_workflow_uses_the_action_and_keeps_its_reports():
+    workflow = yaml.safe_load((ROOT / "examples" / "github-actions-verify.yml").read_text())
+    steps = workflow["jobs"]["verify-evals"]["steps"]
+    [gate] = [s for s in steps if str(s.get("uses", "")).split("@")[0].endswith("/evalgate")]
+    assert set(gate["with"]) <= set(ACTION["inputs"]), "the example passes an unknown input"
+    assert "results" in gate["with"]
+    [upload] = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact")]
+    assert upload["if"] == "always()"
+    reports = ACTION["inputs"]["report-dir"]["default"]
+    assert upload["with"]["path"].split() == [
+        f"{reports}/evalgate-junit.xml",
+        f"{reports}/evalgate-verdict.json",
+        f"{reports}/evalgate-report.html",
+    ]
+    # and the paths the action says it wrote are those
+    script = ACTION["runs"]["steps"][1]["run"]
+    for name in ("evalgate-junit.xml", "evalgate-verdict.json", "evalgate-report.html"):
+        assert f'"$REPORT_DIR/{name}"' in script
+
+
+def test_each_step_script_is_shellcheck_clean(tmp_path):
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (scripts/test installs it as root)")
+    for number, step in enumerate(ACTION["runs"]["steps"]):
+        script = tmp_path / f"step-{number}.sh"
+        script.write_text("#!/usr/bin/env bash\n" + step["run"], encoding="utf-8")
+        done = subprocess.run(
+            [shellcheck, str(script)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, (step["name"], done.stdout)

@@ -1,0 +1,460 @@
+"""The one reader (evidence/read.py): strict, typed, naming the JSON path, nesting bounded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evalgate.errors import ArtifactError
+from evalgate.evidence.artifacts import read_result, read_samples
+from evalgate.evidence.model import Result, Sample
+from evalgate.reader import MAX_DEPTH, Written, decode, decode_lines, read
+from tests.conftest import load_result, run_args, run_subprocess
+
+DOCUMENTS = Path(__file__).parent / "data" / "documents"
+
+
+def result(tmp_path: Path, change: Any = None) -> Path:
+    doc = json.loads((DOCUMENTS / "result.json").read_text())
+    if change is not None:
+        change(doc)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.unit
+def test_a_wrong_type_is_refused_naming_its_json_path_first(tmp_path):
+    path = result(tmp_path, lambda doc: doc["scores"][1].update(n="1319"))
+
+    with pytest.raises(ArtifactError) as refused:
+        read_result(path)
+
+    assert refused.value.message == (
+        f"{path} is not a valid evalgate result (result.schema.json): "
+        "$.scores[1].n: Expected `int`, got `str`"
+    )
+
+
+@pytest.mark.unit
+def test_a_sample_line_names_its_file_line_and_path(tmp_path):
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(sample) + "\n" + json.dumps(sample | {"doc_id": -1}) + "\n")
+
+    with pytest.raises(ArtifactError, match=r"line 2 is not a valid evalgate sample: \$\.doc_id: "):
+        read_samples(path)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("field", ["doc_id", "completion_tokens", "repeat"])
+def test_a_sample_line_with_an_integer_past_64_bits_is_refused_naming_its_line(tmp_path, field):
+    """samples.jsonl is decoded in one pass; an integer past 64 bits still sends it line by line,
+    where the reader names the line, and the type names the field and its bound."""
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    lines = [sample, sample | {"doc_id": 1, field: 2**64}]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    said = rf"line 2 is not a valid evalgate sample: \$\.{field}: Expected `int` <= {2**63 - 1}$"
+    with pytest.raises(ArtifactError, match=said):
+        read_samples(path)
+
+
+@pytest.mark.unit
+def test_digits_inside_a_string_are_no_integer(tmp_path):
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    digits = "1" * 64  # a hash of digits, a long number in a question: text, not a number
+    lines = [sample | {"prompt_sha256": digits}, sample | {"doc_id": 1, "question": digits}]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert [s.prompt_sha256 for s in read_samples(path)] == [digits, sample["prompt_sha256"]]
+
+
+@pytest.mark.unit
+def test_a_repeated_doc_id_is_refused_naming_its_line(tmp_path):
+    sample = json.loads((DOCUMENTS / "sample.json").read_text())
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(sample) + "\n\n" + json.dumps(sample) + "\n")
+    with pytest.raises(ArtifactError, match=r"samples.jsonl line 3 repeats doc_id "):
+        read_samples(path)
+
+
+@pytest.mark.unit
+def test_nan_is_read_where_the_contract_states_no_bound(tmp_path):
+    text = result(tmp_path).read_text()
+    nan_stderr = tmp_path / "nan.json"
+    nan_stderr.write_text(text.replace('"stderr": 0.006003', '"stderr": NaN', 1))
+    assert str(read_result(nan_stderr).scores[0].stderr) == "nan"
+
+    nan_value = tmp_path / "value.json"
+    nan_value.write_text(text.replace('"value": 0.95,', '"value": NaN,', 1))
+    with pytest.raises(ArtifactError, match=r"\$\.scores\[0\]\.value: Expected `float` >= 0.0"):
+        read_result(nan_value)
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("depth", "refused"), [(MAX_DEPTH, False), (MAX_DEPTH + 1, True)])
+def test_plain_values_are_held_to_the_depth_bound(depth, refused):
+    if refused:
+        with pytest.raises(ArtifactError, match=f"more than {MAX_DEPTH} levels deep"):
+            decode(nested(depth), where="x.json")
+    else:
+        assert decode(nested(depth), where="x.json") == json.loads(nested(depth))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("depth", [5_000, 1_000_000])
+@pytest.mark.parametrize("kind", [Any, Result, dict[str, Any]])
+def test_past_the_recursion_limit_any_file_is_malformed(tmp_path, depth, kind):
+    path = tmp_path / "deep.json"
+    path.write_text('{"schema": ' + nested(depth) + "}")
+
+    with pytest.raises(ArtifactError, match=f"^{path} "):
+        read(path, kind)
+
+
+@pytest.mark.unit
+def test_python_json_reads_what_msgspec_refuses_and_says_where_it_breaks(tmp_path):
+    assert decode('{"x": Infinity}') == {"x": float("inf")}
+    with pytest.raises(ArtifactError, match=r"^a\.json is not valid JSON \(line 2 column 1: "):
+        decode('{"x":\n', where="a.json")
+
+
+_TEXT = st.text(
+    st.sampled_from(["a", "b", '"', "\\", ":", " ", "\n", "\u2019", "\x00"]), max_size=4
+)
+
+
+@st.composite
+def _written(draw: st.DrawFn, depth: int = 0) -> str:
+    """A JSON text as a writer may spell it: keys that may repeat, strings with quotes and
+    backslashes (escaped as json does, or as \\u0022 and \\u005c), white space around colons."""
+    kind = draw(
+        st.sampled_from(
+            ["object", "array", "string", "number"] if depth < 3 else ["string", "number"]
+        )
+    )
+    if kind == "number":
+        return str(draw(st.integers(-5, 5)))
+    if kind == "string":
+        return _spelled(draw(_TEXT), draw(st.booleans()))
+    if kind == "array":
+        return "[" + ", ".join(draw(st.lists(_written(depth + 1), max_size=3))) + "]"
+    keys = draw(st.lists(_TEXT, max_size=4))
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    pairs = [f"{_spelled(k, draw(st.booleans()))}{space}:{draw(_written(depth + 1))}" for k in keys]
+    return "{" + ", ".join(pairs) + "}"
+
+
+def _spelled(text: str, unicode: bool) -> str:
+    """A string as JSON, its quotes and backslashes escaped with a backslash or as \\u."""
+    escapes = {'"': "\\u0022", "\\": "\\u005c"} if unicode else {}
+    return '"' + "".join(escapes.get(c) or json.dumps(c)[1:-1] for c in text) + '"'
+
+
+def _repeats(text: str) -> bool:
+    found = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        found.append(len({k for k, _ in items}) < len(items))
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return any(found)
+
+
+@pytest.mark.unit
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_written(), min_size=1, max_size=3))
+def test_a_repeated_key_is_refused_and_only_then(texts):
+    for text in texts:
+        if _repeats(text):
+            with pytest.raises(ArtifactError, match="repeats the key"):
+                decode(text, where="x.json")
+        else:
+            assert decode(text, where="x.json") == json.loads(text)
+    lines = "\n".join(t.replace("\n", " ") for t in texts) + "\n"
+    objects = [json.loads(t) for t in texts]
+    if any(map(_repeats, texts)):
+        with pytest.raises(ArtifactError, match=r"x\.jsonl line \d+ repeats the key"):
+            decode_lines(lines.encode(), Any, "x.jsonl")
+    else:
+        assert decode_lines(lines.encode(), Any, "x.jsonl") == objects
+
+
+SAMPLES = Written(Sample)
+
+
+_KEYS = list(Sample.__struct_fields__)
+
+
+@st.composite
+def _sample_line(draw: st.DrawFn) -> str:
+    """A samples.jsonl line as evalgate writes it (every key), its text fields spelled with
+    quotes and backslashes either way, and maybe one key of the line or of an answer twice."""
+    text = st.builds(_spelled, _TEXT, st.booleans())
+    answers = {
+        name: {"extracted": draw(text), "correct": draw(st.sampled_from(["true", "false"]))}
+        for name in draw(st.lists(st.sampled_from(["strict", "flex", 'a"b\\']), max_size=2))
+    }
+    line = {
+        **dict.fromkeys(_KEYS, "null"),
+        "doc_id": str(draw(st.integers(0, 2**63 - 1))),
+        "prompt_sha256": draw(text),
+        "response": draw(st.one_of(text, st.just("null"))),
+        "question": draw(text),
+        "target": draw(text),
+        "filters": "{" + ", ".join(_answer(k, a) for k, a in answers.items()) + "}",
+    }
+    pairs = [f'"{key}": {value}' for key, value in line.items()]
+    if draw(st.booleans()):  # a key twice, whose values may agree
+        twice = draw(st.sampled_from(pairs))
+        pairs.insert(draw(st.integers(0, len(pairs))), twice)
+    return "{" + ", ".join(pairs) + "}"
+
+
+def _answer(name: str, fields: dict[str, str]) -> str:
+    return _spelled(name, False) + ": {" + ", ".join(f'"{f}": {v}' for f, v in fields.items()) + "}"
+
+
+@pytest.mark.unit
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_sample_line(), min_size=1, max_size=3))
+def test_lines_written_as_evalgate_writes_are_read_in_one_pass_unless_a_key_repeats(lines):
+    data = ("\n".join(lines) + "\n").encode()
+    read_in_one_pass = SAMPLES.read(data)
+    if any(map(_repeats, lines)):
+        assert read_in_one_pass is None
+        with pytest.raises(ArtifactError, match="repeats the key"):
+            decode_lines(data, Sample, "x.jsonl")
+    else:
+        assert read_in_one_pass is not None
+        assert [msgspec.structs.asdict(s) for s in read_in_one_pass] == [
+            msgspec.structs.asdict(s) for s in decode_lines(data, Sample, "x.jsonl")
+        ]
+        assert all(isinstance(s, Sample) for s in read_in_one_pass)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("broken", "into"),
+    [
+        ('"filters": {}', '"filters": {"a": {"extracted": "1", "correct": true, "x": 1}}'),
+        ('"cluster": null, ', ""),  # written before evalgate wrote every key
+        ('"cluster": null', '"cluster": null, "new": 1'),  # written by a newer evalgate
+        ('"doc_id": 5', '"doc_id": 9223372036854775808'),
+        ('"doc_id": 5', '"doc_id": -1'),
+        ('"completion_tokens": null', '"completion_tokens": NaN'),
+        ('"completion_tokens": null', '"completion_tokens": 1' + "0" * 400),
+        ('"target": "t"', '"target": "\\ud800"'),
+        ('"target": "t"', '"target": "t'),
+    ],
+)
+def test_lines_not_as_evalgate_writes_them_are_left_to_decode_lines(broken, into):
+    line = "{" + ", ".join(f'"{k}": null' for k in _KEYS) + "}"
+    for key, value in [("doc_id", "5"), ("prompt_sha256", '""'), ("question", '"q"')]:
+        line = line.replace(f'"{key}": null', f'"{key}": {value}')
+    line = line.replace('"target": null', '"target": "t"').replace(
+        '"filters": null', '"filters": {}'
+    )
+    assert SAMPLES.read(f"{line}\n".encode()) is not None
+    assert broken in line
+    assert SAMPLES.read(f"{line}\n{line.replace(broken, into)}\n".encode()) is None
+
+
+@pytest.mark.unit
+def test_a_type_whose_strings_its_values_do_not_show_is_refused():
+    class Open(msgspec.Struct):
+        anything: Any
+
+    with pytest.raises(TypeError, match="Open's strings cannot be counted"):
+        Written(Open)
+
+
+# Deeply nested JSON is malformed wherever evalgate reads JSON (issue 25, item 2).
+#
+# A file of a million nested brackets (or 5,000, or 150: past evalgate's bound of 100 levels but
+# under the interpreter's recursion limit) given as an input is exit 2 naming the file; met by
+# `verify` in a tree, it is MALFORMED and the rest of the tree is reported as usual. Before, each
+# was "InternalError ... please report" (exit 4), and verify reported nothing.
+
+
+DEPTHS = [150, 5_000, 1_000_000]
+
+
+TOO_DEEP = "nests arrays and objects more than 100 levels deep"
+
+
+def brackets(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def inside(depth: int) -> str:
+    """A document whose one value is nested `depth` deep (a config key, a threshold)."""
+    return '{"default": ' + brackets(depth) + "}"
+
+
+def good_run(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text((DOCUMENTS / "result.json").read_text())
+    return folder
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("shape", [brackets, inside])
+def test_context_refuses_a_deep_model_config(cli, tmp_path, depth, shape):
+    config = tmp_path / "config.json"
+    config.write_text(shape(depth))
+
+    done = cli("context", "--model-config", str(config), "--isl", "1024", "--osl", "512")
+
+    assert done.code == 2
+    assert f"ContextError: {config} " in done.err
+    assert "InternalError" not in done.err
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("depth", [5_000, 1_000_000])
+def test_run_refuses_a_deep_model_config_and_records_why(cli, engine, tmp_path, depth):
+    config, out = tmp_path / "config.json", tmp_path / "out"
+    config.write_text(brackets(depth))
+    done = cli(*run_args(engine.url, out, model_config=config, num_concurrent=None))
+
+    assert done.code == 2
+    assert f"ContextError: {config} " in done.err
+    result = load_result(out)
+    assert (result["status"], result["error"]["type"]) == ("error", "ContextError")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("suffix", [".json", ".txt"])
+def test_verify_refuses_deep_thresholds(cli, tmp_path, depth, suffix):
+    good_run(tmp_path / "run")
+    thresholds = tmp_path / f"thresholds{suffix}"
+    thresholds.write_text(inside(depth))
+
+    done = cli("verify", str(tmp_path / "run"), "--thresholds", str(thresholds))
+
+    assert done.code == 2
+    assert f"ThresholdsError: {thresholds} {TOO_DEEP}" in done.err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("depth", [5_000, 1_000_000])
+@pytest.mark.parametrize("where", ["result.json", "samples.jsonl"])
+def test_compare_refuses_a_deep_run(cli, tmp_path, depth, where):
+    base, cand = good_run(tmp_path / "a"), good_run(tmp_path / "b")
+    for run in (base, cand):
+        sample = json.loads((DOCUMENTS / "sample.json").read_text())
+        (run / "samples.jsonl").write_text(json.dumps(sample) + "\n")
+    (cand / where).write_text(brackets(depth) + "\n")
+
+    done = cli("compare", str(base), str(cand))
+
+    assert done.code == 2
+    assert f"ArtifactError: {cand / where}" in done.err
+
+
+def _deep_value(depth: int) -> str:
+    """A valid result.json but for one value nested `depth` deep (chat_template_kwargs, which
+    the contract leaves open)."""
+    doc = json.loads((DOCUMENTS / "result.json").read_text())
+    doc["eval"]["chat_template_kwargs"] = {"x": "@"}
+    return json.dumps(doc).replace('"@"', brackets(depth))
+
+
+@pytest.mark.loopback
+def test_verify_reports_each_deep_file_malformed_and_the_rest_as_usual(tmp_path):
+    tree, report = tmp_path / "tree", tmp_path / "verdict.json"
+    good = good_run(tree / "good")
+    deep = {
+        tree / "deep" / "result.json": brackets(1_000_000),
+        tree / "value" / "result.json": _deep_value(5_000),
+        tree / "hooked" / "hook.json": brackets(5_000),
+        tree / "harness" / "results_2026_conc4.json": brackets(1_000_000),
+        tree / "staged" / "meta_env.json": inside(5_000),
+    }
+    for path, text in deep.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    hooked = good_run(tree / "hooked" / "conc4")
+
+    done = run_subprocess("verify", str(tree), "--json", str(report))
+
+    assert done.returncode == 1, done.stderr  # the malformed files fail the gate
+    outcomes = {e["path"]: e["outcome"] for e in json.loads(report.read_text())["entries"]}
+    assert outcomes[str(good / "result.json")] == "pass"
+    assert outcomes[str(hooked / "result.json")] == "pass"
+    for path in deep:
+        assert outcomes[str(path)] == "malformed", path
+    assert "InternalError" not in done.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("depth", [5_000, 1_000_000])
+def test_verify_refuses_a_deep_expect_file(cli, tmp_path, depth):
+    good_run(tmp_path / "run")
+    manifest = tmp_path / "expect.json"
+    manifest.write_text(brackets(depth))
+
+    done = cli("verify", str(tmp_path / "run"), "--expect", str(manifest))
+
+    assert done.code == 2
+    assert f"UsageError: --expect: {manifest} {TOO_DEEP}" in done.err
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("depth", [5_000, 1_000_000])
+def test_run_refuses_a_deep_baseline_before_sending_anything(cli, engine, tmp_path, depth):
+    baseline = good_run(tmp_path / "baseline")
+    (baseline / "result.json").write_text(_deep_value(depth))
+    done = cli(*run_args(engine.url, tmp_path / "out", baseline=baseline, num_concurrent=None))
+
+    assert done.code == 2
+    assert f"ArtifactError: {baseline / 'result.json'} " in done.err
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+def test_run_into_a_folder_holding_a_deep_result_refuses_to_bury_it(cli, engine, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "result.json").write_text(brackets(1_000_000))
+    done = cli(*run_args(engine.url, out, num_concurrent=None))
+
+    assert done.code == 2
+    assert "already holds a result (status unreadable)" in done.err
+    assert (out / "result.json").read_text() == brackets(1_000_000)
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("where", ["header", "answer"])
+def test_resume_reads_a_journal_with_a_deep_line_as_far_as_it_is_json(cli, engine, tmp_path, where):
+    out = tmp_path / "out"
+    args = run_args(engine.url, out, limit=4, min_samples=0, num_concurrent=None)
+    assert cli(*args).code == 0
+    journal = (out / "journal.jsonl").read_text().splitlines()
+    journal[0 if where == "header" else 2] = brackets(1_000_000)
+    (out / "journal.jsonl").write_text("\n".join(journal) + "\n")
+    result = load_result(out)
+    (out / "result.json").write_text(json.dumps(result | {"status": "aborted"}))
+    sent = len(engine.requests)
+
+    done = cli(*args, "--resume")
+
+    assert done.code == 0, done.err
+    resumed = load_result(out)["eval"]["requests"]["resumed"]
+    asked = len(engine.requests) - sent - 1  # the probe is sent again
+    assert (resumed, asked) == ((0, 4) if where == "header" else (1, 3))

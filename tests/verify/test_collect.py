@@ -1,0 +1,183 @@
+"""`evalgate verify` over trees it does not control: run folders that are symbolic links (and
+links that loop or lead nowhere), a run killed outright, a run still holding its folder's lock,
+and files nested deeper than any decoder goes. Each runs the CLI as its own process, as CI does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import load_result, run_args, run_subprocess, start_subprocess
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.verify.test_verify import lm_eval_doc, write_result
+
+pytestmark = pytest.mark.loopback
+
+
+HOLD_LOCK = (
+    "import fcntl, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "os.write(fd, str(os.getpid()).encode())\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+"""A process that holds an output folder's lock as a live run does, until its stdin closes."""
+
+
+def verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_subprocess("verify", *args, "--no-github")
+
+
+def test_run_folders_that_are_links_are_followed_and_each_folder_searched_once(tmp_path):
+    store, sweep = tmp_path / "store", tmp_path / "sweep"
+    sweep.mkdir()
+    for conc in (4, 8):
+        write_result(store / f"run-{conc}", conc=conc)
+        (sweep / f"conc{conc}").symlink_to(store / f"run-{conc}", target_is_directory=True)
+    (sweep / "up").symlink_to(tmp_path, target_is_directory=True)  # a loop, above the sweep
+    (sweep / "gone").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+
+    done = verify(str(sweep))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "evalgate verify: PASS (exit 0): 2 results for 2 configs: 2 pass" in done.stdout
+    assert f"ignored: {sweep}/up/sweep is the folder {sweep} again" in done.stdout
+    assert f"ignored: {sweep}/up/store/run-4 is the folder {sweep}/conc4 again" in done.stdout
+    assert (
+        f"ignored: {sweep}/gone is a symbolic link to {tmp_path}/nowhere, which cannot be "
+        "reached: not searched"
+    ) in done.stdout
+
+
+def test_a_run_killed_outright_is_interrupted_at_the_stage_it_last_recorded(tmp_path):
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("hang", nth=range(2, 100_000)))  # the probe answers, the eval hangs
+        args = run_args(engine.url, out)
+        run = start_subprocess(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert engine.wait_until(lambda e: e.total >= 2, timeout=120), "the eval never began"
+        finally:
+            run.kill()  # SIGKILL: the run writes nothing more
+            run.wait()
+            engine.release()
+    recorded = load_result(out)
+    assert (recorded["status"], recorded["stage"]) == ("running", "eval")
+
+    done = verify(str(out))
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ERROR" in done.stdout
+    assert re.search(
+        r"run interrupted: its result\.json still says running, last recorded at stage eval: "
+        r"the run was killed, or its result was collected before it finished",
+        done.stdout,
+    ), done.stdout
+
+
+def test_a_run_that_holds_its_folders_lock_is_still_running_not_interrupted(tmp_path):
+    write_result(tmp_path / "run", status="running", stage="settings", reason="in progress")
+    lock = tmp_path / "run" / ".evalgate.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        held = verify(str(tmp_path))
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait()
+    released = verify(str(tmp_path))  # the lock file stays behind, held by nobody
+
+    assert held.returncode == released.returncode == 1
+    assert f"still running (pid {holder.pid}, which holds the folder's lock" in held.stdout
+    assert "interrupted" not in held.stdout
+    assert "run interrupted: its result.json still says running" in released.stdout
+
+
+def test_a_lock_file_beside_a_finished_result_is_not_read_as_anything(tmp_path):
+    write_result(tmp_path / "run")
+    (tmp_path / "run" / ".evalgate.lock").write_text("4242\n")
+
+    done = verify(str(tmp_path))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "evalgate verify: PASS (exit 0): 1 results for 1 configs: 1 pass" in done.stdout
+    assert "ignored" not in done.stdout and ".evalgate.lock" not in done.stdout
+
+
+def _nested(path: Path, depth: int = 10**6) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[" * depth + "]" * depth)
+    return path
+
+
+def test_files_nested_a_million_deep_are_malformed_and_the_rest_is_reported(tmp_path):
+    write_result(tmp_path / "good")
+    deep_result = _nested(tmp_path / "deep" / "result.json")
+    deep_meta = _nested(tmp_path / "harness" / "meta_env.json")
+    (tmp_path / "harness" / "results_2026.json").write_text(json.dumps(lm_eval_doc()))
+
+    done = verify(str(tmp_path))
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"MALFORMED    {deep_result}\n" in done.stdout
+    assert f"MALFORMED    {deep_meta}\n" in done.stdout
+    assert "the 1 lm-eval result(s) it describes go unchecked" in done.stdout
+    assert "PASS          dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=64" in done.stdout
+    assert (
+        "evalgate verify: FAIL (exit 1): 3 results for 1 configs: 1 pass, 2 malformed"
+    ) in done.stdout
+
+
+def test_a_report_through_a_linked_run_folder_is_refused_not_written_over_its_result(tmp_path):
+    result = write_result(tmp_path / "store" / "run-4", conc=4)
+    before = result.read_bytes()
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "conc4").symlink_to(result.parent, target_is_directory=True)
+    through = tmp_path / "sweep" / "conc4" / "result.json"
+
+    done = verify(str(tmp_path / "sweep"), "--json", str(through))
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--json {through} takes the name of a run's evidence" in done.stderr
+    assert result.read_bytes() == before
+
+
+def test_a_folder_that_cannot_be_listed_is_malformed_and_the_rest_is_reported(
+    tmp_path, monkeypatch, cli
+):
+    """Root reads every folder, so the refusal is made by the one call that lists folders."""
+    write_result(tmp_path / "good")
+    write_result(tmp_path / "locked-away" / "run", conc=8)
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if str(path) == str(tmp_path / "locked-away"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    done = cli("verify", str(tmp_path), "--no-github")
+
+    assert done.code == 1, done.text
+    assert f"MALFORMED    {tmp_path}/locked-away\n" in done.out
+    assert (
+        f"Cannot list {tmp_path}/locked-away: Permission denied; the results in it go unchecked"
+    ) in done.out
+    assert "2 results for 1 configs: 1 pass, 1 malformed" in done.out
