@@ -382,7 +382,7 @@ def test_a_report_onto_the_sweeps_folder_is_a_folder_not_an_input(outputs_sweep)
     code, out, err = outputs_verify(str(outputs_sweep), "--html", str(outputs_sweep))
 
     assert code == 2, out + err
-    assert f"Cannot write {sweep}: it is a folder (--html)." in err
+    assert f"Cannot write {outputs_sweep}: it is a folder (--html)." in err
 
 
 def test_a_report_onto_the_file_a_runs_evidence_links_to_is_refused(outputs_sweep, tmp_path):
