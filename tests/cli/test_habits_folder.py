@@ -14,9 +14,8 @@ import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
 from tests.compare.test_compare import paired_outcomes, write_run
-from tests.conftest import load_result, run_args, run_subprocess
+from tests.conftest import checksums, load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
-from tests.gate.test_refusals import checksums
 from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep, thresholds
 
 pytestmark = pytest.mark.loopback

@@ -5,14 +5,19 @@ changes nothing"). Each command runs as its own process against the loopback eng
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
-from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import load_result, run_args, run_subprocess
+from tests.conftest import (
+    RERUN_HOOK,
+    RERUN_RUN,
+    checksums,
+    load_result,
+    run_args,
+    run_subprocess,
+    verify_code,
+)
 from tests.evidence.test_harness import SERVED, job_env
 from tests.evidence.test_harness import run as harness_hook
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
@@ -20,37 +25,18 @@ from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 pytestmark = pytest.mark.loopback
 
 
-def checksums(folder: Path) -> dict[str, str]:
-    """The sha256 of every file under `folder` (the lock file aside), by relative path."""
-    return {
-        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and path.name != LOCK_NAME
-    }
-
-
-HOOK = {"command": "hook", "concurrency": "4 8", "limit": 20, "min_samples": 0}
-"""`evalgate hook` in evalgate's layout: conc 4 and 8, 20 questions each."""
-RUN = {"limit": 10, "min_samples": 0}
-
-
-def verify_code(folder: Path) -> tuple[int, str]:
-    done = run_subprocess("verify", str(folder), "--min-samples", "0", "--no-github")
-    return done.returncode, done.stdout
-
-
 RERUNS = [
     # (command, its options, what a rerun says, what a rerun with --resume says, files kept)
     (
         "run",
-        RUN,
+        RERUN_RUN,
         ["already holds a result (status pass)"],
         ["already holds a result (status pass)"],
         {"result.json", "samples.jsonl", "journal.jsonl"},
     ),
     (
         "hook",
-        HOOK,
+        RERUN_HOOK,
         ["conc-4/result.json already holds a result (status pass)"],
         ["every concurrency staged in", "has finished (4: pass, 8: pass): nothing to continue"],
         {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"},
@@ -84,12 +70,14 @@ def test_a_resume_refused_for_its_inputs_leaves_the_run_it_would_continue(tmp_pa
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[5], message="max_tokens is too large"))
-        first = run_subprocess(*run_args(engine.url, out, **RUN))
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_RUN))
     assert load_result(out)["status"] == "error", first.stderr
     before = checksums(out)
     missing = tmp_path / "no-such-thresholds.json"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        resumed = run_subprocess(*run_args(engine.url, out, "--resume", thresholds=missing, **RUN))
+        resumed = run_subprocess(
+            *run_args(engine.url, out, "--resume", thresholds=missing, **RERUN_RUN)
+        )
     assert resumed.returncode == 2, resumed.stderr
     assert str(missing) in resumed.stderr
     assert checksums(out) == before
@@ -122,11 +110,11 @@ def test_a_hook_resumed_keeps_its_finished_runs_as_they_were_and_continues_the_r
     out = tmp_path / "stage"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
-        first = run_subprocess(*run_args(engine.url, out, **HOOK))
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_HOOK))
     assert load_result(out / "conc-8")["status"] == "error"
     kept = {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")}
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        resumed = run_subprocess(*run_args(engine.url, out, "--resume", **HOOK))
+        resumed = run_subprocess(*run_args(engine.url, out, "--resume", **RERUN_HOOK))
     assert first.returncode != 0 and resumed.returncode == 0, resumed.stderr
     assert {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")} == kept
     summary = json.loads((out / "hook.json").read_text())
@@ -166,12 +154,12 @@ def test_a_run_overwrite_refused_for_its_inputs_leaves_the_run_it_would_replace(
         ("--baseline", str(tmp_path / "nowhere")),
     ]
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        first = run_subprocess(*run_args(engine.url, out, **RUN))
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_RUN))
         assert first.returncode == 0, first.stderr
         before = checksums(out)
         asked = len(engine.requests)
         refusals = [
-            run_subprocess(*run_args(engine.url, out, "--overwrite", *flags, **RUN))
+            run_subprocess(*run_args(engine.url, out, "--overwrite", *flags, **RERUN_RUN))
             for flags in bad
         ]
         assert len(engine.requests) == asked
@@ -188,9 +176,9 @@ def test_a_hook_overwrite_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_pa
     stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
     refuse = ("--overwrite", "--thresholds", str(missing))
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
-        assert run_subprocess(*run_args(engine.url, stage, **HOOK)).returncode == 0
+        assert run_subprocess(*run_args(engine.url, stage, **RERUN_HOOK)).returncode == 0
         stage_before = checksums(stage)
-        refused = run_subprocess(*run_args(engine.url, stage, *refuse, **HOOK))
+        refused = run_subprocess(*run_args(engine.url, stage, *refuse, **RERUN_HOOK))
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         code, output = harness_hook(job_env(engine.port), job)
         assert code == 0, output
@@ -208,7 +196,7 @@ def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path)
     stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
-        run_subprocess(*run_args(engine.url, stage, **HOOK))
+        run_subprocess(*run_args(engine.url, stage, **RERUN_HOOK))
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         engine.inject(Fault("error", status=400, nth=[50], message="max_tokens is too large"))
         harness_hook(job_env(engine.port), job)
@@ -217,7 +205,7 @@ def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path)
     before = checksums(stage), checksums(job)
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         refused = run_subprocess(
-            *run_args(engine.url, stage, "--resume", thresholds=missing, **HOOK)
+            *run_args(engine.url, stage, "--resume", thresholds=missing, **RERUN_HOOK)
         )
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         job_code, job_said = harness_hook(
