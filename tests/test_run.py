@@ -7,7 +7,14 @@ import time
 
 import pytest
 
-from tests.conftest import load_result, load_samples, run_args, run_subprocess
+from tests.conftest import (
+    RERUN_RUN,
+    checksums,
+    load_result,
+    load_samples,
+    run_args,
+    run_subprocess,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, expected_right
 
 pytestmark = pytest.mark.loopback
@@ -190,3 +197,54 @@ def test_truncation_is_counted_and_can_be_gated(cli, tmp_path):
     doc = load_result(tmp_path)
     assert doc["eval"]["requests"]["truncated"] == 10
     assert any("10 answer(s) ended by length" in w for w in doc["warnings"])
+
+
+# A refusal changes nothing (RELIABILITY.md): every file in the folder before a refused command
+# is byte for byte the same after it; only the lock file may be created or hold the refusing
+# process's id.
+
+
+def test_a_resume_refused_for_its_inputs_leaves_the_run_it_would_continue(tmp_path):
+    """An errored run (resumable), then --resume with a thresholds file that is not there:
+    exit 2, and the errored run's result.json, journal and samples as they were."""
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[5], message="max_tokens is too large"))
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_RUN))
+    assert load_result(out)["status"] == "error", first.stderr
+    before = checksums(out)
+    missing = tmp_path / "no-such-thresholds.json"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        resumed = run_subprocess(
+            *run_args(engine.url, out, "--resume", thresholds=missing, **RERUN_RUN)
+        )
+    assert resumed.returncode == 2, resumed.stderr
+    assert str(missing) in resumed.stderr
+    assert checksums(out) == before
+    assert load_result(out)["status"] == "error"
+
+
+def test_a_run_overwrite_refused_for_its_inputs_leaves_the_run_it_would_replace(tmp_path):
+    """--overwrite with a thresholds file that is not there, a task unknown, a baseline that is
+    no run: exit 2, and the passing run's files as they were (not an error result)."""
+    out = tmp_path / "run"
+    bad = [
+        ("--thresholds", str(tmp_path / "missing.json")),
+        ("--task", "no-such-task"),
+        ("--baseline", str(tmp_path / "nowhere")),
+    ]
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_RUN))
+        assert first.returncode == 0, first.stderr
+        before = checksums(out)
+        asked = len(engine.requests)
+        refusals = [
+            run_subprocess(*run_args(engine.url, out, "--overwrite", *flags, **RERUN_RUN))
+            for flags in bad
+        ]
+        assert len(engine.requests) == asked
+    for refused, (_, value) in zip(refusals, bad, strict=True):
+        assert refused.returncode == 2, refused.stderr
+        assert value in refused.stderr
+    assert checksums(out) == before
+    assert load_result(out)["status"] == "pass"

@@ -21,7 +21,18 @@ from pathlib import Path
 import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import deadline, finish, load_result, run_args, start_subprocess
+from tests.conftest import (
+    RERUN_HOOK,
+    RERUN_RUN,
+    checksums,
+    deadline,
+    finish,
+    load_result,
+    run_args,
+    run_subprocess,
+    start_subprocess,
+    verify_code,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
 pytestmark = pytest.mark.loopback
@@ -283,3 +294,47 @@ def test_a_lock_file_that_is_a_folder_is_refused_naming_it(tmp_path):
     assert "please report" not in err
     assert sent == []
     assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]
+
+
+# A refusal changes nothing (RELIABILITY.md): every file in the folder before a refused command
+# is byte for byte the same after it; only the lock file may be created or hold the refusing
+# process's id.
+
+
+RERUNS = [
+    # (command, its options, what a rerun says, what a rerun with --resume says, files kept)
+    (
+        "run",
+        RERUN_RUN,
+        ["already holds a result (status pass)"],
+        ["already holds a result (status pass)"],
+        {"result.json", "samples.jsonl", "journal.jsonl"},
+    ),
+    (
+        "hook",
+        RERUN_HOOK,
+        ["conc-4/result.json already holds a result (status pass)"],
+        ["every concurrency staged in", "has finished (4: pass, 8: pass): nothing to continue"],
+        {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", [r[1:] for r in RERUNS], ids=[r[0] for r in RERUNS])
+def test_a_refused_rerun_leaves_every_file_and_the_verdict_as_they_were(engine, tmp_path, case):
+    options, again_says, resumed_says, kept = case
+    out = tmp_path / "out"
+    first = run_subprocess(*run_args(engine.url, out, **options))
+    assert first.returncode == 0, first.stderr
+    before = checksums(out)
+    verdict = verify_code(out)
+    asked = len(engine.requests)
+    again = run_subprocess(*run_args(engine.url, out, **options))
+    resumed = run_subprocess(*run_args(engine.url, out, "--resume", **options))
+    assert len(engine.requests) == asked  # the engine never asked
+    assert checksums(out) == before
+    for refused, says in ((again, again_says), (resumed, resumed_says)):
+        assert refused.returncode == 2, refused.stderr
+        assert all(said in refused.stderr for said in says), refused.stderr
+    assert kept <= set(before)
+    assert verify_code(out) == verdict and verdict[0] == 0
