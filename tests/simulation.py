@@ -51,6 +51,8 @@ from evalgate.compare.paired import (
 from evalgate.environment import DEFAULT_MAX_DROP
 from evalgate.gate.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
 
+RUNS = 2000
+"""Seeded runs each simulation the tests assert draws."""
 QUESTIONS = 1319
 FILTERS = ("strict-match", "flexible-extract")
 FLIP_RATE = 0.03

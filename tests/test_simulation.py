@@ -11,13 +11,14 @@ import collections
 import math
 import random
 import statistics
-from pathlib import Path
 
 import pytest
 
 from benchmarks import floors_sim
 from evalgate.gate.sequential import DEFAULT_ALPHA
+from tests.conftest import ROOT
 from tests.simulation import (
+    RUNS,
     compare_rates,
     compare_table,
     prefix_reader_agrees,
@@ -32,9 +33,6 @@ from tests.simulation import (
 )
 
 pytestmark = pytest.mark.unit
-
-RUNS = 2000
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
@@ -99,7 +97,7 @@ def test_compare_finds_a_true_two_point_drop():
 
 
 def test_the_compare_table_in_the_docs_is_what_the_simulation_gives():
-    text = (REPO / "docs" / "compare.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "compare.md").read_text(encoding="utf-8")
     shown = text.split("<!-- compare-rates:start -->\n", 1)[1].split("<!-- compare-rates:end -->")[
         0
     ]
@@ -127,7 +125,7 @@ def test_compare_clustering_independent_repeats_costs_next_to_nothing():
 
 
 def test_the_repeats_table_in_the_docs_is_what_the_simulation_gives():
-    text = (REPO / "docs" / "compare.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "compare.md").read_text(encoding="utf-8")
     shown = text.split("<!-- repeat-rates:start -->\n", 1)[1].split("<!-- repeat-rates:end -->")[0]
     assert shown == repeat_table(repeat_rates())
 
@@ -146,7 +144,7 @@ def test_a_sweep_finds_one_dropped_config_among_200(drop, seed, power):
 
 
 def test_the_sweep_table_in_the_docs_is_what_the_simulation_gives():
-    text = (REPO / "docs" / "verify.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "verify.md").read_text(encoding="utf-8")
     shown = text.split("<!-- sweep-rates:start -->\n", 1)[1].split("<!-- sweep-rates:end -->")[0]
     assert shown == sweep_table(sweep_rates())
 
@@ -161,7 +159,7 @@ def floors():
 
 
 def test_the_floors_section_of_benchmarks_is_what_the_simulation_gives(floors):
-    text = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8")
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
     shown = text.split("<!-- floors:start -->\n", 1)[1].split("<!-- floors:end -->")[0]
     assert shown == floors_sim.section(floors)
 
