@@ -583,3 +583,16 @@ def verify_code(folder: Path) -> tuple[int, str]:
     """`evalgate verify` of `folder` in its own process: its exit code and stdout."""
     done = run_subprocess("verify", str(folder), "--min-samples", "0", "--no-github")
     return done.returncode, done.stdout
+
+
+# -- --config files ----------------------------------------------------------------------------
+
+NO_WAIT = ["--osl", "1024", "--served-max-model-len", "16384"]
+"""`evalgate context` with nothing to wait for: EVAL_MAX_MODEL_LEN = ISL + 1024 + 256."""
+
+
+def config_file(tmp_path: Path, text: str) -> str:
+    """`text` written as evalgate.yaml in `tmp_path`: its path, for --config."""
+    path = tmp_path / "evalgate.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)

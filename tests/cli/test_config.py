@@ -6,23 +6,13 @@ came from."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from evalgate.reader import MAX_CHARS
-from tests.conftest import run_subprocess
+from tests.conftest import NO_WAIT, config_file, run_subprocess
 
 pytestmark = pytest.mark.loopback
-
-SERVED = ["--osl", "1024", "--served-max-model-len", "16384"]
-"""`evalgate context` with nothing to wait for: EVAL_MAX_MODEL_LEN = ISL + 1024 + 256."""
-
-
-def _config(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "evalgate.yaml"
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 def _shown(done, flag: str) -> tuple[str, str]:
@@ -44,8 +34,8 @@ def _shown(done, flag: str) -> tuple[str, str]:
 def test_one_setting_given_by_file_variable_and_flag_takes_the_one_precedence(
     tmp_path, flag, environment, expected, origin
 ):
-    config = _config(tmp_path, "isl: 2048\n")
-    argv = ["context", "--config", config, *SERVED, *(["--isl", flag] if flag else [])]
+    config = config_file(tmp_path, "isl: 2048\n")
+    argv = ["context", "--config", config, *NO_WAIT, *(["--isl", flag] if flag else [])]
     env = {"ISL": environment} if environment else {}
 
     shown = run_subprocess(*argv, "--print-config", env=env, cwd=tmp_path)
@@ -58,7 +48,7 @@ def test_one_setting_given_by_file_variable_and_flag_takes_the_one_precedence(
 
 
 def test_without_a_file_variable_or_flag_the_default_holds_and_says_so(tmp_path):
-    done = run_subprocess("context", *SERVED, "--print-config")
+    done = run_subprocess("context", *NO_WAIT, "--print-config")
 
     assert done.returncode == 0, done.stderr
     assert _shown(done, "--isl") == ("unset", "default")
@@ -67,13 +57,15 @@ def test_without_a_file_variable_or_flag_the_default_holds_and_says_so(tmp_path)
 
 
 def test_the_config_variable_names_the_file_and_the_flag_beats_it(tmp_path):
-    one = _config(tmp_path, "isl: 2048\n")
+    one = config_file(tmp_path, "isl: 2048\n")
     other = tmp_path / "other.yaml"
     other.write_text("isl: 3000\n", encoding="utf-8")
 
-    by_variable = run_subprocess("context", *SERVED, "--print-config", env={"EVALGATE_CONFIG": one})
+    by_variable = run_subprocess(
+        "context", *NO_WAIT, "--print-config", env={"EVALGATE_CONFIG": one}
+    )
     by_flag = run_subprocess(
-        "context", *SERVED, "--config", str(other), "--print-config", env={"EVALGATE_CONFIG": one}
+        "context", *NO_WAIT, "--config", str(other), "--print-config", env={"EVALGATE_CONFIG": one}
     )
 
     assert _shown(by_variable, "--isl") == ("2048", one)
@@ -85,9 +77,9 @@ def test_the_config_variable_names_the_file_and_the_flag_beats_it(tmp_path):
     [("isll", "isl"), ("num_concurent", "num-concurrent"), ("base-uri", "base-url")],
 )
 def test_an_unknown_key_is_refused_naming_the_nearest_known_one(tmp_path, key, nearest):
-    config = _config(tmp_path, f"osl: 1024\n{key}: 8192\n")
+    config = config_file(tmp_path, f"osl: 1024\n{key}: 8192\n")
 
-    done = run_subprocess("context", "--config", config, *SERVED)
+    done = run_subprocess("context", "--config", config, *NO_WAIT)
 
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
@@ -98,7 +90,7 @@ def test_an_unknown_key_is_refused_naming_the_nearest_known_one(tmp_path, key, n
 
 
 def test_keys_are_the_long_flags_names_with_dashes_or_underscores(tmp_path):
-    config = _config(
+    config = config_file(
         tmp_path,
         "served_max_model_len: 8192\nmodel-config: /models/x\nworker-url: [http://w:1/v1]\n",
     )
@@ -112,9 +104,9 @@ def test_keys_are_the_long_flags_names_with_dashes_or_underscores(tmp_path):
 
 
 def test_one_setting_spelt_twice_in_a_file_is_refused(tmp_path):
-    config = _config(tmp_path, "base-url: http://a:1/v1\nbase_url: http://b:2/v1\n")
+    config = config_file(tmp_path, "base-url: http://a:1/v1\nbase_url: http://b:2/v1\n")
 
-    done = run_subprocess("context", "--config", config, *SERVED)
+    done = run_subprocess("context", "--config", config, *NO_WAIT)
 
     assert done.returncode == 2
     assert "gives --base-url twice" in done.stderr
@@ -127,7 +119,7 @@ def test_an_alias_bomb_is_refused_by_the_one_yaml_reader(tmp_path):
     for level in range(1, 10):
         aliases = ",".join([f"*a{level - 1}"] * 10)
         lines.append(f"a{level}: &a{level} [{aliases}]")
-    config = _config(tmp_path, "\n".join(lines) + "\n")
+    config = config_file(tmp_path, "\n".join(lines) + "\n")
 
     done = run_subprocess("verify", str(tmp_path), "--config", config, timeout=60)
 
@@ -137,9 +129,9 @@ def test_an_alias_bomb_is_refused_by_the_one_yaml_reader(tmp_path):
 
 
 def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
-    config = _config(tmp_path, "# " + "x" * MAX_CHARS + "\n")
+    config = config_file(tmp_path, "# " + "x" * MAX_CHARS + "\n")
 
-    done = run_subprocess("context", "--config", config, *SERVED)
+    done = run_subprocess("context", "--config", config, *NO_WAIT)
 
     assert done.returncode == 2
     assert f"over the {MAX_CHARS:,} that a file of its kind can need" in done.stderr
@@ -161,16 +153,16 @@ def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
     ids=["underscore", "inf", "other digits", "a list", "a repeated key", "true", "yes", "on"],
 )
 def test_a_files_values_are_read_as_a_flags_are(tmp_path, text, says):
-    config = _config(tmp_path, text)
+    config = config_file(tmp_path, text)
 
-    done = run_subprocess("context", "--config", config, "--isl", "1024", *SERVED[2:])
+    done = run_subprocess("context", "--config", config, "--isl", "1024", *NO_WAIT[2:])
 
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
 
 
 def test_a_files_number_with_vllms_suffix_is_read_as_a_flags(tmp_path):
-    config = _config(tmp_path, "isl: 8k\nosl: 1K\n")
+    config = config_file(tmp_path, "isl: 8k\nosl: 1K\n")
 
     done = run_subprocess("context", "--config", config, "--served-max-model-len", "32K")
 
@@ -180,7 +172,7 @@ def test_a_files_number_with_vllms_suffix_is_read_as_a_flags(tmp_path):
 
 def test_print_config_shows_no_secret_and_sends_nothing(tmp_path):
     key = "sk-planted-config-key-9c1e"
-    config = _config(
+    config = config_file(
         tmp_path, f"api-key: {key}\nbase-url: http://gate:pw-planted-77@127.0.0.1:9/v1\n"
     )
 
