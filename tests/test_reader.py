@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result, Sample
-from evalgate.reader import MAX_DEPTH, Written, decode, decode_lines, read
-from tests.conftest import load_result, run_args, run_subprocess
+from evalgate.reader import MAX_CHARS, MAX_DEPTH, Written, decode, decode_lines, read
+from tests.conftest import NO_WAIT, config_file, load_result, run_args, run_subprocess
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
@@ -458,3 +458,33 @@ def test_resume_reads_a_journal_with_a_deep_line_as_far_as_it_is_json(cli, engin
     resumed = load_result(out)["eval"]["requests"]["resumed"]
     asked = len(engine.requests) - sent - 1  # the probe is sent again
     assert (resumed, asked) == ((0, 4) if where == "header" else (1, 3))
+
+
+# A config file (--config) is read by the one YAML reader, with its limits.
+
+
+@pytest.mark.loopback
+def test_an_alias_bomb_is_refused_by_the_one_yaml_reader(tmp_path):
+    """A billion laughs: nine levels of ten aliases would expand to 10^9 strings; the reader
+    refuses the first alias, before anything is expanded."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, 10):
+        aliases = ",".join([f"*a{level - 1}"] * 10)
+        lines.append(f"a{level}: &a{level} [{aliases}]")
+    config = config_file(tmp_path, "\n".join(lines) + "\n")
+
+    done = run_subprocess("verify", str(tmp_path), "--config", config, timeout=60)
+
+    assert done.returncode == 2, done.stderr
+    assert "uses the alias *a0 (line 2): aliases are not accepted" in done.stderr
+    assert "evalgate verify:" not in done.stdout  # refused before any result is read
+
+
+@pytest.mark.loopback
+def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
+    config = config_file(tmp_path, "# " + "x" * MAX_CHARS + "\n")
+
+    done = run_subprocess("context", "--config", config, *NO_WAIT)
+
+    assert done.returncode == 2
+    assert f"over the {MAX_CHARS:,} that a file of its kind can need" in done.stderr

@@ -1,7 +1,7 @@
-"""`--config FILE` and `--print-config`, each command in its own process: one precedence (a flag
-over a variable over the file over the default), the file read by the one YAML reader with its
-limits, an unknown key refused with the nearest known one, and every value shown with where it
-came from."""
+"""Where each setting comes from (settings/sources.py): `--config FILE` and `--print-config`, each
+command in its own process: one precedence (a flag over a variable over the file over the
+default), an unknown key refused with the nearest known one, and every value shown with where it
+came from. The file's reader limits: tests/test_reader.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from evalgate.reader import MAX_CHARS
 from tests.conftest import NO_WAIT, config_file, run_subprocess
 
 pytestmark = pytest.mark.loopback
@@ -110,31 +109,6 @@ def test_one_setting_spelt_twice_in_a_file_is_refused(tmp_path):
 
     assert done.returncode == 2
     assert "gives --base-url twice" in done.stderr
-
-
-def test_an_alias_bomb_is_refused_by_the_one_yaml_reader(tmp_path):
-    """A billion laughs: nine levels of ten aliases would expand to 10^9 strings; the reader
-    refuses the first alias, before anything is expanded."""
-    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for level in range(1, 10):
-        aliases = ",".join([f"*a{level - 1}"] * 10)
-        lines.append(f"a{level}: &a{level} [{aliases}]")
-    config = config_file(tmp_path, "\n".join(lines) + "\n")
-
-    done = run_subprocess("verify", str(tmp_path), "--config", config, timeout=60)
-
-    assert done.returncode == 2, done.stderr
-    assert "uses the alias *a0 (line 2): aliases are not accepted" in done.stderr
-    assert "evalgate verify:" not in done.stdout  # refused before any result is read
-
-
-def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
-    config = config_file(tmp_path, "# " + "x" * MAX_CHARS + "\n")
-
-    done = run_subprocess("context", "--config", config, *NO_WAIT)
-
-    assert done.returncode == 2
-    assert f"over the {MAX_CHARS:,} that a file of its kind can need" in done.stderr
 
 
 @pytest.mark.parametrize(
