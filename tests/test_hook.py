@@ -25,9 +25,8 @@ from tests.conftest import (
     run_subprocess,
     verify_code,
 )
-from tests.evidence.test_harness import SERVED, job_env
-from tests.evidence.test_harness import run as harness_hook
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, refused_url
+from tests.harness import SERVED, harness_hook, job_env
 
 pytestmark = pytest.mark.loopback
 

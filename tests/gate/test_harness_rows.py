@@ -6,7 +6,7 @@
   (the harness itself writes ep 1 and dp_attention false there).
 
 Each job runs `evalgate hook` with only the job's own variables; the staged files are read by the
-harness's rules (test_harness_layout's collector and validator) and by `evalgate verify`.
+harness's rules (tests/harness.py's collector and validator) and by `evalgate verify`.
 """
 
 from __future__ import annotations
@@ -14,25 +14,26 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conftest import FAST, load_result
-from tests.evidence.test_harness import (
+from tests.conftest import load_result
+from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.harness import (
+    SERVED,
     as_uploaded,
+    cli_hook,
     collect_rows,
     harness_thresholds,
+    set_job,
     uploaded,
     validate,
 )
-from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.test_thresholds import HARNESS_YAML
 
 pytestmark = pytest.mark.loopback
 
 MODEL_CONFIGS = Path(__file__).parents[1] / "context" / "data" / "model_configs"
-SERVED = "dsr1-fp8"
 NATIVE = 163840  # DeepSeek-R1's max_position_embeddings (yarn: already scaled)
 HARNESS_BUDGET = min(NATIVE - 4096, 16384)
 
@@ -43,29 +44,6 @@ def model_dir(tmp_path: Path) -> Path:
     folder.mkdir()
     shutil.copy(MODEL_CONFIGS / "deepseek-r1.json", folder / "config.json")
     return folder
-
-
-def set_job(monkeypatch: pytest.MonkeyPatch, port: int, **variables: str) -> None:
-    """The job's environment: the harness's variables for a single-node dsr1 row."""
-    job = {
-        "MODEL": "deepseek-ai/DeepSeek-R1",
-        "MODEL_NAME": SERVED,
-        "MODEL_PREFIX": "dsr1",
-        "FRAMEWORK": "sglang",
-        "PRECISION": "fp8",
-        "RUNNER_TYPE": "b200",
-        "PORT": str(port),
-        "EVAL_CONC": "4",
-        "EVAL_LIMIT": "40",
-        "IS_MULTINODE": "false",
-        **variables,
-    }
-    for name, value in job.items():
-        monkeypatch.setenv(name, value)
-
-
-def hook(cli: Any, out: Path, *args: str) -> Any:
-    return cli("hook", "--output-dir", str(out), *FAST, *args)
 
 
 # -- agentic rows: ISL, OSL and max-model-len '0' ------------------------------------------------
@@ -80,7 +58,7 @@ def test_an_agentic_row_runs_at_the_native_maximum_with_the_harness_budget(
     behaviour = EngineBehaviour(model=SERVED, max_model_len=NATIVE, accuracy=0.95)
     with FakeEngine(behaviour) as engine:
         set_job(monkeypatch, engine.port, MODEL_PATH=str(model_dir(tmp_path)), **AGENTIC)
-        result = hook(cli, out, "--layout", "harness", "--budget-policy", "harness")
+        result = cli_hook(cli, out, "--layout", "harness", "--budget-policy", "harness")
         budgets = {r.body["max_tokens"] for r in engine.requests if r.body}
     assert result.code == 0, result.text
     assert budgets == {HARNESS_BUDGET}  # the probe's and every question's
@@ -105,7 +83,7 @@ def test_a_served_length_below_the_native_maximum_clamps_the_context(cli, tmp_pa
     out = tmp_path / "job"
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=32768)) as engine:
         set_job(monkeypatch, engine.port, MODEL_PATH=str(model_dir(tmp_path)), **AGENTIC)
-        result = hook(cli, out, "--budget-policy", "harness")
+        result = cli_hook(cli, out, "--budget-policy", "harness")
     assert result.code == 0, result.text
     context = load_result(out / "conc-4")["context"]
     assert context["eval_max_model_len"] == 32768
@@ -160,8 +138,8 @@ def test_a_single_node_job_is_labelled_by_its_ep_size_and_dp_attention(cli, tmp_
     harness, ours = tmp_path / "harness", tmp_path / "evalgate"
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         set_job(monkeypatch, engine.port, **DEP8)
-        assert hook(cli, harness, "--layout", "harness").code == 0
-        assert hook(cli, ours, "--min-samples", "0").code == 0
+        assert cli_hook(cli, harness, "--layout", "harness").code == 0
+        assert cli_hook(cli, ours, "--min-samples", "0").code == 0
     theirs_meta = json.loads((harness / "meta_env.json").read_text())
     ours_meta = json.loads((ours / "conc-4" / "meta_env.json").read_text())
     for meta in (theirs_meta, ours_meta):
@@ -193,7 +171,7 @@ def test_without_ep_size_or_dp_attention_the_job_keeps_the_harness_defaults(
     out = tmp_path / "job"
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
         set_job(monkeypatch, engine.port, ISL="1024", OSL="1024", TP="4")
-        assert hook(cli, out, "--min-samples", "0").code == 0
+        assert cli_hook(cli, out, "--min-samples", "0").code == 0
     meta = json.loads((out / "conc-4" / "meta_env.json").read_text())
     assert (meta["tp"], meta["ep"], meta["dp_attention"]) == (4, 1, False)
     topology = load_result(out / "conc-4")["labels"]["topology"]
