@@ -26,10 +26,12 @@ from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.harness import (
     SERVED,
     as_uploaded,
+    cli_hook,
     collect_rows,
     harness_hook,
     harness_thresholds,
     job_env,
+    set_job,
     start_hook,
     uploaded,
     validate,
@@ -247,3 +249,54 @@ def test_verify_names_and_gates_the_job_alike_from_either_files(tmp_path, cli):
     both = verdicts(cli, out, thresholds)  # the harness's copies are not counted twice
     key = "dsr1 b200 sglang fp8 isl=1024 osl=1024 conc={} tp=4 ep=4 dpa=true"
     assert theirs == ours == both == [(key.format(4), "fail"), (key.format(8), "fail")]
+
+
+# A single-node job's topology as the harness runs it today (InferenceX main of 2026-08-21): its
+# EP_SIZE and DP_ATTENTION, written alike by both layouts (the harness writes ep 1 and
+# dp_attention false there).
+
+DEP8 = {"ISL": "1024", "OSL": "1024", "TP": "8", "EP_SIZE": "8", "DP_ATTENTION": "true"}
+
+
+def test_a_single_node_job_is_labelled_by_its_ep_size_and_dp_attention(cli, tmp_path, monkeypatch):
+    harness, ours = tmp_path / "harness", tmp_path / "evalgate"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        set_job(monkeypatch, engine.port, **DEP8)
+        assert cli_hook(cli, harness, "--layout", "harness").code == 0
+        assert cli_hook(cli, ours, "--min-samples", "0").code == 0
+    theirs_meta = json.loads((harness / "meta_env.json").read_text())
+    ours_meta = json.loads((ours / "conc-4" / "meta_env.json").read_text())
+    for meta in (theirs_meta, ours_meta):
+        assert (meta["tp"], meta["ep"], meta["dp_attention"]) == (8, 8, True)
+        assert (meta["prefill_ep"], meta["decode_ep"], meta["decode_dp_attention"]) == (8, 8, True)
+    topology = {"tp": 8, "ep": 8, "dp_attention": True}
+    assert load_result(harness / "evalgate" / "conc-4")["labels"]["topology"] == topology
+    assert load_result(ours / "conc-4")["labels"]["topology"] == topology
+    [row] = collect_rows(harness)
+    assert (row["dp_attention"], row["prefill"]) == (True, (8, 8, True, 1))
+
+    # evalgate verify names the job alike from the harness's files and from either layout's.
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(HARNESS_YAML)
+    harness_only = as_uploaded(harness, tmp_path / "harness-files")
+    keys = set()
+    for folder in (harness_only, harness / "evalgate", ours):
+        written = tmp_path / f"{folder.name}.json"
+        done = cli("verify", str(folder), "--no-github", "--min-samples", "0", "--thresholds",
+                   str(thresholds), "--json", str(written))  # fmt: skip
+        assert done.code == 0, done.text
+        keys |= {entry["key"] for entry in json.loads(written.read_text())["entries"]}
+    assert keys == {"dsr1 b200 sglang fp8 isl=1024 osl=1024 conc=4 tp=8 ep=8 dpa=true"}
+
+
+def test_without_ep_size_or_dp_attention_the_job_keeps_the_harness_defaults(
+    cli, tmp_path, monkeypatch
+):
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        set_job(monkeypatch, engine.port, ISL="1024", OSL="1024", TP="4")
+        assert cli_hook(cli, out, "--min-samples", "0").code == 0
+    meta = json.loads((out / "conc-4" / "meta_env.json").read_text())
+    assert (meta["tp"], meta["ep"], meta["dp_attention"]) == (4, 1, False)
+    topology = load_result(out / "conc-4")["labels"]["topology"]
+    assert topology == {"tp": 4, "ep": 1, "dp_attention": False}
