@@ -596,3 +596,20 @@ def config_file(tmp_path: Path, text: str) -> str:
     path = tmp_path / "evalgate.yaml"
     path.write_text(text, encoding="utf-8")
     return str(path)
+
+
+# -- a short run: five questions, decided on its point estimate ------------------------------------
+
+SHORT = ("--limit", "5", "--min-samples", "0")
+
+
+@pytest.fixture
+def dropped_sweeps(tmp_path: Path) -> tuple[Path, Path]:
+    """A baseline of three configs, and a sweep where conc=8 and conc=16 lost 80 answers."""
+    # imported here: tests/verify/sweeps.py reads this module's helpers (through tests/compare)
+    from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep
+
+    concs = CONCS[:3]
+    base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in concs})
+    lost = {c: answers(seed=i, lost=80 if c in (8, 16) else 0) for i, c in enumerate(concs)}
+    return base, evalgate_sweep(tmp_path / "dropped", "dropped", lost)

@@ -14,13 +14,12 @@ import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
 from tests.compare.test_compare import paired_outcomes, write_run
-from tests.conftest import checksums, load_result, run_args, run_subprocess
+from tests.conftest import SHORT, checksums, load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
-from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep, thresholds
+from tests.verify.sweeps import thresholds
 
 pytestmark = pytest.mark.loopback
 
-SHORT = ("--limit", "5", "--min-samples", "0")
 OWN = re.compile(r"^output: (evalgate-results/run-\d{8}-\d{6}(?:-\d+)?) \(this run's own; ", re.M)
 
 
@@ -157,15 +156,6 @@ def test_the_hook_says_what_is_missing_before_a_staged_result(tmp_path):
 # -- verify: each finding counted once; the task as the user knows it ----------------------------
 
 
-@pytest.fixture
-def sweeps(tmp_path: Path) -> tuple[Path, Path]:
-    """A baseline of three configs, and a sweep where conc=8 and conc=16 lost 80 answers."""
-    concs = CONCS[:3]
-    base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in concs})
-    lost = {c: answers(seed=i, lost=80 if c in (8, 16) else 0) for i, c in enumerate(concs)}
-    return base, evalgate_sweep(tmp_path / "dropped", "dropped", lost)
-
-
 @pytest.mark.parametrize(
     ("floor", "line"),
     [
@@ -177,8 +167,8 @@ def sweeps(tmp_path: Path) -> tuple[Path, Path]:
          "equivalent"),
     ],
 )  # fmt: skip
-def test_verify_counts_each_finding_once(sweeps, tmp_path, floor, line):
-    base, dropped = sweeps
+def test_verify_counts_each_finding_once(dropped_sweeps, tmp_path, floor, line):
+    base, dropped = dropped_sweeps
     limits = tmp_path / "floor.json"
     limits.write_text(f'{{"default": {{"gsm8k": {floor}}}}}', encoding="utf-8")
     done = run_subprocess(
@@ -190,10 +180,10 @@ def test_verify_counts_each_finding_once(sweeps, tmp_path, floor, line):
     assert last.count("regression") == 1
 
 
-def test_every_report_names_the_task_as_the_user_knows_it(sweeps, tmp_path):
+def test_every_report_names_the_task_as_the_user_knows_it(dropped_sweeps, tmp_path):
     """The runs' scores are lm-eval's gsm8k_evalgate_chat: verify's page and job summary, its
     verdict document, history's page and table and compare's advice all say gsm8k."""
-    base, dropped = sweeps
+    base, dropped = dropped_sweeps
     out = tmp_path / "reports"
     summary = tmp_path / "summary.md"
     history = tmp_path / "history.db"
