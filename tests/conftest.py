@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -20,7 +19,6 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.environment import JOB_VARIABLES
-from evalgate.evidence.folder import LOCK_NAME
 from evalgate.schemas import validation_errors
 from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine
@@ -559,32 +557,6 @@ def shown(chromium: str, screenshot: Any, request: pytest.FixtureRequest) -> Any
     return show
 
 
-# -- refusals: a refused command leaves every file as it was (RELIABILITY.md) -------------------
-
-
-def checksums(folder: Path) -> dict[str, str]:
-    """The sha256 of every file under `folder` (the lock file aside), by relative path."""
-    return {
-        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and path.name != LOCK_NAME
-    }
-
-
-RERUN_HOOK = {"command": "hook", "concurrency": "4 8", "limit": 20, "min_samples": 0}
-"""`evalgate hook` in evalgate's layout: conc 4 and 8, 20 questions each."""
-
-
-RERUN_RUN = {"limit": 10, "min_samples": 0}
-"""`evalgate run`: 10 questions."""
-
-
-def verify_code(folder: Path) -> tuple[int, str]:
-    """`evalgate verify` of `folder` in its own process: its exit code and stdout."""
-    done = run_subprocess("verify", str(folder), "--min-samples", "0", "--no-github")
-    return done.returncode, done.stdout
-
-
 # -- --config files ----------------------------------------------------------------------------
 
 NO_WAIT = ["--osl", "1024", "--served-max-model-len", "16384"]
@@ -598,9 +570,7 @@ def config_file(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-# -- a short run: five questions, decided on its point estimate ------------------------------------
-
-SHORT = ("--limit", "5", "--min-samples", "0")
+# -- sweeps for verify -------------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -15,17 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
-    RERUN_HOOK,
-    ROOT,
-    checksums,
-    load_result,
-    load_samples,
-    run_args,
-    run_subprocess,
-    verify_code,
-)
+from tests.conftest import ROOT, load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, refused_url
+from tests.folders import RERUN_HOOK, SHORT, checksums, verify_code
 from tests.harness import SERVED, harness_hook, job_env
 
 pytestmark = pytest.mark.loopback
@@ -343,3 +335,33 @@ def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path)
     assert refused.returncode == job_code == 2, refused.stderr + job_said
     assert str(missing) in refused.stderr and str(missing) in job_said
     assert (checksums(stage), checksums(job)) == before
+
+
+# The habits a user brings, each as its own process: the hook without --output-dir keeps its
+# staging folder and its refusal, and says what is missing before the folder's state.
+
+
+def test_the_hook_without_output_dir_keeps_its_staging_folder_and_its_refusal(tmp_path):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = ["hook", *run_args(engine.url, None, *SHORT)[1:]]
+        first = run_subprocess(*args, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        stage = tmp_path / "evalgate-results"
+        before = checksums(stage)
+        again = run_subprocess(*args, cwd=tmp_path)
+    assert load_result(stage / "conc-8")["status"] == "pass"
+    assert again.returncode == 2
+    assert "conc-8/result.json already holds a result (status pass)" in again.stderr
+    assert checksums(stage) == before
+
+
+def test_the_hook_says_what_is_missing_before_a_staged_result(tmp_path):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = run_args(engine.url, tmp_path / "stage", *SHORT)
+        first = run_subprocess("hook", *args[1:])
+    assert first.returncode == 0, first.stderr
+    before = checksums(tmp_path / "stage")
+    done = run_subprocess("hook", "--output-dir", str(tmp_path / "stage"), "--num-concurrent", "8")
+    assert done.returncode == 2
+    assert "UsageError: Missing --base-url, --model: set the flag(s)" in done.stderr
+    assert checksums(tmp_path / "stage") == before

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
-    RERUN_RUN,
-    checksums,
-    load_result,
-    load_samples,
-    run_args,
-    run_subprocess,
-)
+from evalgate.evidence.folder import LOCK_NAME
+from tests.conftest import load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, expected_right
+from tests.folders import RERUN_RUN, SHORT, checksums
 
 pytestmark = pytest.mark.loopback
 
@@ -248,3 +245,81 @@ def test_a_run_overwrite_refused_for_its_inputs_leaves_the_run_it_would_replace(
         assert value in refused.stderr
     assert checksums(out) == before
     assert load_result(out)["status"] == "pass"
+
+
+# The habits a user brings, each as its own process: a run by hand without --output-dir gets a
+# folder of its own (as lm-eval gives each run its own files), --resume and --overwrite need a
+# named folder, and what is missing is said before the folder's state.
+
+
+OWN = re.compile(r"^output: (evalgate-results/run-\d{8}-\d{6}(?:-\d+)?) \(this run's own; ", re.M)
+
+
+def made_folder(stderr: str) -> str:
+    found = OWN.search(stderr)
+    assert found is not None, stderr
+    return found.group(1)
+
+
+def test_each_run_by_hand_without_output_dir_gets_a_fresh_folder_of_its_own(tmp_path):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        runs = [run_subprocess(*run_args(engine.url, None, *SHORT), cwd=tmp_path) for _ in "ab"]
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("PASS: ")
+    first, second = (made_folder(done.stderr) for done in runs)
+    assert first != second
+    for done, folder in zip(runs, (first, second), strict=True):
+        assert f"result: {folder}/result.json" in done.stderr
+        assert load_result(tmp_path / folder)["status"] == "pass"
+    assert sorted(p.name for p in (tmp_path / "evalgate-results").iterdir()) == sorted(
+        Path(f).name for f in (first, second)
+    )
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--overwrite"])
+def test_resume_and_overwrite_need_a_named_folder(tmp_path, flag):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        refused = run_subprocess(*run_args(engine.url, None, *SHORT, flag), cwd=tmp_path)
+        assert engine.requests == []
+        named = run_subprocess(
+            *run_args(engine.url, None, *SHORT, flag),
+            env={"EVALGATE_OUTPUT_DIR": str(tmp_path / "named")},
+            cwd=tmp_path,
+        )
+    assert refused.returncode == 2
+    assert (
+        f"UsageError: {flag} (set by {flag}) needs --output-dir: without it, each run writes "
+        "into a fresh folder of its own, where there is nothing to continue or replace. Name "
+        "the run's folder with --output-dir, EVALGATE_OUTPUT_DIR or `output-dir:` in the config "
+        "file." in refused.stderr
+    )
+    assert list(tmp_path.iterdir()) == [tmp_path / "named"]  # the refused run made nothing
+    assert named.returncode == 0, named.stderr  # a named folder: nothing to continue, a new run
+    assert load_result(tmp_path / "named")["status"] == "pass"
+
+
+def test_a_run_with_no_arguments_says_what_is_missing_and_makes_no_folder(tmp_path):
+    done = run_subprocess("run", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("UsageError: Missing --base-url, --model: set the flag(s)")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_what_is_missing_is_said_before_a_folder_that_holds_a_result(tmp_path, named):
+    """A folder with a finished run in it (the default one a run before 0.2.0 wrote, or one
+    named): `run` without its endpoint says what is missing, not that the folder is taken;
+    every file stays as it was."""
+    folder = tmp_path / "evalgate-results"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        first = run_subprocess(*run_args(engine.url, folder, *SHORT))
+    assert first.returncode == 0, first.stderr
+    before = checksums(folder)
+    extra = ["--output-dir", str(folder)] if named else []
+    done = run_subprocess("run", "--isl", "1024", *extra, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "UsageError: Missing --base-url, --model: set the flag(s)" in done.stderr
+    assert "already holds a result" not in done.stderr
+    assert checksums(folder) == before
+    assert sorted(p.name for p in folder.iterdir() if p.name != LOCK_NAME) == sorted(before)

@@ -21,19 +21,9 @@ from pathlib import Path
 import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import (
-    RERUN_HOOK,
-    RERUN_RUN,
-    checksums,
-    deadline,
-    finish,
-    load_result,
-    run_args,
-    run_subprocess,
-    start_subprocess,
-    verify_code,
-)
+from tests.conftest import deadline, finish, load_result, run_args, run_subprocess, start_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.folders import RERUN_HOOK, RERUN_RUN, SHORT, checksums, verify_code
 
 pytestmark = pytest.mark.loopback
 
@@ -338,3 +328,35 @@ def test_a_refused_rerun_leaves_every_file_and_the_verdict_as_they_were(engine, 
         assert all(said in refused.stderr for said in says), refused.stderr
     assert kept <= set(before)
     assert verify_code(out) == verdict and verdict[0] == 0
+
+
+# The habits a user brings, each as its own process: a named folder still refuses an earlier
+# result.
+
+
+@pytest.mark.parametrize("how", ["flag", "variable", "config file"])
+def test_a_named_folder_still_refuses_a_second_run(tmp_path, how):
+    """--output-dir, EVALGATE_OUTPUT_DIR and a config file's output-dir: each names the folder,
+    and a second run into it is refused as before, its files unchanged."""
+    out = tmp_path / "named"
+    config = tmp_path / "evalgate.yaml"
+    config.write_text(f"output-dir: {out}\n", encoding="utf-8")
+    named = {
+        "flag": (("--output-dir", str(out)), {}),
+        "variable": ((), {"EVALGATE_OUTPUT_DIR": str(out)}),
+        "config file": (("--config", str(config)), {}),
+    }
+    extra, env = named[how]
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = run_args(engine.url, None, *SHORT, *extra)
+        first = run_subprocess(*args, env=env, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        before = checksums(out)
+        asked = len(engine.requests)
+        again = run_subprocess(*args, env=env, cwd=tmp_path)
+        assert len(engine.requests) == asked
+    assert again.returncode == 2
+    assert f"{out / 'result.json'} already holds a result (status pass)" in again.stderr
+    assert "output: " not in first.stderr + again.stderr
+    assert checksums(out) == before
+    assert not (tmp_path / "evalgate-results").exists()
