@@ -583,3 +583,14 @@ def dropped_sweeps(tmp_path: Path) -> tuple[Path, Path]:
     base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in concs})
     lost = {c: answers(seed=i, lost=80 if c in (8, 16) else 0) for i, c in enumerate(concs)}
     return base, evalgate_sweep(tmp_path / "dropped", "dropped", lost)
+
+
+# -- reasoning models ---------------------------------------------------------------------------
+
+THINKING_QUESTIONS = 100
+THINKING_FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+"""The two fields vLLM's reasoning parsers put the thinking in (older releases, 0.32)."""
+
+
+THINKING_RUN = {"limit": THINKING_QUESTIONS, "min_samples": 0}
+"""Every run asks the 100 questions and is decided on its point estimate."""

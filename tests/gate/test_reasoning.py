@@ -9,16 +9,18 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import load_result, load_samples, run_args, run_subprocess
+from tests.conftest import (
+    THINKING_FIELDS,
+    THINKING_QUESTIONS,
+    THINKING_RUN,
+    load_result,
+    load_samples,
+    run_args,
+    run_subprocess,
+)
 from tests.fakeengine import CHAT_PATH, FILLER, EngineBehaviour, FakeEngine, count_tokens
 
 pytestmark = pytest.mark.loopback
-
-QUESTIONS = 100
-FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
-"""The two fields vLLM's reasoning parsers put the thinking in (older releases, 0.32)."""
-RUN = {"limit": QUESTIONS, "min_samples": 0}
-"""Every run asks the 100 questions and is decided on its point estimate."""
 
 
 def _probed_once_streamed(engine: FakeEngine, doc: dict[str, object]) -> None:
@@ -28,11 +30,11 @@ def _probed_once_streamed(engine: FakeEngine, doc: dict[str, object]) -> None:
     assert doc["probe"] == doc["probe"] | {"outcome": "ok", "status_code": 200}
 
 
-@FIELDS
+@THINKING_FIELDS
 def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_path, field):
     behaviour = EngineBehaviour(thinking=field, endless_thinking=0.3)
     with FakeEngine(behaviour) as engine:
-        result = cli(*run_args(engine.url, tmp_path, max_truncated_rate="0.2", **RUN))
+        result = cli(*run_args(engine.url, tmp_path, max_truncated_rate="0.2", **THINKING_RUN))
     assert result.code == 1, result.text
     doc = load_result(tmp_path)
     _probed_once_streamed(engine, doc)
@@ -43,7 +45,7 @@ def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_p
     assert requests["truncated"] == 30 and requests["empty"] == 0
     thought = 6 * count_tokens(FILLER)  # the 40 tokens asked, in whole filler sentences
     assert requests["reasoning_tokens"] == {
-        "answers": QUESTIONS,
+        "answers": THINKING_QUESTIONS,
         "median": float(thought),
         "p95": float(budget),
         "max": budget,
@@ -68,24 +70,24 @@ def test_answers_cut_while_thinking_are_counted_kept_and_warned_about(cli, tmp_p
     assert all(s["reasoning_tokens"] == thought for s in answered)
 
 
-@FIELDS
+@THINKING_FIELDS
 def test_thinking_that_ends_in_time_passes_and_keeps_the_reasoning(cli, tmp_path, field):
     with FakeEngine(EngineBehaviour(thinking=field)) as engine:
-        result = cli(*run_args(engine.url, tmp_path, **RUN))
+        result = cli(*run_args(engine.url, tmp_path, **THINKING_RUN))
     assert result.code == 0, result.text
     doc = load_result(tmp_path)
     _probed_once_streamed(engine, doc)
     requests = doc["eval"]["requests"]
     assert requests["cut_while_thinking"] == 0 and requests["from_reasoning"] == 0
-    assert requests["reasoning_tokens"]["answers"] == QUESTIONS
+    assert requests["reasoning_tokens"]["answers"] == THINKING_QUESTIONS
     samples = load_samples(tmp_path)
-    assert len(samples) == QUESTIONS
+    assert len(samples) == THINKING_QUESTIONS
     assert all(
         s["reasoning"].startswith(FILLER) and s["answer_field"] == "content" for s in samples
     )
 
 
-@FIELDS
+@THINKING_FIELDS
 def test_the_probe_accepts_a_stream_that_only_thinks(cli, field):
     """Every answer runs out of budget while thinking: the probe's stream carries reasoning
     deltas only, and is still the engine accepting the request."""
@@ -102,7 +104,7 @@ def test_the_probe_accepts_a_stream_that_only_thinks(cli, field):
 
 
 def test_a_plain_model_reports_no_reasoning(engine, cli, tmp_path):
-    assert cli(*run_args(engine.url, tmp_path, **RUN)).code == 0
+    assert cli(*run_args(engine.url, tmp_path, **THINKING_RUN)).code == 0
     requests = load_result(tmp_path)["eval"]["requests"]
     assert requests["reasoning_tokens"] is None and requests["cut_while_thinking"] == 0
     assert requests["inline_thinking"] == 0  # no thinking: the whole answer, unchanged
@@ -113,10 +115,10 @@ def test_a_plain_model_reports_no_reasoning(engine, cli, tmp_path):
 
 def test_thinking_options_go_into_every_request_the_probe_s_included(engine, cli, tmp_path):
     thinking = ["--chat-template-kwargs", '{"enable_thinking": false}', "--reasoning-effort", "low"]
-    result = cli(*run_args(engine.url, tmp_path, *thinking, **RUN))
+    result = cli(*run_args(engine.url, tmp_path, *thinking, **THINKING_RUN))
     assert result.code == 0, result.text
     bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
-    assert len(bodies) == QUESTIONS + 1  # the questions and the probe
+    assert len(bodies) == THINKING_QUESTIONS + 1  # the questions and the probe
     assert any(b.get("stream") for b in bodies)  # the probe is the streamed one
     assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in bodies)
     assert all(b["reasoning_effort"] == "low" for b in bodies)
@@ -127,7 +129,9 @@ def test_thinking_options_go_into_every_request_the_probe_s_included(engine, cli
 
 def test_chat_template_kwargs_must_be_a_json_object(engine, cli, tmp_path):
     result = cli(
-        *run_args(engine.url, tmp_path, chat_template_kwargs="enable_thinking=false", **RUN)
+        *run_args(
+            engine.url, tmp_path, chat_template_kwargs="enable_thinking=false", **THINKING_RUN
+        )
     )
     assert result.code == 2
     assert "--chat-template-kwargs = 'enable_thinking=false'" in result.err
@@ -152,7 +156,9 @@ def test_chat_template_kwargs_the_record_cannot_hold_are_refused_before_anything
     request and then crashed the record (exit 4, result.json left "running"; the record now
     holds it, below); a repeated key was read as its last value; NaN was sent and recorded as
     no JSON reader outside Python reads it."""
-    done = run_subprocess(*run_args(engine.url, tmp_path, chat_template_kwargs=value, **RUN))
+    done = run_subprocess(
+        *run_args(engine.url, tmp_path, chat_template_kwargs=value, **THINKING_RUN)
+    )
     assert done.returncode == 2, done.stderr
     assert f"--chat-template-kwargs = {value!r}"[:100] in done.stderr  # a long one is cut
     assert said in done.stderr
@@ -167,7 +173,7 @@ def test_chat_template_kwargs_of_a_plain_integer_past_64_bits_are_sent_and_recor
     the record holds what the flag took, and reads back (verify passes the run)."""
     big = 10**23
     result = cli(
-        *run_args(engine.url, tmp_path, chat_template_kwargs=f'{{"budget": {big}}}', **RUN)
+        *run_args(engine.url, tmp_path, chat_template_kwargs=f'{{"budget": {big}}}', **THINKING_RUN)
     )
     assert result.code == 0, result.text
     bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
@@ -185,10 +191,10 @@ def failed_thinking_inline(cli: Any, out: Path, behaviour: EngineBehaviour, **op
     """result.json of a run that fails (exit 1) against an engine writing its thinking into
     every answer (`behaviour`)."""
     with FakeEngine(behaviour) as engine:
-        result = cli(*run_args(engine.url, out, **options, **RUN))
+        result = cli(*run_args(engine.url, out, **options, **THINKING_RUN))
     assert result.code == 1, result.text
     doc = load_result(out)
-    assert doc["eval"]["requests"]["inline_thinking"] == QUESTIONS
+    assert doc["eval"]["requests"]["inline_thinking"] == THINKING_QUESTIONS
     return doc
 
 
@@ -249,7 +255,7 @@ def test_an_empty_end_marker_scores_the_whole_answer_as_the_harness_does(cli, tm
     """--think-end-marker '': the harness's way, so the scratchpads of the cut answers count."""
     behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
     with FakeEngine(behaviour) as engine:
-        result = cli(*run_args(engine.url, tmp_path, think_end_marker="", **RUN))
+        result = cli(*run_args(engine.url, tmp_path, think_end_marker="", **THINKING_RUN))
     assert result.code == 0, result.text
     doc = load_result(tmp_path)
     requests = doc["eval"]["requests"]
@@ -263,15 +269,15 @@ def test_a_resumed_run_takes_the_thinking_apart_again(cli, tmp_path):
     """The journal keeps each answer as it came: resumed, it is scored and counted alike."""
     behaviour = EngineBehaviour(inline_thinking="open", endless_thinking=0.3)
     with FakeEngine(behaviour) as engine:
-        assert cli(*run_args(engine.url, tmp_path, **RUN)).code == 1
+        assert cli(*run_args(engine.url, tmp_path, **THINKING_RUN)).code == 1
         first = load_result(tmp_path)
         engine.clear()
-        result = cli(*run_args(engine.url, tmp_path, "--resume", "--overwrite", **RUN))
+        result = cli(*run_args(engine.url, tmp_path, "--resume", "--overwrite", **THINKING_RUN))
         asked = [r for r in engine.requests if not r.stream]
     assert result.code == 1, result.text
     assert asked == []  # every answer came from the journal
     again = load_result(tmp_path)
-    assert again["eval"]["requests"]["resumed"] == QUESTIONS
+    assert again["eval"]["requests"]["resumed"] == THINKING_QUESTIONS
     for key in ("inline_thinking", "cut_while_thinking", "truncated"):
         assert again["eval"]["requests"][key] == first["eval"]["requests"][key]
     assert again["scores"] == first["scores"]
