@@ -9,7 +9,15 @@ import json
 
 import pytest
 
-from tests.conftest import NO_WAIT, config_file, run_subprocess
+from tests.conftest import (
+    NO_WAIT,
+    THINKING_RUN,
+    config_file,
+    load_result,
+    run_args,
+    run_subprocess,
+)
+from tests.fakeengine import CHAT_PATH
 
 pytestmark = pytest.mark.loopback
 
@@ -221,3 +229,62 @@ def test_a_margin_out_of_range_is_said_as_each_command_said_it(tmp_path, argv, e
 
     assert done.returncode == 2
     assert done.stderr.endswith(says), done.stderr
+
+
+# --chat-template-kwargs, the request options that steer a reasoning model's thinking: a JSON
+# object the record can hold, or refused before anything is sent.
+
+
+def test_chat_template_kwargs_must_be_a_json_object(engine, cli, tmp_path):
+    result = cli(
+        *run_args(
+            engine.url, tmp_path, chat_template_kwargs="enable_thinking=false", **THINKING_RUN
+        )
+    )
+    assert result.code == 2
+    assert "--chat-template-kwargs = 'enable_thinking=false'" in result.err
+    assert "not valid JSON (line 1 column 1: Expecting value); give one such as" in result.err
+    assert engine.requests == []
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ('{"a": 1' + "0" * 400 + "}", "holds an integer of 401 digits, past what a float holds"),
+        ('{"enable_thinking": true, "enable_thinking": false}', "repeats the key 'enable_think"),
+        ('{"a": {"b": NaN}}', "holds NaN or Infinity, which are not JSON"),
+        ('{"a": -Infinity}', "holds NaN or Infinity, which are not JSON"),
+    ],
+    ids=["an integer past a float", "a repeated key", "NaN", "Infinity"],
+)
+def test_chat_template_kwargs_the_record_cannot_hold_are_refused_before_anything_is_sent(
+    engine, tmp_path, value, said
+):
+    """Read by the one JSON reader, as plain values: an integer of 10^23 was sent to every
+    request and then crashed the record (exit 4, result.json left "running"; the record now
+    holds it, below); a repeated key was read as its last value; NaN was sent and recorded as
+    no JSON reader outside Python reads it."""
+    done = run_subprocess(
+        *run_args(engine.url, tmp_path, chat_template_kwargs=value, **THINKING_RUN)
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"--chat-template-kwargs = {value!r}"[:100] in done.stderr  # a long one is cut
+    assert said in done.stderr
+    assert engine.requests == []
+    assert not (tmp_path / "result.json").exists()
+
+
+def test_chat_template_kwargs_of_a_plain_integer_past_64_bits_are_sent_and_recorded(
+    engine, cli, tmp_path
+):
+    """A plain value, bounded as the reader bounds plain values (below what a float holds):
+    the record holds what the flag took, and reads back (verify passes the run)."""
+    big = 10**23
+    result = cli(
+        *run_args(engine.url, tmp_path, chat_template_kwargs=f'{{"budget": {big}}}', **THINKING_RUN)
+    )
+    assert result.code == 0, result.text
+    bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
+    assert all(b["chat_template_kwargs"] == {"budget": big} for b in bodies)
+    assert load_result(tmp_path)["eval"]["chat_template_kwargs"] == {"budget": big}
+    assert cli("verify", str(tmp_path)).code == 0
