@@ -594,3 +594,18 @@ THINKING_FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reason
 
 THINKING_RUN = {"limit": THINKING_QUESTIONS, "min_samples": 0}
 """Every run asks the 100 questions and is decided on its point estimate."""
+
+
+# -- what a command says ------------------------------------------------------------------------
+
+
+def error_lines(stderr: str, kind: str) -> list[str]:
+    """The lines of `stderr` that start with `kind: ` (error, warning)."""
+    return [line for line in stderr.splitlines() if line.startswith(f"{kind}: ")]
+
+
+def thresholds_json(tmp_path: Path, data: dict[str, object]) -> Path:
+    """`data` written as thresholds.json in `tmp_path`: its path."""
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps(data))
+    return path

@@ -9,11 +9,10 @@ asks for an API key where a gateway in front of an engine would.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import load_result, run_args, run_subprocess
+from tests.conftest import error_lines, load_result, run_args, run_subprocess, thresholds_json
 from tests.fakeengine import GENERATION_PATHS, FakeEngine, Fault
 from tests.front import Answer, Front, Handler
 
@@ -44,10 +43,6 @@ def keyed(status: int) -> Answer:
 
 def gateway(engine: FakeEngine, status: int, paths: tuple[str, ...]) -> Front:
     return Front(engine.root_url, dict.fromkeys(paths, keyed(status)))
-
-
-def error_lines(stderr: str, kind: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith(f"{kind}: ")]
 
 
 # -- a refused key: --api-key and its variables, whichever request was refused ---------------------
@@ -145,12 +140,6 @@ def test_tokenize_refusing_the_key_is_said_before_the_estimate_it_leads_to():
 # -- a thresholds key one or two edits from a task -------------------------------------------------
 
 
-def thresholds(tmp_path: Path, data: dict[str, object]) -> Path:
-    path = tmp_path / "thresholds.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
 @pytest.mark.parametrize(
     ("where", "entry", "key", "how"),
     [
@@ -166,7 +155,7 @@ def thresholds(tmp_path: Path, data: dict[str, object]) -> Path:
 )
 def test_a_misspelt_task_key_is_refused_naming_the_task_it_means(tmp_path, where, entry, key, how):
     """It was read as a floor for no task: the run fell back to the 0.90 default and passed."""
-    path = thresholds(tmp_path, {"default": {"gsm8k": 0.9}, where: entry})
+    path = thresholds_json(tmp_path, {"default": {"gsm8k": 0.9}, where: entry})
     with FakeEngine() as engine:
         done = run_subprocess(
             *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
@@ -203,7 +192,7 @@ def test_a_misspelt_task_key_is_refused_naming_the_task_it_means(tmp_path, where
     ids=["a key far from every task", "a near key that default names: a task of its own"],
 )
 def test_a_key_that_is_no_misspelling_is_kept(tmp_path, data, floor, matched):
-    path = thresholds(tmp_path, data)
+    path = thresholds_json(tmp_path, data)
     with FakeEngine() as engine:
         done = run_subprocess(
             *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
@@ -224,7 +213,7 @@ def test_verify_knows_the_tasks_of_the_results_it_gates(tmp_path):
     assert done.returncode == 0, done.stderr
     [task] = {score["task"] for score in load_result(run)["scores"]}
     assert task == "gsm8k_evalgate_chat"
-    misspelt = thresholds(
+    misspelt = thresholds_json(
         tmp_path, {"default": {"gsm8k": 0.9}, "models": {"fake-model": {"gsm8k_evalgate_caht": 1}}}
     )
     report = tmp_path / "verdict.json"
@@ -232,7 +221,9 @@ def test_verify_knows_the_tasks_of_the_results_it_gates(tmp_path):
         "verify", str(tmp_path / "sweep"), "--thresholds", str(misspelt), "--min-samples", "0",
         "--no-github", "--json", str(report),
     )  # fmt: skip
-    spelt = thresholds(tmp_path, {"default": {"gsm8k": 0.9}, "models": {"fake-model": {task: 1}}})
+    spelt = thresholds_json(
+        tmp_path, {"default": {"gsm8k": 0.9}, "models": {"fake-model": {task: 1}}}
+    )
     kept = run_subprocess(
         "verify", str(tmp_path / "sweep"), "--thresholds", str(spelt), "--min-samples", "0",
         "--no-github",
@@ -268,7 +259,7 @@ def test_verify_knows_the_tasks_of_the_results_it_gates(tmp_path):
     ids=["the default", "the model's entry", "an override"],
 )
 def test_the_last_line_names_the_floor_and_its_entry(tmp_path, data, matched):
-    path = thresholds(tmp_path, data)
+    path = thresholds_json(tmp_path, data)
     with FakeEngine() as engine:
         done = run_subprocess(
             *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
