@@ -14,7 +14,14 @@ import pytest
 from evalgate.cli import SUBCOMMANDS, build_parser, main
 from evalgate.errors import ConnectionFailed, ExitCode
 from evalgate.probe import preflight
-from tests.conftest import finish, load_result, run_args, run_subprocess, start_subprocess
+from tests.conftest import (
+    finish,
+    load_result,
+    run_args,
+    run_subprocess,
+    start_subprocess,
+)
+from tests.fakeengine import FakeEngine, Fault
 
 pytestmark = pytest.mark.loopback
 
@@ -291,3 +298,27 @@ def test_printed_output_lost_is_exit_2_even_for_run_and_hook(argv, stdout):
     assert err.startswith("OutputError: could not write to stdout ("), err
     assert "redirect stdout to a writable file and run again" in err
     assert "result.json" not in err
+
+
+# The advice fits the mistake: each error said once, on stderr, nothing on stdout.
+
+
+def test_an_error_is_said_once_on_stderr_with_nothing_on_stdout(tmp_path):
+    """It was said twice: `ERROR: ...` on stdout and `NotReadyError: ...` on stderr."""
+    with FakeEngine() as engine:
+        engine.inject(Fault("error", status=503, paths={"/v1/models"}, message="loading"))
+        ran = run_subprocess(*run_args(engine.url, tmp_path / "run", ready_timeout=1))
+        hooked = run_subprocess(
+            *run_args(engine.url, tmp_path / "hook", ready_timeout=1, command="hook")
+        )
+
+    reason = load_result(tmp_path / "run")["reason"]
+    assert ran.returncode == 3, ran.stderr
+    assert ran.stdout == ""
+    assert [line for line in ran.stderr.splitlines() if reason in line] == [
+        f"NotReadyError: {reason}"
+    ]
+    assert hooked.returncode == 3, hooked.stderr
+    assert hooked.stdout == ""
+    said = [line for line in hooked.stderr.splitlines() if "was not ready after" in line]
+    assert len(said) == 1 and said[0].startswith("conc 64: ERROR: "), hooked.stderr

@@ -7,9 +7,11 @@ folder, both through the CLI.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.conftest import load_result, run_args
+from tests.conftest import load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
 pytestmark = pytest.mark.loopback
@@ -54,3 +56,30 @@ def test_a_regression_against_the_baseline_is_recorded_and_fails_verify(cli, tmp
     assert result["files"]["comparison"] == "comparison.json"
     assert verified.code == 1, verified.text
     assert "regression against the baseline" in verified.out
+
+
+# The advice fits the mistake: a run compared with the run just before it.
+
+
+def test_run_baseline_just_after_a_run_warns_of_no_status_and_records_the_final_one(tmp_path):
+    """The run compared itself before its verdict, while its own result said "running": "the
+    candidate run ended with status running: its samples may be incomplete"."""
+    first, second = tmp_path / "kv" / "auto", tmp_path / "kv" / "fp8"
+    flags = ("--limit", "20", "--min-samples", "0")
+    with FakeEngine() as engine:
+        before = run_subprocess(*run_args(engine.url, first, *flags))
+        done = run_subprocess(*run_args(engine.url, second, *flags, baseline=first))
+
+    assert before.returncode == 0, before.stderr
+    result = load_result(second)
+    assert done.returncode == result["exit_code"] == 5, done.stderr  # 20 questions: too few
+    assert "ended with status" not in done.stdout + done.stderr
+    comparison = json.loads((second / "comparison.json").read_text())
+    assert comparison["candidate"]["status"] == result["status"] == "inconclusive"
+    assert comparison["warnings"] == []
+    last = [line for line in done.stdout.splitlines() if line.startswith("INCONCLUSIVE: ")]
+    assert last == [f"INCONCLUSIVE: {result['reason']}"]
+    assert last[0].startswith("INCONCLUSIVE: the comparison with the baseline is inconclusive: ")
+    assert last[0].endswith(">= threshold 0.9000 (default)")  # the floor, on this line too
+    said = [set(filter(None, text.splitlines())) for text in (done.stdout, done.stderr)]
+    assert not said[0] & said[1]  # no line on both streams

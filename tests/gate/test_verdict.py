@@ -12,7 +12,7 @@ from evalgate.errors import ExitCode
 from evalgate.evidence.model import Score
 from evalgate.gate.verdict import decide, judge, standard_error, wilson_interval
 from evalgate.tasks.dataset import GSM8K_TEST_SIZE
-from tests.conftest import load_result, run_args
+from tests.conftest import load_result, run_args, run_subprocess, thresholds_json
 from tests.fakeengine import EngineBehaviour, FakeEngine
 
 
@@ -434,3 +434,38 @@ def test_run_and_verify_reach_the_same_verdict(cli, tmp_path, case):
     assert result["verdict"]["outcome"] == outcome
     assert verified.code == code, verified.text
     assert f"1 {outcome}" in verified.out
+
+
+# The advice fits the mistake: the last line names the floor that decided and its entry.
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize(
+    ("data", "matched"),
+    [
+        ({"default": {"gsm8k": 0.5}}, "default"),
+        ({"default": {"gsm8k": 0.5}, "models": {"fake-model": {"gsm8k": 0.6}}}, "model:fake-model"),
+        (
+            {
+                "default": {"gsm8k": 0.5},
+                "models": {"fake-model": {"gsm8k": 0.6}},
+                "overrides": [{"match": {"hardware": "b200"}, "thresholds": {"gsm8k": 0.7}}],
+            },
+            "override[0]:hardware=b200",
+        ),
+    ],
+    ids=["the default", "the model's entry", "an override"],
+)
+def test_the_last_line_names_the_floor_and_its_entry(tmp_path, data, matched):
+    path = thresholds_json(tmp_path, data)
+    with FakeEngine() as engine:
+        done = run_subprocess(
+            *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
+            "--thresholds", str(path), "--hardware", "b200",
+        )  # fmt: skip
+
+    result = load_result(tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert result["threshold"]["matched"] == matched
+    floor = result["threshold"]["value"]
+    assert done.stdout.splitlines()[-1].endswith(f">= threshold {floor:.4f} ({matched})")
