@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_args, run_subprocess
-from tests.tasks.test_task_file import GOOD, _task
+from tests.tasks.task_files import GOOD, write_task
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 BIG = "1" + "0" * 400
@@ -224,7 +224,7 @@ DATA = [
 def _run_task(cli, engine, folder: Path, text: str, data: dict[str, str] | None = None):
     """`evalgate run --task` of `text` (beside GOOD's data, or `data` by file name) on 3
     questions, floor 0.01."""
-    task, floor = _task(folder, text), folder / "floor.json"
+    task, floor = write_task(folder, text), folder / "floor.json"
     for name, rows in (data or {}).items():
         (folder / name).write_text(rows)
     floor.write_text('{"default": {"arithmetic": 0.01}}')
@@ -272,7 +272,10 @@ def test_a_data_row_holding_nan_is_refused_before_anything_is_sent(engine, tmp_p
     bad = tmp_path / "bad" / "test.jsonl"
     bad.parent.mkdir()
     bad.write_text(f'{{"question": "a", "answer": "#### 1", "n": {number}}}\n' * 3)
-    task, floor = _task(tmp_path, _edit("test: test.jsonl", f"test: {bad}")), tmp_path / "f.json"
+    task, floor = (
+        write_task(tmp_path, _edit("test: test.jsonl", f"test: {bad}")),
+        tmp_path / "f.json",
+    )
     floor.write_text('{"default": {"arithmetic": 0.01}}')
     argv = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
 

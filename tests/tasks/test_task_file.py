@@ -4,76 +4,20 @@ process against task files and the loopback fake engine."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import load_result, run_args, run_subprocess
-from tests.fakeengine import FakeEngine
+from tests.tasks.task_files import GOOD, PAYLOAD, floor_file, run_task, write_task
 
 pytestmark = pytest.mark.loopback
 
-PAYLOAD = "{{ cycler.__init__.__globals__.os.popen('id > PWNED').read() }}"
-ROWS = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(6)]
-
-GOOD = """\
-task: arithmetic
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: test.jsonl
-    train: train.jsonl
-output_type: generate_until
-test_split: test
-fewshot_split: train
-doc_to_text: "Question: {{question}}\\nAnswer:"
-doc_to_target: "{{answer}}"
-description: "Answer each question."
-num_fewshot: 1
-generation_kwargs:
-  until: ["</s>"]
-  do_sample: false
-  temperature: 0
-filter_list:
-  - name: strict-match
-    filter:
-      - function: regex
-        regex_pattern: "#### (\\\\-?[0-9]+)"
-      - function: take_first
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-"""
-
-
-def _task(folder: Path, text: str) -> Path:
-    for split in ("test", "train"):
-        lines = "".join(json.dumps(row) + "\n" for row in ROWS)
-        (folder / f"{split}.jsonl").write_text(lines, encoding="utf-8")
-    path = folder / "task.yaml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _run(engine: FakeEngine, tmp_path: Path, task: Path, *extra: str) -> tuple[int, str]:
-    args = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
-    args += ["--thresholds", _floor(tmp_path)]
-    done = run_subprocess(*args, *extra, timeout=300, cwd=tmp_path)
-    return done.returncode, done.stdout + done.stderr
-
 
 def test_a_plain_task_file_runs(engine, tmp_path):
-    code, text = _run(engine, tmp_path, _task(tmp_path, GOOD))
+    code, text = run_task(engine, tmp_path, write_task(tmp_path, GOOD))
     assert code in (0, 1), text
     assert "Traceback" not in text
-
-
-def _floor(folder: Path) -> str:
-    path = folder / "floor.json"
-    path.write_text('{"default": {"arithmetic": 0.01}}', encoding="utf-8")
-    return str(path)
 
 
 def test_a_task_file_is_named_by_its_path_until_read_then_by_its_task(tmp_path):
@@ -87,8 +31,8 @@ def test_a_task_file_is_named_by_its_path_until_read_then_by_its_task(tmp_path):
     assert load_result(tmp_path / "missing")["task"] == str(tmp_path / "***" / "task.yaml")
     assert key not in (tmp_path / "missing" / "result.json").read_text()
 
-    args = run_args(down, tmp_path / "read", "--task", str(_task(tmp_path, GOOD)))
-    done = run_subprocess(*args, "--thresholds", _floor(tmp_path), cwd=tmp_path)
+    args = run_args(down, tmp_path / "read", "--task", str(write_task(tmp_path, GOOD)))
+    done = run_subprocess(*args, "--thresholds", floor_file(tmp_path), cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     result = load_result(tmp_path / "read")
     assert (result["status"], result["eval"], result["task"]) == ("error", None, "arithmetic")
@@ -134,7 +78,7 @@ HOSTILE = [
 def test_a_task_file_that_could_run_code_is_refused_before_anything_is_sent(
     engine, tmp_path, text, names
 ):
-    code, out = _run(engine, tmp_path, _task(tmp_path, text))
+    code, out = run_task(engine, tmp_path, write_task(tmp_path, text))
     assert not (tmp_path / "PWNED").exists(), "the task file ran a command"
     assert code == 2, out
     assert names in out
@@ -143,7 +87,9 @@ def test_a_task_file_that_could_run_code_is_refused_before_anything_is_sent(
 
 
 def test_an_unknown_key_is_named(engine, tmp_path):
-    code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + "process_docs_v2: whatever\n"))
+    code, out = run_task(
+        engine, tmp_path, write_task(tmp_path, GOOD + "process_docs_v2: whatever\n")
+    )
     assert code == 2, out
     assert "process_docs_v2" in out
     assert "keys evalgate knows" in out
@@ -151,7 +97,7 @@ def test_an_unknown_key_is_named(engine, tmp_path):
 
 
 def test_the_keys_known_are_listed_in_one_order_whatever_the_hash_seed(engine, tmp_path):
-    task = _task(
+    task = write_task(
         tmp_path, GOOD.replace("higher_is_better: true", "higher_is_better: true\n    bogus: 1")
     )
     outs = set()
@@ -180,7 +126,7 @@ i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 
 def test_a_yaml_alias_bomb_in_a_task_file_is_refused(engine, tmp_path):
     text = GOOD + "metadata:\n" + "".join("  " + line + "\n" for line in BOMB.splitlines())
-    code, out = _run(engine, tmp_path, _task(tmp_path, text))
+    code, out = run_task(engine, tmp_path, write_task(tmp_path, text))
     assert code == 2, out
     assert "alias" in out
     assert engine.requests == []
@@ -201,7 +147,7 @@ def test_a_yaml_alias_bomb_in_a_thresholds_file_is_refused(engine, tmp_path):
 def test_deeply_nested_yaml_is_refused(engine, tmp_path, kind):
     deep = "[" * 100_000 + "]" * 100_000
     if kind == "task":
-        code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata: {deep}\n"))
+        code, out = run_task(engine, tmp_path, write_task(tmp_path, GOOD + f"metadata: {deep}\n"))
     else:
         path = tmp_path / "floors.yaml"
         path.write_text(f"default: {deep}\n", encoding="utf-8")
@@ -231,8 +177,8 @@ def test_lm_evals_templates_are_sandboxed_for_a_payload_past_the_parser(tmp_path
 def test_the_task_s_temperature_is_sent_and_recorded(engine, tmp_path):
     """A task whose generation_kwargs set temperature 0.6: every request the engine saw carries
     0.6, and result.json's eval.temperature (compare's protocol check reads it) says 0.6."""
-    task = _task(tmp_path, GOOD.replace("temperature: 0\n", "temperature: 0.6\n"))
-    code, text = _run(engine, tmp_path, task)
+    task = write_task(tmp_path, GOOD.replace("temperature: 0\n", "temperature: 0.6\n"))
+    code, text = run_task(engine, tmp_path, task)
     assert code in (0, 1), text
     sent = [r.body for r in engine.log if r.path.endswith("/chat/completions")]
     assert sent, "no generation request reached the engine"
@@ -243,8 +189,8 @@ def test_the_task_s_temperature_is_sent_and_recorded(engine, tmp_path):
 def test_a_single_stop_string_is_sent_as_one_stop_sequence(engine, tmp_path):
     """`until: "</s>"` (a string, as lm-eval also takes it): the probe and every eval request
     stop at "</s>", not at each of its characters."""
-    task = _task(tmp_path, GOOD.replace('until: ["</s>"]', 'until: "</s>"'))
-    code, text = _run(engine, tmp_path, task)
+    task = write_task(tmp_path, GOOD.replace('until: ["</s>"]', 'until: "</s>"'))
+    code, text = run_task(engine, tmp_path, task)
     assert code in (0, 1), text
     sent = [r.body for r in engine.log if r.path.endswith("/chat/completions")]
     assert len(sent) > 1, "the probe and the eval's requests should reach the engine"
@@ -260,7 +206,9 @@ def test_an_integer_past_what_a_float_holds_is_refused_the_same_in_yaml_and_json
     the same in JSON was exit 2."""
     number = "9" * digits
     if kind == "task":
-        code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
+        code, out = run_task(
+            engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {number}\n")
+        )
     else:
         path = tmp_path / f"floors.{kind.split('.')[1]}"
         body = f'{{"default": {{"gsm8k": 0.9}}, "n": {number}}}'
@@ -279,14 +227,18 @@ def test_underscores_in_a_yaml_integer_are_not_counted_as_its_digits(engine, tmp
     """308 digits with YAML's separators (9_9_9..., 615 characters) are the number JSON reads
     as 308 digits: read, not refused as "an integer of 308 digits, past what a float holds"."""
     number = "_".join("9" * 308)
-    code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {number}\n"))
+    code, out = run_task(
+        engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {number}\n")
+    )
     assert code in (0, 1), out
     assert "past what a float holds" not in out
 
 
 def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(engine, tmp_path):
     """308 digits: read (the task runs); 309 are refused, above."""
-    code, out = _run(engine, tmp_path, _task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n"))
+    code, out = run_task(
+        engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n")
+    )
     assert code in (0, 1), out
     assert "holds an integer" not in out
 
@@ -313,9 +265,9 @@ REPEATED = [
 def test_a_repeated_key_is_refused_in_every_file_a_run_reads(engine, tmp_path, name, text, says):
     """msgspec and a plain YAML load keep the last of a repeated key: each file is read by the
     one reader, which refuses it naming the key, before anything is sent."""
-    task = _task(tmp_path, GOOD)
+    task = write_task(tmp_path, GOOD)
     (tmp_path / name).write_text(text, encoding="utf-8")
-    floor = tmp_path / name if name.startswith("floor") else Path(_floor(tmp_path))
+    floor = tmp_path / name if name.startswith("floor") else Path(floor_file(tmp_path))
     args = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
 
     done = run_subprocess(*args, "--thresholds", str(floor), timeout=300, cwd=tmp_path)
