@@ -2,7 +2,7 @@
 exit code (2 for an input), in bounded time and memory, with nothing run and nothing lost.
 
 Thresholds files, model configs, result trees, task files and their data (more task files in
-tests/tasks/test_task_file.py). Black-box: the CLI (in-process, or in its own process where a
+tests/tasks/test_taskfile.py). Black-box: the CLI (in-process, or in its own process where a
 FIFO could block it) against files and the loopback fake engine. RELIABILITY.md lists each case
 with its test.
 """

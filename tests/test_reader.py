@@ -16,6 +16,7 @@ from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result, Sample
 from evalgate.reader import MAX_CHARS, MAX_DEPTH, Written, decode, decode_lines, read
 from tests.conftest import NO_WAIT, config_file, load_result, run_args, run_subprocess
+from tests.tasks.task_files import GOOD, floor_file, run_task, write_task
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
@@ -488,3 +489,142 @@ def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
 
     assert done.returncode == 2
     assert f"over the {MAX_CHARS:,} that a file of its kind can need" in done.stderr
+
+
+# A task file (--task), its data rows and a thresholds file are read by the one reader, with its
+# limits, before anything is sent: the CLI in its own process against the loopback fake engine.
+
+
+BOMB = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+@pytest.mark.loopback
+def test_a_yaml_alias_bomb_in_a_task_file_is_refused(engine, tmp_path):
+    text = GOOD + "metadata:\n" + "".join("  " + line + "\n" for line in BOMB.splitlines())
+    code, out = run_task(engine, tmp_path, write_task(tmp_path, text))
+    assert code == 2, out
+    assert "alias" in out
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+def test_a_yaml_alias_bomb_in_a_thresholds_file_is_refused(engine, tmp_path):
+    path = tmp_path / "floors.yaml"
+    path.write_text("default:\n  gsm8k: 0.9\nmodels:\n" + "".join(
+        "  " + line + "\n" for line in BOMB.splitlines()
+    ), encoding="utf-8")  # fmt: skip
+    done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
+    assert done.returncode == 2, done.stderr
+    assert "alias" in done.stderr
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("kind", ["task", "thresholds"])
+def test_deeply_nested_yaml_is_refused(engine, tmp_path, kind):
+    deep = "[" * 100_000 + "]" * 100_000
+    if kind == "task":
+        code, out = run_task(engine, tmp_path, write_task(tmp_path, GOOD + f"metadata: {deep}\n"))
+    else:
+        path = tmp_path / "floors.yaml"
+        path.write_text(f"default: {deep}\n", encoding="utf-8")
+        done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
+        code, out = done.returncode, done.stderr
+    assert code == 2, out
+    assert "nested" in out
+    assert "Traceback" not in out and "InternalError" not in out
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("digits", [309, 5000])
+@pytest.mark.parametrize("kind", ["task", "thresholds.yaml", "thresholds.json"])
+def test_an_integer_past_what_a_float_holds_is_refused_the_same_in_yaml_and_json(
+    engine, tmp_path, kind, digits
+):
+    """One bound for both readers: 5,000 digits in YAML crashed (exit 4, InternalError) where
+    the same in JSON was exit 2."""
+    number = "9" * digits
+    if kind == "task":
+        code, out = run_task(
+            engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {number}\n")
+        )
+    else:
+        path = tmp_path / f"floors.{kind.split('.')[1]}"
+        body = f'{{"default": {{"gsm8k": 0.9}}, "n": {number}}}'
+        path.write_text(
+            body if kind.endswith("json") else f"default: {{gsm8k: 0.9}}\nn: {number}\n"
+        )
+        done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
+        code, out = done.returncode, done.stderr
+    assert code == 2, out
+    assert f"holds an integer of {digits:,} digits" in out
+    assert "past what a float holds" in out
+    assert "InternalError" not in out and engine.requests == []
+
+
+@pytest.mark.loopback
+def test_underscores_in_a_yaml_integer_are_not_counted_as_its_digits(engine, tmp_path):
+    """308 digits with YAML's separators (9_9_9..., 615 characters) are the number JSON reads
+    as 308 digits: read, not refused as "an integer of 308 digits, past what a float holds"."""
+    number = "_".join("9" * 308)
+    code, out = run_task(
+        engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {number}\n")
+    )
+    assert code in (0, 1), out
+    assert "past what a float holds" not in out
+
+
+@pytest.mark.loopback
+def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(engine, tmp_path):
+    """308 digits: read (the task runs); 309 are refused, above."""
+    code, out = run_task(
+        engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n")
+    )
+    assert code in (0, 1), out
+    assert "holds an integer" not in out
+
+
+REPEATED = [
+    # (case, file name, text, what the refusal says): one rule for every file a run reads
+    ("the task file", "task.yaml",
+     GOOD.replace("num_fewshot: 1\n", "num_fewshot: 1\nnum_fewshot: 0\n"),
+     "repeats the key 'num_fewshot' in one mapping (line 14)"),
+    ("a data row", "test.jsonl",
+     '{"question": "What is 1 + 1?", "answer": "#### 2", "answer": "#### 3"}\n',
+     "line 1 repeats the key 'answer' in one object ($)"),
+    ("a JSON thresholds file", "floor.json",
+     '{"default": {"arithmetic": 0.99, "arithmetic": 0.01}}',
+     "repeats the key 'arithmetic' in one object ($.default)"),
+    ("a YAML thresholds file", "floor.yaml", "default:\n  arithmetic: 0.99\n  arithmetic: 0.01\n",
+     "repeats the key 'arithmetic' in one mapping (line 3)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"), [r[1:] for r in REPEATED], ids=[r[0] for r in REPEATED]
+)
+@pytest.mark.loopback
+def test_a_repeated_key_is_refused_in_every_file_a_run_reads(engine, tmp_path, name, text, says):
+    """msgspec and a plain YAML load keep the last of a repeated key: each file is read by the
+    one reader, which refuses it naming the key, before anything is sent."""
+    task = write_task(tmp_path, GOOD)
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    floor = tmp_path / name if name.startswith("floor") else Path(floor_file(tmp_path))
+    args = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
+
+    done = run_subprocess(*args, "--thresholds", str(floor), timeout=300, cwd=tmp_path)
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "InternalError" not in done.stderr
+    assert engine.requests == []
