@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.compare.test_compare import FILTERS, gsm8k_test, write_run
+from tests.compare.run_files import FILTERS, gsm8k_test, write_run
 
 N = 1319
 CONCS = (4, 8, 16, 32, 64)

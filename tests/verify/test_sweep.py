@@ -10,7 +10,7 @@ import pytest
 
 from evalgate.gate.sequential import SequentialTest
 from evalgate.schemas import validation_errors
-from tests.compare.test_compare import paired_outcomes, write_run
+from tests.compare.run_files import paired_outcomes, write_run
 from tests.conftest import run_subprocess
 from tests.verify.sweeps import thresholds
 from tests.verify.test_verify import result_doc
