@@ -17,6 +17,7 @@ from evalgate.probe import preflight
 from tests.conftest import (
     finish,
     load_result,
+    modules_loaded_by,
     run_args,
     run_subprocess,
     start_subprocess,
@@ -322,3 +323,12 @@ def test_an_error_is_said_once_on_stderr_with_nothing_on_stdout(tmp_path):
     assert hooked.stdout == ""
     said = [line for line in hooked.stderr.splitlines() if "was not ready after" in line]
     assert len(said) == 1 and said[0].startswith("conc 64: ERROR: "), hooked.stderr
+
+
+# `evalgate compare`'s module stays light: the comparison and lm-eval load only when it runs.
+
+
+def test_cli_module_stays_light():
+    loaded = modules_loaded_by("import evalgate.cli.compare")
+    assert "evalgate.compare.comparison" not in loaded
+    assert "lm_eval" not in loaded

@@ -1,5 +1,5 @@
 """Sweeps on disk for `evalgate verify --baseline`: full GSM8K runs in evalgate's layout
-(result.json and samples.jsonl, built by tests/compare/test_compare.write_run, valid against the
+(result.json and samples.jsonl, built by tests/compare/run_files.write_run, valid against the
 schemas)
 and in the benchmark harness's (meta_env.json, lm-eval's results_<ts>_conc<N>.json and
 samples_gsm8k_<ts>_conc<N>.jsonl, as its job stages them).

@@ -1,15 +1,14 @@
-"""evalgate compare: run folders built in tmp_path, driven through `evalgate.cli.main`."""
+"""The comparison of two runs (compare/comparison.py): `evalgate compare` on run folders built in
+tmp_path (tests/compare/run_files.py), driven through `evalgate.cli.main`."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from scipy.stats import binomtest
 
 from evalgate.compare.comparison import compare_runs
-from evalgate.evidence.artifacts import NOT_A_RESULT
 from tests.compare.run_files import (
     comparison_json,
     gsm8k_test,
@@ -17,7 +16,7 @@ from tests.compare.run_files import (
     write_pair,
     write_run,
 )
-from tests.conftest import load_result, modules_loaded_by
+from tests.conftest import load_result
 
 
 @pytest.mark.unit
@@ -207,67 +206,6 @@ def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, cli):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(
-    ("change", "named"),
-    [
-        ({"max_tokens": 2048}, "max_tokens: baseline 1024, candidate 2048"),
-        ({"temperature": 0.6}, "temperature: baseline 0.0, candidate 0.6"),
-        ({"num_fewshot": 8}, "num_fewshot: baseline 5, candidate 8"),
-        ({"fewshot_seed": 7}, "fewshot_seed: baseline 1234, candidate 7"),
-        ({"api": "completions"}, 'api: baseline "chat", candidate "completions"'),
-        ({"task": "gsm8k_evalgate_completions"}, "task: baseline"),
-        ({"task_version": "2.0"}, 'task_version: baseline "3.0", candidate "2.0"'),
-        ({"task_sha256": "b" * 64}, "task_sha256: baseline"),
-        ({"limit": 1319}, "limit: baseline none, candidate 1319"),
-        (
-            {
-                "dataset": {
-                    "source": "dir",
-                    "sha256": {"test": "f" * 64, "train": "17f347dc" + "0" * 56},
-                }
-            },
-            "dataset.sha256.test: baseline",
-        ),
-    ],
-)
-def test_protocol_drift_is_refused_and_named(tmp_path, cli, change, named):
-    base, cand = paired_outcomes(60)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand, **change)
-    code, out, err = cli("compare", tmp_path / "a", tmp_path / "b")
-    assert (code, out) == (2, "")
-    assert err.startswith("UsageError: The runs ")
-    assert "were not measured the same way" in err
-    assert named in err
-    assert "pass --allow-protocol-drift to compare them anyway." in err
-
-    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
-    assert code == 5
-    assert "protocol differences allowed by --allow-protocol-drift:" in out
-    assert named in out
-
-
-@pytest.mark.unit
-def test_question_set_drift(tmp_path, cli):
-    base, cand = paired_outcomes(60)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand[:50], question_edits={3: "What is 2 + 2?"})
-    code, _, err = cli("compare", tmp_path / "a", tmp_path / "b")
-    assert code == 2
-    assert (
-        "question set: baseline 60 questions, candidate 50 questions (10 only in the "
-        "baseline: doc_id 50, 51, 52, 53, 54, ...)" in err
-    )
-    assert "question text: baseline" in err
-    assert "(differs for 1 shared questions: doc_id 3)" in err
-
-    code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
-    assert document["excluded"]["unpaired"] == [3]
-    assert [f["n"] for f in document["filters"]] == [49, 49]
-    assert {d["field"] for d in document["protocol_drift"]} == {"question set", "question text"}
-
-
-@pytest.mark.unit
 def test_failed_requests_are_left_out_and_reported(tmp_path, cli):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base, failed=[4])
@@ -289,14 +227,6 @@ def test_failed_requests_are_left_out_and_reported(tmp_path, cli):
         "warning: questions left out because their request failed in the baseline run: 1 "
         "(doc_id 4)" in out
     )
-
-
-@pytest.mark.unit
-@pytest.mark.unit
-def test_a_result_file_can_stand_for_its_folder(tmp_path, cli):
-    write_pair(tmp_path, 1319)
-    code, _, _ = cli("compare", tmp_path / "a" / "result.json", tmp_path / "b")
-    assert code == 0
 
 
 @pytest.mark.unit
@@ -322,74 +252,6 @@ def test_a_run_stopped_after_its_eval_is_compared_without_a_status_warning(tmp_p
     assert not [w for w in document["warnings"] if "ended with status" in w], document["warnings"]
 
 
-def _break(folder: Path, name: str, text: str | None) -> None:
-    path = folder / name
-    if text is None:
-        path.unlink()
-    else:
-        path.write_text(text, encoding="utf-8")
-
-
-@pytest.mark.unit
-@pytest.mark.parametrize(
-    ("damage", "message"),
-    [
-        (
-            ("samples.jsonl", None),
-            "Cannot read {b}/samples.jsonl: No such file or directory. "
-            "A comparison pairs the per-question records of samples.jsonl",
-        ),
-        (
-            ("samples.jsonl", '{"doc_id": 0}\n'),
-            "{b}/samples.jsonl line 1 is not a valid evalgate "
-            "sample: $: Object missing required field `prompt_sha256`",
-        ),
-        (("samples.jsonl", "not json\n"), "{b}/samples.jsonl line 1 is not valid JSON"),
-        (("result.json", "{}"), "{b}/result.json " + NOT_A_RESULT + ": "),
-        (
-            ("result.json", None),
-            "{b} is neither a run folder holding result.json nor a result file",
-        ),
-    ],
-)
-def test_unusable_runs_are_usage_errors(tmp_path, cli, damage, message):
-    base, cand = paired_outcomes(20)
-    write_run(tmp_path / "a", base)
-    b = write_run(tmp_path / "b", cand)
-    _break(b, *damage)
-    code, out, err = cli("compare", tmp_path / "a", b)
-    assert (code, out) == (2, "")
-    assert err.startswith("ArtifactError: " + message.format(b=b))
-
-
-@pytest.mark.unit
-def test_a_repeated_doc_id_is_refused(tmp_path, cli):
-    base, cand = paired_outcomes(20)
-    write_run(tmp_path / "a", base)
-    b = write_run(tmp_path / "b", cand)
-    lines = (b / "samples.jsonl").read_text(encoding="utf-8").splitlines()
-    _break(b, "samples.jsonl", "\n".join([*lines, lines[0]]) + "\n")
-    code, _, err = cli("compare", tmp_path / "a", b)
-    assert code == 2
-    assert f"ArtifactError: {b}/samples.jsonl line 21 repeats doc_id 0." in err
-
-
-@pytest.mark.unit
-def test_a_run_that_never_evaluated_is_refused(tmp_path, cli):
-    base, cand = paired_outcomes(20)
-    write_run(tmp_path / "a", base)
-    b = write_run(tmp_path / "b", cand)
-    result = load_result(b)
-    result.update(eval=None, status="error", stage="readiness", reason="endpoint never ready")
-    _break(b, "result.json", json.dumps(result))
-    code, _, err = cli("compare", tmp_path / "a", b)
-    assert code == 2
-    assert (
-        f"ArtifactError: {b}/result.json has no eval section: that run stopped at stage "
-        "readiness (endpoint never ready) before evaluating."
-    ) in err
-
-
 @pytest.mark.unit
 @pytest.mark.parametrize("value", ["2", "-0.01", "1"])
 def test_max_drop_is_a_fraction(tmp_path, cli, value):
@@ -409,13 +271,6 @@ def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
         tmp_path / "a", tmp_path / "b", max_drop=0.02, allow_protocol_drift=False
     )
     assert int(comparison.exit_code) == 1  # its time is measured in BENCHMARKS.md
-
-
-@pytest.mark.loopback
-def test_cli_module_stays_light():
-    loaded = modules_loaded_by("import evalgate.cli.compare")
-    assert "evalgate.compare.comparison" not in loaded
-    assert "lm_eval" not in loaded
 
 
 @pytest.mark.unit
