@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_args, run_subprocess
-from tests.tasks.task_files import GOOD, write_task
+from tests.tasks.task_files import GOOD, cli_run_task, edited, write_task
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 BIG = "1" + "0" * 400
@@ -155,45 +155,40 @@ TAKE_FIRST = "      - function: take_first\n"
 EM = "    higher_is_better: true\n"
 
 
-def _edit(old: str, new: str) -> str:
-    assert old in GOOD, old
-    return GOOD.replace(old, new)
-
-
 TASKS = [
-    ("a Jinja global as a field", _edit('"Answer each question."', '"{{ cycler }}"'),
+    ("a Jinja global as a field", edited('"Answer each question."', '"{{ cycler }}"'),
      "test.jsonl line 1 has no field 'cycler', which description names"),
-    ("a field no row has", _edit("Question: {{question}}", "Q: {{nosuch}}"),
+    ("a field no row has", edited("Question: {{question}}", "Q: {{nosuch}}"),
      "test.jsonl line 1 has no field 'nosuch', which doc_to_text names"),
-    ("a bare name no row has", _edit('"Question: {{question}}\\nAnswer:"', "Hello"),
+    ("a bare name no row has", edited('"Question: {{question}}\\nAnswer:"', "Hello"),
      "has no field 'Hello', which doc_to_text names"),
-    ("three braces", _edit('"Answer each question."', '"{{{question}}}"'), "uses Jinja beyond"),
-    ("a keyword as a field", _edit('"Answer each question."', '"{{ not }}"'), "uses Jinja beyond"),
-    ("a number as a field", _edit('"Answer each question."', '"{{ 1 }}"'), "uses Jinja beyond"),
+    ("three braces", edited('"Answer each question."', '"{{{question}}}"'), "uses Jinja beyond"),
+    ("a keyword as a field", edited('"Answer each question."', '"{{ not }}"'), "uses Jinja beyond"),
+    ("a number as a field", edited('"Answer each question."', '"{{ 1 }}"'), "uses Jinja beyond"),
     ("a filter option lm-eval does not take",
-     _edit(TAKE_FIRST, TAKE_FIRST + "        bogus: 1\n"), "bogus is not a key evalgate knows"),
-    ("a filter named by a list", _edit("function: take_first\n", "function: [take_first]\n"),
+     edited(TAKE_FIRST, TAKE_FIRST + "        bogus: 1\n"), "bogus is not a key evalgate knows"),
+    ("a filter named by a list", edited("function: take_first\n", "function: [take_first]\n"),
      "filter_list[0].filter[1] must name one of lm-eval's text filters"),
-    ("take_first_k without k", _edit("function: take_first\n", "function: take_first_k\n"),
+    ("take_first_k without k", edited("function: take_first\n", "function: take_first_k\n"),
      "filter_list[0].filter[1] has no k, which take_first_k needs"),
     ("map without a default",
-     _edit(TAKE_FIRST, "      - function: map\n        mapping_dict: {a: b}\n" + TAKE_FIRST),
+     edited(TAKE_FIRST, "      - function: map\n        mapping_dict: {a: b}\n" + TAKE_FIRST),
      "has no default_value, which map needs"),
-    ("a regex that does not compile", _edit(PATTERN, 'regex_pattern: "(("'),
+    ("a regex that does not compile", edited(PATTERN, 'regex_pattern: "(("'),
      "regex_pattern is not a regular expression (missing )"),
-    ("a nested repeat", _edit(PATTERN, 'regex_pattern: "^(\\\\s*\\\\S+\\\\s*)*!$"'),
+    ("a nested repeat", edited(PATTERN, 'regex_pattern: "^(\\\\s*\\\\S+\\\\s*)*!$"'),
      "regex_pattern repeats a part that itself repeats or branches"),
-    ("overlapping alternatives repeated", _edit(EM, EM + "    regexes_to_ignore: ['(a|aa)+b']\n"),
+    ("overlapping alternatives repeated", edited(EM, EM + "    regexes_to_ignore: ['(a|aa)+b']\n"),
      "regexes_to_ignore[0] repeats a part that itself repeats or branches"),
     ("a match index past the first and the last",
-     _edit(PATTERN, PATTERN + "\n        group_select: 1"), "group_select must be 0 or -1"),
-    ("more shots than examples", _edit("num_fewshot: 1", "num_fewshot: 50"),
+     edited(PATTERN, PATTERN + "\n        group_select: 1"), "group_select must be 0 or -1"),
+    ("more shots than examples", edited("num_fewshot: 1", "num_fewshot: 50"),
      "num_fewshot is 50, but"),
     ("repeats 0", GOOD + "repeats: 0\n", "repeats must be 1"),
     ("repeats 2", GOOD + "repeats: 2\n", "repeats must be 1"),
-    ("an infinite temperature", _edit("temperature: 0", "temperature: .inf"),
+    ("an infinite temperature", edited("temperature: 0", "temperature: .inf"),
      "generation_kwargs.temperature must be a finite number (it is inf)"),
-    ("a NaN top_p", _edit("temperature: 0", "temperature: 0\n  top_p: .nan"),
+    ("a NaN top_p", edited("temperature: 0", "temperature: 0\n  top_p: .nan"),
      "generation_kwargs.top_p must be a finite number (it is nan)"),
     ("a !function as a key", GOOD + "metadata: {? !function evil.x : 1}\n",
      "runs Python code (metadata.evil.x)"),
@@ -205,7 +200,7 @@ TASKS = [
     ("a file over 4 MiB", GOOD + "metadata: {x: '" + "a" * 4_200_000 + "'}\n",
      "bytes, over the 4,194,304"),
     ("multi_choice_regex on rows without choices",
-     _edit("function: regex\n", "function: multi_choice_regex\n"),
+     edited("function: regex\n", "function: multi_choice_regex\n"),
      "test.jsonl line 1 has no field 'choices', which the multi_choice_regex filter names"),
 ]  # fmt: skip
 
@@ -221,23 +216,12 @@ DATA = [
 ]  # fmt: skip
 
 
-def _run_task(cli, engine, folder: Path, text: str, data: dict[str, str] | None = None):
-    """`evalgate run --task` of `text` (beside GOOD's data, or `data` by file name) on 3
-    questions, floor 0.01."""
-    task, floor = write_task(folder, text), folder / "floor.json"
-    for name, rows in (data or {}).items():
-        (folder / name).write_text(rows)
-    floor.write_text('{"default": {"arithmetic": 0.01}}')
-    args = run_args(engine.url, folder / "out", "--task", str(task), "--min-samples", "0")
-    return cli(*args, "--thresholds", str(floor), "--limit", "3", "--overwrite")
-
-
 @pytest.mark.loopback
 @pytest.mark.parametrize(("text", "says"), [t[1:] for t in TASKS], ids=[t[0] for t in TASKS])
 def test_a_task_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
     cli, engine, tmp_path, text, says
 ):
-    done = _run_task(cli, engine, tmp_path, text)
+    done = cli_run_task(cli, engine, tmp_path, text)
 
     assert done.code == 2, done.err
     assert says in done.err
@@ -257,7 +241,7 @@ def test_a_data_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
     else:
         bad.write_bytes(data)
 
-    done = _run_task(cli, engine, tmp_path, _edit("test: test.jsonl", f"test: {bad}"))
+    done = cli_run_task(cli, engine, tmp_path, edited("test: test.jsonl", f"test: {bad}"))
 
     assert done.code == 2, done.err
     assert f"DatasetError: {bad}" in done.err and says in done.err
@@ -273,7 +257,7 @@ def test_a_data_row_holding_nan_is_refused_before_anything_is_sent(engine, tmp_p
     bad.parent.mkdir()
     bad.write_text(f'{{"question": "a", "answer": "#### 1", "n": {number}}}\n' * 3)
     task, floor = (
-        write_task(tmp_path, _edit("test: test.jsonl", f"test: {bad}")),
+        write_task(tmp_path, edited("test: test.jsonl", f"test: {bad}")),
         tmp_path / "f.json",
     )
     floor.write_text('{"default": {"arithmetic": 0.01}}')
@@ -291,9 +275,9 @@ def test_a_data_row_holding_nan_is_refused_before_anything_is_sent(engine, tmp_p
 def test_every_data_file_is_read_not_only_the_splits_evalgate_asks(cli, engine, tmp_path, extra):
     if extra == "fifo":
         os.mkfifo(tmp_path / "fifo")
-    text = _edit("train: train.jsonl", f"train: train.jsonl\n    validation: {extra}")
+    text = edited("train: train.jsonl", f"train: train.jsonl\n    validation: {extra}")
 
-    done = _run_task(cli, engine, tmp_path, text)
+    done = cli_run_task(cli, engine, tmp_path, text)
 
     assert done.code == 2, done.err
     assert "DatasetError: " in done.err and "lm-eval failed" not in done.err
@@ -302,7 +286,9 @@ def test_every_data_file_is_read_not_only_the_splits_evalgate_asks(cli, engine, 
 
 @pytest.mark.loopback
 def test_shots_drawn_from_the_split_asked_are_the_prompts_lm_eval_sends(cli, engine, tmp_path):
-    done = _run_task(cli, engine, tmp_path, _edit("fewshot_split: train", "fewshot_split: test"))
+    done = cli_run_task(
+        cli, engine, tmp_path, edited("fewshot_split: train", "fewshot_split: test")
+    )
 
     assert done.code in (0, 1), done.err
     assert "prompts differ" not in done.err and "please report" not in done.err
@@ -331,14 +317,14 @@ def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli,
 @pytest.mark.loopback
 def test_a_shot_needs_the_fields_of_its_question_and_answer_only(cli, engine, tmp_path):
     """The description is rendered for the question asked, never for a shot."""
-    text = _edit('"Answer each question."', '"Subject: {{subject}}"')
+    text = edited('"Answer each question."', '"Subject: {{subject}}"')
     rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(6)]
     test = "".join(json.dumps(row | {"subject": "sums"}) + "\n" for row in rows)
 
-    done = _run_task(cli, engine, tmp_path, text, {"test.jsonl": test})
+    done = cli_run_task(cli, engine, tmp_path, text, {"test.jsonl": test})
     assert done.code in (0, 1), done.err
 
     shots = '{"answer": "#### 1"}\n' * 6
-    done = _run_task(cli, engine, tmp_path, text, {"test.jsonl": test, "train.jsonl": shots})
+    done = cli_run_task(cli, engine, tmp_path, text, {"test.jsonl": test, "train.jsonl": shots})
     assert done.code == 2
     assert "train.jsonl line 1 has no field 'question', which doc_to_text names" in done.err

@@ -67,3 +67,20 @@ def floor_file(folder: Path) -> str:
     path = folder / "floor.json"
     path.write_text('{"default": {"arithmetic": 0.01}}', encoding="utf-8")
     return str(path)
+
+
+def edited(old: str, new: str) -> str:
+    """GOOD with `old` (which it holds) replaced by `new`."""
+    assert old in GOOD, old
+    return GOOD.replace(old, new)
+
+
+def cli_run_task(cli, engine, folder: Path, text: str, data: dict[str, str] | None = None):
+    """`evalgate run --task` of `text` (beside GOOD's data, or `data` by file name) on 3
+    questions, floor 0.01."""
+    task, floor = write_task(folder, text), folder / "floor.json"
+    for name, rows in (data or {}).items():
+        (folder / name).write_text(rows)
+    floor.write_text('{"default": {"arithmetic": 0.01}}')
+    args = run_args(engine.url, folder / "out", "--task", str(task), "--min-samples", "0")
+    return cli(*args, "--thresholds", str(floor), "--limit", "3", "--overwrite")
