@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import load_result, run_args, run_subprocess
-from tests.tasks.task_files import GOOD, PAYLOAD, floor_file, run_task, write_task
+from tests.tasks.task_files import (
+    GOOD,
+    PAYLOAD,
+    cli_run_task,
+    edited,
+    floor_file,
+    run_task,
+    write_task,
+)
 
 pytestmark = pytest.mark.loopback
 
@@ -131,3 +139,77 @@ def test_a_single_stop_string_is_sent_as_one_stop_sequence(engine, tmp_path):
     sent = [r.body for r in engine.log if r.path.endswith("/chat/completions")]
     assert len(sent) > 1, "the probe and the eval's requests should reach the engine"
     assert [body["stop"] for body in sent] == [["</s>"]] * len(sent)
+
+
+# Hostile task files: a task lm-eval would fail on is refused before anything is sent.
+
+
+PATTERN = 'regex_pattern: "#### (\\\\-?[0-9]+)"'
+
+
+TAKE_FIRST = "      - function: take_first\n"
+
+
+EM = "    higher_is_better: true\n"
+
+
+TASKS = [
+    ("a Jinja global as a field", edited('"Answer each question."', '"{{ cycler }}"'),
+     "test.jsonl line 1 has no field 'cycler', which description names"),
+    ("a field no row has", edited("Question: {{question}}", "Q: {{nosuch}}"),
+     "test.jsonl line 1 has no field 'nosuch', which doc_to_text names"),
+    ("a bare name no row has", edited('"Question: {{question}}\\nAnswer:"', "Hello"),
+     "has no field 'Hello', which doc_to_text names"),
+    ("three braces", edited('"Answer each question."', '"{{{question}}}"'), "uses Jinja beyond"),
+    ("a keyword as a field", edited('"Answer each question."', '"{{ not }}"'), "uses Jinja beyond"),
+    ("a number as a field", edited('"Answer each question."', '"{{ 1 }}"'), "uses Jinja beyond"),
+    ("a filter option lm-eval does not take",
+     edited(TAKE_FIRST, TAKE_FIRST + "        bogus: 1\n"), "bogus is not a key evalgate knows"),
+    ("a filter named by a list", edited("function: take_first\n", "function: [take_first]\n"),
+     "filter_list[0].filter[1] must name one of lm-eval's text filters"),
+    ("take_first_k without k", edited("function: take_first\n", "function: take_first_k\n"),
+     "filter_list[0].filter[1] has no k, which take_first_k needs"),
+    ("map without a default",
+     edited(TAKE_FIRST, "      - function: map\n        mapping_dict: {a: b}\n" + TAKE_FIRST),
+     "has no default_value, which map needs"),
+    ("a regex that does not compile", edited(PATTERN, 'regex_pattern: "(("'),
+     "regex_pattern is not a regular expression (missing )"),
+    ("a nested repeat", edited(PATTERN, 'regex_pattern: "^(\\\\s*\\\\S+\\\\s*)*!$"'),
+     "regex_pattern repeats a part that itself repeats or branches"),
+    ("overlapping alternatives repeated", edited(EM, EM + "    regexes_to_ignore: ['(a|aa)+b']\n"),
+     "regexes_to_ignore[0] repeats a part that itself repeats or branches"),
+    ("a match index past the first and the last",
+     edited(PATTERN, PATTERN + "\n        group_select: 1"), "group_select must be 0 or -1"),
+    ("more shots than examples", edited("num_fewshot: 1", "num_fewshot: 50"),
+     "num_fewshot is 50, but"),
+    ("repeats 0", GOOD + "repeats: 0\n", "repeats must be 1"),
+    ("repeats 2", GOOD + "repeats: 2\n", "repeats must be 1"),
+    ("an infinite temperature", edited("temperature: 0", "temperature: .inf"),
+     "generation_kwargs.temperature must be a finite number (it is inf)"),
+    ("a NaN top_p", edited("temperature: 0", "temperature: 0\n  top_p: .nan"),
+     "generation_kwargs.top_p must be a finite number (it is nan)"),
+    ("a !function as a key", GOOD + "metadata: {? !function evil.x : 1}\n",
+     "runs Python code (metadata.evil.x)"),
+    ("a !!set in metadata", GOOD + "metadata: !!set {a, b}\n",
+     "uses the tag tag:yaml.org,2002:set"),
+    ("60,000 values in metadata", GOOD + "metadata: {x: [" + "[]," * 60_000 + "]}\n",
+     "holds more than 50,000 values"),
+    ("an integer key", GOOD + "1: x\n", "has the key '1' (line 28), which YAML reads as int"),
+    ("a file over 4 MiB", GOOD + "metadata: {x: '" + "a" * 4_200_000 + "'}\n",
+     "bytes, over the 4,194,304"),
+    ("multi_choice_regex on rows without choices",
+     edited("function: regex\n", "function: multi_choice_regex\n"),
+     "test.jsonl line 1 has no field 'choices', which the multi_choice_regex filter names"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "says"), [t[1:] for t in TASKS], ids=[t[0] for t in TASKS])
+def test_a_task_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
+    cli, engine, tmp_path, text, says
+):
+    done = cli_run_task(cli, engine, tmp_path, text)
+
+    assert done.code == 2, done.err
+    assert says in done.err
+    assert "InternalError" not in done.err and "please report" not in done.err
+    assert engine.requests == []
