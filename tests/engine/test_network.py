@@ -12,49 +12,39 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.conftest import ROOT, deadline, load_result, load_samples, run_args
-from tests.fakeengine import EngineBehaviour, FakeEngine
-from tests.front import Front, Handler, comments, gzip_bomb, gzipped, json_answer, trickle
+from tests.conftest import ROOT, load_result, load_samples, run_args
+from tests.fakeengine import CHAT_PATH, EngineBehaviour, FakeEngine
+from tests.front import (
+    FRONT_CONTEXT,
+    FRONT_RUN,
+    Front,
+    Handler,
+    comments,
+    gzip_bomb,
+    gzipped,
+    json_answer,
+    only,
+    streamed_only,
+    timed,
+    trickle,
+)
 
 pytestmark = pytest.mark.loopback
 
 MODEL = "fake-model"
-CHAT = "/v1/chat/completions"
-
-
-CONTEXT = {"command": "context", "json": "-", "limit": 5}
-RUN = {"limit": 5, "num_concurrent": 2, "min_samples": 0, "max_attempts": 2}
-
-
-def streamed_only(answer):
-    """`answer` for the probe (a streamed request); the eval's requests go on to the engine."""
-
-    def choose(handler: Handler) -> None:
-        if handler.json_body.get("stream"):
-            answer(handler)
-        else:
-            handler.forward(CHAT)
-
-    return choose
-
-
-def timed(cli, front: Front, *args: str, within: float = 60):
-    started = time.monotonic()
-    with deadline(within, front):  # type: ignore[arg-type]  # stops the front on overrun
-        result = cli(*args)
-    return result, time.monotonic() - started
 
 
 # -- 1. deadlines are total, first byte to last ----------------------------------------------------
 
 
 def test_a_probe_stream_of_comments_is_cut_at_the_timeout(engine, cli, tmp_path):
-    with Front(engine.root_url, {CHAT: streamed_only(comments(every=0.5))}) as front:
-        result, took = timed(cli, front, *run_args(front.url, tmp_path / "run", timeout=2, **RUN))
+    with Front(engine.root_url, {CHAT_PATH: streamed_only(comments(every=0.5))}) as front:
+        result, took = timed(
+            cli, front, *run_args(front.url, tmp_path / "run", timeout=2, **FRONT_RUN)
+        )
 
     assert result.code == 3, result.err
     assert "could not reach the engine after 2 attempts (no first token within 2 s)" in result.err
@@ -65,7 +55,7 @@ def test_a_probe_stream_of_comments_is_cut_at_the_timeout(engine, cli, tmp_path)
 def test_a_trickled_model_list_is_cut_at_the_ready_timeout(engine, cli):
     listing = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
     with Front(engine.root_url, {"/v1/models": trickle(listing)}) as front:
-        result, took = timed(cli, front, *run_args(front.url, ready_timeout=2, **CONTEXT))
+        result, took = timed(cli, front, *run_args(front.url, ready_timeout=2, **FRONT_CONTEXT))
 
     assert result.code == 3, result.err
     assert "was not ready after" in result.err
@@ -76,7 +66,7 @@ def test_a_trickled_model_list_is_cut_at_the_ready_timeout(engine, cli):
 def test_a_trickled_tokenize_is_cut_at_the_ready_timeout(engine, cli):
     counted = json.dumps({"count": 1200, "max_model_len": 4096}).encode()
     with Front(engine.root_url, {"/tokenize": trickle(counted)}) as front:
-        result, took = timed(cli, front, *run_args(front.url, ready_timeout=2, **CONTEXT))
+        result, took = timed(cli, front, *run_args(front.url, ready_timeout=2, **FRONT_CONTEXT))
 
     assert result.code == 0, result.err
     document = json.loads(result.out)
@@ -88,7 +78,7 @@ def test_a_trickled_tokenize_is_cut_at_the_ready_timeout(engine, cli):
 def test_a_trickled_version_is_cut_at_the_discovery_timeout(engine, cli, tmp_path, monkeypatch):
     monkeypatch.setenv("EVALGATE_DISCOVERY_TIMEOUT", "1")
     with Front(engine.root_url, {"/version": trickle(b'{"version": "0.32.0"}')}) as front:
-        result, took = timed(cli, front, *run_args(front.url, tmp_path / "run", **RUN))
+        result, took = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
 
     assert result.code == 0, result.err
     assert load_result(tmp_path / "run")["endpoint"]["engine"]["version"] is None
@@ -99,7 +89,7 @@ def test_a_trickled_worker_model_list_is_cut_at_the_discovery_timeout(engine, cl
     monkeypatch.setenv("EVALGATE_DISCOVERY_TIMEOUT", "1")
     listing = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
     with Front(engine.root_url, {"/v1/models": trickle(listing)}) as worker:
-        args = run_args(engine.url, worker_url=worker.url, **CONTEXT)
+        args = run_args(engine.url, worker_url=worker.url, **FRONT_CONTEXT)
         result, took = timed(cli, worker, *args)
 
     assert result.code == 3, result.err
@@ -112,16 +102,11 @@ def test_a_trickled_worker_model_list_is_cut_at_the_discovery_timeout(engine, cl
 # -- 2. an engine's numbers are typed where they enter -------------------------------------------
 
 
-def only(path: str, change):
-    """A rewrite of the forwarded JSON answers of `path`."""
-    return lambda seen, doc: change(doc) if seen == path else doc
-
-
 @pytest.mark.parametrize("count", [-5, True, "1200", 0], ids=["negative", "true", "text", "zero"])
 def test_an_implausible_tokenize_count_is_named_and_not_used(engine, cli, tmp_path, count):
     rewrite = only("/tokenize", lambda doc: {**doc, "count": count})
     with Front(engine.root_url, rewrite=rewrite) as front:
-        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **RUN))
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
 
     assert result.code == 0, result.err
     document = load_result(tmp_path / "run")
@@ -136,7 +121,7 @@ def test_an_implausible_tokenize_count_is_named_and_not_used(engine, cli, tmp_pa
 def test_an_implausible_tokenize_limit_is_named_and_not_used(engine, cli):
     rewrite = only("/tokenize", lambda doc: {**doc, "max_model_len": -1})
     with Front(engine.root_url, rewrite=rewrite) as front:
-        result, _ = timed(cli, front, *run_args(front.url, **CONTEXT))
+        result, _ = timed(cli, front, *run_args(front.url, **FRONT_CONTEXT))
 
     assert result.code == 0, result.err
     document = json.loads(result.out)
@@ -147,7 +132,7 @@ def test_an_implausible_tokenize_limit_is_named_and_not_used(engine, cli):
 def test_an_implausible_version_is_named_and_not_used(engine, cli, tmp_path):
     rewrite = only("/version", lambda doc: {"version": 32})
     with Front(engine.root_url, rewrite=rewrite) as front:
-        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **RUN))
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
 
     assert result.code == 0, result.err
     document = load_result(tmp_path / "run")
@@ -160,8 +145,8 @@ def test_implausible_numbers_in_answers_are_named_and_not_used(engine, cli, tmp_
     def usage(doc):
         return {**doc, "usage": {**doc["usage"], "completion_tokens": tokens}}
 
-    with Front(engine.root_url, rewrite=only(CHAT, usage)) as front:
-        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **RUN))
+    with Front(engine.root_url, rewrite=only(CHAT_PATH, usage)) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
 
     assert result.code == 0, result.err
     samples = load_samples(tmp_path / "run")
@@ -191,7 +176,7 @@ def test_a_compressed_bomb_model_list_is_cut_at_the_cap_in_little_memory(engine,
     assert len(bomb) < 400_000
     with Front(engine.root_url, {"/v1/models": gzipped(bomb, encoding=encoding)}) as front:
         done = subprocess.run(
-            [sys.executable, "-c", MEASURED, *run_args(front.url, **CONTEXT)],
+            [sys.executable, "-c", MEASURED, *run_args(front.url, **FRONT_CONTEXT)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -209,12 +194,12 @@ def test_a_compressed_bomb_model_list_is_cut_at_the_cap_in_little_memory(engine,
 def test_an_answer_that_is_not_the_gzip_it_says_fails_its_request_naming_it(engine, cli, tmp_path):
     def broken(handler: Handler) -> None:
         if handler.json_body.get("stream"):
-            handler.forward(CHAT)
+            handler.forward(CHAT_PATH)
             return
         gzipped(b"\x1f\x8b\x08\x00 and then no gzip at all")(handler)
 
-    with Front(engine.root_url, {CHAT: broken}) as front:
-        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **RUN))
+    with Front(engine.root_url, {CHAT_PATH: broken}) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
 
     assert result.code == 4, result.err
     said = "Can not decode content-encoding: gzip"
@@ -229,13 +214,13 @@ def test_an_answer_over_the_cap_fails_its_request_and_says_so(engine, cli, tmp_p
 
     def bomb(handler: Handler) -> None:
         if handler.json_body.get("stream"):
-            handler.forward(CHAT)
+            handler.forward(CHAT_PATH)
             return
         prefix = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"'
         gzipped(gzip_bomb(prefix, 4 << 20, b'"},"finish_reason":"stop"}]}'))(handler)
 
-    with Front(engine.root_url, {CHAT: bomb}) as front:
-        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **RUN))
+    with Front(engine.root_url, {CHAT_PATH: bomb}) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
 
     assert result.code == 4, result.err
     said = "HTTP 200: the answer passed the cap of 1048576 bytes (--max-response-bytes)"
@@ -255,8 +240,8 @@ WORDS = (
 
 def test_a_200_json_error_to_the_probe_keeps_the_engines_words(engine, cli, tmp_path):
     error = {"error": {"message": WORDS, "type": "BadRequestError", "param": None, "code": 400}}
-    with Front(engine.root_url, {CHAT: streamed_only(json_answer(200, error))}) as front:
-        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **RUN))
+    with Front(engine.root_url, {CHAT_PATH: streamed_only(json_answer(200, error))}) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
 
     assert result.code == 3, result.err
     assert "answered the pre-flight request with an error instead of a stream" in result.err
@@ -282,7 +267,7 @@ def test_http_proxy_is_used_unless_no_proxy_names_the_host(
         monkeypatch.setenv("HTTP_PROXY", proxy.root_url)
         if no_proxy is not None:
             monkeypatch.setenv("NO_PROXY", no_proxy)
-        result, _ = timed(cli, proxy, *run_args(engine.url, **CONTEXT))
+        result, _ = timed(cli, proxy, *run_args(engine.url, **FRONT_CONTEXT))
 
     assert result.code == 0, result.err
     assert ("/v1/models" in proxy.seen) is proxied
@@ -305,7 +290,7 @@ def test_a_worker_slow_to_list_its_models_is_not_lost(cli, tmp_path):
         with Front(engine.root_url, {"/v1/models": models}) as worker:
             quick = {"keepalive_idle": 1, "keepalive_interval": 1, "keepalive_probes": 1}
             given = {"worker_url": worker.url, "discovery_timeout": 1, "limit": 16}
-            args = run_args(engine.url, tmp_path / "run", **(RUN | quick | given))
+            args = run_args(engine.url, tmp_path / "run", **(FRONT_RUN | quick | given))
             result, _ = timed(cli, worker, *args)
             polls = worker.seen.count("/v1/models") - 1
 
