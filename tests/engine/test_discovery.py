@@ -10,9 +10,17 @@ import pytest
 
 from evalgate.engine.discovery import ModelCard, is_placeholder, pick_card, served_limit
 from evalgate.evidence.model import Limit
-from tests.conftest import error_lines, load_result, run_args, run_subprocess
+from tests.conftest import error_lines, load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import GENERATION_PATHS, FakeEngine, Fault
-from tests.front import Answer, Front, Handler
+from tests.front import (
+    FRONT_CONTEXT,
+    FRONT_RUN,
+    Answer,
+    Front,
+    Handler,
+    only,
+    timed,
+)
 
 pytestmark = pytest.mark.loopback
 
@@ -179,3 +187,45 @@ def test_tokenize_refusing_the_key_is_said_before_the_estimate_it_leads_to():
     assert done.returncode == 2, done.stderr
     [error] = [i for i, line in enumerate(lines) if line.startswith("ContextError: ")]
     assert "(estimate: " in lines[error] and warned[0] < error
+
+
+# Every number an engine's side doors send is typed where it enters: an implausible one is named
+# and not used (the fake engine behind tests/front.py's Front, which rewrites its answers).
+
+
+@pytest.mark.parametrize("count", [-5, True, "1200", 0], ids=["negative", "true", "text", "zero"])
+def test_an_implausible_tokenize_count_is_named_and_not_used(engine, cli, tmp_path, count):
+    rewrite = only("/tokenize", lambda doc: {**doc, "count": count})
+    with Front(engine.root_url, rewrite=rewrite) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
+
+    assert result.code == 0, result.err
+    document = load_result(tmp_path / "run")
+    assert document["context"]["prompt_tokens"]["source"].startswith("estimate")
+    assert document["context"]["max_tokens"] < 4096
+    said = f"reports count {count!r}, not a whole number of tokens above 0: ignored"
+    assert any(said in warning for warning in document["warnings"]), document["warnings"]
+    assert said in result.err
+    assert len(load_samples(tmp_path / "run")) == 5
+
+
+def test_an_implausible_tokenize_limit_is_named_and_not_used(engine, cli):
+    rewrite = only("/tokenize", lambda doc: {**doc, "max_model_len": -1})
+    with Front(engine.root_url, rewrite=rewrite) as front:
+        result, _ = timed(cli, front, *run_args(front.url, **FRONT_CONTEXT))
+
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert all(limit["value"] > 0 for limit in document["served"])
+    assert any("reports max_model_len -1" in w for w in document["warnings"])
+
+
+def test_an_implausible_version_is_named_and_not_used(engine, cli, tmp_path):
+    rewrite = only("/version", lambda doc: {"version": 32})
+    with Front(engine.root_url, rewrite=rewrite) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
+
+    assert result.code == 0, result.err
+    document = load_result(tmp_path / "run")
+    assert document["endpoint"]["engine"]["version"] is None
+    assert any("reports version 32, not text: ignored" in w for w in document["warnings"])
