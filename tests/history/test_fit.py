@@ -33,7 +33,7 @@ from evalgate.history.fit import (
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
 from tests.conftest import ROOT, run_subprocess
-from tests.history.test_history import history_cli, thresholds, verify
+from tests.history.conftest import history_cli, thresholds, verify
 from tests.verify.sweeps import N, answers, evalgate_sweep
 
 # qwen3: five runs of full GSM8K that differ a little, two of them failing the file in use's

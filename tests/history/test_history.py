@@ -26,45 +26,8 @@ from evalgate.history.store import MIGRATIONS, SCHEMA_VERSION, Store, open_histo
 from evalgate.thresholds import load_thresholds
 from evalgate.verify.sweep import verify as gate
 from tests.conftest import run_subprocess
-from tests.verify.sweeps import THRESHOLDS, answers, baseline_answers, evalgate_sweep, harness_sweep
-
-
-def thresholds(root: Path) -> Path:
-    path = root / "thresholds.json"
-    if not path.exists():
-        path.write_text(json.dumps(THRESHOLDS))
-    return path
-
-
-def verify(root: Path, *args: str, env: dict[str, str] | None = None) -> Any:
-    return run_subprocess(
-        "verify", *args, "--thresholds", str(thresholds(root)), "--no-github", "-q", env=env
-    )
-
-
-def history_cli(*args: str, env: dict[str, str] | None = None) -> Any:
-    return run_subprocess("history", *args, env=env)
-
-
-def last_line(text: str) -> str:
-    return text.strip().splitlines()[-1]
-
-
-def rows(history: str, sql: str) -> list[tuple[Any, ...]]:
-    """Read the history directly, as another client would."""
-    if history.startswith("postgresql://"):
-        import psycopg
-
-        with psycopg.connect(history, connect_timeout=10) as connection:
-            return list(connection.execute(sql).fetchall())  # type: ignore[arg-type]
-    with sqlite3.connect(history) as connection:
-        return list(connection.execute(sql).fetchall())
-
-
-def document(history: str, *args: str) -> dict[str, Any]:
-    done = history_cli(history, "--json", "-", *args)
-    assert done.returncode == 0, done.stderr
-    return dict(json.loads(done.stdout))
+from tests.history.conftest import document, history_cli, last_line, rows, thresholds, verify
+from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, harness_sweep
 
 
 def by_conc(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
