@@ -7,10 +7,15 @@ was in the folder before is byte for byte the same after it; only the lock file 
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import run_subprocess
+from tests.conftest import (
+    run_subprocess,
+)
 
 SHORT = ("--limit", "5", "--min-samples", "0")
 """A run of five questions, decided on its point estimate."""
@@ -37,3 +42,27 @@ def verify_code(folder: Path) -> tuple[int, str]:
     """`evalgate verify` of `folder` in its own process: its exit code and stdout."""
     done = run_subprocess("verify", str(folder), "--min-samples", "0", "--no-github")
     return done.returncode, done.stdout
+
+
+# -- hostile environments: signals, closed and full streams, full and read-only disks -----------
+
+HOSTILE_LIMIT = 10
+
+
+HOSTILE_RUN = {
+    "osl": 1024, "limit": HOSTILE_LIMIT, "num_concurrent": 2, "timeout": 60, "max_attempts": 2,
+    "min_samples": 0,  # the environment, not statistics: the point estimate decides
+}  # fmt: skip
+
+
+def mount(*args: str) -> bool:
+    """mount(8) with `args`, as root: whether it mounted (False where it cannot)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(["mount", *args], capture_output=True, check=False)  # noqa: S607
+    return done.returncode == 0
+
+
+def umount(path: Path) -> None:
+    """Unmount `path`, lazily."""
+    subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)  # noqa: S607

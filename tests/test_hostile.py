@@ -30,20 +30,14 @@ from tests.conftest import (
     start_subprocess,
 )
 from tests.fakeengine import REPO_ROOT, Fault
+from tests.folders import HOSTILE_LIMIT, HOSTILE_RUN, mount, umount
 
 pytestmark = pytest.mark.loopback
 
 MODEL = "fake-model"
 BASH = shutil.which("bash") or "/bin/bash"
-LIMIT = 10
 NOT_PROBE = frozenset(range(2, 100_000))
 """`Fault.nth` that spares the first generation request: the pre-flight probe."""
-
-
-RUN = {
-    "osl": 1024, "limit": LIMIT, "num_concurrent": 2, "timeout": 60, "max_attempts": 2,
-    "min_samples": 0,  # the environment, not statistics: the point estimate decides
-}  # fmt: skip
 
 
 # -- signals: whatever a terminal or a scheduler sends, the result is written ----------------------
@@ -62,7 +56,7 @@ def test_a_signal_mid_eval_writes_an_aborted_result_with_the_answers(engine, tmp
     engine.inject(Fault("hang", nth=NOT_PROBE - {2, 3}))  # two answers, then silence
     out = tmp_path / "run"
     with deadline(90, engine):
-        child = start_subprocess(*run_args(engine.url, out, **RUN))
+        child = start_subprocess(*run_args(engine.url, out, **HOSTILE_RUN))
         try:
             assert engine.wait_until(lambda e: e.hanging >= 2, timeout=60)
             child.send_signal(signum)
@@ -101,7 +95,7 @@ def shell(command: str, *args: str, timeout: float = 90) -> subprocess.Completed
 def test_a_run_with_stderr_closed_still_passes_and_records_it(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" 2>&-', *run_args(engine.url, out, **RUN))
+        done = shell('"$@" 2>&-', *run_args(engine.url, out, **HOSTILE_RUN))
 
     assert done.returncode == 0, done.stdout
     assert done.stdout.startswith("PASS: ")
@@ -111,7 +105,9 @@ def test_a_run_with_stderr_closed_still_passes_and_records_it(engine, tmp_path):
 def test_an_error_with_stderr_closed_still_has_its_exit_code_and_result(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" 2>&-', *run_args(engine.url, out, thresholds=tmp_path / "no", **RUN))
+        done = shell(
+            '"$@" 2>&-', *run_args(engine.url, out, thresholds=tmp_path / "no", **HOSTILE_RUN)
+        )
 
     assert done.returncode == 2
     assert "InternalError" not in done.stdout
@@ -135,7 +131,7 @@ def test_other_commands_with_stderr_closed_keep_their_exit_code(tmp_path, comman
 def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_code(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" >/dev/full', *run_args(engine.url, out, json="-", **RUN))
+        done = shell('"$@" >/dev/full', *run_args(engine.url, out, json="-", **HOSTILE_RUN))
 
     doc = load_result(out)
     assert (doc["status"], doc["exit_code"]) == ("pass", 0)
@@ -148,7 +144,7 @@ def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_cod
 def test_a_run_with_stdout_and_stderr_on_a_full_device_keeps_its_exit_code(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" >/dev/full 2>/dev/full', *run_args(engine.url, out, **RUN))
+        done = shell('"$@" >/dev/full 2>/dev/full', *run_args(engine.url, out, **HOSTILE_RUN))
 
     assert done.returncode == 0
     assert load_result(out)["status"] == "pass"
@@ -184,7 +180,7 @@ def test_verify_into_a_closed_pipe_keeps_its_exit_code(tmp_path):
 def test_a_missing_baseline_is_refused_before_the_eval(engine, tmp_path, cli):
     out = tmp_path / "run"
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, out, baseline=tmp_path / "nowhere", **RUN))
+        code, _, err = cli(*run_args(engine.url, out, baseline=tmp_path / "nowhere", **HOSTILE_RUN))
 
     assert code == 2
     assert f"{tmp_path / 'nowhere'} is neither a run folder holding result.json" in err
@@ -205,12 +201,12 @@ def test_a_baseline_measured_differently_is_refused_before_the_eval(
 ):
     base = tmp_path / "base"
     with deadline(60, engine):
-        assert cli(*run_args(engine.url, base, **RUN), *baseline_flags)[0] == 0
+        assert cli(*run_args(engine.url, base, **HOSTILE_RUN), *baseline_flags)[0] == 0
     engine.clear()
     out = tmp_path / "run"
 
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, out, baseline=base, **RUN))
+        code, _, err = cli(*run_args(engine.url, out, baseline=base, **HOSTILE_RUN))
 
     assert code == 2, err
     assert "was not measured the same way as this run" in err and says in err
@@ -221,17 +217,6 @@ def test_a_baseline_measured_differently_is_refused_before_the_eval(
 # -- the disk: full, read-only, a folder where a file should be ------------------------------------
 
 
-def _mount(*args: str) -> bool:
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
-    done = subprocess.run(["mount", *args], capture_output=True, check=False)  # noqa: S607
-    return done.returncode == 0
-
-
-def _umount(path: Path) -> None:
-    subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)  # noqa: S607
-
-
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Any]:
     """A folder on its own tmpfs of `size` bytes (needs root and mount; else the test skips)."""
@@ -240,14 +225,14 @@ def small_disk(tmp_path: Path) -> Iterator[Any]:
     def make(size: int) -> Path:
         point = tmp_path / f"disk-{size}"
         point.mkdir()
-        if not _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)):
+        if not mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)):
             pytest.skip("a small tmpfs needs root and mount(8)")
         mounted.append(point)
         return point
 
     yield make
     for point in mounted:
-        _umount(point)
+        umount(point)
 
 
 @pytest.fixture
@@ -257,12 +242,12 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     folder.mkdir()
     if os.geteuid() == 0:
         if not (
-            _mount("--bind", str(folder), str(folder))
-            and _mount("-o", "remount,bind,ro", str(folder))
+            mount("--bind", str(folder), str(folder))
+            and mount("-o", "remount,bind,ro", str(folder))
         ):
             pytest.skip("a read-only bind mount needs mount(8)")
         yield folder
-        _umount(folder)
+        umount(folder)
     else:
         folder.chmod(0o555)
         yield folder
@@ -277,7 +262,7 @@ def test_a_full_disk_is_an_error_that_says_what_to_do_never_a_pass(engine, small
     out = small_disk(size * 1024) / "run"
     engine.behaviour.reply_tokens = 400  # long answers: the journal and samples fill the disk
     with deadline(60, engine):
-        code, stdout, err = cli(*run_args(engine.url, out, **RUN))
+        code, stdout, err = cli(*run_args(engine.url, out, **HOSTILE_RUN))
 
     assert code == 4, err
     assert "please report it" not in err and "Traceback" not in err
@@ -294,7 +279,7 @@ def test_a_full_disk_is_an_error_that_says_what_to_do_never_a_pass(engine, small
 
 def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_only_dir, cli):
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, read_only_dir, **RUN))
+        code, _, err = cli(*run_args(engine.url, read_only_dir, **HOSTILE_RUN))
 
     assert code == 2
     assert f"ArtifactError: The output folder {read_only_dir} is not writable" in err
@@ -305,7 +290,7 @@ def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_
 
 def test_an_output_folder_under_a_read_only_folder_is_refused(engine, read_only_dir, cli):
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, read_only_dir / "run", **RUN))
+        code, _, err = cli(*run_args(engine.url, read_only_dir / "run", **HOSTILE_RUN))
 
     assert code == 2
     assert f"ArtifactError: Cannot create the output folder {read_only_dir / 'run'}" in err
@@ -319,7 +304,7 @@ def test_a_result_json_that_is_a_folder_is_refused(engine, tmp_path, cli, overwr
     (out / "result.json" / "keep.txt").write_text("mine\n")
     extra = ["--overwrite"] if overwrite else []
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, out, *extra, **RUN))
+        code, _, err = cli(*run_args(engine.url, out, *extra, **HOSTILE_RUN))
 
     assert code == 2
     assert f"ArtifactError: {out / 'result.json'} is a folder, not a result" in err
@@ -336,7 +321,7 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
         with deadline(60, engine):
             from evalgate.run import run_gate
 
-            given = {"osl": 1024, "limit": LIMIT, "min_samples": 0}
+            given = {"osl": 1024, "limit": HOSTILE_LIMIT, "min_samples": 0}
             defaults = {"num_concurrent": None, "ready_timeout": None}  # the library's own
             outcome = run_gate(run_settings(engine.url, out, **given, **defaults))
     finally:
@@ -353,7 +338,9 @@ def test_a_run_outside_a_git_checkout_prints_no_git_error(engine, tmp_path):
     work.mkdir()
     env = {"GIT_CEILING_DIRECTORIES": str(tmp_path)}
     with deadline(90, engine):
-        child = start_subprocess(*run_args(engine.url, work / "run", **RUN), cwd=work, env=env)
+        child = start_subprocess(
+            *run_args(engine.url, work / "run", **HOSTILE_RUN), cwd=work, env=env
+        )
         stdout, stderr = child.communicate(timeout=80)
 
     assert child.returncode == 0, stderr
@@ -376,7 +363,9 @@ def test_verify_of_a_fifo_named_result_json_does_not_hang(tmp_path):
 def test_a_run_into_a_folder_with_a_fifo_result_does_not_hang(engine, tmp_path):
     os.mkfifo(tmp_path / "result.json")
     with deadline(60, engine):
-        done = run_subprocess(*run_args(engine.url, tmp_path, "--overwrite", **RUN), timeout=50)
+        done = run_subprocess(
+            *run_args(engine.url, tmp_path, "--overwrite", **HOSTILE_RUN), timeout=50
+        )
 
     assert done.returncode == 2, done.stderr
     assert "is not a regular file (a FIFO, a device or a socket)" in done.stderr
@@ -387,13 +376,15 @@ def test_a_run_into_a_folder_with_a_fifo_result_does_not_hang(engine, tmp_path):
 def test_a_baseline_that_is_the_output_folder_is_never_written_over(engine, tmp_path, cli, given):
     base = tmp_path / "base"
     with deadline(60, engine):
-        assert cli(*run_args(engine.url, base, **RUN))[0] == 0
+        assert cli(*run_args(engine.url, base, **HOSTILE_RUN))[0] == 0
     before = {f.name: f.read_bytes() for f in base.iterdir()}
     engine.clear()
     baseline = base if given == "the folder" else base / "result.json"
 
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, base, "--overwrite", baseline=baseline, **RUN))
+        code, _, err = cli(
+            *run_args(engine.url, base, "--overwrite", baseline=baseline, **HOSTILE_RUN)
+        )
 
     assert code == 2
     assert "the run would write over the run it compares with" in err
