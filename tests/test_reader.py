@@ -16,7 +16,13 @@ from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result, Sample
 from evalgate.reader import MAX_CHARS, MAX_DEPTH, Written, decode, decode_lines, read
-from tests.conftest import NO_WAIT, config_file, load_result, run_args, run_subprocess
+from tests.conftest import (
+    NO_WAIT,
+    config_file,
+    load_result,
+    run_args,
+    run_subprocess,
+)
 from tests.tasks.task_files import GOOD, floor_file, run_task, write_task
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
@@ -769,3 +775,15 @@ def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli,
     outcomes = {e["path"]: e["outcome"] for e in json.loads(verdict.read_text())["entries"]}
     assert (outcomes[str(good / "result.json")], outcomes[str(bad)]) == ("pass", "malformed")
     assert "holds an integer of 401 digits, past what a float holds" in done.out
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+@pytest.mark.loopback
+def test_verify_of_a_fifo_named_result_json_does_not_hang(tmp_path):
+    os.mkfifo(tmp_path / "result.json")
+    done = run_subprocess("verify", str(tmp_path), "--no-github", timeout=60)
+
+    assert done.returncode == 1, done.stderr
+    assert "is not a regular file (a FIFO, a device or a socket)" in done.stdout

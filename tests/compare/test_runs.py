@@ -15,8 +15,13 @@ from tests.compare.run_files import (
     write_pair,
     write_run,
 )
-from tests.conftest import load_result, run_args
+from tests.conftest import (
+    deadline,
+    load_result,
+    run_args,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.folders import HOSTILE_RUN
 
 
 @pytest.mark.loopback
@@ -171,3 +176,66 @@ def test_a_run_that_never_evaluated_is_refused(tmp_path, cli):
         f"ArtifactError: {b}/result.json has no eval section: that run stopped at stage "
         "readiness (endpoint never ready) before evaluating."
     ) in err
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+@pytest.mark.loopback
+def test_a_missing_baseline_is_refused_before_the_eval(engine, tmp_path, cli):
+    out = tmp_path / "run"
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, out, baseline=tmp_path / "nowhere", **HOSTILE_RUN))
+
+    assert code == 2
+    assert f"{tmp_path / 'nowhere'} is neither a run folder holding result.json" in err
+    assert engine.total == 0  # no probe, no eval
+    assert load_result(out)["status"] == "error"
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize(
+    ("baseline_flags", "says"),
+    [
+        (["--api", "completions"], 'api: baseline "completions", this run "chat"'),
+        (["--limit", "5"], "limit: baseline 5, this run 10"),
+    ],
+    ids=["another API", "another question count"],
+)
+def test_a_baseline_measured_differently_is_refused_before_the_eval(
+    engine, tmp_path, cli, baseline_flags, says
+):
+    base = tmp_path / "base"
+    with deadline(60, engine):
+        assert cli(*run_args(engine.url, base, **HOSTILE_RUN), *baseline_flags)[0] == 0
+    engine.clear()
+    out = tmp_path / "run"
+
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, out, baseline=base, **HOSTILE_RUN))
+
+    assert code == 2, err
+    assert "was not measured the same way as this run" in err and says in err
+    assert engine.total == 0
+    assert load_result(out)["eval"] is None
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("given", ["the folder", "its result.json"])
+def test_a_baseline_that_is_the_output_folder_is_never_written_over(engine, tmp_path, cli, given):
+    base = tmp_path / "base"
+    with deadline(60, engine):
+        assert cli(*run_args(engine.url, base, **HOSTILE_RUN))[0] == 0
+    before = {f.name: f.read_bytes() for f in base.iterdir()}
+    engine.clear()
+    baseline = base if given == "the folder" else base / "result.json"
+
+    with deadline(60, engine):
+        code, _, err = cli(
+            *run_args(engine.url, base, "--overwrite", baseline=baseline, **HOSTILE_RUN)
+        )
+
+    assert code == 2
+    assert "the run would write over the run it compares with" in err
+    assert {f.name: f.read_bytes() for f in base.iterdir()} == before
+    assert engine.log == []

@@ -21,9 +21,25 @@ from pathlib import Path
 import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import deadline, finish, load_result, run_args, run_subprocess, start_subprocess
+from tests.conftest import (
+    deadline,
+    finish,
+    load_result,
+    run_args,
+    run_subprocess,
+    start_subprocess,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
-from tests.folders import RERUN_HOOK, RERUN_RUN, SHORT, checksums, verify_code
+from tests.folders import (
+    HOSTILE_RUN,
+    RERUN_HOOK,
+    RERUN_RUN,
+    SHORT,
+    checksums,
+    mount,
+    umount,
+    verify_code,
+)
 
 pytestmark = pytest.mark.loopback
 
@@ -360,3 +376,73 @@ def test_a_named_folder_still_refuses_a_second_run(tmp_path, how):
     assert "output: " not in first.stderr + again.stderr
     assert checksums(out) == before
     assert not (tmp_path / "evalgate-results").exists()
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """An existing folder nobody can write: a read-only bind mount as root, else mode 0555."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() == 0:
+        if not (
+            mount("--bind", str(folder), str(folder))
+            and mount("-o", "remount,bind,ro", str(folder))
+        ):
+            pytest.skip("a read-only bind mount needs mount(8)")
+        yield folder
+        umount(folder)
+    else:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+
+
+def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_only_dir, cli):
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, read_only_dir, **HOSTILE_RUN))
+
+    assert code == 2
+    assert f"ArtifactError: The output folder {read_only_dir} is not writable" in err
+    assert "choose a writable --output-dir" in err
+    assert "please report it" not in err
+    assert engine.log == []
+
+
+def test_an_output_folder_under_a_read_only_folder_is_refused(engine, read_only_dir, cli):
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, read_only_dir / "run", **HOSTILE_RUN))
+
+    assert code == 2
+    assert f"ArtifactError: Cannot create the output folder {read_only_dir / 'run'}" in err
+    assert engine.log == []
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["", "--overwrite"])
+def test_a_result_json_that_is_a_folder_is_refused(engine, tmp_path, cli, overwrite):
+    out = tmp_path / "run"
+    (out / "result.json").mkdir(parents=True)
+    (out / "result.json" / "keep.txt").write_text("mine\n")
+    extra = ["--overwrite"] if overwrite else []
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, out, *extra, **HOSTILE_RUN))
+
+    assert code == 2
+    assert f"ArtifactError: {out / 'result.json'} is a folder, not a result" in err
+    assert "please report it" not in err
+    assert (out / "result.json" / "keep.txt").read_text() == "mine\n"
+    assert engine.log == []
+
+
+def test_a_run_into_a_folder_with_a_fifo_result_does_not_hang(engine, tmp_path):
+    os.mkfifo(tmp_path / "result.json")
+    with deadline(60, engine):
+        done = run_subprocess(
+            *run_args(engine.url, tmp_path, "--overwrite", **HOSTILE_RUN), timeout=50
+        )
+
+    assert done.returncode == 2, done.stderr
+    assert "is not a regular file (a FIFO, a device or a socket)" in done.stderr
+    assert engine.log == []
