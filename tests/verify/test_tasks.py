@@ -20,61 +20,23 @@ import pytest
 
 from evalgate.schemas import HERE, validation_errors
 from tests.conftest import load_result, run_args, run_subprocess
-from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
+from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.tasks.test_dataset import TASK as GPQA
-from tests.tasks.test_dataset import write_csv
+from tests.verify.conftest import (
+    GPQA_KEY,
+    GSM8K_KEY,
+    LABELS,
+    QUESTIONS,
+    verify_reports,
+)
 
 pytestmark = pytest.mark.loopback
 
-QUESTIONS = 30
-GSM8K_KEY = "fake b200 vllm fp8 isl=1024 osl=512 conc=4"
-GPQA_KEY = f"{GSM8K_KEY} task={GPQA}"
-LABELS = ("--model-prefix", "fake", "--hardware", "b200", "--framework", "vllm")
-LABELS += ("--precision", "fp8", "--num-concurrent", "4", "--min-samples", "0")
 DATA = Path(__file__).parent / "data"
 
 
-def sweep_of_both_tasks(root: Path) -> Path:
-    """One config run twice: GSM8K and GPQA-diamond, both passing."""
-    rows = gpqa_rows(QUESTIONS)
-    data = write_csv(root / "gpqa-data", rows).parent
-    behaviour = EngineBehaviour(max_model_len=4096, accuracy=0.9, choice_docs=choice_docs(rows))
-    with FakeEngine(behaviour) as engine:
-        for name, task in (("gsm8k", ()), ("gpqa", ("--task", GPQA, "--dataset-dir", str(data)))):
-            args = run_args(engine.url, root / "sweep" / name, *LABELS, *task)
-            done = run_subprocess(*args, "--limit", str(QUESTIONS))
-            assert done.returncode == 0, done.stderr
-    return root / "sweep"
-
-
-@pytest.fixture(scope="module")
-def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("tasks")
-    limits = base / "thresholds.json"
-    limits.write_text(json.dumps({"default": {"gsm8k": 0.8, GPQA: 0.3}}))
-    return {
-        "today": sweep_of_both_tasks(base / "today"),
-        "baseline": sweep_of_both_tasks(base / "baseline"),
-        "thresholds": limits,
-    }
-
-
-def verify(sweeps: dict[str, Path], tmp_path: Path, *extra: str) -> tuple[int, str, Path]:
-    """verify today's sweep with every report; (exit code, stdout, the reports' folder)."""
-    reports = tmp_path / "reports"
-    summary = reports / "summary.md"
-    reports.mkdir()
-    done = run_subprocess(
-        "verify", str(sweeps["today"]), "--thresholds", str(sweeps["thresholds"]), "--github",
-        "--json", str(reports / "verdict.json"), "--junit", str(reports / "junit.xml"),
-        "--html", str(reports / "page.html"), *extra,
-        env={"GITHUB_STEP_SUMMARY": str(summary)},
-    )  # fmt: skip
-    return done.returncode, done.stdout + done.stderr, reports
-
-
-def test_two_tasks_of_one_config_are_two_results_in_every_report(sweeps, tmp_path):
-    code, out, reports = verify(sweeps, tmp_path)
+def test_two_tasks_of_one_config_are_two_results_in_every_report(task_sweeps, tmp_path):
+    code, out, reports = verify_reports(task_sweeps, tmp_path)
 
     assert code == 0, out
     rows = [re.match(r"(PASS) +(.+?)  +\d", line) for line in out.splitlines()]
@@ -96,11 +58,11 @@ def test_two_tasks_of_one_config_are_two_results_in_every_report(sweeps, tmp_pat
     assert GPQA_KEY in page and "duplicate" not in page.lower()
 
 
-def test_an_expect_entry_without_a_task_means_gsm8k(sweeps, tmp_path):
+def test_an_expect_entry_without_a_task_means_gsm8k(task_sweeps, tmp_path):
     manifest = tmp_path / "expected.json"
     manifest.write_text(json.dumps([{"model_prefix": "fake", "concurrency": 4}]))
 
-    code, out, reports = verify(sweeps, tmp_path, "--expect", str(manifest))
+    code, out, reports = verify_reports(task_sweeps, tmp_path, "--expect", str(manifest))
 
     assert code == 1, out
     document = json.loads((reports / "verdict.json").read_text())
@@ -108,18 +70,20 @@ def test_an_expect_entry_without_a_task_means_gsm8k(sweeps, tmp_path):
     assert problems == [("unexpected", GPQA_KEY)]
 
 
-def test_an_expect_entry_naming_both_tasks_expects_both(sweeps, tmp_path):
+def test_an_expect_entry_naming_both_tasks_expects_both(task_sweeps, tmp_path):
     manifest = tmp_path / "expected.json"
     tasks = ["gsm8k", GPQA]
     manifest.write_text(json.dumps([{"model_prefix": "fake", "concurrency": 4, "task": tasks}]))
 
-    code, out, _ = verify(sweeps, tmp_path, "--expect", str(manifest))
+    code, out, _ = verify_reports(task_sweeps, tmp_path, "--expect", str(manifest))
 
     assert code == 0, out
 
 
-def test_each_task_is_paired_with_the_same_task_of_the_baseline(sweeps, tmp_path):
-    code, out, reports = verify(sweeps, tmp_path, "--baseline", str(sweeps["baseline"]))
+def test_each_task_is_paired_with_the_same_task_of_the_baseline(task_sweeps, tmp_path):
+    code, out, reports = verify_reports(
+        task_sweeps, tmp_path, "--baseline", str(task_sweeps["baseline"])
+    )
 
     assert code == 0, out
     # paired, each with its own task (30 identical answers are too few to call equivalent)
@@ -128,16 +92,16 @@ def test_each_task_is_paired_with_the_same_task_of_the_baseline(sweeps, tmp_path
     assert {e["versus"]["standing"] for e in document["entries"]} == {"inconclusive"}
     paired = {e["task"]: e["versus"]["baseline_path"] for e in document["entries"]}
     assert paired == {
-        "gsm8k": str(sweeps["baseline"] / "gsm8k" / "result.json"),
-        GPQA: str(sweeps["baseline"] / "gpqa" / "result.json"),
+        "gsm8k": str(task_sweeps["baseline"] / "gsm8k" / "result.json"),
+        GPQA: str(task_sweeps["baseline"] / "gpqa" / "result.json"),
     }
 
 
-def sweep_with_an_errored_gpqa_run(sweeps: dict[str, Path], root: Path) -> Path:
+def sweep_with_an_errored_gpqa_run(task_sweeps: dict[str, Path], root: Path) -> Path:
     """Today's passing GSM8K run, and a GPQA-diamond run of the same config that stops before
     its eval: no --dataset-dir, so it never reaches the engine and records no eval."""
     sweep = root / "sweep"
-    shutil.copytree(sweeps["today"] / "gsm8k", sweep / "gsm8k")
+    shutil.copytree(task_sweeps["today"] / "gsm8k", sweep / "gsm8k")
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         args = run_args(engine.url, sweep / "gpqa", *LABELS, "--task", GPQA)
         done = run_subprocess(*args, "--limit", str(QUESTIONS))
@@ -155,10 +119,10 @@ def verify_sweep(sweep: Path, sweeps: dict[str, Path], tmp_path: Path) -> tuple[
     return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
 
 
-def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(sweeps, tmp_path):
-    sweep = sweep_with_an_errored_gpqa_run(sweeps, tmp_path)
+def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(task_sweeps, tmp_path):
+    sweep = sweep_with_an_errored_gpqa_run(task_sweeps, tmp_path)
 
-    code, out, document = verify_sweep(sweep, sweeps, tmp_path)
+    code, out, document = verify_sweep(sweep, task_sweeps, tmp_path)
 
     assert code == 1, out  # the error, and only it
     assert "DUPLICATE" not in out
@@ -173,17 +137,17 @@ def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(sweeps,
     assert (written["status"], written["eval"], written["task"]) == ("error", None, GPQA)
 
 
-def test_a_result_written_before_results_named_their_task_is_read_as_before(sweeps, tmp_path):
+def test_a_result_written_before_results_named_their_task_is_read_as_before(task_sweeps, tmp_path):
     """result.json without its task (every evalgate before 0.2.0): the eval's task, and with no
     eval GSM8K, as always; so beside a GSM8K run of its config it is a duplicate."""
-    sweep = sweep_with_an_errored_gpqa_run(sweeps, tmp_path)
+    sweep = sweep_with_an_errored_gpqa_run(task_sweeps, tmp_path)
     path = sweep / "gpqa" / "result.json"
     older = json.loads(path.read_text())
     older.pop("task", None)
     path.write_text(json.dumps(older))
     assert validation_errors("result", older) == []
 
-    code, out, document = verify_sweep(sweep, sweeps, tmp_path)
+    code, out, document = verify_sweep(sweep, task_sweeps, tmp_path)
 
     assert code == 1, out
     assert "DUPLICATE" in out
