@@ -20,6 +20,10 @@ from evalgate.scrub import capped
 from evalgate.templates import esc
 from tests import outputs as ht
 from tests.conftest import load_result, run_subprocess
+from tests.tasks.test_dataset import TASK as GPQA
+from tests.verify.conftest import (
+    verify_reports,
+)
 from tests.verify.sweeps import (
     CONCS,
     answers,
@@ -522,3 +526,27 @@ def test_verify_counts_each_finding_once(dropped_sweeps, tmp_path, floor, line):
     last = done.stdout.splitlines()[-1]
     assert last == f"evalgate verify: FAIL (exit 1): {line}"
     assert last.count("regression") == 1
+
+
+# A config's identity includes its task: a GSM8K run and a GPQA-diamond run of one model, hardware
+# and topology are two results in verify's table, in --expect, in --baseline pairing and in every
+# report (docs/verify.md, "How a config and a run are identified"); verdicts are
+# evalgate.verdict/2, and verdict/1's schema stays, frozen, for the documents already written.
+
+
+@pytest.mark.loopback
+def test_each_task_is_paired_with_the_same_task_of_the_baseline(task_sweeps, tmp_path):
+    code, out, reports = verify_reports(
+        task_sweeps, tmp_path, "--baseline", str(task_sweeps["baseline"])
+    )
+
+    assert code == 0, out
+    # paired, each with its own task (30 identical answers are too few to call equivalent)
+    assert "against the baseline: 2 inconclusive" in out
+    document = json.loads((reports / "verdict.json").read_text())
+    assert {e["versus"]["standing"] for e in document["entries"]} == {"inconclusive"}
+    paired = {e["task"]: e["versus"]["baseline_path"] for e in document["entries"]}
+    assert paired == {
+        "gsm8k": str(task_sweeps["baseline"] / "gsm8k" / "result.json"),
+        GPQA: str(task_sweeps["baseline"] / "gpqa" / "result.json"),
+    }

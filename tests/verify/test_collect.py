@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from evalgate.schemas import validation_errors
 from tests.conftest import (
     error_lines,
     load_result,
@@ -24,6 +26,13 @@ from tests.conftest import (
     thresholds_json,
 )
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.tasks.test_dataset import TASK as GPQA
+from tests.verify.conftest import (
+    GPQA_KEY,
+    GSM8K_KEY,
+    LABELS,
+    QUESTIONS,
+)
 from tests.verify.test_verify import lm_eval_doc, write_result
 
 pytestmark = pytest.mark.loopback
@@ -291,3 +300,66 @@ def test_verify_knows_the_tasks_of_the_results_it_gates(tmp_path):
     )
     assert refused.stdout == "" and not report.exists()
     assert kept.returncode == 0, kept.stdout + kept.stderr  # 1.0 of 10 right: at its floor
+
+
+# A config's identity includes its task: a GSM8K run and a GPQA-diamond run of one model, hardware
+# and topology are two results in verify's table, in --expect, in --baseline pairing and in every
+# report (docs/verify.md, "How a config and a run are identified"); verdicts are
+# evalgate.verdict/2, and verdict/1's schema stays, frozen, for the documents already written.
+
+
+def sweep_with_an_errored_gpqa_run(task_sweeps: dict[str, Path], root: Path) -> Path:
+    """Today's passing GSM8K run, and a GPQA-diamond run of the same config that stops before
+    its eval: no --dataset-dir, so it never reaches the engine and records no eval."""
+    sweep = root / "sweep"
+    shutil.copytree(task_sweeps["today"] / "gsm8k", sweep / "gsm8k")
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = run_args(engine.url, sweep / "gpqa", *LABELS, "--task", GPQA)
+        done = run_subprocess(*args, "--limit", str(QUESTIONS))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--dataset-dir" in done.stderr
+    return sweep
+
+
+def verify_sweep(sweep: Path, sweeps: dict[str, Path], tmp_path: Path) -> tuple[int, str, dict]:
+    """verify one sweep; (exit code, stdout and stderr, the verdict document)."""
+    report = tmp_path / "verdict.json"
+    done = run_subprocess(
+        "verify", str(sweep), "--thresholds", str(sweeps["thresholds"]), "--json", str(report)
+    )
+    return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
+
+
+def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(task_sweeps, tmp_path):
+    sweep = sweep_with_an_errored_gpqa_run(task_sweeps, tmp_path)
+
+    code, out, document = verify_sweep(sweep, task_sweeps, tmp_path)
+
+    assert code == 1, out  # the error, and only it
+    assert "DUPLICATE" not in out
+    assert "2 results for 2 configs: 1 pass, 1 error" in out
+    rows = [re.match(r"(PASS|ERROR) +(.+?)  ", line) for line in out.splitlines()]
+    assert [row.groups() for row in rows if row] == [("PASS", GSM8K_KEY), ("ERROR", GPQA_KEY)]
+    assert sorted((e["key"], e["task"], e["outcome"]) for e in document["entries"]) == [
+        (GSM8K_KEY, "gsm8k", "pass"),
+        (GPQA_KEY, GPQA, "error"),
+    ]
+    written = load_result(sweep / "gpqa")
+    assert (written["status"], written["eval"], written["task"]) == ("error", None, GPQA)
+
+
+def test_a_result_written_before_results_named_their_task_is_read_as_before(task_sweeps, tmp_path):
+    """result.json without its task (every evalgate before 0.2.0): the eval's task, and with no
+    eval GSM8K, as always; so beside a GSM8K run of its config it is a duplicate."""
+    sweep = sweep_with_an_errored_gpqa_run(task_sweeps, tmp_path)
+    path = sweep / "gpqa" / "result.json"
+    older = json.loads(path.read_text())
+    older.pop("task", None)
+    path.write_text(json.dumps(older))
+    assert validation_errors("result", older) == []
+
+    code, out, document = verify_sweep(sweep, task_sweeps, tmp_path)
+
+    assert code == 1, out
+    assert "DUPLICATE" in out
+    assert {e["task"] for e in document["entries"] if e["source"] is not None} == {"gsm8k"}
