@@ -22,6 +22,7 @@ from evalgate.environment import JOB_VARIABLES
 from evalgate.schemas import validation_errors
 from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "test-artifacts" / "browser"
@@ -576,9 +577,6 @@ def config_file(tmp_path: Path, text: str) -> str:
 @pytest.fixture
 def dropped_sweeps(tmp_path: Path) -> tuple[Path, Path]:
     """A baseline of three configs, and a sweep where conc=8 and conc=16 lost 80 answers."""
-    # imported here: tests/verify/sweeps.py reads this module's helpers (through tests/compare)
-    from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep
-
     concs = CONCS[:3]
     base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in concs})
     lost = {c: answers(seed=i, lost=80 if c in (8, 16) else 0) for i, c in enumerate(concs)}
