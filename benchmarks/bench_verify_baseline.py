@@ -6,7 +6,7 @@ run once per pair (issue 32: at most 10 s for evalgate's layout on a 2-core mach
         [--compare-sample 20]
 
 Each layout gets a fresh temporary tree: a baseline sweep and a candidate sweep of --configs
-configs each (evalgate: result.json + samples.jsonl per run, as tests/compare/test_compare
+configs each (evalgate: result.json + samples.jsonl per run, as tests/compare/run_files.py
 writes them; the harness: meta_env.json + lm-eval's results_*.json + samples_gsm8k_*.jsonl per
 config, as tests/verify/sweeps.py writes them). Every candidate flips a few answers each way
 (a rerun), one config loses 80 (a regression). The tree is read once before timing (the page

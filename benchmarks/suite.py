@@ -16,12 +16,13 @@ alternative to compare with. Everything runs on this machine against loopback se
 5. Early stop: wall time to a verdict with and without `--early-stop both` against engines at
    0.97 and 0.0 with a fixed latency (its own section of BENCHMARKS.md).
 6. The simulated operating characteristics of the sequential gate and of compare's rule
-   (tests/simulation.py, the figures tests/test_simulation.py asserts; its own section).
+   (tests/simulation.py, the figures tests/gate/test_sequential.py and
+   tests/compare/test_paired.py assert; its own section).
 
 7. `verify --baseline` over 1,000 config pairs of full GSM8K in each layout, beside `evalgate
    compare` once per pair (its own section).
 8. Fitted floors: the beta-binomial policy beside the harness's rule over simulated nightly
-   refits (benchmarks/floors_sim.py, the table tests/test_simulation.py checks; its own section).
+   refits (benchmarks/floors_sim.py, the table tests/history/test_fit.py checks; its own section).
 9. A user's install from the built wheel, the core and the core with the eval extra: size, time
    with an empty pip cache, packages (benchmarks/bench_install.py; its own section).
 10. The history: what `verify --record` adds over 1,000 configs of full GSM8K (SQLite and
@@ -613,7 +614,7 @@ def early_stop_row(
 
 
 def simulation_section(runs: int) -> str:
-    """The seeded simulation's figures (the same functions tests/test_simulation.py asserts)."""
+    """The seeded simulation's figures (the same functions the tests assert)."""
     gate = simulation.gate_table(simulation.gate_scenarios(runs))
     compare = simulation.compare_table(simulation.compare_rates(runs))
     repeats = simulation.repeat_table(simulation.repeat_rates(runs))

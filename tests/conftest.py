@@ -22,6 +22,7 @@ from evalgate.environment import JOB_VARIABLES
 from evalgate.schemas import validation_errors
 from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "test-artifacts" / "browser"
@@ -555,3 +556,54 @@ def shown(chromium: str, screenshot: Any, request: pytest.FixtureRequest) -> Any
         return seen
 
     return show
+
+
+# -- --config files ----------------------------------------------------------------------------
+
+NO_WAIT = ["--osl", "1024", "--served-max-model-len", "16384"]
+"""`evalgate context` with nothing to wait for: EVAL_MAX_MODEL_LEN = ISL + 1024 + 256."""
+
+
+def config_file(tmp_path: Path, text: str) -> str:
+    """`text` written as evalgate.yaml in `tmp_path`: its path, for --config."""
+    path = tmp_path / "evalgate.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# -- sweeps for verify -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dropped_sweeps(tmp_path: Path) -> tuple[Path, Path]:
+    """A baseline of three configs, and a sweep where conc=8 and conc=16 lost 80 answers."""
+    concs = CONCS[:3]
+    base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in concs})
+    lost = {c: answers(seed=i, lost=80 if c in (8, 16) else 0) for i, c in enumerate(concs)}
+    return base, evalgate_sweep(tmp_path / "dropped", "dropped", lost)
+
+
+# -- reasoning models ---------------------------------------------------------------------------
+
+THINKING_QUESTIONS = 100
+THINKING_FIELDS = pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+"""The two fields vLLM's reasoning parsers put the thinking in (older releases, 0.32)."""
+
+
+THINKING_RUN = {"limit": THINKING_QUESTIONS, "min_samples": 0}
+"""Every run asks the 100 questions and is decided on its point estimate."""
+
+
+# -- what a command says ------------------------------------------------------------------------
+
+
+def error_lines(stderr: str, kind: str) -> list[str]:
+    """The lines of `stderr` that start with `kind: ` (error, warning)."""
+    return [line for line in stderr.splitlines() if line.startswith(f"{kind}: ")]
+
+
+def thresholds_json(tmp_path: Path, data: dict[str, object]) -> Path:
+    """`data` written as thresholds.json in `tmp_path`: its path."""
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps(data))
+    return path

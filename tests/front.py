@@ -16,13 +16,15 @@ import contextlib
 import http.client
 import json
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.fakeengine import Served
+from tests.conftest import deadline
+from tests.fakeengine import CHAT_PATH, Served
 
 Answer = Callable[["Handler"], None]
 Rewrite = Callable[[str, Any], Any]
@@ -200,3 +202,38 @@ def json_answer(status: int, obj: Any) -> Answer:
         handler.send(status, json.dumps(obj).encode())
 
     return answer
+
+
+# -- evalgate behind a front: the settings and the clock of the tests that drive it --------------
+
+FRONT_CONTEXT = {"command": "context", "json": "-", "limit": 5}
+"""`evalgate context` as JSON on stdout."""
+
+
+FRONT_RUN = {"limit": 5, "num_concurrent": 2, "min_samples": 0, "max_attempts": 2}
+"""`evalgate run`: 5 questions, two attempts each."""
+
+
+def streamed_only(answer):
+    """`answer` for the probe (a streamed request); the eval's requests go on to the engine."""
+
+    def choose(handler: Handler) -> None:
+        if handler.json_body.get("stream"):
+            answer(handler)
+        else:
+            handler.forward(CHAT_PATH)
+
+    return choose
+
+
+def timed(cli, front: Front, *args: str, within: float = 60):
+    """`cli(*args)` stopped with the front past `within` seconds: (its result, seconds taken)."""
+    started = time.monotonic()
+    with deadline(within, front):  # type: ignore[arg-type]  # stops the front on overrun
+        result = cli(*args)
+    return result, time.monotonic() - started
+
+
+def only(path: str, change):
+    """A rewrite of the forwarded JSON answers of `path`."""
+    return lambda seen, doc: change(doc) if seen == path else doc

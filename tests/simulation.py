@@ -1,7 +1,8 @@
 """Seeded simulations of the two statistical rules, no HTTP: the sequential gate and compare's rule.
 
-Used by tests/test_simulation.py (which asserts the rates) and benchmarks/suite.py (which records
-them in BENCHMARKS.md), so the figures recorded are the ones tested.
+Used by tests/gate/test_sequential.py and tests/compare/test_paired.py (which assert the rates)
+and benchmarks/suite.py (which records them in BENCHMARKS.md), so the figures recorded are
+the ones tested.
 
 The sequential gate (evalgate.gate.sequential): each simulated run reads up to 1319 answers to
 two filters that agree on every answer (the worst case for a false PASS: both are above together).
@@ -51,6 +52,8 @@ from evalgate.compare.paired import (
 from evalgate.environment import DEFAULT_MAX_DROP
 from evalgate.gate.sequential import DEFAULT_ALPHA, EarlyStop, PrefixReader, SequentialTest
 
+RUNS = 2000
+"""Seeded runs each simulation the tests assert draws."""
 QUESTIONS = 1319
 FILTERS = ("strict-match", "flexible-extract")
 FLIP_RATE = 0.03

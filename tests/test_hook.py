@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, load_result, load_samples
-from tests.fakeengine import EngineBehaviour, FakeEngine, refused_url
+from tests.conftest import ROOT, load_result, load_samples, run_args, run_subprocess
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, refused_url
+from tests.folders import RERUN_HOOK, SHORT, checksums, verify_code
+from tests.harness import SERVED, harness_hook, job_env
 
 pytestmark = pytest.mark.loopback
 
@@ -222,3 +224,144 @@ def test_hook_artifacts_pass_verify_with_an_expected_set(tmp_path, cli):
     assert verified.code == 0, verified.text
     missing = cli("verify", str(stage), "--expect", "2", "--no-github")
     assert missing.code == 1
+
+
+# A refusal changes nothing (RELIABILITY.md): every file in the folder before a refused command
+# is byte for byte the same after it; only the lock file may be created or hold the refusing
+# process's id.
+
+
+def test_a_refused_harness_hook_rerun_leaves_the_jobs_files_and_its_pass(tmp_path):
+    """The job re-run in a folder that holds a passing hook (--layout harness): exit 2, and
+    meta_env.json, hook.json, the results and samples as they were; verify still says PASS."""
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = harness_hook(job_env(engine.port), out)
+        assert code == 0, output
+        before = checksums(out)
+        verdict = verify_code(out)
+        again, said = harness_hook(job_env(engine.port), out)
+        resumed, said_resumed = harness_hook(job_env(engine.port), out, "--resume")
+    assert checksums(out) == before
+    assert again == resumed == 2, said + said_resumed
+    assert "already holds a result (status pass)" in said
+    assert "nothing to continue" in said_resumed
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
+    assert verify_code(out) == verdict and verdict[0] == 0
+
+
+def test_a_hook_resumed_keeps_its_finished_runs_as_they_were_and_continues_the_rest(tmp_path):
+    """conc 4 passed, conc 8 errored mid-eval: --resume leaves conc 4's files byte for byte
+    and finishes conc 8 (evalgate's layout)."""
+    out = tmp_path / "stage"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_HOOK))
+    assert load_result(out / "conc-8")["status"] == "error"
+    kept = {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")}
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        resumed = run_subprocess(*run_args(engine.url, out, "--resume", **RERUN_HOOK))
+    assert first.returncode != 0 and resumed.returncode == 0, resumed.stderr
+    assert {k: v for k, v in checksums(out).items() if k.startswith("conc-4/")} == kept
+    summary = json.loads((out / "hook.json").read_text())
+    assert [(r["concurrency"], r["status"]) for r in summary["runs"]] == [(4, "pass"), (8, "pass")]
+    assert verify_code(out)[0] == 0
+
+
+def test_a_harness_hook_resumed_keeps_the_staged_files_of_its_finished_runs(tmp_path):
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[50], message="max_tokens is too large"))
+        harness_hook(job_env(engine.port), out)
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4] and meta["failed_eval_concs"] == [8]
+    (staged,) = out.glob("results_*_conc4.json")
+    kept = {
+        k: v for k, v in checksums(out).items() if "conc4" in k or k.startswith("evalgate/conc-4/")
+    }
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = harness_hook(job_env(engine.port), out, "--resume")
+    assert code == 0, output
+    after = checksums(out)
+    assert {k: after.get(k) for k in kept} == kept and staged.name in kept
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert meta["completed_eval_concs"] == [4, 8] and meta["failed_eval_concs"] == []
+    assert len(list(out.glob("results_*_conc8.json"))) == 1
+    assert verify_code(out)[0] == 0
+
+
+def test_a_hook_overwrite_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path):
+    """hook --overwrite with a thresholds file that is not there, in both layouts: exit 2, no
+    run folder, hook.json or meta_env.json rewritten; verify still says PASS."""
+    stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
+    refuse = ("--overwrite", "--thresholds", str(missing))
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        assert run_subprocess(*run_args(engine.url, stage, **RERUN_HOOK)).returncode == 0
+        stage_before = checksums(stage)
+        refused = run_subprocess(*run_args(engine.url, stage, *refuse, **RERUN_HOOK))
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        code, output = harness_hook(job_env(engine.port), job)
+        assert code == 0, output
+        job_before = checksums(job)
+        job_code, job_said = harness_hook(job_env(engine.port), job, *refuse)
+    assert refused.returncode == job_code == 2, refused.stderr + job_said
+    assert str(missing) in refused.stderr and str(missing) in job_said
+    assert checksums(stage) == stage_before and checksums(job) == job_before
+    assert verify_code(stage)[0] == verify_code(job)[0] == 0
+
+
+def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path):
+    """conc 4 passed, conc 8 errored; --resume with a thresholds file that is not there, in
+    both layouts: exit 2, hook.json, meta_env.json and conc 8's journal as they were."""
+    stage, job, missing = tmp_path / "stage", tmp_path / "job", tmp_path / "missing.json"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[30], message="max_tokens is too large"))
+        run_subprocess(*run_args(engine.url, stage, **RERUN_HOOK))
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[50], message="max_tokens is too large"))
+        harness_hook(job_env(engine.port), job)
+    assert load_result(stage / "conc-8")["status"] == "error"
+    assert json.loads((job / "meta_env.json").read_text())["failed_eval_concs"] == [8]
+    before = checksums(stage), checksums(job)
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        refused = run_subprocess(
+            *run_args(engine.url, stage, "--resume", thresholds=missing, **RERUN_HOOK)
+        )
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        job_code, job_said = harness_hook(
+            job_env(engine.port), job, "--resume", "--thresholds", str(missing)
+        )
+    assert refused.returncode == job_code == 2, refused.stderr + job_said
+    assert str(missing) in refused.stderr and str(missing) in job_said
+    assert (checksums(stage), checksums(job)) == before
+
+
+# The habits a user brings, each as its own process: the hook without --output-dir keeps its
+# staging folder and its refusal, and says what is missing before the folder's state.
+
+
+def test_the_hook_without_output_dir_keeps_its_staging_folder_and_its_refusal(tmp_path):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = ["hook", *run_args(engine.url, None, *SHORT)[1:]]
+        first = run_subprocess(*args, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        stage = tmp_path / "evalgate-results"
+        before = checksums(stage)
+        again = run_subprocess(*args, cwd=tmp_path)
+    assert load_result(stage / "conc-8")["status"] == "pass"
+    assert again.returncode == 2
+    assert "conc-8/result.json already holds a result (status pass)" in again.stderr
+    assert checksums(stage) == before
+
+
+def test_the_hook_says_what_is_missing_before_a_staged_result(tmp_path):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = run_args(engine.url, tmp_path / "stage", *SHORT)
+        first = run_subprocess("hook", *args[1:])
+    assert first.returncode == 0, first.stderr
+    before = checksums(tmp_path / "stage")
+    done = run_subprocess("hook", "--output-dir", str(tmp_path / "stage"), "--num-concurrent", "8")
+    assert done.returncode == 2
+    assert "UsageError: Missing --base-url, --model: set the flag(s)" in done.stderr
+    assert checksums(tmp_path / "stage") == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,15 @@ from hypothesis import strategies as st
 from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result, Sample
-from evalgate.reader import MAX_DEPTH, Written, decode, decode_lines, read
-from tests.conftest import load_result, run_args, run_subprocess
+from evalgate.reader import MAX_CHARS, MAX_DEPTH, Written, decode, decode_lines, read
+from tests.conftest import (
+    NO_WAIT,
+    config_file,
+    load_result,
+    run_args,
+    run_subprocess,
+)
+from tests.tasks.task_files import GOOD, floor_file, run_task, write_task
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
@@ -458,3 +466,324 @@ def test_resume_reads_a_journal_with_a_deep_line_as_far_as_it_is_json(cli, engin
     resumed = load_result(out)["eval"]["requests"]["resumed"]
     asked = len(engine.requests) - sent - 1  # the probe is sent again
     assert (resumed, asked) == ((0, 4) if where == "header" else (1, 3))
+
+
+# A config file (--config) is read by the one YAML reader, with its limits.
+
+
+@pytest.mark.loopback
+def test_an_alias_bomb_is_refused_by_the_one_yaml_reader(tmp_path):
+    """A billion laughs: nine levels of ten aliases would expand to 10^9 strings; the reader
+    refuses the first alias, before anything is expanded."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, 10):
+        aliases = ",".join([f"*a{level - 1}"] * 10)
+        lines.append(f"a{level}: &a{level} [{aliases}]")
+    config = config_file(tmp_path, "\n".join(lines) + "\n")
+
+    done = run_subprocess("verify", str(tmp_path), "--config", config, timeout=60)
+
+    assert done.returncode == 2, done.stderr
+    assert "uses the alias *a0 (line 2): aliases are not accepted" in done.stderr
+    assert "evalgate verify:" not in done.stdout  # refused before any result is read
+
+
+@pytest.mark.loopback
+def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
+    config = config_file(tmp_path, "# " + "x" * MAX_CHARS + "\n")
+
+    done = run_subprocess("context", "--config", config, *NO_WAIT)
+
+    assert done.returncode == 2
+    assert f"over the {MAX_CHARS:,} that a file of its kind can need" in done.stderr
+
+
+# A task file (--task), its data rows and a thresholds file are read by the one reader, with its
+# limits, before anything is sent: the CLI in its own process against the loopback fake engine.
+
+
+BOMB = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+@pytest.mark.loopback
+def test_a_yaml_alias_bomb_in_a_task_file_is_refused(engine, tmp_path):
+    text = GOOD + "metadata:\n" + "".join("  " + line + "\n" for line in BOMB.splitlines())
+    code, out = run_task(engine, tmp_path, write_task(tmp_path, text))
+    assert code == 2, out
+    assert "alias" in out
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+def test_a_yaml_alias_bomb_in_a_thresholds_file_is_refused(engine, tmp_path):
+    path = tmp_path / "floors.yaml"
+    path.write_text("default:\n  gsm8k: 0.9\nmodels:\n" + "".join(
+        "  " + line + "\n" for line in BOMB.splitlines()
+    ), encoding="utf-8")  # fmt: skip
+    done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
+    assert done.returncode == 2, done.stderr
+    assert "alias" in done.stderr
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("kind", ["task", "thresholds"])
+def test_deeply_nested_yaml_is_refused(engine, tmp_path, kind):
+    deep = "[" * 100_000 + "]" * 100_000
+    if kind == "task":
+        code, out = run_task(engine, tmp_path, write_task(tmp_path, GOOD + f"metadata: {deep}\n"))
+    else:
+        path = tmp_path / "floors.yaml"
+        path.write_text(f"default: {deep}\n", encoding="utf-8")
+        done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
+        code, out = done.returncode, done.stderr
+    assert code == 2, out
+    assert "nested" in out
+    assert "Traceback" not in out and "InternalError" not in out
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("digits", [309, 5000])
+@pytest.mark.parametrize("kind", ["task", "thresholds.yaml", "thresholds.json"])
+def test_an_integer_past_what_a_float_holds_is_refused_the_same_in_yaml_and_json(
+    engine, tmp_path, kind, digits
+):
+    """One bound for both readers: 5,000 digits in YAML crashed (exit 4, InternalError) where
+    the same in JSON was exit 2."""
+    number = "9" * digits
+    if kind == "task":
+        code, out = run_task(
+            engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {number}\n")
+        )
+    else:
+        path = tmp_path / f"floors.{kind.split('.')[1]}"
+        body = f'{{"default": {{"gsm8k": 0.9}}, "n": {number}}}'
+        path.write_text(
+            body if kind.endswith("json") else f"default: {{gsm8k: 0.9}}\nn: {number}\n"
+        )
+        done = run_subprocess(*run_args(engine.url, tmp_path / "out", "--thresholds", str(path)))
+        code, out = done.returncode, done.stderr
+    assert code == 2, out
+    assert f"holds an integer of {digits:,} digits" in out
+    assert "past what a float holds" in out
+    assert "InternalError" not in out and engine.requests == []
+
+
+@pytest.mark.loopback
+def test_underscores_in_a_yaml_integer_are_not_counted_as_its_digits(engine, tmp_path):
+    """308 digits with YAML's separators (9_9_9..., 615 characters) are the number JSON reads
+    as 308 digits: read, not refused as "an integer of 308 digits, past what a float holds"."""
+    number = "_".join("9" * 308)
+    code, out = run_task(
+        engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {number}\n")
+    )
+    assert code in (0, 1), out
+    assert "past what a float holds" not in out
+
+
+@pytest.mark.loopback
+def test_the_largest_integer_a_float_holds_is_read_in_a_task_file(engine, tmp_path):
+    """308 digits: read (the task runs); 309 are refused, above."""
+    code, out = run_task(
+        engine, tmp_path, write_task(tmp_path, GOOD + f"metadata:\n  n: {'9' * 308}\n")
+    )
+    assert code in (0, 1), out
+    assert "holds an integer" not in out
+
+
+REPEATED = [
+    # (case, file name, text, what the refusal says): one rule for every file a run reads
+    ("the task file", "task.yaml",
+     GOOD.replace("num_fewshot: 1\n", "num_fewshot: 1\nnum_fewshot: 0\n"),
+     "repeats the key 'num_fewshot' in one mapping (line 14)"),
+    ("a data row", "test.jsonl",
+     '{"question": "What is 1 + 1?", "answer": "#### 2", "answer": "#### 3"}\n',
+     "line 1 repeats the key 'answer' in one object ($)"),
+    ("a JSON thresholds file", "floor.json",
+     '{"default": {"arithmetic": 0.99, "arithmetic": 0.01}}',
+     "repeats the key 'arithmetic' in one object ($.default)"),
+    ("a YAML thresholds file", "floor.yaml", "default:\n  arithmetic: 0.99\n  arithmetic: 0.01\n",
+     "repeats the key 'arithmetic' in one mapping (line 3)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"), [r[1:] for r in REPEATED], ids=[r[0] for r in REPEATED]
+)
+@pytest.mark.loopback
+def test_a_repeated_key_is_refused_in_every_file_a_run_reads(engine, tmp_path, name, text, says):
+    """msgspec and a plain YAML load keep the last of a repeated key: each file is read by the
+    one reader, which refuses it naming the key, before anything is sent."""
+    task = write_task(tmp_path, GOOD)
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    floor = tmp_path / name if name.startswith("floor") else Path(floor_file(tmp_path))
+    args = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
+
+    done = run_subprocess(*args, "--thresholds", str(floor), timeout=300, cwd=tmp_path)
+
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "InternalError" not in done.stderr
+    assert engine.requests == []
+
+
+# Hostile thresholds files, model configs and result trees: each is a clear error with its exit
+# code (2 for an input), in bounded time and memory, with nothing run and nothing lost.
+
+
+BIG = "1" + "0" * 400
+"""An integer of 401 digits: fine for Python, past any float and any count evalgate writes."""
+
+
+THRESHOLDS = [
+    ("a 5,000-digit integer", "t.json", '{"default": {"gsm8k": 1' + "0" * 5000 + "}}",
+     "holds an integer of 5,001 digits, past what a float holds"),
+    ("the same integer in YAML", "t.yaml", "default: {gsm8k: 1" + "0" * 5000 + "}\n",
+     "holds an integer of 5,001 digits (line 1), past what a float holds"),
+    ("a YAML 1.1 boolean key", "t.yaml", "default: {gsm8k: 0.5}\nmodels: {no: {gsm8k: 0.5}}\n",
+     "has the key 'no' (line 2), which YAML reads as bool, not text: quote it"),
+    ("an integer key", "t.yaml", "default: {gsm8k: 0.5}\nmodels: {123: {gsm8k: 0.5}}\n",
+     "has the key '123' (line 2), which YAML reads as int"),
+    ("a null key", "t.yaml", "default: {gsm8k: 0.5}\nmodels: {~: {gsm8k: 0.5}}\n",
+     "which YAML reads as NoneType"),
+    ("a !!set", "t.yaml", "default: !!set {gsm8k}\n", "uses the tag tag:yaml.org,2002:set"),
+    ("60,000 small values", "t.yaml", "default: {gsm8k: 0.5}\nx: [" + "[]," * 60_000 + "]\n",
+     "holds more than 50,000 values"),
+    ("a JSON file over 4 MiB", "t.json",
+     '{"default": {"gsm8k": 0.5}, "models": {' + ",".join(
+         f'"m{i}": {{"gsm8k": 0.5}}' for i in range(200_000)) + "}}",
+     "bytes, over the 4,194,304"),
+]  # fmt: skip
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("name", "text", "says"), [t[1:] for t in THRESHOLDS], ids=[t[0] for t in THRESHOLDS]
+)
+def test_a_hostile_thresholds_file_is_exit_2_naming_it(cli, tmp_path, name, text, says):
+    good_run(tmp_path / "run")
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+
+    done = cli("verify", str(tmp_path / "run"), "--thresholds", str(path))
+
+    assert done.code == 2, done.err
+    assert f"ThresholdsError: {path} " in done.err
+    assert says in done.err
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_thresholds_file_that_is_not_a_regular_file_is_refused_unread(tmp_path, kind):
+    good_run(tmp_path / "run")
+    path = tmp_path / "fifo.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # a read would wait for a writer forever
+    else:
+        path = Path(os.devnull)
+
+    done = run_subprocess("verify", str(tmp_path / "run"), "--thresholds", str(path), timeout=60)
+
+    assert done.returncode == 2, done.stderr
+    assert f"ThresholdsError: {path} is not a regular file" in done.stderr
+
+
+@pytest.mark.unit
+def test_a_thresholds_error_quoting_a_huge_value_stays_short(cli, tmp_path):
+    good_run(tmp_path / "run")
+    path = tmp_path / "t.json"
+    path.write_text('{"default": {"gsm8k": 0.5}, "models": {"x": [' + "[]," * 300_000 + "[]]}}")
+
+    done = cli("verify", str(tmp_path / "run"), "--thresholds", str(path))
+
+    assert done.code == 2
+    assert "$.models.x: [[], [], " in done.err
+    assert len(done.err) < 5_000
+
+
+CONFIGS = [
+    ("a 401-digit length", '{"max_position_embeddings": ' + BIG + "}",
+     "config.json holds an integer of 401 digits, past what a float holds: it is malformed"),
+    ("a 401-digit rope factor",
+     '{"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": ' + BIG + "}}",
+     "config.json holds an integer of 401 digits"),
+    ("a rope factor scaling past any float",
+     '{"max_position_embeddings": 1e308, "rope_scaling": {"type": "linear", "factor": 1e308}}',
+     "config.json: max_position_embeddings scaled by rope_scaling.factor 1e+308 is past any "
+     "length"),
+]  # fmt: skip
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("text", "says"), [c[1:] for c in CONFIGS], ids=[c[0] for c in CONFIGS])
+def test_a_model_config_with_numbers_past_a_float_is_exit_2(cli, tmp_path, text, says):
+    config = tmp_path / "config.json"
+    config.write_text(text)
+
+    done = cli("context", "--model-config", str(config), "--isl", "1024", "--osl", "512")
+
+    assert done.code == 2, done.err
+    assert "ContextError: " in done.err and says in done.err
+    assert "InternalError" not in done.err
+
+
+@pytest.mark.unit
+def test_verify_reports_a_result_holding_an_integer_past_64_bits_malformed(cli, tmp_path):
+    """And the rest of the tree as usual (before: InternalError, nothing reported)."""
+    good = good_run(tmp_path / "tree" / "good")
+    bad = good_run(tmp_path / "tree" / "bad")
+    text = (bad / "result.json").read_text()
+    (bad / "result.json").write_text(text.replace('"n": 1319', f'"n": {BIG}', 1))
+    verdict = tmp_path / "verdict.json"
+
+    done = cli("verify", str(tmp_path / "tree"), "--json", str(verdict))
+
+    assert done.code == 1, done.err
+    outcomes = {e["path"]: e["outcome"] for e in json.loads(verdict.read_text())["entries"]}
+    assert outcomes == {
+        str(good / "result.json"): "pass",
+        str(bad / "result.json"): "malformed",
+    }
+    assert f"$.eval.early_stop.filters[0].n: Expected `int` <= {2**63 - 1}" in done.out
+
+
+@pytest.mark.unit
+def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli, tmp_path):
+    """The harness's own lm-eval output: a plain document, its integers bounded by a float."""
+    from tests.verify.test_verify import lm_eval_doc, write_harness
+
+    good = good_run(tmp_path / "tree" / "good")
+    doc = lm_eval_doc()
+    doc["n-samples"]["gsm8k"]["effective"] = int(BIG)
+    name = "results_2026-05-01T10-00-00.000001.json"
+    bad = write_harness(tmp_path / "tree" / "harness", results={name: doc}) / name
+    verdict = tmp_path / "verdict.json"
+
+    done = cli("verify", str(tmp_path / "tree"), "--json", str(verdict))
+
+    assert done.code == 1, done.err
+    outcomes = {e["path"]: e["outcome"] for e in json.loads(verdict.read_text())["entries"]}
+    assert (outcomes[str(good / "result.json")], outcomes[str(bad)]) == ("pass", "malformed")
+    assert "holds an integer of 401 digits, past what a float holds" in done.out
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+@pytest.mark.loopback
+def test_verify_of_a_fifo_named_result_json_does_not_hang(tmp_path):
+    os.mkfifo(tmp_path / "result.json")
+    done = run_subprocess("verify", str(tmp_path), "--no-github", timeout=60)
+
+    assert done.returncode == 1, done.stderr
+    assert "is not a regular file (a FIFO, a device or a socket)" in done.stdout

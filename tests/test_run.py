@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 
+from evalgate.evidence.folder import LOCK_NAME
 from tests.conftest import load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, expected_right
+from tests.folders import RERUN_RUN, SHORT, checksums
 
 pytestmark = pytest.mark.loopback
 
@@ -190,3 +194,132 @@ def test_truncation_is_counted_and_can_be_gated(cli, tmp_path):
     doc = load_result(tmp_path)
     assert doc["eval"]["requests"]["truncated"] == 10
     assert any("10 answer(s) ended by length" in w for w in doc["warnings"])
+
+
+# A refusal changes nothing (RELIABILITY.md): every file in the folder before a refused command
+# is byte for byte the same after it; only the lock file may be created or hold the refusing
+# process's id.
+
+
+def test_a_resume_refused_for_its_inputs_leaves_the_run_it_would_continue(tmp_path):
+    """An errored run (resumable), then --resume with a thresholds file that is not there:
+    exit 2, and the errored run's result.json, journal and samples as they were."""
+    out = tmp_path / "run"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        engine.inject(Fault("error", status=400, nth=[5], message="max_tokens is too large"))
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_RUN))
+    assert load_result(out)["status"] == "error", first.stderr
+    before = checksums(out)
+    missing = tmp_path / "no-such-thresholds.json"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        resumed = run_subprocess(
+            *run_args(engine.url, out, "--resume", thresholds=missing, **RERUN_RUN)
+        )
+    assert resumed.returncode == 2, resumed.stderr
+    assert str(missing) in resumed.stderr
+    assert checksums(out) == before
+    assert load_result(out)["status"] == "error"
+
+
+def test_a_run_overwrite_refused_for_its_inputs_leaves_the_run_it_would_replace(tmp_path):
+    """--overwrite with a thresholds file that is not there, a task unknown, a baseline that is
+    no run: exit 2, and the passing run's files as they were (not an error result)."""
+    out = tmp_path / "run"
+    bad = [
+        ("--thresholds", str(tmp_path / "missing.json")),
+        ("--task", "no-such-task"),
+        ("--baseline", str(tmp_path / "nowhere")),
+    ]
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        first = run_subprocess(*run_args(engine.url, out, **RERUN_RUN))
+        assert first.returncode == 0, first.stderr
+        before = checksums(out)
+        asked = len(engine.requests)
+        refusals = [
+            run_subprocess(*run_args(engine.url, out, "--overwrite", *flags, **RERUN_RUN))
+            for flags in bad
+        ]
+        assert len(engine.requests) == asked
+    for refused, (_, value) in zip(refusals, bad, strict=True):
+        assert refused.returncode == 2, refused.stderr
+        assert value in refused.stderr
+    assert checksums(out) == before
+    assert load_result(out)["status"] == "pass"
+
+
+# The habits a user brings, each as its own process: a run by hand without --output-dir gets a
+# folder of its own (as lm-eval gives each run its own files), --resume and --overwrite need a
+# named folder, and what is missing is said before the folder's state.
+
+
+OWN = re.compile(r"^output: (evalgate-results/run-\d{8}-\d{6}(?:-\d+)?) \(this run's own; ", re.M)
+
+
+def made_folder(stderr: str) -> str:
+    found = OWN.search(stderr)
+    assert found is not None, stderr
+    return found.group(1)
+
+
+def test_each_run_by_hand_without_output_dir_gets_a_fresh_folder_of_its_own(tmp_path):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        runs = [run_subprocess(*run_args(engine.url, None, *SHORT), cwd=tmp_path) for _ in "ab"]
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("PASS: ")
+    first, second = (made_folder(done.stderr) for done in runs)
+    assert first != second
+    for done, folder in zip(runs, (first, second), strict=True):
+        assert f"result: {folder}/result.json" in done.stderr
+        assert load_result(tmp_path / folder)["status"] == "pass"
+    assert sorted(p.name for p in (tmp_path / "evalgate-results").iterdir()) == sorted(
+        Path(f).name for f in (first, second)
+    )
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--overwrite"])
+def test_resume_and_overwrite_need_a_named_folder(tmp_path, flag):
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        refused = run_subprocess(*run_args(engine.url, None, *SHORT, flag), cwd=tmp_path)
+        assert engine.requests == []
+        named = run_subprocess(
+            *run_args(engine.url, None, *SHORT, flag),
+            env={"EVALGATE_OUTPUT_DIR": str(tmp_path / "named")},
+            cwd=tmp_path,
+        )
+    assert refused.returncode == 2
+    assert (
+        f"UsageError: {flag} (set by {flag}) needs --output-dir: without it, each run writes "
+        "into a fresh folder of its own, where there is nothing to continue or replace. Name "
+        "the run's folder with --output-dir, EVALGATE_OUTPUT_DIR or `output-dir:` in the config "
+        "file." in refused.stderr
+    )
+    assert list(tmp_path.iterdir()) == [tmp_path / "named"]  # the refused run made nothing
+    assert named.returncode == 0, named.stderr  # a named folder: nothing to continue, a new run
+    assert load_result(tmp_path / "named")["status"] == "pass"
+
+
+def test_a_run_with_no_arguments_says_what_is_missing_and_makes_no_folder(tmp_path):
+    done = run_subprocess("run", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("UsageError: Missing --base-url, --model: set the flag(s)")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_what_is_missing_is_said_before_a_folder_that_holds_a_result(tmp_path, named):
+    """A folder with a finished run in it (the default one a run before 0.2.0 wrote, or one
+    named): `run` without its endpoint says what is missing, not that the folder is taken;
+    every file stays as it was."""
+    folder = tmp_path / "evalgate-results"
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        first = run_subprocess(*run_args(engine.url, folder, *SHORT))
+    assert first.returncode == 0, first.stderr
+    before = checksums(folder)
+    extra = ["--output-dir", str(folder)] if named else []
+    done = run_subprocess("run", "--isl", "1024", *extra, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "UsageError: Missing --base-url, --model: set the flag(s)" in done.stderr
+    assert "already holds a result" not in done.stderr
+    assert checksums(folder) == before
+    assert sorted(p.name for p in folder.iterdir() if p.name != LOCK_NAME) == sorted(before)

@@ -13,6 +13,7 @@ now, by the reader and by the generated schema; one accepted then is accepted no
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from evalgate.evidence.journal import JournalLine
 from evalgate.evidence.model import INT64, HookSummary, Result, Sample
 from evalgate.history.record import Asked
 from evalgate.reader import decode
-from evalgate.schemas import FROZEN, TYPES, generate, validation_errors, validator
+from evalgate.schemas import FROZEN, HERE, TYPES, generate, validation_errors, validator
 from evalgate.thresholds import ThresholdsFile
 from evalgate.verify.document import VerdictDocument
 from evalgate.verify.harness_runs import LineRecord
@@ -458,3 +459,23 @@ def test_every_change_in_every_place_of_a_verdict_or_comparison_gets_the_answer_
 @given(data=st.data(), name=st.sampled_from(OUTPUTS))
 def test_any_changes_to_a_verdict_or_comparison_get_the_answer_they_got_before(data, name):
     _same_answer(name, data.draw(mutated(name)))
+
+
+# A config's identity includes its task: a GSM8K run and a GPQA-diamond run of one model, hardware
+# and topology are two results in verify's table, in --expect, in --baseline pairing and in every
+# report (docs/verify.md, "How a config and a run are identified"); verdicts are
+# evalgate.verdict/2, and verdict/1's schema stays, frozen, for the documents already written.
+
+
+@pytest.mark.loopback
+def test_verdict_1_stays_frozen_for_the_documents_already_written():
+    """A verdict written by evalgate before verdict/2 (kept in tests/verify/data) is valid
+    against schemas/verdict-1.schema.json, whose text never changes, and not against today's."""
+    frozen = HERE / "verdict-1.schema.json"
+    assert hashlib.sha256(frozen.read_bytes()).hexdigest() == (
+        "60c7b82476edd1cdf0b93a62f8eac5a77885ae3573ec9c89164aebeb7621273d"
+    )
+    written = json.loads((DATA / "verdict-1.json").read_text())
+    assert written["schema"] == "evalgate.verdict/1"
+    assert validation_errors("verdict-1", written) == []
+    assert validation_errors("verdict", written) != []

@@ -6,6 +6,7 @@ import importlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -14,7 +15,19 @@ import pytest
 from evalgate.cli import SUBCOMMANDS, build_parser, main
 from evalgate.errors import ConnectionFailed, ExitCode
 from evalgate.probe import preflight
-from tests.conftest import finish, load_result, run_args, run_subprocess, start_subprocess
+from tests.conftest import (
+    EVALGATE,
+    child_env,
+    deadline,
+    finish,
+    load_result,
+    modules_loaded_by,
+    run_args,
+    run_subprocess,
+    start_subprocess,
+)
+from tests.fakeengine import REPO_ROOT, FakeEngine, Fault
+from tests.folders import HOSTILE_RUN
 
 pytestmark = pytest.mark.loopback
 
@@ -291,3 +304,137 @@ def test_printed_output_lost_is_exit_2_even_for_run_and_hook(argv, stdout):
     assert err.startswith("OutputError: could not write to stdout ("), err
     assert "redirect stdout to a writable file and run again" in err
     assert "result.json" not in err
+
+
+# The advice fits the mistake: each error said once, on stderr, nothing on stdout.
+
+
+def test_an_error_is_said_once_on_stderr_with_nothing_on_stdout(tmp_path):
+    """It was said twice: `ERROR: ...` on stdout and `NotReadyError: ...` on stderr."""
+    with FakeEngine() as engine:
+        engine.inject(Fault("error", status=503, paths={"/v1/models"}, message="loading"))
+        ran = run_subprocess(*run_args(engine.url, tmp_path / "run", ready_timeout=1))
+        hooked = run_subprocess(
+            *run_args(engine.url, tmp_path / "hook", ready_timeout=1, command="hook")
+        )
+
+    reason = load_result(tmp_path / "run")["reason"]
+    assert ran.returncode == 3, ran.stderr
+    assert ran.stdout == ""
+    assert [line for line in ran.stderr.splitlines() if reason in line] == [
+        f"NotReadyError: {reason}"
+    ]
+    assert hooked.returncode == 3, hooked.stderr
+    assert hooked.stdout == ""
+    said = [line for line in hooked.stderr.splitlines() if "was not ready after" in line]
+    assert len(said) == 1 and said[0].startswith("conc 64: ERROR: "), hooked.stderr
+
+
+# `evalgate compare`'s module stays light: the comparison and lm-eval load only when it runs.
+
+
+def test_cli_module_stays_light():
+    loaded = modules_loaded_by("import evalgate.cli.compare")
+    assert "evalgate.compare.comparison" not in loaded
+    assert "lm_eval" not in loaded
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+def shell(command: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """`evalgate ARGS` started by bash with the redirections in `command` ("$@" is evalgate)."""
+    return subprocess.run(
+        [BASH, "-c", command, "evalgate", *EVALGATE, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(),
+        cwd=REPO_ROOT,
+        check=False,
+    )
+
+
+def test_a_run_with_stderr_closed_still_passes_and_records_it(engine, tmp_path):
+    out = tmp_path / "run"
+    with deadline(90, engine):
+        done = shell('"$@" 2>&-', *run_args(engine.url, out, **HOSTILE_RUN))
+
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.startswith("PASS: ")
+    assert load_result(out)["status"] == "pass"
+
+
+def test_an_error_with_stderr_closed_still_has_its_exit_code_and_result(engine, tmp_path):
+    out = tmp_path / "run"
+    with deadline(90, engine):
+        done = shell(
+            '"$@" 2>&-', *run_args(engine.url, out, thresholds=tmp_path / "no", **HOSTILE_RUN)
+        )
+
+    assert done.returncode == 2
+    assert "InternalError" not in done.stdout
+    assert load_result(out)["stage"] == "thresholds"
+    assert engine.log == []
+
+
+@pytest.mark.parametrize("command", ["verify", "compare", "context"])
+def test_other_commands_with_stderr_closed_keep_their_exit_code(tmp_path, command):
+    args = {
+        "verify": ["verify", str(tmp_path)],
+        "compare": ["compare", str(tmp_path / "a"), str(tmp_path / "b")],
+        "context": ["context", "--isl", "1024", "--osl", "1024"],
+    }[command]
+    done = shell('"$@" 2>&-', *args)
+
+    assert done.returncode == {"verify": 1, "compare": 2, "context": 2}[command], done.stdout
+    assert "InternalError" not in done.stdout
+
+
+def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_code(engine, tmp_path):
+    out = tmp_path / "run"
+    with deadline(90, engine):
+        done = shell('"$@" >/dev/full', *run_args(engine.url, out, json="-", **HOSTILE_RUN))
+
+    doc = load_result(out)
+    assert (doc["status"], doc["exit_code"]) == ("pass", 0)
+    assert done.returncode == doc["exit_code"], done.stderr
+    assert "could not write to stdout (No space left on device)" in done.stderr
+    assert "result.json holds the verdict" in done.stderr
+    assert "Traceback" not in done.stderr and "please report it" not in done.stderr
+
+
+def test_a_run_with_stdout_and_stderr_on_a_full_device_keeps_its_exit_code(engine, tmp_path):
+    out = tmp_path / "run"
+    with deadline(90, engine):
+        done = shell('"$@" >/dev/full 2>/dev/full', *run_args(engine.url, out, **HOSTILE_RUN))
+
+    assert done.returncode == 0
+    assert load_result(out)["status"] == "pass"
+
+
+def test_context_with_stdout_on_a_full_device_is_an_error_not_a_silent_success():
+    done = shell(
+        '"$@" >/dev/full',
+        "context",
+        "--isl",
+        "1024",
+        "--osl",
+        "1024",
+        "--served-max-model-len",
+        "4096",
+    )
+
+    assert done.returncode == 2
+    assert "could not write to stdout (No space left on device)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_verify_into_a_closed_pipe_keeps_its_exit_code(tmp_path):
+    done = shell('"$@" | head -c 0', "verify", str(tmp_path))
+
+    assert "Traceback" not in done.stderr
+    assert "BrokenPipeError" not in done.stderr

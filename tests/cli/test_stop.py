@@ -13,8 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, load_result, run_args, run_subprocess, start_subprocess
-from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.conftest import (
+    ROOT,
+    deadline,
+    load_result,
+    run_args,
+    run_subprocess,
+    start_subprocess,
+)
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.folders import HOSTILE_RUN
 
 pytestmark = pytest.mark.loopback
 
@@ -301,3 +309,44 @@ def test_a_second_stop_while_the_first_is_recorded_still_leaves_it_recorded(
     result = load_result(out)
     assert (result["status"], result["exit_code"]) == ("aborted", 6)
     assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+NOT_PROBE = frozenset(range(2, 100_000))
+"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
+
+
+SIGNALS = [
+    (signal.SIGTERM, "a scheduler's stop (Slurm, Kubernetes)"),
+    (signal.SIGHUP, "an ssh or tmux session dropped"),
+    (signal.SIGQUIT, "Ctrl-\\ on a terminal"),
+    (signal.SIGUSR1, "a scheduler's warning before the time limit"),
+    (signal.SIGINT, "Ctrl-C"),
+]
+
+
+@pytest.mark.parametrize("signum", [s for s, _ in SIGNALS], ids=[s.name for s, _ in SIGNALS])
+def test_a_signal_mid_eval_writes_an_aborted_result_with_the_answers(engine, tmp_path, signum):
+    engine.inject(Fault("hang", nth=NOT_PROBE - {2, 3}))  # two answers, then silence
+    out = tmp_path / "run"
+    with deadline(90, engine):
+        child = start_subprocess(*run_args(engine.url, out, **HOSTILE_RUN))
+        try:
+            assert engine.wait_until(lambda e: e.hanging >= 2, timeout=60)
+            child.send_signal(signum)
+            stdout, stderr = child.communicate(timeout=30)
+        finally:
+            child.kill()
+
+    assert child.returncode == 6, stderr
+    assert "AbortedError: interrupted by a signal" in stderr
+    assert "Traceback" not in stderr
+    assert stdout == ""  # no verdict: the error is said once, on stderr
+    doc = load_result(out)
+    assert (doc["status"], doc["stage"], doc["exit_code"]) == ("aborted", "eval", 6)
+    journal = (out / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(journal) == 1 + 2
+    samples = (out / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(samples) == 2

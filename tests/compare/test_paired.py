@@ -30,8 +30,22 @@ from evalgate.compare.paired import (
 from evalgate.environment import DEFAULT_MAX_DROP
 from evalgate.errors import ExitCode
 from evalgate.schemas import validation_errors
-from tests.conftest import load_samples, run_args
+from tests.conftest import ROOT, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, answered_right, choice_docs, gpqa_rows
+from tests.simulation import (
+    RUNS,
+    compare_rates,
+    compare_table,
+    repeat_rates,
+    repeat_table,
+    simulate_compare,
+    simulate_compare_repeats,
+    simulate_sweep,
+    sweep_rates,
+)
+from tests.simulation import (
+    sweep_table as simulated_sweep_table,
+)
 from tests.tasks.test_dataset import write_csv
 
 
@@ -557,3 +571,80 @@ def test_the_worst_filter_decides_a_config():
     assert config.finding is Finding.REGRESSION
     assert config.deciding.filter == "strict-match"
     assert [f.finding for f in config.filters] == [Finding.REGRESSION, Finding.EQUIVALENT]
+
+
+# The operating characteristics the paired comparison promises, measured by seeded simulation
+# (tests/simulation.py, no HTTP); BENCHMARKS.md and docs/compare.md record the same figures.
+
+
+@pytest.mark.unit
+def test_compare_no_change_is_equivalent_and_rarely_a_regression():
+    rates = simulate_compare(0.0, runs=RUNS, seed=19)
+    assert rates.equivalent >= 0.80
+    assert rates.regression <= 0.05
+
+
+@pytest.mark.unit
+def test_compare_finds_a_true_two_point_drop():
+    rates = simulate_compare(0.02, runs=RUNS, seed=20)
+    assert rates.regression >= 0.80
+
+
+@pytest.mark.unit
+def test_the_compare_table_in_the_docs_is_what_the_simulation_gives():
+    text = (ROOT / "docs" / "compare.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- compare-rates:start -->\n", 1)[1].split("<!-- compare-rates:end -->")[
+        0
+    ]
+    assert shown == compare_table(compare_rates())
+
+
+@pytest.mark.unit
+def test_compare_clusters_repeated_questions_where_counting_answers_would_cry_regression():
+    """GPQA-shaped runs (198 questions, each asked twice), no true change, 20% of the questions
+    flipping and always in both repeats: the clustered rule keeps false REGRESSIONs within 5%,
+    the naive one (every answer independent) does not."""
+    rates = simulate_compare_repeats(1.0, runs=RUNS, seed=21)
+    clustered, naive = rates.clustered.regression, rates.naive.regression
+    print(f"false REGRESSION: clustered {clustered:.1%}, naive {naive:.1%}")
+    assert clustered <= 0.05
+    assert naive > 0.05
+    assert naive > 2 * clustered
+
+
+@pytest.mark.unit
+def test_compare_clustering_independent_repeats_costs_next_to_nothing():
+    """A flip that hits one repeat only: the clustered test is the naive one exactly, and the
+    interval widens only by the small-sample correction of the cluster count."""
+    rates = simulate_compare_repeats(0.0, runs=500, seed=22)
+    assert rates.clustered.regression == rates.naive.regression
+    assert abs(rates.clustered.equivalent - rates.naive.equivalent) <= 0.01
+
+
+@pytest.mark.unit
+def test_the_repeats_table_in_the_docs_is_what_the_simulation_gives():
+    text = (ROOT / "docs" / "compare.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- repeat-rates:start -->\n", 1)[1].split("<!-- repeat-rates:end -->")[0]
+    assert shown == repeat_table(repeat_rates())
+
+
+@pytest.mark.unit
+def test_a_sweep_of_200_unchanged_configs_rarely_fails():
+    """Holm over 200 configs: a sweep with no true change reports any REGRESSION at most 5% of
+    the time (2,000 seeded sweeps, 3% of answers flipping)."""
+    assert simulate_sweep(0.0, runs=RUNS, seed=1700).any_regression <= 0.05
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("drop", "seed", "power"), [(0.03, 1701, 0.75), (0.04, 1702, 0.95)])
+def test_a_sweep_finds_one_dropped_config_among_200(drop, seed, power):
+    rates = simulate_sweep(drop, runs=RUNS, seed=seed)
+    assert rates.found >= power
+    assert rates.false <= 0.05
+
+
+@pytest.mark.unit
+def test_the_sweep_table_in_the_docs_is_what_the_simulation_gives():
+    text = (ROOT / "docs" / "verify.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- sweep-rates:start -->\n", 1)[1].split("<!-- sweep-rates:end -->")[0]
+    assert shown == simulated_sweep_table(sweep_rates())

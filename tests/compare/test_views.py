@@ -10,7 +10,7 @@ import pytest
 
 from evalgate.errors import ExitCode
 from tests.browser import network_references
-from tests.compare.test_compare import paired_outcomes, write_run
+from tests.compare.run_files import paired_outcomes, write_run
 from tests.conftest import run_subprocess
 
 

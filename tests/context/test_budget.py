@@ -3,6 +3,10 @@ tables."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
 from evalgate.context.budget import (
@@ -13,9 +17,17 @@ from evalgate.context.budget import (
     served_limits_from_args,
 )
 from evalgate.errors import ContextError
-
-pytestmark = pytest.mark.unit
-
+from tests.conftest import load_result
+from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.harness import (
+    SERVED,
+    cli_hook,
+    collect_rows,
+    harness_thresholds,
+    set_job,
+    uploaded,
+    validate,
+)
 
 NATIVE_QWEN = Limit(262144, "config max_position_embeddings")
 
@@ -172,6 +184,7 @@ DERIVATIONS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("inputs", "expected", "requested", "steps"),
     [case[1:] for case in DERIVATIONS],
@@ -220,6 +233,7 @@ MISSING = [
     [case[1:] for case in MISSING],
     ids=[case[0] for case in MISSING],
 )
+@pytest.mark.unit
 def test_missing_inputs_are_named(inputs, named, not_named):
     with pytest.raises(ContextError) as caught:
         derive_max_model_len(margin=256, override=None, **inputs)
@@ -340,6 +354,7 @@ BUDGETS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("inputs", "expected", "steps", "warnings"),
     [case[1:] for case in BUDGETS],
@@ -358,6 +373,7 @@ def test_choose_budget(inputs, expected, steps, warnings):
         assert expected_warning in warning
 
 
+@pytest.mark.unit
 def test_fit_with_no_room_to_answer():
     with pytest.raises(ContextError) as caught:
         choose_budget(ctx=900, prompt_tokens=PROMPT, policy="fit", cap=16384, forced=None)
@@ -369,6 +385,7 @@ def test_fit_with_no_room_to_answer():
     )
 
 
+@pytest.mark.unit
 def test_fit_without_a_measured_prompt_says_what_to_do():
     with pytest.raises(ContextError) as caught:
         choose_budget(ctx=9472, prompt_tokens=None, policy="fit", cap=16384, forced=None)
@@ -394,6 +411,7 @@ def context(**changes):
     return derive_context(**arguments)
 
 
+@pytest.mark.unit
 def test_acceptance_served_9472():
     result = context(native_steps=("config.json: smallest length key: ...",))
 
@@ -409,6 +427,7 @@ def test_acceptance_served_9472():
     assert not result.truncation_risk
 
 
+@pytest.mark.unit
 def test_acceptance_served_8192_clamps_and_says_so():
     result = context(served=[Limit(8192, ROUTER)])
 
@@ -417,10 +436,12 @@ def test_acceptance_served_8192_clamps_and_says_so():
     assert any(step.startswith("clamped to the served limit 8192") for step in result.steps)
 
 
+@pytest.mark.unit
 def test_as_env_prints_shell_assignments():
     assert context().as_env() == "EVAL_MAX_MODEL_LEN=9472\nEVAL_MAX_TOKENS=8572\n"
 
 
+@pytest.mark.unit
 def test_the_incident_budget_is_flagged_as_truncating():
     # The harness's fallback budget 12288 against an engine serving 9472.
     result = context(forced_max_tokens=12288)
@@ -434,6 +455,7 @@ def test_the_incident_budget_is_flagged_as_truncating():
     )
 
 
+@pytest.mark.unit
 def test_harness_policy_can_truncate_a_long_prompt():
     result = context(policy="harness", prompt_tokens=Limit(4500, "measured"))
 
@@ -445,6 +467,7 @@ def test_harness_policy_can_truncate_a_long_prompt():
     )
 
 
+@pytest.mark.unit
 def test_fit_policy_never_truncates():
     result = context(prompt_tokens=Limit(9000, "measured"))
 
@@ -452,6 +475,7 @@ def test_fit_policy_never_truncates():
     assert not result.truncation_risk
 
 
+@pytest.mark.unit
 def test_the_smallest_served_limit_bounds_truncation():
     result = context(
         served=[Limit(9472, PREFILL), Limit(2048, DECODE)], policy="harness", prompt_tokens=None
@@ -463,6 +487,7 @@ def test_the_smallest_served_limit_bounds_truncation():
     assert not result.truncation_risk  # no measured prompt: nothing to compare
 
 
+@pytest.mark.unit
 def test_context_errors_propagate_from_either_stage():
     with pytest.raises(ContextError, match="missing"):
         context(isl=None, osl=None, native=None, served=[])
@@ -487,6 +512,7 @@ SERVER_ARGS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "expected"),
     [case[1:] for case in SERVER_ARGS],
@@ -499,8 +525,113 @@ def test_served_limits_from_args(args, expected):
     assert all(limit.source == "PREFILL_SERVER_CONFIG" for limit in found)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "expected"), [("--max-model-len 32k", 32000), ("--max-model-len 32K", 32768)]
 )
 def test_served_limit_in_vllm_human_readable_form(args, expected):
     assert [limit.value for limit in served_limits_from_args(args, "x")] == [expected]
+
+
+# The benchmark harness's agentic rows as it runs them today (InferenceX main of 2026-08-21): ISL,
+# OSL and max-model-len '0' ("not given"): the context is the model's native maximum, clamped to
+# what the engines serve, and the harness's budget. Each job runs `evalgate hook` with only the
+# job's own variables; the staged files are read by the harness's rules (tests/harness.py).
+
+MODEL_CONFIGS = Path(__file__).parent / "data" / "model_configs"
+NATIVE = 163840  # DeepSeek-R1's max_position_embeddings (yarn: already scaled)
+HARNESS_BUDGET = min(NATIVE - 4096, 16384)
+
+
+def model_dir(tmp_path: Path) -> Path:
+    """A MODEL_PATH holding DeepSeek-R1's config.json, as the job's runner stages the model."""
+    folder = tmp_path / "DeepSeek-R1"
+    folder.mkdir()
+    shutil.copy(MODEL_CONFIGS / "deepseek-r1.json", folder / "config.json")
+    return folder
+
+
+AGENTIC = {"ISL": "0", "OSL": "0", "EVAL_MAX_MODEL_LEN": "0", "TP": "8"}
+
+
+@pytest.mark.loopback
+def test_an_agentic_row_runs_at_the_native_maximum_with_the_harness_budget(
+    cli, tmp_path, monkeypatch
+):
+    out = tmp_path / "job"
+    behaviour = EngineBehaviour(model=SERVED, max_model_len=NATIVE, accuracy=0.95)
+    with FakeEngine(behaviour) as engine:
+        set_job(monkeypatch, engine.port, MODEL_PATH=str(model_dir(tmp_path)), **AGENTIC)
+        result = cli_hook(cli, out, "--layout", "harness", "--budget-policy", "harness")
+        budgets = {r.body["max_tokens"] for r in engine.requests if r.body}
+    assert result.code == 0, result.text
+    assert budgets == {HARNESS_BUDGET}  # the probe's and every question's
+    context = load_result(out / "evalgate" / "conc-4")["context"]
+    assert context["eval_max_model_len"] == NATIVE and context["max_tokens"] == HARNESS_BUDGET
+    assert context["requested"] is None
+    source = "config.json: config max_position_embeddings"
+    assert context["native"] == {"value": NATIVE, "source": source}
+
+    # The harness's workflow takes the files as its own.
+    assert len(uploaded(out)) == 3  # meta_env.json, one results and one samples file
+    meta = json.loads((out / "meta_env.json").read_text())
+    assert (meta["isl"], meta["osl"], meta["is_multinode"]) == ("0", "0", False)
+    [row] = collect_rows(out)
+    assert (row["isl"], row["osl"], row["conc"], row["strict"], row["n"]) == (0, 0, 4, 0.95, 40)
+    assert validate(out, harness_thresholds(), [4]) == []
+
+
+@pytest.mark.loopback
+def test_a_served_length_below_the_native_maximum_clamps_the_context(cli, tmp_path, monkeypatch):
+    """The engine serves 32768 of DeepSeek-R1's 163840: the context (and so the harness's
+    budget) follows what is served, not the config."""
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=32768)) as engine:
+        set_job(monkeypatch, engine.port, MODEL_PATH=str(model_dir(tmp_path)), **AGENTIC)
+        result = cli_hook(cli, out, "--budget-policy", "harness")
+    assert result.code == 0, result.text
+    context = load_result(out / "conc-4")["context"]
+    assert context["eval_max_model_len"] == 32768
+    assert context["max_tokens"] == min(32768 - 4096, 16384)
+
+
+@pytest.mark.loopback
+def test_context_explains_the_native_maximum_when_isl_is_zero(cli, tmp_path, monkeypatch):
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=NATIVE)) as engine:
+        set_job(monkeypatch, engine.port, MODEL_PATH=str(model_dir(tmp_path)), **AGENTIC)
+        result = cli("context", "--explain", "--format", "text", "--budget-policy", "harness")
+    assert result.code == 0, result.text
+    assert result.out.startswith(
+        f"EVAL_MAX_MODEL_LEN {NATIVE}\nmax_tokens         {HARNESS_BUDGET} (harness)\n"
+    )
+    steps = [line.split(". ", 1)[1] for line in result.out.splitlines()[2:]]
+    assert steps == [
+        "config.json: smallest length key: max_position_embeddings=163840",
+        "config.json: rope type yarn: length already scaled, factor ignored",
+        "ISL/OSL not given (0 or unset): starting from the native maximum 163840 "
+        "(config.json: config max_position_embeddings)",
+        "within every served limit: 163840 (/v1/models of the endpoint)",
+        "harness policy: ctx - 4096 = 159744",
+        "capped at 16384",
+    ]
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("zero", ["0", "", "0k"])
+def test_nothing_that_gives_a_context_is_still_a_clear_error(cli, monkeypatch, zero):
+    """ISL=0 and no model config and no engine: nothing to start from, exit 2, nothing guessed."""
+    for name in ("ISL", "OSL", "EVAL_MAX_MODEL_LEN"):
+        monkeypatch.setenv(name, zero)
+    result = cli("context", "--model", "m")
+    assert result.code == 2
+    assert "ContextError: Cannot derive EVAL_MAX_MODEL_LEN: missing ISL and OSL" in result.err
+    assert "never falls back to a default length" in result.err
+
+
+@pytest.mark.loopback
+def test_a_negative_isl_is_still_refused(cli, monkeypatch):
+    monkeypatch.setenv("ISL", "-1")
+    result = cli("context", "--model", "m", "--osl", "8")
+    assert result.code == 2
+    assert "--isl = -1 (set by --isl or EVALGATE_ISL or ISL)" in result.err
+    assert "out of range: give 1 to 2,147,483,647" in result.err

@@ -21,7 +21,13 @@ from evalgate.engine.discovery import model_card
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
 from evalgate.scrub import capped
 from tests.conftest import deadline, load_result, load_samples, run_args
-from tests.fakeengine import DYNAMO_NOT_READY, EngineBehaviour, FakeEngine, Fault
+from tests.fakeengine import CHAT_PATH, DYNAMO_NOT_READY, EngineBehaviour, FakeEngine, Fault
+from tests.front import (
+    FRONT_RUN,
+    Front,
+    only,
+    timed,
+)
 
 pytestmark = pytest.mark.loopback
 
@@ -470,3 +476,22 @@ def test_the_503s_then_the_404_of_a_dead_worker_end_the_eval_naming_it(cli, tmp_
         "Dynamo's frontend no longer lists the model (HTTP 404 with an empty body): its worker "
         "went away during the eval"
     ), reason
+
+
+# Every number an engine sends is typed where it enters: an implausible one in an answer is named
+# and not used (the fake engine behind tests/front.py's Front, which rewrites its answers).
+
+
+@pytest.mark.parametrize("tokens", [-3, True, "7"], ids=["negative", "true", "text"])
+def test_implausible_numbers_in_answers_are_named_and_not_used(engine, cli, tmp_path, tokens):
+    def usage(doc):
+        return {**doc, "usage": {**doc["usage"], "completion_tokens": tokens}}
+
+    with Front(engine.root_url, rewrite=only(CHAT_PATH, usage)) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
+
+    assert result.code == 0, result.err
+    samples = load_samples(tmp_path / "run")
+    assert [s["completion_tokens"] for s in samples] == [None] * 5
+    warning = f"5 answer(s) carried an implausible usage.completion_tokens (first: {tokens!r})"
+    assert any(warning in w for w in load_result(tmp_path / "run")["warnings"])

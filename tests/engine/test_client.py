@@ -11,8 +11,19 @@ import pytest
 
 from evalgate.engine.client import generation_body, probe_body
 from evalgate.run import run_gate
-from tests.conftest import deadline, load_result, run_settings
-from tests.fakeengine import FakeEngine, load_gsm8k
+from tests.conftest import (
+    THINKING_QUESTIONS,
+    THINKING_RUN,
+    deadline,
+    load_result,
+    run_args,
+    run_settings,
+)
+from tests.fakeengine import (
+    CHAT_PATH,
+    FakeEngine,
+    load_gsm8k,
+)
 
 DOCS = sorted(load_gsm8k().values(), key=lambda doc: doc.index)
 
@@ -62,3 +73,22 @@ def test_the_probe_body_adds_only_the_streaming_key():
     }
     assert probe_body(body) == {**body, "stream": True}
     assert "stream" not in body  # the eval's body is left as it was
+
+
+# Reasoning models: the thinking kept, answers cut while thinking counted, and the request options
+# that steer thinking sent in every request.
+
+
+@pytest.mark.loopback
+def test_thinking_options_go_into_every_request_the_probe_s_included(engine, cli, tmp_path):
+    thinking = ["--chat-template-kwargs", '{"enable_thinking": false}', "--reasoning-effort", "low"]
+    result = cli(*run_args(engine.url, tmp_path, *thinking, **THINKING_RUN))
+    assert result.code == 0, result.text
+    bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
+    assert len(bodies) == THINKING_QUESTIONS + 1  # the questions and the probe
+    assert any(b.get("stream") for b in bodies)  # the probe is the streamed one
+    assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in bodies)
+    assert all(b["reasoning_effort"] == "low" for b in bodies)
+    recorded = load_result(tmp_path)["eval"]
+    assert recorded["chat_template_kwargs"] == {"enable_thinking": False}
+    assert recorded["reasoning_effort"] == "low"

@@ -11,8 +11,15 @@ from evalgate.eval.lm_eval import extract_scores
 from evalgate.eval.stage import check_acceptance, simulated_sources
 from evalgate.evidence.model import Score
 from evalgate.tasks.dataset import reference_answer
-from tests.conftest import load_result, run_args
+from tests.conftest import (
+    deadline,
+    load_result,
+    run_args,
+    start_subprocess,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.folders import HOSTILE_RUN
+from tests.tasks.task_files import PAYLOAD
 
 GSM8K = {
     "alias": "gsm8k_evalgate_chat",
@@ -224,3 +231,43 @@ def test_the_hook_refuses_and_the_harness_files_say_every_concurrency_failed(
     summary = json.loads((out / "evalgate" / "hook.json").read_text())
     assert [r["status"] for r in summary["runs"]] == ["error", "not run"]
     assert load_result(out / "evalgate" / "conc-4")["exit_code"] == 2
+
+
+# A task file's templates are rendered by lm-eval in its sandbox.
+
+
+@pytest.mark.loopback
+def test_lm_evals_templates_are_sandboxed_for_a_payload_past_the_parser(tmp_path, monkeypatch):
+    """The parser refuses the payload; were it to slip past, lm-eval renders it in jinja2's
+    sandbox (the path `description` takes: ConfigurableTask.resolve_field)."""
+    from jinja2.exceptions import SecurityError
+    from lm_eval.api.task import ConfigurableTask
+
+    from evalgate.eval.lm_eval import sandbox_templates
+
+    monkeypatch.chdir(tmp_path)
+    sandbox_templates()
+    with pytest.raises(SecurityError):
+        ConfigurableTask.resolve_field({"question": "q"}, PAYLOAD)
+    assert not (tmp_path / "PWNED").exists()
+    assert ConfigurableTask.resolve_field({"question": "q"}, "Q: {{question}}") == "Q: q"
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+@pytest.mark.loopback
+def test_a_run_outside_a_git_checkout_prints_no_git_error(engine, tmp_path):
+    work = tmp_path / "not-a-checkout"
+    work.mkdir()
+    env = {"GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    with deadline(90, engine):
+        child = start_subprocess(
+            *run_args(engine.url, work / "run", **HOSTILE_RUN), cwd=work, env=env
+        )
+        stdout, stderr = child.communicate(timeout=80)
+
+    assert child.returncode == 0, stderr
+    assert "not a git repository" not in stderr
+    assert "fatal:" not in stderr
+    assert stdout.startswith("PASS: ")

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from tests.conftest import (
     start_subprocess,
 )
 from tests.fakeengine import REPO_ROOT, Fault
+from tests.folders import HOSTILE_LIMIT, HOSTILE_RUN, mount, umount
 
 MODEL = "fake-model"
 
@@ -498,3 +500,69 @@ def test_a_temp_folder_refused_for_a_moment_is_named_the_open_files_limit(tmp_pa
     said = artifacts.os_failure(tmp_path / "run", hidden).message
     assert said.startswith(f"Cannot write {tmp_path / 'run'}: No usable temporary directory")
     assert "check the disk" in said
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Any]:
+    """A folder on its own tmpfs of `size` bytes (needs root and mount; else the test skips)."""
+    mounted: list[Path] = []
+
+    def make(size: int) -> Path:
+        point = tmp_path / f"disk-{size}"
+        point.mkdir()
+        if not mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)):
+            pytest.skip("a small tmpfs needs root and mount(8)")
+        mounted.append(point)
+        return point
+
+    yield make
+    for point in mounted:
+        umount(point)
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("size", [4, 12, 24, 40, 48], ids=lambda n: f"{n} KiB")
+def test_a_full_disk_is_an_error_that_says_what_to_do_never_a_pass(engine, small_disk, cli, size):
+    """The disk fills up at whichever write: the first result, the journal, the samples, the
+    raw results or the final result. Never a pass, never "please report it"; a result.json that
+    is left says what the exit code says."""
+    out = small_disk(size * 1024) / "run"
+    engine.behaviour.reply_tokens = 400  # long answers: the journal and samples fill the disk
+    with deadline(60, engine):
+        code, stdout, err = cli(*run_args(engine.url, out, **HOSTILE_RUN))
+
+    assert code == 4, err
+    assert "please report it" not in err and "Traceback" not in err
+    assert "No space left on device" in err
+    assert "free space or choose another --output-dir" in err
+    assert "PASS" not in stdout
+    if (out / "result.json").exists():
+        doc = load_result(out)
+        assert doc["status"] in ("running", "error")
+        assert doc["exit_code"] == code
+    journal = out / "journal.jsonl"
+    assert not journal.exists() or journal.stat().st_size > 0
+
+
+@pytest.mark.loopback
+def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(engine, tmp_path):
+    """A collector running as another user reads them all, or none (the umask decides)."""
+    out = tmp_path / "run"
+    old = os.umask(0o022)
+    try:
+        with deadline(60, engine):
+            from evalgate.run import run_gate
+
+            given = {"osl": 1024, "limit": HOSTILE_LIMIT, "min_samples": 0}
+            defaults = {"num_concurrent": None, "ready_timeout": None}  # the library's own
+            outcome = run_gate(run_settings(engine.url, out, **given, **defaults))
+    finally:
+        os.umask(old)
+
+    assert outcome.exit_code == 0
+    modes = {f.name: oct(f.stat().st_mode & 0o777) for f in out.iterdir()}
+    assert set(modes) >= {"result.json", "samples.jsonl", "journal.jsonl", "lm_eval_results.json"}
+    assert set(modes.values()) == {oct(0o644)}, modes

@@ -21,8 +21,25 @@ from pathlib import Path
 import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import deadline, finish, load_result, run_args, start_subprocess
+from tests.conftest import (
+    deadline,
+    finish,
+    load_result,
+    run_args,
+    run_subprocess,
+    start_subprocess,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.folders import (
+    HOSTILE_RUN,
+    RERUN_HOOK,
+    RERUN_RUN,
+    SHORT,
+    checksums,
+    mount,
+    umount,
+    verify_code,
+)
 
 pytestmark = pytest.mark.loopback
 
@@ -283,3 +300,149 @@ def test_a_lock_file_that_is_a_folder_is_refused_naming_it(tmp_path):
     assert "please report" not in err
     assert sent == []
     assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]
+
+
+# A refusal changes nothing (RELIABILITY.md): every file in the folder before a refused command
+# is byte for byte the same after it; only the lock file may be created or hold the refusing
+# process's id.
+
+
+RERUNS = [
+    # (command, its options, what a rerun says, what a rerun with --resume says, files kept)
+    (
+        "run",
+        RERUN_RUN,
+        ["already holds a result (status pass)"],
+        ["already holds a result (status pass)"],
+        {"result.json", "samples.jsonl", "journal.jsonl"},
+    ),
+    (
+        "hook",
+        RERUN_HOOK,
+        ["conc-4/result.json already holds a result (status pass)"],
+        ["every concurrency staged in", "has finished (4: pass, 8: pass): nothing to continue"],
+        {"hook.json", "conc-4/result.json", "conc-8/meta_env.json"},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", [r[1:] for r in RERUNS], ids=[r[0] for r in RERUNS])
+def test_a_refused_rerun_leaves_every_file_and_the_verdict_as_they_were(engine, tmp_path, case):
+    options, again_says, resumed_says, kept = case
+    out = tmp_path / "out"
+    first = run_subprocess(*run_args(engine.url, out, **options))
+    assert first.returncode == 0, first.stderr
+    before = checksums(out)
+    verdict = verify_code(out)
+    asked = len(engine.requests)
+    again = run_subprocess(*run_args(engine.url, out, **options))
+    resumed = run_subprocess(*run_args(engine.url, out, "--resume", **options))
+    assert len(engine.requests) == asked  # the engine never asked
+    assert checksums(out) == before
+    for refused, says in ((again, again_says), (resumed, resumed_says)):
+        assert refused.returncode == 2, refused.stderr
+        assert all(said in refused.stderr for said in says), refused.stderr
+    assert kept <= set(before)
+    assert verify_code(out) == verdict and verdict[0] == 0
+
+
+# The habits a user brings, each as its own process: a named folder still refuses an earlier
+# result.
+
+
+@pytest.mark.parametrize("how", ["flag", "variable", "config file"])
+def test_a_named_folder_still_refuses_a_second_run(tmp_path, how):
+    """--output-dir, EVALGATE_OUTPUT_DIR and a config file's output-dir: each names the folder,
+    and a second run into it is refused as before, its files unchanged."""
+    out = tmp_path / "named"
+    config = tmp_path / "evalgate.yaml"
+    config.write_text(f"output-dir: {out}\n", encoding="utf-8")
+    named = {
+        "flag": (("--output-dir", str(out)), {}),
+        "variable": ((), {"EVALGATE_OUTPUT_DIR": str(out)}),
+        "config file": (("--config", str(config)), {}),
+    }
+    extra, env = named[how]
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = run_args(engine.url, None, *SHORT, *extra)
+        first = run_subprocess(*args, env=env, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        before = checksums(out)
+        asked = len(engine.requests)
+        again = run_subprocess(*args, env=env, cwd=tmp_path)
+        assert len(engine.requests) == asked
+    assert again.returncode == 2
+    assert f"{out / 'result.json'} already holds a result (status pass)" in again.stderr
+    assert "output: " not in first.stderr + again.stderr
+    assert checksums(out) == before
+    assert not (tmp_path / "evalgate-results").exists()
+
+
+# Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """An existing folder nobody can write: a read-only bind mount as root, else mode 0555."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() == 0:
+        if not (
+            mount("--bind", str(folder), str(folder))
+            and mount("-o", "remount,bind,ro", str(folder))
+        ):
+            pytest.skip("a read-only bind mount needs mount(8)")
+        yield folder
+        umount(folder)
+    else:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+
+
+def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_only_dir, cli):
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, read_only_dir, **HOSTILE_RUN))
+
+    assert code == 2
+    assert f"ArtifactError: The output folder {read_only_dir} is not writable" in err
+    assert "choose a writable --output-dir" in err
+    assert "please report it" not in err
+    assert engine.log == []
+
+
+def test_an_output_folder_under_a_read_only_folder_is_refused(engine, read_only_dir, cli):
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, read_only_dir / "run", **HOSTILE_RUN))
+
+    assert code == 2
+    assert f"ArtifactError: Cannot create the output folder {read_only_dir / 'run'}" in err
+    assert engine.log == []
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["", "--overwrite"])
+def test_a_result_json_that_is_a_folder_is_refused(engine, tmp_path, cli, overwrite):
+    out = tmp_path / "run"
+    (out / "result.json").mkdir(parents=True)
+    (out / "result.json" / "keep.txt").write_text("mine\n")
+    extra = ["--overwrite"] if overwrite else []
+    with deadline(60, engine):
+        code, _, err = cli(*run_args(engine.url, out, *extra, **HOSTILE_RUN))
+
+    assert code == 2
+    assert f"ArtifactError: {out / 'result.json'} is a folder, not a result" in err
+    assert "please report it" not in err
+    assert (out / "result.json" / "keep.txt").read_text() == "mine\n"
+    assert engine.log == []
+
+
+def test_a_run_into_a_folder_with_a_fifo_result_does_not_hang(engine, tmp_path):
+    os.mkfifo(tmp_path / "result.json")
+    with deadline(60, engine):
+        done = run_subprocess(
+            *run_args(engine.url, tmp_path, "--overwrite", **HOSTILE_RUN), timeout=50
+        )
+
+    assert done.returncode == 2, done.stderr
+    assert "is not a regular file (a FIFO, a device or a socket)" in done.stderr
+    assert engine.log == []

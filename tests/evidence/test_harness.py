@@ -1,25 +1,16 @@
 """`evalgate hook --layout harness`: the benchmark harness's workflow takes the evidence as its own.
 
-The hook runs as the harness's job would run it, with only the job's own variables set. The
-staged folder is then read the way the harness reads it (REFERENCE.md §5): its upload patterns,
-its collector (`utils/collect_eval_results.py`: the folder holding a meta_env.json, lm-eval
-results by their `lm_eval_version`, one row per `_conc<N>` file of a batch, labelled from
-meta_env.json) and its validator (`utils/evals/validate_scores.py`: threshold by the results'
-task name and `infmax_model_prefix`, every `exact_match,*` metric against it, the batch keys
-against the requested concurrencies). The readers below follow those rules; they are written
-here from the harness's documented behaviour, not taken from it.
+The hook runs as the harness's job would run it, with only the job's own variables set; the
+staged folder is read the way the harness reads it: its upload patterns, collector and validator
+(tests/harness.py, REFERENCE.md §5).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,188 +23,29 @@ from evalgate.schemas import validation_errors
 from evalgate.settings.values import Settings
 from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.harness import (
+    SERVED,
+    as_uploaded,
+    cli_hook,
+    collect_rows,
+    harness_hook,
+    harness_thresholds,
+    job_env,
+    set_job,
+    start_hook,
+    uploaded,
+    validate,
+)
 from tests.test_thresholds import HARNESS_YAML
 
 pytestmark = pytest.mark.loopback
-
-
-SERVED = "dsr1-fp8"
-
-
-UPLOAD = ("meta_env.json", "results*.json", "sample*.jsonl")
-
-
-"""The eval artifact's path patterns in the harness's workflow (files of the working folder)."""
-
-
-CONC_SUFFIX = re.compile(r"_conc(\d+)(?:_\d+)?\.json$")
-
-
-def job_env(port: int, **extra: str) -> dict[str, str]:
-    """Only the benchmark harness's job variables (and evalgate on PATH)."""
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", "/root"),
-        "MODEL": "deepseek-ai/DeepSeek-R1",
-        "MODEL_NAME": SERVED,
-        "MODEL_PREFIX": "dsr1",
-        "ISL": "1024",
-        "OSL": "1024",
-        "FRAMEWORK": "sglang",
-        "PRECISION": "fp8",
-        "RUNNER_TYPE": "b200",
-        "PREFILL_TP": "4",
-        "PREFILL_EP": "4",
-        "PREFILL_DP_ATTN": "true",
-        "PREFILL_NUM_WORKERS": "1",
-        "DECODE_TP": "8",
-        "DECODE_EP": "8",
-        "DECODE_DP_ATTN": "false",
-        "DECODE_NUM_WORKERS": "2",
-        "EVAL_CONC": "4 8",
-        "PORT": str(port),
-        "EVAL_MAX_MODEL_LEN": "4096",
-        "EVAL_LIMIT": "40",
-        "EVALGATE_RETRY_WAIT_MIN": "0",
-        "EVALGATE_RETRY_WAIT_MAX": "0",
-    }
-    env.update(extra)
-    return env
-
-
-def hook(env: dict[str, str], out: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "evalgate.cli",
-            "hook",
-            "--layout",
-            "harness",
-            "--output-dir",
-            str(out),
-            *args,
-        ],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def run(env: dict[str, str], out: Path, *args: str) -> tuple[int, str]:
-    process = hook(env, out, *args)
-    stdout, stderr = process.communicate(timeout=300)
-    return process.returncode, stdout + stderr
-
-
-def uploaded(folder: Path) -> list[str]:
-    """The files the workflow's eval artifact takes from the job's working folder."""
-    return sorted(
-        p.name
-        for p in folder.iterdir()
-        if p.is_file() and any(fnmatch.fnmatch(p.name, pattern) for pattern in UPLOAD)
-    )
-
-
-def as_uploaded(job: Path, folder: Path) -> Path:
-    """`folder`, made to hold what the workflow uploads from `job` (uploaded) and nothing else."""
-    folder.mkdir()
-    for name in uploaded(job):
-        shutil.copy(job / name, folder / name)
-    return folder
-
-
-def collect_rows(root: Path) -> list[dict[str, Any]]:
-    """The collector: folders (root, its direct subfolders) holding a meta_env.json; in each,
-    the *.json files carrying lm_eval_version; a batch gives one row per completed _conc<N>."""
-    rows = []
-    sets = [root] if (root / "meta_env.json").exists() else []
-    sets += [d for d in root.iterdir() if d.is_dir() and (d / "meta_env.json").exists()]
-    for folder in sets:
-        meta = json.loads((folder / "meta_env.json").read_text())
-        completed = set(meta.get("completed_eval_concs", meta.get("eval_concs", [])))
-        for path in sorted(folder.glob("*.json")):
-            doc = json.loads(path.read_text())
-            if path.name == "meta_env.json" or "lm_eval_version" not in doc:
-                continue
-            match = CONC_SUFFIX.search(path.name)
-            if match is None or int(match.group(1)) not in completed:
-                continue
-            for task, metrics in doc["results"].items():
-                rows.append(
-                    {
-                        "model_prefix": meta.get("infmax_model_prefix", "unknown"),
-                        "hw": meta.get("hw", "unknown").upper(),
-                        "framework": meta.get("framework"),
-                        "precision": meta.get("precision"),
-                        "isl": int(meta.get("isl", 0)),
-                        "osl": int(meta.get("osl", 0)),
-                        "conc": int(match.group(1)),
-                        "prefill": (
-                            meta["prefill_tp"],
-                            meta["prefill_ep"],
-                            meta["prefill_dp_attention"],
-                            meta["prefill_num_workers"],
-                        ),
-                        "decode": (
-                            meta["decode_tp"],
-                            meta["decode_ep"],
-                            meta["decode_dp_attention"],
-                            meta["decode_num_workers"],
-                        ),
-                        "dp_attention": meta["dp_attention"],
-                        "task": task,
-                        "strict": metrics.get("exact_match,strict-match"),
-                        "flexible": metrics.get("exact_match,flexible-extract"),
-                        "n": doc["n-samples"][task]["effective"],
-                        "model": doc.get("model_name") or meta.get("model"),
-                    }
-                )
-    return rows
-
-
-def validate(folder: Path, thresholds: dict[str, Any], expected: list[int]) -> list[str]:
-    """The validator: its FAIL lines (empty: it passes)."""
-    meta = json.loads((folder / "meta_env.json").read_text())
-    failures = []
-    if set(meta["eval_concs"]) != set(expected):
-        failures.append("batched eval metadata does not match workflow concurrencies")
-    if meta["failed_eval_concs"]:
-        failures.append(
-            "batched eval failed for concurrency: " + ", ".join(map(str, meta["failed_eval_concs"]))
-        )
-    files = sorted(folder.glob("results*.json"))
-    staged = {int(m.group(1)) for p in files if (m := CONC_SUFFIX.search(p.name))}
-    if missing := sorted(set(expected) - staged):
-        failures.append("batched eval is missing result files for concurrency: " + str(missing))
-    prefix = meta.get("infmax_model_prefix")
-    checked = 0
-    for path in files:
-        for task, metrics in json.loads(path.read_text())["results"].items():
-            floor = thresholds["models"].get(prefix, {}).get(task)
-            floor = floor if floor is not None else thresholds["default"].get(task, 0.85)
-            for name, value in metrics.items():
-                if name.startswith("exact_match,") and "stderr" not in name:
-                    checked += 1
-                    if value < floor:
-                        failures.append(f"{path.name} {task} {name} = {value:.4f} (< {floor})")
-    if checked == 0:
-        failures.append("no metrics matched prefix 'exact_match,'")
-    return failures
-
-
-def harness_thresholds() -> dict[str, Any]:
-    import yaml
-
-    return dict(yaml.safe_load(HARNESS_YAML))
 
 
 def test_the_harness_takes_the_hooks_evidence_as_its_own(tmp_path):
     out = tmp_path / "job"
     behaviour = EngineBehaviour(model=SERVED, max_model_len=4096, accuracy=0.95)
     with FakeEngine(behaviour) as engine:
-        code, output = run(job_env(engine.port), out)
+        code, output = harness_hook(job_env(engine.port), out)
         asked = {r.body["model"] for r in engine.requests if r.body}
     assert code == 0, output
     assert asked == {SERVED}  # MODEL_NAME is the served name, PORT the endpoint
@@ -264,7 +96,7 @@ def test_a_score_under_the_models_threshold_fails_both_gates(tmp_path):
     but not dsr1's 0.91: the task is named gsm8k and the prefix recorded, so it fails."""
     out = tmp_path / "job"
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096, accuracy=0.9)) as engine:
-        code, output = run(job_env(engine.port), out)
+        code, output = harness_hook(job_env(engine.port), out)
     assert code == 1, output
     failures = validate(out, harness_thresholds(), [4, 8])
     assert len(failures) == 4
@@ -341,7 +173,7 @@ def test_meta_env_is_the_harness_own_for_the_jobs_variables(monkeypatch):
 def test_a_rejected_probe_leaves_files_that_say_so(tmp_path):
     out = tmp_path / "job"
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
-        code, output = run(job_env(engine.port), out, "--max-tokens", "12288")
+        code, output = harness_hook(job_env(engine.port), out, "--max-tokens", "12288")
     assert code == 3, output
     meta = json.loads((out / "meta_env.json").read_text())
     assert meta["completed_eval_concs"] == [] and meta["failed_eval_concs"] == [4, 8]
@@ -357,7 +189,7 @@ def test_sigterm_mid_eval_is_recorded_as_a_failed_concurrency(tmp_path):
     out = tmp_path / "job"
     behaviour = EngineBehaviour(model=SERVED, max_model_len=4096, latency_s=0.2, max_concurrency=2)
     with FakeEngine(behaviour) as engine:
-        process = hook(job_env(engine.port), out)
+        process = start_hook(job_env(engine.port), out)
         try:
             assert engine.wait_until(
                 lambda e: sum(1 for r in e.requests if r.status == 200) > 5, timeout=120
@@ -404,7 +236,7 @@ def test_verify_names_and_gates_the_job_alike_from_either_files(tmp_path, cli):
     both: the same configs, the same verdicts, with the harness's own thresholds.yaml."""
     out = tmp_path / "job"
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096, accuracy=0.9)) as engine:
-        code, output = run(job_env(engine.port), out)
+        code, output = harness_hook(job_env(engine.port), out)
     assert code == 1, output  # 0.90: below dsr1's 0.91
     thresholds = tmp_path / "thresholds.yaml"
     thresholds.write_text(HARNESS_YAML)
@@ -417,3 +249,54 @@ def test_verify_names_and_gates_the_job_alike_from_either_files(tmp_path, cli):
     both = verdicts(cli, out, thresholds)  # the harness's copies are not counted twice
     key = "dsr1 b200 sglang fp8 isl=1024 osl=1024 conc={} tp=4 ep=4 dpa=true"
     assert theirs == ours == both == [(key.format(4), "fail"), (key.format(8), "fail")]
+
+
+# A single-node job's topology as the harness runs it today (InferenceX main of 2026-08-21): its
+# EP_SIZE and DP_ATTENTION, written alike by both layouts (the harness writes ep 1 and
+# dp_attention false there).
+
+DEP8 = {"ISL": "1024", "OSL": "1024", "TP": "8", "EP_SIZE": "8", "DP_ATTENTION": "true"}
+
+
+def test_a_single_node_job_is_labelled_by_its_ep_size_and_dp_attention(cli, tmp_path, monkeypatch):
+    harness, ours = tmp_path / "harness", tmp_path / "evalgate"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        set_job(monkeypatch, engine.port, **DEP8)
+        assert cli_hook(cli, harness, "--layout", "harness").code == 0
+        assert cli_hook(cli, ours, "--min-samples", "0").code == 0
+    theirs_meta = json.loads((harness / "meta_env.json").read_text())
+    ours_meta = json.loads((ours / "conc-4" / "meta_env.json").read_text())
+    for meta in (theirs_meta, ours_meta):
+        assert (meta["tp"], meta["ep"], meta["dp_attention"]) == (8, 8, True)
+        assert (meta["prefill_ep"], meta["decode_ep"], meta["decode_dp_attention"]) == (8, 8, True)
+    topology = {"tp": 8, "ep": 8, "dp_attention": True}
+    assert load_result(harness / "evalgate" / "conc-4")["labels"]["topology"] == topology
+    assert load_result(ours / "conc-4")["labels"]["topology"] == topology
+    [row] = collect_rows(harness)
+    assert (row["dp_attention"], row["prefill"]) == (True, (8, 8, True, 1))
+
+    # evalgate verify names the job alike from the harness's files and from either layout's.
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(HARNESS_YAML)
+    harness_only = as_uploaded(harness, tmp_path / "harness-files")
+    keys = set()
+    for folder in (harness_only, harness / "evalgate", ours):
+        written = tmp_path / f"{folder.name}.json"
+        done = cli("verify", str(folder), "--no-github", "--min-samples", "0", "--thresholds",
+                   str(thresholds), "--json", str(written))  # fmt: skip
+        assert done.code == 0, done.text
+        keys |= {entry["key"] for entry in json.loads(written.read_text())["entries"]}
+    assert keys == {"dsr1 b200 sglang fp8 isl=1024 osl=1024 conc=4 tp=8 ep=8 dpa=true"}
+
+
+def test_without_ep_size_or_dp_attention_the_job_keeps_the_harness_defaults(
+    cli, tmp_path, monkeypatch
+):
+    out = tmp_path / "job"
+    with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
+        set_job(monkeypatch, engine.port, ISL="1024", OSL="1024", TP="4")
+        assert cli_hook(cli, out, "--min-samples", "0").code == 0
+    meta = json.loads((out / "conc-4" / "meta_env.json").read_text())
+    assert (meta["tp"], meta["ep"], meta["dp_attention"]) == (4, 1, False)
+    topology = load_result(out / "conc-4")["labels"]["topology"]
+    assert topology == {"tp": 4, "ep": 1, "dp_attention": False}

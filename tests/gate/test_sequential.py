@@ -9,11 +9,17 @@ from scipy import integrate
 from scipy.stats import beta as beta_distribution
 
 from evalgate.gate.sequential import (
+    DEFAULT_ALPHA,
     PRIOR_WEIGHT,
     PrefixReader,
     SequentialTest,
     dispatch_order,
     log_e_value,
+)
+from tests.simulation import (
+    RUNS,
+    prefix_reader_agrees,
+    simulate_gate,
 )
 
 pytestmark = pytest.mark.unit
@@ -200,3 +206,57 @@ def test_dispatch_order_is_a_seeded_permutation():
     assert order == dispatch_order(1319)
     assert order != list(range(1319))
     assert dispatch_order(1319, seed=7) != order
+
+
+# The operating characteristics the sequential gate promises, measured by seeded simulation
+# (tests/simulation.py, no HTTP); BENCHMARKS.md records the same figures.
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {},  # answers drawn at the threshold
+        {"population": True},  # a shuffled fixed set of 1187 right of 1319 (0.8999)
+        {"concurrency": 64},  # 64 in flight, wrong answers 4x slower: they arrive late
+        {"concurrency": 8, "slow": 10.0},
+    ],
+    ids=["independent", "population", "late-wrong-64", "late-wrong-8"],
+)
+def test_false_pass_at_the_threshold_is_at_most_alpha(setup):
+    rates = simulate_gate(0.90, runs=RUNS, seed=14, **setup)
+    assert rates.runs >= 2000
+    assert rates.passed <= DEFAULT_ALPHA
+    assert rates.failed <= DEFAULT_ALPHA  # at exactly the threshold a FAIL is wrong too
+
+
+def test_reading_in_arrival_order_would_pass_a_model_below_the_threshold():
+    """What the dispatch-order rule prevents: with wrong answers arriving late, counting answers
+    as they arrive passes a 0.88 model against 0.90 most of the time."""
+    arrival = simulate_gate(0.88, runs=RUNS, seed=15, concurrency=64, read="arrival")
+    dispatch = simulate_gate(0.88, runs=RUNS, seed=15, concurrency=64)
+    assert arrival.passed > 0.5
+    assert dispatch.passed <= DEFAULT_ALPHA
+
+
+@pytest.mark.parametrize(("accuracy", "runs"), [(0.97, 200), (0.85, 100), (0.0, 100), (0.9, 40)])
+def test_prefix_reader_decides_as_the_dispatch_order_does_whatever_the_arrival_order(
+    accuracy, runs
+):
+    assert prefix_reader_agrees(runs, seed=16, accuracy=accuracy) == 0
+
+
+def test_questions_used_at_097_against_090():
+    rates = simulate_gate(0.97, runs=RUNS, seed=17)
+    assert rates.passed == 1.0
+    assert rates.median_used <= 120  # of 1319
+    served = simulate_gate(0.97, runs=RUNS, seed=17, concurrency=8)
+    assert served.passed == 1.0
+    assert served.median_asked <= 150
+
+
+def test_questions_used_at_zero_accuracy():
+    rates = simulate_gate(0.0, runs=RUNS, seed=18)
+    assert rates.failed == 1.0
+    assert max(rates.used) <= 10
+    served = simulate_gate(0.0, runs=RUNS, seed=18, concurrency=8)
+    assert max(served.asked) <= 40

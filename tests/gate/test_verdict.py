@@ -12,10 +12,11 @@ from evalgate.errors import ExitCode
 from evalgate.evidence.model import Score
 from evalgate.gate.verdict import decide, judge, standard_error, wilson_interval
 from evalgate.tasks.dataset import GSM8K_TEST_SIZE
+from tests.conftest import load_result, run_args, run_subprocess, thresholds_json
+from tests.fakeengine import EngineBehaviour, FakeEngine
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("p", "n", "low", "high"),
     [
@@ -32,6 +33,7 @@ def test_wilson_interval(p, n, low, high):
     assert got == pytest.approx((low, high), abs=5e-5)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("p", "n", "reported", "expected"),
     [
@@ -90,6 +92,7 @@ JUDGEMENTS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("value", "n", "threshold", "min_samples", "outcome"), JUDGEMENTS)
 def test_judge(value, n, threshold, min_samples, outcome):
     check = judge(score(value, n=n), threshold, min_samples)
@@ -98,6 +101,7 @@ def test_judge(value, n, threshold, min_samples, outcome):
     assert (check.n, check.threshold) == (n, threshold)
 
 
+@pytest.mark.unit
 def test_judge_records_the_interval():
     check = judge(score(0.92, n=50), 0.90, FULL)
     assert (check.low, check.high) == pytest.approx((0.8116, 0.9685), abs=5e-5)
@@ -220,6 +224,7 @@ VERDICTS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("scores", "threshold", "min_samples", "outcome", "sentences"),
     [case[1:] for case in VERDICTS],
@@ -234,6 +239,7 @@ def test_decide(scores, threshold, min_samples, outcome, sentences):
     assert verdict.exit_code == {"pass": 0, "fail": 1, "inconclusive": 5}[outcome]
 
 
+@pytest.mark.unit
 def test_checks_list_each_gated_score():
     verdict = decide([*both(0.95, 0.85), score(0.1, metric="f1")], 0.9, min_samples=FULL)
 
@@ -243,6 +249,7 @@ def test_checks_list_each_gated_score():
     ]
 
 
+@pytest.mark.unit
 def test_a_run_level_problem_fails_passing_scores_and_is_recorded():
     problem = "12.0% of answers were truncated or empty, over --max-truncated-rate 5.0%"
     verdict = decide(both(0.97, 0.97), 0.9, min_samples=FULL, problems=[problem])
@@ -253,6 +260,7 @@ def test_a_run_level_problem_fails_passing_scores_and_is_recorded():
     assert verdict.exit_code == ExitCode.FAIL
 
 
+@pytest.mark.unit
 def test_a_doubt_makes_passing_scores_inconclusive_but_never_hides_a_failure():
     doubt = "the comparison with the baseline is inconclusive"
     passing = decide(both(0.97, 0.97), 0.9, min_samples=FULL, doubts=[doubt])
@@ -263,11 +271,13 @@ def test_a_doubt_makes_passing_scores_inconclusive_but_never_hides_a_failure():
     assert passing.record().doubts == [doubt]
 
 
+@pytest.mark.unit
 def test_the_matched_threshold_key_is_named():
     verdict = decide(both(0.5, 0.5), 0.91, min_samples=FULL, matched="models.dsr1")
     assert "below threshold 0.9100 (models.dsr1)" in verdict.reason
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("scores", "given", "outcome"),
     [
@@ -303,6 +313,7 @@ thresholds = st.floats(min_value=0.01, max_value=1.0, allow_nan=False)
 sizes = st.integers(min_value=0, max_value=3000)
 
 
+@pytest.mark.unit
 @settings(deadline=None)  # timing varies on a shared CI machine; the properties do not
 @given(values, values, sizes, thresholds, st.integers(min_value=0, max_value=3000))
 def test_a_pass_never_has_a_score_below_the_threshold(strict, flexible, n, threshold, needed):
@@ -312,6 +323,7 @@ def test_a_pass_never_has_a_score_below_the_threshold(strict, flexible, n, thres
         assert strict >= threshold and flexible >= threshold and n > 0
 
 
+@pytest.mark.unit
 @settings(deadline=None)
 @given(values, values, st.integers(min_value=1, max_value=3000), thresholds)
 def test_with_min_samples_0_the_point_estimates_decide(strict, flexible, n, threshold):
@@ -321,6 +333,7 @@ def test_with_min_samples_0_the_point_estimates_decide(strict, flexible, n, thre
     assert verdict.outcome == ("pass" if min(strict, flexible) >= threshold else "fail")
 
 
+@pytest.mark.unit
 @settings(deadline=None)
 @given(values, sizes, thresholds, st.integers(min_value=0, max_value=3000))
 def test_inconclusive_only_below_min_samples_and_only_when_the_interval_straddles(
@@ -335,6 +348,7 @@ def test_inconclusive_only_below_min_samples_and_only_when_the_interval_straddle
         assert check.outcome == "pass"
 
 
+@pytest.mark.unit
 @settings(deadline=None)
 @given(values, sizes, thresholds)
 def test_more_questions_at_the_same_score_never_turn_a_pass_into_a_fail(value, n, threshold):
@@ -362,6 +376,7 @@ def _stopped(n, right, alpha=0.2, stopped=True):
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("value", "n", "threshold", "early", "outcome"),
     [
@@ -382,3 +397,75 @@ def test_a_stopped_run_is_decided_by_its_sequential_test(value, n, threshold, ea
     assert verdict.outcome == outcome
     said = "stopped early after" in verdict.reason
     assert said == (early is not None and early.stopped and outcome != "inconclusive")
+
+
+CASES = [
+    # (case, engine, run flags, outcome, exit code)
+    ("a full-proof pass at n = 50", EngineBehaviour(), ["--limit", "50"], "pass", 0),
+    (
+        "--limit 200 at 0.88 against 0.90: the interval straddles, n < 1319",
+        EngineBehaviour(accuracy=0.88),
+        ["--limit", "200"],
+        "inconclusive",
+        5,
+    ),
+    (
+        "the same run decided on its point estimate (--min-samples 0)",
+        EngineBehaviour(accuracy=0.88),
+        ["--limit", "200", "--min-samples", "0"],
+        "fail",
+        1,
+    ),
+    ("far below at n = 40", EngineBehaviour(accuracy=0.5), ["--limit", "40"], "fail", 1),
+]
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_run_and_verify_reach_the_same_verdict(cli, tmp_path, case):
+    _, behaviour, flags, outcome, code = case
+    out = tmp_path / "run"
+    with FakeEngine(behaviour) as engine:
+        ran = cli(*run_args(engine.url, out, *flags, num_concurrent=16))
+    verified = cli("verify", str(out), "--no-github")
+
+    result = load_result(out)
+    assert (ran.code, result["status"], result["exit_code"]) == (code, outcome, code), ran.text
+    assert result["verdict"]["outcome"] == outcome
+    assert verified.code == code, verified.text
+    assert f"1 {outcome}" in verified.out
+
+
+# The advice fits the mistake: the last line names the floor that decided and its entry.
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize(
+    ("data", "matched"),
+    [
+        ({"default": {"gsm8k": 0.5}}, "default"),
+        ({"default": {"gsm8k": 0.5}, "models": {"fake-model": {"gsm8k": 0.6}}}, "model:fake-model"),
+        (
+            {
+                "default": {"gsm8k": 0.5},
+                "models": {"fake-model": {"gsm8k": 0.6}},
+                "overrides": [{"match": {"hardware": "b200"}, "thresholds": {"gsm8k": 0.7}}],
+            },
+            "override[0]:hardware=b200",
+        ),
+    ],
+    ids=["the default", "the model's entry", "an override"],
+)
+def test_the_last_line_names_the_floor_and_its_entry(tmp_path, data, matched):
+    path = thresholds_json(tmp_path, data)
+    with FakeEngine() as engine:
+        done = run_subprocess(
+            *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
+            "--thresholds", str(path), "--hardware", "b200",
+        )  # fmt: skip
+
+    result = load_result(tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert result["threshold"]["matched"] == matched
+    floor = result["threshold"]["value"]
+    assert done.stdout.splitlines()[-1].endswith(f">= threshold {floor:.4f} ({matched})")

@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import shlex
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.conftest import run_subprocess
+from tests.verify.sweeps import THRESHOLDS
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "evalgate_ci"
@@ -133,3 +139,44 @@ def history(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     name = f"history_{os.getpid()}_{next(_databases)}"
     server.admin(f"CREATE DATABASE {name}")
     return server.url(name)
+
+
+# -- the history through the CLI, each command in its own process ------------------------------
+
+
+def thresholds(root: Path) -> Path:
+    path = root / "thresholds.json"
+    if not path.exists():
+        path.write_text(json.dumps(THRESHOLDS))
+    return path
+
+
+def verify(root: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    return run_subprocess(
+        "verify", *args, "--thresholds", str(thresholds(root)), "--no-github", "-q", env=env
+    )
+
+
+def history_cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    return run_subprocess("history", *args, env=env)
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def rows(history: str, sql: str) -> list[tuple[Any, ...]]:
+    """Read the history directly, as another client would."""
+    if history.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(history, connect_timeout=10) as connection:
+            return list(connection.execute(sql).fetchall())  # type: ignore[arg-type]
+    with sqlite3.connect(history) as connection:
+        return list(connection.execute(sql).fetchall())
+
+
+def document(history: str, *args: str) -> dict[str, Any]:
+    done = history_cli(history, "--json", "-", *args)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))

@@ -3,14 +3,17 @@ history `verify --record` wrote from sweeps of full GSM8K runs (tests/verify/swe
 
 from __future__ import annotations
 
+import collections
 import json
 import math
+import random
 import statistics
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks import floors_sim
 from evalgate.history.fit import (
     MIN_RUNS,
     BetaBinomialFit,
@@ -29,8 +32,8 @@ from evalgate.history.fit import (
 )
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
-from tests.conftest import run_subprocess
-from tests.history.test_history import history_cli, thresholds, verify
+from tests.conftest import ROOT, run_subprocess
+from tests.history.conftest import history_cli, thresholds, verify
 from tests.verify.sweeps import N, answers, evalgate_sweep
 
 # qwen3: five runs of full GSM8K that differ a little, two of them failing the file in use's
@@ -167,7 +170,7 @@ def test_a_fitted_file_onto_evidence_or_an_input_is_refused_and_nothing_is_writt
 
 
 # rules.floors: the two policies that fit a floor from a config's past runs (the simulation of
-# how they gate: tests/test_simulation.py; the file they make: tests/history/test_fit.py).
+# how they gate: below; the file they make: tests/history/test_fit.py).
 
 
 def beta_binomial_pmf(x: int, n: int, a: float, b: float) -> float:
@@ -353,7 +356,7 @@ def test_the_fit_describes_itself():
 @pytest.mark.unit
 def test_an_unchanged_config_fails_at_most_about_the_tail():
     """Many seeded nights of one config (rho 5e-4, 20 runs behind each fit): the share of next
-    runs below their floor. The simulation (tests/test_simulation.py) does this over bands."""
+    runs below their floor. The simulation (below) does this over bands."""
     rng = np.random.default_rng(4904)
     rho, mean = 5e-4, 0.92
     scale = (1 - rho) / rho
@@ -577,3 +580,55 @@ def test_each_task_gets_its_own_floor(task):
     floors = fitted.document["models"]["m"]
     assert set(floors) == {"gsm8k", task}
     assert 0.45 < floors[task] < 0.55 < floors["gsm8k"]
+
+
+# The fitted floors' operating characteristics, measured by seeded simulation
+# (benchmarks/floors_sim.py, no HTTP): BENCHMARKS.md's floors section, docs/history.md.
+
+
+@pytest.fixture(scope="module")
+def floors():
+    """The full seeded simulation BENCHMARKS.md shows (about 10 s)."""
+    return floors_sim.simulate()
+
+
+@pytest.mark.unit
+def test_the_floors_section_of_benchmarks_is_what_the_simulation_gives(floors):
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- floors:start -->\n", 1)[1].split("<!-- floors:end -->")[0]
+    assert shown == floors_sim.section(floors)
+
+
+@pytest.mark.unit
+def test_the_beta_binomial_floor_meets_its_goals_in_every_band(floors):
+    """At most 1% of unchanged runs failed per config and night, and 3- and 5-point drops
+    caught at least as often as by ix wherever ix fails at most 1% of unchanged runs."""
+    assert floors_sim.shortfalls(floors) == {band: [] for band in floors_sim.BANDS}
+    ours = [r for r in floors if r.policy == "beta-binomial"]
+    assert all(r.thin == 0 and r.caught[-1] >= 0.85 for r in ours)
+
+
+@pytest.mark.unit
+def test_ix_fails_unchanged_configs_near_its_090_floor(floors):
+    ix = {r.band: r for r in floors if r.policy == "ix"}
+    assert ix[0.85, 0.87].unchanged > 0.95
+    assert ix[0.89, 0.91].unchanged > 0.30
+    assert ix[0.95, 0.97].caught[1] < 0.5  # and misses most 3-point drops where it is loose
+
+
+@pytest.mark.unit
+def test_the_floors_simulation_draws_binomial_and_overdispersed_runs():
+    """What the simulation's proof rests on: its binomial sampler is the binomial, and a run's
+    score varies by binomial noise times 1 + 1318 rho."""
+    rng = random.Random(4905)  # noqa: S311 -- the simulation's own seeded generator
+    n, p, draws = 30, 0.8, 20000
+    counts = collections.Counter(floors_sim.binomial(rng, n, p) for _ in range(draws))
+    distance = sum(
+        abs(counts[x] / draws - math.comb(n, x) * p**x * (1 - p) ** (n - x)) for x in range(n + 1)
+    )
+    assert distance < 0.03  # total variation, twice; 20,000 draws
+    rho, accuracy = 1e-3, 0.9
+    scores = [floors_sim.run(rng, accuracy, rho) / floors_sim.QUESTIONS for _ in range(draws)]
+    binomial = accuracy * (1 - accuracy) / floors_sim.QUESTIONS
+    assert statistics.fmean(scores) == pytest.approx(accuracy, abs=0.0005)
+    assert statistics.variance(scores) / binomial == pytest.approx(1 + 1318 * rho, rel=0.05)

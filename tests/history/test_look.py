@@ -11,7 +11,8 @@ import pytest
 
 from evalgate.cli import main
 from tests.conftest import isolated
-from tests.verify.sweeps import THRESHOLDS, answers, evalgate_sweep
+from tests.history.conftest import document, history_cli, last_line, verify
+from tests.verify.sweeps import THRESHOLDS, answers, baseline_answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,3 +90,103 @@ def test_the_readme_shows_the_trend_page_the_browser_tier_draws():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "](docs/history-trend.png)" in readme
     assert README_SHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# The history through the CLI in its own process, on both stores (tests/history/conftest.py):
+# `verify --record`, `history` (table, --where, --json, curation) and `verify --baseline HISTORY`,
+# on sweeps of full GSM8K runs written by tests/verify/sweeps.py.
+
+
+def test_history_shows_configs_that_dropped_first_and_filters_by_label(tmp_path, history):
+    first = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers(), 8: baseline_answers()})
+    assert verify(tmp_path, str(first), "--record", history, "--sweep-id", "n1").returncode == 0
+    second = evalgate_sweep(tmp_path / "s2", "two", {4: answers(lost=80), 8: answers(seed=1)})
+    done = verify(
+        tmp_path, str(second), "--baseline", history, "--record", history, "--sweep-id", "n2"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "REGRESSION" in done.stdout
+
+    table = history_cli(history)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].endswith("conc=4 [gsm8k]  DROPPED")
+    assert lines[1].split()[0] == "n1" and lines[2].split()[0] == "n2"
+    assert " regression " in lines[2] and "floor 0.850 (default)" in lines[2]
+    assert lines[-1] == "2 configs, 1 dropped"
+
+    only = document(history, "--where", "concurrency=8", "--where", "hardware=h100")
+    assert [c["labels"]["concurrency"] for c in only["configs"]] == [8]
+    assert [r["sweep"] for r in only["configs"][0]["runs"]] == ["n1", "n2"]  # in time order
+
+    unknown = history_cli(history, "--where", "gpu=b200")
+    assert unknown.returncode == 2
+    assert "--where gpu=b200: no run in" in unknown.stderr
+    assert "has the label 'gpu'" in unknown.stderr
+    none = history_cli(history, "--where", "concurrency=99")
+    assert none.returncode == 2
+    assert "no run in" in none.stderr and "has that value (it has: 4, 8)" in none.stderr
+
+
+def test_the_baseline_is_each_configs_last_passing_unmarked_run_before_the_sweep(tmp_path, history):
+    one = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers(), 8: baseline_answers()})
+    assert verify(tmp_path, str(one), "--record", history, "--sweep-id", "n1").returncode == 0
+    two = evalgate_sweep(tmp_path / "s2", "two", {4: answers(lost=80), 8: answers(seed=1)})
+    assert verify(tmp_path, str(two), "--record", history, "--sweep-id", "n2").returncode == 0
+    # n2's conc=4 lost 80 questions: marked bad, so the next sweep is paired with n1's
+    assert history_cli(history, "--mark-run", "two-conc4", "--reason", "bad node").returncode == 0
+
+    three = evalgate_sweep(
+        tmp_path / "s3",
+        "three",
+        {4: answers(lost=80, seed=3), 8: answers(seed=2), 16: baseline_answers()},
+    )
+    verdict = tmp_path / "verdict.json"
+    args = (str(three), "--baseline", history, "--json", str(verdict), "--sweep-id", "n3")
+    done = verify(tmp_path, *args, "--record", history)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {e["labels"]["concurrency"]: e for e in json.loads(verdict.read_text())["entries"]}
+    assert found[4]["outcome"] == "regression"
+    assert " sweep n1 run one-conc4 " in found[4]["versus"]["baseline_path"]
+    assert found[8]["versus"]["standing"] == "equivalent"
+    assert " sweep n2 run two-conc8 " in found[8]["versus"]["baseline_path"]
+    assert found[16]["versus"]["standing"] == "new"
+    assert last_line(done.stderr).startswith("history: 3 run(s) recorded")
+
+    # again, now that the sweep is in the history: its own runs and sweep id are left out
+    again = verify(tmp_path, *args)
+    assert again.returncode == 1
+    found = {e["labels"]["concurrency"]: e for e in json.loads(verdict.read_text())["entries"]}
+    assert " sweep n1 run one-conc4 " in found[4]["versus"]["baseline_path"]
+    assert found[16]["versus"]["standing"] == "new"
+
+
+@pytest.mark.loopback
+def test_a_where_that_is_not_label_equals_value_is_refused(tmp_path):
+    history = tmp_path / "history.db"
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
+    assert verify(tmp_path, str(sweep), "--record", str(history)).returncode == 0
+    done = history_cli(str(history), "--where", "concurrency")
+    assert done.returncode == 2
+    assert "--where 'concurrency' is not LABEL=VALUE" in done.stderr
+    missing = history_cli(str(tmp_path / "nothing.db"))
+    assert missing.returncode == 2
+    assert "There is no history at " in missing.stderr
+    assert not (tmp_path / "nothing.db").exists()
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("-1", "-1 is out of range: give 0 to 2,147,483,647"),
+        ("2147483648", "out of range"),
+        ("ten", "not a whole number in ASCII digits"),
+    ],
+)
+def test_a_last_out_of_range_is_refused_naming_the_range(tmp_path, value, message):
+    done = history_cli(str(tmp_path / "history.db"), "--last", value)
+    assert done.returncode == 2
+    assert "argument --last: " in done.stderr
+    assert message in done.stderr
+    assert not (tmp_path / "history.db").exists()

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from evalgate.context.budget import EvalContext
 from evalgate.engine.wire import EngineError
 from evalgate.evidence.model import Limit
 from evalgate.probe.preflight import suggest_fix
+from tests.conftest import (
+    THINKING_FIELDS,
+    load_result,
+    run_args,
+)
+from tests.fakeengine import CHAT_PATH, EngineBehaviour, FakeEngine
+from tests.front import (
+    FRONT_RUN,
+    Front,
+    json_answer,
+    streamed_only,
+    timed,
+)
 
 VLLM_MAX_TOKENS = (
     "max_tokens=1500 cannot be greater than max_model_len=1024. Please request fewer output "
@@ -123,3 +138,46 @@ def test_probe_json_prints_the_error_document_on_exit_3():
     assert document["error"]["type"] == "ProbeError"
     assert "The engine rejected the pre-flight request" in document["error"]["message"]
     assert "ProbeError: The engine rejected the pre-flight request" in done.stderr
+
+
+# Reasoning models: the thinking kept, answers cut while thinking counted, and the request options
+# that steer thinking sent in every request.
+
+
+@pytest.mark.loopback
+@THINKING_FIELDS
+def test_the_probe_accepts_a_stream_that_only_thinks(cli, field):
+    """Every answer runs out of budget while thinking: the probe's stream carries reasoning
+    deltas only, and is still the engine accepting the request."""
+    behaviour = EngineBehaviour(thinking=field, endless_thinking=1.0)
+    with FakeEngine(behaviour) as engine:
+        result = cli(*run_args(engine.url, command="probe", limit=5, json="-"))
+    assert result.code == 0, result.text
+    outcome = json.loads(result.out)
+    assert outcome["outcome"] == "ok"
+    [probe] = engine.requests
+    assert (probe.path, probe.status, probe.stream) == (CHAT_PATH, 200, True)
+    assert probe.body is not None and probe.body["max_tokens"] == outcome["max_tokens"]
+    assert probe.finish_reason == "length"  # what the engine was streaming: thinking only
+
+
+# The probe keeps the engine's words: a 200 answer holding a JSON error (tests/front.py's Front).
+
+
+WORDS = (
+    "This model's maximum context length is 2048 tokens. However, you requested 4000 tokens "
+    "(1200 in the messages, 2800 in the completion). Please reduce the length."
+)
+
+
+@pytest.mark.loopback
+def test_a_200_json_error_to_the_probe_keeps_the_engines_words(engine, cli, tmp_path):
+    error = {"error": {"message": WORDS, "type": "BadRequestError", "param": None, "code": 400}}
+    with Front(engine.root_url, {CHAT_PATH: streamed_only(json_answer(200, error))}) as front:
+        result, _ = timed(cli, front, *run_args(front.url, tmp_path / "run", **FRONT_RUN))
+
+    assert result.code == 3, result.err
+    assert "answered the pre-flight request with an error instead of a stream" in result.err
+    assert f"(HTTP 200: {WORDS})" in result.err
+    probe = load_result(tmp_path / "run")["probe"]
+    assert (probe["status_code"], probe["engine_message"]) == (200, WORDS)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests import outputs as ht
-from tests.compare.test_compare import paired_outcomes, write_run
+from tests.compare.run_files import paired_outcomes, write_run
 from tests.conftest import _READ_VARS, ROOT, Sweep
 from tests.verify.sweeps import (
     CONCS,

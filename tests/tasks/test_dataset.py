@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from evalgate.tasks.dataset import (
     process_docs,
 )
 from evalgate.tasks.spec import build_prompts, load_task
-from tests.conftest import load_result, load_samples, run_args
+from tests.conftest import load_result, load_samples, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
+from tests.tasks.task_files import cli_run_task, edited, write_task
 
 
 @pytest.fixture(scope="module")
@@ -378,3 +380,90 @@ def test_a_generation_task_file_evalgate_cannot_run_is_refused(tmp_path, text, e
     with pytest.raises(UsageError) as caught:
         load_task("chat", str(path))
     assert expected in caught.value.message
+
+
+# Hostile data files: each is a clear error with its exit code (2 for an input), before anything
+# is sent, with nothing run and nothing lost.
+
+
+DATA = [
+    ("not UTF-8", b'{"question": "caf\xe9", "answer": "#### 1"}\n', "line 1 is not UTF-8 text"),
+    ("a row that is a list", b"[1, 2]\n", "line 1 is a JSON list, not an object of fields"),
+    ("a row nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000 + b"\n",
+     "line 1 nests arrays and objects more than 100 levels deep"),
+    ("no rows", b"\n\n", "holds no questions"),
+    ("a field twice in a row", b'{"question": "a", "answer": "#### 1", "question": "b"}\n',
+     "line 1 repeats the key 'question' in one object ($)"),
+    ("a FIFO", None, "test.jsonl is not a regular file (a FIFO, a device or a socket)"),
+]  # fmt: skip
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize(("data", "says"), [d[1:] for d in DATA], ids=[d[0] for d in DATA])
+def test_a_data_file_lm_eval_would_fail_on_is_refused_before_anything_is_sent(
+    cli, engine, tmp_path, data, says
+):
+    bad = tmp_path / "bad" / "test.jsonl"
+    bad.parent.mkdir()
+    if data is None:
+        os.mkfifo(bad)
+    else:
+        bad.write_bytes(data)
+
+    done = cli_run_task(cli, engine, tmp_path, edited("test: test.jsonl", f"test: {bad}"))
+
+    assert done.code == 2, done.err
+    assert f"DatasetError: {bad}" in done.err and says in done.err
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+def test_a_data_row_holding_nan_is_refused_before_anything_is_sent(engine, tmp_path, number):
+    """Python's json reads NaN and Infinity, the datasets library does not: before, the run
+    sent its probe and requests, then lm-eval failed (exit 4, DatasetGenerationError)."""
+    bad = tmp_path / "bad" / "test.jsonl"
+    bad.parent.mkdir()
+    bad.write_text(f'{{"question": "a", "answer": "#### 1", "n": {number}}}\n' * 3)
+    task, floor = (
+        write_task(tmp_path, edited("test: test.jsonl", f"test: {bad}")),
+        tmp_path / "f.json",
+    )
+    floor.write_text('{"default": {"arithmetic": 0.01}}')
+    argv = run_args(engine.url, tmp_path / "out", "--task", str(task), "--min-samples", "0")
+
+    done = run_subprocess(*argv, "--thresholds", str(floor), "--limit", "3")
+
+    assert done.returncode == 2, done.stderr
+    assert f"DatasetError: {bad} line 1 holds NaN or Infinity, which is not JSON" in done.stderr
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("extra", ["/etc/passwd", "nothere.jsonl", "fifo"])
+def test_every_data_file_is_read_not_only_the_splits_evalgate_asks(cli, engine, tmp_path, extra):
+    if extra == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+    text = edited("train: train.jsonl", f"train: train.jsonl\n    validation: {extra}")
+
+    done = cli_run_task(cli, engine, tmp_path, text)
+
+    assert done.code == 2, done.err
+    assert "DatasetError: " in done.err and "lm-eval failed" not in done.err
+    assert engine.requests == []
+
+
+@pytest.mark.loopback
+def test_a_shot_needs_the_fields_of_its_question_and_answer_only(cli, engine, tmp_path):
+    """The description is rendered for the question asked, never for a shot."""
+    text = edited('"Answer each question."', '"Subject: {{subject}}"')
+    rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(6)]
+    test = "".join(json.dumps(row | {"subject": "sums"}) + "\n" for row in rows)
+
+    done = cli_run_task(cli, engine, tmp_path, text, {"test.jsonl": test})
+    assert done.code in (0, 1), done.err
+
+    shots = '{"answer": "#### 1"}\n' * 6
+    done = cli_run_task(cli, engine, tmp_path, text, {"test.jsonl": test, "train.jsonl": shots})
+    assert done.code == 2
+    assert "train.jsonl line 1 has no field 'question', which doc_to_text names" in done.err

@@ -28,6 +28,7 @@ from evalgate.tasks.spec import (
 )
 from tests.conftest import FAST, deadline, load_result, load_samples
 from tests.fakeengine import EngineBehaviour, FakeEngine, RequestRecord
+from tests.tasks.task_files import cli_run_task, edited
 
 CONTEXT = 9472
 
@@ -459,3 +460,16 @@ def test_task_templates_render_exactly_as_lm_evals_jinja():
             template = Template(str(spec.config[key]))
             for doc in [*data.test, *data.train[:500]]:
                 assert template(doc) == apply_template(template.text, doc)
+
+
+# Shots drawn from the split a task file asks are the prompts lm-eval sends.
+
+
+@pytest.mark.loopback
+def test_shots_drawn_from_the_split_asked_are_the_prompts_lm_eval_sends(cli, engine, tmp_path):
+    done = cli_run_task(
+        cli, engine, tmp_path, edited("fewshot_split: train", "fewshot_split: test")
+    )
+
+    assert done.code in (0, 1), done.err
+    assert "prompts differ" not in done.err and "please report" not in done.err

@@ -1,5 +1,5 @@
 """Sweeps on disk for `evalgate verify --baseline`: full GSM8K runs in evalgate's layout
-(result.json and samples.jsonl, built by tests/compare/test_compare.write_run, valid against the
+(result.json and samples.jsonl, built by tests/compare/run_files.write_run, valid against the
 schemas)
 and in the benchmark harness's (meta_env.json, lm-eval's results_<ts>_conc<N>.json and
 samples_gsm8k_<ts>_conc<N>.jsonl, as its job stages them).
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.compare.test_compare import FILTERS, gsm8k_test, write_run
+from tests.compare.run_files import FILTERS, gsm8k_test, write_run
 
 N = 1319
 CONCS = (4, 8, 16, 32, 64)

@@ -19,7 +19,11 @@ from evalgate.schemas import validation_errors
 from evalgate.scrub import capped
 from evalgate.templates import esc
 from tests import outputs as ht
-from tests.conftest import load_result
+from tests.conftest import load_result, run_subprocess
+from tests.tasks.test_dataset import TASK as GPQA
+from tests.verify.conftest import (
+    verify_reports,
+)
 from tests.verify.sweeps import (
     CONCS,
     answers,
@@ -494,3 +498,55 @@ def test_a_waiver_integer_is_bounded_the_same_in_json_and_yaml(sweeps, tmp_path,
     assert "reason is 999" in said[0] and "not a non-empty text" in said[0]
     assert "holds an integer of 309 digits" in said[1] and "past what a float holds" in said[1]
     assert "holds an integer of 5,000 digits" in said[2]
+
+
+# verify counts each finding once (each command as its own process).
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize(
+    ("floor", "line"),
+    [
+        # the regressions are the configs' outcome: counted there, not again
+        ("0.85", "3 results for 3 configs: 1 pass, 2 regression; against the baseline: 1 "
+         "equivalent"),
+        # below their floor: a fail, and (another finding) a regression against the baseline
+        ("0.9", "3 results for 3 configs: 1 pass, 2 fail; against the baseline: 2 regression, 1 "
+         "equivalent"),
+    ],
+)  # fmt: skip
+def test_verify_counts_each_finding_once(dropped_sweeps, tmp_path, floor, line):
+    base, dropped = dropped_sweeps
+    limits = tmp_path / "floor.json"
+    limits.write_text(f'{{"default": {{"gsm8k": {floor}}}}}', encoding="utf-8")
+    done = run_subprocess(
+        "verify", str(dropped), "--baseline", str(base), "--thresholds", str(limits), "--no-github"
+    )
+    assert done.returncode == 1, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last == f"evalgate verify: FAIL (exit 1): {line}"
+    assert last.count("regression") == 1
+
+
+# A config's identity includes its task: a GSM8K run and a GPQA-diamond run of one model, hardware
+# and topology are two results in verify's table, in --expect, in --baseline pairing and in every
+# report (docs/verify.md, "How a config and a run are identified"); verdicts are
+# evalgate.verdict/2, and verdict/1's schema stays, frozen, for the documents already written.
+
+
+@pytest.mark.loopback
+def test_each_task_is_paired_with_the_same_task_of_the_baseline(task_sweeps, tmp_path):
+    code, out, reports = verify_reports(
+        task_sweeps, tmp_path, "--baseline", str(task_sweeps["baseline"])
+    )
+
+    assert code == 0, out
+    # paired, each with its own task (30 identical answers are too few to call equivalent)
+    assert "against the baseline: 2 inconclusive" in out
+    document = json.loads((reports / "verdict.json").read_text())
+    assert {e["versus"]["standing"] for e in document["entries"]} == {"inconclusive"}
+    paired = {e["task"]: e["versus"]["baseline_path"] for e in document["entries"]}
+    assert paired == {
+        "gsm8k": str(task_sweeps["baseline"] / "gsm8k" / "result.json"),
+        GPQA: str(task_sweeps["baseline"] / "gpqa" / "result.json"),
+    }

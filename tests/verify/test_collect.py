@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,23 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import load_result, run_args, run_subprocess, start_subprocess
+from evalgate.schemas import validation_errors
+from tests.conftest import (
+    error_lines,
+    load_result,
+    run_args,
+    run_subprocess,
+    start_subprocess,
+    thresholds_json,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.tasks.test_dataset import TASK as GPQA
+from tests.verify.conftest import (
+    GPQA_KEY,
+    GSM8K_KEY,
+    LABELS,
+    QUESTIONS,
+)
 from tests.verify.test_verify import lm_eval_doc, write_result
 
 pytestmark = pytest.mark.loopback
@@ -181,3 +197,169 @@ def test_a_folder_that_cannot_be_listed_is_malformed_and_the_rest_is_reported(
         f"Cannot list {tmp_path}/locked-away: Permission denied; the results in it go unchecked"
     ) in done.out
     assert "2 results for 1 configs: 1 pass, 1 malformed" in done.out
+
+
+# The advice fits the mistake: a thresholds key one or two edits from a task (the results' own
+# tasks among them) is refused naming the task it means; one that is no misspelling is kept.
+
+
+@pytest.mark.parametrize(
+    ("where", "entry", "key", "how"),
+    [
+        ("models", {"fake-model": {"gsm8K": 0.97}}, "gsm8K", "only in case"),
+        ("models", {"fake-model": {"gsm8": 0.97}}, "gsm8", "by 1 edit(s), case aside"),
+        (
+            "overrides",
+            [{"match": {"hardware": "b200"}, "thresholds": {"GSM8k ": 0.97}}],
+            "GSM8k ",
+            "by 1 edit(s), case aside",
+        ),
+    ],
+)
+def test_a_misspelt_task_key_is_refused_naming_the_task_it_means(tmp_path, where, entry, key, how):
+    """It was read as a floor for no task: the run fell back to the 0.90 default and passed."""
+    path = thresholds_json(tmp_path, {"default": {"gsm8k": 0.9}, where: entry})
+    with FakeEngine() as engine:
+        done = run_subprocess(
+            *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
+            *("--thresholds", str(path), "--hardware", "b200"),
+        )
+        sent = engine.total
+
+    assert done.returncode == 2, done.stderr
+    [line] = error_lines(done.stderr, "ThresholdsError")
+    inside = "$.models.fake-model" if where == "models" else "$.overrides[0].thresholds"
+    assert line.startswith(
+        f"ThresholdsError: {path}: {inside}.{key} names no known task, but differs from the "
+        f"task 'gsm8k' {how}: "
+    ), line
+    assert f'Rename the key "gsm8k"; or, if {json.dumps(key)} is a task of its own' in line
+    assert sent == 0  # refused before the endpoint was asked anything
+    assert load_result(tmp_path / "run")["stage"] == "thresholds"
+
+
+@pytest.mark.parametrize(
+    ("data", "floor", "matched"),
+    [
+        (
+            {"default": {"gsm8k": 0.5}, "models": {"fake-model": {"mmlu": 0.7, "gsm8k": 0.6}}},
+            0.6,
+            "model:fake-model",
+        ),
+        (
+            {"default": {"gsm8k": 0.5, "gsm8": 0.7}, "models": {"fake-model": {"gsm8": 0.8}}},
+            0.5,
+            "default",
+        ),
+    ],
+    ids=["a key far from every task", "a near key that default names: a task of its own"],
+)
+def test_a_key_that_is_no_misspelling_is_kept(tmp_path, data, floor, matched):
+    path = thresholds_json(tmp_path, data)
+    with FakeEngine() as engine:
+        done = run_subprocess(
+            *run_args(engine.url, tmp_path / "run", limit=10, min_samples=0),
+            "--thresholds",
+            str(path),
+        )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].endswith(f">= threshold {floor:.4f} ({matched})")
+
+
+def test_verify_knows_the_tasks_of_the_results_it_gates(tmp_path):
+    """A key two edits from a result's task (and far from every built-in task) is a misspelling
+    of that task; nothing is written when it is refused."""
+    run = tmp_path / "sweep" / "run"
+    with FakeEngine() as engine:
+        done = run_subprocess(*run_args(engine.url, run, limit=10, min_samples=0))
+    assert done.returncode == 0, done.stderr
+    [task] = {score["task"] for score in load_result(run)["scores"]}
+    assert task == "gsm8k_evalgate_chat"
+    misspelt = thresholds_json(
+        tmp_path, {"default": {"gsm8k": 0.9}, "models": {"fake-model": {"gsm8k_evalgate_caht": 1}}}
+    )
+    report = tmp_path / "verdict.json"
+    refused = run_subprocess(
+        "verify", str(tmp_path / "sweep"), "--thresholds", str(misspelt), "--min-samples", "0",
+        "--no-github", "--json", str(report),
+    )  # fmt: skip
+    spelt = thresholds_json(
+        tmp_path, {"default": {"gsm8k": 0.9}, "models": {"fake-model": {task: 1}}}
+    )
+    kept = run_subprocess(
+        "verify", str(tmp_path / "sweep"), "--thresholds", str(spelt), "--min-samples", "0",
+        "--no-github",
+    )  # fmt: skip
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    [line] = error_lines(refused.stderr, "ThresholdsError")
+    assert (
+        f"$.models.fake-model.gsm8k_evalgate_caht names no known task, but differs from the task "
+        f"'{task}' by 2 edit(s), case aside" in line
+    )
+    assert refused.stdout == "" and not report.exists()
+    assert kept.returncode == 0, kept.stdout + kept.stderr  # 1.0 of 10 right: at its floor
+
+
+# A config's identity includes its task: a GSM8K run and a GPQA-diamond run of one model, hardware
+# and topology are two results in verify's table, in --expect, in --baseline pairing and in every
+# report (docs/verify.md, "How a config and a run are identified"); verdicts are
+# evalgate.verdict/2, and verdict/1's schema stays, frozen, for the documents already written.
+
+
+def sweep_with_an_errored_gpqa_run(task_sweeps: dict[str, Path], root: Path) -> Path:
+    """Today's passing GSM8K run, and a GPQA-diamond run of the same config that stops before
+    its eval: no --dataset-dir, so it never reaches the engine and records no eval."""
+    sweep = root / "sweep"
+    shutil.copytree(task_sweeps["today"] / "gsm8k", sweep / "gsm8k")
+    with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
+        args = run_args(engine.url, sweep / "gpqa", *LABELS, "--task", GPQA)
+        done = run_subprocess(*args, "--limit", str(QUESTIONS))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--dataset-dir" in done.stderr
+    return sweep
+
+
+def verify_sweep(sweep: Path, sweeps: dict[str, Path], tmp_path: Path) -> tuple[int, str, dict]:
+    """verify one sweep; (exit code, stdout and stderr, the verdict document)."""
+    report = tmp_path / "verdict.json"
+    done = run_subprocess(
+        "verify", str(sweep), "--thresholds", str(sweeps["thresholds"]), "--json", str(report)
+    )
+    return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
+
+
+def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(task_sweeps, tmp_path):
+    sweep = sweep_with_an_errored_gpqa_run(task_sweeps, tmp_path)
+
+    code, out, document = verify_sweep(sweep, task_sweeps, tmp_path)
+
+    assert code == 1, out  # the error, and only it
+    assert "DUPLICATE" not in out
+    assert "2 results for 2 configs: 1 pass, 1 error" in out
+    rows = [re.match(r"(PASS|ERROR) +(.+?)  ", line) for line in out.splitlines()]
+    assert [row.groups() for row in rows if row] == [("PASS", GSM8K_KEY), ("ERROR", GPQA_KEY)]
+    assert sorted((e["key"], e["task"], e["outcome"]) for e in document["entries"]) == [
+        (GSM8K_KEY, "gsm8k", "pass"),
+        (GPQA_KEY, GPQA, "error"),
+    ]
+    written = load_result(sweep / "gpqa")
+    assert (written["status"], written["eval"], written["task"]) == ("error", None, GPQA)
+
+
+def test_a_result_written_before_results_named_their_task_is_read_as_before(task_sweeps, tmp_path):
+    """result.json without its task (every evalgate before 0.2.0): the eval's task, and with no
+    eval GSM8K, as always; so beside a GSM8K run of its config it is a duplicate."""
+    sweep = sweep_with_an_errored_gpqa_run(task_sweeps, tmp_path)
+    path = sweep / "gpqa" / "result.json"
+    older = json.loads(path.read_text())
+    older.pop("task", None)
+    path.write_text(json.dumps(older))
+    assert validation_errors("result", older) == []
+
+    code, out, document = verify_sweep(sweep, task_sweeps, tmp_path)
+
+    assert code == 1, out
+    assert "DUPLICATE" in out
+    assert {e["task"] for e in document["entries"] if e["source"] is not None} == {"gsm8k"}

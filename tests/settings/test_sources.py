@@ -1,28 +1,25 @@
-"""`--config FILE` and `--print-config`, each command in its own process: one precedence (a flag
-over a variable over the file over the default), the file read by the one YAML reader with its
-limits, an unknown key refused with the nearest known one, and every value shown with where it
-came from."""
+"""Where each setting comes from (settings/sources.py): `--config FILE` and `--print-config`, each
+command in its own process: one precedence (a flag over a variable over the file over the
+default), an unknown key refused with the nearest known one, and every value shown with where it
+came from. The file's reader limits: tests/test_reader.py."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from evalgate.reader import MAX_CHARS
-from tests.conftest import run_subprocess
+from tests.conftest import (
+    NO_WAIT,
+    THINKING_RUN,
+    config_file,
+    load_result,
+    run_args,
+    run_subprocess,
+)
+from tests.fakeengine import CHAT_PATH
 
 pytestmark = pytest.mark.loopback
-
-SERVED = ["--osl", "1024", "--served-max-model-len", "16384"]
-"""`evalgate context` with nothing to wait for: EVAL_MAX_MODEL_LEN = ISL + 1024 + 256."""
-
-
-def _config(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "evalgate.yaml"
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 def _shown(done, flag: str) -> tuple[str, str]:
@@ -44,8 +41,8 @@ def _shown(done, flag: str) -> tuple[str, str]:
 def test_one_setting_given_by_file_variable_and_flag_takes_the_one_precedence(
     tmp_path, flag, environment, expected, origin
 ):
-    config = _config(tmp_path, "isl: 2048\n")
-    argv = ["context", "--config", config, *SERVED, *(["--isl", flag] if flag else [])]
+    config = config_file(tmp_path, "isl: 2048\n")
+    argv = ["context", "--config", config, *NO_WAIT, *(["--isl", flag] if flag else [])]
     env = {"ISL": environment} if environment else {}
 
     shown = run_subprocess(*argv, "--print-config", env=env, cwd=tmp_path)
@@ -58,7 +55,7 @@ def test_one_setting_given_by_file_variable_and_flag_takes_the_one_precedence(
 
 
 def test_without_a_file_variable_or_flag_the_default_holds_and_says_so(tmp_path):
-    done = run_subprocess("context", *SERVED, "--print-config")
+    done = run_subprocess("context", *NO_WAIT, "--print-config")
 
     assert done.returncode == 0, done.stderr
     assert _shown(done, "--isl") == ("unset", "default")
@@ -67,13 +64,15 @@ def test_without_a_file_variable_or_flag_the_default_holds_and_says_so(tmp_path)
 
 
 def test_the_config_variable_names_the_file_and_the_flag_beats_it(tmp_path):
-    one = _config(tmp_path, "isl: 2048\n")
+    one = config_file(tmp_path, "isl: 2048\n")
     other = tmp_path / "other.yaml"
     other.write_text("isl: 3000\n", encoding="utf-8")
 
-    by_variable = run_subprocess("context", *SERVED, "--print-config", env={"EVALGATE_CONFIG": one})
+    by_variable = run_subprocess(
+        "context", *NO_WAIT, "--print-config", env={"EVALGATE_CONFIG": one}
+    )
     by_flag = run_subprocess(
-        "context", *SERVED, "--config", str(other), "--print-config", env={"EVALGATE_CONFIG": one}
+        "context", *NO_WAIT, "--config", str(other), "--print-config", env={"EVALGATE_CONFIG": one}
     )
 
     assert _shown(by_variable, "--isl") == ("2048", one)
@@ -85,9 +84,9 @@ def test_the_config_variable_names_the_file_and_the_flag_beats_it(tmp_path):
     [("isll", "isl"), ("num_concurent", "num-concurrent"), ("base-uri", "base-url")],
 )
 def test_an_unknown_key_is_refused_naming_the_nearest_known_one(tmp_path, key, nearest):
-    config = _config(tmp_path, f"osl: 1024\n{key}: 8192\n")
+    config = config_file(tmp_path, f"osl: 1024\n{key}: 8192\n")
 
-    done = run_subprocess("context", "--config", config, *SERVED)
+    done = run_subprocess("context", "--config", config, *NO_WAIT)
 
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
@@ -98,7 +97,7 @@ def test_an_unknown_key_is_refused_naming_the_nearest_known_one(tmp_path, key, n
 
 
 def test_keys_are_the_long_flags_names_with_dashes_or_underscores(tmp_path):
-    config = _config(
+    config = config_file(
         tmp_path,
         "served_max_model_len: 8192\nmodel-config: /models/x\nworker-url: [http://w:1/v1]\n",
     )
@@ -112,37 +111,12 @@ def test_keys_are_the_long_flags_names_with_dashes_or_underscores(tmp_path):
 
 
 def test_one_setting_spelt_twice_in_a_file_is_refused(tmp_path):
-    config = _config(tmp_path, "base-url: http://a:1/v1\nbase_url: http://b:2/v1\n")
+    config = config_file(tmp_path, "base-url: http://a:1/v1\nbase_url: http://b:2/v1\n")
 
-    done = run_subprocess("context", "--config", config, *SERVED)
+    done = run_subprocess("context", "--config", config, *NO_WAIT)
 
     assert done.returncode == 2
     assert "gives --base-url twice" in done.stderr
-
-
-def test_an_alias_bomb_is_refused_by_the_one_yaml_reader(tmp_path):
-    """A billion laughs: nine levels of ten aliases would expand to 10^9 strings; the reader
-    refuses the first alias, before anything is expanded."""
-    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for level in range(1, 10):
-        aliases = ",".join([f"*a{level - 1}"] * 10)
-        lines.append(f"a{level}: &a{level} [{aliases}]")
-    config = _config(tmp_path, "\n".join(lines) + "\n")
-
-    done = run_subprocess("verify", str(tmp_path), "--config", config, timeout=60)
-
-    assert done.returncode == 2, done.stderr
-    assert "uses the alias *a0 (line 2): aliases are not accepted" in done.stderr
-    assert "evalgate verify:" not in done.stdout  # refused before any result is read
-
-
-def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
-    config = _config(tmp_path, "# " + "x" * MAX_CHARS + "\n")
-
-    done = run_subprocess("context", "--config", config, *SERVED)
-
-    assert done.returncode == 2
-    assert f"over the {MAX_CHARS:,} that a file of its kind can need" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -161,16 +135,16 @@ def test_a_config_file_past_the_readers_size_is_refused_unread(tmp_path):
     ids=["underscore", "inf", "other digits", "a list", "a repeated key", "true", "yes", "on"],
 )
 def test_a_files_values_are_read_as_a_flags_are(tmp_path, text, says):
-    config = _config(tmp_path, text)
+    config = config_file(tmp_path, text)
 
-    done = run_subprocess("context", "--config", config, "--isl", "1024", *SERVED[2:])
+    done = run_subprocess("context", "--config", config, "--isl", "1024", *NO_WAIT[2:])
 
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
 
 
 def test_a_files_number_with_vllms_suffix_is_read_as_a_flags(tmp_path):
-    config = _config(tmp_path, "isl: 8k\nosl: 1K\n")
+    config = config_file(tmp_path, "isl: 8k\nosl: 1K\n")
 
     done = run_subprocess("context", "--config", config, "--served-max-model-len", "32K")
 
@@ -180,7 +154,7 @@ def test_a_files_number_with_vllms_suffix_is_read_as_a_flags(tmp_path):
 
 def test_print_config_shows_no_secret_and_sends_nothing(tmp_path):
     key = "sk-planted-config-key-9c1e"
-    config = _config(
+    config = config_file(
         tmp_path, f"api-key: {key}\nbase-url: http://gate:pw-planted-77@127.0.0.1:9/v1\n"
     )
 
@@ -255,3 +229,62 @@ def test_a_margin_out_of_range_is_said_as_each_command_said_it(tmp_path, argv, e
 
     assert done.returncode == 2
     assert done.stderr.endswith(says), done.stderr
+
+
+# --chat-template-kwargs, the request options that steer a reasoning model's thinking: a JSON
+# object the record can hold, or refused before anything is sent.
+
+
+def test_chat_template_kwargs_must_be_a_json_object(engine, cli, tmp_path):
+    result = cli(
+        *run_args(
+            engine.url, tmp_path, chat_template_kwargs="enable_thinking=false", **THINKING_RUN
+        )
+    )
+    assert result.code == 2
+    assert "--chat-template-kwargs = 'enable_thinking=false'" in result.err
+    assert "not valid JSON (line 1 column 1: Expecting value); give one such as" in result.err
+    assert engine.requests == []
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ('{"a": 1' + "0" * 400 + "}", "holds an integer of 401 digits, past what a float holds"),
+        ('{"enable_thinking": true, "enable_thinking": false}', "repeats the key 'enable_think"),
+        ('{"a": {"b": NaN}}', "holds NaN or Infinity, which are not JSON"),
+        ('{"a": -Infinity}', "holds NaN or Infinity, which are not JSON"),
+    ],
+    ids=["an integer past a float", "a repeated key", "NaN", "Infinity"],
+)
+def test_chat_template_kwargs_the_record_cannot_hold_are_refused_before_anything_is_sent(
+    engine, tmp_path, value, said
+):
+    """Read by the one JSON reader, as plain values: an integer of 10^23 was sent to every
+    request and then crashed the record (exit 4, result.json left "running"; the record now
+    holds it, below); a repeated key was read as its last value; NaN was sent and recorded as
+    no JSON reader outside Python reads it."""
+    done = run_subprocess(
+        *run_args(engine.url, tmp_path, chat_template_kwargs=value, **THINKING_RUN)
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"--chat-template-kwargs = {value!r}"[:100] in done.stderr  # a long one is cut
+    assert said in done.stderr
+    assert engine.requests == []
+    assert not (tmp_path / "result.json").exists()
+
+
+def test_chat_template_kwargs_of_a_plain_integer_past_64_bits_are_sent_and_recorded(
+    engine, cli, tmp_path
+):
+    """A plain value, bounded as the reader bounds plain values (below what a float holds):
+    the record holds what the flag took, and reads back (verify passes the run)."""
+    big = 10**23
+    result = cli(
+        *run_args(engine.url, tmp_path, chat_template_kwargs=f'{{"budget": {big}}}', **THINKING_RUN)
+    )
+    assert result.code == 0, result.text
+    bodies = [r.body for r in engine.requests if r.path == CHAT_PATH]
+    assert all(b["chat_template_kwargs"] == {"budget": big} for b in bodies)
+    assert load_result(tmp_path)["eval"]["chat_template_kwargs"] == {"budget": big}
+    assert cli("verify", str(tmp_path)).code == 0

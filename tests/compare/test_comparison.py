@@ -1,182 +1,22 @@
-"""evalgate compare: run folders built in tmp_path, driven through `evalgate.cli.main`."""
+"""The comparison of two runs (compare/comparison.py): `evalgate compare` on run folders built in
+tmp_path (tests/compare/run_files.py), driven through `evalgate.cli.main`."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from functools import cache
-from pathlib import Path
-from typing import Any
 
 import pytest
 from scipy.stats import binomtest
 
 from evalgate.compare.comparison import compare_runs
-from evalgate.evidence.artifacts import NOT_A_RESULT
-from evalgate.schemas import validation_errors
-from evalgate.tasks.dataset import bundled_dir
-from tests.conftest import load_result, modules_loaded_by
-
-FILTERS = ("strict-match", "flexible-extract")
-
-
-@cache
-def gsm8k_test() -> tuple[tuple[str, str], ...]:
-    """(question, reference answer) for the 1319 bundled GSM8K test questions."""
-    rows = []
-    for line in (bundled_dir() / "test.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        rows.append((row["question"], row["answer"].split("####")[-1].strip()))
-    return tuple(rows)
-
-
-def protocol(**changes: Any) -> dict[str, Any]:
-    """result.json's eval section; keyword arguments replace fields."""
-    section: dict[str, Any] = {
-        "task": "gsm8k_evalgate_chat",
-        "task_version": "3.0",
-        "task_sha256": "a" * 64,
-        "api": "chat",
-        "num_fewshot": 5,
-        "fewshot_seed": 1234,
-        "limit": None,
-        "num_concurrent": 64,
-        "max_tokens": 1024,
-        "temperature": 0.0,
-        "questions": 1319,
-        "lm_eval_version": "0.4.13",
-        "dataset": {
-            "source": "bundled",
-            "location": "evalgate/tasks/data/gsm8k",
-            "sha256": {"test": "3730d312" + "0" * 56, "train": "17f347dc" + "0" * 56},
-        },
-        "requests": {"total": 0, "completed": 0, "failed": 0, "truncated": 0, "empty": 0},
-    }
-    section.update(changes)
-    return section
-
-
-def write_run(
-    folder: Path,
-    correct: Sequence[bool] | dict[str, Sequence[bool]],
-    *,
-    labels: dict[str, Any] | None = None,
-    failed: Sequence[int] = (),
-    status: str = "pass",
-    stage: str = "done",
-    question_edits: dict[int, str] | None = None,
-    **eval_changes: Any,
-) -> Path:
-    """A run folder: result.json and samples.jsonl, both valid against their schemas.
-
-    `correct` says per doc_id (0, 1, ...) whether the answer was right, for every filter or
-    per filter; doc_ids in `failed` have a failed request instead of an answer.
-    """
-    per_filter = correct if isinstance(correct, dict) else dict.fromkeys(FILTERS, correct)
-    n = len(next(iter(per_filter.values())))
-    questions = gsm8k_test()
-    records = []
-    for doc_id in range(n):
-        question, target = questions[doc_id]
-        question = (question_edits or {}).get(doc_id, question)
-        wrong = "0" if target != "0" else "1"
-        error = "HTTP 400: prompt too long" if doc_id in failed else None
-        records.append(
-            {
-                "doc_id": doc_id,
-                "question": question,
-                "target": target,
-                "prompt_sha256": f"{doc_id:064x}",
-                "response": None if error else f"... #### {target}",
-                "finish_reason": None if error else "stop",
-                "completion_tokens": None if error else 42,
-                "error": error,
-                "filters": {}
-                if error
-                else {
-                    name: {
-                        "extracted": target if right[doc_id] else wrong,
-                        "correct": right[doc_id],
-                    }
-                    for name, right in per_filter.items()
-                },
-            }
-        )
-    scored = [r for r in records if r["error"] is None]
-    section = protocol(**eval_changes)
-    section["requests"] = {
-        "total": n,
-        "completed": len(scored),
-        "failed": n - len(scored),
-        "truncated": 0,
-        "empty": 0,
-    }
-    result = {
-        "schema": "evalgate.result/1",
-        "evalgate_version": "0.1.0",
-        "run_id": folder.name,
-        "status": status,
-        "stage": stage,
-        "reason": "scores >= threshold",
-        "exit_code": 0,
-        "started_at": "2026-01-01T00:00:00Z",
-        "finished_at": "2026-01-01T00:10:00Z",
-        "timings": {"eval": 600.0},
-        "model": "Qwen/Qwen3-8B",
-        "labels": {"hardware": "h100", "kv_cache_dtype": "bf16", **(labels or {})},
-        "warnings": [],
-        "eval": section,
-        "scores": [
-            {
-                "task": section["task"],
-                "metric": "exact_match",
-                "filter": name,
-                "value": sum(r["filters"][name]["correct"] for r in scored) / max(len(scored), 1),
-                "stderr": None,
-                "n": len(scored),
-            }
-            for name in per_filter
-        ],
-        "checks": [],
-    }
-    assert validation_errors("result", result) == []
-    for record in records:
-        assert validation_errors("sample", record) == []
-    folder.mkdir(parents=True)
-    (folder / "result.json").write_text(json.dumps(result), encoding="utf-8")
-    (folder / "samples.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8"
-    )
-    return folder
-
-
-def paired_outcomes(
-    n: int, *, lost: int = 0, gained: int = 0, right: float = 0.8
-) -> tuple[list[bool], list[bool]]:
-    """Baseline and candidate correctness: the first `lost` questions flip to wrong, the next
-    `gained` flip to right, and of the rest about a fraction `right` is right in both."""
-    base = [True] * lost + [False] * gained
-    cand = [False] * lost + [True] * gained
-    rest = n - lost - gained
-    shared = [i * right % 1 + right >= 1 for i in range(rest)]
-    return base + shared, cand + shared
-
-
-def write_pair(folder: Path, n: int, limit: int | None = None, **outcomes: Any) -> None:
-    """Runs a and b in `folder`: n paired questions, as paired_outcomes(n, **outcomes) has them
-    (and a --limit of `limit`, where given)."""
-    base, cand = paired_outcomes(n, **outcomes)
-    given = {} if limit is None else {"limit": limit}
-    write_run(folder / "a", base, **given)
-    write_run(folder / "b", cand, **given)
-
-
-def comparison_json(cli: Any, *argv: str | Path) -> tuple[int, dict[str, Any]]:
-    code, out, _ = cli("compare", *argv, "--json", "-")
-    document = json.loads(out)
-    assert validation_errors("comparison", document) == []
-    assert document["exit_code"] == code
-    return code, document
+from tests.compare.run_files import (
+    comparison_json,
+    gsm8k_test,
+    paired_outcomes,
+    write_pair,
+    write_run,
+)
+from tests.conftest import load_result
 
 
 @pytest.mark.unit
@@ -366,67 +206,6 @@ def test_the_questions_a_task_has_are_its_own_not_gsm8ks(tmp_path, cli):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(
-    ("change", "named"),
-    [
-        ({"max_tokens": 2048}, "max_tokens: baseline 1024, candidate 2048"),
-        ({"temperature": 0.6}, "temperature: baseline 0.0, candidate 0.6"),
-        ({"num_fewshot": 8}, "num_fewshot: baseline 5, candidate 8"),
-        ({"fewshot_seed": 7}, "fewshot_seed: baseline 1234, candidate 7"),
-        ({"api": "completions"}, 'api: baseline "chat", candidate "completions"'),
-        ({"task": "gsm8k_evalgate_completions"}, "task: baseline"),
-        ({"task_version": "2.0"}, 'task_version: baseline "3.0", candidate "2.0"'),
-        ({"task_sha256": "b" * 64}, "task_sha256: baseline"),
-        ({"limit": 1319}, "limit: baseline none, candidate 1319"),
-        (
-            {
-                "dataset": {
-                    "source": "dir",
-                    "sha256": {"test": "f" * 64, "train": "17f347dc" + "0" * 56},
-                }
-            },
-            "dataset.sha256.test: baseline",
-        ),
-    ],
-)
-def test_protocol_drift_is_refused_and_named(tmp_path, cli, change, named):
-    base, cand = paired_outcomes(60)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand, **change)
-    code, out, err = cli("compare", tmp_path / "a", tmp_path / "b")
-    assert (code, out) == (2, "")
-    assert err.startswith("UsageError: The runs ")
-    assert "were not measured the same way" in err
-    assert named in err
-    assert "pass --allow-protocol-drift to compare them anyway." in err
-
-    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
-    assert code == 5
-    assert "protocol differences allowed by --allow-protocol-drift:" in out
-    assert named in out
-
-
-@pytest.mark.unit
-def test_question_set_drift(tmp_path, cli):
-    base, cand = paired_outcomes(60)
-    write_run(tmp_path / "a", base)
-    write_run(tmp_path / "b", cand[:50], question_edits={3: "What is 2 + 2?"})
-    code, _, err = cli("compare", tmp_path / "a", tmp_path / "b")
-    assert code == 2
-    assert (
-        "question set: baseline 60 questions, candidate 50 questions (10 only in the "
-        "baseline: doc_id 50, 51, 52, 53, 54, ...)" in err
-    )
-    assert "question text: baseline" in err
-    assert "(differs for 1 shared questions: doc_id 3)" in err
-
-    code, document = comparison_json(cli, tmp_path / "a", tmp_path / "b", "--allow-protocol-drift")
-    assert document["excluded"]["unpaired"] == [3]
-    assert [f["n"] for f in document["filters"]] == [49, 49]
-    assert {d["field"] for d in document["protocol_drift"]} == {"question set", "question text"}
-
-
-@pytest.mark.unit
 def test_failed_requests_are_left_out_and_reported(tmp_path, cli):
     base, cand = paired_outcomes(1319)
     write_run(tmp_path / "a", base, failed=[4])
@@ -448,14 +227,6 @@ def test_failed_requests_are_left_out_and_reported(tmp_path, cli):
         "warning: questions left out because their request failed in the baseline run: 1 "
         "(doc_id 4)" in out
     )
-
-
-@pytest.mark.unit
-@pytest.mark.unit
-def test_a_result_file_can_stand_for_its_folder(tmp_path, cli):
-    write_pair(tmp_path, 1319)
-    code, _, _ = cli("compare", tmp_path / "a" / "result.json", tmp_path / "b")
-    assert code == 0
 
 
 @pytest.mark.unit
@@ -481,74 +252,6 @@ def test_a_run_stopped_after_its_eval_is_compared_without_a_status_warning(tmp_p
     assert not [w for w in document["warnings"] if "ended with status" in w], document["warnings"]
 
 
-def _break(folder: Path, name: str, text: str | None) -> None:
-    path = folder / name
-    if text is None:
-        path.unlink()
-    else:
-        path.write_text(text, encoding="utf-8")
-
-
-@pytest.mark.unit
-@pytest.mark.parametrize(
-    ("damage", "message"),
-    [
-        (
-            ("samples.jsonl", None),
-            "Cannot read {b}/samples.jsonl: No such file or directory. "
-            "A comparison pairs the per-question records of samples.jsonl",
-        ),
-        (
-            ("samples.jsonl", '{"doc_id": 0}\n'),
-            "{b}/samples.jsonl line 1 is not a valid evalgate "
-            "sample: $: Object missing required field `prompt_sha256`",
-        ),
-        (("samples.jsonl", "not json\n"), "{b}/samples.jsonl line 1 is not valid JSON"),
-        (("result.json", "{}"), "{b}/result.json " + NOT_A_RESULT + ": "),
-        (
-            ("result.json", None),
-            "{b} is neither a run folder holding result.json nor a result file",
-        ),
-    ],
-)
-def test_unusable_runs_are_usage_errors(tmp_path, cli, damage, message):
-    base, cand = paired_outcomes(20)
-    write_run(tmp_path / "a", base)
-    b = write_run(tmp_path / "b", cand)
-    _break(b, *damage)
-    code, out, err = cli("compare", tmp_path / "a", b)
-    assert (code, out) == (2, "")
-    assert err.startswith("ArtifactError: " + message.format(b=b))
-
-
-@pytest.mark.unit
-def test_a_repeated_doc_id_is_refused(tmp_path, cli):
-    base, cand = paired_outcomes(20)
-    write_run(tmp_path / "a", base)
-    b = write_run(tmp_path / "b", cand)
-    lines = (b / "samples.jsonl").read_text(encoding="utf-8").splitlines()
-    _break(b, "samples.jsonl", "\n".join([*lines, lines[0]]) + "\n")
-    code, _, err = cli("compare", tmp_path / "a", b)
-    assert code == 2
-    assert f"ArtifactError: {b}/samples.jsonl line 21 repeats doc_id 0." in err
-
-
-@pytest.mark.unit
-def test_a_run_that_never_evaluated_is_refused(tmp_path, cli):
-    base, cand = paired_outcomes(20)
-    write_run(tmp_path / "a", base)
-    b = write_run(tmp_path / "b", cand)
-    result = load_result(b)
-    result.update(eval=None, status="error", stage="readiness", reason="endpoint never ready")
-    _break(b, "result.json", json.dumps(result))
-    code, _, err = cli("compare", tmp_path / "a", b)
-    assert code == 2
-    assert (
-        f"ArtifactError: {b}/result.json has no eval section: that run stopped at stage "
-        "readiness (endpoint never ready) before evaluating."
-    ) in err
-
-
 @pytest.mark.unit
 @pytest.mark.parametrize("value", ["2", "-0.01", "1"])
 def test_max_drop_is_a_fraction(tmp_path, cli, value):
@@ -568,13 +271,6 @@ def test_library_call_on_full_gsm8k_finds_the_regression(tmp_path):
         tmp_path / "a", tmp_path / "b", max_drop=0.02, allow_protocol_drift=False
     )
     assert int(comparison.exit_code) == 1  # its time is measured in BENCHMARKS.md
-
-
-@pytest.mark.loopback
-def test_cli_module_stays_light():
-    loaded = modules_loaded_by("import evalgate.cli.compare")
-    assert "evalgate.compare.comparison" not in loaded
-    assert "lm_eval" not in loaded
 
 
 @pytest.mark.unit

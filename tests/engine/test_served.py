@@ -1,5 +1,6 @@
-"""engine.readiness: one check reads /readiness (where a router has one) and /v1/models once;
-behind a router that lists a placeholder (sglang-router's `unknown`) the probe proves the model.
+"""What the engines serve (engine/served.py): one check reads /readiness (where a router has one)
+and /v1/models once; behind a router that lists a placeholder (sglang-router's `unknown`) the probe
+proves the model.
 
 Every test drives `evalgate` as a user would (cli.main) against the fake engine, in the shapes
 sglang-router 0.3.2 and vllm-router 0.1.17 answer in front of vLLM (REFERENCE.md §6).
@@ -12,17 +13,18 @@ import threading
 
 import pytest
 
-from evalgate.engine.discovery import ModelCard, is_placeholder, pick_card, served_limit
-from evalgate.evidence.model import Limit
 from tests.conftest import deadline, load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
 pytestmark = pytest.mark.loopback
 
+
 MODEL = "fake-model"
 
 
 CONTEXT = {"command": "context", "json": "-", "osl": 1024, "limit": 5}
+
+
 RUN = {"osl": 1024, "limit": 10, "num_concurrent": 4, "min_samples": 0}
 """Routers' shapes, not statistics: the point estimate decides."""
 
@@ -32,9 +34,6 @@ def sglang_router():
     """The fake engine behind sglang-router: lists `unknown`, no lengths, no /tokenize."""
     with FakeEngine(EngineBehaviour(router="sglang-router", max_model_len=4096)) as front:
         yield front
-
-
-# -- one /v1/models per check, one rule for the card ------------------------------------------
 
 
 @pytest.mark.parametrize("router", [None, "vllm-router"])
@@ -49,44 +48,6 @@ def test_one_check_reads_the_model_list_once(cli, router):
     assert paths.count("/readiness") == 1  # answered 404 by an engine, ready by a router
     document = json.loads(result.out)
     assert document["served"] == [{"value": 4096, "source": "/v1/models of the endpoint"}]
-
-
-CARD = ModelCard("fake-model", "vllm", 4096, None)
-OTHER = ModelCard("other-model", "vllm", 2048, None)
-UNKNOWN = ModelCard("unknown", "local", None, None)
-PICKS = [
-    # (case, cards, model asked for, card picked)
-    ("the model's own card", [OTHER, CARD], "fake-model", CARD),
-    ("the only card, under another name", [OTHER], "fake-model", OTHER),
-    ("sglang-router's placeholder", [UNKNOWN], "fake-model", UNKNOWN),
-    ("several cards, none the model's", [OTHER, UNKNOWN], "fake-model", None),
-    ("no cards", [], "fake-model", None),
-    ("no model asked for, one card", [CARD], None, CARD),
-]
-
-
-@pytest.mark.parametrize(
-    ("cards", "model", "picked"), [c[1:] for c in PICKS], ids=[c[0] for c in PICKS]
-)
-def test_pick_card(cards, model, picked):
-    assert pick_card(cards, model) == picked
-
-
-@pytest.mark.parametrize(
-    ("cards", "placeholder"),
-    [([], True), ([UNKNOWN], True), ([CARD], False), ([UNKNOWN, OTHER], False)],
-)
-def test_is_placeholder(cards, placeholder):
-    assert is_placeholder(cards) is placeholder
-
-
-def test_served_limit_follows_the_picked_card():
-    assert served_limit([OTHER, CARD], "fake-model", "x") == Limit(4096, "/v1/models of x")
-    assert served_limit([UNKNOWN], "fake-model", "x") is None  # no length listed
-    assert served_limit([OTHER, UNKNOWN], "fake-model", "x") is None
-
-
-# -- a router that lists `unknown` -------------------------------------------------------------
 
 
 def test_a_router_listing_unknown_runs_to_a_pass_with_a_warning(sglang_router, cli, tmp_path):
@@ -148,9 +109,6 @@ def test_the_workers_limit_comes_from_worker_url_behind_the_placeholder(sglang_r
     assert document["served"] == [{"value": 3072, "source": f"/v1/models of worker {worker.url}"}]
     assert document["eval_max_model_len"] == 2304
     assert any("it lists ['unknown']" in warning for warning in document["warnings"])
-
-
-# -- a router whose workers are not up yet -------------------------------------------------------
 
 
 @pytest.mark.parametrize("router", ["sglang-router", "vllm-router"])
