@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +21,10 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.environment import JOB_VARIABLES
+from evalgate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
 from tests.browser import find_chromium
-from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.fakeengine import EngineBehaviour, FakeEngine, load_gsm8k
 from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -493,7 +496,7 @@ def _options(
     url: str | None, out: Path | None, command: str, options: dict[str, object]
 ) -> dict[str, object]:
     """run_args' options by flag, None where one is left out."""
-    named: dict[str, object] = {"--base-url": url, "--model": "fake-model", "--isl": 1024}
+    named: dict[str, object] = {"--base-url": url, "--model": MODEL, "--isl": 1024}
     named |= {"--osl": 512, "--output-dir": out}
     named["--num-concurrent"] = 8 if command == "run" else None
     named |= dict(zip(FAST[::2], FAST[1::2], strict=True))
@@ -607,3 +610,90 @@ def thresholds_json(tmp_path: Path, data: dict[str, object]) -> Path:
     path = tmp_path / "thresholds.json"
     path.write_text(json.dumps(data))
     return path
+
+
+# -- a run with one fault injected ---------------------------------------------------------------
+
+MODEL = "fake-model"
+"""The model run_args names, and the fake engine serves unless told otherwise."""
+FAULT_LIMIT = 20
+FAULT_ACCURACY = 0.95  # 19 of the first 20 questions right: above the shipped 0.90, and not 1.0
+FAULT_RUN = {
+    "osl": 1024, "limit": FAULT_LIMIT, "num_concurrent": 4, "ready_timeout": 2, "timeout": 2,
+    "max_attempts": 3,
+}  # fmt: skip
+"""Tiny timings (sub-second waits, no backoff): a fault ends or is outlasted quickly."""
+DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
+"""The GSM8K test questions in order: the n-th is the n-th a run asks."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One finished run: what run_gate returned, result.json as written, and how long it took."""
+
+    outcome: RunOutcome
+    doc: dict[str, Any]
+    elapsed: float
+    out: Path
+
+    @property
+    def requests(self) -> dict[str, int]:
+        return dict(self.doc["eval"]["requests"])
+
+    @property
+    def scores(self) -> list[tuple[str, float, int]]:
+        return [(s["filter"], s["value"], s["n"]) for s in self.doc["scores"]]
+
+    def samples(self) -> list[dict[str, Any]]:
+        return load_samples(self.out)
+
+
+def gate(target: FakeEngine | str, out: Path, *, within: float = 30.0, **overrides: Any) -> Gate:
+    """run_gate under a deadline; result.json must exist, validate, and agree with the outcome."""
+    engine = target if isinstance(target, FakeEngine) else None
+    started = time.monotonic()
+    with deadline(within, engine):
+        url = target if isinstance(target, str) else target.url
+        outcome = run_gate(run_settings(url, out, **(FAULT_RUN | {"min_samples": 0} | overrides)))
+    elapsed = time.monotonic() - started
+    doc = load_result(out)
+    assert outcome.result_path == out / "result.json"
+    assert (doc["status"], doc["exit_code"], doc["run_id"]) == (
+        outcome.status,
+        outcome.exit_code,
+        outcome.result.run_id,
+    )
+    return Gate(outcome, doc, elapsed, out)
+
+
+def eval_attempts(engine: FakeEngine) -> Counter[str]:
+    """How often each question was asked by the eval (the probe, the first request, left out)."""
+    return Counter(q for record in engine.requests[1:] for q in record.questions)
+
+
+def assert_error(run: Gate, *, code: int, stage: str, says: str) -> None:
+    """`run` ended in an error at `stage` with exit `code`, its message saying `says`."""
+    assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (code, "error", stage)
+    assert says in run.outcome.reason
+    assert run.doc["error"]["message"] == run.outcome.reason
+    assert run.doc["scores"] == [] and run.doc["checks"] == []
+
+
+@pytest.fixture
+def nineteen_of_twenty(engine: FakeEngine) -> None:
+    """`engine` answers at FAULT_ACCURACY: the accuracy of `clean_run`, whose scores a run with
+    a fault must match."""
+    engine.behaviour.accuracy = FAULT_ACCURACY
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    """The reference: the same run with no fault."""
+    with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY)) as running:
+        run = gate(running, tmp_path_factory.mktemp("clean") / "run")
+    assert run.outcome.exit_code == 0
+    assert run.scores == [
+        ("strict-match", 0.95, FAULT_LIMIT),
+        ("flexible-extract", 0.95, FAULT_LIMIT),
+    ]
+    return run

@@ -491,6 +491,10 @@ class Fault:
         return fires
 
 
+NOT_PROBE = frozenset(range(2, 100_000))
+"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
+
+
 @dataclass
 class EngineBehaviour:
     """What the fake engine serves and how it misbehaves; every field can change at run time."""

@@ -19,104 +19,33 @@ import http.server
 import shutil
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evalgate.errors import RequestFailed
-from evalgate.run import RunOutcome, run_gate
 from evalgate.tasks.dataset import bundled_dir
-from tests.conftest import deadline, eval_client, load_result, load_samples, run_args, run_settings
-from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, refused_url
+from tests.conftest import (
+    DOCS,
+    FAULT_ACCURACY,
+    FAULT_LIMIT,
+    FAULT_RUN,
+    MODEL,
+    Gate,
+    assert_error,
+    deadline,
+    eval_attempts,
+    eval_client,
+    gate,
+    load_result,
+    load_samples,
+    run_args,
+)
+from tests.fakeengine import NOT_PROBE, EngineBehaviour, FakeEngine, Fault, refused_url
 
 pytestmark = pytest.mark.loopback
-
-MODEL = "fake-model"
-LIMIT = 20
-ACCURACY = 0.95  # 19 of the first 20 questions right: above the shipped 0.90, and not 1.0
-NOT_PROBE = frozenset(range(2, 100_000))
-"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
-DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
-
-
-# -- fixtures and helpers ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def behaviour() -> EngineBehaviour:
-    """The `engine` fixture's: 19 of the first 20 questions right."""
-    return EngineBehaviour(accuracy=ACCURACY)
-
-
-RUN = {
-    "osl": 1024, "limit": LIMIT, "num_concurrent": 4, "ready_timeout": 2, "timeout": 2,
-    "max_attempts": 3,
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Gate:
-    """One finished run: what run_gate returned, result.json as written, and how long it took."""
-
-    outcome: RunOutcome
-    doc: dict[str, Any]
-    elapsed: float
-    out: Path
-
-    @property
-    def requests(self) -> dict[str, int]:
-        return dict(self.doc["eval"]["requests"])
-
-    @property
-    def scores(self) -> list[tuple[str, float, int]]:
-        return [(s["filter"], s["value"], s["n"]) for s in self.doc["scores"]]
-
-    def samples(self) -> list[dict[str, Any]]:
-        return load_samples(self.out)
-
-
-def gate(target: FakeEngine | str, out: Path, *, within: float = 30.0, **overrides: Any) -> Gate:
-    """run_gate under a deadline; result.json must exist, validate, and agree with the outcome."""
-    engine = target if isinstance(target, FakeEngine) else None
-    started = time.monotonic()
-    with deadline(within, engine):
-        url = target if isinstance(target, str) else target.url
-        outcome = run_gate(run_settings(url, out, **(RUN | {"min_samples": 0} | overrides)))
-    elapsed = time.monotonic() - started
-    doc = load_result(out)
-    assert outcome.result_path == out / "result.json"
-    assert (doc["status"], doc["exit_code"], doc["run_id"]) == (
-        outcome.status,
-        outcome.exit_code,
-        outcome.result.run_id,
-    )
-    return Gate(outcome, doc, elapsed, out)
-
-
-def eval_attempts(engine: FakeEngine) -> Counter[str]:
-    """How often each question was asked by the eval (the probe, the first request, left out)."""
-    return Counter(q for record in engine.requests[1:] for q in record.questions)
-
-
-def assert_error(run: Gate, *, code: int, stage: str, says: str) -> None:
-    assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (code, "error", stage)
-    assert says in run.outcome.reason
-    assert run.doc["error"]["message"] == run.outcome.reason
-    assert run.doc["scores"] == [] and run.doc["checks"] == []
-
-
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory) -> Gate:
-    """The reference: the same run with no fault."""
-    with FakeEngine(EngineBehaviour(accuracy=ACCURACY)) as running:
-        run = gate(running, tmp_path_factory.mktemp("clean") / "run")
-    assert run.outcome.exit_code == 0
-    assert run.scores == [("strict-match", 0.95, LIMIT), ("flexible-extract", 0.95, LIMIT)]
-    return run
 
 
 def correct_by_doc(run: Gate) -> dict[int, dict[str, bool]]:
@@ -186,8 +115,9 @@ RECOVERED: list[tuple[str, Callable[[], Fault], dict[str, Any], bool]] = [
 ]
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 @pytest.mark.parametrize("case", [c[1:] for c in RECOVERED], ids=[c[0] for c in RECOVERED])
-def test_a_fault_that_passes_gives_the_clean_runs_scores(engine, tmp_path, clean, case):
+def test_a_fault_that_passes_gives_the_clean_runs_scores(engine, tmp_path, clean_run, case):
     make_fault, overrides, retried = case
     fault = engine.inject(make_fault())
 
@@ -195,14 +125,15 @@ def test_a_fault_that_passes_gives_the_clean_runs_scores(engine, tmp_path, clean
 
     assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (0, "pass", "done")
     assert fault.hits >= 1
-    assert run.scores == clean.scores
-    assert correct_by_doc(run) == correct_by_doc(clean)
+    assert run.scores == clean_run.scores
+    assert correct_by_doc(run) == correct_by_doc(clean_run)
     assert run.requests["failed"] == 0
-    assert run.requests["completed"] == LIMIT
+    assert run.requests["completed"] == FAULT_LIMIT
     assert run.requests["retried"] == (fault.hits if retried else 0)
     assert max(eval_attempts(engine).values()) <= 3  # --max-attempts: no retry storm
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_acceptance_one_of_50_requests_answered_500_once_passes_like_a_clean_run(engine, tmp_path):
     reference = gate(engine, tmp_path / "clean", limit=50)
     engine.clear()
@@ -226,7 +157,8 @@ def test_acceptance_one_of_50_requests_answered_500_once_passes_like_a_clean_run
     assert (run.requests["retried"], run.requests["failed"]) == (1, 0)
 
 
-def test_circuits_open_while_the_router_starts_are_waited_out(engine, tmp_path, clean):
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_circuits_open_while_the_router_starts_are_waited_out(engine, tmp_path, clean_run):
     fault = engine.inject(Fault("router_busy", paths={"/v1/models"}, times=3))
 
     run = gate(engine, tmp_path / "run", ready_timeout=10, retry_wait_min=0.02, retry_wait_max=0.05)
@@ -234,10 +166,11 @@ def test_circuits_open_while_the_router_starts_are_waited_out(engine, tmp_path, 
     assert fault.hits == 3
     assert [r.status for r in engine.log if r.path == "/v1/models"][:4] == [503, 503, 503, 200]
     assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
-    assert run.scores == clean.scores
+    assert run.scores == clean_run.scores
 
 
-def test_a_busy_probe_is_retried(engine, tmp_path, clean):
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_a_busy_probe_is_retried(engine, tmp_path, clean_run):
     fault = engine.inject(Fault("router_busy", nth={1}))
 
     run = gate(engine, tmp_path / "run")
@@ -245,7 +178,7 @@ def test_a_busy_probe_is_retried(engine, tmp_path, clean):
     assert fault.hits == 1
     assert engine.requests[0].status == 503 and engine.requests[1].status == 200
     assert run.doc["probe"]["outcome"] == "ok"
-    assert run.scores == clean.scores
+    assert run.scores == clean_run.scores
 
 
 # -- faults that end the run: the right code, stage and message, in bounded time -------------
@@ -261,6 +194,7 @@ def test_refused_connections_are_not_ready_within_the_ready_timeout(tmp_path):
     assert run.doc["eval"] is None
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_circuits_open_for_good_is_not_ready_within_the_ready_timeout(engine, tmp_path):
     engine.inject(Fault("router_busy", paths={"/v1/models"}))
 
@@ -293,6 +227,7 @@ def test_another_model_served_fails_at_once(tmp_path):
     assert run.elapsed < 5
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_unauthorized_model_list_fails_at_once(engine, tmp_path):
     fault = engine.inject(Fault("error", status=401, paths={"/v1/models"}, message="bad key"))
 
@@ -308,6 +243,7 @@ def test_unauthorized_model_list_fails_at_once(engine, tmp_path):
     assert fault.hits == 1
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_rejected_probe_fails_before_the_eval(engine, tmp_path):
     engine.inject(Fault("error", status=400, nth={1}, message="max_tokens is too large"))
 
@@ -320,6 +256,7 @@ def test_a_rejected_probe_fails_before_the_eval(engine, tmp_path):
     assert engine.total == 1  # the eval never started
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_hung_probe_fails_within_its_timeout(engine, tmp_path):
     engine.inject(Fault("hang"))
 
@@ -333,6 +270,7 @@ def test_a_hung_probe_fails_within_its_timeout(engine, tmp_path):
     assert 1 <= engine.total <= 2
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_acceptance_a_hanging_server_fails_within_its_timeout_with_the_stage_named(
     engine, tmp_path, cli
 ):
@@ -341,7 +279,7 @@ def test_acceptance_a_hanging_server_fails_within_its_timeout_with_the_stage_nam
 
     started = time.monotonic()
     code, stdout, stderr = cli(
-        *run_args(engine.url, out, **(RUN | {"timeout": 0.5, "max_attempts": 2})),
+        *run_args(engine.url, out, **(FAULT_RUN | {"timeout": 0.5, "max_attempts": 2})),
         within=20,
         engine=engine,
     )
@@ -437,6 +375,7 @@ FAILED: list[tuple[str, Callable[[], Fault], str]] = [
 ]
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 @pytest.mark.parametrize(
     ("make_fault", "says"), [case[1:] for case in FAILED], ids=[case[0] for case in FAILED]
 )
@@ -456,10 +395,11 @@ def test_a_fault_that_outlasts_the_retries_is_an_eval_error(engine, tmp_path, ma
     assert run.doc["files"]["samples"] == "samples.jsonl"
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_the_message_counts_the_failed_requests_the_result_counts(engine, tmp_path):
     engine.inject(Fault("error", nth=NOT_PROBE))  # every eval request, all of them at once
 
-    run = gate(engine, tmp_path / "run", num_concurrent=LIMIT, max_attempts=2)
+    run = gate(engine, tmp_path / "run", num_concurrent=FAULT_LIMIT, max_attempts=2)
 
     failed = run.requests["failed"]  # how many were in flight then depends on timing
     assert failed >= 1
@@ -469,6 +409,7 @@ def test_the_message_counts_the_failed_requests_the_result_counts(engine, tmp_pa
     assert len([s for s in run.samples() if s["error"]]) == failed
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_one_question_that_always_fails_is_counted_not_scored(engine, tmp_path):
     question = DOCS[7].question
     fault = engine.inject(Fault("error", questions={question}))
@@ -483,6 +424,7 @@ def test_one_question_that_always_fails_is_counted_not_scored(engine, tmp_path):
     assert [s["doc_id"] for s in run.samples() if s["error"]] == [7]
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_the_error_budget_lets_a_failed_request_through_as_a_wrong_answer(engine, tmp_path):
     question = DOCS[7].question  # answered right by the engine when it answers
     engine.inject(Fault("error", questions={question}))
@@ -490,7 +432,10 @@ def test_the_error_budget_lets_a_failed_request_through_as_a_wrong_answer(engine
     run = gate(engine, tmp_path / "run", num_concurrent=1, max_failed_requests=1)
 
     assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
-    assert run.scores == [("strict-match", 0.9, LIMIT), ("flexible-extract", 0.9, LIMIT)]
+    assert run.scores == [
+        ("strict-match", 0.9, FAULT_LIMIT),
+        ("flexible-extract", 0.9, FAULT_LIMIT),
+    ]
     assert run.requests["failed"] == 1
     assert (
         "1 request(s) failed and were scored as wrong (allowed by --max-failed-requests 1)"
@@ -501,6 +446,7 @@ def test_the_error_budget_lets_a_failed_request_through_as_a_wrong_answer(engine
     assert failed["filters"]["strict-match"]["correct"] is False
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 @pytest.mark.parametrize(
     "make_fault",
     [
@@ -523,6 +469,7 @@ def test_a_4xx_for_one_question_stops_the_eval_at_once(engine, tmp_path, make_fa
     assert engine.total <= 1 + 8 + 1  # the probe, questions 0-7, at most one more in flight
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_the_engine_going_away_mid_eval_is_an_eval_error(engine, tmp_path):
     engine.inject(Fault("hang", nth=NOT_PROBE))
 
@@ -542,6 +489,7 @@ def test_the_engine_going_away_mid_eval_is_an_eval_error(engine, tmp_path):
 # -- answers that are not answers: counted, reported, gated ------------------------------------
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 @pytest.mark.parametrize(
     ("action", "counter", "warning"),
     [
@@ -562,16 +510,20 @@ def test_truncated_and_empty_answers_are_counted_and_reported(
     assert engine.requests[0].question != question  # the probe asked another question
     assert run.requests[counter] == 1
     assert run.requests["failed"] == 0
-    assert f"{warning} (5.0% of {LIMIT})" in run.doc["warnings"]
+    assert f"{warning} (5.0% of {FAULT_LIMIT})" in run.doc["warnings"]
     sample = next(s for s in run.samples() if s["doc_id"] == 3)
     assert sample["finish_reason"] == ("length" if action == "length" else "stop")
     assert not any(f["correct"] for f in sample["filters"].values())
     # an answer, scored as given: 18 of 20 is still 0.90, and the default
     # --max-truncated-rate 1.0 only reports
-    assert run.scores == [("strict-match", 0.9, LIMIT), ("flexible-extract", 0.9, LIMIT)]
+    assert run.scores == [
+        ("strict-match", 0.9, FAULT_LIMIT),
+        ("flexible-extract", 0.9, FAULT_LIMIT),
+    ]
     assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_an_answer_stopped_by_a_content_filter_is_counted_and_reported(engine, tmp_path):
     question = DOCS[3].question
     engine.inject(Fault("content_filter", questions={question}))
@@ -588,30 +540,32 @@ def test_an_answer_stopped_by_a_content_filter_is_counted_and_reported(engine, t
 
 
 def test_answers_naming_another_model_are_scored_with_a_warning(tmp_path):
-    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, response_model="other-model")) as other:
+    with FakeEngine(
+        EngineBehaviour(accuracy=FAULT_ACCURACY, response_model="other-model")
+    ) as other:
         run = gate(other, tmp_path / "run")
 
     assert run.outcome.exit_code == 0
     assert (
-        f"{LIMIT} answer(s) came from model 'other-model', not the requested {MODEL!r}: check "
-        "that --base-url reaches the engine serving it"
+        f"{FAULT_LIMIT} answer(s) came from model 'other-model', not the requested {MODEL!r}: "
+        "check that --base-url reaches the engine serving it"
     ) in run.doc["warnings"]
 
 
-def test_the_clean_run_has_no_model_warning(clean):
-    assert not any("came from model" in w for w in clean.doc["warnings"])
+def test_the_clean_run_has_no_model_warning(clean_run):
+    assert not any("came from model" in w for w in clean_run.doc["warnings"])
 
 
-def test_the_choice_with_index_0_is_the_answer_whatever_its_position(tmp_path, clean):
-    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, extra_choice_first=True)) as engine:
+def test_the_choice_with_index_0_is_the_answer_whatever_its_position(tmp_path, clean_run):
+    with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY, extra_choice_first=True)) as engine:
         run = gate(engine, tmp_path / "run")
 
-    assert run.scores == clean.scores
+    assert run.scores == clean_run.scores
     assert all("#### 0" not in s["response"] for s in run.samples())
 
 
-def test_an_answer_far_beyond_its_budget_is_cut_before_it_is_stored(tmp_path, clean):
-    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, overlong_chars=2_000_000)) as engine:
+def test_an_answer_far_beyond_its_budget_is_cut_before_it_is_stored(tmp_path, clean_run):
+    with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY, overlong_chars=2_000_000)) as engine:
         run = gate(engine, tmp_path / "run", limit=3, timeout=30)
 
     budget = run.doc["context"]["max_tokens"]
@@ -634,7 +588,10 @@ def test_too_many_truncated_answers_fail_the_gate_even_when_the_scores_pass(tmp_
         run = gate(perfect, tmp_path / "run", max_truncated_rate=0.01)
 
         assert perfect.requests[0].question != question
-    assert run.scores == [("strict-match", 0.95, LIMIT), ("flexible-extract", 0.95, LIMIT)]
+    assert run.scores == [
+        ("strict-match", 0.95, FAULT_LIMIT),
+        ("flexible-extract", 0.95, FAULT_LIMIT),
+    ]
     assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (1, "fail", "gate")
     assert run.outcome.reason == (
         "5.0% of answers were truncated or empty, over --max-truncated-rate 1.0%; strict-match "
@@ -646,6 +603,7 @@ def test_too_many_truncated_answers_fail_the_gate_even_when_the_scores_pass(tmp_
 # -- side doors: a glitch on /tokenize or the probe's stream must still leave a result ---------
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_hung_model_list_is_not_ready_within_the_ready_timeout(engine, tmp_path):
     engine.inject(Fault("hang", paths={"/v1/models"}))
 
@@ -654,6 +612,7 @@ def test_a_hung_model_list_is_not_ready_within_the_ready_timeout(engine, tmp_pat
     assert_error(run, code=3, stage="readiness", says="was not ready after")
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_reset_on_tokenize_still_leaves_a_result(engine, tmp_path):
     engine.inject(Fault("reset", paths={"/tokenize"}))
 
@@ -664,6 +623,7 @@ def test_a_reset_on_tokenize_still_leaves_a_result(engine, tmp_path):
     assert run.doc["context"]["prompt_tokens"]["source"].startswith("estimate")
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_garbled_probe_stream_still_leaves_a_result(engine, tmp_path):
     engine.inject(Fault("malformed_json", nth={1}))
 
@@ -675,11 +635,12 @@ def test_a_garbled_probe_stream_still_leaves_a_result(engine, tmp_path):
 # -- bad input: exit 2 with a message that names the input --------------------------------------
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_thresholds_missing_is_a_usage_error(engine, tmp_path, cli):
     out = tmp_path / "run"
     missing = tmp_path / "nope.json"
 
-    code, _, err = cli(*run_args(engine.url, out, thresholds=missing, **RUN), within=30)
+    code, _, err = cli(*run_args(engine.url, out, thresholds=missing, **FAULT_RUN), within=30)
 
     assert code == 2
     assert f"ThresholdsError: Cannot read thresholds file {missing}: " in err
@@ -689,6 +650,7 @@ def test_thresholds_missing_is_a_usage_error(engine, tmp_path, cli):
     assert engine.log == []  # the engine was never asked anything
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -704,7 +666,7 @@ def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, cli, text, say
     path.write_text(text, encoding="utf-8")
     out = tmp_path / "run"
 
-    code, _, err = cli(*run_args(engine.url, out, thresholds=path, **RUN), within=30)
+    code, _, err = cli(*run_args(engine.url, out, thresholds=path, **FAULT_RUN), within=30)
 
     assert code == 2
     assert "ThresholdsError: " in err and says in err
@@ -713,6 +675,7 @@ def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, cli, text, say
     assert engine.log == []
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -727,7 +690,7 @@ def test_an_ambiguous_thresholds_file_stops_before_anything_runs(engine, tmp_pat
     path.write_text(text, encoding="utf-8")
     out = tmp_path / "run"
 
-    code, stdout, err = cli(*run_args(engine.url, out, thresholds=path, **RUN), within=30)
+    code, stdout, err = cli(*run_args(engine.url, out, thresholds=path, **FAULT_RUN), within=30)
 
     assert code == 2
     assert "ThresholdsError: " in err and says in err
@@ -738,11 +701,14 @@ def test_an_ambiguous_thresholds_file_stops_before_anything_runs(engine, tmp_pat
     assert engine.log == []
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_binary_thresholds_file_is_a_usage_error(engine, tmp_path, cli):
     path = tmp_path / "thresholds.json"
     path.write_bytes(b'{"default": {"gsm8k": 0.9}}\xff\xfe')
 
-    code, _, err = cli(*run_args(engine.url, tmp_path / "run", thresholds=path, **RUN), within=30)
+    code, _, err = cli(
+        *run_args(engine.url, tmp_path / "run", thresholds=path, **FAULT_RUN), within=30
+    )
 
     assert code == 2
     assert "ThresholdsError: " in err
@@ -777,6 +743,7 @@ def _bad_line(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 @pytest.mark.parametrize(
     ("make", "says"),
     [
@@ -791,7 +758,7 @@ def test_a_bad_dataset_is_a_usage_error(engine, tmp_path, cli, make, says):
     folder = make(tmp_path / "gsm8k")
     out = tmp_path / "run"
 
-    code, _, err = cli(*run_args(engine.url, out, dataset_dir=folder, **RUN), within=30)
+    code, _, err = cli(*run_args(engine.url, out, dataset_dir=folder, **FAULT_RUN), within=30)
 
     assert code == 2
     assert "DatasetError: " in err and says in err
@@ -818,7 +785,7 @@ def test_a_bad_setting_is_a_usage_error(tmp_path, cli, case):
     flag, value, shown, says = case
     out = tmp_path / "run"
 
-    code, _, err = cli(*run_args(refused_url(), out, **RUN), flag, value, within=30)
+    code, _, err = cli(*run_args(refused_url(), out, **FAULT_RUN), flag, value, within=30)
 
     assert code == 2
     assert f"UsageError: Invalid settings: {flag} = {shown} (set by {flag} or " in err
@@ -849,7 +816,7 @@ def test_a_bad_environment_variable_is_a_usage_error(tmp_path, cli, monkeypatch,
 
 def test_a_flag_of_the_wrong_type_is_a_usage_error(tmp_path, cli):
     code, _, err = cli(
-        *run_args(refused_url(), tmp_path / "run", **RUN), "--limit", "ten", within=30
+        *run_args(refused_url(), tmp_path / "run", **FAULT_RUN), "--limit", "ten", within=30
     )
 
     assert code == 2  # read by the same rule as its variable (evalgate.numbers)
@@ -857,7 +824,9 @@ def test_a_flag_of_the_wrong_type_is_a_usage_error(tmp_path, cli):
 
 
 def test_a_length_flag_that_is_not_a_token_count_names_the_forms_it_takes(tmp_path, cli):
-    code, _, err = cli(*run_args(refused_url(), tmp_path / "run", **RUN), "--isl", "8x", within=30)
+    code, _, err = cli(
+        *run_args(refused_url(), tmp_path / "run", **FAULT_RUN), "--isl", "8x", within=30
+    )
 
     assert code == 2
     assert "--isl = '8x' (set by --isl or EVALGATE_ISL or ISL): not a whole number of tokens" in err
@@ -874,11 +843,12 @@ def test_missing_endpoint_settings_are_named(tmp_path, cli):
     assert load_result(out)["stage"] == "settings"
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_an_output_folder_that_cannot_be_created_is_a_usage_error(engine, tmp_path, cli):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder", encoding="utf-8")
 
-    code, _, err = cli(*run_args(engine.url, blocker / "run", **RUN), within=30)
+    code, _, err = cli(*run_args(engine.url, blocker / "run", **FAULT_RUN), within=30)
 
     assert code == 2
     assert f"ArtifactError: Cannot create the output folder {blocker / 'run'}: " in err
@@ -900,15 +870,19 @@ BAD_URLS = [
 def test_a_malformed_base_url_is_a_usage_error(tmp_path, cli, url):
     out = tmp_path / "run"
 
-    code, _, err = cli(*run_args(url, out, **RUN), "--ready-timeout", "0.2", within=10)
+    code, _, err = cli(*run_args(url, out, **FAULT_RUN), "--ready-timeout", "0.2", within=10)
 
     assert code == 2
     assert "--base-url" in err
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_malformed_worker_url_is_a_usage_error(engine, tmp_path, cli):
     code, _, err = cli(
-        *run_args(engine.url, tmp_path / "run", **RUN), "--worker-url", "decode:8000/v1", within=30
+        *run_args(engine.url, tmp_path / "run", **FAULT_RUN),
+        "--worker-url",
+        "decode:8000/v1",
+        within=30,
     )
 
     assert code == 2
@@ -917,13 +891,14 @@ def test_a_malformed_worker_url_is_a_usage_error(engine, tmp_path, cli):
 
 def test_a_url_with_a_query_names_what_to_drop(tmp_path, cli):
     code, _, err = cli(
-        *run_args("http://127.0.0.1:8000/v1?x=1", tmp_path / "run", **RUN), within=30
+        *run_args("http://127.0.0.1:8000/v1?x=1", tmp_path / "run", **FAULT_RUN), within=30
     )
 
     assert code == 2
     assert "'http://127.0.0.1:8000/v1?x=1' has a query or fragment (?x=1)" in err
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_https_against_a_plain_http_engine_fails_at_once(engine, tmp_path):
     url = f"https://127.0.0.1:{engine.port}/v1"
 
@@ -934,6 +909,7 @@ def test_https_against_a_plain_http_engine_fails_at_once(engine, tmp_path):
     assert run.elapsed < 10  # not retried until --ready-timeout
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_base_url_without_v1_gets_the_hint_to_add_it(engine, tmp_path):
     run = gate(engine.root_url, tmp_path / "run", ready_timeout=30, within=15)
 
@@ -954,6 +930,7 @@ class _Redirect(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_redirect_names_where_it_points(engine, tmp_path):
     _Redirect.target = engine.root_url
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirect)
@@ -979,13 +956,15 @@ def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, cli, r
     """vllm-router's 500 "... Connection refused (os error 111)" is no HTTP status 111 from the
     worker, and no verdict on the prompt: the worker at that URL went away."""
     worker = "http://127.0.0.1:18201"
-    with FakeEngine(EngineBehaviour(accuracy=ACCURACY, router=router)) as front:
+    with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY, router=router)) as front:
         front.inject(Fault("worker_unreachable", nth=NOT_PROBE, worker_url=worker))
         out = tmp_path / "run"
 
         started = time.monotonic()
         code, stdout, stderr = cli(
-            *run_args(front.url, out, served_max_model_len=4096, **RUN), within=30, engine=front
+            *run_args(front.url, out, served_max_model_len=4096, **FAULT_RUN),
+            within=30,
+            engine=front,
         )
         elapsed = time.monotonic() - started
 
@@ -1004,6 +983,7 @@ def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, cli, r
     assert failed and all(f"worker {worker} is unreachable" in s["error"] for s in failed)
 
 
+@pytest.mark.usefixtures("nineteen_of_twenty")
 def test_a_probe_busy_on_every_attempt_is_no_verdict_on_the_budget(engine, tmp_path):
     engine.inject(Fault("router_busy"))
 
