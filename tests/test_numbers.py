@@ -11,8 +11,13 @@ import pytest
 from evalgate.cli.arguments import flag_name
 from evalgate.environment import variables
 from evalgate.settings.values import SETTINGS
-from tests.conftest import load_result, run_args, run_subprocess
-from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.conftest import (
+    FAULT_RUN,
+    load_result,
+    run_args,
+    run_subprocess,
+)
+from tests.fakeengine import EngineBehaviour, FakeEngine, refused_url
 
 pytestmark = pytest.mark.loopback
 
@@ -349,3 +354,73 @@ def test_a_setting_of_thousands_of_digits_is_refused_saying_why_on_one_short_lin
     assert "… (5,002 characters) (set by --" in line
     assert line.endswith("a number of 5,000 characters is not a whole number; write e.g. 16.")
     assert len(line) < 500
+
+
+# A number out of its range or rule, by flag or variable: a usage error naming it and its range.
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("--limit", "0", "0", "out of range: give 1 to 2,147,483,647"),
+        ("--timeout", "0", "0.0", "out of range: give more than 0 to 604,800"),
+        ("--num-concurrent", "0", "0", "out of range: give 1 to 65,535"),
+        ("--max-attempts", "0", "0", "out of range: give 1 to 1,000"),
+        ("--max-truncated-rate", "1.5", "1.5", "out of range: give 0 to 1"),
+        ("--max-failed-requests", "-1", "-1", "out of range: give 0 to 2,147,483,647"),
+        ("--retry-wait-min", "-1", "-1.0", "out of range: give 0 to 604,800"),
+        ("--ready-timeout", "-1", "-1.0", "out of range: give 0 to 604,800"),
+        ("--isl", "-5", "-5", "out of range: give 1 to 2,147,483,647"),
+    ],
+    ids=lambda case: case[0],
+)
+def test_a_bad_setting_is_a_usage_error(tmp_path, cli, case):
+    flag, value, shown, says = case
+    out = tmp_path / "run"
+
+    code, _, err = cli(*run_args(refused_url(), out, **FAULT_RUN), flag, value, within=30)
+
+    assert code == 2
+    assert f"UsageError: Invalid settings: {flag} = {shown} (set by {flag} or " in err
+    assert f"): {says}." in err
+    assert not out.exists()  # settings come before the output folder: nothing to write into
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("EVALGATE_LIMIT", "abc", "--limit", "not a whole number in ASCII digits 0-9"),
+        ("EVALGATE_TIMEOUT", "soon", "--timeout", "not a decimal number in ASCII digits 0-9"),
+        ("EVALGATE_API", "grpc", "--api", "Input should be 'chat' or 'completions'"),
+    ],
+    ids=lambda case: case[0],
+)
+def test_a_bad_environment_variable_is_a_usage_error(tmp_path, cli, monkeypatch, case):
+    variable, value, flag, says = case
+    monkeypatch.setenv(variable, value)
+
+    code, _, err = cli("run", "--output-dir", str(tmp_path / "run"), within=30)
+
+    assert code == 2
+    assert f"UsageError: Invalid settings: {flag} = {value!r} (set by {flag} or " in err
+    assert variable in err
+    assert says in err
+
+
+def test_a_flag_of_the_wrong_type_is_a_usage_error(tmp_path, cli):
+    code, _, err = cli(
+        *run_args(refused_url(), tmp_path / "run", **FAULT_RUN), "--limit", "ten", within=30
+    )
+
+    assert code == 2  # read by the same rule as its variable (evalgate.numbers)
+    assert "--limit = 'ten' (set by --limit or EVALGATE_LIMIT or EVAL_LIMIT): not a whole" in err
+
+
+def test_a_length_flag_that_is_not_a_token_count_names_the_forms_it_takes(tmp_path, cli):
+    code, _, err = cli(
+        *run_args(refused_url(), tmp_path / "run", **FAULT_RUN), "--isl", "8x", within=30
+    )
+
+    assert code == 2
+    assert "--isl = '8x' (set by --isl or EVALGATE_ISL or ISL): not a whole number of tokens" in err
+    assert "write e.g. 8192, 8k (8000) or 8K (8192)" in err

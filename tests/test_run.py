@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
-from tests.conftest import load_result, load_samples, run_args, run_subprocess
-from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, expected_right
+from tests.conftest import FAULT_RUN, load_result, load_samples, run_args, run_subprocess
+from tests.fakeengine import (
+    EngineBehaviour,
+    FakeEngine,
+    Fault,
+    expected_right,
+)
 from tests.folders import RERUN_RUN, SHORT, checksums
 
 pytestmark = pytest.mark.loopback
@@ -323,3 +328,85 @@ def test_what_is_missing_is_said_before_a_folder_that_holds_a_result(tmp_path, n
     assert "already holds a result" not in done.stderr
     assert checksums(folder) == before
     assert sorted(p.name for p in folder.iterdir() if p.name != LOCK_NAME) == sorted(before)
+
+
+# A thresholds file missing, bad or ambiguous stops the run before the engine is asked.
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_thresholds_missing_is_a_usage_error(engine, tmp_path, cli):
+    out = tmp_path / "run"
+    missing = tmp_path / "nope.json"
+
+    code, _, err = cli(*run_args(engine.url, out, thresholds=missing, **FAULT_RUN), within=30)
+
+    assert code == 2
+    assert f"ThresholdsError: Cannot read thresholds file {missing}: " in err
+    assert "Pass --thresholds with an existing file" in err
+    doc = load_result(out)
+    assert (doc["status"], doc["stage"], doc["exit_code"]) == ("error", "thresholds", 2)
+    assert engine.log == []  # the engine was never asked anything
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"default": {"gsm8k": 0.9}', "is not valid JSON (line 1 column 27: Expecting ','"),
+        ('{"default": {"gsm8k": "0.9"}}', "$.default.gsm8k: '0.9' is not of type 'number'"),
+        ('{"default": {"gsm8k": 1.5}}', "$.default.gsm8k: 1.5 is greater than the maximum of 1"),
+        ("[]", "is not a valid thresholds file"),
+    ],
+    ids=["cut JSON", "a string threshold", "a threshold over 1", "not an object"],
+)
+def test_a_bad_thresholds_file_is_a_usage_error(engine, tmp_path, cli, text, says):
+    path = tmp_path / "thresholds.json"
+    path.write_text(text, encoding="utf-8")
+    out = tmp_path / "run"
+
+    code, _, err = cli(*run_args(engine.url, out, thresholds=path, **FAULT_RUN), within=30)
+
+    assert code == 2
+    assert "ThresholdsError: " in err and says in err
+    assert "stage: thresholds" in err
+    assert load_result(out)["stage"] == "thresholds"
+    assert engine.log == []
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"default": {"gsm8k": 0.99, "gsm8k": 0.1}}', "repeats the key 'gsm8k'"),
+        ('{"default": {"gsm8k": 0.9}, "models": {"": {"gsm8k": 0.1}}}', "should be non-empty"),
+        ('{"default": {"gsm8k": NaN}}', "$.default.gsm8k is NaN"),
+    ],
+    ids=["a repeated key (the last would pass)", "an empty model key", "a NaN floor"],
+)
+def test_an_ambiguous_thresholds_file_stops_before_anything_runs(engine, tmp_path, cli, text, says):
+    path = tmp_path / "thresholds.json"
+    path.write_text(text, encoding="utf-8")
+    out = tmp_path / "run"
+
+    code, stdout, err = cli(*run_args(engine.url, out, thresholds=path, **FAULT_RUN), within=30)
+
+    assert code == 2
+    assert "ThresholdsError: " in err and says in err
+    assert "PASS" not in stdout and "FAIL" not in stdout
+    doc = load_result(out)
+    assert (doc["status"], doc["stage"], doc["exit_code"]) == ("error", "thresholds", 2)
+    assert doc["eval"] is None
+    assert engine.log == []
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_a_binary_thresholds_file_is_a_usage_error(engine, tmp_path, cli):
+    path = tmp_path / "thresholds.json"
+    path.write_bytes(b'{"default": {"gsm8k": 0.9}}\xff\xfe')
+
+    code, _, err = cli(
+        *run_args(engine.url, tmp_path / "run", thresholds=path, **FAULT_RUN), within=30
+    )
+
+    assert code == 2
+    assert "ThresholdsError: " in err

@@ -27,7 +27,10 @@ from evalgate.errors import ContextError
 from evalgate.evidence.model import Limit
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.spec import Prompt, build_prompts, load_task
-from tests.fakeengine import EngineBehaviour, FakeEngine
+from tests.conftest import (
+    gate,
+)
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
 CONTEXT = ["context", "--isl", "1024", "--osl", "1024", "--format", "json"]
 
@@ -512,3 +515,18 @@ def test_unreadable_config_names_the_path(tmp_path, text, says):
     assert f"{path} " in caught.value.message
     assert says in caught.value.message
     assert "model's own config.json" in caught.value.message
+
+
+# A /tokenize that resets: the cautious estimate sizes the budget, and the run leaves a result.
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_a_reset_on_tokenize_still_leaves_a_result(engine, tmp_path):
+    engine.inject(Fault("reset", paths={"/tokenize"}))
+
+    run = gate(engine, tmp_path / "run")
+
+    # No token counts from the engine: the cautious estimate sizes the budget, and says so.
+    assert run.doc["status"] in ("pass", "fail")
+    assert run.doc["context"]["prompt_tokens"]["source"].startswith("estimate")

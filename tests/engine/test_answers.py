@@ -20,8 +20,23 @@ from evalgate.engine import answers
 from evalgate.engine.discovery import model_card
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, parse_error
 from evalgate.scrub import capped
-from tests.conftest import deadline, load_result, load_samples, run_args
-from tests.fakeengine import CHAT_PATH, DYNAMO_NOT_READY, EngineBehaviour, FakeEngine, Fault
+from tests.conftest import (
+    FAULT_ACCURACY,
+    MODEL,
+    deadline,
+    gate,
+    load_result,
+    load_samples,
+    run_args,
+)
+from tests.fakeengine import (
+    CHAT_PATH,
+    DYNAMO_NOT_READY,
+    NOT_PROBE,
+    EngineBehaviour,
+    FakeEngine,
+    Fault,
+)
 from tests.front import (
     FRONT_RUN,
     Front,
@@ -32,16 +47,10 @@ from tests.front import (
 pytestmark = pytest.mark.loopback
 
 
-MODEL = "fake-model"
-
-
 SERVED = 2048
 
 
 CONFIG_LENGTH = 8192  # what Dynamo lists when the worker registers no length
-
-
-NOT_PROBE = frozenset(range(2, 100_000))
 
 
 GENERATION = frozenset({"/v1/chat/completions", "/v1/completions"})
@@ -495,3 +504,14 @@ def test_implausible_numbers_in_answers_are_named_and_not_used(engine, cli, tmp_
     assert [s["completion_tokens"] for s in samples] == [None] * 5
     warning = f"5 answer(s) carried an implausible usage.completion_tokens (first: {tokens!r})"
     assert any(warning in w for w in load_result(tmp_path / "run")["warnings"])
+
+
+# The choice with index 0 is the answer, wherever it stands among the choices.
+
+
+def test_the_choice_with_index_0_is_the_answer_whatever_its_position(tmp_path, clean_run):
+    with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY, extra_choice_first=True)) as engine:
+        run = gate(engine, tmp_path / "run")
+
+    assert run.scores == clean_run.scores
+    assert all("#### 0" not in s["response"] for s in run.samples())

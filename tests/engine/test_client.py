@@ -7,14 +7,22 @@ documented streaming key appended.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+
 import pytest
 
 from evalgate.engine.client import generation_body, probe_body
+from evalgate.errors import RequestFailed
 from evalgate.run import run_gate
 from tests.conftest import (
+    DOCS,
+    MODEL,
     THINKING_QUESTIONS,
     THINKING_RUN,
     deadline,
+    eval_client,
     load_result,
     run_args,
     run_settings,
@@ -22,10 +30,7 @@ from tests.conftest import (
 from tests.fakeengine import (
     CHAT_PATH,
     FakeEngine,
-    load_gsm8k,
 )
-
-DOCS = sorted(load_gsm8k().values(), key=lambda doc: doc.index)
 
 
 @pytest.mark.loopback
@@ -92,3 +97,58 @@ def test_thinking_options_go_into_every_request_the_probe_s_included(engine, cli
     recorded = load_result(tmp_path)["eval"]
     assert recorded["chat_template_kwargs"] == {"enable_thinking": False}
     assert recorded["reasoning_effort"] == "low"
+
+
+# --timeout bounds a whole answer, not each read: a trickle is cut.
+
+
+@pytest.mark.loopback
+def test_a_trickling_answer_is_cut_at_the_timeout():
+    """--timeout bounds the whole answer, not each read: a byte every 50 ms never completes."""
+    import asyncio
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    stop = threading.Event()
+
+    class Trickle(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                while not stop.wait(0.05):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = eval_client(f"http://127.0.0.1:{server.server_address[1]}/v1", timeout=0.3)
+
+    async def ask() -> RequestFailed:
+        try:
+            with pytest.raises(RequestFailed) as failed:
+                await client.complete({"model": MODEL, "messages": []})
+        finally:
+            await client.close()
+        return failed.value
+
+    started = time.monotonic()
+    try:
+        with deadline(10):
+            failure = asyncio.run(ask())
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+    assert time.monotonic() - started < 0.3 * 2 + 1.5
+    assert str(failure) == "no answer: request timed out (--timeout)"
+    assert (failure.fatal, failure.attempts, client.retried) == (False, 2, 1)

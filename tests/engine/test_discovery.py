@@ -4,14 +4,29 @@ an endpoint refuses the key."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 
 import pytest
 
 from evalgate.engine.discovery import ModelCard, is_placeholder, pick_card, served_limit
 from evalgate.evidence.model import Limit
-from tests.conftest import error_lines, load_result, load_samples, run_args, run_subprocess
-from tests.fakeengine import GENERATION_PATHS, FakeEngine, Fault
+from tests.conftest import (
+    assert_error,
+    error_lines,
+    gate,
+    load_result,
+    load_samples,
+    run_args,
+    run_subprocess,
+)
+from tests.fakeengine import (
+    GENERATION_PATHS,
+    NOT_PROBE,
+    FakeEngine,
+    Fault,
+)
 from tests.front import (
     FRONT_CONTEXT,
     FRONT_RUN,
@@ -77,10 +92,6 @@ ADVICE = (
 
 
 LENGTH_ADVICE = "Serve a larger --max-model-len"
-
-
-NOT_PROBE = frozenset(range(2, 100_000))
-"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
 
 
 def keyed(status: int) -> Answer:
@@ -229,3 +240,37 @@ def test_an_implausible_version_is_named_and_not_used(engine, cli, tmp_path):
     document = load_result(tmp_path / "run")
     assert document["endpoint"]["engine"]["version"] is None
     assert any("reports version 32, not text: ignored" in w for w in document["warnings"])
+
+
+# A redirect is refused, naming where it points.
+
+
+class _Redirect(http.server.BaseHTTPRequestHandler):
+    target = ""
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", self.target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_a_redirect_names_where_it_points(engine, tmp_path):
+    _Redirect.target = engine.root_url
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirect)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        run = gate(url, tmp_path / "run", ready_timeout=30, within=15)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert_error(run, code=3, stage="readiness", says="HTTP 302")
+    assert f"redirects to {engine.url}/models" in run.outcome.reason
+    assert "empty body" not in run.outcome.reason

@@ -6,8 +6,9 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -25,8 +26,20 @@ from evalgate.errors import (
 from evalgate.errors import EngineAnswerError as SideDoorError
 from evalgate.errors import TimedOut as AnswerTimedOut
 from tests import netns
-from tests.conftest import EVALGATE, ROOT, finish, load_result, load_samples, run_args
-from tests.fakeengine import CHAT_PATH, EngineBehaviour, FakeEngine
+from tests.conftest import (
+    EVALGATE,
+    FAULT_LIMIT,
+    MODEL,
+    ROOT,
+    Gate,
+    eval_attempts,
+    finish,
+    gate,
+    load_result,
+    load_samples,
+    run_args,
+)
+from tests.fakeengine import CHAT_PATH, NOT_PROBE, EngineBehaviour, FakeEngine, Fault
 from tests.front import (
     FRONT_CONTEXT,
     FRONT_RUN,
@@ -484,9 +497,6 @@ def test_a_worker_vanishing_behind_the_router_ends_the_eval_naming_it(namespaces
 # are several times that.
 
 
-MODEL = "fake-model"
-
-
 @pytest.mark.loopback
 def test_a_probe_stream_of_comments_is_cut_at_the_timeout(engine, cli, tmp_path):
     with Front(engine.root_url, {CHAT_PATH: streamed_only(comments(every=0.5))}) as front:
@@ -670,3 +680,115 @@ def test_a_worker_slow_to_list_its_models_is_not_lost(cli, tmp_path):
     assert result.code == 0, result.err
     assert polls >= 2, polls  # polled while the eval ran, none answered
     assert load_result(tmp_path / "run")["status"] == "pass"
+
+
+# Faults a run outlasts (resets, 5xx, 429, slow answers): retried, the clean run's scores.
+
+
+def correct_by_doc(run: Gate) -> dict[int, dict[str, bool]]:
+    return {
+        s["doc_id"]: {name: f["correct"] for name, f in s["filters"].items()} for s in run.samples()
+    }
+
+
+RECOVERED: list[tuple[str, Callable[[], Fault], dict[str, Any], bool]] = [
+    # (case, fault, settings, retried once per hit)
+    (
+        "connection reset, once per question",
+        lambda: Fault("reset", nth=NOT_PROBE, times_per_question=1),
+        {},
+        True,
+    ),
+    (
+        "connection closed without an answer, once per question",
+        lambda: Fault("close", nth=NOT_PROBE, times_per_question=1),
+        {},
+        True,
+    ),
+    (
+        "500 on a third of the questions, once each",
+        lambda: Fault("error", nth=NOT_PROBE, share=0.3, times_per_question=1),
+        {},
+        True,
+    ),
+    (
+        "429 on a third of the questions, once each",
+        lambda: Fault("error", status=429, nth=NOT_PROBE, share=0.3, times_per_question=1),
+        {},
+        True,
+    ),
+    (
+        "503 all circuits open, twice per question (3 attempts)",
+        lambda: Fault("router_busy", nth=NOT_PROBE, times_per_question=2),
+        {},
+        True,
+    ),
+    (
+        "malformed JSON body, once per question",
+        lambda: Fault("malformed_json", nth=NOT_PROBE, times_per_question=1),
+        {},
+        True,
+    ),
+    (
+        "connection dies mid-answer, once per question",
+        lambda: Fault("die_mid_stream", nth=NOT_PROBE, times_per_question=1),
+        {},
+        True,
+    ),
+    (
+        "slow answers, within --timeout",
+        lambda: Fault("delay", delay_s=0.05, nth=NOT_PROBE, share=0.5),
+        {},
+        False,
+    ),
+    (
+        "an answer slower than --timeout, once per question",
+        lambda: Fault("delay", delay_s=5.0, nth=NOT_PROBE, share=0.3, times_per_question=1),
+        {"timeout": 0.3},
+        True,
+    ),
+]
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.parametrize("case", [c[1:] for c in RECOVERED], ids=[c[0] for c in RECOVERED])
+@pytest.mark.loopback
+def test_a_fault_that_passes_gives_the_clean_runs_scores(engine, tmp_path, clean_run, case):
+    make_fault, overrides, retried = case
+    fault = engine.inject(make_fault())
+
+    run = gate(engine, tmp_path / "run", **overrides)
+
+    assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (0, "pass", "done")
+    assert fault.hits >= 1
+    assert run.scores == clean_run.scores
+    assert correct_by_doc(run) == correct_by_doc(clean_run)
+    assert run.requests["failed"] == 0
+    assert run.requests["completed"] == FAULT_LIMIT
+    assert run.requests["retried"] == (fault.hits if retried else 0)
+    assert max(eval_attempts(engine).values()) <= 3  # --max-attempts: no retry storm
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_acceptance_one_of_50_requests_answered_500_once_passes_like_a_clean_run(engine, tmp_path):
+    reference = gate(engine, tmp_path / "clean", limit=50)
+    engine.clear()
+    fault = engine.inject(Fault("error", nth={17}, times=1))  # the 16th eval request
+
+    run = gate(engine, tmp_path / "faulty", limit=50)
+
+    assert fault.hits == 1
+    assert engine.status_counts[500] == 1
+    assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
+    assert (
+        run.scores
+        == reference.scores
+        == [
+            ("strict-match", 0.96, 50),
+            ("flexible-extract", 0.96, 50),
+        ]
+    )
+    assert correct_by_doc(run) == correct_by_doc(reference)
+    assert run.requests | {"retried": 1} == reference.requests | {"retried": 1}
+    assert (run.requests["retried"], run.requests["failed"]) == (1, 0)

@@ -13,13 +13,17 @@ import threading
 
 import pytest
 
-from tests.conftest import deadline, load_result, run_args
-from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.conftest import (
+    MODEL,
+    assert_error,
+    deadline,
+    gate,
+    load_result,
+    run_args,
+)
+from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, refused_url
 
 pytestmark = pytest.mark.loopback
-
-
-MODEL = "fake-model"
 
 
 CONTEXT = {"command": "context", "json": "-", "osl": 1024, "limit": 5}
@@ -184,3 +188,105 @@ def test_no_available_workers_as_json_is_waited_out(sglang_router, cli, tmp_path
     assert result.code == 0, result.err
     assert fault.hits == 2
     assert load_result(out)["status"] == "pass"
+
+
+# Readiness under faults: waited out, or refused within its time, saying why.
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_circuits_open_while_the_router_starts_are_waited_out(engine, tmp_path, clean_run):
+    fault = engine.inject(Fault("router_busy", paths={"/v1/models"}, times=3))
+
+    run = gate(engine, tmp_path / "run", ready_timeout=10, retry_wait_min=0.02, retry_wait_max=0.05)
+
+    assert fault.hits == 3
+    assert [r.status for r in engine.log if r.path == "/v1/models"][:4] == [503, 503, 503, 200]
+    assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
+    assert run.scores == clean_run.scores
+
+
+def test_refused_connections_are_not_ready_within_the_ready_timeout(tmp_path):
+    run = gate(refused_url(), tmp_path / "run", ready_timeout=0.5, within=10)
+
+    assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (3, "error", "readiness")
+    assert "was not ready after" in run.outcome.reason
+    assert "(--ready-timeout 0.5); last answer: ConnectionRefusedError" in run.outcome.reason
+    assert run.elapsed < 0.5 + 3
+    assert run.doc["eval"] is None
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_circuits_open_for_good_is_not_ready_within_the_ready_timeout(engine, tmp_path):
+    engine.inject(Fault("router_busy", paths={"/v1/models"}))
+
+    run = gate(
+        engine,
+        tmp_path / "run",
+        ready_timeout=0.5,
+        retry_wait_min=0.02,
+        retry_wait_max=0.02,
+        within=10,
+    )
+
+    assert_error(run, code=3, stage="readiness", says="last answer: HTTP 503: all circuits open")
+    assert run.elapsed < 0.5 + 3
+    assert engine.total == 0  # no generation request was sent
+
+
+def test_another_model_served_fails_at_once(tmp_path):
+    with FakeEngine(EngineBehaviour(listed_model="other-model")) as other:
+        run = gate(other, tmp_path / "run", ready_timeout=30)
+
+        models = [r for r in other.log if r.path == "/v1/models"]
+    assert_error(
+        run,
+        code=3,
+        stage="readiness",
+        says="does not serve model 'fake-model'; it serves ['other-model']. Pass --model",
+    )
+    assert len(models) == 1  # an answer, not a glitch: asked once
+    assert run.elapsed < 5
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_unauthorized_model_list_fails_at_once(engine, tmp_path):
+    fault = engine.inject(Fault("error", status=401, paths={"/v1/models"}, message="bad key"))
+
+    run = gate(engine, tmp_path / "run", ready_timeout=30)
+
+    assert_error(
+        run,
+        code=3,
+        stage="readiness",
+        says="answered HTTP 401: bad key. The server refused the credentials: pass the API key "
+        "it expects with --api-key, or set EVALGATE_API_KEY or OPENAI_API_KEY.",
+    )
+    assert fault.hits == 1
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_a_hung_model_list_is_not_ready_within_the_ready_timeout(engine, tmp_path):
+    engine.inject(Fault("hang", paths={"/v1/models"}))
+
+    run = gate(engine, tmp_path / "run", ready_timeout=1, within=4)
+
+    assert_error(run, code=3, stage="readiness", says="was not ready after")
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_https_against_a_plain_http_engine_fails_at_once(engine, tmp_path):
+    url = f"https://127.0.0.1:{engine.port}/v1"
+
+    run = gate(url, tmp_path / "run", ready_timeout=30, within=15)
+
+    assert_error(run, code=3, stage="readiness", says="did not answer TLS")
+    assert f"try http://127.0.0.1:{engine.port}/v1" in run.outcome.reason
+    assert run.elapsed < 10  # not retried until --ready-timeout
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_a_base_url_without_v1_gets_the_hint_to_add_it(engine, tmp_path):
+    run = gate(engine.root_url, tmp_path / "run", ready_timeout=30, within=15)
+
+    assert_error(run, code=3, stage="readiness", says="HTTP 404")
+    assert f"--base-url does not end in /v1: try {engine.root_url}/v1" in run.outcome.reason

@@ -3,6 +3,9 @@ written into it."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +13,30 @@ import pytest
 
 from evalgate.eval.replies import InlineThinking, Split
 from tests.conftest import (
+    DOCS,
+    FAULT_ACCURACY,
+    FAULT_LIMIT,
+    FAULT_RUN,
+    MODEL,
     THINKING_FIELDS,
     THINKING_QUESTIONS,
     THINKING_RUN,
+    assert_error,
+    eval_attempts,
+    gate,
     load_result,
     load_samples,
     run_args,
 )
-from tests.fakeengine import CHAT_PATH, FILLER, EngineBehaviour, FakeEngine, count_tokens
+from tests.fakeengine import (
+    CHAT_PATH,
+    FILLER,
+    NOT_PROBE,
+    EngineBehaviour,
+    FakeEngine,
+    Fault,
+    count_tokens,
+)
 
 SPLITS = [
     # (case, markers, answer as sent, split)
@@ -258,3 +277,299 @@ def test_a_resumed_run_takes_the_thinking_apart_again(cli, tmp_path):
     for key in ("inline_thinking", "cut_while_thinking", "truncated"):
         assert again["eval"]["requests"][key] == first["eval"]["requests"][key]
     assert again["scores"] == first["scores"]
+
+
+# Faults in the eval: retried to --max-attempts, then an eval error; answers that are none counted.
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_acceptance_a_hanging_server_fails_within_its_timeout_with_the_stage_named(
+    engine, tmp_path, cli
+):
+    engine.inject(Fault("hang", nth=NOT_PROBE))
+    out = tmp_path / "run"
+
+    started = time.monotonic()
+    code, stdout, stderr = cli(
+        *run_args(engine.url, out, **(FAULT_RUN | {"timeout": 0.5, "max_attempts": 2})),
+        within=20,
+        engine=engine,
+    )
+    elapsed = time.monotonic() - started
+
+    doc = load_result(out)
+    assert code == 4
+    assert "stage: eval" in stderr
+    assert "EvalFailedError: " in stderr
+    assert "failed after 2 attempt(s) each" in stderr
+    assert "no answer: request timed out (--timeout)" in stderr
+    assert stdout == ""  # no verdict: the error is said once, on stderr
+    assert (doc["status"], doc["stage"], doc["exit_code"]) == ("error", "eval", 4)
+    assert doc["timings"]["eval"] < 0.5 * 2 + 2  # two attempts of 0.5 s, and lm-eval's setup
+    assert elapsed < 15
+    assert max(eval_attempts(engine).values()) <= 2
+
+
+FAILED: list[tuple[str, Callable[[], Fault], str]] = [
+    # (case, fault on every eval request, key sentence)
+    (
+        "connection reset",
+        lambda: Fault("reset", nth=NOT_PROBE),
+        "no answer: connection failed (ConnectionResetError: [Errno 104] Connection reset by peer)",
+    ),
+    (
+        "503 all circuits open",
+        lambda: Fault("router_busy", nth=NOT_PROBE),
+        "HTTP 503: all circuits open",
+    ),
+    ("500", lambda: Fault("error", nth=NOT_PROBE), "HTTP 500: injected fault"),
+    (
+        "malformed JSON body",
+        lambda: Fault("malformed_json", nth=NOT_PROBE),
+        "HTTP 200: malformed answer: body is not JSON",
+    ),
+    (
+        "connection dies mid-answer",
+        lambda: Fault("die_mid_stream", nth=NOT_PROBE),
+        "no answer: connection failed (",
+    ),
+]
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.parametrize(
+    ("make_fault", "says"), [case[1:] for case in FAILED], ids=[case[0] for case in FAILED]
+)
+@pytest.mark.loopback
+def test_a_fault_that_outlasts_the_retries_is_an_eval_error(engine, tmp_path, make_fault, says):
+    engine.inject(make_fault())
+
+    run = gate(engine, tmp_path / "run")
+
+    assert_error(run, code=4, stage="eval", says="failed after 3 attempt(s) each (allowed: 0")
+    assert says in run.outcome.reason
+    assert "A failed request cannot be scored, so the run cannot be gated." in run.outcome.reason
+    assert run.requests["failed"] >= 1
+    assert max(eval_attempts(engine).values()) == 3  # --max-attempts, not one more
+    assert engine.total < 1 + 2 * 4 * 3  # no storm: about one round per concurrency slot
+    failed = [s for s in run.samples() if s["error"]]
+    assert failed and all(says in s["error"] for s in failed)
+    assert run.doc["files"]["samples"] == "samples.jsonl"
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_the_message_counts_the_failed_requests_the_result_counts(engine, tmp_path):
+    engine.inject(Fault("error", nth=NOT_PROBE))  # every eval request, all of them at once
+
+    run = gate(engine, tmp_path / "run", num_concurrent=FAULT_LIMIT, max_attempts=2)
+
+    failed = run.requests["failed"]  # how many were in flight then depends on timing
+    assert failed >= 1
+    assert_error(
+        run, code=4, stage="eval", says=f"{failed} request(s) failed after 2 attempt(s) each"
+    )
+    assert len([s for s in run.samples() if s["error"]]) == failed
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_one_question_that_always_fails_is_counted_not_scored(engine, tmp_path):
+    question = DOCS[7].question
+    fault = engine.inject(Fault("error", questions={question}))
+
+    run = gate(engine, tmp_path / "run", num_concurrent=1)
+
+    assert engine.requests[0].question != question  # the probe asked another question
+    assert_error(run, code=4, stage="eval", says="1 request(s) failed after 3 attempt(s) each")
+    assert "question 7: HTTP 500: injected fault" in run.outcome.reason
+    assert fault.hits == 3 == eval_attempts(engine)[question.strip()]
+    assert run.requests["failed"] == 1
+    assert [s["doc_id"] for s in run.samples() if s["error"]] == [7]
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_the_error_budget_lets_a_failed_request_through_as_a_wrong_answer(engine, tmp_path):
+    question = DOCS[7].question  # answered right by the engine when it answers
+    engine.inject(Fault("error", questions={question}))
+
+    run = gate(engine, tmp_path / "run", num_concurrent=1, max_failed_requests=1)
+
+    assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
+    assert run.scores == [
+        ("strict-match", 0.9, FAULT_LIMIT),
+        ("flexible-extract", 0.9, FAULT_LIMIT),
+    ]
+    assert run.requests["failed"] == 1
+    assert (
+        "1 request(s) failed and were scored as wrong (allowed by --max-failed-requests 1)"
+        in run.doc["warnings"]
+    )
+    failed = next(s for s in run.samples() if s["doc_id"] == 7)
+    assert failed["error"] == "HTTP 500: injected fault"
+    assert failed["filters"]["strict-match"]["correct"] is False
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.parametrize(
+    "make_fault",
+    [
+        lambda q: Fault("error", status=400, questions={q}, message="prompt is unusual"),
+        lambda q: Fault("router_wrapped", questions={q}, message="prompt is unusual"),
+    ],
+    ids=["400", "router's 500 wrapping a worker's 400"],
+)
+@pytest.mark.loopback
+def test_a_4xx_for_one_question_stops_the_eval_at_once(engine, tmp_path, make_fault):
+    question = DOCS[7].question
+    fault = engine.inject(make_fault(question))
+
+    run = gate(engine, tmp_path / "run", num_concurrent=1, max_attempts=5)
+
+    assert engine.requests[0].question != question
+    assert_error(run, code=4, stage="eval", says="The engine rejected question 7 (HTTP ")
+    assert "prompt is unusual). Retrying cannot change this answer" in run.outcome.reason
+    assert fault.hits == 1  # sent once, never retried
+    assert run.requests["retried"] == 0
+    assert engine.total <= 1 + 8 + 1  # the probe, questions 0-7, at most one more in flight
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_the_engine_going_away_mid_eval_is_an_eval_error(engine, tmp_path):
+    engine.inject(Fault("hang", nth=NOT_PROBE))
+
+    def kill_when_busy() -> None:
+        if engine.wait_until(lambda e: e.hanging >= 1, timeout=20):
+            engine.stop()
+
+    killer = threading.Thread(target=kill_when_busy, daemon=True)
+    killer.start()
+    run = gate(engine, tmp_path / "run", timeout=20, within=25)
+    killer.join(5)
+
+    assert_error(run, code=4, stage="eval", says="no answer: connection failed")
+    assert run.doc["timings"]["eval"] < 10  # it did not wait for the 20 s timeout
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.parametrize(
+    ("action", "counter", "warning"),
+    [
+        ("empty_content", "empty", "0 answer(s) ended by length and 1 came back empty"),
+        ("null_content", "empty", "0 answer(s) ended by length and 1 came back empty"),
+        ("length", "truncated", "1 answer(s) ended by length and 0 came back empty"),
+    ],
+    ids=["empty content", "null content", "finish_reason length"],
+)
+@pytest.mark.loopback
+def test_truncated_and_empty_answers_are_counted_and_reported(
+    engine, tmp_path, action, counter, warning
+):
+    question = DOCS[3].question  # answered right when answered whole
+    engine.inject(Fault(action, questions={question}))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert engine.requests[0].question != question  # the probe asked another question
+    assert run.requests[counter] == 1
+    assert run.requests["failed"] == 0
+    assert f"{warning} (5.0% of {FAULT_LIMIT})" in run.doc["warnings"]
+    sample = next(s for s in run.samples() if s["doc_id"] == 3)
+    assert sample["finish_reason"] == ("length" if action == "length" else "stop")
+    assert not any(f["correct"] for f in sample["filters"].values())
+    # an answer, scored as given: 18 of 20 is still 0.90, and the default
+    # --max-truncated-rate 1.0 only reports
+    assert run.scores == [
+        ("strict-match", 0.9, FAULT_LIMIT),
+        ("flexible-extract", 0.9, FAULT_LIMIT),
+    ]
+    assert (run.outcome.exit_code, run.doc["status"]) == (0, "pass")
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_an_answer_stopped_by_a_content_filter_is_counted_and_reported(engine, tmp_path):
+    question = DOCS[3].question
+    engine.inject(Fault("content_filter", questions={question}))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert run.requests["truncated"] == 1
+    assert (
+        "1 answer(s) stopped by the engine's content filter (finish_reason content_filter)"
+        in (run.doc["warnings"])
+    )
+    sample = next(s for s in run.samples() if s["doc_id"] == 3)
+    assert sample["finish_reason"] == "content_filter"
+
+
+@pytest.mark.loopback
+def test_answers_naming_another_model_are_scored_with_a_warning(tmp_path):
+    with FakeEngine(
+        EngineBehaviour(accuracy=FAULT_ACCURACY, response_model="other-model")
+    ) as other:
+        run = gate(other, tmp_path / "run")
+
+    assert run.outcome.exit_code == 0
+    assert (
+        f"{FAULT_LIMIT} answer(s) came from model 'other-model', not the requested {MODEL!r}: "
+        "check that --base-url reaches the engine serving it"
+    ) in run.doc["warnings"]
+
+
+@pytest.mark.loopback
+def test_the_clean_run_has_no_model_warning(clean_run):
+    assert not any("came from model" in w for w in clean_run.doc["warnings"])
+
+
+@pytest.mark.loopback
+def test_an_answer_far_beyond_its_budget_is_cut_before_it_is_stored(tmp_path, clean_run):
+    with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY, overlong_chars=2_000_000)) as engine:
+        run = gate(engine, tmp_path / "run", limit=3, timeout=30)
+
+    budget = run.doc["context"]["max_tokens"]
+    samples = run.samples()
+    assert all(len(s["response"]) <= 64 * budget for s in samples)
+    assert (tmp_path / "run" / "samples.jsonl").stat().st_size < 3 * 64 * budget + 10_000
+    assert (tmp_path / "run" / "journal.jsonl").stat().st_size < 3 * 64 * budget + 10_000
+    assert run.requests["truncated"] == 3
+    assert any(
+        "3 answer(s) were longer than max_tokens allows" in w and "cut to" in w
+        for w in run.doc["warnings"]
+    )
+
+
+@pytest.mark.parametrize("router", ["vllm-router", "sglang-router"])
+@pytest.mark.loopback
+def test_a_worker_killed_behind_the_router_is_named_unreachable(tmp_path, cli, router):
+    """vllm-router's 500 "... Connection refused (os error 111)" is no HTTP status 111 from the
+    worker, and no verdict on the prompt: the worker at that URL went away."""
+    worker = "http://127.0.0.1:18201"
+    with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY, router=router)) as front:
+        front.inject(Fault("worker_unreachable", nth=NOT_PROBE, worker_url=worker))
+        out = tmp_path / "run"
+
+        started = time.monotonic()
+        code, stdout, stderr = cli(
+            *run_args(front.url, out, served_max_model_len=4096, **FAULT_RUN),
+            within=30,
+            engine=front,
+        )
+        elapsed = time.monotonic() - started
+
+    doc = load_result(out)
+    assert (code, doc["status"], doc["stage"], doc["exit_code"]) == (4, "error", "eval", 4)
+    reason = doc["reason"]
+    assert f"The worker {worker} behind the router is unreachable" in reason
+    assert "the engine went away" in reason
+    assert "rejected" not in reason and "the prompt is unusual" not in reason
+    assert "worker said 111" not in reason
+    assert f"EvalFailedError: {reason}" in stderr
+    assert stdout == ""  # no verdict: the error is said once, on stderr
+    assert max(eval_attempts(front).values()) == 3  # retried like a refused connection
+    assert elapsed < 15
+    failed = [s for s in load_samples(out) if s["error"]]
+    assert failed and all(f"worker {worker} is unreachable" in s["error"] for s in failed)

@@ -22,6 +22,7 @@ import pytest
 
 from evalgate.evidence.folder import LOCK_NAME
 from tests.conftest import (
+    FAULT_RUN,
     deadline,
     finish,
     load_result,
@@ -29,7 +30,7 @@ from tests.conftest import (
     run_subprocess,
     start_subprocess,
 )
-from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
+from tests.fakeengine import NOT_PROBE, EngineBehaviour, FakeEngine, Fault
 from tests.folders import (
     HOSTILE_RUN,
     RERUN_HOOK,
@@ -48,9 +49,6 @@ LOCK = ".evalgate.lock"
 
 
 LIMIT = 10
-
-
-NOT_PROBE = frozenset(range(2, 100_000))
 
 
 """`Fault.nth` that spares the first generation request: the pre-flight probe."""
@@ -445,4 +443,19 @@ def test_a_run_into_a_folder_with_a_fifo_result_does_not_hang(engine, tmp_path):
 
     assert done.returncode == 2, done.stderr
     assert "is not a regular file (a FIFO, a device or a socket)" in done.stderr
+    assert engine.log == []
+
+
+# An output folder that cannot be created: a usage error before the engine is asked.
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_an_output_folder_that_cannot_be_created_is_a_usage_error(engine, tmp_path, cli):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder", encoding="utf-8")
+
+    code, _, err = cli(*run_args(engine.url, blocker / "run", **FAULT_RUN), within=30)
+
+    assert code == 2
+    assert f"ArtifactError: Cannot create the output folder {blocker / 'run'}: " in err
     assert engine.log == []

@@ -11,7 +11,14 @@ import json
 
 import pytest
 
-from tests.conftest import load_result, run_args, run_subprocess
+from tests.conftest import (
+    DOCS,
+    FAULT_LIMIT,
+    gate,
+    load_result,
+    run_args,
+    run_subprocess,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k
 
 pytestmark = pytest.mark.loopback
@@ -83,3 +90,26 @@ def test_run_baseline_just_after_a_run_warns_of_no_status_and_records_the_final_
     assert last[0].endswith(">= threshold 0.9000 (default)")  # the floor, on this line too
     said = [set(filter(None, text.splitlines())) for text in (done.stdout, done.stderr)]
     assert not said[0] & said[1]  # no line on both streams
+
+
+# Too many truncated answers fail the gate even when the scores pass.
+
+
+def test_too_many_truncated_answers_fail_the_gate_even_when_the_scores_pass(tmp_path):
+    question = DOCS[3].question
+    with FakeEngine(EngineBehaviour(accuracy=1.0)) as perfect:
+        perfect.inject(Fault("length", questions={question}))
+
+        run = gate(perfect, tmp_path / "run", max_truncated_rate=0.01)
+
+        assert perfect.requests[0].question != question
+    assert run.scores == [
+        ("strict-match", 0.95, FAULT_LIMIT),
+        ("flexible-extract", 0.95, FAULT_LIMIT),
+    ]
+    assert (run.outcome.exit_code, run.doc["status"], run.doc["stage"]) == (1, "fail", "gate")
+    assert run.outcome.reason == (
+        "5.0% of answers were truncated or empty, over --max-truncated-rate 1.0%; strict-match "
+        "0.9500 (95% CI 0.7639-0.9911, n=20), flexible-extract 0.9500 (95% CI 0.7639-0.9911, "
+        "n=20) vs threshold 0.9000 (default)"
+    )

@@ -12,10 +12,12 @@ from evalgate.evidence.model import Limit
 from evalgate.probe.preflight import suggest_fix
 from tests.conftest import (
     THINKING_FIELDS,
+    assert_error,
+    gate,
     load_result,
     run_args,
 )
-from tests.fakeengine import CHAT_PATH, EngineBehaviour, FakeEngine
+from tests.fakeengine import CHAT_PATH, EngineBehaviour, FakeEngine, Fault
 from tests.front import (
     FRONT_RUN,
     Front,
@@ -181,3 +183,77 @@ def test_a_200_json_error_to_the_probe_keeps_the_engines_words(engine, cli, tmp_
     assert f"(HTTP 200: {WORDS})" in result.err
     probe = load_result(tmp_path / "run")["probe"]
     assert (probe["status_code"], probe["engine_message"]) == (200, WORDS)
+
+
+# Faults at the pre-flight probe: busy retried, rejected at once, hung bounded by --timeout.
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_a_busy_probe_is_retried(engine, tmp_path, clean_run):
+    fault = engine.inject(Fault("router_busy", nth={1}))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert fault.hits == 1
+    assert engine.requests[0].status == 503 and engine.requests[1].status == 200
+    assert run.doc["probe"]["outcome"] == "ok"
+    assert run.scores == clean_run.scores
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_a_rejected_probe_fails_before_the_eval(engine, tmp_path):
+    engine.inject(Fault("error", status=400, nth={1}, message="max_tokens is too large"))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert_error(run, code=3, stage="probe", says="The engine rejected the pre-flight request")
+    assert "HTTP 400: max_tokens is too large" in run.outcome.reason
+    assert run.doc["probe"]["status_code"] == 400
+    assert run.doc["probe"]["engine_message"] == "max_tokens is too large"
+    assert engine.total == 1  # the eval never started
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_a_hung_probe_fails_within_its_timeout(engine, tmp_path):
+    engine.inject(Fault("hang"))
+
+    run = gate(engine, tmp_path / "run", timeout=0.3, max_attempts=2, within=15)
+
+    assert_error(run, code=3, stage="probe", says="could not reach the engine after 2 attempts")
+    assert "(no first token within 0.3 s)" in run.outcome.reason
+    assert run.doc["timings"]["probe"] < 0.3 * 2 + 1.5
+    # At most the two attempts; on a loaded machine the second may time out before the fake
+    # engine has read it, so its count can be one.
+    assert 1 <= engine.total <= 2
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_a_garbled_probe_stream_still_leaves_a_result(engine, tmp_path):
+    engine.inject(Fault("malformed_json", nth={1}))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert run.doc["status"] in ("pass", "error")
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.loopback
+def test_a_probe_busy_on_every_attempt_is_no_verdict_on_the_budget(engine, tmp_path):
+    engine.inject(Fault("router_busy"))
+
+    run = gate(engine, tmp_path / "run")
+
+    assert_error(
+        run,
+        code=3,
+        stage="probe",
+        says="The engine did not answer the pre-flight request after 3 attempts "
+        "(HTTP 503: all circuits open).",
+    )
+    assert "rejected" not in run.outcome.reason and "--max-tokens" not in run.outcome.reason
+    assert run.doc["probe"]["status_code"] == 503
+    assert engine.total == 3  # --max-attempts, then no eval

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from tests.conftest import (
+    FAULT_RUN,
     NO_WAIT,
     THINKING_RUN,
     config_file,
@@ -288,3 +289,59 @@ def test_chat_template_kwargs_of_a_plain_integer_past_64_bits_are_sent_and_recor
     assert all(b["chat_template_kwargs"] == {"budget": big} for b in bodies)
     assert load_result(tmp_path)["eval"]["chat_template_kwargs"] == {"budget": big}
     assert cli("verify", str(tmp_path)).code == 0
+
+
+# Endpoint settings missing or malformed: a usage error naming the flag.
+
+
+def test_missing_endpoint_settings_are_named(tmp_path, cli):
+    out = tmp_path / "run"
+
+    code, _, err = cli("run", "--isl", "1024", "--osl", "1024", "--output-dir", str(out), within=30)
+
+    assert code == 2
+    assert "UsageError: Missing --base-url, --model: set the flag(s)" in err
+    assert load_result(out)["stage"] == "settings"
+
+
+BAD_URLS = [
+    ("notaurl", "no scheme"),
+    ("ftp://127.0.0.1:8000/v1", "not http(s)"),
+    ("http://", "no host"),
+    ("127.0.0.1:8000/v1", "host without scheme"),
+    ("http://127.0.0.1:99999/v1", "port out of range"),
+    ("http://127.0.0.1:8000/v1?x=1", "a query"),
+    ("http://127.0.0.1:8000/v1#models", "a fragment"),
+]
+
+
+@pytest.mark.parametrize("url", [u for u, _ in BAD_URLS], ids=[why for _, why in BAD_URLS])
+def test_a_malformed_base_url_is_a_usage_error(tmp_path, cli, url):
+    out = tmp_path / "run"
+
+    code, _, err = cli(*run_args(url, out, **FAULT_RUN), "--ready-timeout", "0.2", within=10)
+
+    assert code == 2
+    assert "--base-url" in err
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+def test_a_malformed_worker_url_is_a_usage_error(engine, tmp_path, cli):
+    code, _, err = cli(
+        *run_args(engine.url, tmp_path / "run", **FAULT_RUN),
+        "--worker-url",
+        "decode:8000/v1",
+        within=30,
+    )
+
+    assert code == 2
+    assert "--worker-url" in err
+
+
+def test_a_url_with_a_query_names_what_to_drop(tmp_path, cli):
+    code, _, err = cli(
+        *run_args("http://127.0.0.1:8000/v1?x=1", tmp_path / "run", **FAULT_RUN), within=30
+    )
+
+    assert code == 2
+    assert "'http://127.0.0.1:8000/v1?x=1' has a query or fragment (?x=1)" in err

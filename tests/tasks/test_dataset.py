@@ -20,8 +20,19 @@ from evalgate.tasks.dataset import (
     process_docs,
 )
 from evalgate.tasks.spec import build_prompts, load_task
-from tests.conftest import load_result, load_samples, run_args, run_subprocess
-from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
+from tests.conftest import (
+    FAULT_RUN,
+    load_result,
+    load_samples,
+    run_args,
+    run_subprocess,
+)
+from tests.fakeengine import (
+    EngineBehaviour,
+    FakeEngine,
+    choice_docs,
+    gpqa_rows,
+)
 from tests.tasks.task_files import cli_run_task, edited, write_task
 
 
@@ -467,3 +478,59 @@ def test_a_shot_needs_the_fields_of_its_question_and_answer_only(cli, engine, tm
     done = cli_run_task(cli, engine, tmp_path, text, {"test.jsonl": test, "train.jsonl": shots})
     assert done.code == 2
     assert "train.jsonl line 1 has no field 'question', which doc_to_text names" in done.err
+
+
+# A dataset missing, changed or broken: a usage error before the engine is asked.
+
+
+def _dataset_copy(folder: Path) -> Path:
+    folder.mkdir()
+    for split in ("test", "train"):
+        shutil.copyfile(bundled_dir() / f"{split}.jsonl", folder / f"{split}.jsonl")
+    return folder
+
+
+def _missing_train(folder: Path) -> Path:
+    _dataset_copy(folder)
+    (folder / "train.jsonl").unlink()
+    return folder
+
+
+def _changed_byte(folder: Path) -> Path:
+    _dataset_copy(folder)
+    path = folder / "test.jsonl"
+    data = bytearray(path.read_bytes())
+    data[100] ^= 1
+    path.write_bytes(bytes(data))
+    return folder
+
+
+def _bad_line(folder: Path) -> Path:
+    _dataset_copy(folder)
+    with (folder / "test.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write("{not json\n")
+    return folder
+
+
+@pytest.mark.usefixtures("nineteen_of_twenty")
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda folder: folder, "GSM8K test split not found at"),
+        (_missing_train, "GSM8K train split not found at"),
+        (_changed_byte, "not the published GSM8K test split's"),
+        (_bad_line, "not the published GSM8K test split's"),
+    ],
+    ids=["no folder", "no train split", "one changed byte", "a bad line"],
+)
+@pytest.mark.loopback
+def test_a_bad_dataset_is_a_usage_error(engine, tmp_path, cli, make, says):
+    folder = make(tmp_path / "gsm8k")
+    out = tmp_path / "run"
+
+    code, _, err = cli(*run_args(engine.url, out, dataset_dir=folder, **FAULT_RUN), within=30)
+
+    assert code == 2
+    assert "DatasetError: " in err and says in err
+    assert load_result(out)["stage"] == "dataset"
+    assert engine.log == []
