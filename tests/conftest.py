@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+import evalgate.cli
 from evalgate.cli import main
 from evalgate.environment import JOB_VARIABLES
 from evalgate.run import RunOutcome, run_gate
@@ -697,3 +698,10 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> Gate:
         ("flexible-extract", 0.95, FAULT_LIMIT),
     ]
     return run
+
+
+@pytest.fixture
+def verify_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evalgate` in-process builds only the verify subcommand, so a verify test depends on no
+    other subcommand's module."""
+    monkeypatch.setattr(evalgate.cli, "SUBCOMMANDS", ("verify",))

@@ -760,7 +760,7 @@ def test_verify_reports_a_result_holding_an_integer_past_64_bits_malformed(cli, 
 @pytest.mark.unit
 def test_verify_reports_lm_eval_results_with_a_count_past_a_float_malformed(cli, tmp_path):
     """The harness's own lm-eval output: a plain document, its integers bounded by a float."""
-    from tests.verify.test_verify import lm_eval_doc, write_harness
+    from tests.verify.sweeps import lm_eval_doc, write_harness
 
     good = good_run(tmp_path / "tree" / "good")
     doc = lm_eval_doc()

@@ -33,7 +33,7 @@ from tests.verify.conftest import (
     LABELS,
     QUESTIONS,
 )
-from tests.verify.test_verify import lm_eval_doc, write_result
+from tests.verify.sweeps import lm_eval_doc, write_result
 
 pytestmark = pytest.mark.loopback
 

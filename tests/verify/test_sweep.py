@@ -12,8 +12,7 @@ from evalgate.gate.sequential import SequentialTest
 from evalgate.schemas import validation_errors
 from tests.compare.run_files import paired_outcomes, write_run
 from tests.conftest import run_subprocess
-from tests.verify.sweeps import thresholds
-from tests.verify.test_verify import result_doc
+from tests.verify.sweeps import result_doc, thresholds
 
 
 def _stopped(n: int, right: int, alpha: float, decision: str | None) -> dict[str, Any]:

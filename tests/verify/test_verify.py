@@ -25,272 +25,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import structs
 
-import evalgate.cli
 from evalgate.errors import ArtifactError, ExitCode, UsageError
 from evalgate.evidence.artifacts import NOT_A_RESULT, read_result
 from evalgate.evidence.model import Labels
 from evalgate.gate.verdict import Score
 from evalgate.schemas import validation_errors
-from evalgate.thresholds import parse_thresholds
 from evalgate.verify import collect, expect, sweep
-from tests.conftest import finish, run_subprocess, start_subprocess
-from tests.verify.sweeps import answers, evalgate_sweep
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT, finish, run_subprocess, start_subprocess
+from tests.verify.sweeps import (
+    answers,
+    evalgate_sweep,
+    found,
+    lm_eval_doc,
+    meta_env,
+    parsed_thresholds,
+    result_doc,
+    sweep_of,
+    write_harness,
+    write_result,
+)
 
 # -- factories -----------------------------------------------------------------------------------
-
-
-def result_doc(
-    *,
-    model: str | None = "deepseek-ai/DeepSeek-R1-0528",
-    prefix: str | None = "dsr1",
-    hardware: str | None = "b200",
-    framework: str | None = "vllm",
-    precision: str | None = "fp8",
-    kv: str | None = None,
-    isl: int | None = 1024,
-    osl: int | None = 1024,
-    conc: int | None = 64,
-    topology: dict[str, Any] | None = None,
-    status: str = "pass",
-    stage: str = "done",
-    reason: str = "strict-match 0.9500 >= threshold 0.9100",
-    scores: tuple[float, ...] = (0.95, 0.955),
-    n: int = 1319,
-    stderr: float | str | None = "lm-eval",
-    task: str = "gsm8k_evalgate_chat",
-    run_passed: bool | None = None,
-    error: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A complete evalgate result document, valid against result.schema.json."""
-    filters = ("strict-match", "flexible-extract")
-    passed = status == "pass" if run_passed is None else run_passed
-    finished = status not in ("error", "aborted", "running")
-    doc = {
-        "schema": "evalgate.result/1",
-        "evalgate_version": "0.1.0",
-        "run_id": "0123456789abcdef",
-        "status": status,
-        "stage": stage,
-        "reason": reason,
-        "error": error,
-        "exit_code": {"pass": 0, "fail": 1, "error": 4, "aborted": 6, "running": 0}[status],
-        "started_at": "2026-05-01T10:00:00+00:00",
-        "finished_at": None if status == "running" else "2026-05-01T10:20:00+00:00",
-        "timings": {"context": 0.2, "probe": 0.4, "eval": 1180.5, "total": 1181.1},
-        "model": model,
-        "labels": {
-            "model_prefix": prefix,
-            "hardware": hardware,
-            "framework": framework,
-            "precision": precision,
-            "kv_cache_dtype": kv,
-            "isl": isl,
-            "osl": osl,
-            "concurrency": conc,
-            "topology": topology,
-        },
-        "endpoint": {
-            "base_url": "http://127.0.0.1:8000/v1",
-            "api": "chat",
-            "worker_urls": [],
-            "engine": {"owned_by": "vllm", "version": "0.32.0", "model_root": None},
-        },
-        "context": {
-            "eval_max_model_len": 2304,
-            "max_tokens": 1800,
-            "budget_policy": "fit",
-            "requested": None,
-            "native": {"value": 163840, "source": "config.json"},
-            "served": [{"value": 2304, "source": "/v1/models"}],
-            "prompt_tokens": {"value": 480, "source": "/tokenize"},
-            "steps": ["ISL + OSL + 256 = 2304"],
-        },
-        "probe": {
-            "outcome": "ok",
-            "status_code": 200,
-            "engine_message": None,
-            "latency_s": 0.4,
-            "prompt_tokens": 480,
-            "max_tokens": 1800,
-            "doc_id": 7,
-        },
-        "eval": {
-            "task": task,
-            "api": "chat",
-            "num_fewshot": 5,
-            "fewshot_seed": 1234,
-            "limit": None if n == 1319 else n,
-            "num_concurrent": conc or 1,
-            "max_tokens": 1800,
-            "temperature": 0.0,
-            "questions": n,
-            "lm_eval_version": "0.4.13",
-            "dataset": {"source": "bundled", "sha256": {"test.jsonl": "ab", "train.jsonl": "cd"}},
-            "requests": {"total": n, "completed": n, "failed": 0, "truncated": 0, "empty": 0},
-        }
-        if finished
-        else None,
-        "scores": [
-            {
-                "task": task,
-                "metric": "exact_match",
-                "filter": f,
-                "value": v,
-                "stderr": round((v * (1 - v) / max(n - 1, 1)) ** 0.5, 6)
-                if stderr == "lm-eval"
-                else stderr,
-                "n": n,
-            }
-            for f, v in zip(filters, scores, strict=False)
-        ]
-        if finished
-        else [],
-        "threshold": {"value": 0.91, "matched": "prefix:dsr1", "file": "thresholds.json"},
-        "checks": [
-            {"metric": "exact_match", "filter": f, "value": v, "threshold": 0.91, "passed": passed}
-            for f, v in zip(filters, scores, strict=False)
-        ]
-        if finished
-        else [],
-        "warnings": [],
-        "files": {"samples": "samples.jsonl"},
-    }
-    assert validation_errors("result", doc) == []
-    return doc
-
-
-def write_result(folder: Path, **kwargs: Any) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "result.json"
-    path.write_text(json.dumps(result_doc(**kwargs), indent=2))
-    (folder / "samples.jsonl").write_text('{"doc_id": 0}\n')
-    return path
-
-
-def lm_eval_doc(
-    strict: float = 0.95, flexible: float = 0.955, n: int = 1319, task: str = "gsm8k"
-) -> dict[str, Any]:
-    """An lm-eval 0.4.13 results file as the harness stages it."""
-    stderr = "N/A" if n == 1 else round((strict * (1 - strict) / max(n - 1, 1)) ** 0.5, 6)
-    return {
-        "results": {
-            task: {
-                "alias": task,
-                "exact_match,strict-match": strict,
-                "exact_match_stderr,strict-match": stderr,
-                "exact_match,flexible-extract": flexible,
-                "exact_match_stderr,flexible-extract": stderr,
-            }
-        },
-        "group_subtasks": {task: []},
-        "configs": {
-            task: {
-                "task": task,
-                "metric_list": [{"metric": "exact_match"}],
-                "filter_list": [{"name": "strict-match"}, {"name": "flexible-extract"}],
-            }
-        },
-        "versions": {task: 3.0},
-        "n-shot": {task: 5},
-        "n-samples": {task: {"original": 1319, "effective": n}},
-        "config": {"model": "local-chat-completions", "limit": None if n == 1319 else n},
-        "model_name": "deepseek-ai/DeepSeek-R1-0528",
-        "lm_eval_version": "0.4.13",
-    }
-
-
-def meta_env(**overrides: Any) -> dict[str, Any]:
-    """A meta_env.json as the harness's _write_lm_eval_meta_json writes it."""
-    meta = {
-        "is_multinode": False,
-        "framework": "sglang",
-        "precision": "fp4",
-        "spec_decoding": "",
-        "eval_suite": "gsm8k",
-        "recipe_fingerprint": "",
-        "tp": 4,
-        "pp": 1,
-        "dcp_size": 1,
-        "pcp_size": 1,
-        "conc": 32,
-        "ep": 1,
-        "dp_attention": False,
-        "prefill_tp": 4,
-        "prefill_pp": 1,
-        "prefill_dcp_size": 1,
-        "prefill_pcp_size": 1,
-        "prefill_ep": 1,
-        "prefill_dp_attention": False,
-        "prefill_num_workers": 1,
-        "decode_tp": 4,
-        "decode_pp": 1,
-        "decode_dcp_size": 1,
-        "decode_pcp_size": 1,
-        "decode_ep": 1,
-        "decode_dp_attention": False,
-        "decode_num_workers": 1,
-        "model": "openai/gpt-oss-120b",
-        "infmax_model_prefix": "gptoss",
-        "hw": "mi355x",
-        "isl": "1024",
-        "osl": "8192",
-    }
-    meta.update(overrides)
-    return meta
-
-
-def write_harness(
-    folder: Path,
-    meta: dict[str, Any] | None = None,
-    results: dict[str, dict[str, Any]] | None = None,
-) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "meta_env.json").write_text(json.dumps(meta if meta is not None else meta_env()))
-    for name, doc in (
-        results
-        if results is not None
-        else {"results_2026-05-01T10-00-00.000001.json": lm_eval_doc()}
-    ).items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(json.dumps(doc))
-    return folder
-
-
-def thresholds(data: dict[str, Any] | None = None) -> Any:
-    return parse_thresholds(
-        data
-        or {
-            "default": {"gsm8k": 0.90},
-            "models": {"dsr1": {"gsm8k": 0.91}, "gptoss": {"gsm8k": 0.91}},
-        },
-        "thresholds.json",
-    )
-
-
-@pytest.fixture(autouse=True)
-def _verify_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Dispatch through the real `evalgate` parser, building only the verify subcommand, so these
-    tests depend on no other subcommand's module; and no GitHub Actions environment leaks in."""
-    monkeypatch.setattr(evalgate.cli, "SUBCOMMANDS", ("verify",))
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "EVALGATE_THRESHOLDS"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def found(
-    *,
-    scores: tuple[Score, ...] = (),
-    status: str | None = None,
-    failed_on_scores: bool = False,
-    model: str | None = "m",
-    reason: str | None = None,
-    **labels: Any,
-) -> collect.Found:
-    base = Labels(**{"model_prefix": "dsr1", "hardware": "b200", "concurrency": 64, **labels})
-    return collect.Found(
-        "x/result.json", "evalgate", model, base, scores, status, "eval", reason, failed_on_scores
-    )
 
 
 def em(
@@ -331,26 +86,20 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path):
 # -- collecting ----------------------------------------------------------------------------------
 
 
-def _sweep_of(tmp_path: Path, count: int) -> Path:
-    """`count` runs, every fifth at its own hardware; one broken result.json among them."""
-    for i in range(count):
-        write_result(tmp_path / f"run-{i:03d}", hardware=f"h{i % 5}", conc=i + 1)
-    (tmp_path / "run-007" / "result.json").write_text("{not json")
-    return tmp_path
-
-
 @pytest.mark.unit
 def test_runs_judged_as_they_are_read_give_the_verdict_of_runs_judged_after_reading(tmp_path):
     """verify gates each run as it is read; judging the collected runs after gives the same
     report; two configs whose names collide are told apart by their models either way."""
-    _sweep_of(tmp_path, 20)
+    sweep_of(tmp_path, 20)
     write_result(tmp_path / "run-000b", model="other/model", hardware="h0", conc=1)
     write_harness(tmp_path / "harness-a")
     write_result(tmp_path / "zz-dup", hardware="h4", conc=20)  # a second result of run-019
     write_result(tmp_path / "zz-low", hardware="h9", scores=(0.5, 0.5))
     root = str(tmp_path)
-    after = sweep.judge_sweep(collect.collect([root]), sweep.Rule(thresholds()), paths=[root])
-    assert sweep.verify([root], thresholds()) == after
+    after = sweep.judge_sweep(
+        collect.collect([root]), sweep.Rule(parsed_thresholds()), paths=[root]
+    )
+    assert sweep.verify([root], parsed_thresholds()) == after
     counts = {o: after.count(o) for o in ("pass", "fail", "malformed", "duplicate")}
     assert counts == {"pass": 22, "fail": 1, "malformed": 1, "duplicate": 1}
     [duplicate] = [e for e in after.entries if e.outcome == "duplicate"]
@@ -361,7 +110,7 @@ def test_runs_judged_as_they_are_read_give_the_verdict_of_runs_judged_after_read
 
 @pytest.mark.unit
 def test_a_run_folder_with_runs_below_it_counts_each_once(tmp_path):
-    _sweep_of(tmp_path / "sweep", 8)
+    sweep_of(tmp_path / "sweep", 8)
     write_result(tmp_path)  # the root is a run's folder, with runs in the folders below
     out = collect.collect([str(tmp_path)])
     assert len(out.found) == 8 and len(out.malformed) == 1  # the root's run, and 7 of the 8
@@ -726,7 +475,7 @@ FLOORS = {
     ],
 )
 def test_gate(item, outcome, reason):
-    entry = sweep.Rule(thresholds(FLOORS)).gate(item, "key")
+    entry = sweep.Rule(parsed_thresholds(FLOORS)).gate(item, "key")
     assert entry.outcome == outcome
     assert reason in entry.reason
 
@@ -735,7 +484,7 @@ def test_gate(item, outcome, reason):
 def test_a_zero_written_minus_zero_and_a_score_that_is_not_a_number_fail_as_written():
     """-0.0 is a zero and fails as one, its reason showing the value as the file has it; a NaN
     fails (a value that is not a number is never a pass), and each is decided on its own."""
-    rule = sweep.Rule(thresholds(FLOORS))
+    rule = sweep.Rule(parsed_thresholds(FLOORS))
     zero, minus_zero, nan = (rule.gate(found(scores=em2(v)), "k") for v in (0.0, -0.0, math.nan))
     assert (zero.outcome, minus_zero.outcome, nan.outcome) == ("fail", "fail", "fail")
     assert "-0.0000" in minus_zero.reason and "-0.0000" not in zero.reason
@@ -746,8 +495,8 @@ def test_a_zero_written_minus_zero_and_a_score_that_is_not_a_number_fail_as_writ
 @pytest.mark.unit
 def test_gate_min_samples_zero_decides_on_the_point_estimate():
     item = found(scores=em2(0.92, n=50), model_prefix="kimi")
-    assert sweep.Rule(thresholds(FLOORS)).gate(item, "k").outcome == "inconclusive"
-    assert sweep.Rule(thresholds(FLOORS), min_samples=0).gate(item, "k").outcome == "pass"
+    assert sweep.Rule(parsed_thresholds(FLOORS)).gate(item, "k").outcome == "inconclusive"
+    assert sweep.Rule(parsed_thresholds(FLOORS), min_samples=0).gate(item, "k").outcome == "pass"
 
 
 @pytest.mark.unit
@@ -764,7 +513,7 @@ def test_gate_never_passes_a_score_clearly_below_nor_nothing(
     names = ("strict-match", "flexible-extract")
     scores = tuple(em(v, n, filt=names[i]) for i, (v, n) in enumerate(values))
     item = found(scores=scores, status=status, failed_on_scores=True)
-    rule = sweep.Rule(thresholds({"default": {"gsm8k": threshold}}), min_samples)
+    rule = sweep.Rule(parsed_thresholds({"default": {"gsm8k": threshold}}), min_samples)
     entry = rule.gate(item, "k")
     if not scores:
         assert entry.outcome == "fail"
@@ -860,7 +609,7 @@ def test_a_topology_is_written_as_its_values_are_whichever_came_first():
 )
 def test_min_samples_defaults_to_each_tasks_full_size(task, n, outcome):
     """A full run of any gated task is decided on its score; a shorter one only beyond doubt."""
-    rule = sweep.Rule(thresholds({"default": {task: 0.5}}))
+    rule = sweep.Rule(parsed_thresholds({"default": {task: 0.5}}))
     one = "extract_abcd" if task.startswith("gpqa") else "strict-match"  # GPQA's one filter
     scores = em2(0.52, n=n, task=task) if task.startswith("gsm8k") else (em(0.52, n, one, task),)
     entry = rule.gate(found(scores=scores), "k")
@@ -1120,6 +869,7 @@ def test_check_set_matches_topology_as_a_subset():
 # -- end to end through `evalgate verify` ---------------------------------------------------------
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_an_empty_folder_fails_and_says_so(tmp_path, cli):
     code, out, _ = cli("verify", str(tmp_path))
@@ -1128,6 +878,7 @@ def test_an_empty_folder_fails_and_says_so(tmp_path, cli):
     assert out.rstrip().endswith(f"FAIL (exit 1): no eval results found under {tmp_path}")
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_one_empty_path_among_others_fails(tmp_path, cli):
     write_result(tmp_path / "a")
@@ -1137,6 +888,7 @@ def test_one_empty_path_among_others_fails(tmp_path, cli):
     assert f"no eval results found under {tmp_path / 'b'}" in out
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -1160,6 +912,7 @@ def test_usage_errors_exit_2(tmp_path, cli, args, message):
     assert message.format(tmp=tmp_path) in err
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_bad_thresholds_file_exits_2(tmp_path, cli):
     write_result(tmp_path / "r")
@@ -1170,6 +923,7 @@ def test_a_bad_thresholds_file_exits_2(tmp_path, cli):
     assert "ThresholdsError: " in err and "is not a valid thresholds file" in err
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_bad_min_samples_is_a_usage_error(tmp_path, cli):
     code, _, err = cli("verify", tmp_path, "--min-samples", "-1")
@@ -1210,6 +964,7 @@ def mixed_tree(root: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_mixed_tree_lists_everything_and_fails(tmp_path, cli, monkeypatch):
     summary = tmp_path / "summary.md"
@@ -1309,6 +1064,7 @@ def assert_markdown_tables(text: str) -> None:
         assert row > at + 1
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_expect_names_the_missing_config(tmp_path, cli):
     for conc in (4, 8, 32):
@@ -1323,6 +1079,7 @@ def test_expect_names_the_missing_config(tmp_path, cli):
     assert "MISSING      dsr1 b200 conc=16" in out
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_expect_a_count(tmp_path, cli):
     for conc in (4, 8):
@@ -1333,6 +1090,7 @@ def test_expect_a_count(tmp_path, cli):
     assert cli("verify", str(tmp_path), "--expect", "2")[0] == ExitCode.PASS
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_expect_unexpected_and_duplicate(tmp_path, cli):
     write_result(tmp_path / "a", conc=4)
@@ -1346,6 +1104,7 @@ def test_expect_unexpected_and_duplicate(tmp_path, cli):
     assert "dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=128 is not in the expected set" in out
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_small_sample_is_inconclusive(tmp_path, cli):
     write_result(tmp_path, n=50, scores=(0.92, 0.92), prefix="kimik2.5")  # threshold 0.90
@@ -1358,6 +1117,7 @@ def test_a_small_sample_is_inconclusive(tmp_path, cli):
     assert code == ExitCode.PASS
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_full_run_passes(tmp_path, cli):
     write_result(tmp_path / "run", scores=(0.95, 0.95), prefix="kimik2.5")
@@ -1367,6 +1127,7 @@ def test_a_full_run_passes(tmp_path, cli):
     assert "::" not in out  # no annotations outside GitHub Actions
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_inconclusive_and_failure_together_fail(tmp_path, cli):
     write_result(tmp_path / "a", n=50, scores=(0.92, 0.92), conc=1)
@@ -1374,6 +1135,7 @@ def test_inconclusive_and_failure_together_fail(tmp_path, cli):
     assert cli("verify", str(tmp_path))[0] == ExitCode.FAIL
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_thresholds_from_the_environment(tmp_path, cli, monkeypatch):
     write_result(tmp_path / "r", scores=(0.95, 0.95))
@@ -1385,6 +1147,7 @@ def test_thresholds_from_the_environment(tmp_path, cli, monkeypatch):
     assert "below threshold 0.9900 (default)" in out
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_no_github_output_when_turned_off(tmp_path, cli, monkeypatch):
     summary = tmp_path / "summary.md"
@@ -1396,6 +1159,7 @@ def test_no_github_output_when_turned_off(tmp_path, cli, monkeypatch):
     assert "::error" not in out and not summary.exists()
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_quiet_prints_problems_and_the_verdict_only(tmp_path, cli):
     write_result(tmp_path / "a", conc=4)
@@ -1492,7 +1256,7 @@ def test_collect_reads_an_evalgate_hook_staging_folder(tmp_path):
     assert "meta_env.json has no lm-eval results" in str(by_conc[8].reason)
     assert by_conc[16].status == "skipped"
     assert by_conc[16].labels.model_prefix == "dsr1" and by_conc[16].model == by_conc[4].model
-    entry = sweep.Rule(thresholds()).gate(by_conc[16], "k")
+    entry = sweep.Rule(parsed_thresholds()).gate(by_conc[16], "k")
     assert entry.outcome == "error"
     assert entry.reason == (
         "run skipped: not run: an earlier run stopped the hook (error at stage eval: boom)"
@@ -1602,6 +1366,7 @@ def test_collect_searches_overlapping_paths_once(tmp_path):
     assert out.empty == []
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tmp_path, cli):
     write_result(tmp_path / "runs" / "a", conc=4)
@@ -1615,6 +1380,7 @@ def test_a_manifest_listing_one_config_twice_is_refused_not_met_by_one_result(tm
     assert "PASS" not in out
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_manifest_whose_lists_multiply_past_any_sweep_is_refused_before_it_is_expanded(
     tmp_path, cli
@@ -1632,6 +1398,7 @@ def test_a_manifest_whose_lists_multiply_past_any_sweep_is_refused_before_it_is_
     assert "PASS" not in out
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--junit", "--json", "GITHUB_STEP_SUMMARY"])
 @pytest.mark.parametrize("where", ["under a file", "a folder"])
@@ -1715,6 +1482,7 @@ def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "runs"]
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mode(tmp_path, cli):
     write_result(tmp_path / "runs" / "a")
@@ -1734,6 +1502,7 @@ def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mod
     assert sorted(p.name for p in shared.parent.iterdir()) == ["verdict.json"]
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, cli):
     result = write_result(tmp_path / "runs" / "a")
@@ -1749,6 +1518,7 @@ def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, cli):
     assert result.read_bytes() == before and link.is_symlink()
 
 
+@pytest.mark.usefixtures("verify_only")
 @pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--json", "--junit"])
 def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, cli, flag):
