@@ -12,18 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalgate.errors import ArtifactError
+from evalgate.errors import ArtifactError, ExitCode
 from evalgate.evidence.artifacts import read_result, read_samples
 from evalgate.evidence.model import Result, Sample
 from evalgate.reader import MAX_CHARS, MAX_DEPTH, Written, decode, decode_lines, read
-from tests.conftest import (
-    NO_WAIT,
-    config_file,
-    load_result,
-    run_args,
-    run_subprocess,
-)
+from tests.conftest import NO_WAIT, config_file, load_result, run_args, run_subprocess
 from tests.tasks.task_files import GOOD, floor_file, run_task, write_task
+from tests.verify.sweeps import write_result
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
@@ -787,3 +782,33 @@ def test_verify_of_a_fifo_named_result_json_does_not_hang(tmp_path):
 
     assert done.returncode == 1, done.stderr
     assert "is not a regular file (a FIFO, a device or a socket)" in done.stdout
+
+
+# A FIFO is refused, not waited on; a manifest or result repeating a key is refused.
+
+
+@pytest.mark.unit
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    path = tmp_path / "result.json"
+    os.mkfifo(path)
+    with pytest.raises(ArtifactError, match="is not a regular file"):
+        read_result(path)
+
+
+@pytest.mark.loopback
+def test_a_manifest_or_a_result_repeating_a_key_is_refused(tmp_path):
+    """msgspec keeps the last of a repeated key: the one reader counts the keys itself."""
+    path = write_result(tmp_path / "runs" / "a")
+    manifest = tmp_path / "expect.json"
+    manifest.write_text('{"count": 1, "count": 2}')
+
+    refused = run_subprocess("verify", str(tmp_path / "runs"), "--expect", str(manifest))
+    assert refused.returncode == ExitCode.USAGE
+    assert f"--expect: {manifest} repeats the key 'count' in one object ($)" in refused.stderr
+
+    text = path.read_text()
+    path.write_text(text.replace('"status": "pass"', '"status": "error", "status": "pass"', 1))
+    assert path.read_text() != text
+    malformed = run_subprocess("verify", str(tmp_path / "runs"))
+    assert malformed.returncode == ExitCode.FAIL, malformed.stdout  # malformed, as verify fails it
+    assert "repeats the key 'status' in one object ($)" in malformed.stdout

@@ -17,6 +17,7 @@ from evalgate.errors import ConnectionFailed, ExitCode
 from evalgate.probe import preflight
 from tests.conftest import (
     EVALGATE,
+    ROOT,
     child_env,
     deadline,
     finish,
@@ -28,6 +29,7 @@ from tests.conftest import (
 )
 from tests.fakeengine import REPO_ROOT, FakeEngine, Fault
 from tests.folders import HOSTILE_RUN
+from tests.verify.sweeps import write_result
 
 pytestmark = pytest.mark.loopback
 
@@ -438,3 +440,31 @@ def test_verify_into_a_closed_pipe_keeps_its_exit_code(tmp_path):
 
     assert "Traceback" not in done.stderr
     assert "BrokenPipeError" not in done.stderr
+
+
+# verify's start-up imports nothing heavy: only its own subcommand's modules.
+
+
+def test_verify_imports_nothing_heavy(tmp_path):
+    write_result(tmp_path / "r")
+    script = (
+        "import argparse, sys\n"
+        "from evalgate.cli import verify as cli_verify\n"
+        "parser = argparse.ArgumentParser()\n"
+        "cli_verify.add_arguments(parser)\n"
+        "code = cli_verify.command(parser.parse_args(sys.argv[1:]))\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'lm_eval', 'datasets', 'torch', 'pandas', 'numpy', 'httpx', 'openai', 'aiohttp'})\n"
+        "print('HEAVY', heavy)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout

@@ -11,16 +11,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Sweep, run_subprocess
-from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, harness_sweep, thresholds
-
-pytestmark = pytest.mark.loopback
-
+from evalgate.errors import ExitCode
+from tests.conftest import Sweep, finish, run_subprocess, start_subprocess
+from tests.verify.sweeps import (
+    answers,
+    baseline_answers,
+    evalgate_sweep,
+    harness_sweep,
+    thresholds,
+    write_result,
+)
 
 CONCS = (4, 8)
 
@@ -48,6 +55,7 @@ def sweep(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return layouts(tmp_path, "today")[request.param]
 
 
+@pytest.mark.loopback
 def test_a_baseline_that_is_the_sweep_itself_is_refused(sweep):
     code, out, err = verify(sweep, sweep)
 
@@ -56,6 +64,7 @@ def test_a_baseline_that_is_the_sweep_itself_is_refused(sweep):
     assert "NOT COMPARED" not in out
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("how", ["copied", "renamed", "linked"])
 def test_a_baseline_holding_the_sweeps_own_runs_elsewhere_is_refused(sweep, tmp_path, how):
     """The same runs by what they hold: a copy elsewhere, a renamed copy, a link."""
@@ -80,6 +89,7 @@ def test_a_baseline_holding_the_sweeps_own_runs_elsewhere_is_refused(sweep, tmp_
         assert str(other) in err and str(sweep) in err
 
 
+@pytest.mark.loopback
 def test_one_run_of_the_sweep_copied_into_the_baseline_is_refused_by_name(tmp_path):
     today = layouts(tmp_path, "today")["evalgate"]
     base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in CONCS})
@@ -95,6 +105,7 @@ def test_one_run_of_the_sweep_copied_into_the_baseline_is_refused_by_name(tmp_pa
     )
 
 
+@pytest.mark.loopback
 def test_an_earlier_sweep_is_compared_in_both_layouts(tmp_path):
     """The refusal is for a run compared with itself, not for a real baseline."""
     today = layouts(tmp_path, "today", seed=1)
@@ -105,6 +116,7 @@ def test_an_earlier_sweep_is_compared_in_both_layouts(tmp_path):
         assert f"against the baseline: {len(CONCS)} equivalent" in out
 
 
+@pytest.mark.loopback
 def test_run_identity_is_content_not_path(tmp_path):
     """evalgate's result: its run id, kept by a copy. The harness's lm-eval result: a hash of
     its results and samples, the same for a copy, another for another run at the same path."""
@@ -130,6 +142,7 @@ def test_run_identity_is_content_not_path(tmp_path):
     assert run_identity(harness) != first
 
 
+@pytest.mark.loopback
 def test_a_baseline_folder_holding_a_result_given_to_the_sweep_is_refused(tmp_path):
     today = layouts(tmp_path, "today")["evalgate"]
     given = today / "today-conc4" / "result.json"
@@ -143,6 +156,7 @@ def test_a_baseline_folder_holding_a_result_given_to_the_sweep_is_refused(tmp_pa
     assert f"--baseline {today} and the sweep's {given} are one folder, or one holds" in done.stderr
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("side", ["sweep", "baseline"])
 def test_a_run_given_by_another_name_is_still_the_sweeps_own(tmp_path, side):
     """A result.json copied out as run-conc4.json (its samples beside it) and given as the
@@ -201,6 +215,7 @@ def refused(code: int, out: str, err: str, label: str, path: Path) -> None:
     assert f"ArtifactError: {label} {path} " in err
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("flag", REPORTS)
 @pytest.mark.parametrize("name", ["samples.jsonl", "journal.jsonl", "result.json"])
 def test_a_verify_report_onto_a_runs_evidence_is_refused(outputs_sweep, tmp_path, flag, name):
@@ -219,6 +234,7 @@ def test_a_verify_report_onto_a_runs_evidence_is_refused(outputs_sweep, tmp_path
     assert checksums(outputs_sweep, baseline) == before
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     "name",
     [
@@ -241,6 +257,7 @@ def test_a_report_under_an_evidence_name_is_refused_wherever_it_lies(outputs_swe
     assert not target.exists()
 
 
+@pytest.mark.loopback
 def test_a_report_onto_a_file_verify_reads_is_refused_whatever_its_name(outputs_sweep, tmp_path):
     """The thresholds file, the --expect manifest, the waivers, a result given by another
     name: each refused, each unchanged."""
@@ -268,6 +285,7 @@ def test_a_report_onto_a_file_verify_reads_is_refused_whatever_its_name(outputs_
     assert {path: path.read_bytes() for path in inputs} == before
 
 
+@pytest.mark.loopback
 def test_a_report_through_a_link_onto_evidence_is_refused(outputs_sweep, tmp_path):
     """A link named report.json to a run's samples: refused by where it leads."""
     samples = outputs_sweep / "eval_fake_b200_conc4" / "samples.jsonl"
@@ -283,6 +301,7 @@ def test_a_report_through_a_link_onto_evidence_is_refused(outputs_sweep, tmp_pat
     assert samples.read_bytes() == before and link.is_symlink()
 
 
+@pytest.mark.loopback
 def test_the_job_summary_onto_evidence_is_refused(outputs_sweep):
     journal = outputs_sweep / "eval_fake_b200_conc4" / "journal.jsonl"
     before = checksums(outputs_sweep)
@@ -295,6 +314,7 @@ def test_the_job_summary_onto_evidence_is_refused(outputs_sweep):
     assert checksums(outputs_sweep) == before
 
 
+@pytest.mark.loopback
 def test_the_job_summary_onto_another_name_of_evidence_is_refused(outputs_sweep, tmp_path):
     """A hard link to a run's result under an innocent name: appending would change both."""
     result = outputs_sweep / "eval_fake_b200_conc4" / "result.json"
@@ -311,6 +331,7 @@ def test_the_job_summary_onto_another_name_of_evidence_is_refused(outputs_sweep,
     assert result.read_bytes() == before
 
 
+@pytest.mark.loopback
 def test_two_reports_onto_one_file_are_refused(outputs_sweep, tmp_path):
     target = tmp_path / "report.out"
 
@@ -323,6 +344,7 @@ def test_two_reports_onto_one_file_are_refused(outputs_sweep, tmp_path):
     assert not target.exists()
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("name", ["result.json", "samples.jsonl", "journal.jsonl"])
 def test_a_compare_page_onto_either_runs_evidence_is_refused(outputs_sweep, name):
     """compare B C --html C/result.json: the candidate's result stays a result."""
@@ -338,6 +360,7 @@ def test_a_compare_page_onto_either_runs_evidence_is_refused(outputs_sweep, name
     assert checksums(outputs_sweep) == before
 
 
+@pytest.mark.loopback
 def test_a_compare_page_onto_a_result_given_by_another_name_is_refused(outputs_sweep, tmp_path):
     given = tmp_path / "candidate.json"
     shutil.copy(outputs_sweep / "eval_fake_h100_conc4" / "result.json", given)
@@ -355,6 +378,7 @@ def test_a_compare_page_onto_a_result_given_by_another_name_is_refused(outputs_s
     assert given.read_bytes() == before
 
 
+@pytest.mark.loopback
 def test_reports_beside_the_evidence_are_written(outputs_sweep):
     """The rule refuses evidence, not the folder: a page next to the results is fine."""
     page, verdict = outputs_sweep / "verify.html", outputs_sweep / "verdict.json"
@@ -366,6 +390,7 @@ def test_reports_beside_the_evidence_are_written(outputs_sweep):
     assert json.loads(verdict.read_text())["exit_code"] == 1
 
 
+@pytest.mark.loopback
 def test_a_refused_report_leaves_no_folder_for_the_others(outputs_sweep, tmp_path):
     """The refusals come before any report's folder is made."""
     junit, verdict = tmp_path / "new" / "junit.xml", tmp_path / "out" / "result.json"
@@ -378,6 +403,7 @@ def test_a_refused_report_leaves_no_folder_for_the_others(outputs_sweep, tmp_pat
     assert not junit.parent.exists() and not verdict.parent.exists()
 
 
+@pytest.mark.loopback
 def test_a_report_onto_the_sweeps_folder_is_a_folder_not_an_input(outputs_sweep):
     code, out, err = outputs_verify(str(outputs_sweep), "--html", str(outputs_sweep))
 
@@ -385,6 +411,7 @@ def test_a_report_onto_the_sweeps_folder_is_a_folder_not_an_input(outputs_sweep)
     assert f"Cannot write {outputs_sweep}: it is a folder (--html)." in err
 
 
+@pytest.mark.loopback
 def test_a_report_onto_the_file_a_runs_evidence_links_to_is_refused(outputs_sweep, tmp_path):
     """A run's result and samples kept as links into a store (a cache, an annex): a report
     onto the stored file, by its own name, would replace or extend that evidence all the same."""
@@ -408,6 +435,7 @@ def test_a_report_onto_the_file_a_runs_evidence_links_to_is_refused(outputs_swee
     assert checksums(outputs_sweep, store) == before
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("name", ["Result.json", "SAMPLES.JSONL", "Journal.jsonl"])
 def test_a_report_onto_evidence_spelled_in_another_case_is_refused(outputs_sweep, name):
     """On a file system that ignores case (macOS's, Windows', a FAT stick) Samples.JSONL is
@@ -420,3 +448,138 @@ def test_a_report_onto_evidence_spelled_in_another_case_is_refused(outputs_sweep
     refused(code, out, err, "--html", target)
     assert f"takes the name of a run's evidence ({name})" in err
     assert checksums(outputs_sweep) == before
+
+
+# verify's reports: written through a FIFO or link, never over an input, whole or not at all.
+
+
+@pytest.mark.usefixtures("verify_only")
+@pytest.mark.unit
+@pytest.mark.parametrize("flag", ["--junit", "--json", "GITHUB_STEP_SUMMARY"])
+@pytest.mark.parametrize("where", ["under a file", "a folder"])
+def test_an_unwritable_output_is_refused_before_any_verdict_is_printed(
+    tmp_path, cli, monkeypatch, flag, where
+):
+    write_result(tmp_path / "runs" / "a")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    target = blocker / "out.xml" if where == "under a file" else tmp_path
+    args = [str(tmp_path / "runs")]
+    if flag == "GITHUB_STEP_SUMMARY":
+        monkeypatch.setenv("GITHUB_ACTIONS", "true")
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    else:
+        args += [flag, str(target)]
+
+    code, out, err = cli("verify", *args)
+
+    assert code == ExitCode.USAGE
+    assert out == ""  # no verdict printed that the exit code would then contradict
+    assert f"Cannot write {target}: " in err and f"({flag}). Pass a writable path." in err
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("flag", ["--junit", "--json", "--html"])
+def test_a_report_whose_write_fails_midway_leaves_the_old_report_whole(tmp_path, flag):
+    """A write cut off partway (here the file-size limit, as a full disk or a kill would) never
+    leaves half a report: the earlier report stays as it was, and no temporary file is left."""
+    write_result(tmp_path / "runs" / "a")
+    target = tmp_path / "reports" / "report"
+    target.parent.mkdir()
+    target.write_text("the earlier report\n")
+    limit = 256  # every report of one result is longer
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails, not kills
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = finish(
+        start_subprocess(
+            "verify",
+            str(tmp_path / "runs"),
+            flag,
+            str(target),
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+            preexec_fn=limited,
+        ),
+        120,
+    )
+
+    # the verdict's exit code stands, and the verdict line, printed last, says what is missing
+    assert done.code == ExitCode.PASS, done.err
+    assert f"ArtifactError: Cannot write {target}: File too large ({flag})." in done.err
+    assert done.out.splitlines()[-1].startswith("evalgate verify: PASS (exit 0): ")
+    assert done.out.splitlines()[-1].endswith(f"; not written (see above): {flag} {target}")
+    assert target.read_text() == "the earlier report\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
+
+
+@pytest.mark.loopback
+def test_a_report_to_a_fifo_is_written_through_it_not_replaced_by_a_file(tmp_path):
+    """`--json /dev/stdout`, `--json >(jq .)`: a stream is written as it is; replacing it with a
+    file would lose the report (and, as root, /dev/stdout itself)."""
+    write_result(tmp_path / "runs" / "a")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open first: verify's open never waits
+    try:
+        done = run_subprocess("verify", str(tmp_path / "runs"), "--json", str(fifo))
+        written = os.read(reader, 1 << 16).decode()  # one result's verdict fits the pipe
+    finally:
+        os.close(reader)
+
+    assert done.returncode == ExitCode.PASS, done.stderr
+    assert json.loads(written)["verdict"] == "pass"
+    assert fifo.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "runs"]
+
+
+@pytest.mark.usefixtures("verify_only")
+@pytest.mark.unit
+def test_a_report_through_a_link_is_written_to_the_file_it_names_keeping_its_mode(tmp_path, cli):
+    write_result(tmp_path / "runs" / "a")
+    shared = tmp_path / "shared" / "verdict.json"
+    shared.parent.mkdir()
+    shared.write_text("the earlier report\n")
+    shared.chmod(0o600)
+    link = tmp_path / "verdict.json"
+    link.symlink_to(shared)
+
+    code, _, err = cli("verify", str(tmp_path / "runs"), "--json", str(link))
+
+    assert code == ExitCode.PASS, err
+    assert link.is_symlink()
+    assert json.loads(shared.read_text())["verdict"] == "pass"
+    assert shared.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in shared.parent.iterdir()) == ["verdict.json"]
+
+
+@pytest.mark.usefixtures("verify_only")
+@pytest.mark.unit
+def test_a_report_through_a_link_to_an_input_is_refused(tmp_path, cli):
+    result = write_result(tmp_path / "runs" / "a")
+    before = result.read_bytes()
+    link = tmp_path / "report.json"
+    link.symlink_to(result)
+
+    code, out, err = cli("verify", str(tmp_path / "runs"), "--json", str(link))
+
+    assert code == ExitCode.USAGE
+    assert f"--json {link} takes the name of a run's evidence" in err
+    assert out == ""
+    assert result.read_bytes() == before and link.is_symlink()
+
+
+@pytest.mark.usefixtures("verify_only")
+@pytest.mark.unit
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+def test_a_report_that_would_overwrite_an_input_is_refused(tmp_path, cli, flag):
+    result = write_result(tmp_path / "runs" / "a")
+    before = result.read_bytes()
+
+    code, out, err = cli("verify", str(tmp_path / "runs"), flag, str(result))
+
+    assert code == ExitCode.USAGE
+    assert f"{flag} {result} takes the name of a run's evidence" in err
+    assert out == ""
+    assert result.read_bytes() == before

@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
+from evalgate.errors import ExitCode
 from tests.conftest import ROOT, Sweep
+from tests.verify.sweeps import DSR1_CONFIG, answers, evalgate_sweep
 
 pytestmark = pytest.mark.loopback
 
@@ -283,3 +285,66 @@ def test_each_step_script_is_shellcheck_clean(tmp_path):
             [shellcheck, str(script)], capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, (step["name"], done.stdout)
+
+
+# The documented example workflow runs through action.yml, against the baseline or not.
+
+
+def example_inputs(step: dict[str, Any], green: bool) -> dict[str, str]:
+    """The example's `with:` for the gate step, its `last-green != '' && 'A' || ''` choices
+    made: A when a green sweep was found, else empty."""
+    inputs = {}
+    for name, value in step["with"].items():
+        choice = re.fullmatch(
+            r"\$\{\{ steps\.last-green\.outputs\.run-id != '' && '([^']*)' \|\| '' \}\}", str(value)
+        )
+        inputs[name] = (choice.group(1) if green else "") if choice else str(value)
+    return inputs
+
+
+@pytest.mark.parametrize("green", [True, False], ids=["against-last-green", "first-sweep"])
+def test_the_example_workflow_runs(tmp_path, green):
+    """The example's gate step through action.yml, as a runner runs it (run_action), with the
+    evalgate of this checkout (`install: false`)."""
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load((ROOT / "examples" / "github-actions-verify.yml").read_text())
+    [step] = [
+        s for s in workflow["jobs"]["verify-evals"]["steps"] if s.get("name") == "Gate the sweep"
+    ]
+    inputs = example_inputs(step, green)
+    assert inputs == {
+        "results": "eval-artifacts",
+        "thresholds": "thresholds.json",
+        "expect": ".github/expected-evals.json",
+        "baseline": "baseline-artifacts" if green else "",
+        "waivers": ".github/eval-waivers.yaml" if green else "",
+    }
+    dsr1 = {"model_prefix": "dsr1", "hardware": "b200", "kv_cache_dtype": None}
+    right = answers()
+    for name in ("eval-artifacts", "baseline-artifacts"):  # full runs: answers to pair
+        runs = dict.fromkeys((4, 8, 16, 32, 64), right)
+        evalgate_sweep(tmp_path / name, name, runs, labels=dsr1)
+    (tmp_path / ".github").mkdir()
+    waiver = "- {config: dsr1 b200 vllm fp8 isl=1024 osl=1024 conc=4, reason: r, who: w, "
+    (tmp_path / ".github" / "eval-waivers.yaml").write_text(waiver + "until: 2999-01-01}\n")
+    manifest = [{**DSR1_CONFIG, "concurrency": [4, 8, 16, 32, 64]}]
+    (tmp_path / ".github" / "expected-evals.json").write_text(json.dumps(manifest))
+    (tmp_path / "thresholds.json").write_text(json.dumps({"default": {"gsm8k": 0.9}}))
+    run = run_action(inputs | {"install": "false"}, tmp_path, checkout_env())
+    assert run.exit_code == ExitCode.PASS, run.log
+    assert run.outputs["verdict"] == "pass"
+    against = "; against the baseline: 5 equivalent" if green else ""
+    assert f"5 results for 5 configs: 5 pass{against}" in run.summary
+    assert "```mermaid\nxychart-beta horizontal\n" in run.summary
+    assert (tmp_path / run.outputs["junit"]).exists()
+    verdict = json.loads((tmp_path / run.outputs["json"]).read_text())
+    assert (verdict["baseline"] is not None) == green
+    page = (tmp_path / run.outputs["html"]).read_text(encoding="utf-8")
+    assert "<title>evalgate verify: PASS</title>" in page
+    [upload] = [
+        s
+        for s in workflow["jobs"]["verify-evals"]["steps"]
+        if "upload-artifact" in s.get("uses", "")
+    ]
+    assert upload["if"] == "always()"
+    assert run.outputs["html"] in upload["with"]["path"].split()

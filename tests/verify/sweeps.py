@@ -171,6 +171,17 @@ def thresholds(tmp: Path) -> Path:
 # -- one result at a time ------------------------------------------------------------------------
 
 
+DSR1_CONFIG = {
+    "model_prefix": "dsr1",
+    "hardware": "b200",
+    "framework": "vllm",
+    "precision": "fp8",
+    "isl": 1024,
+    "osl": 1024,
+}
+"""The config result_doc labels a result with unless told, but for its concurrency (64)."""
+
+
 def result_doc(
     *,
     model: str | None = "deepseek-ai/DeepSeek-R1-0528",

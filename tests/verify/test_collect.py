@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import structs
 
+from evalgate.errors import UsageError
+from evalgate.evidence.artifacts import NOT_A_RESULT
 from evalgate.schemas import validation_errors
+from evalgate.verify import collect, sweep
 from tests.conftest import (
     error_lines,
     load_result,
@@ -27,16 +31,16 @@ from tests.conftest import (
 )
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 from tests.tasks.test_dataset import TASK as GPQA
-from tests.verify.conftest import (
-    GPQA_KEY,
-    GSM8K_KEY,
-    LABELS,
-    QUESTIONS,
+from tests.verify.conftest import GPQA_KEY, GSM8K_KEY, LABELS, QUESTIONS
+from tests.verify.sweeps import (
+    lm_eval_doc,
+    meta_env,
+    parsed_thresholds,
+    result_doc,
+    sweep_of,
+    write_harness,
+    write_result,
 )
-from tests.verify.sweeps import lm_eval_doc, write_result
-
-pytestmark = pytest.mark.loopback
-
 
 HOLD_LOCK = (
     "import fcntl, os, sys\n"
@@ -55,6 +59,7 @@ def verify(*args: str) -> subprocess.CompletedProcess[str]:
     return run_subprocess("verify", *args, "--no-github")
 
 
+@pytest.mark.loopback
 def test_run_folders_that_are_links_are_followed_and_each_folder_searched_once(tmp_path):
     store, sweep = tmp_path / "store", tmp_path / "sweep"
     sweep.mkdir()
@@ -76,6 +81,7 @@ def test_run_folders_that_are_links_are_followed_and_each_folder_searched_once(t
     ) in done.stdout
 
 
+@pytest.mark.loopback
 def test_a_run_killed_outright_is_interrupted_at_the_stage_it_last_recorded(tmp_path):
     out = tmp_path / "run"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
@@ -102,6 +108,7 @@ def test_a_run_killed_outright_is_interrupted_at_the_stage_it_last_recorded(tmp_
     ), done.stdout
 
 
+@pytest.mark.loopback
 def test_a_run_that_holds_its_folders_lock_is_still_running_not_interrupted(tmp_path):
     write_result(tmp_path / "run", status="running", stage="settings", reason="in progress")
     lock = tmp_path / "run" / ".evalgate.lock"
@@ -126,6 +133,7 @@ def test_a_run_that_holds_its_folders_lock_is_still_running_not_interrupted(tmp_
     assert "run interrupted: its result.json still says running" in released.stdout
 
 
+@pytest.mark.loopback
 def test_a_lock_file_beside_a_finished_result_is_not_read_as_anything(tmp_path):
     write_result(tmp_path / "run")
     (tmp_path / "run" / ".evalgate.lock").write_text("4242\n")
@@ -143,6 +151,7 @@ def _nested(path: Path, depth: int = 10**6) -> Path:
     return path
 
 
+@pytest.mark.loopback
 def test_files_nested_a_million_deep_are_malformed_and_the_rest_is_reported(tmp_path):
     write_result(tmp_path / "good")
     deep_result = _nested(tmp_path / "deep" / "result.json")
@@ -161,6 +170,7 @@ def test_files_nested_a_million_deep_are_malformed_and_the_rest_is_reported(tmp_
     ) in done.stdout
 
 
+@pytest.mark.loopback
 def test_a_report_through_a_linked_run_folder_is_refused_not_written_over_its_result(tmp_path):
     result = write_result(tmp_path / "store" / "run-4", conc=4)
     before = result.read_bytes()
@@ -175,6 +185,7 @@ def test_a_report_through_a_linked_run_folder_is_refused_not_written_over_its_re
     assert result.read_bytes() == before
 
 
+@pytest.mark.loopback
 def test_a_folder_that_cannot_be_listed_is_malformed_and_the_rest_is_reported(
     tmp_path, monkeypatch, cli
 ):
@@ -203,6 +214,7 @@ def test_a_folder_that_cannot_be_listed_is_malformed_and_the_rest_is_reported(
 # tasks among them) is refused naming the task it means; one that is no misspelling is kept.
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("where", "entry", "key", "how"),
     [
@@ -238,6 +250,7 @@ def test_a_misspelt_task_key_is_refused_naming_the_task_it_means(tmp_path, where
     assert load_result(tmp_path / "run")["stage"] == "thresholds"
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("data", "floor", "matched"),
     [
@@ -267,6 +280,7 @@ def test_a_key_that_is_no_misspelling_is_kept(tmp_path, data, floor, matched):
     assert done.stdout.splitlines()[-1].endswith(f">= threshold {floor:.4f} ({matched})")
 
 
+@pytest.mark.loopback
 def test_verify_knows_the_tasks_of_the_results_it_gates(tmp_path):
     """A key two edits from a result's task (and far from every built-in task) is a misspelling
     of that task; nothing is written when it is refused."""
@@ -330,6 +344,7 @@ def verify_sweep(sweep: Path, sweeps: dict[str, Path], tmp_path: Path) -> tuple[
     return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
 
 
+@pytest.mark.loopback
 def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(task_sweeps, tmp_path):
     sweep = sweep_with_an_errored_gpqa_run(task_sweeps, tmp_path)
 
@@ -348,6 +363,7 @@ def test_a_run_stopped_before_its_eval_is_a_result_of_the_task_asked_for(task_sw
     assert (written["status"], written["eval"], written["task"]) == ("error", None, GPQA)
 
 
+@pytest.mark.loopback
 def test_a_result_written_before_results_named_their_task_is_read_as_before(task_sweeps, tmp_path):
     """result.json without its task (every evalgate before 0.2.0): the eval's task, and with no
     eval GSM8K, as always; so beside a GSM8K run of its config it is a duplicate."""
@@ -363,3 +379,391 @@ def test_a_result_written_before_results_named_their_task_is_read_as_before(task
     assert code == 1, out
     assert "DUPLICATE" in out
     assert {e["task"] for e in document["entries"] if e["source"] is not None} == {"gsm8k"}
+
+
+# verify collects a sweep's results (evalgate's and the harness's), each with its labels.
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("status", ["pass", "fail", "error", "aborted", "running"])
+def test_result_factory_is_schema_valid(status):
+    assert validation_errors("result", result_doc(status=status)) == []
+
+
+@pytest.mark.unit
+def test_a_run_folder_with_runs_below_it_counts_each_once(tmp_path):
+    sweep_of(tmp_path / "sweep", 8)
+    write_result(tmp_path)  # the root is a run's folder, with runs in the folders below
+    out = collect.collect([str(tmp_path)])
+    assert len(out.found) == 8 and len(out.malformed) == 1  # the root's run, and 7 of the 8
+
+
+@pytest.mark.unit
+def test_collect_reads_an_evalgate_result(tmp_path):
+    write_result(tmp_path / "a", kv="fp8", topology={"tp": 8, "dp_attention": False})
+    out = collect.collect([str(tmp_path)])
+    assert out.malformed == [] and out.empty == []
+    [item] = out.found
+    assert item.source == "evalgate"
+    assert item.model == "deepseek-ai/DeepSeek-R1-0528"
+    assert structs.asdict(item.labels) == {
+        "model_prefix": "dsr1",
+        "hardware": "b200",
+        "framework": "vllm",
+        "precision": "fp8",
+        "kv_cache_dtype": "fp8",
+        "isl": 1024,
+        "osl": 1024,
+        "concurrency": 64,
+        "topology": {"tp": 8, "dp_attention": False},
+    }
+    assert [(s.filter, s.value, s.n) for s in item.scores] == [
+        ("strict-match", 0.95, 1319),
+        ("flexible-extract", 0.955, 1319),
+    ]
+
+
+@pytest.mark.unit
+def test_collect_a_nonexistent_path_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        collect.collect([str(tmp_path / "nope")])
+
+
+@pytest.mark.unit
+def test_collect_an_empty_folder_is_reported_empty(tmp_path):
+    out = collect.collect([str(tmp_path)])
+    assert out.found == [] and out.malformed == [] and out.empty == [str(tmp_path)]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("{not json", "is not valid JSON (line 1 column 2"),
+        ("", "is not valid JSON"),
+        (b"\xff\xfe{}", "is not UTF-8 text"),
+        ('{"schema": "evalgate.result/1"}', f"{NOT_A_RESULT}: $: "),
+        ("[]", f"{NOT_A_RESULT}: $: Expected `object`, got `array`"),
+    ],
+)
+def test_collect_reports_a_malformed_result_with_path_and_reason(tmp_path, content, reason):
+    path = tmp_path / "run" / "result.json"
+    path.parent.mkdir()
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    out = collect.collect([str(tmp_path)])
+    assert out.found == []
+    [note] = out.malformed
+    assert note.path == str(path)
+    assert note.reason.startswith(str(path))
+    assert reason in note.reason
+
+
+@pytest.mark.unit
+def test_collect_names_the_bad_field_of_a_schema_invalid_result(tmp_path):
+    doc = result_doc()
+    doc["scores"][0]["value"] = 1.5
+    del doc["labels"]
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert "$.scores[0].value: Expected `float` <= 1.0" in note.reason  # the first met
+    doc["scores"][0]["value"] = 0.5
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert "$: Object missing required field `labels`" in note.reason
+
+
+@pytest.mark.unit
+def test_collect_reads_a_harness_eval_with_its_metadata(tmp_path):
+    write_harness(
+        tmp_path / "eval_gptoss_conc32", meta_env(spec_decoding="mtp", kv_cache_dtype="fp8")
+    )
+    out = collect.collect([str(tmp_path)])
+    assert out.malformed == []
+    [item] = out.found
+    assert item.source == "lm-eval"
+    assert item.status is None
+    assert item.model == "openai/gpt-oss-120b"
+    assert structs.asdict(item.labels) == {
+        "model_prefix": "gptoss",
+        "hardware": "mi355x",
+        "framework": "sglang",
+        "precision": "fp4",
+        "kv_cache_dtype": "fp8",
+        "isl": 1024,
+        "osl": 8192,
+        "concurrency": 32,
+        "topology": {"tp": 4, "ep": 1, "dp_attention": False, "spec_decoding": "mtp"},
+    }
+    assert [(s.task, s.filter, s.value, s.n) for s in item.scores] == [
+        ("gsm8k", "strict-match", 0.95, 1319),
+        ("gsm8k", "flexible-extract", 0.955, 1319),
+    ]
+    assert item.scores[0].stderr == pytest.approx(0.006003, abs=1e-6)  # as lm-eval wrote it
+
+
+@pytest.mark.unit
+def test_collect_reads_multinode_topology_and_unknown_labels(tmp_path):
+    meta = meta_env(
+        is_multinode=True,
+        precision="unknown",
+        infmax_model_prefix="unknown",
+        prefill_tp=4,
+        prefill_num_workers=2,
+        decode_tp=8,
+        decode_num_workers=1,
+        decode_dp_attention="true",
+        prefill_pp=2,
+    )
+    write_harness(tmp_path, meta)
+    [item] = collect.collect([str(tmp_path)]).found
+    assert item.labels.precision is None
+    assert item.labels.model_prefix is None
+    assert item.labels.topology == {
+        "prefill_tp": 4,
+        "prefill_ep": 1,
+        "prefill_dp_attention": False,
+        "prefill_num_workers": 2,
+        "prefill_pp": 2,
+        "decode_tp": 8,
+        "decode_ep": 1,
+        "decode_dp_attention": True,
+        "decode_num_workers": 1,
+    }
+
+
+@pytest.mark.unit
+def test_collect_finds_lm_eval_output_nested_under_the_model_name(tmp_path):
+    write_harness(
+        tmp_path / "job",
+        results={"openai__gpt-oss-120b/results_2026-05-01T10-00-00.json": lm_eval_doc()},
+    )
+    [item] = collect.collect([str(tmp_path)]).found
+    assert item.path.endswith("openai__gpt-oss-120b/results_2026-05-01T10-00-00.json")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("meta", "results", "reasons"),
+    [
+        (meta_env(), {}, ["meta_env.json has no lm-eval results*.json beside it"]),
+        (
+            meta_env(eval_exit_code=1),
+            {"results_x.json": lm_eval_doc()},
+            ["the harness recorded eval_exit_code = 1"],
+        ),
+        (meta_env(eval_exit_code=3), {}, ["the harness recorded eval_exit_code = 3"]),
+    ],
+)
+def test_collect_turns_a_skipped_or_failed_harness_eval_into_an_errored_run(
+    tmp_path, meta, results, reasons
+):
+    write_harness(tmp_path, meta, results)
+    out = collect.collect([str(tmp_path)])
+    assert [item.status for item in out.found] == ["error"] * len(reasons)
+    for item, reason in zip(out.found, reasons, strict=True):
+        assert reason in str(item.reason)
+        assert item.labels.concurrency == 32
+
+
+@pytest.mark.unit
+def test_collect_expands_a_harness_batch_by_concurrency(tmp_path):
+    meta = meta_env(
+        conc=4,
+        eval_concs=[4, 16, 64, 128],
+        completed_eval_concs=[4, 16],
+        failed_eval_concs=[64],
+        eval_exit_code=1,
+    )
+    write_harness(
+        tmp_path,
+        meta,
+        {
+            "results_t_conc4.json": lm_eval_doc(),
+            "results_t_conc16.json": lm_eval_doc(0.93, 0.94),
+            "results_t_conc64.json": lm_eval_doc(),
+            "results_t_conc256.json": lm_eval_doc(),
+            "results_t.json": lm_eval_doc(),
+        },
+    )
+    out = collect.collect([str(tmp_path)])
+    by_conc = {item.labels.concurrency: item for item in out.found}
+    assert sorted(by_conc) == [4, 16, 64, 128, 256]
+    assert by_conc[4].status is None and by_conc[16].scores[0].value == 0.93
+    assert by_conc[64].status == "error" and "failed_eval_concs" in str(by_conc[64].reason)
+    assert by_conc[64].path.endswith("results_t_conc64.json")
+    assert by_conc[128].status == "error"
+    assert "no results*_conc128.json was staged" in str(by_conc[128].reason)
+    assert by_conc[256].status is None  # not asked for: --expect decides whether it is wanted
+    [note] = out.malformed
+    assert note.path.endswith("results_t.json") and "no _conc<N> suffix" in note.reason
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("meta", "reason"),
+    [
+        ([1, 2], "is not a JSON object but list"),
+        (meta_env(conc="lots"), "conc is 'lots', not an integer"),
+        (meta_env(eval_concs=[4, "8"]), "eval_concs is [4, '8'], not a list of positive integers"),
+        (meta_env(model="", infmax_model_prefix="unknown"), "neither model nor model_prefix"),
+    ],
+)
+def test_collect_reports_a_malformed_meta_env(tmp_path, meta, reason):
+    write_harness(tmp_path, meta)
+    out = collect.collect([str(tmp_path)])
+    assert out.found == []
+    [note] = out.malformed
+    assert note.path == str(tmp_path / "meta_env.json")
+    assert reason in note.reason
+    assert "the 1 lm-eval result(s) it describes go unchecked" in note.reason
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        ({"lm_eval_version": "0.4.13"}, 'has no "results" object'),
+        ({**lm_eval_doc(), "n-samples": {}}, "n-samples.gsm8k.effective is None"),
+        (
+            {**lm_eval_doc(), "results": {"gsm8k": {"exact_match,strict-match": "0.9"}}},
+            "results.gsm8k.exact_match,strict-match is '0.9', not a number in [0, 1]",
+        ),
+    ],
+)
+def test_collect_reports_a_malformed_lm_eval_file(tmp_path, doc, reason):
+    write_harness(tmp_path, results={"results_x.json": doc})
+    out = collect.collect([str(tmp_path)])
+    [note] = out.malformed
+    assert note.path == str(tmp_path / "results_x.json") and reason in note.reason
+
+
+@pytest.mark.unit
+def test_collect_lm_eval_without_metadata_is_malformed(tmp_path):
+    (tmp_path / "results_x.json").write_text(json.dumps(lm_eval_doc()))
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert "is an lm-eval result with no meta_env.json beside it" in note.reason
+
+
+@pytest.mark.unit
+def test_collect_lists_a_results_file_that_is_not_lm_eval(tmp_path):
+    write_harness(tmp_path)
+    (tmp_path / "results_summary.json").write_text('{"rows": []}')
+    out = collect.collect([str(tmp_path)])
+    assert len(out.found) == 1
+    [note] = out.ignored
+    assert note.reason.endswith("is not an lm-eval result (no lm_eval_version)")
+
+
+@pytest.mark.unit
+def test_collect_does_not_count_an_evalgate_runs_own_lm_eval_output(tmp_path):
+    write_result(tmp_path / "run")
+    (tmp_path / "run" / "raw").mkdir()
+    (tmp_path / "run" / "raw" / "results_x.json").write_text(json.dumps(lm_eval_doc()))
+    (tmp_path / "run" / "meta_env.json").write_text(json.dumps(meta_env()))
+    out = collect.collect([str(tmp_path)])
+    assert [item.source for item in out.found] == ["evalgate"]
+    assert out.malformed == [] and out.ignored == []
+
+
+@pytest.mark.unit
+def test_collect_takes_result_files_named_on_the_command_line(tmp_path):
+    path = write_result(tmp_path / "a")
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps(result_doc(conc=8)))
+    out = collect.collect([str(path), str(other)])
+    assert [item.labels.concurrency for item in out.found] == [64, 8]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", ["meta_env.json", "results_2026.json"])
+def test_collect_refuses_a_harness_file_on_its_own(tmp_path, name):
+    (tmp_path / name).write_text("{}")
+    with pytest.raises(UsageError, match=r"pass the folder that holds meta_env\.json"):
+        collect.collect([str(tmp_path / name)])
+
+
+@pytest.mark.unit
+def test_collect_reads_an_evalgate_hook_staging_folder(tmp_path):
+    """`evalgate hook` stages conc-<N>/ (result.json, meta_env.json) and hook.json."""
+    stage = tmp_path / "stage"
+    hook_meta = {
+        "framework": "vllm",
+        "precision": "fp8",
+        "model": "deepseek-ai/DeepSeek-R1-0528",
+        "model_prefix": "dsr1",
+        "hardware": "b200",
+        "isl": 1024,
+        "osl": 1024,
+        "kv_cache_dtype": None,
+        "is_multinode": False,
+    }
+    write_result(stage / "conc-4", conc=4)
+    (stage / "conc-4" / "meta_env.json").write_text(json.dumps({**hook_meta, "conc": 4}))
+    (stage / "conc-8").mkdir()  # stopped before its result.json was written
+    (stage / "conc-8" / "meta_env.json").write_text(json.dumps({**hook_meta, "conc": 8}))
+    (stage / "hook.json").write_text(
+        json.dumps(
+            {
+                "concurrencies": [4, 8, 16],
+                "completed": [4],
+                "stopped": "error at stage eval: boom",
+                "runs": [
+                    {
+                        "concurrency": 4,
+                        "status": "pass",
+                        "exit_code": 0,
+                        "stage": "done",
+                        "reason": "ok",
+                        "result": "conc-4/result.json",
+                    },
+                    {
+                        "concurrency": 8,
+                        "status": "error",
+                        "exit_code": 4,
+                        "stage": "eval",
+                        "reason": "boom",
+                        "result": None,
+                    },
+                    {
+                        "concurrency": 16,
+                        "status": "not run",
+                        "reason": "not run: an earlier run stopped the hook "
+                        "(error at stage eval: boom)",
+                    },
+                ],
+            }
+        )
+    )
+    out = collect.collect([str(stage)])
+    assert out.malformed == []
+    by_conc = {item.labels.concurrency: item for item in out.found}
+    assert sorted(by_conc) == [4, 8, 16]
+    assert by_conc[4].status == "pass" and by_conc[4].source == "evalgate"
+    assert by_conc[8].status == "error"
+    assert "meta_env.json has no lm-eval results" in str(by_conc[8].reason)
+    assert by_conc[16].status == "skipped"
+    assert by_conc[16].labels.model_prefix == "dsr1" and by_conc[16].model == by_conc[4].model
+    entry = sweep.Rule(parsed_thresholds()).gate(by_conc[16], "k")
+    assert entry.outcome == "error"
+    assert entry.reason == (
+        "run skipped: not run: an earlier run stopped the hook (error at stage eval: boom)"
+    )
+
+
+@pytest.mark.unit
+def test_collect_reports_a_malformed_hook_summary(tmp_path):
+    write_result(tmp_path / "conc-4")
+    (tmp_path / "hook.json").write_text('{"runs": 3}')
+    [note] = collect.collect([str(tmp_path)]).malformed
+    assert note.reason.startswith(
+        f"{tmp_path / 'hook.json'} is not an evalgate hook summary: "
+        "$.runs: Expected `array`, got `int`"
+    )
+
+
+@pytest.mark.unit
+def test_collect_searches_overlapping_paths_once(tmp_path):
+    path = write_result(tmp_path / "a" / "run")
+    out = collect.collect([str(tmp_path), str(tmp_path / "a"), str(path), str(tmp_path)])
+    assert [item.path for item in out.found] == [str(path)]
+    assert out.empty == []
