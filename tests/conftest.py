@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -24,6 +25,7 @@ from evalgate.cli import main
 from evalgate.environment import JOB_VARIABLES
 from evalgate.run import RunOutcome, run_gate
 from evalgate.schemas import validation_errors
+from tests import fakeengine
 from tests.browser import find_chromium
 from tests.fakeengine import EngineBehaviour, FakeEngine, load_gsm8k
 from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep
@@ -705,3 +707,46 @@ def verify_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """`evalgate` in-process builds only the verify subcommand, so a verify test depends on no
     other subcommand's module."""
     monkeypatch.setattr(evalgate.cli, "SUBCOMMANDS", ("verify",))
+
+
+# -- secrets planted in a run --------------------------------------------------------------------
+
+PLANTED_KEY = "sk-evalgate-PLANTED-123"
+PLANTED_USER = "gate"
+PLANTED_PASSWORD = "pw-PLANTED-456"  # noqa: S105  (planted, to be searched for)
+PLANTED_BASIC = "Basic " + base64.b64encode(f"{PLANTED_USER}:{PLANTED_PASSWORD}".encode()).decode()
+SECRETS = (PLANTED_KEY, PLANTED_PASSWORD, PLANTED_BASIC.split()[1])
+"""What must appear nowhere: the key, the password, and the password as sent (base64)."""
+PLANTED_RUN = {
+    "osl": 1024, "limit": 10, "ready_timeout": 1, "timeout": 2, "max_attempts": 2,
+    "num_concurrent": None,
+}  # fmt: skip
+"""Ten questions, short timeouts, one request in flight: where a secret could leak, quickly."""
+
+
+@pytest.fixture
+def auth_headers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
+    """(path, Authorization header) of every request any fake engine receives."""
+    seen: list[tuple[str, str | None]] = []
+    lock = threading.Lock()
+    serve = fakeengine._Handler._serve
+
+    def spy(handler: Any, method: str) -> None:
+        with lock:
+            seen.append((handler.path, handler.headers.get("Authorization")))
+        serve(handler, method)
+
+    monkeypatch.setattr(fakeengine._Handler, "_serve", spy)
+    return seen
+
+
+def with_password(url: str) -> str:
+    """`url` with PLANTED_USER:PLANTED_PASSWORD in it."""
+    return url.replace("http://", f"http://{PLANTED_USER}:{PLANTED_PASSWORD}@", 1)
+
+
+def assert_nowhere(*texts: str) -> None:
+    """No secret planted is in any of `texts`."""
+    for secret in SECRETS:
+        for text in texts:
+            assert secret not in text

@@ -11,14 +11,11 @@ temporary files), the returned outcome, the error and its chained causes, and th
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import subprocess
-import threading
 import traceback
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import msgspec
@@ -32,8 +29,15 @@ from evalgate.run import run_gate
 from evalgate.schemas import validation_errors
 from evalgate.settings.values import Settings
 from evalgate.verify.html import SHOWN_CHARS
-from tests import fakeengine
 from tests.conftest import (
+    DOCS,
+    MODEL,
+    PLANTED_BASIC,
+    PLANTED_KEY,
+    PLANTED_PASSWORD,
+    PLANTED_RUN,
+    PLANTED_USER,
+    assert_nowhere,
     deadline,
     eval_client,
     load_result,
@@ -41,42 +45,12 @@ from tests.conftest import (
     run_args,
     run_settings,
     run_subprocess,
+    with_password,
 )
-from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, load_gsm8k, unused_port
+from tests.fakeengine import NOT_PROBE, EngineBehaviour, FakeEngine, Fault, unused_port
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, thresholds
 
 pytestmark = pytest.mark.loopback
-
-KEY = "sk-evalgate-PLANTED-123"
-USER = "gate"
-PASSWORD = "pw-PLANTED-456"  # noqa: S105  (planted, to be searched for)
-BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-SECRETS = (KEY, PASSWORD, BASIC.split()[1])
-"""What must appear nowhere: the key, the password, and the password as sent (base64)."""
-MODEL = "fake-model"
-LIMIT = 10
-DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
-NOT_PROBE = frozenset(range(2, 100_000))
-
-
-@pytest.fixture
-def headers(monkeypatch) -> list[tuple[str, str | None]]:
-    """(path, Authorization header) of every request any fake engine receives."""
-    seen: list[tuple[str, str | None]] = []
-    lock = threading.Lock()
-    serve = fakeengine._Handler._serve
-
-    def spy(handler: Any, method: str) -> None:
-        with lock:
-            seen.append((handler.path, handler.headers.get("Authorization")))
-        serve(handler, method)
-
-    monkeypatch.setattr(fakeengine._Handler, "_serve", spy)
-    return seen
-
-
-def with_password(url: str) -> str:
-    return url.replace("http://", f"http://{USER}:{PASSWORD}@", 1)
 
 
 def files_text(folder: Path) -> str:
@@ -88,41 +62,30 @@ def files_text(folder: Path) -> str:
     )
 
 
-def assert_nowhere(*texts: str) -> None:
-    for secret in SECRETS:
-        for text in texts:
-            assert secret not in text
-
-
 POINT = ["--min-samples", "0"]  # secrets, not statistics: the point estimate decides
-
-
-COMMON = {
-    "osl": 1024, "limit": LIMIT, "ready_timeout": 1, "timeout": 2, "max_attempts": 2,
-    "num_concurrent": None,
-}  # fmt: skip
 
 
 # -- the key ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("source", ["--api-key", "EVALGATE_API_KEY", "OPENAI_API_KEY"])
-def test_a_planted_key_is_sent_and_found_nowhere(engine, headers, cli, tmp_path, source):
+def test_a_planted_key_is_sent_and_found_nowhere(engine, auth_headers, cli, tmp_path, source):
     out = tmp_path / "run"
-    args = ["-v", "-v", *run_args(engine.url, out, *POINT, json="-", **COMMON)]
+    args = ["-v", "-v", *run_args(engine.url, out, *POINT, json="-", **PLANTED_RUN)]
     with pytest.MonkeyPatch.context() as patch:
         if source == "--api-key":
-            args += ["--api-key", KEY]
+            args += ["--api-key", PLANTED_KEY]
         else:
-            patch.setenv(source, KEY)
+            patch.setenv(source, PLANTED_KEY)
 
         code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 0
     assert json.loads(stdout)["status"] == "pass"
-    paths = {path for path, _ in headers}
+    paths = {path for path, _ in auth_headers}
     assert {"/v1/models", "/tokenize", "/v1/chat/completions"} <= paths
-    assert {auth for _, auth in headers} == {f"Bearer {KEY}"}  # every request carried it
+    # every request carried it
+    assert {auth for _, auth in auth_headers} == {f"Bearer {PLANTED_KEY}"}
     assert_nowhere(stdout, stderr, files_text(out))
 
 
@@ -151,13 +114,13 @@ FAILURES = [
 
 
 @pytest.mark.parametrize("case", [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES])
-def test_no_secret_in_the_errors_of_a_failed_run(engine, headers, cli, tmp_path, case):
+def test_no_secret_in_the_errors_of_a_failed_run(engine, auth_headers, cli, tmp_path, case):
     make_fault, code, stage = case
     engine.inject(make_fault())
     out = tmp_path / "run"
     url = with_password(engine.url)
 
-    args = run_args(url, out, api_key=KEY, **COMMON)
+    args = run_args(url, out, api_key=PLANTED_KEY, **PLANTED_RUN)
     got, stdout, stderr = cli("-v", "-v", *args, within=30, engine=engine)
 
     assert got == code
@@ -165,7 +128,8 @@ def test_no_secret_in_the_errors_of_a_failed_run(engine, headers, cli, tmp_path,
     result = load_result(out)
     assert result["stage"] == stage
     assert result["endpoint"] is None or result["endpoint"]["base_url"] == engine.url
-    assert headers and {auth for _, auth in headers} == {BASIC}  # user:password wins, as in httpx
+    # user:password wins, as in httpx
+    assert auth_headers and {auth for _, auth in auth_headers} == {PLANTED_BASIC}
     assert_nowhere(stdout, stderr, files_text(out))
 
 
@@ -179,12 +143,12 @@ def test_a_key_the_engine_echoes_back_is_scrubbed_from_every_output(engine, cli,
             "error",
             status=401,
             paths={"/v1/models"},
-            message=f"Incorrect API key provided: {KEY}. You can find your API key at ...",
+            message=f"Incorrect API key provided: {PLANTED_KEY}. You can find your API key at ...",
         )
     )
     out = tmp_path / "run"
 
-    args = run_args(engine.url, out, api_key=KEY, **COMMON)
+    args = run_args(engine.url, out, api_key=PLANTED_KEY, **PLANTED_RUN)
     code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 3
@@ -214,7 +178,7 @@ def test_url_passwords_the_engine_echoes_are_scrubbed_from_samples_and_journal(
     )
     out = tmp_path / "run"
 
-    args = run_args(url, out, *POINT, worker_url=worker, **COMMON)
+    args = run_args(url, out, *POINT, worker_url=worker, **PLANTED_RUN)
     code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 4  # a 4xx stops the eval; the answers so far are kept
@@ -235,10 +199,10 @@ def test_url_passwords_the_engine_echoes_are_scrubbed_from_samples_and_journal(
 def test_an_answer_is_scored_as_the_engine_sent_it_and_stored_scrubbed(engine, cli, tmp_path):
     """Scrubbing comes after scoring: an answer ending in the key ends in its digits for the
     flexible filter (the last number), though samples.jsonl shows the key masked."""
-    engine.behaviour.trailer = f"\n{KEY}"
+    engine.behaviour.trailer = f"\n{PLANTED_KEY}"
     out = tmp_path / "run"
 
-    args = run_args(engine.url, out, *POINT, api_key=KEY, **COMMON)
+    args = run_args(engine.url, out, *POINT, api_key=PLANTED_KEY, **PLANTED_RUN)
     code, _, _ = cli(*args, within=30, engine=engine)
 
     assert code == 1  # flexible-extract reads -123: every answer wrong
@@ -255,7 +219,7 @@ def test_a_placeholder_key_is_sent_but_not_scrubbed(engine, cli, tmp_path):
     engine.behaviour.trailer = "\nEMPTY"
     out = tmp_path / "run"
 
-    args = run_args(engine.url, out, *POINT, api_key="EMPTY", **COMMON)
+    args = run_args(engine.url, out, *POINT, api_key="EMPTY", **PLANTED_RUN)
     code, _, _ = cli(*args, within=30, engine=engine)
 
     assert code == 0
@@ -267,7 +231,7 @@ def test_no_secret_when_the_endpoint_is_never_ready(cli, tmp_path):
     url = with_password(f"http://127.0.0.1:{unused_port()}/v1")
     out = tmp_path / "run"
 
-    args = run_args(url, out, api_key=KEY, **COMMON)
+    args = run_args(url, out, api_key=PLANTED_KEY, **PLANTED_RUN)
     code, stdout, stderr = cli("-v", "-v", *args, within=30)
 
     assert code == 3
@@ -281,14 +245,14 @@ def test_no_secret_when_the_endpoint_is_never_ready(cli, tmp_path):
 
 @pytest.mark.parametrize("fails", [False, True], ids=["pass", "eval error"])
 def test_no_secret_in_evalgates_logs_outcome_or_exception_chain(
-    engine, headers, tmp_path, caplog, fails
+    engine, auth_headers, tmp_path, caplog, fails
 ):
     if fails:
         engine.inject(Fault("error", status=400, questions={DOCS[4].question}))
     caplog.set_level(logging.DEBUG, logger="evalgate")
     url = with_password(engine.url)
-    given = {"worker_urls": [url], "api_key": KEY, "min_samples": 0}
-    settings = run_settings(url, tmp_path / "run", **given, **COMMON)
+    given = {"worker_urls": [url], "api_key": PLANTED_KEY, "min_samples": 0}
+    settings = run_settings(url, tmp_path / "run", **given, **PLANTED_RUN)
 
     with deadline(30, engine):
         outcome = run_gate(settings)
@@ -304,14 +268,14 @@ def test_no_secret_in_evalgates_logs_outcome_or_exception_chain(
         chain,
         files_text(tmp_path / "run"),
     )
-    assert KEY not in repr(settings) and KEY not in str(settings)
+    assert PLANTED_KEY not in repr(settings) and PLANTED_KEY not in str(settings)
 
 
-def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers, caplog):
+def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, auth_headers, caplog):
     """The eval's own requests: the URL the HTTP library gets has no password (whatever it
     logs); the credentials go as basic auth, as before."""
     caplog.set_level(logging.DEBUG)  # every logger: aiohttp, asyncio, evalgate
-    client = eval_client(with_password(engine.url), api_key=KEY, timeout=2, attempts=1)
+    client = eval_client(with_password(engine.url), api_key=PLANTED_KEY, timeout=2, attempts=1)
     body = {
         "model": MODEL,
         "messages": [{"role": "user", "content": f"Question: {DOCS[0].question}\nAnswer:"}],
@@ -328,13 +292,14 @@ def test_the_eval_client_keeps_url_credentials_out_of_every_log(engine, headers,
         text = asyncio.run(ask())
 
     assert text.endswith("#### 18")
-    assert headers == [("/v1/chat/completions", BASIC)]
+    assert auth_headers == [("/v1/chat/completions", PLANTED_BASIC)]
     assert_nowhere(caplog.text)
 
 
 def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    given = COMMON | {"timeout": None, "max_attempts": None, "min_samples": 0}  # None: the default
+    # None: the default
+    given = PLANTED_RUN | {"timeout": None, "max_attempts": None, "min_samples": 0}
     settings = run_settings(with_password(engine.url), tmp_path / "run", **given)
 
     with deadline(30, engine):
@@ -345,7 +310,7 @@ def test_no_logger_at_all_shows_url_credentials(engine, tmp_path, caplog):
 
 
 def test_the_settings_repr_hides_url_credentials():
-    settings = Settings(base_url=with_password("http://127.0.0.1:8000/v1"), api_key=KEY)
+    settings = Settings(base_url=with_password("http://127.0.0.1:8000/v1"), api_key=PLANTED_KEY)
 
     assert_nowhere(repr(settings), str(settings))
 
@@ -362,12 +327,12 @@ def test_the_settings_repr_hides_url_credentials():
     ],
     ids=["context --explain --json -", "context --explain (env)", "probe --json -"],
 )
-def test_context_and_probe_output_holds_no_secret(engine, headers, cli, monkeypatch, case):
+def test_context_and_probe_output_holds_no_secret(engine, auth_headers, cli, monkeypatch, case):
     command, extra = case
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY)
     url = with_password(engine.url)
 
-    options = COMMON | {"command": command, "worker_url": url}
+    options = PLANTED_RUN | {"command": command, "worker_url": url}
     if command == "context":  # no probe there: no --timeout, --max-attempts
         options |= {"timeout": None, "max_attempts": None}
 
@@ -381,21 +346,21 @@ def test_context_and_probe_output_holds_no_secret(engine, headers, cli, monkeypa
         document, _ = json.JSONDecoder().raw_decode(stdout)
         served = document["context"]["served"] if command == "probe" else document["served"]
         assert f"/v1/models of worker {engine.url}" in [s["source"] for s in served]
-    assert headers and {auth for _, auth in headers} == {BASIC}
+    assert auth_headers and {auth for _, auth in auth_headers} == {PLANTED_BASIC}
     assert_nowhere(stdout, stderr)
 
 
-def test_the_hook_stages_no_secret(engine, headers, cli, tmp_path, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+def test_the_hook_stages_no_secret(engine, auth_headers, cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY)
     monkeypatch.setenv("ROUTER_URL", engine.url)
     stage = tmp_path / "run"
 
-    args = run_args(None, stage, *POINT, command="hook", concurrency=2, **COMMON)  # ROUTER_URL
+    args = run_args(None, stage, *POINT, command="hook", concurrency=2, **PLANTED_RUN)  # ROUTER_URL
     code, stdout, stderr = cli(*args, within=30, engine=engine)
 
     assert code == 0
     assert {p.name for p in (stage / "conc-2").iterdir()} >= {"result.json", "meta_env.json"}
-    assert {auth for _, auth in headers} == {f"Bearer {KEY}"}
+    assert {auth for _, auth in auth_headers} == {f"Bearer {PLANTED_KEY}"}
     assert_nowhere(stdout, stderr, files_text(stage))
 
 
@@ -403,10 +368,10 @@ def test_the_hook_stages_no_secret(engine, headers, cli, tmp_path, monkeypatch):
 
 
 def test_a_settings_error_does_not_echo_the_secrets(cli, tmp_path, monkeypatch):
-    monkeypatch.setenv("EVALGATE_API_KEY", KEY)
+    monkeypatch.setenv("EVALGATE_API_KEY", PLANTED_KEY)
     url = with_password("http://127.0.0.1:8000/v1")
 
-    args = run_args(url, tmp_path / "run", **(COMMON | {"limit": 0}))
+    args = run_args(url, tmp_path / "run", **(PLANTED_RUN | {"limit": 0}))
     code, stdout, stderr = cli(*args, within=30)
 
     assert code == 2
@@ -415,9 +380,9 @@ def test_a_settings_error_does_not_echo_the_secrets(cli, tmp_path, monkeypatch):
 
 
 def test_a_bad_url_with_a_password_is_a_usage_error_that_hides_it(cli, tmp_path):
-    url = f"ftp://{USER}:{PASSWORD}@127.0.0.1:{unused_port()}/v1"
+    url = f"ftp://{PLANTED_USER}:{PLANTED_PASSWORD}@127.0.0.1:{unused_port()}/v1"
 
-    code, stdout, stderr = cli(*run_args(url, tmp_path / "run", **COMMON), within=30)
+    code, stdout, stderr = cli(*run_args(url, tmp_path / "run", **PLANTED_RUN), within=30)
 
     assert code == 2
     assert "--base-url" in stderr
