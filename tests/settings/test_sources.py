@@ -9,14 +9,18 @@ import json
 
 import pytest
 
+from evalgate.settings.values import Settings
 from tests.conftest import (
     FAULT_RUN,
     NO_WAIT,
+    PLANTED_KEY,
     THINKING_RUN,
+    assert_nowhere,
     config_file,
     load_result,
     run_args,
     run_subprocess,
+    with_password,
 )
 from tests.fakeengine import CHAT_PATH
 
@@ -345,3 +349,12 @@ def test_a_url_with_a_query_names_what_to_drop(tmp_path, cli):
 
     assert code == 2
     assert "'http://127.0.0.1:8000/v1?x=1' has a query or fragment (?x=1)" in err
+
+
+# The settings' repr and str hide the key and a URL's password.
+
+
+def test_the_settings_repr_hides_url_credentials():
+    settings = Settings(base_url=with_password("http://127.0.0.1:8000/v1"), api_key=PLANTED_KEY)
+
+    assert_nowhere(repr(settings), str(settings))
