@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 import evalgate.cli
 from evalgate.cli import main
@@ -750,3 +753,27 @@ def assert_nowhere(*texts: str) -> None:
     for secret in SECRETS:
         for text in texts:
             assert secret not in text
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------
+
+QUICK = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""The property tests' hypothesis settings: 150 examples each, no deadline."""
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+"""Any JSON value, nested a few levels."""
+
+
+def temp_file(data: bytes) -> Path:
+    """`data` in a new temporary .json file (left for the system to clean): its path."""
+    handle = tempfile.NamedTemporaryFile(delete=False, suffix=".json")  # noqa: SIM115
+    with handle:
+        handle.write(data)
+    return Path(handle.name)

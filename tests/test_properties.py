@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from evalgate.cli.arguments import settings_from_args
@@ -42,27 +42,9 @@ from evalgate.hook import parse_concurrencies
 from evalgate.settings.values import SETTINGS, value_of
 from evalgate.tasks.dataset import bundled_dir, load_dataset
 from evalgate.thresholds import load_thresholds, parse_thresholds, resolve_floor
+from tests.conftest import QUICK, json_scalars, json_values, temp_file
 
 pytestmark = pytest.mark.unit
-
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
-
-
-def _temp_file(data: bytes) -> Path:
-    handle = tempfile.NamedTemporaryFile(delete=False, suffix=".json")  # noqa: SIM115
-    with handle:
-        handle.write(data)
-    return Path(handle.name)
-
 
 # -- the engine's error answers -------------------------------------------------------------------
 
@@ -96,7 +78,7 @@ error_bodies = st.one_of(
 )
 
 
-@FAST
+@QUICK
 @given(statuses, error_bodies)
 def test_an_error_answer_always_parses_to_a_readable_line(status, body):
     error = parse_error(status, body)
@@ -110,7 +92,7 @@ def test_an_error_answer_always_parses_to_a_readable_line(status, body):
     )
 
 
-@FAST
+@QUICK
 @given(st.integers(min_value=500, max_value=599), error_objects.map(json.dumps))
 def test_a_routers_500_around_a_workers_400_is_not_retried(status, inner):
     body = f"Request processing failed: Prefill server error 400 Bad Request: {inner}"
@@ -122,7 +104,7 @@ def test_a_routers_500_around_a_workers_400_is_not_retried(status, inner):
         assert not error.retryable
 
 
-@FAST
+@QUICK
 @example(400, 'Prefill server error 503 Service Unavailable: {"message": "x"}')
 @given(
     st.integers(min_value=400, max_value=499).filter(lambda s: s not in (408, 429)),
@@ -156,7 +138,7 @@ completions = st.one_of(
 )
 
 
-@FAST
+@QUICK
 @given(completions, st.sampled_from(["chat", "completions"]))
 def test_a_completion_is_text_or_malformed_never_a_crash(raw, api):
     try:
@@ -192,7 +174,7 @@ def _url(user: str | None, password: str | None, host: str, port: int | None, pa
     return f"http://{auth}{host}{'' if port is None else f':{port}'}{path}"
 
 
-@FAST
+@QUICK
 @given(secrets, secrets, hosts, ports, paths)
 def test_credentials_move_out_of_the_url_into_basic_auth(user, password, host, port, path):
     url = _url(user, password, host, port, path)
@@ -203,7 +185,7 @@ def test_credentials_move_out_of_the_url_into_basic_auth(user, password, host, p
     assert header == _basic(user, password)
 
 
-@FAST
+@QUICK
 @given(hosts, ports, paths)
 def test_a_plain_url_is_left_alone_and_the_key_sent_as_a_bearer(host, port, path):
     url = _url(None, None, host, port, path)
@@ -218,7 +200,7 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-@FAST
+@QUICK
 @example("u", "p", "[::1]", 8000, "/v1")
 @given(secrets, secrets, hosts, ports, paths)
 def test_redact_url_keeps_the_host_and_port(user, password, host, port, path):
@@ -271,7 +253,7 @@ labels = st.fixed_dictionaries(
 )
 
 
-@FAST
+@QUICK
 @given(threshold_files, st.sampled_from(["fake-model", "dsr1-fp8", "glm5", None]), labels)
 def test_a_thresholds_file_gives_a_floor_in_0_1_or_a_thresholds_error(data, model, found):
     try:
@@ -292,12 +274,12 @@ floor_pairs = st.lists(
 )
 
 
-@FAST
+@QUICK
 @given(floor_pairs)
 def test_a_thresholds_text_with_a_repeated_or_nan_floor_is_always_refused(pairs):
     """Whatever order and values: a file that could be read two ways never gives a floor."""
     text = '{"default": {' + ", ".join(f'"{k}": {v}' for k, v in pairs) + "}}"
-    path = _temp_file(text.encode())
+    path = temp_file(text.encode())
     keys = [key for key, _ in pairs]
     ambiguous = len(set(keys)) < len(keys) or any(v == "NaN" for _, v in pairs)
     try:
@@ -310,7 +292,7 @@ def test_a_thresholds_text_with_a_repeated_or_nan_floor_is_always_refused(pairs)
     assert thresholds.file.default == {k: float(v) for k, v in pairs}
 
 
-@FAST
+@QUICK
 @given(st.lists(st.one_of(st.text(max_size=30), json_values.map(json.dumps)), max_size=6))
 def test_a_dataset_split_is_rows_or_a_dataset_error(lines):
     folder = Path(tempfile.mkdtemp())
@@ -327,10 +309,10 @@ def test_a_dataset_split_is_rows_or_a_dataset_error(lines):
     assert all(set(row) == {"question", "answer"} for row in dataset.test)
 
 
-@FAST
+@QUICK
 @given(st.one_of(st.text(max_size=200), json_values.map(json.dumps)))
 def test_a_result_file_is_a_result_or_an_artifact_error(text):
-    path = _temp_file(text.encode("utf-8", "surrogatepass"))
+    path = temp_file(text.encode("utf-8", "surrogatepass"))
     try:
         document = artifacts.read_result(path)
     except ArtifactError as exc:
@@ -343,12 +325,12 @@ def test_a_result_file_is_a_result_or_an_artifact_error(text):
     assert isinstance(document, dict)
 
 
-@FAST
+@QUICK
 @given(st.lists(st.one_of(st.text(max_size=40), json_values.map(json.dumps)), max_size=5))
 def test_a_journal_is_read_as_answers_or_ignored_never_a_crash(lines):
     fingerprint = {"model": "m"}
     header = json.dumps({"fingerprint": fingerprint})
-    path = _temp_file("\n".join([header, *lines]).encode())
+    path = temp_file("\n".join([header, *lines]).encode())
     try:
         kept = journal.read_journal(path, fingerprint)
         other = journal.read_journal(path, {"model": "another"})
@@ -378,7 +360,7 @@ configs = st.fixed_dictionaries(
 )
 
 
-@FAST
+@QUICK
 @example({"max_position_embeddings": 4096, "rope_scaling": {"factor": "x"}})
 @given(configs | st.builds(lambda c: {"text_config": c}, configs))
 def test_a_model_config_gives_a_positive_length_or_a_context_error(config):
@@ -396,7 +378,7 @@ server_words = st.one_of(
 )
 
 
-@FAST
+@QUICK
 @given(st.one_of(st.text(max_size=80), st.lists(server_words, max_size=6).map(" ".join)))
 def test_server_arguments_give_positive_limits_or_name_the_unreadable_one(args):
     try:
@@ -410,7 +392,7 @@ def test_server_arguments_give_positive_limits_or_name_the_unreadable_one(args):
         assert limit.source == "--server-config #1"
 
 
-@FAST
+@QUICK
 @given(st.text(max_size=30))
 def test_a_concurrency_list_is_distinct_positive_integers_or_a_usage_error(text):
     try:
@@ -431,7 +413,7 @@ numeric_fields = [
 ]
 
 
-@FAST
+@QUICK
 @given(
     st.dictionaries(
         st.sampled_from(numeric_fields),
