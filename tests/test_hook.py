@@ -14,14 +14,24 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.conftest import ROOT, load_result, load_samples, run_args, run_subprocess
+from evalgate.errors import (
+    UsageError,
+)
+from evalgate.hook import parse_concurrencies
+from tests.conftest import (
+    QUICK,
+    ROOT,
+    load_result,
+    load_samples,
+    run_args,
+    run_subprocess,
+)
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault, refused_url
 from tests.folders import RERUN_HOOK, SHORT, checksums, verify_code
 from tests.harness import SERVED, harness_hook, job_env
-
-pytestmark = pytest.mark.loopback
-
 
 HOOK = ROOT / "scripts" / "node0-eval-hook.sh"
 
@@ -71,6 +81,7 @@ def run_hook(
     )
 
 
+@pytest.mark.loopback
 def test_hook_stages_one_result_per_concurrency(tmp_path):
     stage = tmp_path / "stage"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
@@ -116,6 +127,7 @@ def test_hook_stages_one_result_per_concurrency(tmp_path):
         assert len(load_samples(stage / f"conc-{conc}")) == 30
 
 
+@pytest.mark.loopback
 def test_probe_rejection_fails_the_job_with_evidence(tmp_path):
     stage = tmp_path / "stage"
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
@@ -128,6 +140,7 @@ def test_probe_rejection_fails_the_job_with_evidence(tmp_path):
     assert load_result(stage / "conc-4")["stage"] == "probe"
 
 
+@pytest.mark.loopback
 def test_an_endpoint_never_ready_fails_within_its_timeout(tmp_path):
     stage = tmp_path / "stage"
     started = time.monotonic()
@@ -157,6 +170,7 @@ def _interrupt_mid_eval(engine: FakeEngine, env: dict[str, str], answered: int) 
         process.communicate()
 
 
+@pytest.mark.loopback
 def test_sigterm_mid_eval_stages_an_aborted_result_with_the_samples_done(tmp_path):
     stage = tmp_path / "stage"
     behaviour = EngineBehaviour(max_model_len=4096, latency_s=0.2, max_concurrency=2)
@@ -174,6 +188,7 @@ def test_sigterm_mid_eval_stages_an_aborted_result_with_the_samples_done(tmp_pat
     assert json.loads((stage / "hook.json").read_text())["runs"][0]["status"] == "aborted"
 
 
+@pytest.mark.loopback
 def test_resume_continues_without_asking_again(tmp_path):
     behaviour = EngineBehaviour(max_model_len=4096, latency_s=0.1, max_concurrency=2, accuracy=0.7)
     with FakeEngine(behaviour) as engine:
@@ -203,12 +218,14 @@ def test_resume_continues_without_asking_again(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+@pytest.mark.loopback
 def test_hook_script_is_shellcheck_clean():
     shellcheck = shutil.which("shellcheck") or "shellcheck"
     done = subprocess.run([shellcheck, str(HOOK)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
 
 
+@pytest.mark.loopback
 def test_hook_artifacts_pass_verify_with_an_expected_set(tmp_path, cli):
     """Only MODEL, ISL, OSL, the router URL and the decode's server arguments: the staged
     evidence is what `evalgate verify --expect` accepts (full GSM8K, so the score decides)."""
@@ -231,6 +248,7 @@ def test_hook_artifacts_pass_verify_with_an_expected_set(tmp_path, cli):
 # process's id.
 
 
+@pytest.mark.loopback
 def test_a_refused_harness_hook_rerun_leaves_the_jobs_files_and_its_pass(tmp_path):
     """The job re-run in a folder that holds a passing hook (--layout harness): exit 2, and
     meta_env.json, hook.json, the results and samples as they were; verify still says PASS."""
@@ -251,6 +269,7 @@ def test_a_refused_harness_hook_rerun_leaves_the_jobs_files_and_its_pass(tmp_pat
     assert verify_code(out) == verdict and verdict[0] == 0
 
 
+@pytest.mark.loopback
 def test_a_hook_resumed_keeps_its_finished_runs_as_they_were_and_continues_the_rest(tmp_path):
     """conc 4 passed, conc 8 errored mid-eval: --resume leaves conc 4's files byte for byte
     and finishes conc 8 (evalgate's layout)."""
@@ -269,6 +288,7 @@ def test_a_hook_resumed_keeps_its_finished_runs_as_they_were_and_continues_the_r
     assert verify_code(out)[0] == 0
 
 
+@pytest.mark.loopback
 def test_a_harness_hook_resumed_keeps_the_staged_files_of_its_finished_runs(tmp_path):
     out = tmp_path / "job"
     with FakeEngine(EngineBehaviour(model=SERVED, max_model_len=4096)) as engine:
@@ -291,6 +311,7 @@ def test_a_harness_hook_resumed_keeps_the_staged_files_of_its_finished_runs(tmp_
     assert verify_code(out)[0] == 0
 
 
+@pytest.mark.loopback
 def test_a_hook_overwrite_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path):
     """hook --overwrite with a thresholds file that is not there, in both layouts: exit 2, no
     run folder, hook.json or meta_env.json rewritten; verify still says PASS."""
@@ -311,6 +332,7 @@ def test_a_hook_overwrite_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_pa
     assert verify_code(stage)[0] == verify_code(job)[0] == 0
 
 
+@pytest.mark.loopback
 def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path):
     """conc 4 passed, conc 8 errored; --resume with a thresholds file that is not there, in
     both layouts: exit 2, hook.json, meta_env.json and conc 8's journal as they were."""
@@ -341,6 +363,7 @@ def test_a_hook_resume_refused_for_its_inputs_leaves_the_job_as_it_was(tmp_path)
 # staging folder and its refusal, and says what is missing before the folder's state.
 
 
+@pytest.mark.loopback
 def test_the_hook_without_output_dir_keeps_its_staging_folder_and_its_refusal(tmp_path):
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         args = ["hook", *run_args(engine.url, None, *SHORT)[1:]]
@@ -355,6 +378,7 @@ def test_the_hook_without_output_dir_keeps_its_staging_folder_and_its_refusal(tm
     assert checksums(stage) == before
 
 
+@pytest.mark.loopback
 def test_the_hook_says_what_is_missing_before_a_staged_result(tmp_path):
     with FakeEngine(EngineBehaviour(max_model_len=4096)) as engine:
         args = run_args(engine.url, tmp_path / "stage", *SHORT)
@@ -365,3 +389,19 @@ def test_the_hook_says_what_is_missing_before_a_staged_result(tmp_path):
     assert done.returncode == 2
     assert "UsageError: Missing --base-url, --model: set the flag(s)" in done.stderr
     assert checksums(tmp_path / "stage") == before
+
+
+# Any concurrency list is distinct positive integers or a usage error.
+
+
+@QUICK
+@given(st.text(max_size=30))
+@pytest.mark.unit
+def test_a_concurrency_list_is_distinct_positive_integers_or_a_usage_error(text):
+    try:
+        values = parse_concurrencies(text)
+    except UsageError as exc:
+        assert "--concurrency" in exc.message
+        return
+    assert values and all(v >= 1 for v in values)
+    assert len(set(values)) == len(values)

@@ -9,7 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.errors import ThresholdsError
+from evalgate.errors import (
+    EvalgateError,
+    ThresholdsError,
+)
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import (
     check_task_keys,
@@ -19,6 +22,7 @@ from evalgate.thresholds import (
     parse_thresholds,
     resolve_floor,
 )
+from tests.conftest import QUICK, json_values, temp_file
 
 pytestmark = pytest.mark.unit
 
@@ -581,3 +585,92 @@ def test_default_keys_are_tasks_and_an_override_key_is_checked():
 
 def test_the_shipped_file_names_only_known_tasks():
     check_task_keys(load_thresholds(), ())
+
+
+# Any thresholds file gives a floor in [0, 1] or a thresholds error; repeated or NaN floors refused.
+
+
+threshold_values = st.one_of(
+    st.floats(min_value=-1, max_value=2),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+    st.integers(-1, 2),
+    st.text(max_size=3),
+    st.none(),
+)
+
+
+task_floors = st.dictionaries(st.sampled_from(["gsm8k", "other"]), threshold_values, max_size=2)
+
+
+threshold_files = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {"default": task_floors},
+        optional={
+            "models": st.dictionaries(st.sampled_from(["dsr1", "glm5", "fake", ""]), task_floors),
+            "overrides": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "match": st.dictionaries(
+                            st.sampled_from(["model_prefix", "hardware", "precision"]),
+                            st.sampled_from(["dsr1", "b200", "fp8", ""]),
+                            max_size=2,
+                        ),
+                        "thresholds": task_floors,
+                    },
+                    optional={"why": st.text(max_size=10)},
+                ),
+                max_size=3,
+            ),
+        },
+    ),
+)
+
+
+labels = st.fixed_dictionaries(
+    {},
+    optional={
+        "model_prefix": st.sampled_from(["dsr1", "glm5", "x"]),
+        "hardware": st.sampled_from(["b200", "h100"]),
+        "precision": st.sampled_from(["fp8", "bf16"]),
+    },
+)
+
+
+@QUICK
+@given(threshold_files, st.sampled_from(["fake-model", "dsr1-fp8", "glm5", None]), labels)
+def test_a_thresholds_file_gives_a_floor_in_0_1_or_a_thresholds_error(data, model, found):
+    try:
+        floor = resolve_floor(parse_thresholds(data, "t.json"), model, found)
+    except EvalgateError as exc:
+        assert exc.exit_code == 2
+        assert exc.message.startswith("t.json ")
+        return
+    assert 0 < floor.value <= 1
+    assert floor.file == "t.json"
+    assert "" not in data.get("models", {})
+
+
+floor_pairs = st.lists(
+    st.tuples(st.sampled_from(["gsm8k", "other"]), st.sampled_from(["0.5", "0.95", "NaN"])),
+    min_size=1,
+    max_size=4,
+)
+
+
+@QUICK
+@given(floor_pairs)
+def test_a_thresholds_text_with_a_repeated_or_nan_floor_is_always_refused(pairs):
+    """Whatever order and values: a file that could be read two ways never gives a floor."""
+    text = '{"default": {' + ", ".join(f'"{k}": {v}' for k, v in pairs) + "}}"
+    path = temp_file(text.encode())
+    keys = [key for key, _ in pairs]
+    ambiguous = len(set(keys)) < len(keys) or any(v == "NaN" for _, v in pairs)
+    try:
+        thresholds = load_thresholds(path)
+    except EvalgateError as exc:
+        assert ambiguous
+        assert exc.exit_code == 2
+        return
+    assert not ambiguous
+    assert thresholds.file.default == {k: float(v) for k, v in pairs}

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalgate.context.budget import (
     Limit,
@@ -16,8 +18,10 @@ from evalgate.context.budget import (
     derive_max_model_len,
     served_limits_from_args,
 )
-from evalgate.errors import ContextError
-from tests.conftest import load_result
+from evalgate.errors import (
+    ContextError,
+)
+from tests.conftest import QUICK, load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.harness import (
     SERVED,
@@ -635,3 +639,28 @@ def test_a_negative_isl_is_still_refused(cli, monkeypatch):
     assert result.code == 2
     assert "--isl = -1 (set by --isl or EVALGATE_ISL or ISL)" in result.err
     assert "out of range: give 1 to 2,147,483,647" in result.err
+
+
+# Server arguments give positive limits or name the unreadable one, whatever they say.
+
+
+server_words = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["--max-model-len", "--max_model_len", "--context-length", "--port", "="]),
+    st.from_regex(r"\A[0-9]{1,6}[kKmM]?\Z"),
+)
+
+
+@QUICK
+@given(st.one_of(st.text(max_size=80), st.lists(server_words, max_size=6).map(" ".join)))
+@pytest.mark.unit
+def test_server_arguments_give_positive_limits_or_name_the_unreadable_one(args):
+    try:
+        limits = served_limits_from_args(args, "--server-config #1")
+    except ContextError as exc:
+        assert exc.message.startswith("--server-config #1 holds --")
+        assert exc.exit_code == 2
+        return
+    for limit in limits:
+        assert limit.value > 0
+        assert limit.source == "--server-config #1"

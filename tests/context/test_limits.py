@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from evalgate.context.limits import (
     estimate_tokens,
@@ -23,12 +25,16 @@ from evalgate.context.limits import (
 )
 from evalgate.engine.discovery import TokenCount
 from evalgate.engine.served import counted
-from evalgate.errors import ContextError
+from evalgate.errors import (
+    ContextError,
+)
 from evalgate.evidence.model import Limit
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.spec import Prompt, build_prompts, load_task
 from tests.conftest import (
+    QUICK,
     gate,
+    json_scalars,
 )
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
 
@@ -530,3 +536,37 @@ def test_a_reset_on_tokenize_still_leaves_a_result(engine, tmp_path):
     # No token counts from the engine: the cautious estimate sizes the budget, and says so.
     assert run.doc["status"] in ("pass", "fail")
     assert run.doc["context"]["prompt_tokens"]["source"].startswith("estimate")
+
+
+# Any model config gives a positive length or a context error, never a crash.
+
+
+configs = st.fixed_dictionaries(
+    {},
+    optional={
+        "max_position_embeddings": json_scalars | st.integers(1, 1 << 20),
+        "model_max_length": json_scalars,
+        "seq_length": st.integers(1, 1 << 20) | st.floats(),
+        "rope_scaling": st.fixed_dictionaries(
+            {},
+            optional={
+                "factor": json_scalars | st.floats(0.5, 8),
+                "rope_type": st.sampled_from(["linear", "yarn", "dynamic", ""]),
+            },
+        )
+        | json_scalars,
+        "model_type": st.sampled_from(["llama", "gemma3"]),
+    },
+)
+
+
+@QUICK
+@example({"max_position_embeddings": 4096, "rope_scaling": {"factor": "x"}})
+@given(configs | st.builds(lambda c: {"text_config": c}, configs))
+@pytest.mark.unit
+def test_a_model_config_gives_a_positive_length_or_a_context_error(config):
+    try:
+        native = native_max_len(config, name="config.json")
+    except ContextError:
+        return
+    assert native.value is None or native.value > 0

@@ -9,8 +9,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
+from evalgate.engine.answers import parse_answer
 from evalgate.engine.wire import MAX_MESSAGE_CHARS, EngineError, credentials_advice, parse_error
+from evalgate.errors import (
+    MalformedAnswer,
+)
+from tests.conftest import QUICK, json_scalars, json_values
 
 pytestmark = pytest.mark.unit
 
@@ -319,3 +326,123 @@ def test_credentials_advice_only_for_a_refused_key(error, refused):
         )
     else:
         assert advice is None
+
+
+# Any engine answer parses: an error to a line, a 4xx never retried, a completion or malformed.
+
+
+statuses = st.integers(min_value=100, max_value=599)
+
+
+error_objects = st.fixed_dictionaries(
+    {},
+    optional={
+        "message": json_scalars,
+        "type": json_scalars,
+        "code": json_scalars,
+        "param": json_scalars,
+        "object": st.just("error"),
+        "detail": json_values,
+    },
+)
+
+
+error_bodies = st.one_of(
+    st.text(max_size=300),
+    error_objects.map(json.dumps),
+    error_objects.map(lambda obj: json.dumps({"error": obj})),
+    st.tuples(
+        st.sampled_from(
+            [
+                "Request processing failed: Prefill server error 400 Bad Request: ",
+                "Request processing failed: Prefill server error 503 Service Unavailable: ",
+                "upstream error 429: ",
+                "",
+            ]
+        ),
+        error_objects.map(json.dumps),
+    ).map("".join),
+)
+
+
+@QUICK
+@given(statuses, error_bodies)
+def test_an_error_answer_always_parses_to_a_readable_line(status, body):
+    error = parse_error(status, body)
+
+    assert error.status == status
+    # verbatim, even when the engine said ""; past the cap, that much and the length
+    assert len(error.message) <= MAX_MESSAGE_CHARS + len("… (1,000,000 characters)")
+    assert error.describe().startswith(f"HTTP {status}")
+    assert error.retryable == (
+        error.effective_status in (408, 429) or 500 <= error.effective_status < 600
+    )
+
+
+@QUICK
+@given(st.integers(min_value=500, max_value=599), error_objects.map(json.dumps))
+def test_a_routers_500_around_a_workers_400_is_not_retried(status, inner):
+    body = f"Request processing failed: Prefill server error 400 Bad Request: {inner}"
+
+    error = parse_error(status, body)
+
+    if error.wrapped_status is not None:  # recognised as wrapped: the worker's 400 decides
+        assert error.wrapped_status == 400
+        assert not error.retryable
+
+
+@QUICK
+@example(400, 'Prefill server error 503 Service Unavailable: {"message": "x"}')
+@given(
+    st.integers(min_value=400, max_value=499).filter(lambda s: s not in (408, 429)),
+    error_bodies,
+)
+def test_a_4xx_answer_is_never_retried(status, body):
+    assert not parse_error(status, body).retryable
+
+
+contents = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3),
+    json_values,
+)
+
+
+choices = st.fixed_dictionaries(
+    {},
+    optional={
+        "message": st.fixed_dictionaries({}, optional={"content": contents}) | json_values,
+        "text": contents,
+        "finish_reason": json_scalars,
+    },
+)
+
+
+completions = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {"choices": st.lists(choices, max_size=2) | json_values},
+        optional={"usage": st.fixed_dictionaries({}, optional={"completion_tokens": json_scalars})},
+    ),
+)
+
+
+@QUICK
+@given(completions, st.sampled_from(["chat", "completions"]))
+def test_a_completion_is_text_or_malformed_never_a_crash(raw, api):
+    try:
+        answer = parse_answer(raw, api)
+    except MalformedAnswer:
+        return
+    assert isinstance(answer.text, str)
+    answer.text.encode("utf-8")  # the journal and samples.jsonl can always hold it
+    assert answer.finish_reason is None or isinstance(answer.finish_reason, str)
+    tokens = answer.completion_tokens
+    assert tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool))
+    assert answer.source in ("content", "reasoning_content", "reasoning", "text")
+
+
+def test_a_lone_surrogate_is_replaced_and_a_pair_kept():
+    raw = json.loads('{"choices": [{"message": {"content": "a \\ud83d b \\ud83d\\ude00"}}]}')
+
+    assert parse_answer(raw, "chat").text == "a \ufffd b \U0001f600"

@@ -26,20 +26,27 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from evalgate.errors import ArtifactError
+from evalgate.errors import (
+    ArtifactError,
+)
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result
 from evalgate.gate.runlog import RunLog, build_result, labels
 from evalgate.run import run_gate
 from evalgate.settings.values import Settings
 from tests.conftest import (
+    QUICK,
     child_env,
     deadline,
+    json_values,
     load_result,
     run_args,
     run_settings,
     start_subprocess,
+    temp_file,
 )
 from tests.fakeengine import REPO_ROOT, Fault
 from tests.folders import HOSTILE_LIMIT, HOSTILE_RUN, mount, umount
@@ -566,3 +573,23 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
     modes = {f.name: oct(f.stat().st_mode & 0o777) for f in out.iterdir()}
     assert set(modes) >= {"result.json", "samples.jsonl", "journal.jsonl", "lm_eval_results.json"}
     assert set(modes.values()) == {oct(0o644)}, modes
+
+
+# Any text read as a result file is a result or an artifact error.
+
+
+@QUICK
+@given(st.one_of(st.text(max_size=200), json_values.map(json.dumps)))
+@pytest.mark.unit
+def test_a_result_file_is_a_result_or_an_artifact_error(text):
+    path = temp_file(text.encode("utf-8", "surrogatepass"))
+    try:
+        document = artifacts.read_result(path)
+    except ArtifactError as exc:
+        assert str(path) in exc.message
+        return
+    except UnicodeDecodeError:
+        return  # tests/evidence/test_artifacts.py: test_a_binary_result_file_is_a_usage_error
+    finally:
+        path.unlink()
+    assert isinstance(document, dict)

@@ -7,13 +7,23 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.conftest import deadline, finish, load_result, load_samples, run_args, start_subprocess
+from evalgate.evidence import journal
+from tests.conftest import (
+    QUICK,
+    deadline,
+    finish,
+    json_values,
+    load_result,
+    load_samples,
+    run_args,
+    start_subprocess,
+    temp_file,
+)
 from tests.evidence.test_folder import RUN, mid_eval
 from tests.fakeengine import FakeEngine
-
-pytestmark = pytest.mark.loopback
-
 
 HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
 
@@ -44,6 +54,7 @@ def interrupted(engine: FakeEngine, out: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("form", ["as written", "oldest form"])
+@pytest.mark.loopback
 def test_a_journal_in_its_recorded_format_is_resumed(engine, tmp_path, form):
     out = tmp_path / "run"
     with deadline(300, engine):
@@ -63,6 +74,7 @@ def test_a_journal_in_its_recorded_format_is_resumed(engine, tmp_path, form):
     assert load_samples(out) == load_samples(clean)  # the kept answers, as if never stopped
 
 
+@pytest.mark.loopback
 def test_junk_lines_in_a_journal_are_neither_counted_nor_kept(engine, tmp_path):
     """150,000 answer-shaped lines to no question of the run: on 8c36240 the log said "150002
     answers reused" where result.json said 2, and every junk line was written back."""
@@ -85,3 +97,23 @@ def test_junk_lines_in_a_journal_are_neither_counted_nor_kept(engine, tmp_path):
     assert doc["eval"]["requests"]["resumed"] == 2
     kept = (out / "journal.jsonl").read_text().splitlines()
     assert len(kept) == 1 + doc["eval"]["questions"]  # the header, and one line per question
+
+
+# Any journal is read as answers, its bad lines ignored, never a crash.
+
+
+@QUICK
+@given(st.lists(st.one_of(st.text(max_size=40), json_values.map(json.dumps)), max_size=5))
+@pytest.mark.unit
+def test_a_journal_is_read_as_answers_or_ignored_never_a_crash(lines):
+    fingerprint = {"model": "m"}
+    header = json.dumps({"fingerprint": fingerprint})
+    path = temp_file("\n".join([header, *lines]).encode())
+    try:
+        kept = journal.read_journal(path, fingerprint)
+        other = journal.read_journal(path, {"model": "another"})
+    finally:
+        path.unlink()
+
+    assert other == {}  # another engine's or protocol's answers are never reused
+    assert all(isinstance(k, str) and v.prompt_sha256 == k for k, v in kept.items())

@@ -4,19 +4,26 @@ flag and the value, and the API key never shows."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import typing
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalgate.cli import arguments, build_parser
+from evalgate.cli.arguments import settings_from_args
 from evalgate.engine.urls import Endpoint, Network
-from evalgate.errors import UsageError
+from evalgate.errors import (
+    UsageError,
+)
 from evalgate.evidence.harness import Job
 from evalgate.settings.endpoint import EndpointSettings, NetworkSettings
 from evalgate.settings.gate import LabelsSettings
 from evalgate.settings.values import SETTINGS, value_of
+from tests.conftest import QUICK
 
 pytestmark = pytest.mark.unit
 
@@ -489,3 +496,36 @@ def test_each_view_of_a_group_names_the_groups_own_settings(view, group):
             derived = getattr(group, name, None)
             assert isinstance(derived, property), f"{group.__name__} has no {name}"
             assert typing.get_type_hints(derived.fget)["return"] == kind, (group.__name__, name)
+
+
+# Any settings are valid or a usage error naming the flag.
+
+
+ZERO_IS_UNSET = {"isl", "osl", "eval_max_model_len"}
+
+
+numeric_fields = [
+    name
+    for name, setting in SETTINGS.items()
+    if setting.info.annotation in (int, float, int | None, float | None)
+]
+
+
+@QUICK
+@given(
+    st.dictionaries(
+        st.sampled_from(numeric_fields),
+        st.one_of(st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=4)),
+        max_size=4,
+    )
+)
+def test_settings_are_valid_or_a_usage_error_naming_the_flag(values):
+    try:
+        found = settings_from_args(argparse.Namespace(**values))
+    except UsageError as exc:
+        assert exc.message.startswith("Invalid settings: --")
+        return
+    for name, value in values.items():
+        if not isinstance(value, str):  # "3" is read as 3, as from the environment
+            unset = name in ZERO_IS_UNSET and value == 0  # as the harness reads them
+            assert value_of(found, name) == (None if unset else value)

@@ -7,11 +7,17 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from evalgate.errors import DatasetError, UsageError
+from evalgate.errors import (
+    DatasetError,
+    UsageError,
+)
 from evalgate.tasks.dataset import (
     PUBLISHED_SHA256,
     bundled_dir,
@@ -22,6 +28,8 @@ from evalgate.tasks.dataset import (
 from evalgate.tasks.spec import build_prompts, load_task
 from tests.conftest import (
     FAULT_RUN,
+    QUICK,
+    json_values,
     load_result,
     load_samples,
     run_args,
@@ -534,3 +542,24 @@ def test_a_bad_dataset_is_a_usage_error(engine, tmp_path, cli, make, says):
     assert "DatasetError: " in err and says in err
     assert load_result(out)["stage"] == "dataset"
     assert engine.log == []
+
+
+# Any dataset split is rows or a dataset error.
+
+
+@QUICK
+@given(st.lists(st.one_of(st.text(max_size=30), json_values.map(json.dumps)), max_size=6))
+@pytest.mark.unit
+def test_a_dataset_split_is_rows_or_a_dataset_error(lines):
+    folder = Path(tempfile.mkdtemp())
+    path = folder / "test.jsonl"
+    path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass"))
+    shutil.copyfile(bundled_dir() / "train.jsonl", folder / "train.jsonl")
+    try:
+        dataset = load_dataset(folder)  # only the published split's bytes are read as rows
+    except DatasetError as exc:
+        assert f"{path} has sha256 " in exc.message
+        return
+    finally:
+        shutil.rmtree(folder)
+    assert all(set(row) == {"question", "answer"} for row in dataset.test)
