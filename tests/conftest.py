@@ -777,3 +777,53 @@ def temp_file(data: bytes) -> Path:
     with handle:
         handle.write(data)
     return Path(handle.name)
+
+
+_TOKENS = ("2147483647", "2147483648", "1 to 2,147,483,647")
+
+
+_COUNT = ("2147483647", "2147483648", "0 to 2,147,483,647")
+
+
+_SECONDS = ("604800.0", "604800.0000000001", "0 to 604,800")
+
+
+_DEADLINE = ("604800.0", "604800.0000000001", "more than 0 to 604,800")
+
+
+_KEEPALIVE = ("32767.0", "32767.000000000004", "1 to 32,767")
+
+
+_FRACTION = ("0.9999999999999999", "1.0")
+
+
+SETTING_RANGES = {
+    # field: (the largest value taken, the smallest refused past it, the range stated)
+    "isl": _TOKENS,
+    "osl": _TOKENS,
+    "context_margin": (*_TOKENS[:2], "0 to 2,147,483,647"),
+    "served_max_model_len": _TOKENS,
+    "eval_max_model_len": _TOKENS,
+    "max_tokens": _TOKENS,
+    "max_tokens_cap": _TOKENS,
+    "ready_timeout": _SECONDS,
+    "discovery_timeout": _DEADLINE,
+    "connect_timeout": _DEADLINE,
+    "keepalive_idle": _KEEPALIVE,
+    "keepalive_interval": _KEEPALIVE,
+    "keepalive_probes": ("127", "128", "1 to 127"),
+    "max_response_bytes": ("1073741824", "1073741825", "1,024 to 1,073,741,824"),
+    "retry_wait_min": _SECONDS,
+    "retry_wait_max": _SECONDS,
+    "num_concurrent": ("65535", "65536", "1 to 65,535"),
+    "limit": (*_TOKENS[:2], "1 to 2,147,483,647"),
+    "timeout": _DEADLINE,
+    "max_attempts": ("1000", "1001", "1 to 1,000"),
+    "max_failed_requests": _COUNT,
+    "max_truncated_rate": ("1.0", "1.0000000000000002", "0 to 1"),
+    "alpha": (*_FRACTION, "more than 0 to less than 1"),
+    "max_drop": (*_FRACTION, "0 to less than 1"),
+    "min_samples": _COUNT,
+    "flips": _COUNT,
+    "last": _COUNT,
+}

@@ -11,12 +11,7 @@ import pytest
 from evalgate.cli.arguments import flag_name
 from evalgate.environment import variables
 from evalgate.settings.values import SETTINGS
-from tests.conftest import (
-    FAULT_RUN,
-    load_result,
-    run_args,
-    run_subprocess,
-)
+from tests.conftest import FAULT_RUN, SETTING_RANGES, load_result, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, refused_url
 
 pytestmark = pytest.mark.loopback
@@ -26,56 +21,6 @@ CONTEXT = {"--isl": "4096", "--osl": "1024", "--served-max-model-len": "16384"}
 
 
 """`evalgate context` with nothing to wait for: every setting is read, none is used to connect."""
-
-
-TOKENS = ("2147483647", "2147483648", "1 to 2,147,483,647")
-
-
-COUNT = ("2147483647", "2147483648", "0 to 2,147,483,647")
-
-
-SECONDS = ("604800.0", "604800.0000000001", "0 to 604,800")
-
-
-DEADLINE = ("604800.0", "604800.0000000001", "more than 0 to 604,800")
-
-
-KEEPALIVE = ("32767.0", "32767.000000000004", "1 to 32,767")
-
-
-FRACTION = ("0.9999999999999999", "1.0")
-
-
-RANGES = {
-    # field: (the largest value taken, the smallest refused past it, the range stated)
-    "isl": TOKENS,
-    "osl": TOKENS,
-    "context_margin": (*TOKENS[:2], "0 to 2,147,483,647"),
-    "served_max_model_len": TOKENS,
-    "eval_max_model_len": TOKENS,
-    "max_tokens": TOKENS,
-    "max_tokens_cap": TOKENS,
-    "ready_timeout": SECONDS,
-    "discovery_timeout": DEADLINE,
-    "connect_timeout": DEADLINE,
-    "keepalive_idle": KEEPALIVE,
-    "keepalive_interval": KEEPALIVE,
-    "keepalive_probes": ("127", "128", "1 to 127"),
-    "max_response_bytes": ("1073741824", "1073741825", "1,024 to 1,073,741,824"),
-    "retry_wait_min": SECONDS,
-    "retry_wait_max": SECONDS,
-    "num_concurrent": ("65535", "65536", "1 to 65,535"),
-    "limit": (*TOKENS[:2], "1 to 2,147,483,647"),
-    "timeout": DEADLINE,
-    "max_attempts": ("1000", "1001", "1 to 1,000"),
-    "max_failed_requests": COUNT,
-    "max_truncated_rate": ("1.0", "1.0000000000000002", "0 to 1"),
-    "alpha": (*FRACTION, "more than 0 to less than 1"),
-    "max_drop": (*FRACTION, "0 to less than 1"),
-    "min_samples": COUNT,
-    "flips": COUNT,
-    "last": COUNT,
-}
 
 
 """Every numeric setting's range (the kernel's limits for the keepalive: TCP_KEEPIDLE and
@@ -109,13 +54,13 @@ def _context(without: str) -> list[str]:
 
 def test_every_numeric_setting_has_its_range_in_the_table_above():
     numeric = {name for name, s in SETTINGS.items() if _numeric(s.info.annotation)}
-    assert numeric - {"port"} == set(RANGES)  # port: 1 to 65,535, checked with the URL
+    assert numeric - {"port"} == set(SETTING_RANGES)  # port: 1 to 65,535, checked with the URL
 
 
-@pytest.mark.parametrize("field", RANGES)
+@pytest.mark.parametrize("field", SETTING_RANGES)
 def test_each_numeric_setting_takes_its_largest_value_and_refuses_the_next(field):
     variable = variables(field)[0]
-    largest, past, span = RANGES[field]
+    largest, past, span = SETTING_RANGES[field]
     argv = _context(flag_name(field))
 
     took = run_subprocess(*argv, env={variable: largest, **TOGETHER.get(field, {})})

@@ -175,9 +175,6 @@ def test_one_hostile_string_through_every_output_of_run_hook_verify_and_compare(
             ht.assert_no_secret(path.read_text(encoding="utf-8", errors="replace"), str(path))
 
 
-"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
-
-
 RUN = {"limit": 4, "max_attempts": 1, "timeout": 10, "num_concurrent": None}
 
 

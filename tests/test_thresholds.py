@@ -9,10 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.errors import (
-    EvalgateError,
-    ThresholdsError,
-)
+from evalgate.errors import EvalgateError, ThresholdsError
 from evalgate.schemas import validation_errors
 from evalgate.thresholds import (
     check_task_keys,
@@ -23,6 +20,7 @@ from evalgate.thresholds import (
     resolve_floor,
 )
 from tests.conftest import QUICK, json_values, temp_file
+from tests.harness import HARNESS_YAML
 
 pytestmark = pytest.mark.unit
 
@@ -419,33 +417,6 @@ def test_a_valid_file_loads_with_its_path(tmp_path):
     found = resolve_floor(load_thresholds(path), "anything")
 
     assert (found.value, found.file) == (1.0, str(path))
-
-
-# The benchmark harness's utils/evals/thresholds.yaml as it is (REFERENCE.md §5).
-HARNESS_YAML = """\
-# Model thresholds override task defaults.
-default:
-  gsm8k: 0.90
-  gpqa_diamond_cot_n_shot: 0.30
-  swebench_lite: 0.50
-models:
-  dsr1:
-    gsm8k: 0.91
-  dsv4:
-    gsm8k: 0.91
-  glm5:
-    gsm8k: 0.94
-  glm5.1:
-    gsm8k: 0.93
-  gptoss:
-    gsm8k: 0.91
-  kimik2.5:
-    gsm8k: 0.90
-  minimaxm2.5:
-    gsm8k: 0.92
-  qwen3.5:
-    gsm8k: 0.94
-"""
 
 
 @pytest.mark.parametrize("name", ["thresholds.yaml", "thresholds.yml", "thresholds"])

@@ -28,7 +28,7 @@ from tests.conftest import (
     start_subprocess,
 )
 from tests.fakeengine import REPO_ROOT, FakeEngine, Fault
-from tests.folders import HOSTILE_RUN
+from tests.folders import SMALL_RUN
 from tests.verify.sweeps import write_result
 
 pytestmark = pytest.mark.loopback
@@ -363,7 +363,7 @@ def shell(command: str, *args: str, timeout: float = 90) -> subprocess.Completed
 def test_a_run_with_stderr_closed_still_passes_and_records_it(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" 2>&-', *run_args(engine.url, out, **HOSTILE_RUN))
+        done = shell('"$@" 2>&-', *run_args(engine.url, out, **SMALL_RUN))
 
     assert done.returncode == 0, done.stdout
     assert done.stdout.startswith("PASS: ")
@@ -374,7 +374,7 @@ def test_an_error_with_stderr_closed_still_has_its_exit_code_and_result(engine, 
     out = tmp_path / "run"
     with deadline(90, engine):
         done = shell(
-            '"$@" 2>&-', *run_args(engine.url, out, thresholds=tmp_path / "no", **HOSTILE_RUN)
+            '"$@" 2>&-', *run_args(engine.url, out, thresholds=tmp_path / "no", **SMALL_RUN)
         )
 
     assert done.returncode == 2
@@ -399,7 +399,7 @@ def test_other_commands_with_stderr_closed_keep_their_exit_code(tmp_path, comman
 def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_code(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" >/dev/full', *run_args(engine.url, out, json="-", **HOSTILE_RUN))
+        done = shell('"$@" >/dev/full', *run_args(engine.url, out, json="-", **SMALL_RUN))
 
     doc = load_result(out)
     assert (doc["status"], doc["exit_code"]) == ("pass", 0)
@@ -412,7 +412,7 @@ def test_a_run_with_stdout_on_a_full_device_keeps_the_recorded_verdicts_exit_cod
 def test_a_run_with_stdout_and_stderr_on_a_full_device_keeps_its_exit_code(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(90, engine):
-        done = shell('"$@" >/dev/full 2>/dev/full', *run_args(engine.url, out, **HOSTILE_RUN))
+        done = shell('"$@" >/dev/full 2>/dev/full', *run_args(engine.url, out, **SMALL_RUN))
 
     assert done.returncode == 0
     assert load_result(out)["status"] == "pass"

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
-    ROOT,
-    deadline,
-    load_result,
-    run_args,
-    run_subprocess,
-    start_subprocess,
-)
-from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
-from tests.folders import HOSTILE_RUN
+from tests.conftest import ROOT, deadline, load_result, run_args, run_subprocess, start_subprocess
+from tests.fakeengine import NOT_PROBE, EngineBehaviour, FakeEngine, Fault
+from tests.folders import SMALL_RUN
 
 pytestmark = pytest.mark.loopback
 
@@ -314,10 +307,6 @@ def test_a_second_stop_while_the_first_is_recorded_still_leaves_it_recorded(
 # Hostile environments, end to end: signals, closed and full streams, full and read-only disks.
 
 
-NOT_PROBE = frozenset(range(2, 100_000))
-"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
-
-
 SIGNALS = [
     (signal.SIGTERM, "a scheduler's stop (Slurm, Kubernetes)"),
     (signal.SIGHUP, "an ssh or tmux session dropped"),
@@ -332,7 +321,7 @@ def test_a_signal_mid_eval_writes_an_aborted_result_with_the_answers(engine, tmp
     engine.inject(Fault("hang", nth=NOT_PROBE - {2, 3}))  # two answers, then silence
     out = tmp_path / "run"
     with deadline(90, engine):
-        child = start_subprocess(*run_args(engine.url, out, **HOSTILE_RUN))
+        child = start_subprocess(*run_args(engine.url, out, **SMALL_RUN))
         try:
             assert engine.wait_until(lambda e: e.hanging >= 2, timeout=60)
             child.send_signal(signum)

@@ -46,7 +46,7 @@ from tests.simulation import (
 from tests.simulation import (
     sweep_table as simulated_sweep_table,
 )
-from tests.tasks.test_dataset import write_csv
+from tests.tasks.task_files import write_csv
 
 
 def table(n: int, lost: int, gained: int, right: float = 0.8) -> PairedCounts:

@@ -9,19 +9,10 @@ from pathlib import Path
 import pytest
 
 from evalgate.evidence.artifacts import NOT_A_RESULT
-from tests.compare.run_files import (
-    comparison_json,
-    paired_outcomes,
-    write_pair,
-    write_run,
-)
-from tests.conftest import (
-    deadline,
-    load_result,
-    run_args,
-)
+from tests.compare.run_files import comparison_json, paired_outcomes, write_pair, write_run
+from tests.conftest import deadline, load_result, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine
-from tests.folders import HOSTILE_RUN
+from tests.folders import SMALL_RUN
 
 
 @pytest.mark.loopback
@@ -185,7 +176,7 @@ def test_a_run_that_never_evaluated_is_refused(tmp_path, cli):
 def test_a_missing_baseline_is_refused_before_the_eval(engine, tmp_path, cli):
     out = tmp_path / "run"
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, out, baseline=tmp_path / "nowhere", **HOSTILE_RUN))
+        code, _, err = cli(*run_args(engine.url, out, baseline=tmp_path / "nowhere", **SMALL_RUN))
 
     assert code == 2
     assert f"{tmp_path / 'nowhere'} is neither a run folder holding result.json" in err
@@ -207,12 +198,12 @@ def test_a_baseline_measured_differently_is_refused_before_the_eval(
 ):
     base = tmp_path / "base"
     with deadline(60, engine):
-        assert cli(*run_args(engine.url, base, **HOSTILE_RUN), *baseline_flags)[0] == 0
+        assert cli(*run_args(engine.url, base, **SMALL_RUN), *baseline_flags)[0] == 0
     engine.clear()
     out = tmp_path / "run"
 
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, out, baseline=base, **HOSTILE_RUN))
+        code, _, err = cli(*run_args(engine.url, out, baseline=base, **SMALL_RUN))
 
     assert code == 2, err
     assert "was not measured the same way as this run" in err and says in err
@@ -225,14 +216,14 @@ def test_a_baseline_measured_differently_is_refused_before_the_eval(
 def test_a_baseline_that_is_the_output_folder_is_never_written_over(engine, tmp_path, cli, given):
     base = tmp_path / "base"
     with deadline(60, engine):
-        assert cli(*run_args(engine.url, base, **HOSTILE_RUN))[0] == 0
+        assert cli(*run_args(engine.url, base, **SMALL_RUN))[0] == 0
     before = {f.name: f.read_bytes() for f in base.iterdir()}
     engine.clear()
     baseline = base if given == "the folder" else base / "result.json"
 
     with deadline(60, engine):
         code, _, err = cli(
-            *run_args(engine.url, base, "--overwrite", baseline=baseline, **HOSTILE_RUN)
+            *run_args(engine.url, base, "--overwrite", baseline=baseline, **SMALL_RUN)
         )
 
     assert code == 2

@@ -14,13 +14,10 @@ from evalgate.eval.dispatch import Dispatch, Request
 from evalgate.eval.replies import Replies
 from evalgate.tasks.dataset import load_dataset
 from evalgate.tasks.spec import build_prompts, load_task
-from tests.conftest import eval_client, load_result, load_samples, run_args
+from tests.conftest import MODEL, eval_client, load_result, load_samples, run_args
 from tests.fakeengine import EngineBehaviour, FakeEngine, find_question
 
 pytestmark = pytest.mark.loopback
-
-
-MODEL = "fake-model"
 
 
 def _requests(limit: int, *, max_tokens: int = 256) -> list[Request]:

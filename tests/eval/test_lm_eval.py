@@ -11,14 +11,9 @@ from evalgate.eval.lm_eval import extract_scores
 from evalgate.eval.stage import check_acceptance, simulated_sources
 from evalgate.evidence.model import Score
 from evalgate.tasks.dataset import reference_answer
-from tests.conftest import (
-    deadline,
-    load_result,
-    run_args,
-    start_subprocess,
-)
+from tests.conftest import deadline, load_result, run_args, start_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine
-from tests.folders import HOSTILE_RUN
+from tests.folders import SMALL_RUN
 from tests.tasks.task_files import PAYLOAD
 
 GSM8K = {
@@ -263,7 +258,7 @@ def test_a_run_outside_a_git_checkout_prints_no_git_error(engine, tmp_path):
     env = {"GIT_CEILING_DIRECTORIES": str(tmp_path)}
     with deadline(90, engine):
         child = start_subprocess(
-            *run_args(engine.url, work / "run", **HOSTILE_RUN), cwd=work, env=env
+            *run_args(engine.url, work / "run", **SMALL_RUN), cwd=work, env=env
         )
         stdout, stderr = child.communicate(timeout=80)
 

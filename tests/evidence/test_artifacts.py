@@ -29,15 +29,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalgate.errors import (
-    ArtifactError,
-)
+from evalgate.errors import ArtifactError
 from evalgate.evidence import artifacts
 from evalgate.evidence.model import Result
 from evalgate.gate.runlog import RunLog, build_result, labels
 from evalgate.run import run_gate
 from evalgate.settings.values import Settings
 from tests.conftest import (
+    MODEL,
     QUICK,
     child_env,
     deadline,
@@ -48,16 +47,10 @@ from tests.conftest import (
     start_subprocess,
     temp_file,
 )
-from tests.fakeengine import REPO_ROOT, Fault
-from tests.folders import HOSTILE_LIMIT, HOSTILE_RUN, mount, umount
-
-MODEL = "fake-model"
-
+from tests.fakeengine import NOT_PROBE, REPO_ROOT, Fault
+from tests.folders import SMALL_LIMIT, SMALL_RUN, mount, umount
 
 LIMIT = 10
-
-
-NOT_PROBE = frozenset(range(2, 100_000))
 
 
 RUN = {
@@ -539,7 +532,7 @@ def test_a_full_disk_is_an_error_that_says_what_to_do_never_a_pass(engine, small
     out = small_disk(size * 1024) / "run"
     engine.behaviour.reply_tokens = 400  # long answers: the journal and samples fill the disk
     with deadline(60, engine):
-        code, stdout, err = cli(*run_args(engine.url, out, **HOSTILE_RUN))
+        code, stdout, err = cli(*run_args(engine.url, out, **SMALL_RUN))
 
     assert code == 4, err
     assert "please report it" not in err and "Traceback" not in err
@@ -563,7 +556,7 @@ def test_every_evidence_file_gets_the_same_mode_as_any_file_the_user_creates(eng
         with deadline(60, engine):
             from evalgate.run import run_gate
 
-            given = {"osl": 1024, "limit": HOSTILE_LIMIT, "min_samples": 0}
+            given = {"osl": 1024, "limit": SMALL_LIMIT, "min_samples": 0}
             defaults = {"num_concurrent": None, "ready_timeout": None}  # the library's own
             outcome = run_gate(run_settings(engine.url, out, **given, **defaults))
     finally:

@@ -8,13 +8,10 @@ RELIABILITY.md lists each case with its test.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
 import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,13 +27,14 @@ from tests.conftest import (
     run_subprocess,
     start_subprocess,
 )
-from tests.fakeengine import NOT_PROBE, EngineBehaviour, FakeEngine, Fault
+from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.folders import (
-    HOSTILE_RUN,
     RERUN_HOOK,
     RERUN_RUN,
     SHORT,
+    SMALL_RUN,
     checksums,
+    mid_eval,
     mount,
     umount,
     verify_code,
@@ -48,24 +46,7 @@ pytestmark = pytest.mark.loopback
 LOCK = ".evalgate.lock"
 
 
-LIMIT = 10
-
-
-"""`Fault.nth` that spares the first generation request: the pre-flight probe."""
-
-
-def hang_after_two() -> Fault:
-    """Two answers, then every request hangs: a run held mid-eval, its lock taken."""
-    return Fault("hang", nth=NOT_PROBE - {2, 3})
-
-
-RUN = {
-    "osl": 1024, "limit": LIMIT, "num_concurrent": 2, "timeout": 60, "max_attempts": 2,
-    "min_samples": 0,
-}  # fmt: skip
-
-
-HOOK = {"command": "hook", "concurrency": 2, **RUN}
+HOOK = {"command": "hook", "concurrency": 2, **SMALL_RUN}
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -75,34 +56,16 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     }
 
 
-@contextlib.contextmanager
-def mid_eval(engine: FakeEngine, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """`evalgate ARGS` held mid-eval (two answers in, every further request hanging), so its
-    folder is locked; stopped at the end, if still running, by SIGTERM as a scheduler stops a
-    job (it then records itself as aborted, exit 6). The engine answers again afterwards."""
-    engine.inject(hang_after_two())
-    child = start_subprocess(*args)
-    try:
-        assert engine.wait_until(lambda e: e.hanging >= 2, timeout=120)
-        yield child
-    finally:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-        finish(child, 60)
-        engine.behaviour.faults.clear()
-        engine.release()
-
-
 def test_a_second_run_into_a_folder_in_use_exits_2_naming_the_folder_and_its_holder(
     engine, tmp_path
 ):
     """Whatever it is told (--overwrite, --resume), a second process refuses a folder a live run
     holds: before it asks the engine anything, and without touching the first run's files."""
     out = tmp_path / "run"
-    with deadline(240, engine), mid_eval(engine, *run_args(engine.url, out, **RUN)) as first:
+    with deadline(240, engine), mid_eval(engine, *run_args(engine.url, out, **SMALL_RUN)) as first:
         files, asked = snapshot(out), len(engine.log)
         for extra in ([], ["--overwrite"], ["--resume"]):
-            code, _, err = finish(start_subprocess(*run_args(engine.url, out, *extra, **RUN)))
+            code, _, err = finish(start_subprocess(*run_args(engine.url, out, *extra, **SMALL_RUN)))
 
             assert code == 2, err
             assert f"{out} is in use by another evalgate run (process {first.pid})" in err
@@ -118,13 +81,15 @@ def test_a_second_run_into_a_folder_in_use_exits_2_naming_the_folder_and_its_hol
 def test_a_lock_left_by_a_killed_run_does_not_block_the_next(engine, tmp_path):
     out = tmp_path / "run"
     with deadline(240, engine):
-        with mid_eval(engine, *run_args(engine.url, out, **RUN)) as first:
+        with mid_eval(engine, *run_args(engine.url, out, **SMALL_RUN)) as first:
             first.kill()  # SIGKILL: nothing of the run's own ends its lock
             first.wait(30)
         assert (out / LOCK).is_file()
         assert (out / LOCK).read_text().strip() == str(first.pid)
 
-        code, _, err = finish(start_subprocess(*run_args(engine.url, out, "--resume", **RUN)), 120)
+        code, _, err = finish(
+            start_subprocess(*run_args(engine.url, out, "--resume", **SMALL_RUN)), 120
+        )
 
     assert code == 0, err
     doc = load_result(out)
@@ -144,7 +109,7 @@ def test_a_hook_holds_its_staging_folder_and_each_run_folder(engine, tmp_path):
         assert f"{stage} is in use by another evalgate run (process {first.pid})" in err
 
         code, _, err = finish(
-            start_subprocess(*run_args(engine.url, stage / "conc-2", "--overwrite", **RUN))
+            start_subprocess(*run_args(engine.url, stage / "conc-2", "--overwrite", **SMALL_RUN))
         )
         assert code == 2, err
         in_use = f"{stage / 'conc-2'} is in use by another evalgate run (process {first.pid})"
@@ -175,7 +140,7 @@ def test_a_file_system_without_locks_runs_unlocked_and_says_so(
     monkeypatch.setattr(fcntl, "flock", no_locks)
     out = tmp_path / "run"
     with deadline(120, engine):
-        done = cli(*run_args(engine.url, out, **RUN))
+        done = cli(*run_args(engine.url, out, **SMALL_RUN))
 
     says = f"{out} cannot be locked ({os.strerror(code)}): nothing stops a second run"
     assert done.code == 0, done.err
@@ -203,7 +168,7 @@ def test_a_file_evalgate_writes_in_place_as_a_link_is_refused(engine, tmp_path, 
     (out / name).symlink_to(victim)
 
     with deadline(120, engine):
-        done = cli(*run_args(engine.url, out, *extra, **RUN))
+        done = cli(*run_args(engine.url, out, *extra, **SMALL_RUN))
 
     assert done.code == 2, done.err
     assert f"{out / name} is a symbolic link" in done.err
@@ -249,7 +214,7 @@ def test_files_written_by_rename_replace_a_link_and_leave_its_target(engine, tmp
         (out / name).symlink_to(victims[name])
 
     with deadline(120, engine):
-        done = cli(*run_args(engine.url, out, "--overwrite", **RUN))
+        done = cli(*run_args(engine.url, out, "--overwrite", **SMALL_RUN))
 
     assert done.code == 0, done.err
     for name, victim in victims.items():
@@ -268,7 +233,7 @@ def test_an_empty_output_dir_is_refused_not_taken_as_the_working_directory(
 ):
     work = tmp_path / "work"
     work.mkdir()
-    args = run_args(engine.url, command=command, **RUN)
+    args = run_args(engine.url, command=command, **SMALL_RUN)
     if how == "flag":
         args += ["--output-dir", ""]
     env = {"EVALGATE_OUTPUT_DIR": ""} if how == "environment" else {}
@@ -290,7 +255,7 @@ def test_a_lock_file_that_is_a_folder_is_refused_naming_it(tmp_path):
     out = tmp_path / "run"
     (out / LOCK_NAME).mkdir(parents=True)
     with FakeEngine(EngineBehaviour()) as engine:
-        code, _, err = finish(start_subprocess(*run_args(engine.url, out, **RUN)), 120)
+        code, _, err = finish(start_subprocess(*run_args(engine.url, out, **SMALL_RUN)), 120)
         sent = list(engine.log)
 
     assert code == 2, err
@@ -400,7 +365,7 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_only_dir, cli):
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, read_only_dir, **HOSTILE_RUN))
+        code, _, err = cli(*run_args(engine.url, read_only_dir, **SMALL_RUN))
 
     assert code == 2
     assert f"ArtifactError: The output folder {read_only_dir} is not writable" in err
@@ -411,7 +376,7 @@ def test_a_read_only_output_folder_is_refused_before_anything_runs(engine, read_
 
 def test_an_output_folder_under_a_read_only_folder_is_refused(engine, read_only_dir, cli):
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, read_only_dir / "run", **HOSTILE_RUN))
+        code, _, err = cli(*run_args(engine.url, read_only_dir / "run", **SMALL_RUN))
 
     assert code == 2
     assert f"ArtifactError: Cannot create the output folder {read_only_dir / 'run'}" in err
@@ -425,7 +390,7 @@ def test_a_result_json_that_is_a_folder_is_refused(engine, tmp_path, cli, overwr
     (out / "result.json" / "keep.txt").write_text("mine\n")
     extra = ["--overwrite"] if overwrite else []
     with deadline(60, engine):
-        code, _, err = cli(*run_args(engine.url, out, *extra, **HOSTILE_RUN))
+        code, _, err = cli(*run_args(engine.url, out, *extra, **SMALL_RUN))
 
     assert code == 2
     assert f"ArtifactError: {out / 'result.json'} is a folder, not a result" in err
@@ -438,7 +403,7 @@ def test_a_run_into_a_folder_with_a_fifo_result_does_not_hang(engine, tmp_path):
     os.mkfifo(tmp_path / "result.json")
     with deadline(60, engine):
         done = run_subprocess(
-            *run_args(engine.url, tmp_path, "--overwrite", **HOSTILE_RUN), timeout=50
+            *run_args(engine.url, tmp_path, "--overwrite", **SMALL_RUN), timeout=50
         )
 
     assert done.returncode == 2, done.stderr

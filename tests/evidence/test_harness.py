@@ -24,6 +24,7 @@ from evalgate.settings.values import Settings
 from tests.conftest import load_result
 from tests.fakeengine import EngineBehaviour, FakeEngine
 from tests.harness import (
+    HARNESS_YAML,
     SERVED,
     as_uploaded,
     cli_hook,
@@ -36,7 +37,6 @@ from tests.harness import (
     uploaded,
     validate,
 )
-from tests.test_thresholds import HARNESS_YAML
 
 pytestmark = pytest.mark.loopback
 

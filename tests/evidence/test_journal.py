@@ -22,8 +22,8 @@ from tests.conftest import (
     start_subprocess,
     temp_file,
 )
-from tests.evidence.test_folder import RUN, mid_eval
 from tests.fakeengine import FakeEngine
+from tests.folders import SMALL_RUN, mid_eval
 
 HEADER = ["model", "engine_version", "served", "api", "task_sha256", "dataset_sha256"]
 
@@ -48,7 +48,7 @@ OLDEST = ["key", "doc_id", "text", "finish_reason", "completion_tokens"]
 
 def interrupted(engine: FakeEngine, out: Path) -> list[dict[str, object]]:
     """A run stopped by SIGTERM after two answers: its journal's lines, header first."""
-    with mid_eval(engine, *run_args(engine.url, out, **RUN)):
+    with mid_eval(engine, *run_args(engine.url, out, **SMALL_RUN)):
         pass
     return [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
 
@@ -64,10 +64,12 @@ def test_a_journal_in_its_recorded_format_is_resumed(engine, tmp_path, form):
         if form == "oldest form":
             older = [lines[0]] + [{k: line[k] for k in OLDEST} for line in lines[1:]]
             (out / "journal.jsonl").write_text("".join(json.dumps(x) + "\n" for x in older))
-        code, _, err = finish(start_subprocess(*run_args(engine.url, out, "--resume", **RUN)), 120)
+        code, _, err = finish(
+            start_subprocess(*run_args(engine.url, out, "--resume", **SMALL_RUN)), 120
+        )
         assert code == 0, err
         clean = tmp_path / "clean"
-        assert finish(start_subprocess(*run_args(engine.url, clean, **RUN)), 120)[0] == 0
+        assert finish(start_subprocess(*run_args(engine.url, clean, **SMALL_RUN)), 120)[0] == 0
 
     doc = load_result(out)
     assert doc["eval"]["requests"]["resumed"] == 2, err
@@ -88,7 +90,9 @@ def test_junk_lines_in_a_journal_are_neither_counted_nor_kept(engine, tmp_path):
         )
         with (out / "journal.jsonl").open("a") as journal:
             journal.write(junk)
-        code, _, err = finish(start_subprocess(*run_args(engine.url, out, "--resume", **RUN)), 240)
+        code, _, err = finish(
+            start_subprocess(*run_args(engine.url, out, "--resume", **SMALL_RUN)), 240
+        )
 
     assert code == 0, err
     assert "resuming: 2 answers from " in err

@@ -17,6 +17,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.conftest import DOCS
 from tests.fakeengine import (
     CHAT_PATH,
     COMPLETIONS_PATH,
@@ -28,7 +29,6 @@ from tests.fakeengine import (
     count_tokens,
     expected_right,
     iter_sse,
-    load_gsm8k,
     refused_url,
     stable_fraction,
     truncate_tokens,
@@ -37,9 +37,6 @@ from tests.fakeengine import (
 )
 
 pytestmark = pytest.mark.loopback
-
-
-DOCS = sorted(load_gsm8k().values(), key=lambda d: d.index)
 
 
 JANET = DOCS[0]  # "Janet's ducks lay 16 eggs per day. ..." -> 18

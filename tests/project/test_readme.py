@@ -166,13 +166,14 @@ def expected_code(shown: list[str]) -> int:
 def test_every_command_of_the_first_60_lines_runs_as_written_from_the_wheel(dist, tmp_path):
     """The install lines in a fresh virtualenv (pip finding evalgate-bench in the built dist,
     the rest on the registry); the hook and the config change against test engines answering
-    95% and then 92% right; the Action's step through action.yml (tests/project/test_action.py, with
-    `install: false`: it takes the evalgate just installed from the wheel)."""
+    95% and then 92% right; the Action's step through action.yml (run as
+    tests/project/action.py runs it, with `install: false`: it takes the evalgate just installed
+    from the wheel)."""
     import yaml
 
     from evalgate._version import __version__
     from tests.conftest import fresh_venv
-    from tests.project.test_action import run_action
+    from tests.project.action import run_action
 
     top = "\n".join(README.splitlines()[:60])
     install, hook, change = re.findall(r"```console\n(.*?)```", top, re.S)

@@ -1,7 +1,9 @@
-"""Task files (`--task FILE`) as the tests write them: a plain one, its rows, and a run of it."""
+"""Task files (`--task FILE`) as the tests write them: a plain one, its rows, and a run of it;
+and GPQA-diamond's data as the bundled task reads it from --dataset-dir."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -84,3 +86,18 @@ def cli_run_task(cli, engine, folder: Path, text: str, data: dict[str, str] | No
     floor.write_text('{"default": {"arithmetic": 0.01}}')
     args = run_args(engine.url, folder / "out", "--task", str(task), "--min-samples", "0")
     return cli(*args, "--thresholds", str(floor), "--limit", "3", "--overwrite")
+
+
+GPQA_TASK = "gpqa_diamond_cot_n_shot"
+"""The bundled GPQA-diamond task's name."""
+
+
+def write_csv(folder: Path, rows: list[dict[str, str]]) -> Path:
+    """`rows` as `folder`/gpqa_diamond.csv, the file GPQA-diamond's --dataset-dir holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "gpqa_diamond.csv"
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

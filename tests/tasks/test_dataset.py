@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -14,10 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalgate.errors import (
-    DatasetError,
-    UsageError,
-)
+from evalgate.errors import DatasetError, UsageError
 from evalgate.tasks.dataset import (
     PUBLISHED_SHA256,
     bundled_dir,
@@ -35,13 +31,8 @@ from tests.conftest import (
     run_args,
     run_subprocess,
 )
-from tests.fakeengine import (
-    EngineBehaviour,
-    FakeEngine,
-    choice_docs,
-    gpqa_rows,
-)
-from tests.tasks.task_files import cli_run_task, edited, write_task
+from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
+from tests.tasks.task_files import GPQA_TASK, cli_run_task, edited, write_csv, write_task
 
 
 @pytest.fixture(scope="module")
@@ -162,20 +153,8 @@ def test_dir_and_hub_together_is_refused(copy_dir):
 
 # GPQA-diamond as the harness runs it, on a GPQA-shaped set the tests make (made-up questions).
 
-TASK = "gpqa_diamond_cot_n_shot"
-
 
 QUESTIONS = 50
-
-
-def write_csv(folder: Path, rows: list[dict[str, str]]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "gpqa_diamond.csv"
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 @pytest.mark.unit
@@ -206,7 +185,7 @@ def test_the_prompt_is_the_harness_s(tmp_path):
     write_csv(tmp_path, gpqa_rows(3))
     dataset = load_gpqa(tmp_path)
     doc = dataset.test[0]
-    prompt = build_prompts(load_task("chat", TASK), dataset.test, dataset.train)[0]
+    prompt = build_prompts(load_task("chat", GPQA_TASK), dataset.test, dataset.train)[0]
     assert prompt.messages == (
         {
             "role": "user",
@@ -274,13 +253,15 @@ def test_gpqa_is_gated_on_its_one_filter_against_the_030_floor(cli, tmp_path, ac
     data = write_csv(tmp_path / "data", rows)
     behaviour = EngineBehaviour(accuracy=accuracy, choice_docs=choice_docs(rows))
     with FakeEngine(behaviour) as engine:
-        result = cli(*run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=data.parent))
+        result = cli(
+            *run_args(engine.url, tmp_path / "out", task=GPQA_TASK, dataset_dir=data.parent)
+        )
     assert result.code == code, result.text
     outcome = "PASS" if code == 0 else "FAIL"
     assert result.out.startswith(f"{outcome}: extract_abcd {accuracy:.4f} (95% CI ")
     assert "threshold 0.3000 (default)" in result.out
     doc = load_result(tmp_path / "out")
-    assert doc["eval"]["task"] == TASK
+    assert doc["eval"]["task"] == GPQA_TASK
     assert doc["threshold"]["value"] == 0.3
     assert [(s["filter"], s["value"], s["n"]) for s in doc["scores"]] == [
         ("extract_abcd", pytest.approx(accuracy), 2 * QUESTIONS)
@@ -298,7 +279,9 @@ def test_gpqa_is_gated_on_its_one_filter_against_the_030_floor(cli, tmp_path, ac
 
 @pytest.mark.loopback
 def test_without_the_data_exit_2_names_the_file_and_where_to_get_it(engine, cli, tmp_path):
-    result = cli(*run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=tmp_path / "empty"))
+    result = cli(
+        *run_args(engine.url, tmp_path / "out", task=GPQA_TASK, dataset_dir=tmp_path / "empty")
+    )
     assert result.code == 2
     assert f"gpqa_diamond.csv not found in {tmp_path / 'empty'}" in result.err
     assert "Idavidrein/gpqa" in result.err
@@ -308,7 +291,7 @@ def test_without_the_data_exit_2_names_the_file_and_where_to_get_it(engine, cli,
 
 @pytest.mark.loopback
 def test_without_a_dataset_dir_exit_2_says_the_data_cannot_ship(engine, cli, tmp_path):
-    args = run_args(engine.url, tmp_path / "out", task=TASK, dataset_dir=tmp_path)
+    args = run_args(engine.url, tmp_path / "out", task=GPQA_TASK, dataset_dir=tmp_path)
     index = args.index("--dataset-dir")
     del args[index : index + 2]
     result = cli(*args)

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
-from tests.tasks.test_dataset import TASK as GPQA
-from tests.tasks.test_dataset import write_csv
+from tests.tasks.task_files import GPQA_TASK as GPQA
+from tests.tasks.task_files import write_csv
 
 QUESTIONS = 30
 GSM8K_KEY = "fake b200 vllm fp8 isl=1024 osl=512 conc=4"

@@ -20,10 +20,8 @@ from evalgate.scrub import capped
 from evalgate.templates import esc
 from tests import outputs as ht
 from tests.conftest import load_result, run_subprocess
-from tests.tasks.test_dataset import TASK as GPQA
-from tests.verify.conftest import (
-    verify_reports,
-)
+from tests.tasks.task_files import GPQA_TASK as GPQA
+from tests.verify.conftest import verify_reports
 from tests.verify.sweeps import (
     CONCS,
     answers,

@@ -30,7 +30,7 @@ from tests.conftest import (
     thresholds_json,
 )
 from tests.fakeengine import EngineBehaviour, FakeEngine, Fault
-from tests.tasks.test_dataset import TASK as GPQA
+from tests.tasks.task_files import GPQA_TASK as GPQA
 from tests.verify.conftest import GPQA_KEY, GSM8K_KEY, LABELS, QUESTIONS
 from tests.verify.sweeps import (
     lm_eval_doc,

@@ -20,8 +20,8 @@ from evalgate.errors import ExitCode, UsageError
 from evalgate.evidence.model import Labels
 from evalgate.schemas import validation_errors
 from evalgate.verify import expect, sweep
-from tests.conftest import ROOT, run_subprocess
-from tests.tasks.test_dataset import TASK as GPQA
+from tests.conftest import ROOT, SETTING_RANGES, run_subprocess
+from tests.tasks.task_files import GPQA_TASK as GPQA
 from tests.verify.conftest import GPQA_KEY, GSM8K_KEY, verify_reports
 from tests.verify.sweeps import DSR1_CONFIG, found, write_result
 
@@ -282,8 +282,6 @@ def test_a_manifest_number_takes_its_settings_largest_value_and_refuses_the_next
 ):
     """8c36240 took any integer (2,147,483,648, 0, -1), and a string of 5,000 digits was exit
     4 ("please report", int() refusing past 4,300 digits)."""
-    from tests.test_numbers import RANGES as SETTING_RANGES
-
     largest, past, span = SETTING_RANGES[setting]
     write_result(
         tmp_path / "sweep" / "run", **{"conc" if field == "concurrency" else field: int(largest)}
