@@ -405,3 +405,46 @@ def test_a_concurrency_list_is_distinct_positive_integers_or_a_usage_error(text)
         return
     assert values and all(v >= 1 for v in values)
     assert len(set(values)) == len(values)
+
+
+# The hook's concurrency list: a value out of range refused once, the largest (65,535) run.
+
+
+@pytest.mark.parametrize(
+    ("command", "environment", "says"),
+    [
+        (
+            ["hook", "--concurrency", "1" + "0" * 20],
+            {},
+            "100,000,000,000,000,000,000 is out of range",
+        ),
+        (["hook"], {"EVAL_CONC": "16 65536"}, "65,536 is out of range: give 1 to 65,535"),
+        (["hook"], {"CONC": "\u0661\u0666"}, "ASCII digits 0-9"),
+    ],
+    ids=["--concurrency 10^20", "EVAL_CONC past 65,535", "CONC in Arabic-Indic digits"],
+)
+@pytest.mark.loopback
+def test_the_hook_refuses_a_concurrency_out_of_range_once(
+    engine, tmp_path, command, environment, says
+):
+    out = tmp_path / "stage"
+    name, *flags = command
+    done = run_subprocess(*run_args(engine.url, out, *flags, command=name), env=environment)
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("UsageError: Invalid settings: --concurrency") == 1, done.stderr
+    assert says in done.stderr
+    assert "please report" not in done.stderr
+    assert engine.log == [] and not out.exists()
+
+
+@pytest.mark.loopback
+def test_the_hook_takes_the_largest_concurrency(engine, tmp_path):
+    """65,535 in flight (at most, over 3 questions): the hook runs it and passes."""
+    out = tmp_path / "stage"
+    limits = {"concurrency": 65535, "limit": 3, "min_samples": 0}
+    done = run_subprocess(*run_args(engine.url, out, command="hook", **limits))
+
+    assert done.returncode == 0, done.stderr
+    assert "conc 65535: PASS" in done.stdout
+    assert load_result(out / "conc-65535")["labels"]["concurrency"] == 65_535

@@ -4,14 +4,13 @@ variable or a server argument gives it: each case runs the CLI in its own proces
 from __future__ import annotations
 
 import typing
-from pathlib import Path
 
 import pytest
 
 from evalgate.cli.arguments import flag_name
 from evalgate.environment import variables
 from evalgate.settings.values import SETTINGS
-from tests.conftest import FAULT_RUN, SETTING_RANGES, load_result, run_args, run_subprocess
+from tests.conftest import FAULT_RUN, SETTING_RANGES, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, refused_url
 
 pytestmark = pytest.mark.loopback
@@ -93,57 +92,6 @@ HUGE = [
         "is 2,147,571,000 ms, past the kernel's TCP_USER_TIMEOUT range (0 to 2,147,483,647 ms)",
     ),
 ]
-
-
-def test_the_largest_keepalive_the_kernel_takes_is_set_on_every_connection(engine, tmp_path):
-    """idle 32,767 s + 16,651 s x 127 probes: 2,147,444,000 ms, within TCP_USER_TIMEOUT's range;
-    the run connects (before, 100000 failed every connection with EINVAL until --ready-timeout)."""
-    out = tmp_path / "run"
-    keepalive = ["--keepalive-idle", "32767", "--keepalive-interval", "16651"]
-    argv = run_args(engine.url, out, *keepalive, keepalive_probes=127, limit=5)
-
-    done = run_subprocess(*argv, "--min-samples", "0")
-
-    assert done.returncode == 0, done.stderr
-    assert load_result(out)["status"] == "pass"
-
-
-@pytest.mark.parametrize(
-    ("command", "environment", "says"),
-    [
-        (
-            ["hook", "--concurrency", "1" + "0" * 20],
-            {},
-            "100,000,000,000,000,000,000 is out of range",
-        ),
-        (["hook"], {"EVAL_CONC": "16 65536"}, "65,536 is out of range: give 1 to 65,535"),
-        (["hook"], {"CONC": "\u0661\u0666"}, "ASCII digits 0-9"),
-    ],
-    ids=["--concurrency 10^20", "EVAL_CONC past 65,535", "CONC in Arabic-Indic digits"],
-)
-def test_the_hook_refuses_a_concurrency_out_of_range_once(
-    engine, tmp_path, command, environment, says
-):
-    out = tmp_path / "stage"
-    name, *flags = command
-    done = run_subprocess(*run_args(engine.url, out, *flags, command=name), env=environment)
-
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("UsageError: Invalid settings: --concurrency") == 1, done.stderr
-    assert says in done.stderr
-    assert "please report" not in done.stderr
-    assert engine.log == [] and not out.exists()
-
-
-def test_the_hook_takes_the_largest_concurrency(engine, tmp_path):
-    """65,535 in flight (at most, over 3 questions): the hook runs it and passes."""
-    out = tmp_path / "stage"
-    limits = {"concurrency": 65535, "limit": 3, "min_samples": 0}
-    done = run_subprocess(*run_args(engine.url, out, command="hook", **limits))
-
-    assert done.returncode == 0, done.stderr
-    assert "conc 65535: PASS" in done.stdout
-    assert load_result(out / "conc-65535")["labels"]["concurrency"] == 65_535
 
 
 DIGITS = [
@@ -270,14 +218,6 @@ def test_compare_reads_flips_by_the_same_rule(tmp_path):
     assert (
         "argument --flips: '\u0663': a whole number is written with the ASCII digits" in done.stderr
     )
-
-
-def test_the_ranges_are_in_the_help_and_the_settings_page():
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
-    done = run_subprocess("run", "--help")
-
-    assert "(range: 1 to 32,767)" in " ".join(done.stdout.split())
-    assert "Range: 1 to 127." in readme
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evalgate.schemas import validation_errors
-from tests.conftest import deadline, load_result, run_args, run_subprocess
+from tests.conftest import ROOT, deadline, load_result, run_args, run_subprocess
 from tests.verify.sweeps import answers, baseline_answers, evalgate_sweep, thresholds
 
 pytestmark = pytest.mark.loopback
@@ -301,3 +301,14 @@ def test_the_old_two_values_after_baseline_are_refused_naming_the_new_spelling(s
         "evalgate verify: error: unrecognized arguments: C: --baseline takes one value each; "
         "for two, write --baseline A --baseline C, and give the results together.",
     ]
+
+
+# Each setting's range is in --help and in docs/settings.md.
+
+
+def test_the_ranges_are_in_the_help_and_the_settings_page():
+    readme = (ROOT / "docs" / "settings.md").read_text()
+    done = run_subprocess("run", "--help")
+
+    assert "(range: 1 to 32,767)" in " ".join(done.stdout.split())
+    assert "Range: 1 to 127." in readme

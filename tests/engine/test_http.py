@@ -38,6 +38,7 @@ from tests.conftest import (
     load_result,
     load_samples,
     run_args,
+    run_subprocess,
 )
 from tests.fakeengine import CHAT_PATH, NOT_PROBE, EngineBehaviour, FakeEngine, Fault
 from tests.front import (
@@ -792,3 +793,20 @@ def test_acceptance_one_of_50_requests_answered_500_once_passes_like_a_clean_run
     assert correct_by_doc(run) == correct_by_doc(reference)
     assert run.requests | {"retried": 1} == reference.requests | {"retried": 1}
     assert (run.requests["retried"], run.requests["failed"]) == (1, 0)
+
+
+# The kernel's largest keepalive settings are set on every connection, and the run connects.
+
+
+@pytest.mark.loopback
+def test_the_largest_keepalive_the_kernel_takes_is_set_on_every_connection(engine, tmp_path):
+    """idle 32,767 s + 16,651 s x 127 probes: 2,147,444,000 ms, within TCP_USER_TIMEOUT's range;
+    the run connects (before, 100000 failed every connection with EINVAL until --ready-timeout)."""
+    out = tmp_path / "run"
+    keepalive = ["--keepalive-idle", "32767", "--keepalive-interval", "16651"]
+    argv = run_args(engine.url, out, *keepalive, keepalive_probes=127, limit=5)
+
+    done = run_subprocess(*argv, "--min-samples", "0")
+
+    assert done.returncode == 0, done.stderr
+    assert load_result(out)["status"] == "pass"
