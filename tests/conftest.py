@@ -45,7 +45,7 @@ SERIAL = ("browser", "postgres", "engine")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse the collection when a test is in no tier or in more than one, naming each."""
     wrong = []
     for item in items:
@@ -54,11 +54,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             wrong.append(f"{item.nodeid}: {' and '.join(tiers) or 'no tier'}")
         elif tiers[0] in SERIAL:
             item.add_marker(pytest.mark.xdist_group(tiers[0]))
-    if wrong:
-        raise pytest.UsageError(
-            f"{len(wrong)} test(s) not in exactly one tier; mark each with one of "
-            f"{', '.join(TIERS)} (pytestmark = pytest.mark.TIER):\n  " + "\n  ".join(wrong)
-        )
+    if not wrong:
+        return
+    said = (
+        f"{len(wrong)} test(s) not in exactly one tier; mark each with one of "
+        f"{', '.join(TIERS)} (pytestmark = pytest.mark.TIER):\n  " + "\n  ".join(wrong)
+    )
+    if hasattr(config, "workerinput"):
+        # a pytest-xdist worker, where a UsageError is lost in the worker's crash: the refusal is
+        # a collection error the controller prints, and no test runs
+        config.hook.pytest_collectreport(report=pytest.CollectReport("tiers", "failed", said, []))
+        items.clear()
+        return
+    raise pytest.UsageError(said)
 
 
 @pytest.fixture(autouse=True)
