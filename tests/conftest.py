@@ -36,7 +36,7 @@ from tests.verify.sweeps import CONCS, answers, baseline_answers, evalgate_sweep
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "test-artifacts" / "browser"
 """Where the browser tier keeps its screenshots (emptied when a session takes its first)."""
-_TAKEN: list[Path] = []
+_STARTED = pytest.StashKey[float]()
 
 # -- the tiers ---------------------------------------------------------------------------------
 # Every test is in exactly one tier (pyproject.toml's markers): `pytest -m unit` is the quick check
@@ -46,21 +46,35 @@ _TAKEN: list[Path] = []
 pytest_plugins = ("pytester",)
 TIERS = ("unit", "loopback", "browser", "postgres", "engine")
 UNIT_ONLY = "unit tests open no socket and start no process: mark it loopback"
+# Tiers whose tests share one server or browser per session: under pytest-xdist (`-n`, as
+# pyproject's addopts ask) each runs on one worker, so the server starts once and its tests
+# never race one another; unit and loopback tests spread over every worker.
+SERIAL = ("browser", "postgres", "engine")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse the collection when a test is in no tier or in more than one, naming each."""
     wrong = []
     for item in items:
         tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
         if len(tiers) != 1:
             wrong.append(f"{item.nodeid}: {' and '.join(tiers) or 'no tier'}")
-    if wrong:
-        raise pytest.UsageError(
-            f"{len(wrong)} test(s) not in exactly one tier; mark each with one of "
-            f"{', '.join(TIERS)} (pytestmark = pytest.mark.TIER):\n  " + "\n  ".join(wrong)
-        )
+        elif tiers[0] in SERIAL:
+            item.add_marker(pytest.mark.xdist_group(tiers[0]))
+    if not wrong:
+        return
+    said = (
+        f"{len(wrong)} test(s) not in exactly one tier; mark each with one of "
+        f"{', '.join(TIERS)} (pytestmark = pytest.mark.TIER):\n  " + "\n  ".join(wrong)
+    )
+    if hasattr(config, "workerinput"):
+        # a pytest-xdist worker, where a UsageError is lost in the worker's crash: the refusal is
+        # a collection error the controller prints, and no test runs
+        config.hook.pytest_collectreport(report=pytest.CollectReport("tiers", "failed", said, []))
+        items.clear()
+        return
+    raise pytest.UsageError(said)
 
 
 @pytest.fixture(autouse=True)
@@ -321,15 +335,20 @@ def screenshot() -> Any:
     SCREENSHOTS.mkdir(parents=True)
 
     def path(name: str) -> Path:
-        taken = SCREENSHOTS / f"{name}.png"
-        _TAKEN.append(taken)
-        return taken
+        return SCREENSHOTS / f"{name}.png"
 
     return path
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STARTED] = time.time()
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    kept = [p for p in _TAKEN if p.exists()]
+    # the screenshots this session took, read from the folder: under pytest-xdist a worker took
+    # them, and the summary is printed by the process that started the workers
+    started = terminalreporter.config.stash.get(_STARTED, time.time())
+    kept = [p for p in SCREENSHOTS.glob("*.png") if p.stat().st_mtime >= started]
     if kept:
         terminalreporter.write_line(
             f"browser tier: {len(kept)} screenshot(s) kept in {SCREENSHOTS}"

@@ -78,7 +78,8 @@ def test_a_unit_test_opening_a_socket_or_starting_a_process_fails_saying_so(plan
     }
 
 
-def test_a_test_in_no_tier_or_in_two_is_refused_at_collection_each_named(planted):
+@pytest.mark.parametrize("workers", ["0", "2"])  # one process, and pytest-xdist's workers
+def test_a_test_in_no_tier_or_in_two_is_refused_at_collection_each_named(planted, workers):
     result, _ = planted(
         """
         import pytest
@@ -97,12 +98,18 @@ def test_a_test_in_no_tier_or_in_two_is_refused_at_collection_each_named(planted
         """,
         "-m",
         "unit",  # checked before -m leaves test_in_no_tier out
+        "-n",
+        workers,
     )
 
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    said = result.stderr.str()
+    if workers == "0":
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        said = result.stderr.str()
+    else:  # a collection error the controller prints; no test ran
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        said = result.stdout.str()
     assert "2 test(s) not in exactly one tier" in said
     assert "test_planted.py::test_in_no_tier: no tier" in said
     assert "test_planted.py::test_in_two: loopback and unit" in said
     assert "test_in_one" not in said
-    result.assert_outcomes()
+    result.assert_outcomes(errors=int(workers != "0"))  # no test ran; the refusal is the one error
