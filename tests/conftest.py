@@ -711,7 +711,7 @@ def nineteen_of_twenty(engine: FakeEngine) -> None:
     engine.behaviour.accuracy = FAULT_ACCURACY
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: one run for every file that compares with it
 def clean_run(tmp_path_factory: pytest.TempPathFactory) -> Gate:
     """The reference: the same run with no fault."""
     with FakeEngine(EngineBehaviour(accuracy=FAULT_ACCURACY)) as running:
