@@ -151,12 +151,18 @@ def _written(draw: st.DrawFn, depth: int = 0) -> str:
         return str(draw(st.integers(-5, 5)))
     if kind == "string":
         return _spelled(draw(_TEXT), draw(st.booleans()))
+    inner = _WRITTEN[depth + 1]
     if kind == "array":
-        return "[" + ", ".join(draw(st.lists(_written(depth + 1), max_size=3))) + "]"
+        return "[" + ", ".join(draw(st.lists(inner, max_size=3))) + "]"
     keys = draw(st.lists(_TEXT, max_size=4))
     space = draw(st.sampled_from(["", " ", "\n  "]))
-    pairs = [f"{_spelled(k, draw(st.booleans()))}{space}:{draw(_written(depth + 1))}" for k in keys]
+    pairs = [f"{_spelled(k, draw(st.booleans()))}{space}:{draw(inner)}" for k in keys]
     return "{" + ", ".join(pairs) + "}"
+
+
+_WRITTEN = [_written(depth) for depth in range(4)]
+"""_written at each depth (3, the deepest, is a string or a number), built once: hypothesis
+works out each new strategy object afresh, and a new one per draw repeated that work."""
 
 
 def _spelled(text: str, unicode: bool) -> str:
