@@ -137,10 +137,25 @@ def config_of(entry: Entry) -> tuple[str, dict[str, Any]]:
 class _Digests(dict[tuple[str, str], str]):
     """Each question's digest, worked out once per record call (a sweep asks the same ones)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: tuple[list[str], list[str], list[str]] = ([], [], [])
+        """The questions and targets of the run before, and their digests."""
+
     def __missing__(self, key: tuple[str, str]) -> str:
         text = f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")
         value = self[key] = hashlib.blake2b(text, digest_size=6).hexdigest()
         return value
+
+    def of(self, questions: list[str], targets: list[str]) -> list[str]:
+        """The digests of a run's questions. The runs of a sweep mostly ask the same questions
+        in the same order: comparing the texts with the run before's tells it without hashing
+        each one again to look it up."""
+        before, aimed, found = self.last
+        if questions != before or targets != aimed:
+            found = [self[pair] for pair in zip(questions, targets, strict=True)]
+            self.last = (questions, targets, found)
+        return found
 
 
 class Asked(msgspec.Struct, frozen=True):
@@ -187,7 +202,7 @@ def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
         extracted[f] = ["" if a is None else a.extracted for a in found]
     return Answers(
         doc_ids=[s.doc_id for s in samples],
-        digests=[digests[(s.question, s.target)] for s in samples],
+        digests=digests.of([s.question for s in samples], [s.target for s in samples]),
         repeats=[s.repeat for s in samples],
         clusters=[s.cluster for s in samples],
         correct=correct,
@@ -195,8 +210,10 @@ def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
     )
 
 
-def _order(doc_ids: Sequence[int]) -> str:
-    return hashlib.sha256(",".join(map(str, doc_ids)).encode()).hexdigest()[:16]
+def _order(doc_ids: list[int]) -> str:
+    """The question order's digest: of the ids joined by commas, which is how msgspec writes
+    a list of integers between its brackets (in C, not an int at a time)."""
+    return hashlib.sha256(msgspec.json.encode(doc_ids)[1:-1]).hexdigest()[:16]
 
 
 class Context(msgspec.Struct, frozen=True):

@@ -4,6 +4,7 @@ tests/verify/sweeps.py."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -147,6 +148,33 @@ def test_a_run_written_as_evalgate_writes_is_recorded_with_its_answers_unless_a_
         [warning] = [line for line in done.stderr.splitlines() if "without its answers" in line]
         assert "samples.jsonl line 6 " in warning
         assert said in warning
+
+
+@pytest.mark.loopback
+def test_each_run_keeps_the_digests_and_order_of_its_own_questions(tmp_path):
+    """A run asking its questions in another order than the run recorded before it, then one
+    asking them as that one did: each keeps a digest of each of its own questions (text and
+    target) in its order, and the digest of that order (its doc_ids joined by commas)."""
+    history = str(tmp_path / "history.db")
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {c: baseline_answers() for c in (4, 8, 16)})
+    asked = read_samples(sweep / "one-conc8" / "samples.jsonl")
+    write_samples(sweep / "one-conc8", list(reversed(asked)))
+    done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n1")
+    assert done.returncode == 0, done.stderr
+    for conc in (4, 8, 16):
+        identity = f"one-conc{conc}"
+        samples = read_samples(sweep / identity / "samples.jsonl")
+        [(blob,)] = rows(history, f"SELECT questions FROM answers WHERE identity = '{identity}'")  # noqa: S608
+        stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=record.Answers)
+        assert stored.doc_ids == [s.doc_id for s in samples]
+        assert stored.doc_ids[0] == (1318 if conc == 8 else 0)
+        assert stored.digests == [
+            hashlib.blake2b(f"{s.question}\0{s.target}".encode(), digest_size=6).hexdigest()
+            for s in samples
+        ]
+        ids = ",".join(str(s.doc_id) for s in samples).encode()
+        [(order,)] = rows(history, f"SELECT question_order FROM runs WHERE identity = '{identity}'")  # noqa: S608
+        assert order == hashlib.sha256(ids).hexdigest()[:16]
 
 
 @pytest.fixture
