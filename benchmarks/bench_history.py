@@ -477,6 +477,7 @@ def section(
         builds.append(Build(git_commit(other, otherwise=other.name), other))
     for build in builds:  # as an installed package's (suite.py): no timed start compiles them
         compileall.compile_dir(build.root / "evalgate", quiet=1)
+    load = os.getloadavg()[0]
     recording: list[str] = []
     total = files = 0
     if configs:  # --configs 0: the history table alone
@@ -492,13 +493,14 @@ def section(
     long: list[str] = []
     if sweeps:  # --sweeps 0: the --record table alone
         with contextlib.ExitStack() as stack:
-            if keep is None:
-                name = tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-")
-                keep = Path(stack.enter_context(name))
-            keep.mkdir(parents=True, exist_ok=True)
+            folder = keep
+            if folder is None:
+                temporary = tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-")
+                folder = Path(stack.enter_context(temporary))
+            folder.mkdir(parents=True, exist_ok=True)
             long = [
                 *header(builds, "peak MB"),
-                *history_rows(keep, history_configs, sweeps, runs, builds),
+                *history_rows(folder, history_configs, sweeps, runs, builds),
             ]
     beside = (
         f"; beside it {builds[1].label} (`--against`), timed by the same commands right after "
@@ -506,18 +508,32 @@ def section(
         if len(builds) > 1
         else ""
     )
+    timed_ = []
+    if configs:
+        timed_.append(
+            f"`evalgate verify SWEEP -q --record HISTORY` over {configs:,} configs of full GSM8K "
+            f"({files:,} files, {total / 2**20:,.0f} MiB, in the page cache), alone and with "
+            "--record on each store"
+        )
+    if sweeps:
+        timed_.append(f"`evalgate history` over {history_configs} configs x {sweeps} sweeps")
+    flags = {
+        "--configs 0": not configs,
+        "--sweeps 0": not sweeps,
+        "--against CHECKOUT": against,
+        "--long DIR": keep,
+    }
+    command = " ".join(
+        ["python benchmarks/bench_history.py", *(f for f, on in flags.items() if on)]
+    )
     return "\n".join(
         [
             "## History: verify --record, and evalgate history over a year",
             "",
-            f"`evalgate verify SWEEP -q --record HISTORY` over {configs:,} configs of full GSM8K "
-            f"({files:,} files, {total / 2**20:,.0f} MiB, in the page cache), alone and with "
-            "--record on each store; then `evalgate history` over "
-            f"{history_configs} configs x {sweeps} sweeps (`python benchmarks/bench_history.py"
-            f"{' --against CHECKOUT' if len(builds) > 1 else ''}`).",
+            f"{'; then '.join(timed_)} (`{command}`).",
             "",
-            f"- {builds[0].label}, {stamp()}; runs: {runs}; load average "
-            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured{beside}",
+            f"- {builds[0].label}, {stamp()}; runs: {runs}; load average {load:.1f} at the "
+            f"start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores{beside}",
             "",
             *recording,
             *long,
