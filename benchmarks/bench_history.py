@@ -6,7 +6,7 @@ that checkout's evalgate (its code first on the path, as scripts/bench --against
 this one's, as ratios.
 
     PYTHONPATH=. python benchmarks/bench_history.py [--configs 1000] [--runs 3]
-        [--history-configs 200] [--sweeps 365] [--against CHECKOUT]
+        [--history-configs 200] [--sweeps 365] [--against CHECKOUT] [--long DIR]
 
 The sweep: a handful of runs written by the tests' writer (result.json + samples.jsonl, 1,319
 questions, two filters; samples.jsonl rewritten by evalgate's writer, every key present and each
@@ -25,12 +25,15 @@ what `verify --record` calls) with its per-question answers; one result.json per
 samples.jsonl a link to one of a few templates (the answers differ between templates; a few
 nights regress or fail). The other checkout reads the same rows: where its schema is 2, in a
 copy without the index schema 3 added (all schema 3 changed). Then `evalgate history H`,
-`--json -` and `--html FILE` are timed as subprocesses.
+`--json -` and `--html FILE` are timed as subprocesses. With --long DIR it is built in DIR
+and kept, or, when DIR holds one already, read from there (building takes about 15 minutes:
+build it once, then time this checkout and --against on the same rows).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import hashlib
 import json
@@ -132,8 +135,9 @@ report = verify([str(root / "sweep")], load_thresholds(root / "thresholds.json")
 entries = record.recordable(report)
 clock = time.process_time
 started = clock()
+given = (record.Digests(),) if hasattr(record, "Digests") else ()  # an older one: the entry
 for entry in entries:
-    record.read_answers(entry)
+    record.read_answers(entry, *given)
 reading = clock() - started
 with open_history(str(root / "split.db"), create=True) as store:
     started = clock()
@@ -142,8 +146,9 @@ with open_history(str(root / "split.db"), create=True) as store:
 (root / "split.db").unlink()
 print(reading, whole - reading)
 """
-"""In a process of the checkout timed: CPU seconds reading the runs' answers, and building and
-writing them, of one record of the sweep into a new SQLite history."""
+"""In a process of the checkout timed: CPU seconds reading the runs' answers (their samples.jsonl
+read into the answers kept), and the rest of one record of the sweep into a new SQLite history
+(the rows built, compressed and written)."""
 
 
 def split(root: Path, build: Build) -> tuple[float, float]:
@@ -353,9 +358,7 @@ def history_rows(
 ) -> list[str]:
     """The history table: each command over the long history on SQLite (and the page's size),
     then on PostgreSQL where a server can start here."""
-    started = time.perf_counter()
-    history = build_history(root, configs, sweeps)
-    built = time.perf_counter() - started
+    history, built = long_history(root, configs, sweeps, builds[0])
     megabytes = sum(p.stat().st_size for p in root.glob("history.db*")) / 2**20
     page = root / "trend.html"
     commands: tuple[HistoryCommand, ...] = (
@@ -377,10 +380,34 @@ def history_rows(
             rows += command_rows("PostgreSQL", pg_at, commands, runs, builds, goals=False)
     note = (
         f"History: {configs} configs x {sweeps} sweeps = {configs * sweeps:,} runs with their "
-        f"answers, {megabytes:,.0f} MiB on disk (SQLite), recorded in {built:.0f} s by "
-        f"{builds[0].label}; every checkout reads the same rows (on PostgreSQL, copied)."
+        f"answers, {megabytes:,.0f} MiB on disk (SQLite), {built}; every checkout reads the "
+        "same rows (on PostgreSQL, copied)."
     )
     return [*rows, "", note]
+
+
+def long_history(root: Path, configs: int, sweeps: int, build: Build) -> tuple[Path, str]:
+    """The long history in `root` (built there unless it holds one of `configs` x `sweeps`
+    already), and how it was built, as the table's note says it."""
+    history, made = root / "history.db", root / "built.json"
+    if history.exists() and made.exists():
+        told = json.loads(made.read_text())
+        if (told["configs"], told["sweeps"]) != (configs, sweeps):
+            sys.exit(
+                f"{root} holds a history of {told['configs']} x {told['sweeps']}, not "
+                f"{configs} x {sweeps}: pass another --long folder"
+            )
+    else:
+        started = time.perf_counter()
+        build_history(root, configs, sweeps)
+        told = {
+            "configs": configs,
+            "sweeps": sweeps,
+            "by": build.label,
+            "seconds": round(time.perf_counter() - started),
+        }
+        made.write_text(json.dumps(told))
+    return history, f"recorded in {told['seconds']} s by {told['by']}"
 
 
 def sqlite_copies(root: Path, history: Path, builds: list[Build]) -> dict[str, str]:
@@ -437,24 +464,45 @@ def command_rows(
 
 
 def section(
-    configs: int, runs: int, history_configs: int, sweeps: int, against: Path | None = None
+    configs: int,
+    runs: int,
+    history_configs: int,
+    sweeps: int,
+    *,
+    against: Path | None = None,
+    keep: Path | None = None,
 ) -> str:
     """The BENCHMARKS.md section (benchmarks/suite.py --only history [--against CHECKOUT])."""
     builds = [Build(git_commit(ROOT, otherwise=ROOT.name), ROOT)]
     if against is not None:
         other = against.resolve()
         builds.append(Build(git_commit(other, otherwise=other.name), other))
-    with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-") as name:
-        root = Path(name)
-        sweep(root, configs)
-        total, files = size(root / "sweep")
-        recording = record_rows(root, configs, runs, builds)
+    for build in builds:  # as an installed package's (suite.py): no timed start compiles them
+        compileall.compile_dir(build.root / "evalgate", quiet=1)
+    load = os.getloadavg()[0]
+    recording: list[str] = []
+    total = files = 0
+    if configs:  # --configs 0: the history table alone
+        with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-") as name:
+            root = Path(name)
+            sweep(root, configs)
+            total, files = size(root / "sweep")
+            recording = [
+                *header(builds, "added s: wall (CPU)"),
+                *record_rows(root, configs, runs, builds),
+                "",
+            ]
     long: list[str] = []
     if sweeps:  # --sweeps 0: the --record table alone
-        with tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-") as name:
+        with contextlib.ExitStack() as stack:
+            folder = keep
+            if folder is None:
+                temporary = tempfile.TemporaryDirectory(prefix="evalgate-bench-history-long-")
+                folder = Path(stack.enter_context(temporary))
+            folder.mkdir(parents=True, exist_ok=True)
             long = [
                 *header(builds, "peak MB"),
-                *history_rows(Path(name), history_configs, sweeps, runs, builds),
+                *history_rows(folder, history_configs, sweeps, runs, builds),
             ]
     beside = (
         f"; beside it {builds[1].label} (`--against`), timed by the same commands right after "
@@ -462,22 +510,34 @@ def section(
         if len(builds) > 1
         else ""
     )
+    timed_ = []
+    if configs:
+        timed_.append(
+            f"`evalgate verify SWEEP -q --record HISTORY` over {configs:,} configs of full GSM8K "
+            f"({files:,} files, {total / 2**20:,.0f} MiB, in the page cache), alone and with "
+            "--record on each store"
+        )
+    if sweeps:
+        timed_.append(f"`evalgate history` over {history_configs} configs x {sweeps} sweeps")
+    flags = {
+        "--configs 0": not configs,
+        "--sweeps 0": not sweeps,
+        "--against CHECKOUT": against,
+        "--long DIR": keep,
+    }
+    command = " ".join(
+        ["python benchmarks/bench_history.py", *(f for f, on in flags.items() if on)]
+    )
     return "\n".join(
         [
             "## History: verify --record, and evalgate history over a year",
             "",
-            f"`evalgate verify SWEEP -q --record HISTORY` over {configs:,} configs of full GSM8K "
-            f"({files:,} files, {total / 2**20:,.0f} MiB, in the page cache), alone and with "
-            "--record on each store; then `evalgate history` over "
-            f"{history_configs} configs x {sweeps} sweeps (`python benchmarks/bench_history.py"
-            f"{' --against CHECKOUT' if len(builds) > 1 else ''}`).",
+            f"{'; then '.join(timed_)} (`{command}`).",
             "",
-            f"- {builds[0].label}, {stamp()}; runs: {runs}; load average "
-            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when measured{beside}",
+            f"- {builds[0].label}, {stamp()}; runs: {runs}; load average {load:.1f} at the "
+            f"start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores{beside}",
             "",
-            *header(builds, "added s: wall (CPU)"),
             *recording,
-            "",
             *long,
             "",
         ]
@@ -486,13 +546,25 @@ def section(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", type=int, default=1000)
+    parser.add_argument("--configs", type=int, default=1000, help="0: time history alone")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--history-configs", type=int, default=200)
     parser.add_argument("--sweeps", type=int, default=365, help="0: time --record alone")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT")
+    parser.add_argument(
+        "--long", type=Path, metavar="DIR", help="build the long history here, or reuse it"
+    )
     args = parser.parse_args()
-    print(section(args.configs, args.runs, args.history_configs, args.sweeps, args.against))
+    print(
+        section(
+            args.configs,
+            args.runs,
+            args.history_configs,
+            args.sweeps,
+            against=args.against,
+            keep=args.long,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ and fits (record.mark).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -284,8 +284,9 @@ def _x(index: int, count: int) -> float:
     return PAD + (WIDTH - 2 * PAD) * (index / (count - 1) if count > 1 else 0.5)
 
 
-def _points(values: Sequence[tuple[float, float]]) -> str:
-    return " ".join(f"{x:.1f},{y:.1f}" for x, y in values)
+def _points(points: Iterable[tuple[str, float]]) -> str:
+    """A polyline's points: each x as written already, each y to a tenth."""
+    return " ".join([f"{x},{y:.1f}" for x, y in points])
 
 
 class Dot(NamedTuple):
@@ -326,32 +327,32 @@ def trend(history: ConfigHistory) -> Trend | None:
     per = (HEIGHT - 2 * PAD) / (scale.high - scale.low)
     base = HEIGHT - PAD + scale.low * per
 
-    def y(value: float) -> float:
-        return base - value * per
-
     count = len(runs)
-    xs = [_x(i, count) for i in range(count)]
-    top = [(x, y(s.high)) for x, s in zip(xs, scores, strict=True)]
-    bottom = [(x, y(s.low)) for x, s in zip(xs, scores, strict=True)]
-    line = [(x, y(s.value)) for x, s in zip(xs, scores, strict=True)]
-    floors = [(x, y(r.floor)) for x, r in zip(xs, runs, strict=True) if r.floor is not None]
+    xs = [f"{_x(i, count):.1f}" for i in range(count)]  # written once for the four lines
+    top = [base - s.high * per for s in scores]
+    bottom = [base - s.low * per for s in scores]
+    line = [base - s.value * per for s in scores]
+    floors = [
+        (x, base - r.floor * per) for x, r in zip(xs, runs, strict=True) if r.floor is not None
+    ]
     dots = []
-    for run, (x, dot) in zip(runs, line, strict=True):
+    for run, x, dot in zip(runs, xs, line, strict=True):
         if run.marked:
-            dots.append(Dot("marked", f"{x:.1f}", f"{dot:.1f}", f"{run.sweep}: marked bad"))
+            dots.append(Dot("marked", x, f"{dot:.1f}", f"{run.sweep}: marked bad"))
         elif run.verdict in FAILED:
-            dots.append(Dot("failed", f"{x:.1f}", f"{dot:.1f}", f"{run.sweep}: {run.verdict}"))
+            dots.append(Dot("failed", x, f"{dot:.1f}", f"{run.sweep}: {run.verdict}"))
     label = (
         f"{history.name}: {count} runs from {runs[0].sweep} to {runs[-1].sweep}, "
         f"last {scores[-1].value:.3f}"
     )
     return Trend(
         label,
-        f"M{_points(top)} L{_points(bottom[::-1])} Z",
+        f"M{_points(zip(xs, top, strict=True))} "
+        f"L{_points(zip(xs[::-1], bottom[::-1], strict=True))} Z",
         _points(floors),
-        _points(line),
+        _points(zip(xs, line, strict=True)),
         dots,
-        [(t, f"{y(t) + 4:.1f}") for t in scale.ticks()],
+        [(t, f"{base - t * per + 4:.1f}") for t in scale.ticks()],
         runs[0].sweep,
         runs[-1].sweep,
     )

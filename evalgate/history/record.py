@@ -14,7 +14,7 @@ import hashlib
 import logging
 import operator
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from itertools import chain
 from pathlib import Path
@@ -134,13 +134,28 @@ def config_of(entry: Entry) -> tuple[str, dict[str, Any]]:
     return key, {"task": task, "model": entry.model, **labels}
 
 
-class _Digests(dict[tuple[str, str], str]):
+class Digests(dict[tuple[str, str], str]):
     """Each question's digest, worked out once per record call (a sweep asks the same ones)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: tuple[list[str], list[str], list[str]] = ([], [], [])
+        """The questions and targets of the run before, and their digests."""
 
     def __missing__(self, key: tuple[str, str]) -> str:
         text = f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")
         value = self[key] = hashlib.blake2b(text, digest_size=6).hexdigest()
         return value
+
+    def of(self, questions: list[str], targets: list[str]) -> list[str]:
+        """The digests of a run's questions. The runs of a sweep mostly ask the same questions
+        in the same order: comparing the texts with the run before's tells it without hashing
+        each one again to look it up."""
+        before, aimed, found = self.last
+        if questions != before or targets != aimed:
+            found = [self[pair] for pair in zip(questions, targets, strict=True)]
+            self.last = (questions, targets, found)
+        return found
 
 
 class Asked(msgspec.Struct, frozen=True):
@@ -157,46 +172,91 @@ class Asked(msgspec.Struct, frozen=True):
 
 SAMPLES = Written(Sample)
 """samples.jsonl's lines as evalgate writes them (every key): read in one typed pass."""
+PIECE = 64 * 1024
+"""Bytes of samples.jsonl read at a time (a hundred lines or so, cut at a line's end): each
+piece's samples become the run's answers and are dropped before the next piece is read, so a
+run's thousands of samples are never all alive at once (nor gone over by the collector)."""
 
 
-def read_answers(entry: Entry) -> tuple[Result, Sequence[Asked | Sample]]:
-    """A scored run's result and its samples (an ArtifactError when they cannot be read)."""
+class _NotAsWritten(Exception):
+    """A piece of samples.jsonl with a key absent or a rule broken (SAMPLES.read says None)."""
+
+
+def _written(data: bytes) -> Iterator[list[Sample]]:
+    """The samples of samples.jsonl as evalgate writes it, a piece at a time."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start + PIECE) + 1 or len(data)
+        samples = SAMPLES.read(data[start:end])
+        if samples is None:
+            raise _NotAsWritten
+        yield samples
+        start = end
+
+
+def read_answers(entry: Entry, digests: Digests) -> tuple[Result, Answers]:
+    """A scored run's result and its answers (an ArtifactError when they cannot be read)."""
     if entry.source != "evalgate":
         run = load_entry(entry)
-        return run.result, list(run.samples.values())
-    file = Path(str(entry.path))
-    file = file / RESULT_NAME if file.is_dir() else file
-    result = read_result(file)
-    where = file.parent / SAMPLES_NAME
-    data = read_bytes(where)
-    asked: Sequence[Asked | Sample] | None = SAMPLES.read(data)
-    if asked is None:  # a key absent, or a rule broken: read as ever, which says what
-        asked = decode_lines(data, Asked, str(where), "is not a valid evalgate sample")
-    if len({a.doc_id for a in asked}) != len(asked):
+        result, answers = run.result, answers_of([list(run.samples.values())], digests)
+        where: Path | str = run.path
+    else:
+        file = Path(str(entry.path))
+        file = file / RESULT_NAME if file.is_dir() else file
+        result = read_result(file)
+        where = file.parent / SAMPLES_NAME
+        data = read_bytes(where)
+        try:
+            answers = answers_of(_written(data), digests)
+        except _NotAsWritten:  # a key absent, or a rule broken: read as ever, which says what
+            asked = decode_lines(data, Asked, str(where), "is not a valid evalgate sample")
+            answers = answers_of([asked], digests)
+    if len(set(answers.doc_ids)) != len(answers.doc_ids):
         raise ArtifactError(f"{where} repeats a doc_id.")
-    return result, asked
+    return result, answers
 
 
-def answers_of(samples: Sequence[Asked | Sample], digests: _Digests) -> Answers:
-    answered = [s.filters for s in samples]
-    correct: dict[str, str] = {}
+def answers_of(pieces: Iterable[Sequence[Asked | Sample]], digests: Digests) -> Answers:
+    """A run's answers from its samples, a piece at a time: per filter, a mark and the answer
+    extracted for each question (- and "" where the filter did not score it)."""
+    doc_ids: list[int] = []
+    questions: list[str] = []
+    targets: list[str] = []
+    repeats: list[int | None] = []
+    clusters: list[int | None] = []
+    marks: dict[str, list[str]] = {}
     extracted: dict[str, list[str]] = {}
-    for f in dict.fromkeys(chain.from_iterable(answered)):  # each answer looked up once
-        found = [a.get(f) for a in answered]
-        correct[f] = "".join(["-" if a is None else "1" if a.correct else "0" for a in found])
-        extracted[f] = ["" if a is None else a.extracted for a in found]
+    for samples in pieces:
+        before = len(doc_ids)
+        doc_ids += [s.doc_id for s in samples]
+        questions += [s.question for s in samples]
+        targets += [s.target for s in samples]
+        repeats += [s.repeat for s in samples]
+        clusters += [s.cluster for s in samples]
+        answered = [s.filters for s in samples]
+        # every filter so far, and the piece's new ones: each answer looked up once
+        for f in dict.fromkeys(chain(marks, chain.from_iterable(answered))):
+            found = [a.get(f) for a in answered]
+            marks.setdefault(f, ["-"] * before).extend(
+                ["-" if a is None else "1" if a.correct else "0" for a in found]
+            )
+            extracted.setdefault(f, [""] * before).extend(
+                ["" if a is None else a.extracted for a in found]
+            )
     return Answers(
-        doc_ids=[s.doc_id for s in samples],
-        digests=[digests[(s.question, s.target)] for s in samples],
-        repeats=[s.repeat for s in samples],
-        clusters=[s.cluster for s in samples],
-        correct=correct,
+        doc_ids=doc_ids,
+        digests=digests.of(questions, targets),
+        repeats=repeats,
+        clusters=clusters,
+        correct={f: "".join(m) for f, m in marks.items()},
         extracted=extracted,
     )
 
 
-def _order(doc_ids: Sequence[int]) -> str:
-    return hashlib.sha256(",".join(map(str, doc_ids)).encode()).hexdigest()[:16]
+def _order(doc_ids: list[int]) -> str:
+    """The question order's digest: of the ids joined by commas, which is how msgspec writes
+    a list of integers between its brackets (in C, not an int at a time)."""
+    return hashlib.sha256(msgspec.json.encode(doc_ids)[1:-1]).hexdigest()[:16]
 
 
 class Context(msgspec.Struct, frozen=True):
@@ -209,7 +269,7 @@ class Context(msgspec.Struct, frozen=True):
 
 
 def build(
-    entry: Entry, identity_: str, report: Report, context: Context, digests: _Digests
+    entry: Entry, identity_: str, report: Report, context: Context, digests: Digests
 ) -> tuple[tuple[Any, ...], StoredRun, bytes, bytes]:
     """One gated line (its run's identity given) as the history keeps it: (its config's
     columns, the run, its result document and its answers, compressed)."""
@@ -219,8 +279,7 @@ def build(
     answers = Answers([], [], [], [], {}, {})
     if entry.checks:  # scored: its answers are kept with it
         try:
-            result, samples = read_answers(entry)
-            answers = answers_of(samples, digests)
+            result, answers = read_answers(entry, digests)
         except ArtifactError as exc:  # its score is still history; pairing will say so
             log.warning("history: %s is recorded without its answers: %s", path, exc.message)
     if result is None:
@@ -291,7 +350,7 @@ def recordable(report: Report) -> list[Entry]:
 def record(store: Store, report: Report, context: Context) -> Recorded:
     """Every run `report` gated, kept in one transaction: all of them or, on any error, none.
     The runs are read before the transaction, so other recorders wait only for the writes."""
-    digests = _Digests()
+    digests = Digests()
     entries = recordable(report)
     identities = [run_identity(e) for e in entries]
     known = _known(store, identities)
@@ -387,7 +446,7 @@ def stored_run(store: Store, run_identity_: str, label: str) -> Run:
 def digested(run: Run) -> Run:
     """A run from files with its questions as the history keeps them, to pair with a stored
     run: the same question gives the same digest on both sides."""
-    digests = _Digests()
+    digests = Digests()
     return Run(
         run.path,
         run.result,

@@ -4,6 +4,7 @@ tests/verify/sweeps.py."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from msgspec import structs
 
 from evalgate.evidence.artifacts import read_samples, write_samples
 from evalgate.history import record
@@ -99,14 +101,14 @@ def test_a_record_that_fails_keeps_the_verdict_and_says_the_history_was_not_writ
     assert rows(history, "SELECT DISTINCT sweep FROM runs") == [("n1",)]
 
 
-def as_evalgate_writes(run: Path, broken: str = "", into: str = "") -> None:
+def as_evalgate_writes(run: Path, broken: str = "", into: str = "", line: int = 6) -> None:
     """The run's samples.jsonl rewritten by evalgate's writer (every key of a line present, as
-    `--record` reads in one typed pass), then its 6th line's `broken` replaced by `into`."""
+    `--record` reads in one typed pass), then its `line`'s `broken` replaced by `into`."""
     path = run / "samples.jsonl"
     write_samples(run, read_samples(path))
     lines = path.read_text().splitlines(keepends=True)
-    assert broken in lines[5], lines[5]
-    lines[5] = lines[5].replace(broken, into, 1)
+    assert broken in lines[line - 1], lines[line - 1]
+    lines[line - 1] = lines[line - 1].replace(broken, into, 1)
     path.write_text("".join(lines))
 
 
@@ -147,6 +149,79 @@ def test_a_run_written_as_evalgate_writes_is_recorded_with_its_answers_unless_a_
         [warning] = [line for line in done.stderr.splitlines() if "without its answers" in line]
         assert "samples.jsonl line 6 " in warning
         assert said in warning
+
+
+@pytest.mark.loopback
+def test_a_line_breaking_a_rule_far_into_the_file_records_the_run_without_its_answers(tmp_path):
+    """samples.jsonl is read a piece at a time (record.PIECE): a repeated key on its 1,000th
+    line, after pieces that were read whole, still records the run without its answers."""
+    history = str(tmp_path / "history.db")
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
+    as_evalgate_writes(sweep / "one-conc4", '"doc_id": 999,', '"doc_id": 999, "doc_id": 999,', 1000)
+    lines = (sweep / "one-conc4" / "samples.jsonl").read_bytes().splitlines(keepends=True)
+    assert len(b"".join(lines[:999])) > 2 * record.PIECE  # pieces read whole before it
+    done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n1")
+    assert done.returncode == 0, done.stderr
+    [warning] = [line for line in done.stderr.splitlines() if "without its answers" in line]
+    assert "samples.jsonl line 1000 repeats the key 'doc_id' in one object ($)" in warning
+    [(blob,)] = rows(history, "SELECT questions FROM answers WHERE identity = 'one-conc4'")
+    assert msgspec.json.decode(zlib.decompress(bytes(blob)), type=record.Answers).doc_ids == []
+
+
+@pytest.mark.loopback
+def test_a_filter_first_named_late_in_the_file_is_kept_for_every_question(tmp_path):
+    """A filter the first 300 questions lack (three pieces and more in): its answers are kept
+    for every question, - and "" for those it did not score, as in one read."""
+    history = str(tmp_path / "history.db")
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {4: baseline_answers()})
+    run = sweep / "one-conc4"
+    samples = read_samples(run / "samples.jsonl")
+    late = [
+        structs.replace(s, filters={"strict-match": s.filters["strict-match"]}) if i < 300 else s
+        for i, s in enumerate(samples)
+    ]
+    write_samples(run, late)
+    done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n1")
+    assert done.returncode == 0, done.stderr
+    assert "without its answers" not in done.stderr
+    [(blob,)] = rows(history, "SELECT questions FROM answers WHERE identity = 'one-conc4'")
+    stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=record.Answers)
+    flexible = [s.filters["flexible-extract"] for s in samples[300:]]
+    assert list(stored.correct) == ["strict-match", "flexible-extract"]
+    assert stored.correct["flexible-extract"] == "-" * 300 + "".join(
+        "1" if a.correct else "0" for a in flexible
+    )
+    assert stored.extracted["flexible-extract"] == [""] * 300 + [a.extracted for a in flexible]
+    assert stored.correct["strict-match"] == "".join(
+        "1" if s.filters["strict-match"].correct else "0" for s in samples
+    )
+
+
+@pytest.mark.loopback
+def test_each_run_keeps_the_digests_and_order_of_its_own_questions(tmp_path):
+    """A run asking its questions in another order than the run recorded before it, then one
+    asking them as that one did: each keeps a digest of each of its own questions (text and
+    target) in its order, and the digest of that order (its doc_ids joined by commas)."""
+    history = str(tmp_path / "history.db")
+    sweep = evalgate_sweep(tmp_path / "s1", "one", {c: baseline_answers() for c in (4, 8, 16)})
+    asked = read_samples(sweep / "one-conc8" / "samples.jsonl")
+    write_samples(sweep / "one-conc8", list(reversed(asked)))
+    done = verify(tmp_path, str(sweep), "--record", history, "--sweep-id", "n1")
+    assert done.returncode == 0, done.stderr
+    for conc in (4, 8, 16):
+        identity = f"one-conc{conc}"
+        samples = read_samples(sweep / identity / "samples.jsonl")
+        [(blob,)] = rows(history, f"SELECT questions FROM answers WHERE identity = '{identity}'")  # noqa: S608
+        stored = msgspec.json.decode(zlib.decompress(bytes(blob)), type=record.Answers)
+        assert stored.doc_ids == [s.doc_id for s in samples]
+        assert stored.doc_ids[0] == (1318 if conc == 8 else 0)
+        assert stored.digests == [
+            hashlib.blake2b(f"{s.question}\0{s.target}".encode(), digest_size=6).hexdigest()
+            for s in samples
+        ]
+        ids = ",".join(str(s.doc_id) for s in samples).encode()
+        [(order,)] = rows(history, f"SELECT question_order FROM runs WHERE identity = '{identity}'")  # noqa: S608
+        assert order == hashlib.sha256(ids).hexdigest()[:16]
 
 
 @pytest.fixture
