@@ -33,8 +33,10 @@ def sweep_of_both_tasks(root: Path) -> Path:
     return root / "sweep"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def task_sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Today's sweep, a baseline and their thresholds; built once for the verify tests and only
+    read (a test that adds a run copies the sweep first)."""
     base = tmp_path_factory.mktemp("tasks")
     limits = base / "thresholds.json"
     limits.write_text(json.dumps({"default": {"gsm8k": 0.8, GPQA: 0.3}}))

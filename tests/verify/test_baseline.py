@@ -62,9 +62,12 @@ def by_key(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["key"]: e for e in document["entries"]}
 
 
-@pytest.fixture
-def sweeps(tmp_path: Path) -> dict[str, Path]:
-    """A baseline of five configs, an unchanged rerun of it, and one where conc=16 dropped."""
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A baseline of five configs, an unchanged rerun of it, and one where conc=16 dropped; built
+    once and only read (verify writes its reports elsewhere; a test that changes a sweep copies it
+    first)."""
+    tmp_path = tmp_path_factory.mktemp("sweeps")
     base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in CONCS})
     same = {c: answers(seed=i) for i, c in enumerate(CONCS)}
     dropped = {c: answers(seed=i, lost=80 if c == DROPPED else 0) for i, c in enumerate(CONCS)}
