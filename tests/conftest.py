@@ -461,6 +461,11 @@ class Venv:
 
 def fresh_venv(path: Path, dist: Path) -> Venv:
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
+    return venv_at(path, dist)
+
+
+def venv_at(path: Path, dist: Path) -> Venv:
+    """The virtualenv at `path`, made by fresh_venv (in this process or another)."""
     env = {
         k: v
         for k, v in os.environ.items()
