@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -14,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -385,12 +386,21 @@ SWEEP_QUESTIONS = 50
 def loopback_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
     """Seven `evalgate run`s of 50 questions against FakeEngine (passing, inconclusive,
     failing, errored at the probe), a malformed result.json, and a manifest naming a concurrency
-    that never ran."""
+    that never ran; built once per test run and only read (a test that changes it copies it)."""
+    return sweep_in(built_once(tmp_path_factory, "sweep", write_loopback_sweep))
+
+
+def sweep_in(base: Path) -> Sweep:
+    root = base / "eval-artifacts"
+    runs = {name: root / f"eval_fake_{hw}_conc{conc}" for name, hw, conc, _, _ in SWEEP_RUNS}
+    runs["malformed"] = root / "eval_fake_h100_conc16"
+    return Sweep(root, base / "expected-evals.json", base / "thresholds.json", runs)
+
+
+def write_loopback_sweep(base: Path) -> None:
     from tests.fakeengine import Fault
 
-    base = tmp_path_factory.mktemp("sweep")
-    root = base / "eval-artifacts"
-    runs: dict[str, Path] = {}
+    sweep = sweep_in(base)
     with pytest.MonkeyPatch.context() as patch, isolated(patch):
         for name, hardware, conc, accuracy, rejects in SWEEP_RUNS:
             behaviour = EngineBehaviour(max_model_len=4096, accuracy=accuracy)
@@ -399,26 +409,40 @@ def loopback_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
                     engine.inject(
                         Fault("error", status=400, message="max_tokens is too large for this model")
                     )
-                folder = runs[name] = root / f"eval_fake_{hardware}_conc{conc}"
                 options = {"model_prefix": "fake", "hardware": hardware, "framework": "vllm"}
                 options |= {"precision": "fp8", "limit": SWEEP_QUESTIONS, "num_concurrent": conc}
-                code = main(run_args(engine.url, folder, **options))
+                code = main(run_args(engine.url, sweep.runs[name], **options))
             assert code == {"error": 3, "fail": 1, "inconclusive": 5}.get(name, 0), (name, code)
-    broken = runs["malformed"] = root / "eval_fake_h100_conc16"
+    broken = sweep.runs["malformed"]
     broken.mkdir(parents=True)
-    whole = (runs["pass_h100"] / "result.json").read_text()
+    whole = (sweep.runs["pass_h100"] / "result.json").read_text()
     (broken / "result.json").write_text(whole[: len(whole) // 2])
-    manifest = base / "expected-evals.json"
     expected = [
         {"model_prefix": "fake", "hardware": "b200", "framework": "vllm", "precision": "fp8",
          "isl": 1024, "osl": 512, "concurrency": [4, 8, 16, 32, 64, 128]},
         {"model_prefix": "fake", "hardware": "h100", "framework": "vllm", "precision": "fp8",
          "isl": 1024, "osl": 512, "concurrency": [4, 8, 16]},
     ]  # fmt: skip
-    manifest.write_text(json.dumps(expected))
-    thresholds = base / "thresholds.json"
-    thresholds.write_text(json.dumps({"default": {"gsm8k": 0.9}}))
-    return Sweep(root, manifest, thresholds, runs)
+    sweep.manifest.write_text(json.dumps(expected))
+    sweep.thresholds.write_text(json.dumps({"default": {"gsm8k": 0.9}}))
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """The folder `build` fills, built once per test run and then only read: under pytest-xdist
+    each worker has a session of its own, so the first to ask builds it in the run's temporary
+    folder (above each worker's own) while the rest wait on a lock, then read it."""
+    shared = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    folder, built = shared / name, shared / f"{name}.built"
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():  # not yet, or a worker's build failed midway: build it afresh
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            built.touch()
+    return folder
 
 
 # -- the package as a user installs it -------------------------------------------------------------
@@ -427,8 +451,11 @@ def loopback_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel and the sdist, built from this checkout as a release builds them (the build
-    backend from the test environment: python -m build --no-isolation)."""
-    out = tmp_path_factory.mktemp("dist")
+    backend from the test environment: python -m build --no-isolation); once per test run."""
+    return built_once(tmp_path_factory, "dist", build_dist)
+
+
+def build_dist(out: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
         capture_output=True,
@@ -437,7 +464,6 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return out
 
 
 @dataclass
@@ -463,6 +489,11 @@ class Venv:
 
 def fresh_venv(path: Path, dist: Path) -> Venv:
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
+    return venv_at(path, dist)
+
+
+def venv_at(path: Path, dist: Path) -> Venv:
+    """The virtualenv at `path`, made by fresh_venv (in this process or another)."""
     env = {
         k: v
         for k, v in os.environ.items()

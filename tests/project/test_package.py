@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from evalgate._version import DISTRIBUTION, EVAL_EXTRA, __version__
-from tests.conftest import ROOT, Sweep, Venv, fresh_venv, load_result
+from tests.conftest import ROOT, Sweep, Venv, built_once, fresh_venv, load_result, venv_at
 
 pytestmark = pytest.mark.loopback
 
@@ -40,12 +40,17 @@ def sdist(dist: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def core(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    venv = fresh_venv(tmp_path_factory.mktemp("core") / "venv", dist)
-    done = venv.run(f"pip install --quiet {DISTRIBUTION}", cwd=venv.root.parent)
-    assert done.returncode == 0, done.stderr
-    which = venv.run("command -v evalgate", cwd=venv.root)
-    assert which.stdout.strip() == str(venv.root / "bin" / "evalgate")
-    return venv
+    """The core installed from the wheel in a fresh virtualenv, once per test run; the tests
+    only run commands in it."""
+
+    def install(folder: Path) -> None:
+        venv = fresh_venv(folder / "venv", dist)
+        done = venv.run(f"pip install --quiet {DISTRIBUTION}", cwd=folder)
+        assert done.returncode == 0, done.stderr
+        which = venv.run("command -v evalgate", cwd=venv.root)
+        assert which.stdout.strip() == str(venv.root / "bin" / "evalgate")
+
+    return venv_at(built_once(tmp_path_factory, "core", install) / "venv", dist)
 
 
 def test_the_wheel_and_the_sdist_hold_the_license(dist):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_args, run_subprocess
+from tests.conftest import built_once, run_args, run_subprocess
 from tests.fakeengine import EngineBehaviour, FakeEngine, choice_docs, gpqa_rows
 from tests.tasks.task_files import GPQA_TASK as GPQA
 from tests.tasks.task_files import write_csv
@@ -20,8 +20,8 @@ LABELS = ("--model-prefix", "fake", "--hardware", "b200", "--framework", "vllm")
 LABELS += ("--precision", "fp8", "--num-concurrent", "4", "--min-samples", "0")
 
 
-def sweep_of_both_tasks(root: Path) -> Path:
-    """One config run twice: GSM8K and GPQA-diamond, both passing."""
+def sweep_of_both_tasks(root: Path) -> None:
+    """One config run twice, in root/sweep: GSM8K and GPQA-diamond, both passing."""
     rows = gpqa_rows(QUESTIONS)
     data = write_csv(root / "gpqa-data", rows).parent
     behaviour = EngineBehaviour(max_model_len=4096, accuracy=0.9, choice_docs=choice_docs(rows))
@@ -30,19 +30,24 @@ def sweep_of_both_tasks(root: Path) -> Path:
             args = run_args(engine.url, root / "sweep" / name, *LABELS, *task)
             done = run_subprocess(*args, "--limit", str(QUESTIONS))
             assert done.returncode == 0, done.stderr
-    return root / "sweep"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def task_sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("tasks")
-    limits = base / "thresholds.json"
-    limits.write_text(json.dumps({"default": {"gsm8k": 0.8, GPQA: 0.3}}))
+    """Today's sweep, a baseline and their thresholds; built once per test run and only read (a
+    test that adds a run copies the sweep first)."""
+    base = built_once(tmp_path_factory, "tasks", write_task_sweeps)
     return {
-        "today": sweep_of_both_tasks(base / "today"),
-        "baseline": sweep_of_both_tasks(base / "baseline"),
-        "thresholds": limits,
+        "today": base / "today" / "sweep",
+        "baseline": base / "baseline" / "sweep",
+        "thresholds": base / "thresholds.json",
     }
+
+
+def write_task_sweeps(base: Path) -> None:
+    (base / "thresholds.json").write_text(json.dumps({"default": {"gsm8k": 0.8, GPQA: 0.3}}))
+    sweep_of_both_tasks(base / "today")
+    sweep_of_both_tasks(base / "baseline")
 
 
 def verify_reports(sweeps: dict[str, Path], tmp_path: Path, *extra: str) -> tuple[int, str, Path]:

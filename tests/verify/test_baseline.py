@@ -19,7 +19,7 @@ from evalgate.schemas import validation_errors
 from evalgate.scrub import capped
 from evalgate.templates import esc
 from tests import outputs as ht
-from tests.conftest import load_result, run_subprocess
+from tests.conftest import built_once, load_result, run_subprocess
 from tests.tasks.task_files import GPQA_TASK as GPQA
 from tests.verify.conftest import verify_reports
 from tests.verify.sweeps import (
@@ -60,18 +60,23 @@ def by_key(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["key"]: e for e in document["entries"]}
 
 
-@pytest.fixture
-def sweeps(tmp_path: Path) -> dict[str, Path]:
-    """A baseline of five configs, an unchanged rerun of it, and one where conc=16 dropped."""
-    base = evalgate_sweep(tmp_path / "base", "base", {c: baseline_answers() for c in CONCS})
+@pytest.fixture(scope="session")
+def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A baseline of five configs, an unchanged rerun of it, and one where conc=16 dropped; built
+    once per test run and only read (verify writes its reports elsewhere; a test that changes a
+    sweep copies it first)."""
+    root = built_once(tmp_path_factory, "baseline-sweeps", write_sweeps)
+    names = ("base", "same", "dropped")
+    return {name: root / name for name in names} | {"thresholds": root / "thresholds.json"}
+
+
+def write_sweeps(root: Path) -> None:
+    evalgate_sweep(root / "base", "base", {c: baseline_answers() for c in CONCS})
     same = {c: answers(seed=i) for i, c in enumerate(CONCS)}
     dropped = {c: answers(seed=i, lost=80 if c == DROPPED else 0) for i, c in enumerate(CONCS)}
-    return {
-        "base": base,
-        "same": evalgate_sweep(tmp_path / "same", "same", same),
-        "dropped": evalgate_sweep(tmp_path / "dropped", "dropped", dropped),
-        "thresholds": thresholds(tmp_path),
-    }
+    evalgate_sweep(root / "same", "same", same)
+    evalgate_sweep(root / "dropped", "dropped", dropped)
+    thresholds(root)
 
 
 @pytest.mark.loopback
