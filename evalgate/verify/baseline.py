@@ -25,7 +25,14 @@ from evalgate.evidence.outputs import run_identity
 from evalgate.verify.collect import runs
 from evalgate.verify.expect import config_identity
 from evalgate.verify.harness_runs import UNRECORDED, load_lm_eval_run
-from evalgate.verify.records import BaselineSummary, Collection, Entry, LostQuestion, Versus
+from evalgate.verify.records import (
+    Baseline,
+    Collection,
+    Entry,
+    LostQuestion,
+    Missing,
+    Versus,
+)
 from evalgate.verify.sweep import Report, Rule, gate_runs, ordered, summarise
 from evalgate.verify.waivers import Waivers, expired_reason
 
@@ -381,13 +388,15 @@ def judge_against(
     entries = ordered(entries)
     verdict, code, reason = summarise(entries)
     keys = {e.key for e in results}
-    summary = BaselineSummary(
+    summary = Baseline(
         paths=request.paths,
         max_drop=request.max_drop,
-        configs=len(baseline),
-        waivers=waivers.source if waivers else None,
-        missing=tuple(absent),
-        unused_waivers=tuple(w for w in waivers.waivers if w.config not in keys) if waivers else (),
+        results=len(baseline),
+        waivers_file=waivers.source if waivers else None,
+        missing=tuple(Missing(key=b.key, path=b.path) for b in absent),
+        unused_waivers=tuple(w.config for w in waivers.waivers if w.config not in keys)
+        if waivers
+        else (),
         unreadable=tuple(notes.malformed),
     )
     tally = _tally(entries)

@@ -19,6 +19,7 @@ from evalgate.evidence.model import Outcome as CheckOutcome
 from evalgate.verify.expect import Expectation
 from evalgate.verify.records import (
     OUTCOMES,
+    Baseline,
     Entry,
     Note,
     Outcome,
@@ -91,25 +92,6 @@ class Counts(Record, kw_only=True, frozen=True):
     expired: Count = 0
 
 
-class Missing(Record, kw_only=True, frozen=True):
-    """A config of the baseline with no result in the sweep."""
-
-    key: str
-    path: str | None
-
-
-class Baseline(Record, kw_only=True, frozen=True):
-    """--baseline: the baseline sweep compared with (null without --baseline)."""
-
-    paths: tuple[str, ...]
-    max_drop: Fraction
-    results: Count
-    waivers_file: str | None
-    missing: tuple[Missing, ...]
-    unused_waivers: tuple[str, ...]
-    unreadable: tuple[Note, ...]
-
-
 class VerdictDocument(Record, kw_only=True, frozen=True):
     """The verdict of `evalgate verify` on a sweep: one entry per result found, per malformed
     file, and per problem with the set (missing, unexpected, duplicate, empty path). With
@@ -153,20 +135,6 @@ def _line(entry: Entry) -> Line:
 
 def document(report: Report) -> VerdictDocument:
     """The verdict document of a report."""
-    summary = report.baseline
-    baseline = (
-        None
-        if summary is None
-        else Baseline(
-            paths=summary.paths,
-            max_drop=summary.max_drop,
-            results=summary.configs,
-            waivers_file=summary.waivers,
-            missing=tuple(Missing(key=e.key, path=e.path) for e in summary.missing),
-            unused_waivers=tuple(w.config for w in summary.unused_waivers),
-            unreadable=summary.unreadable,
-        )
-    )
     return VerdictDocument(
         schema="evalgate.verdict/2",
         evalgate_version=__version__,
@@ -181,5 +149,5 @@ def document(report: Report) -> VerdictDocument:
         counts=msgspec.convert({o: report.count(o) for o in OUTCOMES}, Counts),
         entries=tuple(map(_line, report.entries)),
         ignored=report.ignored,
-        baseline=baseline,
+        baseline=report.baseline,
     )

@@ -16,7 +16,7 @@ from evalgate.compare.paired import Finding
 from evalgate.compare.views import Bar, Differences, difference_chart
 from evalgate.scrub import capped
 from evalgate.templates import Mark, Scale
-from evalgate.verify.records import OUTCOMES, BaselineSummary, CheckRow, Entry, Versus
+from evalgate.verify.records import OUTCOMES, Baseline, CheckRow, Entry, Versus
 from evalgate.verify.report import LISTED, deciding, rank, short_keys, standing
 from evalgate.verify.sweep import Report
 from evalgate.verify.waivers import describe
@@ -204,7 +204,7 @@ BASELINE_LEGEND = (
 )
 
 
-def chart(entries: Sequence[Entry], summary: BaselineSummary) -> Differences:
+def chart(entries: Sequence[Entry], summary: Baseline) -> Differences:
     """Each compared config's difference and interval against the margin, the regressions
     first, then by their drop."""
     compared = sorted(
@@ -283,7 +283,7 @@ class Section(NamedTuple):
     listed: list[tuple[str, str, str]]
 
 
-def section(entries: Sequence[Entry], summary: BaselineSummary) -> Section:
+def section(entries: Sequence[Entry], summary: Baseline) -> Section:
     listed = [
         (e.versus.standing.upper(), e.key, e.versus.reason)
         for e in entries

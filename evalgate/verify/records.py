@@ -16,6 +16,7 @@ from evalgate.evidence.model import (
     EarlyStopRecord,
     Fraction,
     Labels,
+    Record,
     Score,
     VerdictRecord,
 )
@@ -245,17 +246,24 @@ class Entry(msgspec.Struct, frozen=True):
         )
 
 
-class BaselineSummary(msgspec.Struct, frozen=True):
-    """What --baseline compared the sweep with, and what it found beyond each config's Versus."""
+class Missing(Record, kw_only=True, frozen=True):
+    """A config of the baseline with no result in the sweep."""
+
+    key: str
+    path: str | None
+
+
+class Baseline(Record, kw_only=True, frozen=True):
+    """--baseline: the baseline sweep compared with (null without --baseline)."""
 
     paths: tuple[str, ...]
-    max_drop: float
-    configs: int
+    max_drop: Fraction
+    results: Count
     """Results found in the baseline."""
-    waivers: str | None
-    """The --waivers file."""
-    missing: tuple[Entry, ...]
+    waivers_file: str | None
+    missing: tuple[Missing, ...]
     """The baseline's configs with no result in the sweep (they fail only with --expect)."""
-    unused_waivers: tuple[Waiver, ...]
+    unused_waivers: tuple[str, ...]
+    """The configs of the waivers that name no config of the sweep."""
     unreadable: tuple[Note, ...]
     """The baseline's files that could not be read (their configs are compared as new)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from evalgate import scrub, templates
 from evalgate.compare.comparison import points
 from evalgate.templates import Said, line
-from evalgate.verify.records import FAILING, OUTCOMES, BaselineSummary, CheckRow, Entry, Versus
+from evalgate.verify.records import FAILING, OUTCOMES, Baseline, CheckRow, Entry, Versus
 from evalgate.verify.sweep import Report
 from evalgate.verify.waivers import describe
 
@@ -321,14 +321,14 @@ def standing(versus: Versus | None) -> str:
     return versus.standing.upper() + (" (waived)" if versus.waiver is not None else "")
 
 
-def findings(entries: Iterable[Entry], summary: BaselineSummary) -> Iterator[Said]:
+def findings(entries: Iterable[Entry], summary: Baseline) -> Iterator[Said]:
     """The section's lines (no line ends): waived regressions, each config not compared and
     why, the warnings, the baseline's configs missing from the sweep, unused waivers."""
     paths = ", ".join(["{}"] * len(summary.paths))
     yield Said(
         f"Against the baseline {paths} ({{}} results; margin {{:.1f}} points; one-sided exact "
         "tests, Holm's adjustment over the configs):",
-        (*summary.paths, summary.configs, summary.max_drop * 100),
+        (*summary.paths, summary.results, summary.max_drop * 100),
     )
     for entry in entries:
         versus = entry.versus
@@ -349,10 +349,8 @@ def findings(entries: Iterable[Entry], summary: BaselineSummary) -> Iterator[Sai
         )
     for note in summary.unreadable:
         yield Said("  UNREADABLE   {}", (note.reason,))
-    for waiver in summary.unused_waivers:
-        yield Said(
-            "  UNUSED       the waiver of {} names no config of this sweep", (waiver.config,)
-        )
+    for config in summary.unused_waivers:
+        yield Said("  UNUSED       the waiver of {} names no config of this sweep", (config,))
 
 
 def junit_line(versus: Versus) -> str:

@@ -32,7 +32,7 @@ from evalgate.verify.expect import Expectation, check_set, config_key, config_ta
 from evalgate.verify.records import (
     FAILING,
     OUTCOMES,
-    BaselineSummary,
+    Baseline,
     CheckRow,
     Collection,
     Entry,
@@ -56,7 +56,7 @@ class Report(msgspec.Struct, frozen=True):
     """None: what each run recorded, else each task's full test set (tasks.dataset.full_size)."""
     expectation: Expectation | None
     ignored: tuple[Note, ...]
-    baseline: BaselineSummary | None = None
+    baseline: Baseline | None = None
     """--baseline: what the sweep was compared with (each config's finding is its Versus)."""
 
     def count(self, outcome: Outcome) -> int:
