@@ -189,11 +189,14 @@ def _outputs(
 
     json_file = shown.json_file
     if shown.html:
-        from evalgate.history import look
-
         write_output(shown.html, look.render(store.location, found, where), label="--html")
     if json_file:
-        arguments.put_json(json_file, msgspec.to_builtins(look.document(store, found, where)))
+        arguments.put_json(
+            json_file,
+            msgspec.to_builtins(
+                look.Document(look.DOCUMENT_SCHEMA, store.location, dict(where), found)
+            ),
+        )
         if json_file == arguments.STDOUT:
             return
     for row in table(found, last or None):
@@ -202,15 +205,14 @@ def _outputs(
 
 def table(found: list[ConfigHistory], last: int | None) -> list[str]:
     """The terminal table: per config its recent runs, the configs that dropped first."""
-    from evalgate.history import look
-
     if not found:
         return ["The history holds no runs yet."]
     lines = []
     for history in found:
         flag = "  DROPPED" if history.dropped else ""
         lines.append(line("{}", f"{history.name} [{history.labels['task']}]{flag}"))
-        lines += [line("  {}", _run_line(run)) for run in look.runs_in_order(history, last)]
+        runs = history.runs[-last:] if last else history.runs
+        lines += [line("  {}", _run_line(run)) for run in runs]
     dropped = sum(1 for h in found if h.dropped)
     lines.append(f"{len(found)} configs, {dropped} dropped")
     return lines

@@ -9,7 +9,7 @@ and fits (record.mark).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -18,6 +18,7 @@ from evalgate import templates
 from evalgate.compare.runs import Run
 from evalgate.errors import UsageError
 from evalgate.evidence.model import Labels
+from evalgate.evidence.outputs import run_identity
 from evalgate.history.record import (
     RUN_COLUMNS,
     Mark,
@@ -25,7 +26,6 @@ from evalgate.history.record import (
     StoredScore,
     config_of,
     digested,
-    run_identity,
     stored_run,
 )
 from evalgate.history.store import Store
@@ -164,10 +164,6 @@ def _check_where(
             )
 
 
-def document(store: Store, found: list[ConfigHistory], where: Mapping[str, str]) -> Document:
-    return Document(DOCUMENT_SCHEMA, store.location, dict(where), found)
-
-
 # -- the runs a fitted floor takes ---------------------------------------------------------------
 
 
@@ -220,7 +216,7 @@ def baseline(store: Store, results: Sequence[Entry], sweep: str | None) -> Histo
     for entry in results:
         wanted.add(config_of(entry)[0])
         with contextlib.suppress(UsageError):  # unreadable: its pairing says so, reading it again
-            own.add(run_identity(entry))
+            own.add(run_identity(str(entry.path)))
     run_marks, sweep_marks = _marks(store)
     latest: dict[str, tuple[Any, ...]] = {}
     rows = store.query(
@@ -240,9 +236,8 @@ def baseline(store: Store, results: Sequence[Entry], sweep: str | None) -> Histo
 
 def _entry(store: Store, row: tuple[Any, ...]) -> Entry:
     identity, sweep, _, model, labels_json, reason, recorded_at = row
-    labels = dict(_decode_labels.decode(labels_json))
-    labels.pop("task", None)
-    labels.pop("model", None)
+    given = _decode_labels.decode(labels_json).items()
+    labels = {k: v for k, v in given if k not in ("task", "model")}
     path = f"{store.location} sweep {sweep} run {identity} ({recorded_at})"
     return Entry(
         key=identity,
@@ -262,11 +257,6 @@ def _loader(store: Store) -> Callable[[Entry], Run]:
         return digested(load_entry(entry))
 
     return load
-
-
-def runs_in_order(history: ConfigHistory, last: int | None) -> Iterator[StoredRun]:
-    """A config's most recent `last` runs (all with None), oldest first."""
-    yield from history.runs[-last:] if last else history.runs
 
 
 # -- the trend page (templates/history.html) -----------------------------------------------------

@@ -25,10 +25,10 @@ from msgspec import structs
 
 from evalgate._version import __version__
 from evalgate.compare.runs import Run
-from evalgate.errors import ArtifactError
+from evalgate.errors import ArtifactError, UsageError
 from evalgate.evidence.artifacts import RESULT_NAME, SAMPLES_NAME, read_result
 from evalgate.evidence.model import Answer, Integer, Result, Sample
-from evalgate.evidence.outputs import run_identity as identity_of
+from evalgate.evidence.outputs import run_identity
 from evalgate.history.store import Store
 from evalgate.reader import Written, decode_lines, read_bytes
 from evalgate.verify.baseline import load_entry
@@ -39,12 +39,6 @@ from evalgate.verify.sweep import Report
 log = logging.getLogger(__name__)
 UNRECORDED_STATUSES = frozenset({"skipped"})
 """Lines verify gates that are no run (a concurrency an `evalgate hook` never ran)."""
-
-
-def run_identity(entry: Entry) -> str:
-    """The identity of the run behind a gated line: evalgate.evidence.outputs's, by what its
-    result file holds (evalgate's run id, else the sha256 of the harness's files)."""
-    return identity_of(str(entry.path))
 
 
 class StoredScore(msgspec.Struct, frozen=True):
@@ -285,10 +279,7 @@ def build(
     if result is None:
         result = _result(entry)
     version = result.eval.task_version if result is not None and result.eval else None
-    scores = tuple(
-        StoredScore(c.filter, c.value, c.n, c.low, c.high, c.threshold, c.outcome)
-        for c in entry.checks
-    )
+    scores = msgspec.convert(entry.checks, tuple[StoredScore, ...], from_attributes=True)
     run = StoredRun(
         identity=identity_,
         sweep=context.sweep,
@@ -352,7 +343,7 @@ def record(store: Store, report: Report, context: Context) -> Recorded:
     The runs are read before the transaction, so other recorders wait only for the writes."""
     digests = Digests()
     entries = recordable(report)
-    identities = [run_identity(e) for e in entries]
+    identities = [run_identity(str(e.path)) for e in entries]
     known = _known(store, identities)
     rows = [
         build(e, i, report, context, digests)
@@ -447,15 +438,11 @@ def digested(run: Run) -> Run:
     """A run from files with its questions as the history keeps them, to pair with a stored
     run: the same question gives the same digest on both sides."""
     digests = Digests()
-    return Run(
-        run.path,
-        run.result,
-        run.eval,
-        {
-            doc_id: structs.replace(s, question=digests[(s.question, s.target)], target="")
-            for doc_id, s in run.samples.items()
-        },
-    )
+    samples = {
+        doc_id: structs.replace(s, question=digests[(s.question, s.target)], target="")
+        for doc_id, s in run.samples.items()
+    }
+    return structs.replace(run, samples=samples)
 
 
 # -- curation ------------------------------------------------------------------------------------
@@ -479,8 +466,6 @@ def mark(
 ) -> Curated:
     """Mark one run (by its identity, or an unambiguous start of it) or a whole sweep bad: kept
     and shown, left out of baselines and fits. A UsageError names what matches nothing."""
-    from evalgate.errors import UsageError
-
     if not reason.strip():
         raise UsageError("--reason is empty: say why the run or sweep is bad.")
     with store.transaction("mark a run or sweep bad") as cursor:
@@ -515,8 +500,6 @@ def mark(
 def delete_sweep(store: Store, sweep: str, *, reason: str, by: str) -> Curated:
     """Delete a sweep recorded by mistake: its runs and answers go, the deletion is kept (who,
     when, why, how many runs)."""
-    from evalgate.errors import UsageError
-
     if not reason.strip():
         raise UsageError("--reason is empty: say why the sweep is deleted.")
     with store.transaction(f"delete sweep {sweep}") as cursor:
