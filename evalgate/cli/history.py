@@ -191,12 +191,8 @@ def _outputs(
     if shown.html:
         write_output(shown.html, look.render(store.location, found, where), label="--html")
     if json_file:
-        arguments.put_json(
-            json_file,
-            msgspec.to_builtins(
-                look.Document(look.DOCUMENT_SCHEMA, store.location, dict(where), found)
-            ),
-        )
+        document = look.Document(look.DOCUMENT_SCHEMA, store.location, dict(where), found)
+        arguments.put_json(json_file, msgspec.to_builtins(document))
         if json_file == arguments.STDOUT:
             return
     for row in table(found, last or None):
