@@ -155,7 +155,7 @@ def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
     for judged in judge_pairs({p.key: p.counts for p in pending}, max_drop):
         deciding, paired = judged.deciding, by_key[judged.key]
         regressed = judged.finding is Finding.REGRESSION
-        lost = paired.lost[deciding.filter]
+        lost = paired.lost[deciding.filter][:MAX_LOST] if regressed else ()
         found[judged.key] = Versus(
             judged.finding.value,
             _reason(judged, max_drop, len(pending)),
@@ -169,9 +169,7 @@ def judge(pending: Sequence[Pending], max_drop: float) -> dict[str, Versus]:
             n=deciding.counts.n,
             p_value=judged.adjusted_drop,
             differences=(),
-            lost_questions=msgspec.convert(
-                lost[:MAX_LOST] if regressed else (), tuple[LostQuestion, ...], from_attributes=True
-            ),
+            lost_questions=msgspec.convert(lost, tuple[LostQuestion, ...], from_attributes=True),
             warnings=paired.warnings,
             waiver=None,
         )
@@ -317,14 +315,8 @@ def _lines(
             continue
         if index in broken:
             why = f"its answers cannot be read to pair with the baseline's: {broken[index]}"
-            entries.append(
-                structs.replace(
-                    entry,
-                    outcome="malformed",
-                    reason=why,
-                    versus=Versus.listed("not compared", why),
-                )
-            )
+            listed = Versus.listed("not compared", why)
+            entries.append(structs.replace(entry, outcome="malformed", reason=why, versus=listed))
         elif found[index].standing == "regression":
             entries.append(_regressed(entry, found[index], waivers, expired))
         else:

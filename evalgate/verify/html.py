@@ -6,6 +6,7 @@ second chart, then each regressed config's lost questions (templates/baseline.ht
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -252,22 +253,11 @@ class Lost(NamedTuple):
     rows: list[tuple[int, list[str]]]
 
 
+_TEXTS = operator.attrgetter("target", "baseline_answer", "candidate_answer", "question")
+
+
 def _lost(entry: Entry, versus: Versus) -> Lost:
-    rows = [
-        (
-            flip.doc_id,
-            [
-                capped(text, SHOWN_CHARS)
-                for text in (
-                    flip.target,
-                    flip.baseline_answer,
-                    flip.candidate_answer,
-                    flip.question,
-                )
-            ],
-        )
-        for flip in versus.lost_questions
-    ]
+    rows = [(q.doc_id, [capped(t, SHOWN_CHARS) for t in _TEXTS(q)]) for q in versus.lost_questions]
     shown = len(versus.lost_questions)
     more = f" (the first {shown} of {versus.lost})" if versus.lost > shown else ""
     waived = describe(versus.waiver) if versus.waiver is not None else None
