@@ -47,10 +47,7 @@ class Finding(Enum):
     @property
     def rank(self) -> int:
         """0 for the best finding; the worst of several findings has the highest rank."""
-        return _RANKS[self]
-
-
-_RANKS = {finding: rank for rank, finding in enumerate(Finding)}
+        return list(Finding).index(self)
 
 
 class Cluster(msgspec.Struct, frozen=True):

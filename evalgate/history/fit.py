@@ -23,6 +23,7 @@ quartile method; these are numpy's default, linear interpolation between order s
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -180,12 +181,8 @@ def lower_quantile(n: int, mean: float, variance: float, tail: float) -> int:
     """The most right answers c of n such that a beta-binomial run with this mean and score
     variance falls below c with probability at most `tail`: P(X < c) <= tail."""
     first, weights = beta_binomial_weights(n, mean, variance)
-    below = 0.0
-    for offset, weight in enumerate(weights):
-        if below + weight > tail:
-            return first + offset
-        below += weight
-    return n
+    upto = itertools.accumulate(weights)  # P(X <= first + offset)
+    return next((first + offset for offset, p in enumerate(upto) if p > tail), n)
 
 
 def beta_binomial_weights(n: int, mean: float, variance: float) -> tuple[int, list[float]]:
