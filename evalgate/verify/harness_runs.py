@@ -299,13 +299,8 @@ def _batch(
     for run in staged:
         match = CONC_SUFFIX.search(os.path.basename(run.path))
         if match is None:
-            unusable.append(
-                Note(
-                    run.path,
-                    f"{run.path} has no _conc<N> suffix although {meta_path} "
-                    "describes a batch (eval_concs): its concurrency is unknown",
-                )
-            )
+            unknown = f"{run.path} has no _conc<N> suffix although {meta_path} describes a batch"
+            unusable.append(Note(run.path, f"{unknown} (eval_concs): its concurrency is unknown"))
         else:
             by_conc.setdefault(int(match.group(1)), []).append(run)
     listed = set(batch["eval_concs"]) | set(batch["completed"] or ()) | failed
