@@ -134,20 +134,14 @@ def _line(entry: Entry) -> Line:
 
 
 def document(report: Report) -> VerdictDocument:
-    """The verdict document of a report."""
+    """The verdict document of a report: its fields as they are, its entries as lines."""
+    given = structs.asdict(report)
     return VerdictDocument(
         schema="evalgate.verdict/2",
         evalgate_version=__version__,
-        verdict=report.verdict,
-        exit_code=report.exit_code,
-        reason=report.reason,
-        paths=report.paths,
-        thresholds_file=report.thresholds_file,
-        min_samples=report.min_samples,
         confidence=CONFIDENCE,
-        expect=report.expectation,
+        expect=given.pop("expectation"),
         counts=msgspec.convert({o: report.count(o) for o in OUTCOMES}, Counts),
-        entries=tuple(map(_line, report.entries)),
-        ignored=report.ignored,
-        baseline=report.baseline,
+        entries=tuple(map(_line, given.pop("entries"))),
+        **given,
     )
