@@ -282,8 +282,6 @@ def build(
     scores = msgspec.convert(entry.checks, tuple[StoredScore, ...], from_attributes=True)
     run = StoredRun(
         identity=identity_,
-        sweep=context.sweep,
-        recorded_at=context.recorded_at,
         started_at=(result.started_at or None) if result is not None else None,
         verdict=entry.outcome,
         reason=entry.reason,
@@ -293,16 +291,15 @@ def build(
         scores=scores,
         evalgate_version=__version__,
         run_evalgate_version=(result.evalgate_version or None) if result is not None else None,
-        image=context.image,
-        harness_commit=context.harness_commit,
         task_version=version if isinstance(version, str) else None,
         question_order=_order(answers.doc_ids) if answers.doc_ids else None,
         source=str(entry.source),
         path=path,
+        **structs.asdict(context),  # its sweep, time, image and harness commit
     )
     name = config_key(entry.model, entry.labels)
     columns = (config, name, labels["task"], entry.model, msgspec.json.encode(labels).decode())
-    document = msgspec.json.encode(result) if result is not None else b"null"
+    document = msgspec.json.encode(result)  # null for a run with no result
     return (
         columns,
         run,
