@@ -28,10 +28,6 @@ EXAMPLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No operands: every flag is a setting."""
-
-
 def command(args: argparse.Namespace) -> int:
     import sys
 

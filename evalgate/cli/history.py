@@ -51,7 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def guard(*locations: str | None) -> None:
     """The history URLs' user info becomes a secret every output is scrubbed of (besides the
     command's other credentials)."""
-
     for location in locations:
         scrub.add_url(location, "the history's URL")
 
@@ -189,8 +188,6 @@ def _outputs(
 
     json_file = shown.json_file
     if shown.html:
-        from evalgate.history import look
-
         write_output(shown.html, look.render(store.location, found, where), label="--html")
     if json_file:
         arguments.put_json(json_file, msgspec.to_builtins(look.document(store, found, where)))

@@ -26,10 +26,6 @@ EXAMPLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No operands: every flag is a setting."""
-
-
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import arguments
     from evalgate.errors import EvalgateError

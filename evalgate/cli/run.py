@@ -30,10 +30,6 @@ EXAMPLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No operands: every flag is a setting."""
-
-
 def progress_printer() -> Callable[[int, int], None]:
     """A bar on a terminal; a line per tenth otherwise (CI logs)."""
     if sys.stderr.isatty():

@@ -14,7 +14,6 @@ from evalgate.settings.fields import Flag, Group, split_list
 
 Policy = Literal["beta-binomial", "ix"]
 """How `history --fit-thresholds` fits a floor (docs/history.md)."""
-POLICIES: tuple[Policy, ...] = ("beta-binomial", "ix")
 
 
 class OutputSettings(Group):
