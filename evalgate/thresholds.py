@@ -133,7 +133,6 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         data = _yaml(text, target, fallback=True) if syntax and suffix != ".json" else None
         if not isinstance(data, dict):
             raise ThresholdsError(exc.message) from exc
-        return parse_thresholds(data, str(target))
     return parse_thresholds(data, str(target))
 
 

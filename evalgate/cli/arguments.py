@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from evalgate import numbers, scrub
-from evalgate.cli.habits import SUBCOMMANDS, print_json
+from evalgate.cli.habits import SUBCOMMANDS
 from evalgate.errors import UsageError
 from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
@@ -203,7 +203,7 @@ def put_json(path: str, document: Any) -> None:
     (an ArtifactError when it cannot be)."""
     from evalgate.evidence.outputs import write_output
 
-    if path == STDOUT:
-        print_json(document)
+    if path == STDOUT:  # its exact text minus secrets, in ASCII
+        print(scrub.terminal_json(document))
     else:
         write_output(path, scrub.json_text(document, indent=2) + "\n", label="--json")

@@ -69,10 +69,10 @@ def command(args: argparse.Namespace) -> int:
 
 def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
     """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
-    from evalgate.cli.habits import print_json
+    from evalgate import scrub
 
     if form == "json":
-        print_json(document)
+        print(scrub.terminal_json(document))
     elif form == "env":
         print(context.as_env(), end="")
     else:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
 from evalgate import numbers
 from evalgate.engine.urls import redact_url
@@ -30,7 +30,7 @@ BLANK_MEANS: dict[str, Any] = {
     **dict.fromkeys(("eval_tasks_dir", "spec_decoding", "result_filename", "thresholds")),
     **dict.fromkeys(("baseline", "baselines", "expect", "waivers", "github", "junit", "json_file")),
     **dict.fromkeys(("html", "record", "sweep_id", "mark_run", "mark_sweep", "delete_sweep")),
-    **dict.fromkeys(("reason", "by", "fit_thresholds", "policy", "where")),
+    **dict.fromkeys(("reason", "by", "fit_thresholds", "policy")),
     "is_multinode": False,
 }
 """What a setting given as an empty text holds: a job script's empty variable (EVAL_LIMIT="")
@@ -96,6 +96,11 @@ def split_list(value: Any) -> Any:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+Texts = Annotated[list[str], BeforeValidator(split_list)]
+"""A list of texts: repeatable as a flag, comma-separated in a variable or a config file's
+string."""
 
 
 class Group(BaseModel):
