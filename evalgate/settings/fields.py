@@ -7,7 +7,7 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
@@ -80,9 +80,7 @@ def check_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{shown!r} is not an http(s) URL with a host; write http://HOST:PORT/v1")
     if parts.query or parts.fragment:  # /models and /chat/completions go after the path
-        extra = ("?" + parts.query if parts.query else "") + (
-            "#" + parts.fragment if parts.fragment else ""
-        )
+        extra = urlunsplit(("", "", "", parts.query, parts.fragment))
         raise ValueError(
             f"{shown!r} has a query or fragment ({extra}); evalgate appends /models and "
             "/chat/completions to the path, so drop it: write http://HOST:PORT/v1"
