@@ -62,13 +62,6 @@ def number_type(annotation: Any) -> type | None:
     return kinds[0] if len(kinds) == 1 and kinds[0] in (int, float) else None
 
 
-def read_number(kind: type, text: str, tokens: bool) -> int | float:
-    """A numeric setting's text read by evalgate's one rule (evalgate.numbers)."""
-    if tokens:
-        return numbers.tokens(text)
-    return numbers.whole(text) if kind is int else numbers.real(text)
-
-
 def check_url(url: str) -> str:
     """An http(s) URL with a host and a valid port; the message never repeats a password."""
     parts = urlsplit(url.strip())
@@ -125,4 +118,8 @@ class Group(BaseModel):
         if not value.strip():
             return BLANK_MEANS.get(field, value)
         kind = number_type(cls.model_fields[field].annotation)
-        return value if kind is None else read_number(kind, value, field in TOKEN_LENGTHS)
+        if kind is None:
+            return value
+        if field in TOKEN_LENGTHS:
+            return numbers.tokens(value)
+        return numbers.whole(value) if kind is int else numbers.real(value)
