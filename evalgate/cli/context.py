@@ -34,7 +34,6 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.cli import arguments
     from evalgate.errors import UsageError
     from evalgate.evidence.model import to_document
-    from evalgate.evidence.outputs import check_outputs
     from evalgate.gate.runlog import context_record
     from evalgate.probe.preflight import derive
     from evalgate.tasks.spec import build_prompts, load_data, load_task
@@ -48,7 +47,7 @@ def command(args: argparse.Namespace) -> int:
             "--json - and --format text both print on stdout: give one of them, or write the "
             "document to a file with --json FILE."
         )
-    check_outputs(arguments.json_outputs(json_file))
+    arguments.check_reports([], json_file)
     spec = load_task(settings.endpoint.api, asked.task)
     dataset = load_data(asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)

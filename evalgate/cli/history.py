@@ -79,22 +79,13 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} goes with --fit-thresholds FILE.")
     if asked.fit_thresholds:
         return _fit(args.history, asked, settings.gate.thresholds, where)
-    _check_outputs(args.history, shown.json_file, shown.html)
+    arguments.check_reports([args.history], shown.json_file, shown.html)
     with open_history(args.history, create=False) as store:
         if curating:
             return _curate(store, asked)
         found = look.configs(store, where)
         _outputs(store, found, where, shown, asked.last)
     return 0
-
-
-def _check_outputs(history: str, json_file: str | None, html: str | None) -> None:
-    """--json and --html checked before the history is read, never written onto the history."""
-    from evalgate.cli import arguments
-    from evalgate.evidence.outputs import Output, check_outputs
-
-    outputs = arguments.json_outputs(json_file) + ([Output("--html", html)] if html else [])
-    check_outputs(outputs, [history])
 
 
 def _fit(
