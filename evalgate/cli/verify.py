@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evalgate import scrub
+from evalgate.cli.history import open_for_verify, record_report
+from evalgate.cli.history import sweep_id as sweep_id_of
 from evalgate.templates import line
 
 if TYPE_CHECKING:
@@ -75,8 +77,6 @@ def command(args: argparse.Namespace) -> int:
         baseline = structs.replace(baseline, paths=(history.location,))
     sweep_id = None
     if recording is not None or history is not None:
-        from evalgate.cli.history import sweep_id as sweep_id_of
-
         sweep_id = sweep_id_of(settings.history.sweep_id)
     try:
         result = sweep.verify(
@@ -95,8 +95,6 @@ def command(args: argparse.Namespace) -> int:
             result = judge_against(result, rule, baseline, found)
         _write(result, settings, github=github, summary=summary)
         if recording is not None:
-            from evalgate.cli.history import record_report
-
             print(record_report(recording, result, str(sweep_id)), file=sys.stderr)
     finally:
         for store in {id(s): s for s in (recording, history) if s is not None}.values():
@@ -112,8 +110,6 @@ def _histories(settings: Settings) -> tuple[Store | None, Store | None]:
     if not record and not baselines:
         found: tuple[Store | None, Store | None] = (None, None)
     else:
-        from evalgate.cli.history import open_for_verify
-
         found = open_for_verify(record, baselines)
     if settings.history.sweep_id is not None and found == (None, None):
         raise UsageError(
