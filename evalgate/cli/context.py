@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from evalgate import scrub
+
 if TYPE_CHECKING:
     from evalgate.context.budget import EvalContext
 
@@ -68,8 +70,6 @@ def command(args: argparse.Namespace) -> int:
 
 def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
     """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
-    from evalgate import scrub
-
     if form == "json":
         print(scrub.terminal_json(document))
     elif form == "env":

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalgate import scrub
+from evalgate.environment import history_environment
+from evalgate.errors import EvalgateError, UsageError
 from evalgate.templates import line
 
 if TYPE_CHECKING:
@@ -57,7 +59,6 @@ def guard(*locations: str | None) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import arguments
-    from evalgate.errors import UsageError
     from evalgate.history import look
     from evalgate.history.store import open_history
 
@@ -151,7 +152,6 @@ def recorded_runs(found: list[CompletedRuns]) -> list[RecordedRun]:
 
 
 def _curate(store: Store, asked: HistorySettings) -> int:
-    from evalgate.environment import history_environment
     from evalgate.history import record
 
     by = asked.by or history_environment().who
@@ -239,7 +239,6 @@ def open_for_verify(
 
 
 def sweep_id(given: str | None) -> str:
-    from evalgate.environment import history_environment
     from evalgate.history.record import now
 
     return given or history_environment().run_id or now()
@@ -247,8 +246,6 @@ def sweep_id(given: str | None) -> str:
 
 def record_report(store: Store, report: Report, sweep: str) -> str:
     """Record the report; the last line verify prints, whether or not it was written."""
-    from evalgate.environment import history_environment
-    from evalgate.errors import EvalgateError
     from evalgate.history import record
 
     environment = history_environment()

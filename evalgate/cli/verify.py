@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from evalgate import scrub
 from evalgate.cli.history import open_for_verify, record_report
 from evalgate.cli.history import sweep_id as sweep_id_of
+from evalgate.environment import ci_environment
+from evalgate.errors import ArtifactError, UsageError
 from evalgate.templates import line
 
 if TYPE_CHECKING:
@@ -56,7 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import arguments
-    from evalgate.environment import ci_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
     from evalgate.verify.expect import load_expectation
@@ -104,8 +105,6 @@ def command(args: argparse.Namespace) -> int:
 
 def _histories(settings: Settings) -> tuple[Store | None, Store | None]:
     """--record and a history given as --baseline, opened now."""
-    from evalgate.errors import UsageError
-
     record, baselines = settings.history.record, settings.gate.baselines
     if not record and not baselines:
         found: tuple[Store | None, Store | None] = (None, None)
@@ -147,8 +146,6 @@ def _check_outputs(
 def _baseline(settings: Settings) -> BaselineRequest | None:
     """--baseline, --max-drop and --waivers as one request (the waivers read now: a bad file
     is a usage error before any result is read)."""
-    from evalgate.errors import UsageError
-
     gate = settings.gate
     if not gate.baselines:
         if gate.waivers:
@@ -166,7 +163,6 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
     report that could not be written (which leaves the verdict's exit code as it is). With
     --json -, the document alone is on stdout, and the verdict on stderr."""
     from evalgate.cli import arguments
-    from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import write_output
     from evalgate.verify import report
