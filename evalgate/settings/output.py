@@ -14,6 +14,7 @@ from evalgate.settings.fields import Flag, Group, Texts
 
 Policy = Literal["beta-binomial", "ix"]
 """How `history --fit-thresholds` fits a floor (docs/history.md)."""
+POLICIES: tuple[Policy, ...] = ("beta-binomial", "ix")
 
 
 class OutputSettings(Group):
