@@ -30,6 +30,11 @@ commands always did: a bad one is refused as the flag is read ("argument --last:
 other number goes to the settings as text, refused with any other bad setting in one message."""
 
 
+def flag_name(field: str) -> str:
+    """A setting's long flag (--base-url, --model-config)."""
+    return SETTINGS[field].option
+
+
 def _default(setting: Setting) -> Any:
     """A setting's default as the help and docs/settings.md show it."""
     return setting.info.get_default(call_default_factory=True)

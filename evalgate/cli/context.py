@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from evalgate import scrub
-
 if TYPE_CHECKING:
     from evalgate.context.budget import EvalContext
 
@@ -70,8 +68,10 @@ def command(args: argparse.Namespace) -> int:
 
 def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
     """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
+    from evalgate.cli.arguments import STDOUT, put_json
+
     if form == "json":
-        print(scrub.terminal_json(document))
+        put_json(STDOUT, document)
     elif form == "env":
         print(context.as_env(), end="")
     else:
