@@ -12,6 +12,7 @@ Needs root and `ip` (iproute2); `available()` says why not when it cannot make t
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from typing import Any
 
 NEAR_IP, MID_NEAR_IP, MID_FAR_IP, FAR_IP = "10.77.1.1", "10.77.1.2", "10.77.2.1", "10.77.2.2"
 IP = shutil.which("ip") or "/usr/sbin/ip"
+_MADE = itertools.count()
+"""Namespaces made by this process: several may stand at once, each named apart."""
 
 
 def _ip(*args: str) -> str:
@@ -49,7 +52,7 @@ class Namespaces:
     """near, mid and far, joined by two veth pairs; removed by `close()`."""
 
     def __init__(self) -> None:
-        tag = f"{os.getpid() % 100000}"
+        tag = f"{os.getpid() % 100000}{next(_MADE) % 100}"
         self.near, self.mid, self.far = (f"eg{n}-{tag}" for n in ("near", "mid", "far"))
         self.far_link = f"egf{tag}"
         try:
@@ -96,3 +99,9 @@ class Namespaces:
     def close(self) -> None:
         for name in (self.near, self.mid, self.far):
             subprocess.run([IP, "netns", "del", name], capture_output=True, check=False)
+
+    def __enter__(self) -> Namespaces:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -356,15 +358,6 @@ NETWORK = {"min_samples": 0, "ready_timeout": 60, "retry_wait_min": None, "retry
 """`evalgate run` with its default network settings (waits between attempts included)."""
 
 
-@pytest.fixture
-def namespaces() -> Iterator[netns.Namespaces]:
-    made = netns.Namespaces()
-    try:
-        yield made
-    finally:
-        made.close()
-
-
 def start_engine(ns: netns.Namespaces, latency_s: float) -> subprocess.Popen[str]:
     """The fake engine in far, on ENGINE; its first event streams at once (as vLLM's does), so
     the probe passes whatever the latency."""
@@ -449,47 +442,91 @@ def assert_ended_naming(out: Path, ended: tuple[int, str, float], named: str) ->
     assert len(load_samples(out)) >= 2  # the answers that came before the loss are kept
 
 
-@pytest.mark.loopback
-@pytest.mark.skipif(REASON is not None, reason=f"vanished-host tests: {REASON}")
-def test_a_vanished_engine_ends_the_run_within_two_minutes_naming_it(namespaces, tmp_path):
-    engine = start_engine(namespaces, latency_s=3)
-    out = tmp_path / "run"
-    ended = run_and_cut(namespaces, f"{ENGINE}/v1", out, engine, limit=60, num_concurrent=4)
-    assert_ended_naming(out, ended, ENGINE)
+def vanished_engine(out: Path) -> tuple[int, str, float]:
+    with netns.Namespaces() as ns:
+        engine = start_engine(ns, latency_s=3)
+        return run_and_cut(ns, f"{ENGINE}/v1", out, engine, limit=60, num_concurrent=4)
+
+
+def live_engine(out: Path) -> tuple[int, str, float]:
+    """A run whose answers each take 100 s: its exit code, stderr and how long it took."""
+    with netns.Namespaces() as ns:
+        engine = start_engine(ns, latency_s=100)
+        started = time.monotonic()
+        argv = run_args(f"{ENGINE}/v1", out, limit=2, num_concurrent=2, **NETWORK)
+        run = ns.popen_in(ns.near, [*EVALGATE, *argv], env=ENV, cwd=ROOT)
+        try:
+            code, _, stderr = finish(run, CAP_S)
+        finally:
+            stop(run, engine)
+        return code, stderr, time.monotonic() - started
+
+
+def vanished_worker(out: Path) -> tuple[int, str, float]:
+    with netns.Namespaces() as ns:
+        engine = start_engine(ns, latency_s=3)
+        router, router_url = start_router(ns)
+        options = {"limit": 60, "num_concurrent": 4, "worker_url": f"{ENGINE}/v1"}
+        return run_and_cut(ns, router_url, out, router, engine, **options)
+
+
+LOST_HOSTS = {"engine": vanished_engine, "live": live_engine, "worker": vanished_worker}
+
+
+@pytest.fixture(scope="module")
+def lost_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Lost]]:
+    """The three cases at once, each in namespaces of its own: each is minutes of waiting on a
+    clock, not on a core, so together they take as long as the longest (the live engine's)."""
+    folder = tmp_path_factory.mktemp("lost-hosts")
+    with ThreadPoolExecutor(len(LOST_HOSTS)) as pool:
+        yield {
+            name: Lost(folder / name, pool.submit(case, folder / name))
+            for name, case in LOST_HOSTS.items()
+        }
+
+
+@dataclass(frozen=True)
+class Lost:
+    """One case's run folder, and its exit code, stderr and seconds once it has ended."""
+
+    out: Path
+    ended: Future[tuple[int, str, float]]
+
+
+LOST_HOST = pytest.mark.skipif(REASON is not None, reason=f"vanished-host tests: {REASON}")
 
 
 @pytest.mark.loopback
-@pytest.mark.skipif(REASON is not None, reason=f"vanished-host tests: {REASON}")
-def test_a_live_engine_answering_after_100_s_still_passes(namespaces, tmp_path):
+@pytest.mark.xdist_group("lost-hosts")  # one worker runs the three cases, once
+@LOST_HOST
+def test_a_vanished_engine_ends_the_run_within_two_minutes_naming_it(lost_hosts):
+    case = lost_hosts["engine"]
+    assert_ended_naming(case.out, case.ended.result(), ENGINE)
+
+
+@pytest.mark.loopback
+@pytest.mark.xdist_group("lost-hosts")
+@LOST_HOST
+def test_a_live_engine_answering_after_100_s_still_passes(lost_hosts):
     """Keepalive probes are answered by a live peer's kernel: a long generation is untouched."""
-    engine = start_engine(namespaces, latency_s=100)
-    out = tmp_path / "run"
-    started = time.monotonic()
-    argv = run_args(f"{ENGINE}/v1", out, limit=2, num_concurrent=2, **NETWORK)
-    run = namespaces.popen_in(namespaces.near, [*EVALGATE, *argv], env=ENV, cwd=ROOT)
-    try:
-        _, _, stderr = finish(run, CAP_S)
-    finally:
-        stop(run, engine)
+    case = lost_hosts["live"]
+    code, stderr, took = case.ended.result()
 
-    assert run.returncode == 0, stderr
-    assert time.monotonic() - started > 100
-    document = load_result(out)
+    assert code == 0, stderr
+    assert took > 100
+    document = load_result(case.out)
     assert document["status"] == "pass"
     requests = document["eval"]["requests"]
     assert (requests["completed"], requests["failed"], requests["retried"]) == (2, 0, 0)
 
 
 @pytest.mark.loopback
-@pytest.mark.skipif(REASON is not None, reason=f"vanished-host tests: {REASON}")
-def test_a_worker_vanishing_behind_the_router_ends_the_eval_naming_it(namespaces, tmp_path):
-    engine = start_engine(namespaces, latency_s=3)
-    router, router_url = start_router(namespaces)
-    out = tmp_path / "run"
-    worker = f"{ENGINE}/v1"
-    options = {"limit": 60, "num_concurrent": 4, "worker_url": worker}
-    ended = run_and_cut(namespaces, router_url, out, router, engine, **options)
-    assert_ended_naming(out, ended, f"Worker {worker} stopped answering")
+@pytest.mark.xdist_group("lost-hosts")
+@LOST_HOST
+def test_a_worker_vanishing_behind_the_router_ends_the_eval_naming_it(lost_hosts):
+    case = lost_hosts["worker"]
+    named = f"Worker {ENGINE}/v1 stopped answering"
+    assert_ended_naming(case.out, case.ended.result(), named)
 
 
 # Every request has a total deadline and every answer is capped: the fake engine behind
