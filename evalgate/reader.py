@@ -398,7 +398,6 @@ _LINES = msgspec.json.Decoder()
 class _Walked(NamedTuple):
     """What one walk over plain JSON values found."""
 
-    keys: int
     strings: int
     """Every string, the keys among them."""
     big: int | None
@@ -432,7 +431,7 @@ def _walk(value: Any) -> _Walked:
                 big = node
         depth += nested
         level = below
-    return _Walked(keys, strings + keys, big, depth)
+    return _Walked(strings + keys, big, depth)
 
 
 def _too_big(where: str, digits: int) -> ArtifactError:

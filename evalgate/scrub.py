@@ -42,12 +42,6 @@ def _normalisations(secret: str) -> set[str]:
     return {unicodedata.normalize(n, secret) for n in ("NFC", "NFD")} | {secret}
 
 
-def _forms(secret: str) -> set[str]:
-    """The usual ways `secret` may be written in a text evalgate was given (for `fragment`'s
-    runs; the scrub itself finds every mix of escapes, `_pattern`)."""
-    return {form for normal in _normalisations(secret) for form in _encodings(normal)}
-
-
 def _encodings(secret: str) -> set[str]:
     # bytes: a variable read from the environment may hold a lone surrogate (bytes not UTF-8)
     raw = secret.encode("utf-8", "surrogatepass")
@@ -128,7 +122,9 @@ _runs: frozenset[str] = frozenset()
 
 def _compile() -> None:
     global _secrets, _runs  # noqa: PLW0603  # one set for the process: every writer sees it
-    forms = {form for value in _values for form in _forms(value)}
+    # the usual ways a secret is written, for fragment's runs (the scrub finds every mix of
+    # escapes: _pattern)
+    forms = {form for value in _values for n in _normalisations(value) for form in _encodings(n)}
     _secrets = [_pattern(value) for value in _values]
     _runs = frozenset(
         form[i : i + min(8, len(form))] for form in forms for i in range(max(1, len(form) - 7))

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from evalgate.errors import ArtifactError, ThresholdsError
-from evalgate.reader import decode, located, read_bytes, schema_problems
+from evalgate.errors import ArtifactError, ThresholdsError, YamlRefused
+from evalgate.reader import MAX_CHARS, decode, located, paths, read_bytes, schema_problems
 from evalgate.scrub import capped
 
 TASK_KEY = "gsm8k"
@@ -103,8 +103,6 @@ def _problems(data: Any, exc: msgspec.ValidationError) -> list[str]:
     msgspec's."""
     from jsonschema import Draft202012Validator
 
-    from evalgate.reader import paths
-
     empty = "$.models: '' should be non-empty"
     problems = [
         f"{p} (an empty key matches every model)" if p == empty else p
@@ -133,15 +131,12 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         data = _yaml(text, target, fallback=True) if syntax and suffix != ".json" else None
         if not isinstance(data, dict):
             raise ThresholdsError(exc.message) from exc
-        return parse_thresholds(data, str(target))
     return parse_thresholds(data, str(target))
 
 
 def _text(target: Path) -> str:
     """The file's text: a regular file (a FIFO or /dev/zero would never end) of UTF-8, no
     bigger than the YAML reader takes."""
-    from evalgate.reader import MAX_CHARS
-
     try:
         return read_bytes(target, MAX_CHARS).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -166,7 +161,6 @@ def _yaml(text: str, target: Path, *, fallback: bool = False) -> Any:
     """The file read as YAML. As the fallback reading of a file that is not JSON: None where it
     is not YAML either (the JSON error is then the one reported); refused where YAML reads it
     unsafely."""
-    from evalgate.errors import YamlRefused
     from evalgate.reader import load_yaml
 
     try:

@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EPILOG", "RECORDING", "SUBCOMMANDS", "build_parser", "console", "main"]
 
-_PROGRAM = frozenset({"EPILOG", "RECORDING", "SUBCOMMANDS", "build_parser", "main"})
-
 
 def console() -> NoReturn:
     """The `evalgate` command (the console script and `python -m evalgate.cli`)."""
@@ -28,7 +26,7 @@ def console() -> NoReturn:
 
 
 def __getattr__(name: str) -> Any:
-    if name in _PROGRAM:
+    if name in __all__:  # console is this module's own
         from evalgate.cli import program
 
         return getattr(program, name)

@@ -10,21 +10,18 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import SecretStr
 
 from evalgate import numbers, scrub
-from evalgate.cli.habits import SUBCOMMANDS, print_json
+from evalgate.cli.habits import SUBCOMMANDS
 from evalgate.errors import UsageError
 from evalgate.settings.sources import CONFIG_VARIABLE, Loaded, load, shown, value_range
 from evalgate.settings.values import COMMANDS, GROUPS, SETTINGS, Setting, Settings, credentials
 from evalgate.templates import line
-
-if TYPE_CHECKING:
-    from evalgate.evidence.outputs import Output
 
 CONFIG_HEADING = "configuration"
 READ_AT_THE_FLAG = {"verify": ("min_samples",), "compare": ("flips",), "history": ("last",)}
@@ -195,12 +192,17 @@ STDOUT = "-"
 """`--json -`: the document on stdout, and nothing else there (the rest goes to stderr)."""
 
 
-def json_outputs(path: str | None) -> list[Output]:
-    """`--json FILE` as an output each command checks before it writes anything (check_outputs);
-    none for `--json -` or no --json."""
-    from evalgate.evidence.outputs import Output
+def check_reports(
+    reads: Sequence[str | Path | None], json_file: str | None, html: str | None = None
+) -> None:
+    """`--json FILE` and `--html FILE` checked before the command reads or writes anything:
+    never onto a file it reads (`reads`), nor onto evidence (check_outputs)."""
+    from evalgate.evidence.outputs import Output, check_outputs
 
-    return [Output("--json", path)] if path and path != STDOUT else []
+    outputs = [Output("--json", json_file)] if json_file and json_file != STDOUT else []
+    outputs += [Output("--html", html)] if html else []
+    if outputs:
+        check_outputs(outputs, [path for path in reads if path is not None])
 
 
 def put_json(path: str, document: Any) -> None:
@@ -208,7 +210,7 @@ def put_json(path: str, document: Any) -> None:
     (an ArtifactError when it cannot be)."""
     from evalgate.evidence.outputs import write_output
 
-    if path == STDOUT:
-        print_json(document)
+    if path == STDOUT:  # its exact text minus secrets, in ASCII
+        print(scrub.terminal_json(document))
     else:
         write_output(path, scrub.json_text(document, indent=2) + "\n", label="--json")

@@ -33,7 +33,7 @@ def command(args: argparse.Namespace) -> int:
     from evalgate.compare.views import comparison_document, render_markdown, render_text
     from evalgate.errors import ArtifactError, UsageError
     from evalgate.evidence.model import to_document
-    from evalgate.evidence.outputs import Output, check_outputs, write_output
+    from evalgate.evidence.outputs import write_output
     from evalgate.templates import line
 
     loaded = arguments.load_from_args(args)
@@ -45,11 +45,8 @@ def command(args: argparse.Namespace) -> int:
             f"{loaded.origin('markdown')}) both print on stdout: give one of them, or write "
             "the document to a file with --json FILE."
         )
-    outputs = arguments.json_outputs(shown.json_file)
-    if shown.html:
-        outputs.append(Output("--html", shown.html))
-    if outputs:  # before the runs are read: never onto them, nothing written if refused
-        check_outputs(outputs, [args.baseline, args.candidate])
+    # before the runs are read: never onto them, nothing written if refused
+    arguments.check_reports([args.baseline, args.candidate], shown.json_file, shown.html)
     comparison = compare_runs(
         args.baseline,
         args.candidate,

@@ -28,17 +28,12 @@ EXAMPLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No operands: every flag is a setting."""
-
-
 def command(args: argparse.Namespace) -> int:
     import sys
 
     from evalgate.cli import arguments
     from evalgate.errors import UsageError
     from evalgate.evidence.model import to_document
-    from evalgate.evidence.outputs import check_outputs
     from evalgate.gate.runlog import context_record
     from evalgate.probe.preflight import derive
     from evalgate.tasks.spec import build_prompts, load_data, load_task
@@ -52,7 +47,7 @@ def command(args: argparse.Namespace) -> int:
             "--json - and --format text both print on stdout: give one of them, or write the "
             "document to a file with --json FILE."
         )
-    check_outputs(arguments.json_outputs(json_file))
+    arguments.check_reports([], json_file)
     spec = load_task(settings.endpoint.api, asked.task)
     dataset = load_data(asked.task, asked.dataset_dir, hub=asked.dataset_hub, spec=spec)
     prompts = build_prompts(spec, dataset.test, dataset.train, asked.limit)
@@ -73,10 +68,10 @@ def command(args: argparse.Namespace) -> int:
 
 def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
     """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
-    from evalgate.cli.habits import print_json
+    from evalgate.cli.arguments import STDOUT, put_json
 
     if form == "json":
-        print_json(document)
+        put_json(STDOUT, document)
     elif form == "env":
         print(context.as_env(), end="")
     else:

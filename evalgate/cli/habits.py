@@ -16,8 +16,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from evalgate import scrub
-
 SUBCOMMANDS = ("run", "context", "probe", "hook", "verify", "compare", "history")
 """The commands, in the order --help lists them."""
 
@@ -221,9 +219,3 @@ def explained(message: str, words: Sequence[str]) -> str:
                 f"{words[at - 1]} --baseline {first}, and give the results together."
             )
     return message
-
-
-def print_json(document: object) -> None:
-    """A JSON document on stdout (`--json`): its exact text minus secrets, in ASCII
-    (evalgate.scrub)."""
-    print(scrub.terminal_json(document))

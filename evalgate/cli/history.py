@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalgate import scrub
+from evalgate.environment import history_environment
+from evalgate.errors import EvalgateError, UsageError
 from evalgate.templates import line
 
 if TYPE_CHECKING:
@@ -51,14 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def guard(*locations: str | None) -> None:
     """The history URLs' user info becomes a secret every output is scrubbed of (besides the
     command's other credentials)."""
-
     for location in locations:
         scrub.add_url(location, "the history's URL")
 
 
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import arguments
-    from evalgate.errors import UsageError
     from evalgate.history import look
     from evalgate.history.store import open_history
 
@@ -80,22 +80,13 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} goes with --fit-thresholds FILE.")
     if asked.fit_thresholds:
         return _fit(args.history, asked, settings.gate.thresholds, where)
-    _check_outputs(args.history, shown.json_file, shown.html)
+    arguments.check_reports([args.history], shown.json_file, shown.html)
     with open_history(args.history, create=False) as store:
         if curating:
             return _curate(store, asked)
         found = look.configs(store, where)
         _outputs(store, found, where, shown, asked.last)
     return 0
-
-
-def _check_outputs(history: str, json_file: str | None, html: str | None) -> None:
-    """--json and --html checked before the history is read, never written onto the history."""
-    from evalgate.cli import arguments
-    from evalgate.evidence.outputs import Output, check_outputs
-
-    outputs = arguments.json_outputs(json_file) + ([Output("--html", html)] if html else [])
-    check_outputs(outputs, [history])
 
 
 def _fit(
@@ -161,7 +152,6 @@ def recorded_runs(found: list[CompletedRuns]) -> list[RecordedRun]:
 
 
 def _curate(store: Store, asked: HistorySettings) -> int:
-    from evalgate.environment import history_environment
     from evalgate.history import record
 
     by = asked.by or history_environment().who
@@ -249,7 +239,6 @@ def open_for_verify(
 
 
 def sweep_id(given: str | None) -> str:
-    from evalgate.environment import history_environment
     from evalgate.history.record import now
 
     return given or history_environment().run_id or now()
@@ -257,8 +246,6 @@ def sweep_id(given: str | None) -> str:
 
 def record_report(store: Store, report: Report, sweep: str) -> str:
     """Record the report; the last line verify prints, whether or not it was written."""
-    from evalgate.environment import history_environment
-    from evalgate.errors import EvalgateError
     from evalgate.history import record
 
     environment = history_environment()

@@ -25,10 +25,6 @@ EXAMPLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No operands: every flag is a setting."""
-
-
 def command(args: argparse.Namespace) -> int:
     from evalgate.run import require_eval_extra
 

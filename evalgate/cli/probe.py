@@ -26,18 +26,13 @@ EXAMPLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No operands: every flag is a setting."""
-
-
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import arguments
     from evalgate.errors import EvalgateError
-    from evalgate.evidence.outputs import check_outputs
 
     settings = arguments.settings_from_args(args)
     json_file = settings.output.json_file
-    check_outputs(arguments.json_outputs(json_file))
+    arguments.check_reports([], json_file)
     try:
         document, said = _probe(settings)
     except EvalgateError as exc:

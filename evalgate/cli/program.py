@@ -133,7 +133,8 @@ def build_parser(argv: Sequence[str] | None = None) -> _Parser:
                 arguments as flags,  # pydantic loads only for the subcommand run
             )
 
-            module.add_arguments(child)  # its operands, before the settings' groups
+            if hasattr(module, "add_arguments"):  # its operands, before the settings' groups
+                module.add_arguments(child)
             flags.add_settings_arguments(child, name)
         child.usage = _usage(child)
         child.set_defaults(_command=module.command, _name=name, _usage=child.format_usage())

@@ -30,10 +30,6 @@ EXAMPLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No operands: every flag is a setting."""
-
-
 def progress_printer() -> Callable[[int, int], None]:
     """A bar on a terminal; a line per tenth otherwise (CI logs)."""
     if sys.stderr.isatty():
@@ -73,11 +69,8 @@ def command(args: argparse.Namespace) -> int:
     loaded = arguments.load_from_args(args)
     settings = loaded.settings
     json_file, gate = settings.output.json_file, settings.gate
-    if outputs := arguments.json_outputs(json_file):  # before the run: never onto what it reads
-        from evalgate.evidence.outputs import check_outputs
-
-        reads = [settings.output.output_dir, gate.baseline, gate.thresholds]
-        check_outputs(outputs, [path for path in reads if path is not None])
+    # before the run: never onto what it reads
+    arguments.check_reports([settings.output.output_dir, gate.baseline, gate.thresholds], json_file)
     if not loaded.named("output_dir"):
         settings = own_folder(settings)
         made = settings.output.output_dir

@@ -10,6 +10,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evalgate import scrub
+from evalgate.cli.history import open_for_verify, record_report
+from evalgate.cli.history import sweep_id as sweep_id_of
+from evalgate.environment import ci_environment
+from evalgate.errors import ArtifactError, UsageError
 from evalgate.templates import line
 
 if TYPE_CHECKING:
@@ -54,7 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from evalgate.cli import arguments
-    from evalgate.environment import ci_environment
     from evalgate.thresholds import load_thresholds
     from evalgate.verify import sweep
     from evalgate.verify.expect import load_expectation
@@ -75,8 +78,6 @@ def command(args: argparse.Namespace) -> int:
         baseline = structs.replace(baseline, paths=(history.location,))
     sweep_id = None
     if recording is not None or history is not None:
-        from evalgate.cli.history import sweep_id as sweep_id_of
-
         sweep_id = sweep_id_of(settings.history.sweep_id)
     try:
         result = sweep.verify(
@@ -95,8 +96,6 @@ def command(args: argparse.Namespace) -> int:
             result = judge_against(result, rule, baseline, found)
         _write(result, settings, github=github, summary=summary)
         if recording is not None:
-            from evalgate.cli.history import record_report
-
             print(record_report(recording, result, str(sweep_id)), file=sys.stderr)
     finally:
         for store in {id(s): s for s in (recording, history) if s is not None}.values():
@@ -106,14 +105,10 @@ def command(args: argparse.Namespace) -> int:
 
 def _histories(settings: Settings) -> tuple[Store | None, Store | None]:
     """--record and a history given as --baseline, opened now."""
-    from evalgate.errors import UsageError
-
     record, baselines = settings.history.record, settings.gate.baselines
     if not record and not baselines:
         found: tuple[Store | None, Store | None] = (None, None)
     else:
-        from evalgate.cli.history import open_for_verify
-
         found = open_for_verify(record, baselines)
     if settings.history.sweep_id is not None and found == (None, None):
         raise UsageError(
@@ -151,8 +146,6 @@ def _check_outputs(
 def _baseline(settings: Settings) -> BaselineRequest | None:
     """--baseline, --max-drop and --waivers as one request (the waivers read now: a bad file
     is a usage error before any result is read)."""
-    from evalgate.errors import UsageError
-
     gate = settings.gate
     if not gate.baselines:
         if gate.waivers:
@@ -170,7 +163,6 @@ def _write(result: Report, settings: Settings, *, github: bool, summary: str | N
     report that could not be written (which leaves the verdict's exit code as it is). With
     --json -, the document alone is on stdout, and the verdict on stderr."""
     from evalgate.cli import arguments
-    from evalgate.errors import ArtifactError
     from evalgate.evidence.model import to_document
     from evalgate.evidence.outputs import write_output
     from evalgate.verify import report

@@ -35,7 +35,7 @@ from evalgate.evidence.model import EndpointRecord, EngineRecord, Limit, Stage
 from evalgate.scrub import listed
 
 if TYPE_CHECKING:
-    from evalgate.engine.discovery import EngineInfo, TokenCount
+    from evalgate.engine.discovery import TokenCount
     from evalgate.tasks.spec import Prompt
 
 log = logging.getLogger(__name__)
@@ -211,8 +211,6 @@ def survey(
     notes: list[str] = []
     info, engine, unread = None, None, None
     if endpoint.base_url is not None:
-        from evalgate.engine.discovery import EngineInfo  # the HTTP client loads only now
-
         on_stage("readiness")
         policy = RetryPolicy.for_readiness(
             timeout=network.ready_timeout,
@@ -246,8 +244,6 @@ def _workers(endpoint: Endpoint, notes: list[str]) -> list[Limit]:
     found = []
     network = endpoint.network
     for url in endpoint.worker_urls:
-        from evalgate.engine.discovery import EngineInfo  # loads the client
-
         label = redact_url(url)
         try:
             cards = EngineInfo(url, endpoint.key, network.discovery_timeout, network).models()

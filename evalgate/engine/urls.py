@@ -51,17 +51,12 @@ def origin(url: str) -> str:
 
 def api_root(url: str) -> str:
     """The /v1 base, with no trailing slash (the generation paths go under it)."""
-    url = url.rstrip("/")
-    for suffix in ("/chat/completions", "/completions"):
-        if url.endswith(suffix):
-            url = url[: -len(suffix)]
-    return url
+    return url.rstrip("/").removesuffix("/chat/completions").removesuffix("/completions")
 
 
 def server_root(url: str) -> str:
     """The server's root, where /tokenize, /version and /health live."""
-    url = api_root(url)
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return api_root(url).removesuffix("/v1")
 
 
 class Network(Protocol):

@@ -69,11 +69,6 @@ class EngineError:
         match = _UNREACHABLE.search(self.message) if self.status >= 500 else None
         return None if match is None else origin(match.group(1))
 
-    @property
-    def credentials_refused(self) -> bool:
-        """Did the server refuse who is asking (401, 403)? Only another key changes that."""
-        return self.effective_status in (401, 403)
-
     def describe(self) -> str:
         """One line: status and the engine's words (after what they mean, for a router that
         could not reach its worker)."""
@@ -92,7 +87,7 @@ class EngineError:
 def credentials_advice(error: EngineError) -> str | None:
     """What to change when the server refused the credentials, whichever request it refused
     (none else: a length or a budget has nothing to do with it); None for any other answer."""
-    if not error.credentials_refused:
+    if error.effective_status not in (401, 403):  # who is asking: only another key changes that
         return None
     names = " or ".join(variables("api_key"))
     return (

@@ -28,6 +28,22 @@ COMPARISON_NAME = "comparison.json"
 HOOK_NAME = "hook.json"
 META_NAME = "meta_env.json"
 """The benchmark harness's per-run metadata file (its collector reads it)."""
+LOCK_NAME = ".evalgate.lock"
+"""The output folder's lock (evidence.folder)."""
+EVIDENCE_NAMES = frozenset(
+    (
+        RESULT_NAME,
+        SAMPLES_NAME,
+        JOURNAL_NAME,
+        HOOK_NAME,
+        META_NAME,
+        RAW_NAME,
+        COMPARISON_NAME,
+        LOCK_NAME,
+    )
+)
+"""The files a run folder (evalgate's or the benchmark harness's) holds as its evidence; with
+the harness's results*.json and samples*.jsonl (evidence.outputs.is_evidence)."""
 
 NOT_A_RESULT = "is not a valid evalgate result (result.schema.json)"
 

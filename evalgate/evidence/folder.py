@@ -16,13 +16,13 @@ from evalgate.errors import ArtifactError
 from evalgate.evidence.artifacts import (
     COMPARISON_NAME,
     JOURNAL_NAME,
+    LOCK_NAME,
     RAW_NAME,
     RESULT_NAME,
     SAMPLES_NAME,
 )
 from evalgate.reader import read
 
-LOCK_NAME = ".evalgate.lock"
 STALE = (SAMPLES_NAME, RAW_NAME, COMPARISON_NAME)
 """Files a run rewrites; left from an earlier run in the same folder they would mislead."""
 _NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})

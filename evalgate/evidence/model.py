@@ -10,10 +10,6 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from evalgate.numbers import SUFFIXES
-
-__all__ = ["SUFFIXES", "Limit"]
-
 
 class Limit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A length in tokens and where it came from (result.json records them as found)."""

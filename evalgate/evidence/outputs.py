@@ -19,17 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from evalgate.errors import ArtifactError
-from evalgate.evidence.artifacts import (
-    COMPARISON_NAME,
-    HOOK_NAME,
-    JOURNAL_NAME,
-    META_NAME,
-    RAW_NAME,
-    RESULT_NAME,
-    SAMPLES_NAME,
-    write_atomic,
-)
-from evalgate.evidence.folder import LOCK_NAME
+from evalgate.evidence.artifacts import EVIDENCE_NAMES, write_atomic
 from evalgate.evidence.harness import is_results_file, samples_path
 from evalgate.reader import decode, read_bytes
 
@@ -69,21 +59,6 @@ def run_identity(result_file: Path | str) -> str:
 
 
 # Where a command may write.
-
-EVIDENCE_NAMES = frozenset(
-    (
-        RESULT_NAME,
-        SAMPLES_NAME,
-        JOURNAL_NAME,
-        HOOK_NAME,
-        META_NAME,
-        RAW_NAME,
-        COMPARISON_NAME,
-        LOCK_NAME,
-    )
-)
-"""The files a run folder (evalgate's or the benchmark harness's) holds as its evidence; with
-the harness's results*.json and samples*.jsonl (is_evidence)."""
 
 
 def is_evidence(name: str) -> bool:

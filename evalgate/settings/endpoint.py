@@ -18,7 +18,7 @@ from evalgate.numbers import (
     SECONDS_MAX,
     USER_TIMEOUT_MS_MAX,
 )
-from evalgate.settings.fields import Flag, Group, check_url, split_list
+from evalgate.settings.fields import Flag, Group, Texts, check_url
 
 PORT_MAX = 65_535
 
@@ -136,7 +136,7 @@ class EndpointSettings(Group):
     """The engine's port on this host, as the benchmark harness gives it: without a base URL,
     the endpoint is http://127.0.0.1:PORT/v1."""
 
-    worker_urls: Annotated[list[str], Flag("worker-url")] = Field(default_factory=list, repr=False)
+    worker_urls: Annotated[Texts, Flag("worker-url")] = Field(default_factory=list, repr=False)
     """Prefill/decode worker URLs (…/v1) whose /v1/models limits also clamp the context.
     Repeatable flag; comma-separated in the environment."""
 
@@ -156,12 +156,6 @@ class EndpointSettings(Group):
         if type(number) is int and not numbers.within(number, 1, PORT_MAX):
             return {**data, "base_url": f"http://127.0.0.1:{number}/v1"}
         return data
-
-    @field_validator("worker_urls", mode="before")
-    @classmethod
-    def _split_urls(cls, value: Any) -> Any:
-        """In the environment, several URLs are separated by commas."""
-        return split_list(value)
 
     @field_validator("base_url", "worker_urls")
     @classmethod

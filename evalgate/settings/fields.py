@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
 from evalgate import numbers
 from evalgate.engine.urls import redact_url
@@ -30,7 +30,7 @@ BLANK_MEANS: dict[str, Any] = {
     **dict.fromkeys(("eval_tasks_dir", "spec_decoding", "result_filename", "thresholds")),
     **dict.fromkeys(("baseline", "baselines", "expect", "waivers", "github", "junit", "json_file")),
     **dict.fromkeys(("html", "record", "sweep_id", "mark_run", "mark_sweep", "delete_sweep")),
-    **dict.fromkeys(("reason", "by", "fit_thresholds", "policy", "where")),
+    **dict.fromkeys(("reason", "by", "fit_thresholds", "policy")),
     "is_multinode": False,
 }
 """What a setting given as an empty text holds: a job script's empty variable (EVAL_LIMIT="")
@@ -62,13 +62,6 @@ def number_type(annotation: Any) -> type | None:
     return kinds[0] if len(kinds) == 1 and kinds[0] in (int, float) else None
 
 
-def read_number(kind: type, text: str, tokens: bool) -> int | float:
-    """A numeric setting's text read by evalgate's one rule (evalgate.numbers)."""
-    if tokens:
-        return numbers.tokens(text)
-    return numbers.whole(text) if kind is int else numbers.real(text)
-
-
 def check_url(url: str) -> str:
     """An http(s) URL with a host and a valid port; the message never repeats a password."""
     parts = urlsplit(url.strip())
@@ -80,9 +73,7 @@ def check_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{shown!r} is not an http(s) URL with a host; write http://HOST:PORT/v1")
     if parts.query or parts.fragment:  # /models and /chat/completions go after the path
-        extra = ("?" + parts.query if parts.query else "") + (
-            "#" + parts.fragment if parts.fragment else ""
-        )
+        extra = urlunsplit(("", "", "", parts.query, parts.fragment))
         raise ValueError(
             f"{shown!r} has a query or fragment ({extra}); evalgate appends /models and "
             "/chat/completions to the path, so drop it: write http://HOST:PORT/v1"
@@ -96,6 +87,11 @@ def split_list(value: Any) -> Any:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+Texts = Annotated[list[str], BeforeValidator(split_list)]
+"""A list of texts: repeatable as a flag, comma-separated in a variable or a config file's
+string."""
 
 
 class Group(BaseModel):
@@ -122,4 +118,8 @@ class Group(BaseModel):
         if not value.strip():
             return BLANK_MEANS.get(field, value)
         kind = number_type(cls.model_fields[field].annotation)
-        return value if kind is None else read_number(kind, value, field in TOKEN_LENGTHS)
+        if kind is None:
+            return value
+        if field in TOKEN_LENGTHS:
+            return numbers.tokens(value)
+        return numbers.whole(value) if kind is int else numbers.real(value)

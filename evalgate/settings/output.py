@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from evalgate.compare import DEFAULT_FLIPS
 from evalgate.numbers import COUNT_MAX
-from evalgate.settings.fields import Flag, Group, split_list
+from evalgate.settings.fields import Flag, Group, Texts
 
 Policy = Literal["beta-binomial", "ix"]
 """How `history --fit-thresholds` fits a floor (docs/history.md)."""
@@ -102,7 +102,7 @@ class HistorySettings(Group):
     """verify, with --record: the sweep these runs belong to (default: $GITHUB_RUN_ID, else the
     time); several jobs may record their parts under one id."""
 
-    where: Annotated[list[str], Flag(metavar="LABEL=VALUE")] = Field(default_factory=list)
+    where: Annotated[Texts, Flag(metavar="LABEL=VALUE")] = Field(default_factory=list)
     """Only configs with this label (task, model, hardware, concurrency, ...); repeatable flag,
     comma-separated in the environment."""
 
@@ -131,9 +131,3 @@ class HistorySettings(Group):
     policy: Policy | None = None
     """With --fit-thresholds: how a floor is fitted (default beta-binomial: a lower prediction
     bound for the next run; ix: the benchmark harness's rule)."""
-
-    @field_validator("where", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        """In the environment, several labels are separated by commas."""
-        return split_list(value)

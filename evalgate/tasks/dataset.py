@@ -74,8 +74,6 @@ def bundled_dir() -> Path:
 
 def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Dataset:
     """Locate, verify and read GSM8K. Raises DatasetError with the file and what to do."""
-    import hashlib  # here: only a run checks its data, and verify starts without OpenSSL
-
     if hub and dataset_dir is not None:
         raise DatasetError("Give either --dataset-dir or --dataset-hub, not both.")
     source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
@@ -123,8 +121,6 @@ def load_file_data(config: Mapping[str, Any], source: Path, num_fewshot: int) ->
     checked before anything is sent: lm-eval reads it only after the probe, where a bad file
     would end the eval after its requests went out (RELIABILITY.md, "Task and thresholds files
     that try to do harm")."""
-    import hashlib  # here, as in load_dataset
-
     files = {split: Path(f) for split, f in config["dataset_kwargs"]["data_files"].items()}
     test_split = str(config["test_split"])
     shot_split = str(config.get("fewshot_split") or config.get("training_split") or "")
@@ -176,10 +172,8 @@ def _rows(path: Path, data: bytes, fields: dict[str, str]) -> list[dict[str, Any
         if not line.strip():
             continue
         where = f"{path} line {number}"
-        try:
-            row = decode(
-                line, Any, where
-            )  # a repeated field is refused (the datasets library would)
+        try:  # a repeated field is refused (the datasets library would)
+            row = decode(line, Any, where)
         except ArtifactError as exc:
             raise DatasetError(exc.message) from exc
         if not isinstance(row, dict):
