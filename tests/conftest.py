@@ -311,7 +311,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="CHECKOUT",
         help=(
             "another checkout of evalgate whose reports"
-            " tests/project/test_reports_against.py compares"
+            " tests/project/test_reports_against.py compares (give it as --against=CHECKOUT)"
         ),
     )
 

@@ -1,9 +1,11 @@
-"""The reports of this checkout beside another's (`--against CHECKOUT`, e.g. a worktree of the
+"""The reports of this checkout beside another's (`--against=CHECKOUT`, e.g. a worktree of the
 commit before a change to how reports are made): on the fixture sweeps, JUnit, the job summary,
 compare's Markdown and every terminal stream byte for byte, and each HTML page as a browser's
 parser reads it (its elements, attributes and text; an entity may be spelled another way).
 
-Without --against the tests are skipped, saying so.
+Without --against the tests are skipped, saying so. Give it with `=`: the option is this test
+suite's, which pytest reads only after the command line, so a path given after a space is taken
+for a test path first (pytest then reads that checkout's conftest, and stops on its imports).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ pytestmark = pytest.mark.loopback
 def against(request: pytest.FixtureRequest) -> Path:
     checkout = request.config.getoption("--against")
     if not checkout:
-        pytest.skip("reports against another checkout: give --against CHECKOUT")
+        pytest.skip("reports against another checkout: give --against=CHECKOUT")
     root = Path(checkout).resolve()
     assert (root / "evalgate" / "__init__.py").is_file(), f"{root} is no evalgate checkout"
     return root
