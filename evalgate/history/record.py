@@ -131,25 +131,10 @@ def config_of(entry: Entry) -> tuple[str, dict[str, Any]]:
 class Digests(dict[tuple[str, str], str]):
     """Each question's digest, worked out once per record call (a sweep asks the same ones)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.last: tuple[list[str], list[str], list[str]] = ([], [], [])
-        """The questions and targets of the run before, and their digests."""
-
     def __missing__(self, key: tuple[str, str]) -> str:
         text = f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")
         value = self[key] = hashlib.blake2b(text, digest_size=6).hexdigest()
         return value
-
-    def of(self, questions: list[str], targets: list[str]) -> list[str]:
-        """The digests of a run's questions. The runs of a sweep mostly ask the same questions
-        in the same order: comparing the texts with the run before's tells it without hashing
-        each one again to look it up."""
-        before, aimed, found = self.last
-        if questions != before or targets != aimed:
-            found = [self[pair] for pair in zip(questions, targets, strict=True)]
-            self.last = (questions, targets, found)
-        return found
 
 
 class Asked(msgspec.Struct, frozen=True):
@@ -239,7 +224,7 @@ def answers_of(pieces: Iterable[Sequence[Asked | Sample]], digests: Digests) -> 
             )
     return Answers(
         doc_ids=doc_ids,
-        digests=digests.of(questions, targets),
+        digests=[digests[pair] for pair in zip(questions, targets, strict=True)],
         repeats=repeats,
         clusters=clusters,
         correct={f: "".join(m) for f, m in marks.items()},
