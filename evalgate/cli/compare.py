@@ -10,16 +10,12 @@ HELP = (
     "pair two runs over the same questions and test whether the candidate lost accuracy "
     "(exit 0 equivalent, 1 regression, 5 inconclusive, 2 protocols differ)"
 )
-EXAMPLES = (
-    (
-        "did the fp8 KV cache cost accuracy? Two runs of the same questions, paired",
-        "evalgate compare runs/auto runs/fp8",
-    ),
-    (
-        "a stricter margin (one point), the report as Markdown and a page beside it",
-        "evalgate compare runs/auto runs/fp8 --max-drop 0.01 --markdown --html compare.html",
-    ),
-)
+EXAMPLES = """\
+# did the fp8 KV cache cost accuracy? Two runs of the same questions, paired
+evalgate compare runs/auto runs/fp8
+# a stricter margin (one point), the report as Markdown and a page beside it
+evalgate compare runs/auto runs/fp8 --max-drop 0.01 --markdown --html compare.html
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

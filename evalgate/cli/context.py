@@ -15,17 +15,13 @@ HELP = (
 )
 
 
-EXAMPLES = (
-    (
-        "set EVAL_MAX_MODEL_LEN and the budget in a job script, before the engine starts",
-        'eval "$(evalgate context --isl 8192 --osl 1024 --model-config /models/dsr1)"',
-    ),
-    (
-        "ask the live engines, and say where each number came from",
-        "evalgate context --base-url http://127.0.0.1:8000/v1 --model m --isl 1k --osl 1k "
-        "--format text --explain",
-    ),
-)
+EXAMPLES = """\
+# set EVAL_MAX_MODEL_LEN and the budget in a job script, before the engine starts
+eval "$(evalgate context --isl 8192 --osl 1024 --model-config /models/dsr1)"
+# ask the live engines, and say where each number came from
+evalgate context --base-url http://127.0.0.1:8000/v1 --model m --isl 1k --osl 1k --format text \
+--explain
+"""
 
 
 def command(args: argparse.Namespace) -> int:

@@ -30,20 +30,14 @@ HELP = (
     "table, a JSON document (--json) or a trend page (--html); mark a run or sweep bad or "
     "delete a sweep; fit a thresholds file from its runs (--fit-thresholds)."
 )
-EXAMPLES = (
-    (
-        "each config's last runs, the ones that dropped first",
-        "evalgate history history.db --where task=gsm8k --last 5",
-    ),
-    (
-        "a sweep recorded by mistake: marked bad, and why",
-        'evalgate history history.db --mark-sweep 8123456789 --reason "the router was down"',
-    ),
-    (
-        "fit the floors from the runs kept, beside the file in use",
-        "evalgate history history.db --fit-thresholds fitted.json --thresholds thresholds.yaml",
-    ),
-)
+EXAMPLES = """\
+# each config's last runs, the ones that dropped first
+evalgate history history.db --where task=gsm8k --last 5
+# a sweep recorded by mistake: marked bad, and why
+evalgate history history.db --mark-sweep 8123456789 --reason "the router was down"
+# fit the floors from the runs kept, beside the file in use
+evalgate history history.db --fit-thresholds fitted.json --thresholds thresholds.yaml
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

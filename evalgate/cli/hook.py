@@ -13,16 +13,12 @@ HELP = (
 )
 
 
-EXAMPLES = (
-    (
-        "node 0 after the benchmark: every concurrency of the job, probed once, staged",
-        'evalgate hook --concurrency "4 8 16" --output-dir /workspace/eval',
-    ),
-    (
-        "the benchmark harness's own files (meta_env.json, results_*.json, samples_*.jsonl)",
-        "evalgate hook --layout harness --output-dir /workspace",
-    ),
-)
+EXAMPLES = """\
+# node 0 after the benchmark: every concurrency of the job, probed once, staged
+evalgate hook --concurrency "4 8 16" --output-dir /workspace/eval
+# the benchmark harness's own files (meta_env.json, results_*.json, samples_*.jsonl)
+evalgate hook --layout harness --output-dir /workspace
+"""
 
 
 def command(args: argparse.Namespace) -> int:

@@ -14,16 +14,12 @@ HELP = (
 )
 
 
-EXAMPLES = (
-    (
-        "will the eval's longest prompt and real budget be accepted? (seconds, not an eval)",
-        "evalgate probe --base-url http://127.0.0.1:8000/v1 --model m --isl 1024 --osl 1024",
-    ),
-    (
-        "the engine's answer as JSON, for a script",
-        "evalgate probe --config evalgate.yaml --json -",
-    ),
-)
+EXAMPLES = """\
+# will the eval's longest prompt and real budget be accepted? (seconds, not an eval)
+evalgate probe --base-url http://127.0.0.1:8000/v1 --model m --isl 1024 --osl 1024
+# the engine's answer as JSON, for a script
+evalgate probe --config evalgate.yaml --json -
+"""
 
 
 def command(args: argparse.Namespace) -> int:

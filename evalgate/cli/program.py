@@ -32,14 +32,11 @@ code as recorded. For the others, and for any command's --help, --version or --p
 the printed output is the product, and losing it is exit 2."""
 
 
-def epilog(examples: Sequence[tuple[str, str]] = ()) -> str:
-    """The end of a help: the command's examples, then every exit code as ExitCode says it."""
-    lines = []
-    if examples:
-        lines.append("examples:")
-        for said, command in examples:
-            lines += [f"  # {said}", f"  {command}"]
-        lines.append("")
+def epilog(examples: str = "") -> str:
+    """The end of a help: the command's examples (its EXAMPLES, `# what` over each command; a
+    `\\` at a line's end joins the next, in Python as in a shell), then every exit code as
+    ExitCode says it."""
+    lines = ["examples:", textwrap.indent(examples, "  ")] if examples else []
     lines.append("exit codes:")
     for code in ExitCode:
         lines += textwrap.wrap(

@@ -13,21 +13,14 @@ HELP = (
 )
 
 
-EXAMPLES = (
-    (
-        "gate a served model: the context from ISL/OSL, the budget probed, GSM8K, the verdict",
-        "evalgate run --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B "
-        "--isl 1024 --osl 1024",
-    ),
-    (
-        "the benchmark job's own variables (PORT, MODEL, ISL, OSL, ...) and a team's config file",
-        "evalgate run --config evalgate.yaml --output-dir results/conc64",
-    ),
-    (
-        "a smoke test: the first 50 questions, too few to gate on",
-        "evalgate run --base-url http://127.0.0.1:8000/v1 --model m --limit 50 --min-samples 0",
-    ),
-)
+EXAMPLES = """\
+# gate a served model: the context from ISL/OSL, the budget probed, GSM8K, the verdict
+evalgate run --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B --isl 1024 --osl 1024
+# the benchmark job's own variables (PORT, MODEL, ISL, OSL, ...) and a team's config file
+evalgate run --config evalgate.yaml --output-dir results/conc64
+# a smoke test: the first 50 questions, too few to gate on
+evalgate run --base-url http://127.0.0.1:8000/v1 --model m --limit 50 --min-samples 0
+"""
 
 
 def progress_printer() -> Callable[[int, int], None]:

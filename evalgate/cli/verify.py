@@ -30,21 +30,15 @@ HELP = (
 log = logging.getLogger(__name__)
 
 
-EXAMPLES = (
-    (
-        "gate a sweep's downloaded artifacts in CI, every report written",
-        "evalgate verify eval-artifacts/ --expect expected.json --junit junit.xml "
-        "--json verdict.json --html verdict.html",
-    ),
-    (
-        "also against last week's sweep, question by question, with accepted regressions",
-        "evalgate verify eval-artifacts/ --baseline last-week/ --waivers waivers.yaml",
-    ),
-    (
-        "gate against the history's last passing runs, and record this sweep in it",
-        "evalgate verify eval-artifacts/ --baseline history.db --record history.db",
-    ),
-)
+EXAMPLES = """\
+# gate a sweep's downloaded artifacts in CI, every report written
+evalgate verify eval-artifacts/ --expect expected.json --junit junit.xml --json verdict.json \
+--html verdict.html
+# also against last week's sweep, question by question, with accepted regressions
+evalgate verify eval-artifacts/ --baseline last-week/ --waivers waivers.yaml
+# gate against the history's last passing runs, and record this sweep in it
+evalgate verify eval-artifacts/ --baseline history.db --record history.db
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
