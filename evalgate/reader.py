@@ -321,7 +321,9 @@ class Written(Generic[T]):
             values = self._decoder.decode_lines(data)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             return None
-        if not _no_repeated_keys(data, _counted(self._strings, values)):
+        strings = self._strings
+        counted = strings * len(values) if isinstance(strings, int) else strings(values)
+        if not _no_repeated_keys(data, counted):
             return None
         return cast("list[T]", values)
 
@@ -342,10 +344,6 @@ def _strings(info: inspect.Type) -> Strings | None:
     if isinstance(info, inspect.StructType):
         return _struct(info)
     return _dict(info) if isinstance(info, inspect.DictType) else None
-
-
-def _counted(strings: Strings, values: list[Any]) -> int:
-    return strings * len(values) if isinstance(strings, int) else strings(values)
 
 
 def _dict(info: inspect.DictType) -> Strings | None:

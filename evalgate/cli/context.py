@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from evalgate.context.budget import EvalContext
 
 HELP = (
     "Derive EVAL_MAX_MODEL_LEN (ISL + OSL + margin, capped at the native maximum, clamped to "
@@ -52,7 +48,13 @@ def command(args: argparse.Namespace) -> int:
     if json_file:
         arguments.put_json(json_file, document)
     if json_file != arguments.STDOUT:  # with --json -, the document alone is on stdout
-        _print(shown.format, context, document)
+        if shown.format == "json":
+            arguments.put_json(arguments.STDOUT, document)
+        elif shown.format == "env":
+            print(context.as_env(), end="")
+        else:
+            print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
+            print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")
     if shown.explain:
         out = sys.stdout if shown.format == "text" else sys.stderr  # env and JSON stay parseable
         for number, step in enumerate(context.steps, start=1):
@@ -60,16 +62,3 @@ def command(args: argparse.Namespace) -> int:
     for warning in context.warnings:
         print(line("warning: {}", warning), file=sys.stderr)
     return 0
-
-
-def _print(form: str, context: EvalContext, document: dict[str, Any]) -> None:
-    """The context as --format asks: KEY=VALUE lines, the JSON document or a summary."""
-    from evalgate.cli.arguments import STDOUT, put_json
-
-    if form == "json":
-        put_json(STDOUT, document)
-    elif form == "env":
-        print(context.as_env(), end="")
-    else:
-        print(f"EVAL_MAX_MODEL_LEN {context.eval_max_model_len}")
-        print(f"max_tokens         {context.max_tokens} ({context.budget_policy})")
