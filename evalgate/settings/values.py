@@ -62,21 +62,18 @@ class Settings(BaseModel):
     def but(self, **values: Any) -> Settings:
         """These settings with `values` (by their own names) in place of theirs, unchecked:
         for values a command computes, such as the hook's folder for each concurrency."""
-        return _replaced(self, {SETTINGS[name].path: value for name, value in values.items()})
+        changed = self
+        for name, value in values.items():
+            changed = _replaced(changed, SETTINGS[name].path, value)
+        return changed
 
 
 M = typing.TypeVar("M", bound=BaseModel)
 
 
-def _replaced(model: M, changes: dict[tuple[str, ...], Any]) -> M:
-    own = {path[0]: value for path, value in changes.items() if len(path) == 1}
-    inner: dict[str, dict[tuple[str, ...], Any]] = {}
-    for path, value in changes.items():
-        if len(path) > 1:
-            inner.setdefault(path[0], {})[path[1:]] = value
-    for step, deeper in inner.items():
-        own[step] = _replaced(getattr(model, step), deeper)
-    return model.model_copy(update=own)
+def _replaced(model: M, path: tuple[str, ...], value: Any) -> M:
+    inner = _replaced(getattr(model, path[0]), path[1:], value) if path[1:] else value
+    return model.model_copy(update={path[0]: inner})
 
 
 GROUPS: tuple[type[Group], ...] = (
