@@ -31,11 +31,10 @@ JOB_VARIABLES = re.compile(
 """The benchmark job's topology variables, which `evalgate hook` records as the harness does."""
 
 
-def job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def job_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The job's topology variables (PREFILL_TP, DECODE_DP_ATTN, TP, xP, ...) from the
     environment: they label the results, like the fields below, but vary by launcher."""
-    source = os.environ if environ is None else environ
-    return {name: value for name, value in source.items() if JOB_VARIABLES.match(name)}
+    return {name: value for name, value in environ.items() if JOB_VARIABLES.match(name)}
 
 
 class CiEnvironment(NamedTuple):
@@ -47,12 +46,11 @@ class CiEnvironment(NamedTuple):
     """GITHUB_STEP_SUMMARY: the file GitHub renders as the job summary."""
 
 
-def ci_environment(environ: Mapping[str, str] | None = None) -> CiEnvironment:
+def ci_environment(environ: Mapping[str, str] = os.environ) -> CiEnvironment:
     """The CI job's variables `evalgate verify` reads (an empty one counts as unset)."""
-    source = os.environ if environ is None else environ
     return CiEnvironment(
-        github_actions=source.get("GITHUB_ACTIONS") == "true",
-        step_summary=source.get("GITHUB_STEP_SUMMARY") or None,
+        github_actions=environ.get("GITHUB_ACTIONS") == "true",
+        step_summary=environ.get("GITHUB_STEP_SUMMARY") or None,
     )
 
 
@@ -70,13 +68,12 @@ class HistoryEnvironment(NamedTuple):
     """Who curates: GITHUB_ACTOR, else USER, else LOGNAME (--by overrides)."""
 
 
-def history_environment(environ: Mapping[str, str] | None = None) -> HistoryEnvironment:
-    source = os.environ if environ is None else environ
-    who = next((source[n] for n in ("GITHUB_ACTOR", "USER", "LOGNAME") if source.get(n)), "")
+def history_environment(environ: Mapping[str, str] = os.environ) -> HistoryEnvironment:
+    who = next((environ[n] for n in ("GITHUB_ACTOR", "USER", "LOGNAME") if environ.get(n)), "")
     return HistoryEnvironment(
-        run_id=source.get("GITHUB_RUN_ID") or None,
-        commit=source.get("GITHUB_SHA") or None,
-        image=source.get("IMAGE") or None,
+        run_id=environ.get("GITHUB_RUN_ID") or None,
+        commit=environ.get("GITHUB_SHA") or None,
+        image=environ.get("IMAGE") or None,
         who=who or "unknown",
     )
 
@@ -123,14 +120,11 @@ def variables(field: str) -> tuple[str, ...]:
     return (f"EVALGATE_{field.upper()}", *harness)
 
 
-def credentials_environment(
-    environ: Mapping[str, str] | None = None,
-) -> tuple[list[str], list[str]]:
+def credentials_environment(environ: Mapping[str, str] = os.environ) -> tuple[list[str], list[str]]:
     """Every API key and URL set in the environment, for every command to scrub from its output
     (verify and compare too, which read no settings): (keys, URLs)."""
-    source = os.environ if environ is None else environ
-    keys = [source[n] for n in variables("api_key") if source.get(n)]
-    urls = [source[n] for n in variables("base_url") if source.get(n)]
+    keys = [environ[n] for n in variables("api_key") if environ.get(n)]
+    urls = [environ[n] for n in variables("base_url") if environ.get(n)]
     for name in variables("worker_urls"):
-        urls += [part.strip() for part in source.get(name, "").split(",") if part.strip()]
+        urls += [part.strip() for part in environ.get(name, "").split(",") if part.strip()]
     return keys, urls

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ def run_hook(
     concurrencies: Sequence[int],
     *,
     resume: bool = False,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] = os.environ,
     progress: Progress | None = None,
 ) -> HookOutcome:
     """Gate at each concurrency; stage everything under settings.output_dir, held for the whole

@@ -60,26 +60,25 @@ def load(
     flags: Mapping[str, Any],
     *,
     config: str | None = None,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] = os.environ,
 ) -> Loaded:
     """The settings of `command` (None: any), from the flags typed (`flags`, by setting),
     the environment, the config file and the defaults, in that order of precedence. Every
     setting is read from the environment and the file, so that one out of its range is refused
     by every command alike. Raises UsageError naming each setting refused, its value and where
     it came from."""
-    source = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
-    path = config or source.get(CONFIG_VARIABLE) or None
+    path = config or environ.get(CONFIG_VARIABLE) or None
     if path is not None:
         for name, value in read_config(path, command).items():
             values[name], origins[name] = value, path
-    for name, (variable, text) in environment(source).items():
+    for name, (variable, text) in environment(environ).items():
         values[name], origins[name] = text, variable
     for name, value in flags.items():
         values[name], origins[name] = value, SETTINGS[name].option
     try:
-        settings = Settings.model_validate(values, context={"environ": source, "command": command})
+        settings = Settings.model_validate(values, context={"environ": environ, "command": command})
     except ValidationError as exc:
         # no settings yet, but the error may quote a secret elsewhere (a key in a query)
         scrub.add(_text(values.get("api_key")), "the API key")
