@@ -131,16 +131,12 @@ def concurrencies(text: str) -> list[int]:
     return values
 
 
-def argument(
-    read: Callable[[str], float],
-    low: float = -math.inf,
-    high: float = math.inf,
-) -> Callable[[str], float]:
-    """An argparse type: a number read by `read` (one of the rules above), in range."""
+def argument(low: float, high: float) -> Callable[[str], int]:
+    """An argparse type: a whole number (the rule above), in range."""
 
-    def typed(text: str) -> float:
+    def typed(text: str) -> int:
         try:
-            value = read(text)
+            value = whole(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
         if problem := within(value, low, high):

@@ -80,7 +80,7 @@ def _add(section: argparse._ArgumentGroup, setting: Setting, command: str) -> No
         kwargs["metavar"] = flag.metavar or "N"
         if setting.name in READ_AT_THE_FLAG.get(command, ()) and setting.bounds is not None:
             low, high, _, _ = setting.bounds  # theirs include both ends
-            kwargs["type"] = numbers.argument(numbers.whole, low, high)
+            kwargs["type"] = numbers.argument(low, high)
     else:
         kwargs["metavar"] = flag.metavar or ("PATH" if annotation is Path else "VALUE")
     names = [f"-{flag.short}"] if flag.short else []
