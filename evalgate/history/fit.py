@@ -241,18 +241,13 @@ def t_cdf(t: float, df: int) -> float:
     by its closed form (Abramowitz and Stegun 26.7.3 and 26.7.4)."""
     theta = math.atan(t / math.sqrt(df))
     c, s = math.cos(theta), math.sin(theta)
-    if df % 2:
-        term, total = c, c if df > 1 else 0.0
-        for k in range(3, df - 1, 2):
-            term *= (k - 1) / k * c * c
-            total += term
-        both = 2 / math.pi * (theta + s * total)
-    else:
-        term, total = 1.0, 1.0
-        for k in range(2, df - 1, 2):
-            term *= (k - 1) / k * c * c
-            total += term
-        both = s * total
+    odd = df % 2 == 1
+    term = c if odd else 1.0
+    total = 0.0 if df == 1 else term
+    for k in range(3 if odd else 2, df - 1, 2):
+        term *= (k - 1) / k * c * c
+        total += term
+    both = 2 / math.pi * (theta + s * total) if odd else s * total
     return 0.5 + both / 2
 
 
