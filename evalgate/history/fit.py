@@ -206,18 +206,12 @@ def beta_binomial_weights(n: int, mean: float, variance: float) -> tuple[int, li
     # tail weighs less than a float can add to the sum.
     mode = min(n, max(0, round(mean * n)))
     below, above = [1.0], [1.0]
-    weight = 1.0
-    for x in range(mode - 1, -1, -1):
-        weight *= (x + 1) * (n - x - 1 + b) / ((n - x) * (x + a))
-        below.append(weight)
-        if weight < 1e-16:
-            break
-    weight = 1.0
-    for x in range(mode, n):
-        weight *= (n - x) * (x + a) / ((x + 1) * (n - x - 1 + b))
-        above.append(weight)
-        if weight < 1e-16:
-            break
+    for terms, xs in ((below, range(mode - 1, -1, -1)), (above, range(mode, n))):
+        for x in xs:
+            forth, back = (n - x) * (x + a), (x + 1) * (n - x - 1 + b)  # P(x + 1) / P(x)
+            terms.append(terms[-1] * (back / forth if terms is below else forth / back))
+            if terms[-1] < 1e-16:
+                break
     weights = below[:0:-1] + above
     total = math.fsum(weights)
     return mode - len(below) + 1, [w / total for w in weights]
