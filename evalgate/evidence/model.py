@@ -113,8 +113,8 @@ class ErrorRecord(Record, kw_only=True, frozen=True):
     message: str
 
 
-class Labels(Record, kw_only=True, frozen=True):
-    """The config a result belongs to: with the model, it identifies the run in a sweep."""
+class ConfigLabels(Record, kw_only=True, frozen=True):
+    """The labels a thresholds file matches besides the model (thresholds.Label)."""
 
     model_prefix: Annotated[
         str | None, Meta(description="The model family's key for thresholds (dsr1, gptoss, ...)")
@@ -123,6 +123,11 @@ class Labels(Record, kw_only=True, frozen=True):
     framework: str | None = None
     precision: str | None = None
     kv_cache_dtype: str | None = None
+
+
+class Labels(ConfigLabels, kw_only=True, frozen=True):
+    """The config a result belongs to: with the model, it identifies the run in a sweep."""
+
     isl: Annotated[Integer | None, Meta(description="The benchmark's input length (ISL)")] = None
     osl: Annotated[Integer | None, Meta(description="The benchmark's output length (OSL)")] = None
     concurrency: Integer | None = None

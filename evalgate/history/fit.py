@@ -30,9 +30,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from evalgate.errors import ThresholdsError
+from evalgate.evidence.model import ConfigLabels
 from evalgate.settings.output import Policy
 from evalgate.thresholds import Thresholds, parse_thresholds, resolve_floor
 
@@ -49,8 +50,17 @@ Counts = tuple[int, int]
 """One run's score of one filter: (right answers, questions)."""
 
 
+class Described:
+    """A fit that describes itself in the summary: its class's `text`, formatted with it."""
+
+    text: ClassVar[str]
+
+    def describe(self) -> str:
+        return self.text.format(fit=self)
+
+
 @dataclass(frozen=True)
-class BetaBinomialFit:
+class BetaBinomialFit(Described):
     """A floor by the beta-binomial policy, and the numbers behind it."""
 
     floor: float
@@ -66,17 +76,15 @@ class BetaBinomialFit:
     spread: float
     """Standard deviation of the next run's score, the fit's own uncertainty included."""
     tail: float
-
-    def describe(self) -> str:
-        return (
-            f"beta-binomial: {self.runs} runs, mean {self.mean:.4f}, overdispersion "
-            f"{self.rho:.2e}, next run of {self.questions} questions: sd {self.spread:.4f}, "
-            f"{self.tail:.2%} lower bound {self.floor:.4f}"
-        )
+    text = (
+        "beta-binomial: {fit.runs} runs, mean {fit.mean:.4f}, overdispersion {fit.rho:.2e}, next "
+        "run of {fit.questions} questions: sd {fit.spread:.4f}, {fit.tail:.2%} lower bound "
+        "{fit.floor:.4f}"
+    )
 
 
 @dataclass(frozen=True)
-class IxFit:
+class IxFit(Described):
     """A floor by the harness's rule, and the numbers behind it."""
 
     floor: float
@@ -86,24 +94,23 @@ class IxFit:
     fence: float
     """Q1 - 1.5 IQR, the box plot's lower whisker."""
     lowest: float
+    text = (
+        "ix: {fit.runs} runs, Q1 {fit.q1:.4f}, IQR {fit.iqr:.4f}, low fence {fit.fence:.4f}, "
+        "floor max({fit.lowest:g}, fence - 0.02 to 2 decimals) = {fit.floor:.2f}"
+    )
 
-    def describe(self) -> str:
-        return (
-            f"ix: {self.runs} runs, Q1 {self.q1:.4f}, IQR {self.q3 - self.q1:.4f}, low fence "
-            f"{self.fence:.4f}, floor max({self.lowest:g}, fence - 0.02 to 2 decimals) = "
-            f"{self.floor:.2f}"
-        )
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
 
 
 @dataclass(frozen=True)
-class TooThin:
+class TooThin(Described):
     """Too few runs to fit a floor."""
 
     runs: int
     need: int = MIN_RUNS
-
-    def describe(self) -> str:
-        return f"too thin to fit: {self.runs} runs, need {self.need}"
+    text = "too thin to fit: {fit.runs} runs, need {fit.need}"
 
 
 Fit = BetaBinomialFit | IxFit
@@ -199,18 +206,12 @@ def beta_binomial_weights(n: int, mean: float, variance: float) -> tuple[int, li
     # tail weighs less than a float can add to the sum.
     mode = min(n, max(0, round(mean * n)))
     below, above = [1.0], [1.0]
-    weight = 1.0
-    for x in range(mode - 1, -1, -1):
-        weight *= (x + 1) * (n - x - 1 + b) / ((n - x) * (x + a))
-        below.append(weight)
-        if weight < 1e-16:
-            break
-    weight = 1.0
-    for x in range(mode, n):
-        weight *= (n - x) * (x + a) / ((x + 1) * (n - x - 1 + b))
-        above.append(weight)
-        if weight < 1e-16:
-            break
+    for terms, xs in ((below, range(mode - 1, -1, -1)), (above, range(mode, n))):
+        for x in xs:
+            forth, back = (n - x) * (x + a), (x + 1) * (n - x - 1 + b)  # P(x + 1) / P(x)
+            terms.append(terms[-1] * (back / forth if terms is below else forth / back))
+            if terms[-1] < 1e-16:
+                break
     weights = below[:0:-1] + above
     total = math.fsum(weights)
     return mode - len(below) + 1, [w / total for w in weights]
@@ -234,18 +235,13 @@ def t_cdf(t: float, df: int) -> float:
     by its closed form (Abramowitz and Stegun 26.7.3 and 26.7.4)."""
     theta = math.atan(t / math.sqrt(df))
     c, s = math.cos(theta), math.sin(theta)
-    if df % 2:
-        term, total = c, c if df > 1 else 0.0
-        for k in range(3, df - 1, 2):
-            term *= (k - 1) / k * c * c
-            total += term
-        both = 2 / math.pi * (theta + s * total)
-    else:
-        term, total = 1.0, 1.0
-        for k in range(2, df - 1, 2):
-            term *= (k - 1) / k * c * c
-            total += term
-        both = s * total
+    odd = df % 2 == 1
+    term = c if odd else 1.0
+    total = 0.0 if df == 1 else term
+    for k in range(3 if odd else 2, df - 1, 2):
+        term *= (k - 1) / k * c * c
+        total += term
+    both = 2 / math.pi * (theta + s * total) if odd else s * total
     return 0.5 + both / 2
 
 
@@ -258,19 +254,13 @@ DIFFER = 0.01
 """Two-sided level at which a group's mean score is told apart from the model's other runs'."""
 
 
-@dataclass(frozen=True)
-class RecordedRun:
+class RecordedRun(ConfigLabels, frozen=True, kw_only=False):
     """One completed run, not marked bad, as a history holds it: its labels, its task, and per
     filter of the gated metric, its right answers and questions."""
 
     task: str
     scores: dict[str, Counts]
     model: str | None = None
-    model_prefix: str | None = None
-    hardware: str | None = None
-    framework: str | None = None
-    precision: str | None = None
-    kv_cache_dtype: str | None = None
 
     @property
     def key(self) -> tuple[str, str] | None:

@@ -101,10 +101,6 @@ def parse_where(given: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def _matches(labels: Mapping[str, Any], where: Mapping[str, str]) -> bool:
-    return all(k in labels and str(labels[k]) == v for k, v in where.items())
-
-
 _decode_labels = msgspec.json.Decoder(dict[str, Any])
 _decode_scores = msgspec.json.Decoder(tuple[StoredScore, ...])
 
@@ -125,7 +121,7 @@ def configs(store: Store, where: Mapping[str, str] | None = None) -> list[Config
         for key in where:
             if key in labels:
                 seen.setdefault(key, set()).add(str(labels[key]))
-        if where and not _matches(labels, where):
+        if not all(k in labels and str(labels[k]) == v for k, v in where.items()):
             continue
         history = grouped.get(config)
         if history is None:

@@ -312,19 +312,15 @@ class Recorded(msgspec.Struct, frozen=True):
     already: int
 
 
-def recordable(report: Report) -> list[Entry]:
-    return [
-        e
-        for e in report.entries
-        if e.source is not None and e.path and e.status not in UNRECORDED_STATUSES
-    ]
-
-
 def record(store: Store, report: Report, context: Context) -> Recorded:
     """Every run `report` gated, kept in one transaction: all of them or, on any error, none.
     The runs are read before the transaction, so other recorders wait only for the writes."""
     digests = Digests()
-    entries = recordable(report)
+    entries = [
+        e
+        for e in report.entries
+        if e.source is not None and e.path and e.status not in UNRECORDED_STATUSES
+    ]
     identities = [run_identity(str(e.path)) for e in entries]
     known = _known(store, identities)
     rows = [

@@ -124,7 +124,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-class Store:
+class Store(contextlib.AbstractContextManager["Store"]):
     """An open history: one connection, its dialect, and its location as messages name it."""
 
     def __init__(self, connection: Any, dialect: Dialect, location: str) -> None:
@@ -187,9 +187,6 @@ class Store:
     def close(self) -> None:
         with contextlib.suppress(*self.errors):
             self.connection.close()
-
-    def __enter__(self) -> Store:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
