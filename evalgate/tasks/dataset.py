@@ -212,34 +212,6 @@ WHERE = (
 )
 
 
-def _rows_csv(path: Path, data: bytes) -> list[dict[str, Any]]:
-    try:
-        return list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise DatasetError(f"{path} is not a readable CSV file ({exc}). {WHERE}.") from exc
-
-
-def _rows_jsonl(path: Path, data: bytes) -> list[dict[str, Any]]:
-    try:
-        return decode_lines(
-            data, dict[str, Any], str(path), "is not a JSON object of GPQA's columns"
-        )
-    except ArtifactError as exc:
-        raise DatasetError(f"{exc.message} {WHERE}.") from exc
-
-
-def _check(path: Path, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        raise DatasetError(f"{path} holds no questions. {WHERE}.")
-    for number, row in enumerate(rows, start=1):
-        absent = [c for c in COLUMNS if not (isinstance(row.get(c), str) and row[c].strip())]
-        if absent:
-            raise DatasetError(
-                f"{path} row {number} lacks the column(s) {', '.join(absent)} (GPQA's columns: "
-                f"{', '.join(COLUMNS)}). {WHERE}."
-            )
-
-
 def process_docs(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The docs lm-eval asks, as the harness's process_docs makes them: every question twice,
     one seeded draw shuffling the choices of each asking in turn."""
@@ -279,10 +251,24 @@ def load_gpqa(dataset_dir: Path | None) -> Dataset:
     path = found[0]
     try:
         data = read_bytes(path)
+        if path.suffix == ".csv":
+            rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
+        else:
+            refusal = "is not a JSON object of GPQA's columns"
+            rows = decode_lines(data, dict[str, Any], str(path), refusal)
     except ArtifactError as exc:
         raise DatasetError(f"{exc.message} {WHERE}.") from exc
-    rows = (_rows_csv if path.suffix == ".csv" else _rows_jsonl)(path, data)
-    _check(path, rows)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DatasetError(f"{path} is not a readable CSV file ({exc}). {WHERE}.") from exc
+    if not rows:
+        raise DatasetError(f"{path} holds no questions. {WHERE}.")
+    for number, row in enumerate(rows, start=1):
+        absent = [c for c in COLUMNS if not (isinstance(row.get(c), str) and row[c].strip())]
+        if absent:
+            raise DatasetError(
+                f"{path} row {number} lacks the column(s) {', '.join(absent)} (GPQA's columns: "
+                f"{', '.join(COLUMNS)}). {WHERE}."
+            )
     digest = hashlib.sha256(data).hexdigest()
     return Dataset(
         source="dir",
