@@ -10,16 +10,15 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from evalgate.context.budget import EvalContext
 from evalgate.context.limits import gather_context
 from evalgate.engine import answers, served
-from evalgate.engine.served import survey
 from evalgate.engine.urls import api_root
 from evalgate.engine.wire import EngineError, credentials_advice
 from evalgate.errors import (
@@ -30,14 +29,11 @@ from evalgate.errors import (
     TimedOut,
     UsageError,
 )
-from evalgate.evidence.model import EndpointRecord, EngineRecord, ProbeRecord, Stage
+from evalgate.evidence.model import EndpointRecord, EngineRecord, ProbeRecord
 from evalgate.gate.runlog import RunLog, context_record
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings
-from evalgate.tasks.spec import Prompt, longest_candidates
-
-if TYPE_CHECKING:
-    from evalgate.tasks.spec import TaskSpec
+from evalgate.tasks.spec import Prompt, TaskSpec, longest_candidates
 
 log = logging.getLogger(__name__)
 _ENGINE_LIMIT = re.compile(
@@ -167,15 +163,12 @@ PROBE_TIMEOUT = 60.0
 
 
 def derive(
-    ask: ContextSettings,
-    endpoint: EndpointSettings,
-    prompts: Sequence[Prompt],
-    on_stage: Callable[[Stage], None] = lambda stage: None,
+    ask: ContextSettings, endpoint: EndpointSettings, prompts: Sequence[Prompt]
 ) -> tuple[EvalContext, Prompt, EngineRecord | None]:
     """Readiness (when there is an endpoint), what the engines serve, then the context and the
     prompt to probe with."""
     candidates = longest_candidates(prompts)
-    found = survey(endpoint, candidates, on_stage)
+    found = served.survey(endpoint, candidates)
     context, longest = gather_context(ask, found, candidates)
     return context, longest, found.engine
 
@@ -192,7 +185,6 @@ def probe(
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
     from evalgate.engine.client import send_probe, worker_words
-    from evalgate.errors import RequestFailed
 
     timeout = min(endpoint.network.timeout, PROBE_TIMEOUT)
     client = eval_client(endpoint, timeout=timeout, max_connections=1)
@@ -279,7 +271,7 @@ def check(
     """Readiness, context and probe, recorded in `run` as each is established."""
     run.endpoint = served.record(endpoint)  # where the engine was, also if it is never ready
     candidates = longest_candidates(prompts)
-    found = survey(endpoint, candidates, run.enter)
+    found = served.survey(endpoint, candidates, run.enter)
     run.endpoint = served.record(endpoint, found.engine)  # and what it said it is
     context, longest = gather_context(ask, found, candidates)
     run.context = context_record(context)
