@@ -140,11 +140,10 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
             repeat = None if doc.get("repeat_id") is None else int(doc["repeat_id"])
         except (TypeError, ValueError):
             repeat = None
+        reply = answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id)
         samples.append(
             Sample(
-                **msgspec.structs.asdict(
-                    answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id)
-                ),
+                **msgspec.structs.asdict(reply),
                 question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],
