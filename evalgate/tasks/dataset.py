@@ -269,11 +269,10 @@ def load_gpqa(dataset_dir: Path | None) -> Dataset:
                 f"{path} row {number} lacks the column(s) {', '.join(absent)} (GPQA's columns: "
                 f"{', '.join(COLUMNS)}). {WHERE}."
             )
-    digest = hashlib.sha256(data).hexdigest()
     return Dataset(
         source="dir",
         files={"test": path},
-        sha256={"test": digest},
+        sha256={"test": hashlib.sha256(data).hexdigest()},
         test=process_docs(rows),
         train=[],
     )
