@@ -90,44 +90,44 @@ def failed(failed: RequestFailed, context: EvalContext) -> ProbeError:
     """The ProbeError for a probe that got no acceptance, by what stopped it."""
     error, cause = failed.error, failed.__cause__
     endpoint, timeout = api_root(failed.url), failed.timeout
-    if isinstance(cause, EngineAnswerError) and error.status == 200:
+    if isinstance(cause, ConnectionFailed | TimedOut):
+        seen = f"no first token within {timeout:g} s" if isinstance(cause, TimedOut) else cause
+        return ProbeError(
+            f"The pre-flight request could not reach the engine after {_attempts(failed)} "
+            f"({seen}). Check the endpoint; it answered /v1/models a moment ago."
+        )
+    if not isinstance(cause, EngineAnswerError):
+        return ProbeError(
+            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
+            f"({type(cause).__name__}: {cause}). Check that --base-url points at the engine or "
+            "router's /v1, and --api matches what it serves."
+        )
+    if error.status == 200:
         said = (
             f"The engine answered the pre-flight request with an error instead of a stream, "
             f"after {_attempts(failed)} ({error.describe()}). {_numbers(context)}. "
             f"{suggest_fix(error, context)}"
         )
-    elif isinstance(cause, EngineAnswerError) and (refused := credentials_advice(error)):
+    elif refused := credentials_advice(error):
         # no length or budget changes who may ask: the numbers would only mislead
         said = f"The engine rejected the pre-flight request ({error.describe()}). {refused}"
-    elif isinstance(cause, EngineAnswerError) and not failed.fatal:
+    elif not failed.fatal:
         # still busy or gone after every attempt: no verdict on the body
         said = (
             f"The engine did not answer the pre-flight request after {_attempts(failed)} "
             f"({error.describe()}). Check that the engines behind {endpoint} are up and "
             "healthy; it answered /v1/models a moment ago."
         )
-    elif isinstance(cause, EngineAnswerError) and answers.worker_gone(error) is not None:
+    elif (gone := answers.worker_gone(error)) is not None:
         said = (
-            f"{answers.worker_gone(error)}: no worker serves the model now. Check the workers "
+            f"{gone}: no worker serves the model now. Check the workers "
             f"behind {endpoint} (their logs say why they stopped); it listed the model a moment "
             "ago."
         )
-    elif isinstance(cause, EngineAnswerError):
+    else:
         said = (
             f"The engine rejected the pre-flight request ({error.describe()}). "
             f"{_numbers(context)}. {suggest_fix(error, context)}"
-        )
-    elif isinstance(cause, ConnectionFailed | TimedOut):
-        seen = f"no first token within {timeout:g} s" if isinstance(cause, TimedOut) else cause
-        return ProbeError(
-            f"The pre-flight request could not reach the engine after {_attempts(failed)} "
-            f"({seen}). Check the endpoint; it answered /v1/models a moment ago."
-        )
-    else:
-        return ProbeError(
-            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
-            f"({type(cause).__name__}: {cause}). Check that --base-url points at the engine or "
-            "router's /v1, and --api matches what it serves."
         )
     problem = ProbeError(said)
     problem.engine_error = error

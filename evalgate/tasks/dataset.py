@@ -22,7 +22,6 @@ from evalgate.errors import ArtifactError, DatasetError, UsageError
 from evalgate.reader import decode, decode_lines, read_bytes
 from evalgate.tasks.taskfile import FIELD
 
-SPLITS = ("test", "train")
 PUBLISHED_SHA256 = {
     "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
     "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
@@ -78,7 +77,7 @@ def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Datas
         raise DatasetError("Give either --dataset-dir or --dataset-hub, not both.")
     source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
     folder = dataset_dir if dataset_dir is not None else bundled_dir()
-    files = {split: folder / f"{split}.jsonl" for split in SPLITS}
+    files = {split: folder / f"{split}.jsonl" for split in PUBLISHED_SHA256}
     sha256: dict[str, str] = {}
     rows: dict[str, list[dict[str, str]]] = {}
     for split, path in files.items():
