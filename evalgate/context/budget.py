@@ -4,10 +4,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from evalgate import numbers, scrub
 from evalgate.errors import ContextError
@@ -236,5 +235,5 @@ def derive_context(
             f"{result.prompt_tokens.value + budget} exceeds {bound}: "
             "answers may be cut silently at the limit"
         )
-        result = dataclasses.replace(result, warnings=(*result.warnings, note))
+        result = replace(result, warnings=(*result.warnings, note))
     return result

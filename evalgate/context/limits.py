@@ -7,11 +7,10 @@ served limit with its source (all recorded, the smallest wins); the longest prom
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -252,4 +251,4 @@ def gather_context(
         forced_max_tokens=ask.max_tokens,
         native_steps=native.steps if native else (),
     )
-    return dataclasses.replace(context, warnings=(*notes, *context.warnings)), longest
+    return replace(context, warnings=(*notes, *context.warnings)), longest

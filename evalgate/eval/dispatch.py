@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evalgate.engine.client import EvalClient
@@ -178,7 +177,7 @@ class Dispatch:
             "instead. The scores are lm-eval's; please report this evalgate bug."
         )
         log.warning("%s", self.warnings[-1])
-        self.replies = dataclasses.replace(self.replies)  # the same settings, nothing counted
+        self.replies = replace(self.replies)  # the same settings, nothing counted
         self.reader, self.dispatched, self.asked = None, [], 0
         self._thread = self._loop = self._main = self._outcome = None
         _LIVE.discard(self)

@@ -121,8 +121,7 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
     for record in raw_samples:
         doc_id = int(record["doc_id"])
         docs.setdefault(doc_id, record)
-        filtered = record.get("filtered_resps") or [""]
-        extracted = filtered[0] if isinstance(filtered, list) else filtered
+        extracted = (record.get("filtered_resps") or [""])[0]  # one per request: one asked
         filters.setdefault(doc_id, {})[str(record.get("filter"))] = Answer(
             extracted=scrub.fragment(str(extracted)),  # scored as sent, kept without a secret
             correct=float(record.get("exact_match", 0.0)) == 1.0,
@@ -140,11 +139,10 @@ def _samples(raw_samples: list[dict[str, Any]], answers: dict[int, Reply]) -> li
             repeat = None if doc.get("repeat_id") is None else int(doc["repeat_id"])
         except (TypeError, ValueError):
             repeat = None
+        reply = answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id)
         samples.append(
             Sample(
-                **msgspec.structs.asdict(
-                    answers.get(doc_id) or msgspec.structs.replace(none, doc_id=doc_id)
-                ),
+                **msgspec.structs.asdict(reply),
                 question=question,
                 target=reference_answer(str(doc.get("answer", record.get("target", "")))),
                 filters=filters[doc_id],

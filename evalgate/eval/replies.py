@@ -5,11 +5,10 @@ the eval where retrying cannot help.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple, cast
 
 import msgspec
@@ -143,12 +142,10 @@ class Replies:
             self.other_models[completion.model] += 1
         sent = self._within_budget(completion)
         kept = self._within_budget(
-            dataclasses.replace(
+            replace(
                 completion,
                 text=scrub.text(completion.text),
-                reasoning=None
-                if completion.reasoning is None
-                else scrub.text(completion.reasoning),
+                reasoning=completion.reasoning and scrub.text(completion.reasoning),
             )
         )
         completion, unended = self._inline(sent)
@@ -186,7 +183,7 @@ class Replies:
         """The answer cut to max_chars (an engine that ignored the budget)."""
         if len(completion.text) <= self.max_chars:
             return completion
-        return dataclasses.replace(completion, text=completion.text[: self.max_chars])
+        return replace(completion, text=completion.text[: self.max_chars])
 
     def _inline(self, completion: Completion) -> tuple[Completion, bool | None]:
         """The answer with thinking written into it taken out (InlineThinking), kept as its
@@ -197,7 +194,7 @@ class Replies:
         if thought is None:
             return completion, None
         reasoning = completion.reasoning or thought
-        return dataclasses.replace(completion, text=answer, reasoning=reasoning), not ended
+        return replace(completion, text=answer, reasoning=reasoning), not ended
 
     def received(self, kept: Reply) -> Completion:
         """A journal's reply as the completion it recorded (a journal from before the answer

@@ -31,7 +31,6 @@ from evalgate.evidence.model import (
 )
 from evalgate.gate import sequential
 from evalgate.gate.runlog import RunLog
-from evalgate.gate.sequential import SequentialTest
 from evalgate.gate.verdict import GATED_METRIC
 from evalgate.probe.preflight import eval_body, eval_client
 from evalgate.settings.endpoint import EndpointSettings
@@ -153,7 +152,7 @@ class AnswerScorer:
 
 
 def settle(
-    evaluation: Evaluation, sent: Dispatch, test: SequentialTest
+    evaluation: Evaluation, sent: Dispatch, test: sequential.SequentialTest
 ) -> tuple[Evaluation, EarlyStopRecord]:
     """(the evaluation to keep, eval.early_stop): a stopped run keeps the questions it read."""
     from evalgate.eval.lm_eval import prefix_result
@@ -253,7 +252,7 @@ class EvalStage:
         test = None
         if ask.early_stop != "off":
             filters = gated_filters(spec)
-            test = SequentialTest(floor, filters, mode=ask.early_stop, alpha=ask.alpha)
+            test = sequential.SequentialTest(floor, filters, mode=ask.early_stop, alpha=ask.alpha)
         sent = self.dispatch = self._dispatch(max_tokens, answers, kept, test)
         if test is None:  # the answers flow while lm-eval loads and builds its contexts
             from evalgate.eval.dispatch import Request
@@ -317,7 +316,7 @@ class EvalStage:
         max_tokens: int,
         answers: journal.Journal,
         kept: dict[str, Reply],
-        test: SequentialTest | None,
+        test: sequential.SequentialTest | None,
     ) -> Dispatch:
         from evalgate.engine.client import EvalClient
         from evalgate.engine.workers import WorkerWatch
@@ -356,7 +355,7 @@ class EvalStage:
         )
 
     def _keep(
-        self, evaluation: Evaluation, sent: Dispatch, test: SequentialTest | None
+        self, evaluation: Evaluation, sent: Dispatch, test: sequential.SequentialTest | None
     ) -> Evaluation:
         """An early stop settled; the samples and lm-eval's raw results written."""
         run, stopped = self.run, False

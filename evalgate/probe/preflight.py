@@ -10,16 +10,15 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from evalgate.context.budget import EvalContext
 from evalgate.context.limits import gather_context
 from evalgate.engine import answers, served
-from evalgate.engine.served import survey
 from evalgate.engine.urls import api_root
 from evalgate.engine.wire import EngineError, credentials_advice
 from evalgate.errors import (
@@ -30,14 +29,11 @@ from evalgate.errors import (
     TimedOut,
     UsageError,
 )
-from evalgate.evidence.model import EndpointRecord, EngineRecord, ProbeRecord, Stage
+from evalgate.evidence.model import EndpointRecord, EngineRecord, ProbeRecord
 from evalgate.gate.runlog import RunLog, context_record
 from evalgate.settings.context import ContextSettings
 from evalgate.settings.endpoint import EndpointSettings
-from evalgate.tasks.spec import Prompt, longest_candidates
-
-if TYPE_CHECKING:
-    from evalgate.tasks.spec import TaskSpec
+from evalgate.tasks.spec import Prompt, TaskSpec, longest_candidates
 
 log = logging.getLogger(__name__)
 _ENGINE_LIMIT = re.compile(
@@ -94,44 +90,44 @@ def failed(failed: RequestFailed, context: EvalContext) -> ProbeError:
     """The ProbeError for a probe that got no acceptance, by what stopped it."""
     error, cause = failed.error, failed.__cause__
     endpoint, timeout = api_root(failed.url), failed.timeout
-    if isinstance(cause, EngineAnswerError) and error.status == 200:
+    if isinstance(cause, ConnectionFailed | TimedOut):
+        seen = f"no first token within {timeout:g} s" if isinstance(cause, TimedOut) else cause
+        return ProbeError(
+            f"The pre-flight request could not reach the engine after {_attempts(failed)} "
+            f"({seen}). Check the endpoint; it answered /v1/models a moment ago."
+        )
+    if not isinstance(cause, EngineAnswerError):
+        return ProbeError(
+            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
+            f"({type(cause).__name__}: {cause}). Check that --base-url points at the engine or "
+            "router's /v1, and --api matches what it serves."
+        )
+    if error.status == 200:
         said = (
             f"The engine answered the pre-flight request with an error instead of a stream, "
             f"after {_attempts(failed)} ({error.describe()}). {_numbers(context)}. "
             f"{suggest_fix(error, context)}"
         )
-    elif isinstance(cause, EngineAnswerError) and (refused := credentials_advice(error)):
+    elif refused := credentials_advice(error):
         # no length or budget changes who may ask: the numbers would only mislead
         said = f"The engine rejected the pre-flight request ({error.describe()}). {refused}"
-    elif isinstance(cause, EngineAnswerError) and not failed.fatal:
+    elif not failed.fatal:
         # still busy or gone after every attempt: no verdict on the body
         said = (
             f"The engine did not answer the pre-flight request after {_attempts(failed)} "
             f"({error.describe()}). Check that the engines behind {endpoint} are up and "
             "healthy; it answered /v1/models a moment ago."
         )
-    elif isinstance(cause, EngineAnswerError) and answers.worker_gone(error) is not None:
+    elif (gone := answers.worker_gone(error)) is not None:
         said = (
-            f"{answers.worker_gone(error)}: no worker serves the model now. Check the workers "
+            f"{gone}: no worker serves the model now. Check the workers "
             f"behind {endpoint} (their logs say why they stopped); it listed the model a moment "
             "ago."
         )
-    elif isinstance(cause, EngineAnswerError):
+    else:
         said = (
             f"The engine rejected the pre-flight request ({error.describe()}). "
             f"{_numbers(context)}. {suggest_fix(error, context)}"
-        )
-    elif isinstance(cause, ConnectionFailed | TimedOut):
-        seen = f"no first token within {timeout:g} s" if isinstance(cause, TimedOut) else cause
-        return ProbeError(
-            f"The pre-flight request could not reach the engine after {_attempts(failed)} "
-            f"({seen}). Check the endpoint; it answered /v1/models a moment ago."
-        )
-    else:
-        return ProbeError(
-            f"The engine's answer to the pre-flight request is not an OpenAI-compatible stream "
-            f"({type(cause).__name__}: {cause}). Check that --base-url points at the engine or "
-            "router's /v1, and --api matches what it serves."
         )
     problem = ProbeError(said)
     problem.engine_error = error
@@ -167,15 +163,12 @@ PROBE_TIMEOUT = 60.0
 
 
 def derive(
-    ask: ContextSettings,
-    endpoint: EndpointSettings,
-    prompts: Sequence[Prompt],
-    on_stage: Callable[[Stage], None] = lambda stage: None,
+    ask: ContextSettings, endpoint: EndpointSettings, prompts: Sequence[Prompt]
 ) -> tuple[EvalContext, Prompt, EngineRecord | None]:
     """Readiness (when there is an endpoint), what the engines serve, then the context and the
     prompt to probe with."""
     candidates = longest_candidates(prompts)
-    found = survey(endpoint, candidates, on_stage)
+    found = served.survey(endpoint, candidates)
     context, longest = gather_context(ask, found, candidates)
     return context, longest, found.engine
 
@@ -192,7 +185,6 @@ def probe(
     """The pre-flight request at the real budget, with the task's stops and sampling, sent by
     the eval's own client."""
     from evalgate.engine.client import send_probe, worker_words
-    from evalgate.errors import RequestFailed
 
     timeout = min(endpoint.network.timeout, PROBE_TIMEOUT)
     client = eval_client(endpoint, timeout=timeout, max_connections=1)
@@ -279,7 +271,7 @@ def check(
     """Readiness, context and probe, recorded in `run` as each is established."""
     run.endpoint = served.record(endpoint)  # where the engine was, also if it is never ready
     candidates = longest_candidates(prompts)
-    found = survey(endpoint, candidates, run.enter)
+    found = served.survey(endpoint, candidates, run.enter)
     run.endpoint = served.record(endpoint, found.engine)  # and what it said it is
     context, longest = gather_context(ask, found, candidates)
     run.context = context_record(context)

@@ -22,7 +22,6 @@ from evalgate.errors import ArtifactError, DatasetError, UsageError
 from evalgate.reader import decode, decode_lines, read_bytes
 from evalgate.tasks.taskfile import FIELD
 
-SPLITS = ("test", "train")
 PUBLISHED_SHA256 = {
     "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
     "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
@@ -78,7 +77,7 @@ def load_dataset(dataset_dir: Path | None = None, *, hub: bool = False) -> Datas
         raise DatasetError("Give either --dataset-dir or --dataset-hub, not both.")
     source = "hub" if hub else ("dir" if dataset_dir is not None else "bundled")
     folder = dataset_dir if dataset_dir is not None else bundled_dir()
-    files = {split: folder / f"{split}.jsonl" for split in SPLITS}
+    files = {split: folder / f"{split}.jsonl" for split in PUBLISHED_SHA256}
     sha256: dict[str, str] = {}
     rows: dict[str, list[dict[str, str]]] = {}
     for split, path in files.items():
@@ -212,34 +211,6 @@ WHERE = (
 )
 
 
-def _rows_csv(path: Path, data: bytes) -> list[dict[str, Any]]:
-    try:
-        return list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise DatasetError(f"{path} is not a readable CSV file ({exc}). {WHERE}.") from exc
-
-
-def _rows_jsonl(path: Path, data: bytes) -> list[dict[str, Any]]:
-    try:
-        return decode_lines(
-            data, dict[str, Any], str(path), "is not a JSON object of GPQA's columns"
-        )
-    except ArtifactError as exc:
-        raise DatasetError(f"{exc.message} {WHERE}.") from exc
-
-
-def _check(path: Path, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        raise DatasetError(f"{path} holds no questions. {WHERE}.")
-    for number, row in enumerate(rows, start=1):
-        absent = [c for c in COLUMNS if not (isinstance(row.get(c), str) and row[c].strip())]
-        if absent:
-            raise DatasetError(
-                f"{path} row {number} lacks the column(s) {', '.join(absent)} (GPQA's columns: "
-                f"{', '.join(COLUMNS)}). {WHERE}."
-            )
-
-
 def process_docs(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The docs lm-eval asks, as the harness's process_docs makes them: every question twice,
     one seeded draw shuffling the choices of each asking in turn."""
@@ -279,15 +250,28 @@ def load_gpqa(dataset_dir: Path | None) -> Dataset:
     path = found[0]
     try:
         data = read_bytes(path)
+        if path.suffix == ".csv":
+            rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
+        else:
+            refusal = "is not a JSON object of GPQA's columns"
+            rows = decode_lines(data, dict[str, Any], str(path), refusal)
     except ArtifactError as exc:
         raise DatasetError(f"{exc.message} {WHERE}.") from exc
-    rows = (_rows_csv if path.suffix == ".csv" else _rows_jsonl)(path, data)
-    _check(path, rows)
-    digest = hashlib.sha256(data).hexdigest()
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DatasetError(f"{path} is not a readable CSV file ({exc}). {WHERE}.") from exc
+    if not rows:
+        raise DatasetError(f"{path} holds no questions. {WHERE}.")
+    for number, row in enumerate(rows, start=1):
+        absent = [c for c in COLUMNS if not (isinstance(row.get(c), str) and row[c].strip())]
+        if absent:
+            raise DatasetError(
+                f"{path} row {number} lacks the column(s) {', '.join(absent)} (GPQA's columns: "
+                f"{', '.join(COLUMNS)}). {WHERE}."
+            )
     return Dataset(
         source="dir",
         files={"test": path},
-        sha256={"test": digest},
+        sha256={"test": hashlib.sha256(data).hexdigest()},
         test=process_docs(rows),
         train=[],
     )

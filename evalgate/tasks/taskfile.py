@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from evalgate.errors import ArtifactError, UsageError, YamlRefused
 from evalgate.reader import MAX_CHARS, load_yaml, paths, read_bytes
@@ -148,11 +148,11 @@ def load_task_file(path: Path) -> tuple[dict[str, Any], bytes]:
     return config, raw
 
 
-class _Where:
+class _Where(NamedTuple):
     """A key's place in the file, for messages that name it."""
 
-    def __init__(self, path: Path, key: str) -> None:
-        self.path, self.key = path, key
+    path: Path
+    key: str
 
     def refuse(self, why: str, value: Any) -> UsageError:
         return UsageError(
@@ -160,8 +160,8 @@ class _Where:
         )
 
     def inner(self, key: str | int) -> _Where:
-        return _Where(
-            self.path, f"{self.key}[{key}]" if isinstance(key, int) else f"{self.key}.{key}"
+        return self._replace(
+            key=f"{self.key}[{key}]" if isinstance(key, int) else f"{self.key}.{key}"
         )
 
 
@@ -228,8 +228,7 @@ def _generation(where: _Where, value: Any) -> dict[str, Any]:
     known: dict[str, Checker] = {
         "until": lambda w, v: _text(w, v) if isinstance(v, str) else _items(w, v, _text),
         "do_sample": _one_of(False, True),
-    }
-    known.update(dict.fromkeys(SAMPLING, _number))
+    } | dict.fromkeys(SAMPLING, _number)
     return _mapping(where, value, known)
 
 

@@ -44,16 +44,11 @@ class Said(NamedTuple):
     values: tuple[object, ...] = ()
 
 
-def _placed(values: tuple[object, ...], neutralise: Callable[[object], object]) -> list[object]:
-    """`values` as a format string places them: a number as it is (evalgate formats it), any
-    other value made safe for its output first (a width then pads what is shown)."""
-    return [v if isinstance(v, int | float) else neutralise(v) for v in values]
-
-
 def line(text: str, *values: object) -> str:
-    """`text` (evalgate's words, a str.format string) with `values` placed, each made one safe
-    line for the terminal first."""
-    return text.format(*_placed(values, scrub.terminal))
+    """`text` (evalgate's words, a str.format string) with `values` placed: a number as it is
+    (evalgate formats it), any other value made one safe line for the terminal first (a width
+    then pads what is shown)."""
+    return text.format(*(v if isinstance(v, int | float) else scrub.terminal(v) for v in values))
 
 
 @functools.cache
@@ -80,7 +75,7 @@ def environment(kind: str) -> Environment:
         return neutralise(value)
 
     def said(found: Said) -> Markup:
-        return Markup(found.text.format(*_placed(found.values, finalize)))
+        return Markup(found.text.format(*map(finalize, found.values)))  # a number as it is
 
     environment = Environment(
         loader=FileSystemLoader(Path(__file__).parent),
