@@ -13,7 +13,7 @@ templates/compare.md; the page: templates/compare.html); the document's texts ar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal, NamedTuple, cast
+from typing import Annotated, Any, Literal, NamedTuple
 
 from msgspec import UNSET, Meta, UnsetType
 
@@ -485,30 +485,24 @@ class ComparisonDocument(Record, kw_only=True, frozen=True):
     warnings: tuple[str, ...]
 
 
+def _held(kind: type[Record], *sources: object) -> dict[str, Any]:
+    """What the sources hold under the names of `kind`'s fields (a later source's over an
+    earlier's): the values a document takes as they are."""
+    fields = kind.__struct_fields__
+    return {name: getattr(s, name) for s in sources for name in fields if hasattr(s, name)}
+
+
 def _filter_line(f: FilterComparison, flips: int) -> FilterLine:
-    c = f.counts
-    return FilterLine(
-        filter=f.filter,
+    line = _held(FilterLine, f.counts, f)
+    line.update(
         verdict=f.finding,
-        reason=f.reason,
-        n=c.n,
-        questions=c.questions,
-        repeats_clustered=c.clustered,
-        design_effect=f.design_effect,
-        baseline_score=c.baseline_score,
-        candidate_score=c.candidate_score,
-        difference=c.difference,
+        repeats_clustered=f.counts.clustered,
         ci_low=f.interval[0],
         ci_high=f.interval[1],
-        both_right=c.both_right,
-        lost=c.lost,
-        gained=c.gained,
-        both_wrong=c.both_wrong,
-        p_value=f.p_value,
-        questions_to_settle=f.questions_to_settle,
         flips_total=len(f.flips),
         flips=f.flips[: max(flips, 0)],
     )
+    return FilterLine(**line)
 
 
 def comparison_document(
@@ -516,18 +510,14 @@ def comparison_document(
 ) -> ComparisonDocument:
     """The machine-readable comparison."""
     c = comparison
-    return ComparisonDocument(
+    document = _held(ComparisonDocument, c)
+    document.update(
         schema="evalgate.comparison/1",
         evalgate_version=__version__,
         verdict=c.finding,
-        exit_code=cast(VerdictCode, int(c.exit_code)),  # a Finding's: PASS, FAIL, INCONCLUSIVE
-        reason=c.reason,
-        max_drop=c.max_drop,
+        exit_code=int(c.exit_code),  # a Finding's: PASS, FAIL, INCONCLUSIVE
         alpha=ALPHA,
         method=Method(**METHOD),
-        baseline=c.baseline,
-        candidate=c.candidate,
-        changed=c.changed,
         protocol_drift=c.drift,
         excluded=Excluded(
             failed_baseline=c.failed["baseline"],
@@ -535,5 +525,5 @@ def comparison_document(
             unpaired=c.unpaired,
         ),
         filters=tuple(_filter_line(f, flips) for f in c.filters),
-        warnings=c.warnings,
     )
+    return ComparisonDocument(**document)
