@@ -78,17 +78,11 @@ class Decision(msgspec.Struct, frozen=True):
             return f"not certain after {self.n} of {total} questions"
         side = "above" if self.outcome == "pass" else "below"
         shown = [f for f in self.filters if f.certain == side]
-        listed = ", ".join(
-            f"{f.filter} {f.score:.4f} (e-value {_number(f.e_value)})" for f in shown
-        )
+        listed = ", ".join(f"{f.filter} {f.score:.4f} (e-value {f.e_value:.4g})" for f in shown)
         return (
             f"stopped early after {self.n} of {total} questions: {listed} certainly {side} "
             f"threshold {threshold:.4f} (alpha {alpha})"
         )
-
-
-def _number(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.4g}"
 
 
 class SequentialTest:
