@@ -68,14 +68,8 @@ class Verdict(msgspec.Struct, frozen=True):
         return ExitCode[self.outcome.upper()]
 
     def record(self) -> VerdictRecord:
-        """The verdict as result.json records it."""
-        return VerdictRecord(
-            outcome=self.outcome,
-            reason=self.reason,
-            min_samples=self.min_samples,
-            problems=list(self.problems),
-            doubts=list(self.doubts),
-        )
+        """The verdict as result.json records it (all but its checks, which it holds apart)."""
+        return msgspec.convert(self, VerdictRecord, from_attributes=True)
 
 
 def _certain(
