@@ -328,19 +328,20 @@ def _warnings(baseline: Run, candidate: Run, failed: dict[str, tuple[int, ...]])
     return found
 
 
-def stopped_early(side: str, run: Run) -> str | None:
-    """Why a run that stopped early (--early-stop) cannot be paired, or None: it answered only
-    the questions that made its own verdict certain, and pairing those would bias the
-    comparison."""
-    record = run.eval.early_stop
-    if record is None or not record.stopped:
-        return None
-    return (
-        f"The {side} run {run.path.parent} stopped early (--early-stop {record.mode}) after "
-        f"{record.questions_used} of {record.questions} questions, where its own answers made "
-        "its verdict certain: it is incomplete, and pairing the questions it chose would bias "
-        "the comparison"
-    )
+def stopped_early(baseline: Run, candidate: Run) -> str | None:
+    """Why two runs cannot be paired when one stopped early (--early-stop), or None: it
+    answered only the questions that made its own verdict certain, and pairing those would
+    bias the comparison."""
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        record = run.eval.early_stop
+        if record is not None and record.stopped:
+            return (
+                f"The {side} run {run.path.parent} stopped early (--early-stop {record.mode}) "
+                f"after {record.questions_used} of {record.questions} questions, where its own "
+                "answers made its verdict certain: it is incomplete, and pairing the questions "
+                "it chose would bias the comparison"
+            )
+    return None
 
 
 def _refuse(baseline: Run, candidate: Run, max_drop: float, allow_drift: bool) -> list[Difference]:
@@ -355,10 +356,9 @@ def _refuse(baseline: Run, candidate: Run, max_drop: float, allow_drift: bool) -
             f"{baseline.path.parent} and {candidate.path.parent}): a run always equals itself. "
             "Pass the baseline run's folder first and the candidate's second."
         )
-    for side, run in (("baseline", baseline), ("candidate", candidate)):
-        stopped = stopped_early(side, run)
-        if stopped is not None:
-            raise UsageError(f"{stopped}. Compare runs made with --early-stop off.")
+    stopped = stopped_early(baseline, candidate)
+    if stopped is not None:
+        raise UsageError(f"{stopped}. Compare runs made with --early-stop off.")
     drift = protocol_differences(baseline, candidate)
     if drift and not allow_drift:
         raise UsageError(

@@ -296,9 +296,7 @@ def config_p(filters: Mapping[str, PairedCounts], *, drop: bool) -> float:
 
 
 def judge_pairs(
-    pairs: Mapping[str, Mapping[str, PairedCounts]],
-    max_drop: float,
-    alpha: float = ALPHA,
+    pairs: Mapping[str, Mapping[str, PairedCounts]], max_drop: float
 ) -> list[ConfigPair]:
     """Every config's finding against its baseline, the sweep's multiplicity accounted for;
     `pairs` maps a config's key to its gated filters' paired tables."""
@@ -314,8 +312,8 @@ def judge_pairs(
                 counts,
                 interval,
                 max_drop,
-                drop_significant=adj_drop < alpha,
-                gain_significant=adj_gain < alpha,
+                drop_significant=adj_drop < ALPHA,
+                gain_significant=adj_gain < ALPHA,
             )
             filters.append(FilterPair(name, counts, interval, finding))
         worst = max(

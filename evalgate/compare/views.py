@@ -13,7 +13,7 @@ templates/compare.md; the page: templates/compare.html); the document's texts ar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal, NamedTuple, cast
+from typing import Annotated, Any, Literal, NamedTuple
 
 from msgspec import UNSET, Meta, UnsetType
 
@@ -97,14 +97,20 @@ def _short(text: str) -> str:
     return flat if len(flat) <= _QUESTION_CHARS else flat[: _QUESTION_CHARS - 3] + "..."
 
 
+def _same_flips(c: Comparison) -> list[str | None]:
+    """Each filter's earlier filter with the very same flips, if any (none without flips)."""
+    first: dict[tuple[Flip, ...], str] = {}
+    same: list[str | None] = []
+    for f in c.filters:
+        earlier = first.setdefault(f.flips, f.filter)
+        same.append(earlier if f.flips and earlier != f.filter else None)
+    return same
+
+
 def _flip_sections(c: Comparison, flips: int) -> list[tuple[FilterComparison, int, str | None]]:
     """(filter, flips shown, name of an earlier filter with the very same flips, if any)."""
-    sections: list[tuple[FilterComparison, int, str | None]] = []
-    for f in c.filters if flips > 0 else ():
-        if f.flips:
-            same = next((e.filter for e, _, _ in sections if e.flips == f.flips), None)
-            sections.append((f, min(flips, len(f.flips)), same))
-    return sections
+    found = zip(c.filters, _same_flips(c), strict=True)
+    return [(f, min(flips, len(f.flips)), same) for f, same in found if f.flips and flips > 0]
 
 
 def render_text(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> str:
@@ -181,10 +187,6 @@ def render_markdown(comparison: Comparison, *, flips: int = DEFAULT_FLIPS) -> st
 # The page.
 
 
-def _percent(value: float) -> str:
-    return f"{value * 100:.2f}%"
-
-
 def _line(f: FilterComparison, note: str) -> templates.Line:
     return templates.Line(templates.tone(f.finding.value), f.finding.name, f.filter, note)
 
@@ -213,14 +215,14 @@ def _scores(c: Comparison) -> Scores:
     for f in c.filters:
         before, after = f.counts.baseline_score, f.counts.candidate_score
         described = (
-            f"{f.filter}: baseline {_percent(before)}, candidate {_percent(after)} "
+            f"{f.filter}: baseline {before:.2%}, candidate {after:.2%} "
             f"over {f.counts.n} paired questions"
             if not f.counts.clustered
             else f"over {f.counts.n} paired answers to {f.counts.questions} questions, their "
             "repeats clustered"
         )
         line = _line(f, f"n={f.counts.n}")
-        moves.append(Move(line, described, before, after, (_percent(before), _percent(after))))
+        moves.append(Move(line, described, before, after, (f"{before:.2%}", f"{after:.2%}")))
     return Scores(scale, {t: f"{t * 100:g}%" for t in scale.ticks()}, moves)
 
 
@@ -321,13 +323,14 @@ class Flips(NamedTuple):
 
 
 def _flips(c: Comparison) -> list[Flips]:
-    found: list[Flips] = []
-    for f in c.filters:
-        title = f"Flipped questions, {f.filter}: {f.counts.lost} lost, {f.counts.gained} gained"
-        listed = (x.filter for x in found if x.same is None and x.filter.flips)
-        same = next((e.filter for e in listed if e.flips == f.flips), None)
-        found.append(Flips(title, f, same))
-    return found
+    return [
+        Flips(
+            f"Flipped questions, {f.filter}: {f.counts.lost} lost, {f.counts.gained} gained",
+            f,
+            same,
+        )
+        for f, same in zip(c.filters, _same_flips(c), strict=True)
+    ]
 
 
 def render(comparison: Comparison) -> str:
@@ -485,30 +488,24 @@ class ComparisonDocument(Record, kw_only=True, frozen=True):
     warnings: tuple[str, ...]
 
 
+def _held(kind: type[Record], *sources: object) -> dict[str, Any]:
+    """What the sources hold under the names of `kind`'s fields (a later source's over an
+    earlier's): the values a document takes as they are."""
+    fields = kind.__struct_fields__
+    return {name: getattr(s, name) for s in sources for name in fields if hasattr(s, name)}
+
+
 def _filter_line(f: FilterComparison, flips: int) -> FilterLine:
-    c = f.counts
-    return FilterLine(
-        filter=f.filter,
+    line = _held(FilterLine, f.counts, f)
+    line.update(
         verdict=f.finding,
-        reason=f.reason,
-        n=c.n,
-        questions=c.questions,
-        repeats_clustered=c.clustered,
-        design_effect=f.design_effect,
-        baseline_score=c.baseline_score,
-        candidate_score=c.candidate_score,
-        difference=c.difference,
+        repeats_clustered=f.counts.clustered,
         ci_low=f.interval[0],
         ci_high=f.interval[1],
-        both_right=c.both_right,
-        lost=c.lost,
-        gained=c.gained,
-        both_wrong=c.both_wrong,
-        p_value=f.p_value,
-        questions_to_settle=f.questions_to_settle,
         flips_total=len(f.flips),
         flips=f.flips[: max(flips, 0)],
     )
+    return FilterLine(**line)
 
 
 def comparison_document(
@@ -516,18 +513,14 @@ def comparison_document(
 ) -> ComparisonDocument:
     """The machine-readable comparison."""
     c = comparison
-    return ComparisonDocument(
+    document = _held(ComparisonDocument, c)
+    document.update(
         schema="evalgate.comparison/1",
         evalgate_version=__version__,
         verdict=c.finding,
-        exit_code=cast(VerdictCode, int(c.exit_code)),  # a Finding's: PASS, FAIL, INCONCLUSIVE
-        reason=c.reason,
-        max_drop=c.max_drop,
+        exit_code=int(c.exit_code),  # a Finding's: PASS, FAIL, INCONCLUSIVE
         alpha=ALPHA,
         method=Method(**METHOD),
-        baseline=c.baseline,
-        candidate=c.candidate,
-        changed=c.changed,
         protocol_drift=c.drift,
         excluded=Excluded(
             failed_baseline=c.failed["baseline"],
@@ -535,5 +528,5 @@ def comparison_document(
             unpaired=c.unpaired,
         ),
         filters=tuple(_filter_line(f, flips) for f in c.filters),
-        warnings=c.warnings,
     )
+    return ComparisonDocument(**document)

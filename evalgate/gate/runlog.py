@@ -107,15 +107,22 @@ def build_result(
     exit_code: int,
     error: BaseException | None = None,
 ) -> Result:
-    """The result.json of the run as it stands: the one place a Result is put together."""
+    """The result.json of the run as it stands: the one place a Result is put together, the
+    log's values under the result's names as they stand, copied where the log goes on growing."""
     log._close_stage()
-    verdict = log.verdict
+    given = {name: value for name, value in vars(log).items() if name in Result.__struct_fields__}
+    given.update(
+        timings={**log.timings, "total": round(time.monotonic() - log._started, 3)},
+        scores=list(log.scores),
+        checks=list(log.verdict.checks) if log.verdict else [],
+        verdict=log.verdict.record() if log.verdict else None,
+        warnings=list(log.warnings),
+        files=dict(log.files),
+    )
     return Result(
         schema=RESULT_SCHEMA,
         evalgate_version=__version__,
-        run_id=log.run_id,
         status=status,
-        stage=log.stage,
         reason=reason,
         error=(
             ErrorRecord(type=type(error).__name__, message=str(getattr(error, "message", error)))
@@ -123,20 +130,6 @@ def build_result(
             else None
         ),
         exit_code=exit_code,
-        started_at=log.started_at,
         finished_at=None if status == "running" else _now(),
-        timings={**log.timings, "total": round(time.monotonic() - log._started, 3)},
-        model=log.model,
-        labels=log.labels,
-        task=log.task,
-        endpoint=log.endpoint,
-        context=log.context,
-        probe=log.probe,
-        eval=log.eval,
-        scores=list(log.scores),
-        threshold=log.threshold,
-        checks=list(verdict.checks) if verdict else [],
-        verdict=verdict.record() if verdict else None,
-        warnings=list(log.warnings),
-        files=dict(log.files),
+        **given,
     )

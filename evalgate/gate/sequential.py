@@ -7,6 +7,7 @@ The method and its guarantees: docs/early-stop.md.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -77,17 +78,11 @@ class Decision(msgspec.Struct, frozen=True):
             return f"not certain after {self.n} of {total} questions"
         side = "above" if self.outcome == "pass" else "below"
         shown = [f for f in self.filters if f.certain == side]
-        listed = ", ".join(
-            f"{f.filter} {f.score:.4f} (e-value {_number(f.e_value)})" for f in shown
-        )
+        listed = ", ".join(f"{f.filter} {f.score:.4f} (e-value {f.e_value:.4g})" for f in shown)
         return (
             f"stopped early after {self.n} of {total} questions: {listed} certainly {side} "
             f"threshold {threshold:.4f} (alpha {alpha})"
         )
-
-
-def _number(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.4g}"
 
 
 class SequentialTest:
@@ -121,7 +116,7 @@ class SequentialTest:
         """E_n(threshold) for `right` of `n`."""
         if not 0 < self.threshold < 1:
             return 1.0
-        log_e = log_e_value(right, n - right, self.threshold, self.weight)
+        log_e = self._log_e(right, n)
         return math.exp(log_e) if log_e < 700 else math.inf
 
     def bounds(self, n: int) -> tuple[int, int]:
@@ -139,30 +134,21 @@ class SequentialTest:
         return log_e_value(right, n - right, self.threshold, self.weight)
 
     def _above_from(self, n: int) -> int:
-        low = math.floor(self.threshold * n) + 1  # the smallest s with s / n > t
-        if low > n or self._log_e(n, n) < self._pass_level:
+        counts = range(math.floor(self.threshold * n) + 1, n + 1)  # the s with s / n > t
+        if not counts or self._log_e(n, n) < self._pass_level:
             return n + 1
-        high = n
-        while low < high:
-            middle = (low + high) // 2
-            if self._log_e(middle, n) >= self._pass_level:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+        certain = bisect.bisect_left(
+            counts, True, key=lambda s: self._log_e(s, n) >= self._pass_level
+        )
+        return counts[certain]
 
     def _below_to(self, n: int) -> int:
-        high = math.ceil(self.threshold * n) - 1  # the largest s with s / n < t
-        if high < 0 or self._log_e(0, n) < self._fail_level:
+        counts = range(math.ceil(self.threshold * n))  # the s with s / n < t
+        if not counts or self._log_e(0, n) < self._fail_level:
             return -1
-        low = 0
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self._log_e(middle, n) >= self._fail_level:
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        return (
+            bisect.bisect_left(counts, True, key=lambda s: self._log_e(s, n) < self._fail_level) - 1
+        )
 
     def side(self, right: int, n: int) -> Side | None:
         """Which side of the threshold `right` of `n` is certain of, if any."""

@@ -24,8 +24,9 @@ Z95 = 1.959963984540054
 
 
 def wilson_interval(p: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion p observed over n trials ((0, 1) when n = 0)."""
-    if n <= 0:
+    """The Wilson score interval of a proportion p observed over n trials ((0, 1) when n = 0 or
+    p is not a finite number)."""
+    if n <= 0 or not math.isfinite(p):
         return 0.0, 1.0
     z2n = z * z / n
     centre = (p + z2n / 2) / (1 + z2n)
@@ -49,7 +50,6 @@ GATED_METRIC = "exact_match"
 REQUIRED_FILTERS = {"gsm8k": ("strict-match", "flexible-extract"), "gpqa": ("extract_abcd",)}
 """The filters a task's gate needs, by task family (a task named gsm8k or gsm8k_*; GPQA's
 gpqa_diamond_cot_n_shot has the one filter extract_abcd)."""
-EXIT_CODES = {"pass": ExitCode.PASS, "fail": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE}
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -65,17 +65,11 @@ class Verdict(msgspec.Struct, frozen=True):
     @property
     def exit_code(self) -> ExitCode:
         """0 pass, 1 fail, 5 inconclusive."""
-        return EXIT_CODES[self.outcome]
+        return ExitCode[self.outcome.upper()]
 
     def record(self) -> VerdictRecord:
-        """The verdict as result.json records it."""
-        return VerdictRecord(
-            outcome=self.outcome,
-            reason=self.reason,
-            min_samples=self.min_samples,
-            problems=list(self.problems),
-            doubts=list(self.doubts),
-        )
+        """The verdict as result.json records it (all but its checks, which it holds apart)."""
+        return msgspec.convert(self, VerdictRecord, from_attributes=True)
 
 
 def _certain(
@@ -100,7 +94,7 @@ def judge(
     """One score against the threshold, by the rules in this module's docstring (`gated`: how
     many scores the run gates, which the sequential test's FAIL shares its alpha among)."""
     value, n = score.value, score.n
-    low, high = wilson_interval(value, n) if math.isfinite(value) else (0.0, 1.0)
+    low, high = wilson_interval(value, n)
     certain = _certain(score, threshold, early_stop, gated) if math.isfinite(value) else None
     if n <= 0 or not math.isfinite(value):
         outcome: Outcome = "fail"

@@ -81,10 +81,9 @@ def _protocol(base: Entry, entry: Entry, drift: Sequence[Difference]) -> Versus 
 
 def _paired(entry: Entry, base: Entry, was: Run, cand: Run, max_drop: float) -> Versus | Pending:
     """Two readable runs: listed when they cannot be paired, else their paired tables."""
-    for side, run in (("baseline", was), ("candidate", cand)):
-        stopped = stopped_early(side, run)
-        if stopped is not None:
-            return Versus.listed("early-stop", stopped, base.path)
+    stopped = stopped_early(was, cand)
+    if stopped is not None:
+        return Versus.listed("early-stop", stopped, base.path)
     try:
         found = compare_runs(was, cand, max_drop=max_drop, allow_protocol_drift=True)
     except UsageError as exc:  # no filter in common: the protocol says why, if it can

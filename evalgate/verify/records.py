@@ -3,7 +3,6 @@ one), what a sweep's paths hold, and a line of the verdict with the checks behin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, get_args
 
@@ -91,15 +90,11 @@ class CheckRow(Score, kw_only=True, frozen=True):
 
     @property
     def low(self) -> float:
-        return self._interval()[0]
+        return wilson_interval(self.value, self.n)[0]
 
     @property
     def high(self) -> float:
-        return self._interval()[1]
-
-    def _interval(self) -> tuple[float, float]:
-        finite = math.isfinite(self.value)
-        return wilson_interval(self.value, self.n) if finite else (0.0, 1.0)
+        return wilson_interval(self.value, self.n)[1]
 
 
 Standing = Literal[
