@@ -30,7 +30,8 @@ alternative to compare with. Everything runs on this machine against loopback se
     section).
 
 `--only early-stop`, `--only simulation`, `--only verify-baseline`, `--only floors`, `--only
-install` and `--only history` rewrite just their section of BENCHMARKS.md; the other `--only`
+install` and `--only history` rewrite just their section of BENCHMARKS.md; `--only table` measures
+the main table (1 to 4) and rewrites it, keeping every section as it was; the other `--only`
 measurements leave the file unchanged.
 """
 
@@ -43,6 +44,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -720,14 +722,28 @@ def early_stop_section(rows: list[Row], repeats: str) -> str:
     )
 
 
-def keep_by_hand(text: str, previous: Path) -> str:
-    """`text` with the by-hand section of the `previous` report (figures measured by hand, kept
-    as written), if it has one."""
+# BENCHMARKS.md's sections, each measured by its own `--only` (by-hand: figures measured by hand)
+SECTIONS = (
+    "early-stop",
+    "simulation",
+    "floors",
+    "verify-baseline",
+    "by-hand",
+    "install",
+    "history",
+)
+
+
+def keep_sections(text: str, previous: Path, names: tuple[str, ...]) -> str:
+    """`text` with the `names` sections of the `previous` report kept as they were written (the
+    by-hand figures; with `--only table`, every section), in the previous report's order."""
     old = previous.read_text() if previous.exists() else ""
-    start, end = "<!-- by-hand:start -->", "<!-- by-hand:end -->"
-    if start not in old or end not in old:
-        return text
-    return replace_section(text, "by-hand", old.split(start, 1)[1].split(end, 1)[0].lstrip("\n"))
+    for start in re.findall(r"<!-- ([\w-]+):start -->", old):
+        begin, end = f"<!-- {start}:start -->", f"<!-- {start}:end -->"
+        if start in names and end in old:
+            body = old.split(begin, 1)[1].split(end, 1)[0].lstrip("\n")
+            text = replace_section(text, start, body)
+    return text
 
 
 def machine() -> str:
@@ -807,6 +823,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only",
         choices=[
+            "table",
             "incident",
             "overhead",
             "verify",
@@ -858,15 +875,15 @@ def main() -> int:
 def table_rows(args: argparse.Namespace, tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
     """The measurements of BENCHMARKS.md's main table, as --only asks."""
     rows: list[Row] = []
-    if args.only in (None, "startup"):
+    if args.only in (None, "table", "startup"):
         rows += startup(tmp, repeats, builds)
-    if args.only in (None, "incident"):
+    if args.only in (None, "table", "incident"):
         rows += incident(tmp, repeats, 1 if args.quick else 3, builds)
         if args.engine_url:
             rows += real_engine_incident(tmp, repeats, args.engine_url, args.engine_model)
-    if args.only in (None, "verify"):
+    if args.only in (None, "table", "verify"):
         rows += verify_and_compare(tmp, repeats, args.quick, builds)
-    if args.only in (None, "overhead"):
+    if args.only in (None, "table", "overhead"):
         rows += overhead(tmp, 1 if args.quick else 3, args.quick, builds)
     return rows
 
@@ -885,10 +902,15 @@ def write_report(
         text = render(rows, said, builds[1].label if len(builds) > 1 else None)
         for name, body in sections.items():
             text = replace_section(text, name, body)
-        text = keep_by_hand(text, args.output)
+        text = keep_sections(text, args.output, ("by-hand",))
         print(text)
         args.output.write_text(text)
         print(f"wrote {args.output}", file=sys.stderr)
+    elif args.only == "table":  # the main table measured; every section kept as it was
+        text = render(rows, said, builds[1].label if len(builds) > 1 else None)
+        text = keep_sections(text, args.output, SECTIONS)
+        args.output.write_text(text)
+        print(f"rewrote the main table of {args.output}", file=sys.stderr)
     elif sections:
         text = args.output.read_text() if args.output.exists() else render([], "")
         for name, body in sections.items():
