@@ -31,6 +31,16 @@ SETUP_TIMEOUT = 3600.0  # a fresh install downloads and installs ~4 GB
 UP_TIMEOUT = 900.0  # engine-up has its own, shorter deadlines; this one only guards against a hang
 DOWN_TIMEOUT = 120.0
 
+# In a parallel test run (pytest-xdist) the other workers keep every CPU busy, and a stack spread
+# over them runs many times slower (engine-up's EVALGATE_ENGINE_CPUS says why): there each stack
+# runs on one CPU, the last this process may use. A run in one process leaves it spread.
+PINNED = (
+    {"EVALGATE_ENGINE_CPUS": str(max(os.sched_getaffinity(0)))}
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
+    and "EVALGATE_ENGINE_CPUS" not in os.environ
+    else {}
+)
+
 
 class EngineStackError(RuntimeError):
     """A script of the engine stack failed; the message carries the end of its output."""
@@ -80,7 +90,7 @@ def _run(script: str, *args: str, timeout: float, env: Mapping[str, str] | None 
     EngineStackError on any failure."""
     command = [str(SCRIPTS / script), *args]
     shown = shlex.join(command)
-    full_env = {**os.environ, **(env or {})}
+    full_env = {**os.environ, **PINNED, **(env or {})}
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout, check=False, env=full_env

@@ -134,6 +134,7 @@ def test_a_cpu_without_avx512_or_amx_gets_a_named_stand_in(engine_installed, tmp
     cpuinfo.write_text(flags)
     env = {
         **os.environ,
+        **stack.PINNED,
         "EVALGATE_ENGINE_CPUINFO": str(cpuinfo),
         "EVALGATE_ENGINE_RUN": str(tmp_path / "run"),
         "EVALGATE_SINGLE_ROUTER_PORT": "18012",
