@@ -19,6 +19,7 @@ import msgspec
 from evalgate.context.budget import EvalContext
 from evalgate.context.limits import gather_context
 from evalgate.engine import answers, served
+from evalgate.engine.served import survey
 from evalgate.engine.urls import api_root
 from evalgate.engine.wire import EngineError, credentials_advice
 from evalgate.errors import (
@@ -168,7 +169,7 @@ def derive(
     """Readiness (when there is an endpoint), what the engines serve, then the context and the
     prompt to probe with."""
     candidates = longest_candidates(prompts)
-    found = served.survey(endpoint, candidates)
+    found = survey(endpoint, candidates)
     context, longest = gather_context(ask, found, candidates)
     return context, longest, found.engine
 
@@ -271,7 +272,7 @@ def check(
     """Readiness, context and probe, recorded in `run` as each is established."""
     run.endpoint = served.record(endpoint)  # where the engine was, also if it is never ready
     candidates = longest_candidates(prompts)
-    found = served.survey(endpoint, candidates, run.enter)
+    found = survey(endpoint, candidates, run.enter)
     run.endpoint = served.record(endpoint, found.engine)  # and what it said it is
     context, longest = gather_context(ask, found, candidates)
     run.context = context_record(context)
