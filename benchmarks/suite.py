@@ -92,19 +92,36 @@ class Row:
 @dataclass(frozen=True)
 class Build:
     """An evalgate to time: this checkout's installed command, or another checkout's beside it
-    (--against), run from a neutral folder with that checkout first on the path."""
+    (--against), run from a neutral folder with that checkout first on the path, by that
+    checkout's own interpreter where it has a .venv (its dependencies may differ from ours)."""
 
     label: str
     root: Path | None = None
 
+    @property
+    def python(self) -> str:
+        own = self.root / ".venv" / "bin" / "python" if self.root else None
+        return str(own) if own and own.exists() else sys.executable
+
     def command(self, *args: str) -> list[str]:
         if self.root is None:
             return [EVALGATE, *args]
-        return [sys.executable, "-m", "evalgate.cli", *args]
+        return [self.python, "-m", "evalgate.cli", *args]
 
     @property
     def env(self) -> dict[str, str] | None:
         return None if self.root is None else {**os.environ, "PYTHONPATH": str(self.root)}
+
+    def has(self, command: str) -> bool:
+        """Whether this build has `command` (an older checkout may lack a newer one's)."""
+        asked = subprocess.run(
+            self.command(command, "--help"),
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            check=False,
+        )
+        return asked.returncode == 0
 
     @property
     def cwd(self) -> Path | None:
@@ -477,7 +494,8 @@ def startup(tmp: Path, repeats: int, builds: list[Build]) -> list[Row]:
     """Each command's start-up to its answer, and whether it imports lm-eval."""
     rows = []
     for name, command in startup_commands(tmp).items():
-        rows += over_builds(builds, functools.partial(startup_row, name, command, repeats))
+        having = [build for build in builds if build.has(command[0][0])]
+        rows += over_builds(having, functools.partial(startup_row, name, command, repeats))
     return rows
 
 
@@ -538,7 +556,7 @@ def startup_row(name: str, command: Expected, repeats: int, build: Build) -> Row
     """One command's start-up by one build: timed, then run once more to list its imports."""
     arguments, code, says = command
     walls, peak = measured(repeats, lambda _: build.command(*arguments), code, says, build=build)
-    module = [sys.executable, "-X", "importtime", "-m", "evalgate.cli", *arguments]
+    module = [build.python, "-X", "importtime", "-m", "evalgate.cli", *arguments]
     imports = subprocess.run(
         module, env=build.env, cwd=build.cwd, capture_output=True, text=True, check=False
     ).stderr
