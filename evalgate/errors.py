@@ -243,3 +243,17 @@ class WorkerLost(EvalFailedError):
 
 class AbortedError(EvalgateError):
     exit_code = ExitCode.ABORTED
+
+
+def interrupt_within(exc: BaseException) -> KeyboardInterrupt | None:
+    """The stop signal (Ctrl-C, or one raised as it) inside an exception Python or a library
+    made of it on its way: Python 3.11 raises RuntimeError("Error calling __set_name__ ...")
+    from an interrupt that lands while a class is built, as it is in an import."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -22,6 +22,7 @@ from evalgate.errors import (
     EvalgateError,
     ExitCode,
     UsageError,
+    interrupt_within,
 )
 from evalgate.eval.stage import EvalStage, check_acceptance, protocol, simulated_sources
 from evalgate.evidence import artifacts, folder
@@ -313,20 +314,10 @@ def _attempt(gate: GateRun, held: _HeldStops) -> tuple[Status, str, int, Evalgat
     """The run's stages, and what stopped them (with the answers received so far saved)."""
     try:
         return (*gate.execute(), None)
-    except EvalgateError as exc:
-        error = exc
     except KeyboardInterrupt:
-        error = AbortedError("interrupted by a signal")
-    except OSError as exc:  # a write refused (a full disk), or too many open files
-        error = artifacts.os_failure(gate.out, exc)
-    except (ImportError, MemoryError) as exc:  # a memory limit, or an install missing a part
-        error = artifacts.refused_load(f"at stage {gate.log.stage}", exc)
-    except Exception as exc:  # an evalgate bug or an answer nobody foresaw: still leave evidence
-        log.debug("unexpected error", exc_info=True)
-        error = EvalFailedError(
-            f"unexpected {type(exc).__name__} at stage {gate.log.stage}: {exc}. "
-            "Rerun with -v for the traceback, and please report it."
-        )
+        error: EvalgateError = AbortedError("interrupted by a signal")
+    except Exception as exc:
+        error = _failure(gate, exc)
     held.hold()
     try:
         gate.eval.partial_samples(gate.dataset)
@@ -335,6 +326,24 @@ def _attempt(gate: GateRun, held: _HeldStops) -> tuple[Status, str, int, Evalgat
         log.warning("could not write the samples received so far: %s", detail)
     status: Status = "aborted" if isinstance(error, AbortedError) else "error"
     return status, error.message, int(error.exit_code), error
+
+
+def _failure(gate: GateRun, exc: Exception) -> EvalgateError:
+    """What a failed stage says: evalgate's own error as it is, the others named."""
+    if interrupt_within(exc) is not None:  # the stop signal, wrapped on its way
+        return AbortedError("interrupted by a signal")
+    if isinstance(exc, EvalgateError):
+        return exc
+    if isinstance(exc, OSError):  # a write refused (a full disk), or too many open files
+        return artifacts.os_failure(gate.out, exc)
+    if isinstance(exc, ImportError | MemoryError):  # a memory limit, or an install missing a part
+        return artifacts.refused_load(f"at stage {gate.log.stage}", exc)
+    # an evalgate bug or an answer nobody foresaw: still leave evidence
+    log.debug("unexpected error", exc_info=True)
+    return EvalFailedError(
+        f"unexpected {type(exc).__name__} at stage {gate.log.stage}: {exc}. "
+        "Rerun with -v for the traceback, and please report it."
+    )
 
 
 def _record(

@@ -23,7 +23,7 @@ from evalgate._version import __version__
 from evalgate.cli import habits, stop
 from evalgate.cli.habits import SUBCOMMANDS
 from evalgate.environment import credentials_environment
-from evalgate.errors import EvalgateError, ExitCode, UsageError
+from evalgate.errors import EvalgateError, ExitCode, UsageError, interrupt_within
 from evalgate.templates import line
 
 RECORDING = ("run", "hook")
@@ -268,10 +268,11 @@ def _command(args: argparse.Namespace) -> int:
                 return int(ExitCode.PASS)
             return int(args._command(args))
     except KeyboardInterrupt as interrupt:
-        by = f" by {interrupt.args[0]}" if interrupt.args else ""
-        print(f"AbortedError: interrupted{by}", file=sys.stderr)
-        return int(ExitCode.ABORTED)
+        return _aborted(interrupt)
     except Exception as exc:
+        wrapped = interrupt_within(exc)
+        if wrapped is not None:  # the stop signal, wrapped on its way
+            return _aborted(wrapped)
         if args.verbose:
             logging.getLogger("evalgate").exception("traceback")
         if isinstance(exc, ImportError | MemoryError):  # a memory limit, not a bug
@@ -293,6 +294,12 @@ def _command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return int(ExitCode.EVAL)
+
+
+def _aborted(interrupt: KeyboardInterrupt) -> int:
+    by = f" by {interrupt.args[0]}" if interrupt.args else ""
+    print(f"AbortedError: interrupted{by}", file=sys.stderr)
+    return int(ExitCode.ABORTED)
 
 
 def end(code: int) -> NoReturn:

@@ -180,6 +180,36 @@ def test_an_engine_failure_that_escapes_its_stage_is_exit_3_naming_it(
         assert (result["status"], result["exit_code"]) == ("error", 3)
 
 
+
+class _Stops:
+    def __set_name__(self, owner: type, name: str) -> None:
+        raise KeyboardInterrupt("SIGINT")  # as Ctrl-C lands while a class is built
+
+
+def _interrupted_while_importing(*_: object) -> None:
+    class Lands:  # Python 3.11: RuntimeError("Error calling __set_name__ ...") from the interrupt
+        field = _Stops()
+
+
+@pytest.mark.parametrize("command", ["run", "context"])
+def test_a_stop_that_lands_in_an_import_is_an_abort(command, tmp_path, capsys, monkeypatch):
+    """A signal that lands while a module is imported (a class built) reaches evalgate wrapped
+    in a RuntimeError; it is still an abort, exit 6, in result.json too. Before: "unexpected
+    RuntimeError at stage eval ... please report it", exit 4 (CHANGELOG.md)."""
+    monkeypatch.setattr(preflight, "survey", _interrupted_while_importing)
+    url, out = "http://127.0.0.1:9/v1", tmp_path / "run"
+    argv = run_args(url, out) if command == "run" else ["context", "--base-url", url]
+    code = main([*argv, "--isl", "1024", "--osl", "512"])
+
+    err = capsys.readouterr().err
+    assert code == ExitCode.ABORTED, err
+    assert "AbortedError: interrupted" in err
+    assert "RuntimeError" not in err and "please report" not in err
+    if command == "run":
+        result = load_result(out)
+        assert (result["status"], result["exit_code"]) == ("aborted", 6)
+        assert result["reason"] == "interrupted by a signal"
+
 _CONSOLE = """
 import atexit, sys, threading, time
 from evalgate.cli import console
