@@ -53,6 +53,13 @@ UNIT_ONLY = "unit tests open no socket and start no process: mark it loopback"
 SERIAL = ("browser", "postgres", "engine")
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker more than the CPUs. Some tests wait on clocks for minutes (the lost
+    hosts) and each engine stack runs on one CPU; a third worker keeps both CPUs at work
+    meanwhile (pyproject's --maxprocesses still caps the count)."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse the collection when a test is in no tier or in more than one, naming each."""
