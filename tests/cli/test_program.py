@@ -180,7 +180,6 @@ def test_an_engine_failure_that_escapes_its_stage_is_exit_3_naming_it(
         assert (result["status"], result["exit_code"]) == ("error", 3)
 
 
-
 class _Stops:
     def __set_name__(self, owner: type, name: str) -> None:
         raise KeyboardInterrupt("SIGINT")  # as Ctrl-C lands while a class is built
@@ -209,6 +208,7 @@ def test_a_stop_that_lands_in_an_import_is_an_abort(command, tmp_path, capsys, m
         result = load_result(out)
         assert (result["status"], result["exit_code"]) == ("aborted", 6)
         assert result["reason"] == "interrupted by a signal"
+
 
 _CONSOLE = """
 import atexit, sys, threading, time
