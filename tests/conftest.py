@@ -54,10 +54,12 @@ SERIAL = ("browser", "postgres", "engine")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: a worker more than the CPUs. Some tests wait on clocks for minutes (the lost
-    hosts) and each engine stack runs on one CPU; a third worker keeps both CPUs at work
+    """`-n auto`: a worker per CPU for the unit tier alone (all CPU, no waiting), one more for
+    a run with the other tiers: some of their tests wait on clocks for minutes (the lost hosts)
+    and each engine stack runs on one CPU, and the extra worker keeps every CPU at work
     meanwhile (pyproject's --maxprocesses still caps the count)."""
-    return len(os.sched_getaffinity(0)) + 1
+    cpus = len(os.sched_getaffinity(0))
+    return cpus if config.option.markexpr.strip() == "unit" else cpus + 1
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
