@@ -190,24 +190,21 @@ def _interrupted_while_importing(*_: object) -> None:
         field = _Stops()
 
 
-@pytest.mark.parametrize("command", ["run", "context"])
-def test_a_stop_that_lands_in_an_import_is_an_abort(command, tmp_path, capsys, monkeypatch):
+def test_a_stop_that_lands_in_an_import_is_an_abort(tmp_path, capsys, monkeypatch):
     """A signal that lands while a module is imported (a class built) reaches evalgate wrapped
-    in a RuntimeError; it is still an abort, exit 6, in result.json too. Before: "unexpected
-    RuntimeError at stage eval ... please report it", exit 4 (CHANGELOG.md)."""
+    in a RuntimeError; it is still an abort, exit 6, for run (in result.json too) and context.
+    Before: "unexpected RuntimeError ... please report it", exit 4 (CHANGELOG.md)."""
     monkeypatch.setattr(preflight, "survey", _interrupted_while_importing)
-    url, out = "http://127.0.0.1:9/v1", tmp_path / "run"
-    argv = run_args(url, out) if command == "run" else ["context", "--base-url", url]
-    code = main([*argv, "--isl", "1024", "--osl", "512"])
+    url, out, lengths = "http://127.0.0.1:9/v1", tmp_path / "run", ["--isl", "1024", "--osl", "512"]
+    codes = [main([*run_args(url, out), *lengths]), main(["context", "--base-url", url, *lengths])]
 
     err = capsys.readouterr().err
-    assert code == ExitCode.ABORTED, err
-    assert "AbortedError: interrupted" in err
+    assert codes == [ExitCode.ABORTED] * 2, err
+    assert err.count("AbortedError: interrupted") == 2, err
     assert "RuntimeError" not in err and "please report" not in err
-    if command == "run":
-        result = load_result(out)
-        assert (result["status"], result["exit_code"]) == ("aborted", 6)
-        assert result["reason"] == "interrupted by a signal"
+    result = load_result(out)
+    assert (result["status"], result["exit_code"]) == ("aborted", 6)
+    assert result["reason"] == "interrupted by a signal"
 
 
 _CONSOLE = """
